@@ -1,0 +1,27 @@
+"""One registry of every public learner; the generic API tests are
+parametrised over it (add each new learner here)."""
+import numpy as np
+
+import tripletml as tm
+
+#: (factory for a quick-to-fit instance, {param: alternative value})
+ESTIMATORS = [
+    (lambda: tm.Euclidean(), {}),
+    (lambda: tm.DotProduct(), {}),
+    (lambda: tm.OASIS(n_triplets=200, random_state=0),
+     {"C": 0.5, "n_epochs": 2, "n_triplets": 150, "init": "zeros", "random_state": 3,
+      "verbose": 0}),
+]
+
+LEARNERS = [(f, alt) for f, alt in ESTIMATORS if f()._needs_triplets]
+
+
+def ids(entries):
+    return [type(f()).__name__ for f, _ in entries]
+
+
+def toy_data(seed=0, n=30, d=5):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, d)) + y[:, None]
+    return X, y

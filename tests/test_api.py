@@ -1,0 +1,190 @@
+"""scikit-learn conventions, checked for every learner in the registry."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+
+import tripletml as tm
+from tripletml.base import MahalanobisMixin, TripletLearner
+
+from _estimators import ESTIMATORS, LEARNERS, ids, toy_data
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+def test_params_round_trip_and_clone(factory, alt):
+    est = factory()
+    params = est.get_params()
+    assert set(alt) <= set(params)
+    for name, value in alt.items():
+        est.set_params(**{name: value})
+        assert est.get_params()[name] == value
+    c = clone(est)
+    assert c.get_params() == est.get_params()
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+def test_init_only_stores(factory, alt):
+    est = factory()
+    for name in est.get_params():
+        est.set_params(**{name: "nonsense-value"})  # no validation until fit
+    assert all(v == "nonsense-value" for v in est.get_params().values())
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fit_returns_self_and_sets_n_features(factory, alt, sparse):
+    X, y = toy_data()
+    est = factory()
+    out = est.fit(sp.csr_matrix(X) if sparse else X, y)
+    assert out is est
+    assert est.n_features_in_ == X.shape[1]
+    assert isinstance(est.history_, dict)
+    lengths = {len(v) for v in est.history_.values()}
+    assert len(lengths) == 1 and "step" in est.history_ and "seconds" in est.history_
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+def test_numpy_integer_params(factory, alt):
+    X, y = toy_data()
+    int_params = {k: np.int64(v) for k, v in alt.items()
+                  if isinstance(v, int) and k not in ("verbose",)}
+    est = factory().set_params(**int_params)
+    est.fit(X, y)
+    assert est.n_features_in_ == X.shape[1]
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+def test_grid_search_with_numpy_ints(factory, alt):
+    X, y = toy_data(n=45)
+    grid = {k: [np.int64(v)] for k, v in alt.items() if k in ("n_epochs", "n_triplets")}
+    gs = GridSearchCV(factory(), grid, cv=3).fit(X, y)
+    assert np.isfinite(gs.best_score_)
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+def test_scoring_contract(factory, alt):
+    X, y = toy_data()
+    est = factory().fit(X, y)
+    S = est.similarity(X[:7], X[3:12])
+    assert S.shape == (7, 9)
+    np.testing.assert_allclose(est.pair_score(X[:7], X[3:10]), np.diag(S[:, :7]), atol=1e-9)
+    np.testing.assert_allclose(est.similarity(sp.csr_matrix(X[:7]), X[3:12]), S, atol=1e-9)
+    t = np.array([[0, 3, 1], [4, 7, 2]])
+    expect = [S[0, 0] - est.similarity(X[[0]], X[[1]])[0, 0],
+              S[4, 4] - est.similarity(X[[4]], X[[2]])[0, 0]]
+    np.testing.assert_allclose(est.decision_function(X, t), expect, atol=1e-9)
+    from tripletml.metrics import mean_average_precision
+    assert est.score(X, y) == pytest.approx(mean_average_precision(est.similarity(X), y))
+    if isinstance(est, MahalanobisMixin):
+        M = est.get_mahalanobis_matrix()
+        d = X[0] - X[5]
+        assert est.pair_distance(X[[0]], X[[5]])[0] == pytest.approx(d @ M @ d)
+        Z = est.transform(X)
+        assert np.sum((Z[0] - Z[5]) ** 2) == pytest.approx(d @ M @ d)
+        assert est.get_metric()(X[0], X[5]) == pytest.approx(d @ M @ d)
+    else:
+        W = est.get_bilinear_matrix()
+        np.testing.assert_allclose(S, X[:7] @ W @ X[3:12].T, atol=1e-9)
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+def test_save_load_round_trip(factory, alt, tmp_path):
+    X, y = toy_data()
+    est = factory().fit(X, y)
+    est.save(tmp_path / "m.npz")
+    back = tm.load_model(tmp_path / "m.npz")
+    assert type(back) is type(est)
+    assert back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.similarity(X), est.similarity(X))
+    assert back.history_ == est.history_
+
+
+def test_load_model_rejects_bad_files(tmp_path):
+    X, y = toy_data()
+    tm.OASIS(n_triplets=50, random_state=0).fit(X, y).save(tmp_path / "m.npz")
+    raw = (tmp_path / "m.npz").read_bytes()
+    (tmp_path / "trunc.npz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match="truncated or foreign|not a readable"):
+        tm.load_model(tmp_path / "trunc.npz")
+    np.savez(tmp_path / "foreign.npz", a=np.arange(3))
+    with pytest.raises(ValueError, match="not a tripletml model"):
+        tm.load_model(tmp_path / "foreign.npz")
+    np.savez(tmp_path / "pickled.npz", __meta__=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(ValueError, match="not a readable"):
+        tm.load_model(tmp_path / "pickled.npz")
+    with pytest.raises(FileNotFoundError):
+        tm.load_model(tmp_path / "missing.npz")
+    with pytest.raises(ValueError, match="unfitted"):
+        tm.OASIS().save(tmp_path / "x.npz")
+
+
+BAD_X = [
+    (np.array([[0.0, np.nan], [1, 2], [3, 4]]), ValueError, "NaN or infinity"),
+    (np.array([[0.0, np.inf], [1, 2], [3, 4]]), ValueError, "NaN or infinity"),
+    (np.arange(6.0), ValueError, "must be 2-D"),
+    (np.zeros((0, 3)), ValueError, "0 sample"),
+    (np.array([["a", "b"], ["c", "d"], ["e", "f"]]), TypeError, "numeric"),
+]
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("X, exc, msg", BAD_X)
+def test_bad_X(factory, alt, X, exc, msg):
+    est = factory()
+    name = type(est).__name__
+    with pytest.raises(exc, match=f"{name}: .*{msg}"):
+        est.fit(X, np.arange(len(X)) % 2 if len(X) else [])
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+def test_bad_labels_and_triplets(factory, alt):
+    X, y = toy_data()
+    name = type(factory()).__name__
+    with pytest.raises(ValueError, match=f"{name}: y has 1 class"):
+        factory().fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match=f"{name}: y has 29 labels but X has 30"):
+        factory().fit(X, y[:-1])
+    with pytest.raises(ValueError, match=f"{name}: .*labels y .*or an explicit triplets"):
+        factory().fit(X)
+    with pytest.raises(ValueError, match=f"{name}: triplets index 30 is out of range"):
+        factory().fit(X, triplets=[[0, 1, 30]])
+    with pytest.raises(ValueError, match=f"{name}: .*shape"):
+        factory().fit(X, triplets=[[0, 1]])
+    est = factory().fit(X, y)
+    with pytest.raises(ValueError, match=f"{name}: X has 4 features, but the model was "
+                                         "fitted with 5"):
+        est.similarity(X[:, :4])
+    with pytest.raises(ValueError, match=f"{name}: .*index 99 is out of range"):
+        est.decision_function(X, [[0, 1, 99]])
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+def test_bad_params(factory, alt):
+    X, y = toy_data()
+    name = type(factory()).__name__
+    for param, value in alt.items():
+        if param in ("random_state", "verbose") or not isinstance(value, (int, float)):
+            continue
+        with pytest.raises((TypeError, ValueError), match=f"{name}: parameter {param}"):
+            factory().set_params(**{param: -1}).fit(X, y)
+        with pytest.raises(TypeError, match=f"{name}: parameter {param}"):
+            factory().set_params(**{param: "3"}).fit(X, y)
+    if "init" in alt:
+        with pytest.raises(ValueError, match=f"{name}: parameter init='bogus'"):
+            factory().set_params(init="bogus").fit(X, y)
+
+
+def test_explicit_triplets_ignore_y():
+    X, y = toy_data()
+    t = np.array([[0, 3, 1], [1, 4, 2]])
+    a = tm.OASIS(random_state=0).fit(X, triplets=t)
+    b = tm.OASIS(random_state=0).fit(X, np.zeros(len(X)), triplets=t)
+    np.testing.assert_array_equal(a.W_, b.W_)
+
+
+def test_registry_lists_every_public_learner():
+    registered = {type(f()).__name__ for f, _ in ESTIMATORS}
+    public = {n for n in tm.__all__ if isinstance(getattr(tm, n, None), type)
+              and issubclass(getattr(tm, n), TripletLearner) and getattr(tm, n) is not TripletLearner}
+    assert public == registered

@@ -1,0 +1,111 @@
+"""OASIS against a plain dense loop written from Chechik et al. (2010)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from tripletml import OASIS
+from tripletml.triplets import random_class_triplets
+
+
+def reference_oasis(X, triplets, C, W0):
+    """Dense PA-I loop: l = [1 - q'W p+ + q'W p-]_+, V = q (p+ - p-)',
+    tau = min(C, l / ||V||_F^2), W += tau V."""
+    W = W0.copy()
+    trace = []
+    for q, p, n in triplets:
+        V = np.outer(X[q], X[p] - X[n])
+        loss = max(0.0, 1.0 - X[q] @ W @ X[p] + X[q] @ W @ X[n])
+        nrm = np.sum(V * V)
+        if loss > 0 and nrm > 0:
+            W = W + min(C, loss / nrm) * V
+        trace.append(W.copy())
+    return W, trace
+
+
+def _data(seed=0, n=40, d=7, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if sparse:
+        X[rng.random(X.shape) < 0.6] = 0.0
+    y = rng.integers(0, 3, size=n)
+    return X, y
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("C", [0.01, 1.0, 1e6])
+def test_partial_fit_matches_reference_step_by_step(sparse, C):
+    X, y = _data(sparse=sparse)
+    t = random_class_triplets(y, 60, random_state=1)
+    Xin = sp.csr_matrix(X) if sparse else X
+    _, trace = reference_oasis(X, t, C, np.eye(X.shape[1]))
+    model = OASIS(C=C)
+    for i in range(t.shape[0]):
+        model.partial_fit(Xin, t[i:i + 1])
+        np.testing.assert_allclose(model.W_, trace[i], rtol=1e-10, atol=1e-12)
+    assert model.n_steps_ == t.shape[0]
+    assert len(model.history_["step"]) == t.shape[0]
+
+
+def test_single_step_is_one_pa_update():
+    X, _ = _data(d=5)
+    X[2] = X[0]  # margin q'(p - q) = q'p - ||q||^2 < 1: the step is not passive
+    t = np.array([[0, 1, 2]])
+    assert X[0] @ (X[1] - X[2]) < 1
+    model = OASIS(C=10.0).partial_fit(X, t)
+    W, _ = reference_oasis(X, t, 10.0, np.eye(5))
+    np.testing.assert_allclose(model.W_, W, rtol=1e-12)
+    assert not np.allclose(model.W_, np.eye(5))  # the step did something
+
+
+def test_fit_equals_reference_in_fit_order():
+    X, y = _data(seed=3)
+    t = random_class_triplets(y, 80, random_state=2)
+    model = OASIS(C=0.5, n_epochs=2, random_state=7).fit(X, triplets=t)
+    rng = np.random.default_rng(7)
+    order = np.concatenate([rng.permutation(80), rng.permutation(80)])
+    W, _ = reference_oasis(X, t[order], 0.5, np.eye(X.shape[1]))
+    np.testing.assert_allclose(model.W_, W, rtol=1e-10, atol=1e-12)
+
+
+def test_dense_and_csr_give_same_model():
+    X, y = _data(seed=4, sparse=True)
+    a = OASIS(random_state=0, n_triplets=300, n_epochs=2).fit(X, y)
+    b = OASIS(random_state=0, n_triplets=300, n_epochs=2).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-12)
+
+
+def test_history_statistics_match_reference():
+    X, y = _data(seed=5)
+    t = random_class_triplets(y, 50, random_state=0)
+    W = np.eye(X.shape[1])
+    losses, mistakes = [], []
+    for q, p, n in t:
+        m = X[q] @ W @ (X[p] - X[n])
+        losses.append(max(0, 1 - m))
+        mistakes.append(m <= 0)
+        W, _ = reference_oasis(X, [(q, p, n)], 0.1, W)
+    model = OASIS().partial_fit(X, t[:20]).partial_fit(X, t[20:])
+    h = model.history_
+    assert h["step"] == [20, 50]
+    assert h["avg_loss"][-1] == pytest.approx(np.mean(losses), rel=1e-10)
+    assert h["mistake_rate"][-1] == pytest.approx(np.mean(mistakes))
+    assert h["loss"][0] == pytest.approx(np.mean(losses[:20]), rel=1e-10)
+
+
+def test_oasis_improves_triplet_accuracy_on_held_out():
+    from sklearn.datasets import load_digits
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    m = OASIS(n_triplets=20000, random_state=0).fit(X[:1200], y[:1200])
+    t = random_class_triplets(y[1200:], 3000, random_state=1)
+    acc = np.mean(m.decision_function(X[1200:], t) > 0)
+    base = np.mean(np.einsum("ij,ij->i", X[1200:][t[:, 0]],
+                             X[1200:][t[:, 1]] - X[1200:][t[:, 2]]) > 0)
+    assert acc > base + 0.02
+
+
+def test_divergence_stops_with_message():
+    # ||q||^2 overflows: the PA step becomes inf - inf and W leaves the reals
+    X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0]])
+    with pytest.raises(FloatingPointError, match="OASIS: training diverged"):
+        OASIS(C=1.0).partial_fit(X, [[0, 1, 2]])

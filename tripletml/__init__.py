@@ -1,0 +1,30 @@
+"""tripletml: fast metric and similarity learning from relative comparisons.
+
+Learners share one scikit-learn style API (see :mod:`tripletml.base`):
+``fit(X, y=None, *, triplets=None)``, ``similarity``, ``pair_score``,
+``decision_function``, ``score`` (leave-one-out mAP), ``save``.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .base import BilinearMixin, MahalanobisMixin, TripletLearner
+from .learners.baselines import DotProduct, Euclidean
+from .learners.oasis import OASIS
+from .persistence import load_model
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TripletLearner", "BilinearMixin", "MahalanobisMixin",
+    "Euclidean", "DotProduct", "OASIS",
+    "load_model", "datasets", "metrics", "triplets", "__version__",
+]
+
+_SUBMODULES = {"datasets", "metrics", "triplets", "linalg", "reproduce", "cli"}
+
+
+def __getattr__(name):  # lazy submodules: `tripletml.datasets.load(...)`
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tripletml' has no attribute {name!r}")

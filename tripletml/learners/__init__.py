@@ -1,0 +1,1 @@
+"""Similarity and metric learners."""

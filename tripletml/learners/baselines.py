@@ -1,0 +1,63 @@
+"""No-learning baselines reported by every paper: Euclidean distance and the
+plain dot product (cosine similarity for l2-normalised data)."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ..linalg import rowwise_dot
+from ..base import BilinearMixin, MahalanobisMixin, TripletLearner
+
+__all__ = ["Euclidean", "DotProduct"]
+
+
+class Euclidean(MahalanobisMixin, TripletLearner):
+    """Squared Euclidean distance (M = I); similarity is ``-||x - y||^2``.
+
+    ``fit(X, y=None)`` only records ``n_features_in_``; labels and triplets
+    are accepted and ignored so the baseline drops into any pipeline.
+    ``transform`` is the identity (sparse input stays sparse).
+    """
+
+    _needs_triplets = False
+
+    def __init__(self):
+        pass
+
+    def _fit(self, X, triplets, rng):
+        self.history_ = {"step": [0], "seconds": [0.0]}
+
+    @property
+    def components_(self) -> np.ndarray:
+        """Identity L (d x d), built on demand."""
+        check_is_fitted(self, "n_features_in_")
+        return np.eye(self.n_features_in_)
+
+    def _transform(self, X):
+        return X
+
+
+class DotProduct(BilinearMixin, TripletLearner):
+    """Plain inner product ``x^T y`` (W = I); cosine for normalised rows."""
+
+    _needs_triplets = False
+
+    def __init__(self):
+        pass
+
+    def _fit(self, X, triplets, rng):
+        self.history_ = {"step": [0], "seconds": [0.0]}
+
+    def _apply(self, X):
+        return X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+
+    def _similarity(self, X, Y):
+        S = X @ Y.T
+        return S.toarray() if hasattr(S, "toarray") else np.asarray(S)
+
+    def _pair_score(self, X1, X2):
+        return rowwise_dot(X1, X2)
+
+    def get_bilinear_matrix(self) -> np.ndarray:
+        check_is_fitted(self, "n_features_in_")
+        return np.eye(self.n_features_in_)

@@ -1,0 +1,219 @@
+"""Triplet sampling.
+
+A triplet is a row ``(query, positive, negative)`` of an int64 index array
+into the rows of X: the query is meant to be more similar to the positive
+than to the negative.  Triplets are never materialised as (m, 3, d) arrays;
+learners gather the rows they need.
+
+Samplers
+--------
+random_class_triplets
+    Query and positive share a class, the negative comes from another class
+    (the protocol of the OASIS, SDCA and COMET papers).  O(n_triplets) memory.
+knn_triplets
+    LMNN-style: each query's ``n_neighbors`` nearest same-class points
+    (target neighbours) paired with its ``n_impostors`` nearest points of
+    other classes (impostors), as used by LMNN and SML.
+
+Both are reproducible under ``random_state``.  Papers that write a triplet
+as ``(i, j, k)`` with anchor ``j`` (e.g. SML's ``x_ij``, ``x_kj``) map onto
+this layout as ``(j, i, k)``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.neighbors import NearestNeighbors
+
+from ._validation import check_random_state, check_scalar_param, check_triplets, check_X
+
+__all__ = ["random_class_triplets", "knn_triplets", "check_triplets", "check_labels"]
+
+
+def check_labels(y: Any, n_samples: int | None = None, owner: Any = None,
+                 min_classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Validate class labels; return ``(classes, y_encoded)`` with codes 0..C-1."""
+    who = owner if isinstance(owner, str) else (type(owner).__name__ if owner is not None
+                                                else "tripletml")
+    if y is None:
+        raise ValueError(f"{who}: labels y are required to sample triplets (or pass "
+                         "triplets=... explicitly).")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{who}: y must be 1-D class labels, got shape {y.shape}.")
+    if n_samples is not None and y.shape[0] != n_samples:
+        raise ValueError(f"{who}: y has {y.shape[0]} labels but X has {n_samples} rows.")
+    if y.shape[0] == 0:
+        raise ValueError(f"{who}: y is empty.")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise ValueError(f"{who}: y contains NaN or infinity.")
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:
+        raise TypeError(f"{who}: labels y must be sortable (all ints or all strings).") from None
+    if classes.size < min_classes:
+        raise ValueError(f"{who}: y has {classes.size} class(es); triplets need at least "
+                         f"{min_classes} classes (a positive and a negative of another class).")
+    return classes, codes.astype(np.int64)
+
+
+def _class_layout(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sample indices sorted by class, class start offsets, sizes, rank of each sample."""
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size) - starts[codes[order]]
+    return order, starts, sizes, rank
+
+
+def random_class_triplets(y: Any, n_triplets: int | None = None, *,
+                          per_query: int | None = None, unique: bool = False,
+                          random_state: Any = None) -> np.ndarray:
+    """Sample triplets whose query and positive share a class.
+
+    The query is drawn uniformly among samples whose class has at least two
+    members (``per_query=None``), or every such sample is the query of exactly
+    ``per_query`` triplets.  The positive is uniform over the other members of
+    the query's class, the negative uniform over all samples of other classes.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels.
+    n_triplets : int, optional
+        Number of triplets (required unless ``per_query`` is given).
+    per_query : int, optional
+        Fixed number of triplets per eligible query.
+    unique : bool, default=False
+        Reject duplicate triplets (resampling until ``n_triplets`` distinct
+        ones are found; ValueError if there are not that many).
+    random_state : None, int or numpy Generator
+
+    Returns
+    -------
+    triplets : ndarray of shape (n_triplets, 3), int64
+        Rows ``(query, positive, negative)``.
+    """
+    who = "random_class_triplets"
+    classes, codes = check_labels(y, owner=who)
+    rng = check_random_state(random_state, who)
+    n = codes.size
+    order, starts, sizes, rank = _class_layout(codes)
+    eligible = np.flatnonzero(sizes[codes] >= 2)
+    if eligible.size == 0:
+        raise ValueError(f"{who}: every class has a single member; no (query, positive) pair "
+                         "of the same class exists.")
+    if per_query is not None:
+        per_query = check_scalar_param(per_query, "per_query", who, kind="int", low=1)
+        queries = np.repeat(eligible, per_query)
+        if n_triplets is not None and int(n_triplets) != queries.size:
+            raise ValueError(f"{who}: n_triplets={n_triplets} conflicts with per_query="
+                             f"{per_query} x {eligible.size} eligible queries.")
+        n_triplets = queries.size
+    else:
+        if n_triplets is None:
+            raise ValueError(f"{who}: give n_triplets or per_query.")
+        n_triplets = check_scalar_param(n_triplets, "n_triplets", who, kind="int", low=1)
+        queries = None
+
+    def draw(m: int, q: np.ndarray | None) -> np.ndarray:
+        if q is None:
+            q = eligible[rng.integers(0, eligible.size, size=m)]
+        c = codes[q]
+        # positive: uniform over the class minus the query itself
+        r = rng.integers(0, sizes[c] - 1)
+        r = r + (r >= rank[q])
+        pos = order[starts[c] + r]
+        # negative: uniform over the n - |class| samples outside the class
+        r = rng.integers(0, n - sizes[c])
+        r = r + np.where(r >= starts[c], sizes[c], 0)
+        neg = order[r]
+        return np.stack([q, pos, neg], axis=1).astype(np.int64)
+
+    t = draw(n_triplets, queries)
+    if unique:
+        t = np.unique(t, axis=0)
+        for _ in range(50):
+            if t.shape[0] >= n_triplets:
+                break
+            extra = draw(2 * (n_triplets - t.shape[0]) + 16, None)
+            t = np.unique(np.concatenate([t, extra]), axis=0)
+        if t.shape[0] < n_triplets:
+            raise ValueError(f"{who}: could only find {t.shape[0]} distinct triplets, "
+                             f"fewer than n_triplets={n_triplets}.")
+        t = t[rng.permutation(t.shape[0])[:n_triplets]]
+    return np.ascontiguousarray(t)
+
+
+def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
+                 n_triplets: int | None = None, random_state: Any = None) -> np.ndarray:
+    """LMNN-style triplets from Euclidean nearest neighbours.
+
+    For each sample ``i`` (whose class has at least two members), its
+    ``n_neighbors`` nearest same-class samples ``j`` (target neighbours) are
+    paired with its ``n_impostors`` nearest samples ``l`` of other classes
+    (the closest differently-labelled points, i.e. the likeliest impostors),
+    giving triplets ``(i, j, l)``.  Fewer neighbours are used where a class is
+    smaller than ``n_neighbors + 1``.  Dense or CSR X.
+
+    Parameters
+    ----------
+    X : array-like or CSR matrix of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    n_neighbors : int, default=3
+    n_impostors : int, default=10
+    n_triplets : int, optional
+        If given, a uniform random subset of this size (without replacement)
+        is returned.
+    random_state : None, int or numpy Generator
+        Used only for the subset.
+
+    Returns
+    -------
+    triplets : ndarray of shape (m, 3), int64, sorted by query.
+    """
+    who = "knn_triplets"
+    X = check_X(X, who)
+    classes, codes = check_labels(y, X.shape[0], who)
+    n_neighbors = check_scalar_param(n_neighbors, "n_neighbors", who, kind="int", low=1)
+    n_impostors = check_scalar_param(n_impostors, "n_impostors", who, kind="int", low=1)
+    parts = []
+    for c in range(classes.size):
+        members = np.flatnonzero(codes == c)
+        others = np.flatnonzero(codes != c)
+        k = min(n_neighbors, members.size - 1)
+        if k < 1:
+            continue
+        Xc = X[members]
+        nn = NearestNeighbors(n_neighbors=k + 1).fit(Xc)
+        _, idx = nn.kneighbors(Xc)
+        # drop the point itself (it may not come first when duplicates exist)
+        tgt = np.empty((members.size, k), dtype=np.int64)
+        for row in range(members.size):
+            cand = idx[row][idx[row] != row][:k]
+            tgt[row] = cand
+        kimp = min(n_impostors, others.size)
+        nn_o = NearestNeighbors(n_neighbors=kimp).fit(X[others])
+        _, imp = nn_o.kneighbors(Xc)
+        q = np.repeat(members, k * kimp)
+        j = np.repeat(members[tgt].reshape(-1), kimp)
+        l = np.tile(others[imp], (1, k)).reshape(-1)
+        parts.append(np.stack([q, j, l], axis=1))
+    if not parts:
+        raise ValueError(f"{who}: every class has a single member; no target neighbours exist.")
+    t = np.concatenate(parts).astype(np.int64)
+    t = t[np.argsort(t[:, 0], kind="stable")]
+    if n_triplets is not None:
+        n_triplets = check_scalar_param(n_triplets, "n_triplets", who, kind="int", low=1)
+        if n_triplets > t.shape[0]:
+            raise ValueError(f"{who}: n_triplets={n_triplets} exceeds the {t.shape[0]} "
+                             "k-NN triplets available.")
+        rng = check_random_state(random_state, who)
+        keep = np.sort(rng.choice(t.shape[0], size=n_triplets, replace=False))
+        t = t[keep]
+    return np.ascontiguousarray(t)
