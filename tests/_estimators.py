@@ -11,6 +11,9 @@ ESTIMATORS = [
     (lambda: tm.OASIS(n_triplets=200, random_state=0),
      {"C": 0.5, "n_epochs": 2, "n_triplets": 150, "init": "zeros", "random_state": 3,
       "verbose": 0}),
+    (lambda: tm.SDCA(n_triplets=200, n_epochs=3, random_state=0),
+     {"lam": 0.05, "n_epochs": 2, "n_triplets": 150, "output": "random",
+      "average_start": 0.25, "tol": 1e-2, "random_state": 3, "verbose": 0}),
 ]
 
 LEARNERS = [(f, alt) for f, alt in ESTIMATORS if f()._needs_triplets]

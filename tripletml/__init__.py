@@ -11,13 +11,14 @@ import importlib
 from .base import BilinearMixin, MahalanobisMixin, TripletLearner
 from .learners.baselines import DotProduct, Euclidean
 from .learners.oasis import OASIS
+from .learners.sdca import SDCA
 from .persistence import load_model
 
 __version__ = "0.1.0"
 
 __all__ = [
     "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-    "Euclidean", "DotProduct", "OASIS",
+    "Euclidean", "DotProduct", "OASIS", "SDCA",
     "load_model", "datasets", "metrics", "triplets", "__version__",
 ]
 

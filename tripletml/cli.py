@@ -13,7 +13,7 @@ __all__ = ["main"]
 #: learners that ``tripletml fit`` can build, with their CLI-settable params
 def _learners():
     import tripletml as tm
-    return {"euclidean": tm.Euclidean, "dotproduct": tm.DotProduct, "oasis": tm.OASIS}
+    return {"euclidean": tm.Euclidean, "dotproduct": tm.DotProduct, "oasis": tm.OASIS, "sdca": tm.SDCA}
 
 
 def _load_data(source: str, data_home, subset: str = "all"):

@@ -16,6 +16,7 @@ from sklearn.model_selection import train_test_split
 
 from .learners.baselines import DotProduct, Euclidean
 from .learners.oasis import OASIS
+from .learners.sdca import SDCA
 from .metrics import evaluate_retrieval
 
 __all__ = ["DEMO_LEARNERS", "run_demo"]
@@ -25,6 +26,7 @@ DEMO_LEARNERS: list[tuple[str, Callable]] = [
     ("Euclidean", lambda seed: Euclidean()),
     ("DotProduct", lambda seed: DotProduct()),
     ("OASIS", lambda seed: OASIS(C=0.1, n_triplets=50000, n_epochs=3, random_state=seed)),
+    ("SDCA", lambda seed: SDCA(lam=0.0025, n_triplets=50000, n_epochs=5, random_state=seed)),
 ]
 
 

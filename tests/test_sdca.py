@@ -1,0 +1,175 @@
+"""SDCA against a plain dense implementation of Algorithm 1 (Wu et al. 2015)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from tripletml import SDCA
+from tripletml.learners.sdca import sdca_objectives
+from tripletml.linalg import as_csr
+from tripletml.triplets import random_class_triplets
+
+
+class DenseSDCA:
+    """Algorithm 1 with explicit d x d dual matrices Theta_i (reference)."""
+
+    def __init__(self, X, triplets, lam, n):
+        self.X, self.t, self.lam, self.n = X, triplets, lam, n
+        d = X.shape[1]
+        self.M = np.zeros((d, d))
+        self.alpha = np.zeros(len(triplets))
+        self.Theta = np.zeros((len(triplets), d, d))
+
+    def Xi(self, i):
+        q, p, n = self.t[i]
+        return np.outer(self.X[q], self.X[p] - self.X[n])
+
+    def step(self, i):
+        q, p, n = self.t[i]
+        Xi = self.Xi(i)
+        a = self.alpha[i]
+        num = 1 - self.X[q] @ self.M @ (self.X[p] - self.X[n]) - a / 2
+        da = max(num / (0.5 + np.sum(Xi * Xi) / (self.lam * self.n)), -a)
+        self.alpha[i] += da
+        self.Theta[i] += da * Xi
+        self.M = self.M + da * Xi / (self.lam * self.n)
+
+    def primal(self, M=None):
+        M = self.M if M is None else M
+        loss = sum(max(0.0, 1 - np.sum(M * self.Xi(i))) ** 2 for i in range(len(self.t)))
+        return loss / self.n + self.lam / 2 * np.sum(M * M)
+
+    def dual(self):
+        # -l*(-Theta_i) = alpha - alpha^2/4 for Theta_i = alpha X_i (eq. after (6))
+        conj = sum(a - a * a / 4 for a in self.alpha)
+        M = self.Theta.sum(axis=0) / (self.lam * self.n)
+        return conj / self.n - self.lam / 2 * np.sum(M * M)
+
+
+def _problem(seed=0, n=30, d=6, m=40, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    y = rng.integers(0, 3, size=n)
+    return X, random_class_triplets(y, m, random_state=seed)
+
+
+def test_single_partial_fit_is_one_closed_form_step():
+    X, t = _problem()
+    ref = DenseSDCA(X, t, lam=0.1, n=40)
+    model = SDCA(lam=0.1, n_triplets=40)
+    for k in [0, 5, 0, 7]:  # repeated id 0: the second step starts from alpha_0 > 0
+        ref.step(k)
+        model.partial_fit(X, t[[k]], triplet_ids=[k])
+        np.testing.assert_allclose(model.M_last_, ref.M, rtol=1e-12, atol=1e-14)
+        assert model.alpha_[np.searchsorted(model._ids, k)] == pytest.approx(ref.alpha[k])
+    assert ref.alpha[0] > 0 and model.n_steps_ == 4
+
+
+def test_fit_matches_dense_algorithm_1_and_dual_ascends():
+    X, t = _problem(seed=1)
+    lam, n, epochs, seed = 0.05, t.shape[0], 3, 11
+    model = SDCA(lam=lam, n_epochs=epochs, output="last", tol=None, random_state=seed)
+    model.fit(X, triplets=t)
+    rng = np.random.default_rng(seed)
+    ref = DenseSDCA(X, t, lam, n)
+    duals = [ref.dual()]
+    for _ in range(epochs):
+        for i in rng.integers(0, n, size=n):
+            ref.step(i)
+            duals.append(ref.dual())
+    np.testing.assert_allclose(model.M_, ref.M, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(model.alpha_, ref.alpha, rtol=1e-10, atol=1e-13)
+    assert np.all(np.diff(duals) >= -1e-12)  # coordinate ascent never lowers D
+    assert np.ptp(duals) > 0
+    # the recorded objectives are the reference's P, D, and the gap is >= 0
+    assert model.history_["primal"][-1] == pytest.approx(ref.primal(), rel=1e-9)
+    assert model.history_["dual"][-1] == pytest.approx(ref.dual(), rel=1e-9)
+    assert all(g >= -1e-12 for g in model.history_["gap"])
+    # M(Theta) of eq. (7) equals the maintained M
+    np.testing.assert_allclose(ref.Theta.sum(0) / (lam * n), model.M_last_, atol=1e-12)
+
+
+def test_duality_gap_shrinks_below_1e3():
+    X, t = _problem(seed=2, m=60)
+    model = SDCA(lam=0.05, n_epochs=200, tol=1e-4, random_state=0).fit(X, triplets=t)
+    gaps = model.history_["gap"]
+    assert gaps[-1] <= 1e-4 < gaps[0]
+    assert len(gaps) < 200  # stopped on the tolerance, not on epochs
+    P, D, gap = sdca_objectives(model.M_last_, model.alpha_, as_csr(X), t, 0.05)
+    assert 0 <= gap < 1e-3 and P >= D
+
+
+def test_average_output_matches_definition():
+    X, t = _problem(seed=3)
+    n, epochs, seed = t.shape[0], 2, 5
+    model = SDCA(lam=0.1, n_epochs=epochs, output="average", average_start=0.3, tol=None,
+                 random_state=seed).fit(X, triplets=t)
+    T = epochs * n
+    T0 = int(np.floor(0.3 * T))
+    rng = np.random.default_rng(seed)
+    ref = DenseSDCA(X, t, 0.1, n)
+    iterates = [ref.M.copy()]  # M^0
+    for _ in range(epochs):
+        for i in rng.integers(0, n, size=n):
+            ref.step(i)
+            iterates.append(ref.M.copy())
+    expect = np.mean(iterates[T0:T], axis=0)  # M^{t-1}, t = T0+1..T
+    np.testing.assert_allclose(model.M_, expect, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(model.M_, model.M_last_)
+
+
+def test_random_output_is_a_uniform_window_iterate():
+    X, t = _problem(seed=4, m=8)
+    T, T0 = 16, 8
+    hits = np.zeros(T + 1)
+    for seed in range(300):
+        model = SDCA(lam=0.1, n_epochs=2, output="random", average_start=0.5, tol=None,
+                     random_state=seed).fit(X, triplets=t)
+        rng = np.random.default_rng(seed)
+        ref = DenseSDCA(X, t, 0.1, 8)
+        iterates = [ref.M.copy()]
+        for _ in range(2):
+            for i in rng.integers(0, 8, size=8):
+                ref.step(i)
+                iterates.append(ref.M.copy())
+            rng.random(8)  # the reservoir draws of that epoch
+        match = [s for s in range(T0 + 1, T + 1) if np.allclose(model.M_, iterates[s], atol=1e-13)]
+        assert match, "random output is not an iterate M^t with T0 < t <= T"
+        hits[match[-1]] += 1
+    freq = hits[T0 + 1:] / hits.sum()
+    assert np.all(np.abs(freq - 1 / 8) < 0.07)  # ~ uniform over the 8 window iterates
+
+
+@pytest.mark.parametrize("output", ["average", "random", "last"])
+def test_dense_and_csr_give_the_same_model(output):
+    X, t = _problem(seed=5, sparse=True)
+    a = SDCA(lam=0.02, n_epochs=3, output=output, random_state=0).fit(X, triplets=t)
+    b = SDCA(lam=0.02, n_epochs=3, output=output, random_state=0).fit(sp.csr_matrix(X),
+                                                                     triplets=t)
+    np.testing.assert_allclose(a.M_, b.M_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=1e-12, atol=1e-14)
+
+
+def test_partial_fit_stream_fresh_duals_and_errors():
+    X, t = _problem(seed=6)
+    model = SDCA(lam=0.1, n_triplets=40).partial_fit(X, t[:10]).partial_fit(X, t[10:20])
+    assert model.alpha_.size == 20 and model.n_steps_ == 20
+    ref = DenseSDCA(X, t, 0.1, 40)
+    for i in range(20):
+        ref.step(i)
+    np.testing.assert_allclose(model.M_last_, ref.M, rtol=1e-11, atol=1e-14)
+    with pytest.raises(ValueError, match="SDCA: triplet_ids must be 2 integers"):
+        model.partial_fit(X, t[:2], triplet_ids=[1])
+    with pytest.raises(ValueError, match="SDCA: X has 5 features"):
+        model.partial_fit(X[:, :5], t[:2])
+
+
+def test_sdca_learns_on_real_structure():
+    from sklearn.datasets import load_digits
+    from tripletml import Euclidean
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    m = SDCA(lam=0.01, n_triplets=5000, n_epochs=5, random_state=0).fit(X[:1000], y[:1000])
+    e = Euclidean().fit(X[:1000])
+    assert m.score(X[1000:], y[1000:]) > e.score(X[1000:], y[1000:]) + 0.05
