@@ -1,0 +1,20 @@
+"""Benchmark data sets: registry, verified loading and downloading.
+
+The data live in a *data home* (:func:`get_data_home`: argument, then the
+``TRIPLETML_DATA`` environment variable, then ``~/tripletml_data``) with one
+folder per set, e.g. ``vehicle/vehicle.scale.gz``.  Files may be stored gzip'd
+or plain; both are accepted and checked by SHA-256.
+
+>>> from tripletml.datasets import load, list_datasets
+>>> b = load("vowel", subset="train")          # doctest: +SKIP
+>>> b.data.shape, b.target.max()               # doctest: +SKIP
+((528, 10), 10)
+
+Text features for 20 Newsgroups are in :mod:`tripletml.datasets.text`.
+"""
+from ._base import get_data_home, info, list_datasets, load, sha256sum
+from ._fetch import DownloadError, fetch
+from ._registry import DataFile, DatasetRecord, Subset
+
+__all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum",
+           "DownloadError", "DataFile", "DatasetRecord", "Subset"]
