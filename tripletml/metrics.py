@@ -1,0 +1,715 @@
+"""Retrieval and classification metrics for learned similarities.
+
+Conventions
+-----------
+* ``S`` is a similarity matrix: **higher means more similar**.  Rows are
+  queries, columns are database items.
+* When ``y_db is None`` the queries *are* the database: ``S`` must be square
+  and every item is excluded from its own ranking (leave-one-out), so each
+  query ranks the ``n - 1`` other items.
+* Labels may be any hashable values (ints, strings, tuples, ...); two items
+  are relevant to each other when their labels compare equal (``==``).
+* **Tie rule.**  Rankings are deterministic: among database items with equal
+  scores, the item with the *lower index* ranks first.  This is exactly the
+  order of a stable sort of ``-score``.  Every function of this module uses
+  this rule, including precision@k and k-NN (whose top-k selection is exact:
+  see below), so results never depend on the sorting algorithm.
+
+Average precision (AP) of one query is the mean, over its relevant database
+items, of the precision at that item's rank.  A query without any relevant
+item has an undefined AP (NaN in :func:`average_precision_per_query`) and is
+left out of :func:`mean_average_precision`.  Precision@k is the fraction of
+the top-k items that are relevant, averaged over *all* queries (queries with
+no relevant item count as 0).
+
+Implementation
+--------------
+All metrics share one chunk-wise core: queries are processed by blocks of
+rows, each block of similarities is ranked with vectorised numpy operations
+(no Python loop over database items), and per-query results are accumulated.
+The full-matrix functions simply feed row blocks of a precomputed ``S`` to
+that core; :func:`evaluate_retrieval` and :func:`knn_error` feed blocks
+computed on the fly by ``estimator.similarity(X_query[rows], X_db)``, so the
+full similarity matrix is never formed (memory ``O(chunk_size * n_db)``).
+
+* AP uses a stable ``argsort`` of each block; the AP of a query is
+  ``sum_m m / rank_m / n_rel`` where ``rank_m`` is the rank of its ``m``-th
+  relevant item.
+* Precision@k alone (and k-NN) only needs the top ``K = max(k)`` items.  The
+  exact top-K under the tie rule is found in ``O(n_db)`` per query: the K-th
+  largest score ``t`` is found with ``np.partition``; every item scoring
+  strictly above ``t`` is taken, and the remaining slots are filled with the
+  items scoring exactly ``t`` in increasing index order.  Those K items are
+  then stably sorted by ``-score``.  (A plain ``argpartition`` would pick an
+  arbitrary subset of the items tied at the boundary.)
+
+The default chunk size keeps one block of similarities at about 64 MB
+(``64 MB / (8 * n_db)`` rows); the peak working memory of a block is about
+2-3 times that (measured: ~150 MB with the default chunk, whatever n_db).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
+
+__all__ = [
+    "average_precision_per_query",
+    "mean_average_precision",
+    "precision_at_k",
+    "knn_error",
+    "triplet_accuracy",
+    "evaluate_retrieval",
+]
+
+#: Target size in bytes of one chunk of similarities (float64).
+CHUNK_BYTES = 64 * 2**20
+
+
+# --------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------
+def _as_label_array(y: Any, name: str, func: str) -> np.ndarray:
+    """Return ``y`` as a 1-D array (object dtype unless it already was one)."""
+    if y is None:
+        raise ValueError(f"{func}: {name} must not be None")
+    if sp.issparse(y):
+        raise TypeError(f"{func}: {name} must be a 1-D sequence of labels, "
+                        "got a sparse matrix")
+    if isinstance(y, np.ndarray):
+        if y.ndim != 1:
+            raise ValueError(f"{func}: {name} must be 1-D, got shape {y.shape}")
+        return y
+    if isinstance(y, (str, bytes)) or not hasattr(y, "__len__"):
+        raise TypeError(f"{func}: {name} must be a 1-D sequence of labels, "
+                        f"got {type(y).__name__}")
+    values = list(y)
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):  # element-wise: labels may be tuples
+        arr[i] = v
+    return arr
+
+
+def _encode_labels(func: str, *labels: tuple[Any, str]) -> list[np.ndarray]:
+    """Map labels of several arrays to shared integer codes (equal <=> ==)."""
+    arrays = [_as_label_array(y, name, func) for y, name in labels]
+    sizes = [a.shape[0] for a in arrays]
+    kinds = {a.dtype.kind for a in arrays}
+    if kinds <= set("biufc") or kinds == {"U"} or kinds == {"S"}:
+        _, codes = np.unique(np.concatenate(arrays), return_inverse=True)
+        codes = codes.reshape(-1)
+    else:
+        mapping: dict[Any, int] = {}
+        codes = np.empty(sum(sizes), dtype=np.intp)
+        pos = 0
+        for a, (_, name) in zip(arrays, labels):
+            try:
+                for v in a.tolist():
+                    codes[pos] = mapping.setdefault(v, len(mapping))
+                    pos += 1
+            except TypeError as exc:
+                raise TypeError(f"{func}: labels in {name} must be hashable "
+                                f"({exc})") from None
+    codes = codes.astype(np.intp, copy=False)
+    return np.split(codes, np.cumsum(sizes)[:-1])
+
+
+def _check_ks(k: Any, n_avail: int, func: str, name: str = "k"
+              ) -> tuple[list[int], bool]:
+    """Validate ``k`` (int or sequence of ints); return (list, is_scalar)."""
+    scalar = isinstance(k, numbers.Integral) and not isinstance(k, bool)
+    if scalar:
+        ks = [int(k)]
+    else:
+        if isinstance(k, (str, bytes)) or not hasattr(k, "__iter__"):
+            raise TypeError(f"{func}: {name} must be an int or a sequence of "
+                            f"ints, got {type(k).__name__}")
+        ks = list(np.ravel(k)) if isinstance(k, np.ndarray) else list(k)
+        if len(ks) == 0:
+            raise ValueError(f"{func}: {name} must not be an empty sequence")
+        for v in ks:
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                raise TypeError(f"{func}: every {name} must be an int, "
+                                f"got {v!r}")
+        ks = [int(v) for v in ks]
+    for v in ks:
+        if not 1 <= v <= n_avail:
+            raise ValueError(f"{func}: {name} must satisfy 1 <= {name} <= "
+                             f"{n_avail} (number of database items available "
+                             f"to each query), got {name}={v}")
+    return ks, scalar
+
+
+def _check_chunk_size(chunk_size: Any, n_rows: int, n_db: int, func: str
+                      ) -> int:
+    if chunk_size is None:
+        return int(max(1, min(n_rows, CHUNK_BYTES // (8 * max(n_db, 1)))))
+    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size,
+                                                                   bool):
+        raise TypeError(f"{func}: chunk_size must be a positive int or None, "
+                        f"got {chunk_size!r}")
+    if chunk_size < 1:
+        raise ValueError(f"{func}: chunk_size must be >= 1, got {chunk_size}")
+    return int(min(chunk_size, max(n_rows, 1)))
+
+
+def _check_S(S: Any, func: str) -> np.ndarray | sp.csr_matrix:
+    if sp.issparse(S):
+        S = S.tocsr()
+    else:
+        S = np.asarray(S)
+    if S.ndim != 2:
+        raise ValueError(f"{func}: S must be a 2-D similarity matrix, got "
+                         f"{S.ndim} dimension(s)")
+    if S.dtype.kind not in "biuf":
+        raise TypeError(f"{func}: S must be real-valued numeric, got dtype "
+                        f"{S.dtype}")
+    return S
+
+
+def _check_X(X: Any, name: str, func: str) -> np.ndarray | sp.csr_matrix:
+    if X is None:
+        raise ValueError(f"{func}: {name} must not be None")
+    if sp.issparse(X):
+        X = X.tocsr() if X.format != "csr" else X
+    else:
+        X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"{func}: {name} must be 2-D (n_samples, n_features),"
+                         f" got shape {X.shape}")
+    return X
+
+
+def _check_estimator(estimator: Any, method: str, func: str) -> Callable:
+    fn = getattr(estimator, method, None)
+    if not callable(fn):
+        raise TypeError(f"{func}: estimator must have a callable "
+                        f"`{method}` method, got {type(estimator).__name__}")
+    return fn
+
+
+def _prepare_block(block: Any, n_rows: int, n_db: int, func: str, what: str
+                   ) -> np.ndarray:
+    """Validate a block of similarities; return ``-block`` as a new float64."""
+    owned = sp.issparse(block)          # a fresh dense copy may be reused
+    if owned:
+        block = block.toarray()
+    block = np.asarray(block)
+    if block.shape != (n_rows, n_db):
+        raise ValueError(f"{func}: {what} must have shape ({n_rows}, {n_db}) "
+                         f"for this chunk, got {block.shape}")
+    if block.dtype.kind not in "biuf":
+        raise TypeError(f"{func}: {what} must be real-valued numeric, got "
+                        f"dtype {block.dtype}")
+    neg = block.astype(np.float64, copy=not owned)
+    np.negative(neg, out=neg)
+    if not np.isfinite(neg).all():
+        raise ValueError(f"{func}: {what} contains NaN or infinity")
+    return neg
+
+
+# --------------------------------------------------------------------------
+# chunk-wise core
+# --------------------------------------------------------------------------
+def _topk_sorted(neg: np.ndarray, K: int) -> np.ndarray:
+    """Indices of the K best items of each row of ``neg`` (= -score).
+
+    Exact under the tie rule: equals ``np.argsort(neg, axis=1,
+    kind="stable")[:, :K]`` but costs ``O(n)`` per row plus ``O(K log K)``.
+    """
+    c, n = neg.shape
+    if K >= n:
+        return np.argsort(neg, axis=1, kind="stable")
+    thr = np.partition(neg, K - 1, axis=1)[:, K - 1:K]    # K-th best value
+    better = neg < thr                                    # all selected
+    eq = neg == thr                                       # boundary ties
+    need = K - better.sum(axis=1)                         # 1 <= need <= n_eq
+    split = np.flatnonzero(eq.sum(axis=1) > need)         # ties straddle K
+    sel = np.logical_or(better, eq, out=better)
+    if split.size:
+        # keep only the `need` tied items of lowest index in those rows
+        sub = eq[split]
+        rank = np.cumsum(sub, axis=1, dtype=np.int32)
+        sel[split] &= ~sub | (rank <= need[split, None])
+    cols = np.nonzero(sel)[1].reshape(c, K)               # ascending index
+    order = np.argsort(np.take_along_axis(neg, cols, axis=1), axis=1,
+                       kind="stable")
+    return np.take_along_axis(cols, order, axis=1)
+
+
+def _exclude_self(neg: np.ndarray, offset: int) -> None:
+    """Push each query's own column to the very end of its ranking."""
+    r = np.arange(neg.shape[0])
+    neg[r, offset + r] = np.inf
+
+
+def _retrieval_block(neg: np.ndarray, q_codes: np.ndarray,
+                     db_codes: np.ndarray, loo: bool, offset: int,
+                     ks: Sequence[int], need_ap: bool
+                     ) -> tuple[np.ndarray | None, np.ndarray]:
+    """AP (NaN if no relevant item) and top-k hit counts of one row block.
+
+    ``q_codes`` are the label codes of the block's queries; ``neg`` is the
+    negated similarity block (modified in place).
+    """
+    c = neg.shape[0]
+    if loo:
+        _exclude_self(neg, offset)
+    hits = np.zeros((c, len(ks)))
+    if need_ap:
+        order = np.argsort(neg, axis=1, kind="stable")
+        rel = np.take_along_axis(db_codes[None, :] == q_codes[:, None], order,
+                                 axis=1)
+        del order
+        if loo:
+            rel[:, -1] = False          # the query itself, ranked last
+        rows, cols = np.nonzero(rel)    # row-major: ranks ascending per row
+        del rel
+        n_rel = np.bincount(rows, minlength=c)
+        m = np.arange(1, rows.size + 1) - (np.cumsum(n_rel) - n_rel)[rows]
+        ap_sum = np.bincount(rows, weights=m / (cols + 1.0), minlength=c)
+        ap = np.full(c, np.nan)
+        has = n_rel > 0
+        ap[has] = ap_sum[has] / n_rel[has]
+        for j, k in enumerate(ks):
+            hits[:, j] = np.bincount(rows[cols < k], minlength=c)
+        return ap, hits
+    if ks:
+        top = _topk_sorted(neg, max(ks))
+        cum = np.cumsum(db_codes[top] == q_codes[:, None], axis=1)
+        for j, k in enumerate(ks):
+            hits[:, j] = cum[:, k - 1]
+    return None, hits
+
+
+def _progress(total: int, verbose: bool, desc: str):
+    if not verbose:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, unit="query")
+
+
+def _run_retrieval(blocks: Iterator[tuple[int, np.ndarray]],
+                   q_codes: np.ndarray, db_codes: np.ndarray, loo: bool,
+                   ks: Sequence[int], need_ap: bool, verbose: bool = False,
+                   desc: str = "retrieval"
+                   ) -> tuple[np.ndarray | None, np.ndarray]:
+    """Accumulate per-query AP and hit counts over row blocks."""
+    n_q = q_codes.shape[0]
+    ap = np.full(n_q, np.nan) if need_ap else None
+    hits = np.zeros((n_q, len(ks)))
+    bar = _progress(n_q, verbose, desc)
+    try:
+        for start, neg in blocks:
+            stop = start + neg.shape[0]
+            ap_b, hits_b = _retrieval_block(neg, q_codes[start:stop], db_codes,
+                                            loo, start, ks, need_ap)
+            if need_ap:
+                ap[start:stop] = ap_b
+            hits[start:stop] = hits_b
+            if bar is not None:
+                bar.update(stop - start)
+    finally:
+        if bar is not None:
+            bar.close()
+    return ap, hits
+
+
+def _matrix_blocks(S, chunk_size: int, func: str
+                   ) -> Iterator[tuple[int, np.ndarray]]:
+    n_q, n_db = S.shape
+    for start in range(0, n_q, chunk_size):
+        stop = min(start + chunk_size, n_q)
+        yield start, _prepare_block(S[start:stop], stop - start, n_db, func,
+                                    "S")
+
+
+def _estimator_blocks(similarity: Callable, X_query, X_db, chunk_size: int,
+                      func: str) -> Iterator[tuple[int, np.ndarray]]:
+    n_q, n_db = X_query.shape[0], X_db.shape[0]
+    for start in range(0, n_q, chunk_size):
+        stop = min(start + chunk_size, n_q)
+        block = similarity(X_query[start:stop], X_db)
+        yield start, _prepare_block(block, stop - start, n_db, func,
+                                    "estimator.similarity(X_query, X_db)")
+
+
+def _setup_matrix(S, y_query, y_db, func):
+    """Validate S and labels; return (S, q_codes, db_codes, loo, n_avail)."""
+    S = _check_S(S, func)
+    n_q, n_db = S.shape
+    loo = y_db is None
+    if loo:
+        (q_codes,) = _encode_labels(func, (y_query, "y_query"))
+        db_codes = q_codes
+        if n_q != n_db:
+            raise ValueError(f"{func}: with y_db=None (leave-one-out) S must "
+                             f"be square, got shape {S.shape}")
+    else:
+        q_codes, db_codes = _encode_labels(func, (y_query, "y_query"),
+                                           (y_db, "y_db"))
+    if q_codes.shape[0] != n_q:
+        raise ValueError(f"{func}: len(y_query)={q_codes.shape[0]} does not "
+                         f"match the number of rows of S ({n_q})")
+    if db_codes.shape[0] != n_db:
+        raise ValueError(f"{func}: len(y_db)={db_codes.shape[0]} does not "
+                         f"match the number of columns of S ({n_db})")
+    if n_q == 0:
+        raise ValueError(f"{func}: S has no query (0 rows)")
+    n_avail = n_db - 1 if loo else n_db
+    if n_avail < 1:
+        raise ValueError(f"{func}: no database item to rank (S has shape "
+                         f"{S.shape}{', leave-one-out' if loo else ''})")
+    return S, q_codes, db_codes, loo, n_avail
+
+
+def _mean_ap(ap: np.ndarray, func: str) -> float:
+    has = ~np.isnan(ap)
+    if not has.any():
+        raise ValueError(f"{func}: no query has a relevant database item "
+                         "(same label); mean average precision is undefined")
+    return float(ap[has].mean())
+
+
+# --------------------------------------------------------------------------
+# full-matrix retrieval metrics
+# --------------------------------------------------------------------------
+def average_precision_per_query(S: ArrayLike, y_query: ArrayLike,
+                                y_db: ArrayLike | None = None, *,
+                                chunk_size: int | None = None) -> np.ndarray:
+    """Average precision of each query.
+
+    Parameters
+    ----------
+    S : array-like of shape (n_query, n_db)
+        Similarities, higher = more similar (dense or scipy.sparse).
+    y_query : sequence of hashable, length n_query
+        Query labels.
+    y_db : sequence of hashable, length n_db, or None
+        Database labels.  None means leave-one-out: S must be square over one
+        set and each item is excluded from its own ranking.
+    chunk_size : int or None, keyword-only
+        Number of query rows ranked at a time (None: ~64 MB of scores).
+
+    Returns
+    -------
+    ap : ndarray of shape (n_query,)
+        AP of each query: mean over its relevant database items of the
+        precision at that item's rank (ties: lower index first).  NaN for
+        queries with no relevant item.
+
+    Raises
+    ------
+    ValueError
+        If S is not 2-D, contains NaN or infinity, its shape does not match
+        the labels, or (leave-one-out) is not square.
+    """
+    func = "average_precision_per_query"
+    S, q, d, loo, _ = _setup_matrix(S, y_query, y_db, func)
+    cs = _check_chunk_size(chunk_size, S.shape[0], S.shape[1], func)
+    ap, _ = _run_retrieval(_matrix_blocks(S, cs, func), q, d, loo, [], True)
+    return ap
+
+
+def mean_average_precision(S: ArrayLike, y_query: ArrayLike,
+                           y_db: ArrayLike | None = None, *,
+                           chunk_size: int | None = None) -> float:
+    """Mean average precision (mAP).
+
+    The mean of :func:`average_precision_per_query` over the queries that
+    have at least one relevant database item; queries without any are left
+    out (their AP is undefined).
+
+    Parameters
+    ----------
+    S, y_query, y_db, chunk_size
+        See :func:`average_precision_per_query`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        On invalid input (see :func:`average_precision_per_query`), or if no
+        query has a relevant item.
+    """
+    func = "mean_average_precision"
+    S, q, d, loo, _ = _setup_matrix(S, y_query, y_db, func)
+    cs = _check_chunk_size(chunk_size, S.shape[0], S.shape[1], func)
+    ap, _ = _run_retrieval(_matrix_blocks(S, cs, func), q, d, loo, [], True)
+    return _mean_ap(ap, func)
+
+
+def precision_at_k(S: ArrayLike, y_query: ArrayLike,
+                   y_db: ArrayLike | None = None, k: int | Sequence[int] = 10,
+                   *, chunk_size: int | None = None) -> float | np.ndarray:
+    """Precision at k, averaged over all queries.
+
+    Parameters
+    ----------
+    S, y_query, y_db, chunk_size
+        See :func:`average_precision_per_query`.
+    k : int or sequence of int, default 10
+        Cut-off(s); each must satisfy ``1 <= k <= n_db`` (``n - 1`` in the
+        leave-one-out case).
+
+    Returns
+    -------
+    float or ndarray of float
+        For each k, the mean over queries of the fraction of the top-k
+        database items (ties: lower index first) that share the query's
+        label.  A float for an int ``k``, an array in the order of ``k``
+        otherwise.  Queries with no relevant item contribute 0.
+
+    Raises
+    ------
+    ValueError
+        On invalid input or k out of range.
+    TypeError
+        If k is not an int or a sequence of ints.
+    """
+    func = "precision_at_k"
+    S, q, d, loo, n_avail = _setup_matrix(S, y_query, y_db, func)
+    ks, scalar = _check_ks(k, n_avail, func)
+    cs = _check_chunk_size(chunk_size, S.shape[0], S.shape[1], func)
+    _, hits = _run_retrieval(_matrix_blocks(S, cs, func), q, d, loo, ks,
+                             False)
+    p = hits.mean(axis=0) / np.asarray(ks, dtype=float)
+    return float(p[0]) if scalar else p
+
+
+# --------------------------------------------------------------------------
+# estimator-based evaluation
+# --------------------------------------------------------------------------
+def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
+                       X_db: ArrayLike | None = None,
+                       y_db: ArrayLike | None = None, *,
+                       k: int | Sequence[int] = (1, 5, 10),
+                       chunk_size: int | None = None,
+                       verbose: bool = False) -> dict[str, float]:
+    """Retrieval scores of a fitted estimator, without the full matrix.
+
+    Calls ``estimator.similarity(X_query[rows], X_db)`` for consecutive row
+    chunks and ranks each chunk at once, so memory is
+    ``O(chunk_size * n_db)``.  The results equal those of
+    :func:`mean_average_precision` and :func:`precision_at_k` applied to the
+    full ``estimator.similarity(X_query, X_db)``.
+
+    Parameters
+    ----------
+    estimator : object
+        Fitted, with ``similarity(X, Y) -> (n_X, n_Y)`` array (dense or
+        sparse), higher = more similar.
+    X_query : array-like or sparse matrix of shape (n_query, n_features)
+    y_query : sequence of hashable, length n_query
+    X_db : array-like or sparse matrix of shape (n_db, n_features), or None
+        None: leave-one-out within ``X_query`` (each query is excluded from
+        its own ranking).
+    y_db : sequence of hashable, length n_db, or None
+        Required iff ``X_db`` is given.
+    k : int or sequence of int, default (1, 5, 10)
+        Cut-offs for precision@k (may be empty: mAP only).
+    chunk_size : int or None
+        Query rows per ``similarity`` call (None: ~64 MB of scores).
+    verbose : bool, default False
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    dict
+        ``{"map": float, "precision_at_<k>": float, ...}``.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes, labels, k, non-finite similarities, or when
+        no query has a relevant item.
+    TypeError
+        If ``estimator`` has no ``similarity`` method.
+    """
+    func = "evaluate_retrieval"
+    similarity = _check_estimator(estimator, "similarity", func)
+    X_query = _check_X(X_query, "X_query", func)
+    loo = X_db is None
+    if loo:
+        if y_db is not None:
+            raise ValueError(f"{func}: y_db given but X_db is None")
+        X_db = X_query
+        (q, ) = _encode_labels(func, (y_query, "y_query"))
+        d = q
+    else:
+        if y_db is None:
+            raise ValueError(f"{func}: X_db given but y_db is None")
+        X_db = _check_X(X_db, "X_db", func)
+        q, d = _encode_labels(func, (y_query, "y_query"), (y_db, "y_db"))
+    n_q, n_db = X_query.shape[0], X_db.shape[0]
+    if q.shape[0] != n_q:
+        raise ValueError(f"{func}: len(y_query)={q.shape[0]} does not match "
+                         f"X_query.shape[0]={n_q}")
+    if d.shape[0] != n_db:
+        raise ValueError(f"{func}: len(y_db)={d.shape[0]} does not match "
+                         f"X_db.shape[0]={n_db}")
+    if n_q == 0:
+        raise ValueError(f"{func}: X_query has no rows")
+    n_avail = n_db - 1 if loo else n_db
+    if n_avail < 1:
+        raise ValueError(f"{func}: no database item to rank")
+    if isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
+        ks, scalar = [], False
+    else:
+        ks, scalar = _check_ks(k, n_avail, func)
+    cs = _check_chunk_size(chunk_size, n_q, n_db, func)
+    blocks = _estimator_blocks(similarity, X_query, X_db, cs, func)
+    ap, hits = _run_retrieval(blocks, q, d, loo, ks, True, verbose,
+                              desc=func)
+    out = {"map": _mean_ap(ap, func)}
+    for j, kk in enumerate(ks):
+        out[f"precision_at_{kk}"] = float(hits[:, j].mean() / kk)
+    return out
+
+
+def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
+              X_test: ArrayLike | None = None,
+              y_test: ArrayLike | None = None,
+              k: int | Sequence[int] = 1, *, chunk_size: int | None = None,
+              verbose: bool = False) -> float | np.ndarray:
+    """k-nearest-neighbour classification error under a learned similarity.
+
+    Neighbours of a test point are the k training points of highest
+    ``estimator.similarity`` (ties: lower training index first).  The
+    predicted class is the majority among them; a tie between classes is
+    broken in favour of the class of the nearest neighbour among the tied
+    classes.
+
+    Parameters
+    ----------
+    estimator : object
+        Fitted, with ``similarity(X, Y) -> (n_X, n_Y)`` array (dense or
+        sparse), higher = more similar.
+    X_train : array-like or sparse matrix of shape (n_train, n_features)
+    y_train : sequence of hashable, length n_train
+    X_test, y_test : optional
+        Test set.  Both None: leave-one-out on the training set (each point
+        is classified by the others).
+    k : int or sequence of int, default 1
+        Number(s) of neighbours, ``1 <= k <= n_train`` (``n_train - 1`` for
+        leave-one-out).  With a sequence the neighbours are computed once.
+    chunk_size : int or None, keyword-only
+        Test rows per ``similarity`` call (None: ~64 MB of scores).
+    verbose : bool, default False
+        Show a tqdm progress bar.
+
+    Returns
+    -------
+    float or ndarray of float
+        Error rate (fraction of misclassified test points), one per k when
+        ``k`` is a sequence.
+    """
+    func = "knn_error"
+    similarity = _check_estimator(estimator, "similarity", func)
+    X_train = _check_X(X_train, "X_train", func)
+    loo = X_test is None
+    if loo:
+        if y_test is not None:
+            raise ValueError(f"{func}: y_test given but X_test is None")
+        (tr, ) = _encode_labels(func, (y_train, "y_train"))
+        te, X_test = tr, X_train
+    else:
+        if y_test is None:
+            raise ValueError(f"{func}: X_test given but y_test is None")
+        X_test = _check_X(X_test, "X_test", func)
+        tr, te = _encode_labels(func, (y_train, "y_train"), (y_test, "y_test"))
+    n_train, n_test = X_train.shape[0], X_test.shape[0]
+    if tr.shape[0] != n_train:
+        raise ValueError(f"{func}: len(y_train)={tr.shape[0]} does not match "
+                         f"X_train.shape[0]={n_train}")
+    if te.shape[0] != n_test:
+        raise ValueError(f"{func}: len(y_test)={te.shape[0]} does not match "
+                         f"X_test.shape[0]={n_test}")
+    if n_test == 0:
+        raise ValueError(f"{func}: no test point")
+    n_avail = n_train - 1 if loo else n_train
+    if n_avail < 1:
+        raise ValueError(f"{func}: no training point available as a neighbour"
+                         f" (n_train={n_train}"
+                         f"{', leave-one-out' if loo else ''})")
+    ks, scalar = _check_ks(k, n_avail, func)
+    K = max(ks)
+    cs = _check_chunk_size(chunk_size, n_test, n_train, func)
+    wrong = np.zeros(len(ks))
+    bar = _progress(n_test, verbose, func)
+    try:
+        for start, neg in _estimator_blocks(similarity, X_test, X_train, cs,
+                                            func):
+            c = neg.shape[0]
+            if loo:
+                _exclude_self(neg, start)
+            nbr = tr[_topk_sorted(neg, K)]          # (c, K), nearest first
+            rows = np.arange(c)
+            truth = te[start:start + c]
+            for j, kk in enumerate(ks):
+                codes = nbr[:, :kk]
+                # votes[i, p] = number of the kk neighbours sharing the class
+                # of neighbour p; the first p with the most votes is the
+                # nearest neighbour of a winning class.
+                votes = np.empty((c, kk), dtype=np.intp)
+                for p in range(kk):
+                    votes[:, p] = (codes == codes[:, p:p + 1]).sum(axis=1)
+                best = np.argmax(votes == votes.max(axis=1, keepdims=True),
+                                 axis=1)
+                wrong[j] += np.count_nonzero(codes[rows, best] != truth)
+            if bar is not None:
+                bar.update(c)
+    finally:
+        if bar is not None:
+            bar.close()
+    err = wrong / n_test
+    return float(err[0]) if scalar else err
+
+
+def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
+                     ) -> float:
+    """Fraction of triplets ranked correctly by an estimator.
+
+    Parameters
+    ----------
+    estimator : object
+        Fitted, with ``decision_function(X, triplets) -> (m,)`` array,
+        positive when the query is more similar to the positive than to the
+        negative.
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+    triplets : int array-like of shape (m, 3)
+        Rows ``(query, positive, negative)`` indexing ``X``.
+
+    Returns
+    -------
+    float
+        Fraction of triplets with ``decision_function > 0`` (ties count as
+        wrong).
+    """
+    func = "triplet_accuracy"
+    decision = _check_estimator(estimator, "decision_function", func)
+    X = _check_X(X, "X", func)
+    T = np.asarray(triplets)
+    if T.ndim != 2 or T.shape[1] != 3:
+        raise ValueError(f"{func}: triplets must have shape (m, 3), got "
+                         f"{T.shape}")
+    if T.shape[0] == 0:
+        raise ValueError(f"{func}: triplets is empty")
+    if T.dtype.kind not in "iu":
+        raise TypeError(f"{func}: triplets must be integer indices, got "
+                        f"dtype {T.dtype}")
+    n = X.shape[0]
+    if T.min() < 0 or T.max() >= n:
+        raise ValueError(f"{func}: triplet indices must lie in [0, {n}) "
+                         f"(X has {n} rows)")
+    scores = np.asarray(decision(X, T))
+    if scores.shape not in ((T.shape[0],), (T.shape[0], 1)):
+        raise ValueError(f"{func}: estimator.decision_function returned shape "
+                         f"{scores.shape}, expected ({T.shape[0]},)")
+    return float(np.mean(scores.reshape(-1) > 0))
