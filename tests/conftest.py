@@ -9,9 +9,15 @@ CI must run the data-backed tests, never skip them.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
-import pytest
+# Numba's on-disk cache does not notice when a kernel that a cached function
+# calls has changed (tripletml.linalg edited, caller untouched), so tests
+# compile into a fresh cache: they always run the current code.
+os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="tripletml-numba-")
+
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tripletml.linalg import (as_csr, csr_bilinear, csr_row_dot, csr_row_sqdist,
-                              csr_triplet_margin, csr_triplet_rank_one_update, rowwise_dot)
+from tripletml.linalg import (as_csr, csr_row_diff, diff_buffers, rowwise_dot,
+                              sparse_bilinear, sparse_rank_one_update)
 
 
 @pytest.fixture(params=["dense", "sparse"])
@@ -31,25 +31,34 @@ def test_row_kernels(data):
     W = rng.normal(size=(9, 9))
     a = (Xc.indptr, Xc.indices, Xc.data)
     for i, j in [(0, 1), (3, 5), (2, 2), (7, 3)]:
-        assert csr_row_dot(*a, i, j) == pytest.approx(X[i] @ X[j], abs=1e-12)
-        assert csr_row_sqdist(*a, i, j) == pytest.approx(np.sum((X[i] - X[j]) ** 2), abs=1e-12)
-        assert csr_bilinear(W, *a, i, j) == pytest.approx(X[i] @ W @ X[j], abs=1e-12)
-        assert csr_triplet_margin(W, *a, i, j, 4) == pytest.approx(X[i] @ W @ (X[j] - X[4]),
-                                                                     abs=1e-12)
+        idx, val = diff_buffers(Xc)
+        k = csr_row_diff(*a, j, 4, idx, val)
+        v = np.zeros(9)
+        v[idx[:k]] = val[:k]
+        np.testing.assert_allclose(v, X[j] - X[4], atol=1e-15)
+        assert np.all(np.diff(idx[:k]) > 0)  # sorted, no duplicates
+        qi, qv = Xc.indices[Xc.indptr[i]:Xc.indptr[i + 1]], Xc.data[Xc.indptr[i]:Xc.indptr[i + 1]]
+        assert sparse_bilinear(W, qi, qv, idx[:k], val[:k]) == pytest.approx(
+            X[i] @ W @ (X[j] - X[4]), abs=1e-12)
 
 
 def test_rank_one_update(data):
     X, Xc, rng = data
     W = rng.normal(size=(9, 9))
     W0 = W.copy()
-    csr_triplet_rank_one_update(W, 0.37, Xc.indptr, Xc.indices, Xc.data, 1, 2, 5)
+    idx, val = diff_buffers(Xc)
+    k = csr_row_diff(Xc.indptr, Xc.indices, Xc.data, 2, 5, idx, val)
+    qi, qv = Xc.indices[Xc.indptr[1]:Xc.indptr[2]], Xc.data[Xc.indptr[1]:Xc.indptr[2]]
+    sparse_rank_one_update(W, 0.37, qi, qv, idx[:k], val[:k])
     np.testing.assert_allclose(W, W0 + 0.37 * np.outer(X[1], X[2] - X[5]), atol=1e-12)
 
 
-def test_sqdist_has_no_cancellation():
+def test_row_diff_is_exact_for_close_rows():
     X = np.array([[1e8, 1.0], [1e8, 1.0 + 1e-6]])
     Xc = as_csr(X)
-    assert csr_row_sqdist(Xc.indptr, Xc.indices, Xc.data, 0, 1) == pytest.approx(1e-12, rel=1e-6)
+    idx, val = diff_buffers(Xc)
+    k = csr_row_diff(Xc.indptr, Xc.indices, Xc.data, 0, 1, idx, val)
+    assert np.dot(val[:k], val[:k]) == pytest.approx(1e-12, rel=1e-6)
 
 
 def test_rowwise_dot_all_combinations():

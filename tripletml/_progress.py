@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
-__all__ = ["progress"]
+__all__ = ["progress", "progress_bar"]
 
 
 def progress(iterable: Iterable, *, total: int | None = None, verbose: Any = 0,
@@ -12,10 +12,25 @@ def progress(iterable: Iterable, *, total: int | None = None, verbose: Any = 0,
     """Wrap ``iterable`` in a tqdm bar when ``verbose`` is truthy and stderr is
     a terminal; return it unchanged otherwise (so logs and CI stay clean).
     ``verbose >= 2`` forces the bar even without a terminal."""
-    if not verbose:
-        return iterable
-    if verbose < 2 and not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+    if not _show(verbose):
         return iterable
     from tqdm.auto import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False)
+
+
+def _show(verbose: Any) -> bool:
+    if not verbose:
+        return False
+    return verbose >= 2 or (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+
+def progress_bar(total: int, *, verbose: Any = 0, desc: str | None = None,
+                 unit: str = "it"):
+    """A manually updated tqdm bar (``bar.update(k)``), or None when silent
+    (same rule as :func:`progress`)."""
+    if not _show(verbose):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)

@@ -6,10 +6,11 @@ Sparse row kernels
 ------------------
 The online learners (OASIS, SDCA, ...) work on one triplet ``(q, p+, p-)``
 at a time.  With X stored as CSR (dense input is converted once; a dense row
-is a CSR row with every column present, so there is one code path), the
-bilinear margin ``x_q^T W (x_{p+} - x_{p-})`` and the rank-one update
-``W += s x_q (x_{p+} - x_{p-})^T`` touch only the non-zero rows and columns:
-cost ``O(nnz(x_q) (nnz(x_{p+}) + nnz(x_{p-})))`` instead of ``O(d^2)``.
+is a CSR row with every column present, so there is one code path), a step
+forms ``v = x_{p+} - x_{p-}`` by a sorted merge (:func:`csr_row_diff`), then
+the bilinear margin ``x_q^T W v`` (:func:`sparse_bilinear`) and the rank-one
+update ``W += s x_q v^T`` (:func:`sparse_rank_one_update`) touch only the
+non-zero rows and columns: cost ``O(nnz(x_q) nnz(v))`` instead of ``O(d^2)``.
 The kernels are Numba functions so the solvers' per-sample loops can call
 them from compiled code.
 """
@@ -21,11 +22,10 @@ from numba import njit
 
 __all__ = [
     "as_csr",
-    "csr_row_dot",
-    "csr_row_sqdist",
-    "csr_bilinear",
-    "csr_triplet_margin",
-    "csr_triplet_rank_one_update",
+    "csr_row_diff",
+    "sparse_bilinear",
+    "sparse_rank_one_update",
+    "diff_buffers",
     "rowwise_dot",
 ]
 
@@ -47,77 +47,74 @@ def as_csr(X) -> sp.csr_matrix:
 
 
 @njit(cache=True, nogil=True)
-def csr_row_dot(indptr, indices, data, i, j):
-    """``x_i . x_j`` for two CSR rows with sorted indices (merge join)."""
+def csr_row_diff(indptr, indices, data, i, j, idx_out, val_out):
+    """Write ``x_i - x_j`` (sorted CSR rows) into ``idx_out``/``val_out`` as a
+    sparse vector with sorted indices; return its number of entries.  The
+    buffers need ``nnz(x_i) + nnz(x_j)`` slots."""
     a, a_end = indptr[i], indptr[i + 1]
     b, b_end = indptr[j], indptr[j + 1]
-    acc = 0.0
-    while a < a_end and b < b_end:
-        ia = indices[a]
-        ib = indices[b]
-        if ia == ib:
-            acc += data[a] * data[b]
-            a += 1
-            b += 1
-        elif ia < ib:
-            a += 1
-        else:
-            b += 1
-    return acc
-
-
-@njit(cache=True, nogil=True)
-def csr_row_sqdist(indptr, indices, data, i, j):
-    """``||x_i - x_j||^2`` for two CSR rows with sorted indices, computed by a
-    merge so there is no cancellation when the rows are close."""
-    a, a_end = indptr[i], indptr[i + 1]
-    b, b_end = indptr[j], indptr[j + 1]
-    acc = 0.0
+    k = 0
     while a < a_end or b < b_end:
         if b >= b_end or (a < a_end and indices[a] < indices[b]):
-            acc += data[a] * data[a]
+            idx_out[k] = indices[a]
+            val_out[k] = data[a]
             a += 1
         elif a >= a_end or indices[b] < indices[a]:
-            acc += data[b] * data[b]
+            idx_out[k] = indices[b]
+            val_out[k] = -data[b]
             b += 1
         else:
-            diff = data[a] - data[b]
-            acc += diff * diff
+            idx_out[k] = indices[a]
+            val_out[k] = data[a] - data[b]
             a += 1
             b += 1
-    return acc
+        k += 1
+    return k
 
 
 @njit(cache=True, nogil=True)
-def csr_bilinear(W, indptr, indices, data, i, j):
-    """``x_i^T W x_j`` for CSR rows i and j of the same matrix."""
+def sparse_bilinear(W, a_idx, a_val, b_idx, b_val):
+    """``a^T W b`` for sparse vectors given as (indices, values).
+
+    When ``b`` has every column (``nnz(b) = d``, so its sorted indices are
+    ``0..d-1``) the inner product runs on contiguous rows of W (BLAS ddot)."""
     acc = 0.0
-    for a in range(indptr[i], indptr[i + 1]):
-        r = indices[a]
-        s = 0.0
-        for b in range(indptr[j], indptr[j + 1]):
-            s += W[r, indices[b]] * data[b]
-        acc += data[a] * s
+    if b_idx.shape[0] == W.shape[1]:
+        for s in range(a_idx.shape[0]):
+            acc += a_val[s] * np.dot(W[a_idx[s]], b_val)
+        return acc
+    for s in range(a_idx.shape[0]):
+        r = a_idx[s]
+        t = 0.0
+        for u in range(b_idx.shape[0]):
+            t += W[r, b_idx[u]] * b_val[u]
+        acc += a_val[s] * t
     return acc
 
 
 @njit(cache=True, nogil=True)
-def csr_triplet_margin(W, indptr, indices, data, q, p, n):
-    """``x_q^T W (x_p - x_n)``: the bilinear margin of triplet (q, p, n)."""
-    return csr_bilinear(W, indptr, indices, data, q, p) - csr_bilinear(W, indptr, indices,
-                                                                         data, q, n)
+def sparse_rank_one_update(W, scale, a_idx, a_val, b_idx, b_val):
+    """In place ``W += scale * a b^T`` for sparse vectors (indices, values);
+    touches ``nnz(a) * nnz(b)`` entries (contiguous rows when ``nnz(b) = d``)."""
+    if b_idx.shape[0] == W.shape[1]:
+        for s in range(a_idx.shape[0]):
+            row = W[a_idx[s]]
+            c = scale * a_val[s]
+            for u in range(row.shape[0]):
+                row[u] += c * b_val[u]
+        return
+    for s in range(a_idx.shape[0]):
+        r = a_idx[s]
+        c = scale * a_val[s]
+        for u in range(b_idx.shape[0]):
+            W[r, b_idx[u]] += c * b_val[u]
 
 
-@njit(cache=True, nogil=True)
-def csr_triplet_rank_one_update(W, scale, indptr, indices, data, q, p, n):
-    """In place ``W += scale * x_q (x_p - x_n)^T`` touching only non-zeros."""
-    for a in range(indptr[q], indptr[q + 1]):
-        r = indices[a]
-        s = scale * data[a]
-        for b in range(indptr[p], indptr[p + 1]):
-            W[r, indices[b]] += s * data[b]
-        for b in range(indptr[n], indptr[n + 1]):
-            W[r, indices[b]] -= s * data[b]
+def diff_buffers(Xc) -> tuple[np.ndarray, np.ndarray]:
+    """Work buffers for :func:`csr_row_diff` on rows of ``Xc``."""
+    nnz = np.diff(Xc.indptr)
+    size = 2 * int(nnz.max()) if nnz.size else 0
+    return np.empty(max(size, 1), dtype=Xc.indices.dtype), np.empty(max(size, 1))
 
 
 def rowwise_dot(A, B) -> np.ndarray:

@@ -56,6 +56,8 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from ._progress import progress_bar
+
 __all__ = [
     "average_precision_per_query",
     "mean_average_precision",
@@ -285,13 +287,6 @@ def _retrieval_block(neg: np.ndarray, q_codes: np.ndarray,
     return None, hits
 
 
-def _progress(total: int, verbose: bool, desc: str):
-    if not verbose:
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, unit="query")
-
-
 def _run_retrieval(blocks: Iterator[tuple[int, np.ndarray]],
                    q_codes: np.ndarray, db_codes: np.ndarray, loo: bool,
                    ks: Sequence[int], need_ap: bool, verbose: bool = False,
@@ -301,7 +296,7 @@ def _run_retrieval(blocks: Iterator[tuple[int, np.ndarray]],
     n_q = q_codes.shape[0]
     ap = np.full(n_q, np.nan) if need_ap else None
     hits = np.zeros((n_q, len(ks)))
-    bar = _progress(n_q, verbose, desc)
+    bar = progress_bar(n_q, verbose=verbose, desc=desc, unit="query")
     try:
         for start, neg in blocks:
             stop = start + neg.shape[0]
@@ -642,7 +637,7 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
     K = max(ks)
     cs = _check_chunk_size(chunk_size, n_test, n_train, func)
     wrong = np.zeros(len(ks))
-    bar = _progress(n_test, verbose, func)
+    bar = progress_bar(n_test, verbose=verbose, desc=func, unit="query")
     try:
         for start, neg in _estimator_blocks(similarity, X_test, X_train, cs,
                                             func):

@@ -16,29 +16,31 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
-from ..linalg import (csr_row_dot, csr_row_sqdist, csr_triplet_margin,
-                      csr_triplet_rank_one_update)
+from ..linalg import (csr_row_diff, diff_buffers, sparse_bilinear,
+                      sparse_rank_one_update)
 from ._online import OnlineTripletLearner
 
 __all__ = ["OASIS"]
 
 
 @njit(cache=True, nogil=True)
-def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins):
+def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, vval):
     for t in range(triplets.shape[0]):
         q = triplets[t, 0]
-        p = triplets[t, 1]
-        n = triplets[t, 2]
-        m = csr_triplet_margin(W, indptr, indices, data, q, p, n)
+        q_idx = indices[indptr[q]:indptr[q + 1]]
+        q_val = data[indptr[q]:indptr[q + 1]]
+        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        v_idx = vidx[:k]
+        v_val = vval[:k]
+        m = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
         margins[t] = m
         loss = 1.0 - m
         if loss > 0.0:
             losses[t] = loss
-            nrm = csr_row_dot(indptr, indices, data, q, q) * csr_row_sqdist(indptr, indices,
-                                                                              data, p, n)
+            nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
             if nrm > 0.0:
                 tau = min(C, loss / nrm)
-                csr_triplet_rank_one_update(W, tau, indptr, indices, data, q, p, n)
+                sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
         else:
             losses[t] = 0.0
 
@@ -103,7 +105,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         losses = np.empty(m)
         margins = np.empty(m)
         _oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
-                     losses, margins)
+                     losses, margins, *diff_buffers(Xc))
         return losses, margins
 
     def _model_finite(self):

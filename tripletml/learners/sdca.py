@@ -39,8 +39,8 @@ from .._progress import progress
 from .._validation import (check_choice_param, check_random_state, check_scalar_param,
                            check_triplets, check_X)
 from ..base import BilinearMixin, History
-from ..linalg import (as_csr, csr_row_dot, csr_row_sqdist, csr_triplet_margin,
-                      csr_triplet_rank_one_update)
+from ..linalg import (as_csr, csr_row_diff, diff_buffers, sparse_bilinear,
+                      sparse_rank_one_update)
 from ._online import OnlineTripletLearner
 
 __all__ = ["SDCA", "sdca_objectives"]
@@ -48,32 +48,34 @@ __all__ = ["SDCA", "sdca_objectives"]
 
 @njit(cache=True, nogil=True)
 def _sdca_steps(M, B, M0, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n,
-                step0, T0, u, losses, sq_losses, margins, track_avg, track_rand):
+                step0, T0, u, losses, sq_losses, margins, track_avg, track_rand, vidx, vval):
     """Algorithm 1 over the given triplets in order (global steps step0+1...)."""
     for t in range(triplets.shape[0]):
         s = step0 + t + 1
         q = triplets[t, 0]
-        p = triplets[t, 1]
-        n = triplets[t, 2]
+        q_idx = indices[indptr[q]:indptr[q + 1]]
+        q_val = data[indptr[q]:indptr[q + 1]]
+        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        v_idx = vidx[:k]
+        v_val = vval[:k]
         i = slots[t]
-        mg = csr_triplet_margin(M, indptr, indices, data, q, p, n)
+        mg = sparse_bilinear(M, q_idx, q_val, v_idx, v_val)
         margins[t] = mg
         h = 1.0 - mg
         if h < 0.0:
             h = 0.0
         losses[t] = h
         sq_losses[t] = h * h
-        xnorm2 = csr_row_dot(indptr, indices, data, q, q) * csr_row_sqdist(indptr, indices,
-                                                                            data, p, n)
+        xnorm2 = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||X_i||_F^2
         a = alpha[i]
         da = (1.0 - mg - 0.5 * a) / (0.5 + xnorm2 / lam_n)
         if da < -a:
             da = -a
         alpha[i] = a + da
         if da != 0.0 and xnorm2 > 0.0:
-            csr_triplet_rank_one_update(M, da / lam_n, indptr, indices, data, q, p, n)
+            sparse_rank_one_update(M, da / lam_n, q_idx, q_val, v_idx, v_val)
             if track_avg and s > T0:
-                csr_triplet_rank_one_update(B, s * da / lam_n, indptr, indices, data, q, p, n)
+                sparse_rank_one_update(B, s * da / lam_n, q_idx, q_val, v_idx, v_val)
         if track_avg and s == T0:
             M0[:, :] = M
         if track_rand and s > T0:
@@ -83,10 +85,12 @@ def _sdca_steps(M, B, M0, Mrand, alpha, slots, indptr, indices, data, triplets, 
 
 
 @njit(cache=True, nogil=True)
-def _all_margins(M, indptr, indices, data, triplets, out):
+def _all_margins(M, indptr, indices, data, triplets, out, vidx, vval):
     for t in range(triplets.shape[0]):
-        out[t] = csr_triplet_margin(M, indptr, indices, data, triplets[t, 0], triplets[t, 1],
-                                    triplets[t, 2])
+        q = triplets[t, 0]
+        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        out[t] = sparse_bilinear(M, indices[indptr[q]:indptr[q + 1]],
+                                 data[indptr[q]:indptr[q + 1]], vidx[:k], vval[:k])
 
 
 def sdca_objectives(M, alpha, Xc, triplets, lam, n=None):
@@ -98,7 +102,7 @@ def sdca_objectives(M, alpha, Xc, triplets, lam, n=None):
     """
     n = triplets.shape[0] if n is None else n
     mg = np.empty(triplets.shape[0])
-    _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg)
+    _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, *diff_buffers(Xc))
     reg = 0.5 * lam * float(np.sum(M * M))
     P = float(np.sum(np.maximum(0.0, 1.0 - mg) ** 2)) / n + reg
     D = float(np.sum(alpha - 0.25 * alpha * alpha)) / n - reg
@@ -215,7 +219,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         _sdca_steps(self.M_last_, self._B, self._M0, self._Mrand, self.alpha_, slots,
                     Xc.indptr, Xc.indices, Xc.data, triplets, float(self.lam) * self.n_scale_,
                     self.n_steps_, self.average_start_step_, u, losses, sq, margins,
-                    self.output == "average", self.output == "random")
+                    self.output == "average", self.output == "random", *diff_buffers(Xc))
         if not np.isfinite(self.M_last_).all():
             raise FloatingPointError(
                 f"SDCA: training diverged (M became NaN/inf by step {self.n_steps_ + m}); "

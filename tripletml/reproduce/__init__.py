@@ -25,7 +25,7 @@ class Reproduction:
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 # modules that register reproductions when imported
-_MODULES = ("tripletml.reproduce.euclidean",)
+_MODULES = ("tripletml.reproduce.euclidean", "tripletml.reproduce.sdca_table2")
 
 
 def register(name: str, description: str) -> Callable:
