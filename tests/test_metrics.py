@@ -446,9 +446,9 @@ def test_triplet_errors():
             return np.zeros(len(T))
 
     X = np.eye(4)
-    with pytest.raises(ValueError, match="shape \\(m, 3\\)"):
+    with pytest.raises(ValueError, match="triplet_accuracy: triplets must have shape"):
         triplet_accuracy(Zero(), X, [[0, 1]])
-    with pytest.raises(ValueError, match="\\[0, 4\\)"):
+    with pytest.raises(ValueError, match="triplet_accuracy: .*index 4 is out of range .*0..3"):
         triplet_accuracy(Zero(), X, [[0, 1, 4]])
     with pytest.raises(TypeError, match="integer"):
         triplet_accuracy(Zero(), X, [[0.0, 1.0, 2.0]])

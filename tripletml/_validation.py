@@ -124,10 +124,7 @@ def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
     if t.shape[0] == 0:
         raise ValueError(f"{who}: {name} is empty; at least one triplet is required.")
     if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
-        if np.issubdtype(t.dtype, np.floating) and np.isfinite(t).all() and np.all(t == np.round(t)):
-            t = t.astype(np.int64)
-        else:
-            raise TypeError(f"{who}: {name} must hold integer indices, got dtype {t.dtype}.")
+        raise TypeError(f"{who}: {name} must hold integer indices, got dtype {t.dtype}.")
     t = np.ascontiguousarray(t, dtype=np.int64)
     lo, hi = int(t.min()), int(t.max())
     if lo < 0 or hi >= n_samples:

@@ -57,6 +57,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from ._progress import progress_bar
+from ._validation import check_triplets
 
 __all__ = [
     "average_precision_per_query",
@@ -183,6 +184,30 @@ def _check_X(X: Any, name: str, func: str) -> np.ndarray | sp.csr_matrix:
         raise ValueError(f"{func}: {name} must be 2-D (n_samples, n_features),"
                          f" got shape {X.shape}")
     return X
+
+
+def _setup_sets(func: str, X_a: Any, y_a: Any, X_b: Any, y_b: Any,
+                names_a: tuple[str, str], names_b: tuple[str, str]):
+    """Validate a pair of labelled sets; ``X_b is None`` means leave-one-out
+    within set a.  Returns ``(X_a, codes_a, X_b, codes_b, loo)`` with labels
+    encoded on a shared code book."""
+    X_a = _check_X(X_a, names_a[0], func)
+    loo = X_b is None
+    if loo:
+        if y_b is not None:
+            raise ValueError(f"{func}: {names_b[1]} given but {names_b[0]} is None")
+        (a, ) = _encode_labels(func, (y_a, names_a[1]))
+        X_b, b = X_a, a
+    else:
+        if y_b is None:
+            raise ValueError(f"{func}: {names_b[0]} given but {names_b[1]} is None")
+        X_b = _check_X(X_b, names_b[0], func)
+        a, b = _encode_labels(func, (y_a, names_a[1]), (y_b, names_b[1]))
+    for codes, X, (xn, yn) in ((a, X_a, names_a), (b, X_b, names_b)):
+        if codes.shape[0] != X.shape[0]:
+            raise ValueError(f"{func}: len({yn})={codes.shape[0]} does not match "
+                             f"{xn}.shape[0]={X.shape[0]}")
+    return X_a, a, X_b, b, loo
 
 
 def _check_estimator(estimator: Any, method: str, func: str) -> Callable:
@@ -529,26 +554,9 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
     """
     func = "evaluate_retrieval"
     similarity = _check_estimator(estimator, "similarity", func)
-    X_query = _check_X(X_query, "X_query", func)
-    loo = X_db is None
-    if loo:
-        if y_db is not None:
-            raise ValueError(f"{func}: y_db given but X_db is None")
-        X_db = X_query
-        (q, ) = _encode_labels(func, (y_query, "y_query"))
-        d = q
-    else:
-        if y_db is None:
-            raise ValueError(f"{func}: X_db given but y_db is None")
-        X_db = _check_X(X_db, "X_db", func)
-        q, d = _encode_labels(func, (y_query, "y_query"), (y_db, "y_db"))
+    X_query, q, X_db, d, loo = _setup_sets(func, X_query, y_query, X_db, y_db,
+                                           ("X_query", "y_query"), ("X_db", "y_db"))
     n_q, n_db = X_query.shape[0], X_db.shape[0]
-    if q.shape[0] != n_q:
-        raise ValueError(f"{func}: len(y_query)={q.shape[0]} does not match "
-                         f"X_query.shape[0]={n_q}")
-    if d.shape[0] != n_db:
-        raise ValueError(f"{func}: len(y_db)={d.shape[0]} does not match "
-                         f"X_db.shape[0]={n_db}")
     if n_q == 0:
         raise ValueError(f"{func}: X_query has no rows")
     n_avail = n_db - 1 if loo else n_db
@@ -607,25 +615,9 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
     """
     func = "knn_error"
     similarity = _check_estimator(estimator, "similarity", func)
-    X_train = _check_X(X_train, "X_train", func)
-    loo = X_test is None
-    if loo:
-        if y_test is not None:
-            raise ValueError(f"{func}: y_test given but X_test is None")
-        (tr, ) = _encode_labels(func, (y_train, "y_train"))
-        te, X_test = tr, X_train
-    else:
-        if y_test is None:
-            raise ValueError(f"{func}: X_test given but y_test is None")
-        X_test = _check_X(X_test, "X_test", func)
-        tr, te = _encode_labels(func, (y_train, "y_train"), (y_test, "y_test"))
+    X_train, tr, X_test, te, loo = _setup_sets(func, X_train, y_train, X_test, y_test,
+                                               ("X_train", "y_train"), ("X_test", "y_test"))
     n_train, n_test = X_train.shape[0], X_test.shape[0]
-    if tr.shape[0] != n_train:
-        raise ValueError(f"{func}: len(y_train)={tr.shape[0]} does not match "
-                         f"X_train.shape[0]={n_train}")
-    if te.shape[0] != n_test:
-        raise ValueError(f"{func}: len(y_test)={te.shape[0]} does not match "
-                         f"X_test.shape[0]={n_test}")
     if n_test == 0:
         raise ValueError(f"{func}: no test point")
     n_avail = n_train - 1 if loo else n_train
@@ -690,19 +682,7 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
     func = "triplet_accuracy"
     decision = _check_estimator(estimator, "decision_function", func)
     X = _check_X(X, "X", func)
-    T = np.asarray(triplets)
-    if T.ndim != 2 or T.shape[1] != 3:
-        raise ValueError(f"{func}: triplets must have shape (m, 3), got "
-                         f"{T.shape}")
-    if T.shape[0] == 0:
-        raise ValueError(f"{func}: triplets is empty")
-    if T.dtype.kind not in "iu":
-        raise TypeError(f"{func}: triplets must be integer indices, got "
-                        f"dtype {T.dtype}")
-    n = X.shape[0]
-    if T.min() < 0 or T.max() >= n:
-        raise ValueError(f"{func}: triplet indices must lie in [0, {n}) "
-                         f"(X has {n} rows)")
+    T = check_triplets(triplets, X.shape[0], func)
     scores = np.asarray(decision(X, T))
     if scores.shape not in ((T.shape[0],), (T.shape[0], 1)):
         raise ValueError(f"{func}: estimator.decision_function returned shape "
