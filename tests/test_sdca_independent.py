@@ -305,15 +305,10 @@ def test_weak_duality_every_epoch(kind, seed):
     assert np.all(np.array(h["dual"]) <= np.array(hist["dual"]) + 1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "paper/library discrepancy: for a triplet with X_i = 0 (zero query row or "
-    "p+ == p-) that has not been stepped on yet, Theta_i = 0 and eq. (5) gives "
-    "-l_i*(0) = min l_i = 1, but the library's dual uses alpha_i - alpha_i^2/4 = 0; "
-    "its dual is 1/n lower and its gap 1/n higher per such triplet "
-    "(here n = 10: D 0.47634 vs 0.57634, gap overstated by 0.1)"))
 def test_unvisited_degenerate_triplet_dual():
     """A triplet with X_i = 0 that no step has picked yet: Theta_i = 0 and
-    -l_i*(0) = min l_i = 1, so it contributes 1/n to D (eq. 5), not 0."""
+    -l_i*(0) = min l_i = 1, so it contributes 1/n to D (eq. 5), not 0.
+    (Found by this independent reference; the library once gave 0.)"""
     X, T = tricky_data()
     assert _degenerate(X, T) == [2, 4]
     seed = _seeds_first_epoch_visits(X, T, False, 1)[0]

@@ -15,7 +15,8 @@ uniformly, then
 
 with ``||X_i||_F^2 = ||x_i||^2 ||v_i||^2`` and ``v_i = x_i+ - x_i-``.  The
 dual objective is ``D = (1/n) sum_i (alpha_i - alpha_i^2 / 4) - (lam/2)||M||^2``
-(``-l_i^*(-Theta_i) = alpha_i - alpha_i^2/4``), and the duality gap
+(``-l_i^*(-Theta_i) = alpha_i - alpha_i^2/4``; a degenerate triplet with
+``X_i = 0`` has the constant loss 1 and contributes 1), and the duality gap
 ``P(M(Theta)) - D(Theta)`` (eq. 8) bounds the primal sub-optimality.
 
 Per step the cost is ``O(nnz(x_i) (nnz(x_i+) + nnz(x_i-)))`` on CSR data (the
@@ -85,12 +86,14 @@ def _sdca_steps(M, B, M0, Mrand, alpha, slots, indptr, indices, data, triplets, 
 
 
 @njit(cache=True, nogil=True)
-def _all_margins(M, indptr, indices, data, triplets, out, vidx, vval):
+def _all_margins(M, indptr, indices, data, triplets, out, xnorm2, vidx, vval):
+    """Margins ``x_i^T M v_i`` and ``||X_i||_F^2`` of every triplet."""
     for t in range(triplets.shape[0]):
         q = triplets[t, 0]
+        q_val = data[indptr[q]:indptr[q + 1]]
         k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        out[t] = sparse_bilinear(M, indices[indptr[q]:indptr[q + 1]],
-                                 data[indptr[q]:indptr[q + 1]], vidx[:k], vval[:k])
+        out[t] = sparse_bilinear(M, indices[indptr[q]:indptr[q + 1]], q_val, vidx[:k], vval[:k])
+        xnorm2[t] = np.dot(q_val, q_val) * np.dot(vval[:k], vval[:k])
 
 
 def sdca_objectives(M, alpha, Xc, triplets, lam, n=None):
@@ -102,10 +105,14 @@ def sdca_objectives(M, alpha, Xc, triplets, lam, n=None):
     """
     n = triplets.shape[0] if n is None else n
     mg = np.empty(triplets.shape[0])
-    _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, *diff_buffers(Xc))
+    xn = np.empty(triplets.shape[0])
+    _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, xn, *diff_buffers(Xc))
     reg = 0.5 * lam * float(np.sum(M * M))
     P = float(np.sum(np.maximum(0.0, 1.0 - mg) ** 2)) / n + reg
-    D = float(np.sum(alpha - 0.25 * alpha * alpha)) / n - reg
+    # -l_i^*(-Theta_i) = alpha_i - alpha_i^2/4; when X_i = 0 the loss is the
+    # constant 1 and Theta_i = 0 whatever alpha_i, so the term is its maximum, 1.
+    conj = np.where(xn > 0.0, alpha - 0.25 * alpha * alpha, 1.0)
+    D = float(np.sum(conj)) / n - reg
     return P, D, P - D
 
 
