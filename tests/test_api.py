@@ -188,3 +188,77 @@ def test_registry_lists_every_public_learner():
     public = {n for n in tm.__all__ if isinstance(getattr(tm, n, None), type)
               and issubclass(getattr(tm, n), TripletLearner) and getattr(tm, n) is not TripletLearner}
     assert public == registered
+
+
+def test_more_bad_inputs():
+    X, y = toy_data()
+    with pytest.raises(ValueError, match="OASIS: triplets must be a rectangular"):
+        tm.OASIS().fit(X, triplets=[[0, 1, 2], [1, 2]])
+    with pytest.raises(ValueError, match="OASIS: triplets index 18446744073709551615 is out"):
+        tm.OASIS().fit(X, triplets=np.array([[0, 1, 2**64 - 1]], dtype=np.uint64))
+    with pytest.raises(TypeError, match="OASIS: X is complex"):
+        tm.OASIS().fit(sp.csr_matrix(X.astype(complex)), y)
+    with pytest.raises(TypeError, match="OASIS: X must be numeric; it holds strings"):
+        tm.OASIS().fit(np.array([["1", "2"]] * 6, dtype=object), np.arange(6) % 2)
+    with pytest.raises(TypeError, match="OASIS: triplets must hold integer"):
+        tm.OASIS().fit(X, triplets=[[0.0, 1.0, 2.0]])
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+def test_failed_training_leaves_model_unfitted(factory, alt):
+    from sklearn.exceptions import NotFittedError
+    X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0], [0.0, 1e155]])
+    est = factory()
+    with pytest.raises(FloatingPointError, match=f"{type(est).__name__}: training diverged"):
+        est.fit(X, triplets=[[0, 1, 2]])
+    with pytest.raises(NotFittedError):
+        est.similarity(X)
+    with pytest.raises(FloatingPointError):
+        est.partial_fit(X, [[0, 1, 2]])
+    with pytest.raises(NotFittedError):
+        est.similarity(X)
+
+
+@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+def test_partial_fit_resumes_after_load(factory, alt, tmp_path):
+    X, y = toy_data()
+    t = np.array([[0, 3, 1], [4, 7, 2], [5, 8, 6]])
+    a = factory().fit(X, y)
+    a.save(tmp_path / "m.npz")
+    b = tm.load_model(tmp_path / "m.npz")
+    a.partial_fit(X, t)
+    b.partial_fit(X, t)
+    np.testing.assert_allclose(b.similarity(X), a.similarity(X), rtol=1e-12, atol=1e-12)
+    assert b.history_["step"] == a.history_["step"]
+
+
+def _rewrite_meta(src, dst, edit):
+    import json
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    edit(meta, arrays)
+    np.savez(dst, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+
+
+@pytest.mark.parametrize("edit, msg", [
+    (lambda m, a: m["params"].update(bogus=1), "unknown OASIS parameters"),
+    (lambda m, a: m.update(attributes=[]), "malformed metadata"),
+    (lambda m, a: m.update(params=None), "malformed metadata"),
+    (lambda m, a: m["attributes"].update(similarity=3), "not a fitted attribute"),
+    (lambda m, a: a.update(W_=np.zeros((2, 2))), "W_ has shape"),
+    (lambda m, a: m.update(format_version=True), "format version"),
+    (lambda m, a: m["attributes"].update(n_features_in_="5"), "n_features_in_"),
+])
+def test_load_model_checks_metadata(tmp_path, edit, msg):
+    X, y = toy_data()
+    tm.OASIS(n_triplets=50, random_state=0).fit(X, y).save(tmp_path / "m.npz")
+    _rewrite_meta(tmp_path / "m.npz", tmp_path / "bad.npz", edit)
+    with pytest.raises(ValueError, match=f"load_model: .*{msg}"):
+        tm.load_model(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+def test_sklearn_tags_declare_sparse_input(factory, alt):
+    from sklearn.utils import get_tags
+    assert get_tags(factory()).input_tags.sparse is True

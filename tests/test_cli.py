@@ -25,7 +25,7 @@ def test_fit_and_evaluate_a_libsvm_file(tmp_path, capsys):
     rng = np.random.default_rng(0)
     y = np.arange(60) % 3
     X = rng.normal(size=(60, 4)) + y[:, None]
-    dump_svmlight_file(X, y, str(tmp_path / "toy.svm"))
+    dump_svmlight_file(X, y, str(tmp_path / "toy.svm"), zero_based=False)
     model_path = tmp_path / "toy.npz"
     assert main(["fit", "oasis", str(tmp_path / "toy.svm"), "-o", str(model_path),
                  "--param", "n_triplets=500", "--param", "C=0.5", "--seed", "1"]) == 0
@@ -35,6 +35,11 @@ def test_fit_and_evaluate_a_libsvm_file(tmp_path, capsys):
     assert main(["evaluate", str(model_path), str(tmp_path / "toy.svm")]) == 0
     out = capsys.readouterr().out
     assert "map" in out and "knn_error" in out and "precision_at_5" in out
+    # a test file whose last feature is all zero still has the model's width
+    Xt = X.copy()
+    Xt[:, -1] = 0.0
+    dump_svmlight_file(Xt, y, str(tmp_path / "test.svm"), zero_based=False)
+    assert main(["evaluate", str(model_path), str(tmp_path / "test.svm")]) == 0
 
 
 def test_cli_errors(tmp_path, capsys, monkeypatch):

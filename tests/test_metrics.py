@@ -387,8 +387,10 @@ def test_bad_k_value_loo(k):
 
 
 def test_bad_k_other():
-    assert precision_at_k(S4, Y4, k=3) >= 0       # n - 1 is allowed
-    assert precision_at_k(S4[:2], Y4[:2], Y4, k=4) >= 0  # n_db allowed
+    # k = n - 1 is allowed: each query ranks the 3 others, one of which shares its label
+    assert precision_at_k(S4, Y4, k=3) == pytest.approx(1 / 3)
+    # k = n_db allowed: 2 of the 4 database items share each query's label
+    assert precision_at_k(S4[:2], Y4[:2], Y4, k=4) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="k must satisfy"):
         precision_at_k(S4[:2], Y4[:2], Y4, k=5)
     for k in (1.5, "3", True, [1, 2.0], None):

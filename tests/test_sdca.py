@@ -62,7 +62,7 @@ def test_single_partial_fit_is_one_closed_form_step():
         ref.step(k)
         model.partial_fit(X, t[[k]], triplet_ids=[k])
         np.testing.assert_allclose(model.M_last_, ref.M, rtol=1e-12, atol=1e-14)
-        assert model.alpha_[np.searchsorted(model._ids, k)] == pytest.approx(ref.alpha[k])
+        assert model.alpha_[np.searchsorted(model.dual_ids_, k)] == pytest.approx(ref.alpha[k])
     assert ref.alpha[0] > 0 and model.n_steps_ == 4
 
 
@@ -173,3 +173,30 @@ def test_sdca_learns_on_real_structure():
     m = SDCA(lam=0.01, n_triplets=5000, n_epochs=5, random_state=0).fit(X[:1000], y[:1000])
     e = Euclidean().fit(X[:1000])
     assert m.score(X[1000:], y[1000:]) > e.score(X[1000:], y[1000:]) + 0.05
+
+
+def test_settings_of_the_dual_state_cannot_change_midstream():
+    X, t = _problem(seed=7)
+    m = SDCA(output="last", n_triplets=40).partial_fit(X, t[:5])
+    m.set_params(output="average")
+    with pytest.raises(ValueError, match="SDCA: output/lam were 'last'/0.01 when the model"):
+        m.partial_fit(X, t[5:10])
+    m.set_params(output="last", lam=0.5)
+    with pytest.raises(ValueError, match="SDCA: output/lam were"):
+        m.partial_fit(X, t[5:10])
+    m.set_params(lam=0.01)
+    m.partial_fit(X, t[5:10])  # restored: fine
+    assert m.n_steps_ == 10
+
+
+def test_overflowing_norm_stops_with_a_message():
+    X, t = _problem(seed=8)
+    with pytest.raises(FloatingPointError, match="SDCA: training diverged"):
+        SDCA().fit(X * 1e200, triplets=t)
+
+
+def test_one_id_for_two_triplets_is_refused():
+    X, t = _problem(seed=9)
+    with pytest.raises(ValueError, match="one triplet_id names two different triplets"):
+        SDCA().partial_fit(X, t[:2], triplet_ids=[3, 3])
+    SDCA().partial_fit(X, t[[0, 0]], triplet_ids=[3, 3])  # same triplet twice: two steps

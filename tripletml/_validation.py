@@ -58,6 +58,8 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             raise TypeError(f"{who}: {name} is a scipy.sparse matrix, which this method does "
                             "not accept; pass a dense array (X.toarray()).")
         X = sp.csr_matrix(X)  # copy-free when already CSR
+        if np.iscomplexobj(X.data):
+            raise TypeError(f"{who}: {name} is complex; only real data is supported.")
         if X.dtype != np.float64:
             if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
                 raise TypeError(f"{who}: {name} has non-numeric dtype {X.dtype}.")
@@ -77,6 +79,8 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         except Exception as exc:  # ragged lists and friends
             raise ValueError(f"{who}: {name} could not be converted to an array: {exc}") from None
         if arr.dtype == object:
+            if any(isinstance(v, (str, bytes)) for v in arr.flat):
+                raise TypeError(f"{who}: {name} must be numeric; it holds strings.")
             try:
                 arr = arr.astype(np.float64)
             except (TypeError, ValueError):
@@ -117,7 +121,11 @@ def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
         raise TypeError(f"{who}: {name} is None; expected an integer array of shape (m, 3).")
     if sp.issparse(triplets):
         raise TypeError(f"{who}: {name} must be a dense integer array of shape (m, 3).")
-    t = np.asarray(triplets)
+    try:
+        t = np.asarray(triplets)
+    except ValueError:  # ragged nested lists
+        raise ValueError(f"{who}: {name} must be a rectangular (n_triplets, 3) integer array; "
+                         "got rows of different lengths.") from None
     if t.ndim != 2 or t.shape[1] != 3:
         raise ValueError(f"{who}: {name} must have shape (n_triplets, 3) holding (query, "
                          f"positive, negative) row indices into X; got shape {t.shape}.")
@@ -125,6 +133,9 @@ def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
         raise ValueError(f"{who}: {name} is empty; at least one triplet is required.")
     if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
         raise TypeError(f"{who}: {name} must hold integer indices, got dtype {t.dtype}.")
+    if t.dtype.kind == "u" and t.max() >= n_samples:
+        raise ValueError(f"{who}: {name} index {t.max()} is out of range for X with "
+                         f"{n_samples} rows (valid: 0..{n_samples - 1}).")
     t = np.ascontiguousarray(t, dtype=np.int64)
     lo, hi = int(t.min()), int(t.max())
     if lo < 0 or hi >= n_samples:

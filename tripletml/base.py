@@ -82,6 +82,11 @@ class TripletLearner(BaseEstimator):
         if not cls.__name__.startswith("_"):
             MODEL_REGISTRY[cls.__name__] = cls
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._accepts_sparse
+        return tags
+
     # ------------------------------------------------------------------ fit
     def _validate_params(self) -> None:
         """Check hyper-parameters (override; raise TypeError/ValueError)."""
@@ -124,8 +129,10 @@ class TripletLearner(BaseEstimator):
         self
         """
         X, triplets, rng = self._prepare_fit(X, y, triplets)
-        self.n_features_in_ = X.shape[1]
+        if hasattr(self, "n_features_in_"):
+            del self.n_features_in_  # a failed refit must not look fitted
         self._fit(X, triplets, rng)
+        self.n_features_in_ = X.shape[1]
         return self
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
@@ -171,6 +178,20 @@ class TripletLearner(BaseEstimator):
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
     # -------------------------------------------------------- persistence
+    #: fitted (d, d) arrays, checked when a model is loaded
+    _square_attrs: tuple[str, ...] = ()
+
+    def _check_loaded(self) -> None:
+        """Consistency of a loaded model (raise on a mismatch)."""
+        d = self.n_features_in_
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"n_features_in_={d!r} is not a positive integer")
+        for name in self._square_attrs:
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.shape != (d, d):
+                raise ValueError(f"{name} has shape {getattr(arr, 'shape', None)}, expected "
+                                 f"({d}, {d})")
+
     def save(self, path) -> None:
         """Save to ``.npz`` (arrays) with JSON metadata; see
         :func:`tripletml.load_model`."""

@@ -16,16 +16,19 @@ def _learners():
     return {"euclidean": tm.Euclidean, "dotproduct": tm.DotProduct, "oasis": tm.OASIS, "sdca": tm.SDCA}
 
 
-def _load_data(source: str, data_home, subset: str = "all"):
-    """A registered data-set name or a LIBSVM/svmlight file path."""
+def _load_data(source: str, data_home, subset: str = "all", *, n_features=None,
+               zero_based: bool = False):
+    """A registered data-set name or a LIBSVM/svmlight file path (1-based
+    feature indices as LIBSVM writes them, unless ``zero_based``)."""
     from . import datasets
     p = Path(source)
     if p.exists():
-        from sklearn.datasets import load_svmlight_file
         import gzip
+
+        from sklearn.datasets import load_svmlight_file
         opener = gzip.open if p.suffix == ".gz" else open
         with opener(p, "rb") as fh:
-            X, y = load_svmlight_file(fh)
+            X, y = load_svmlight_file(fh, n_features=n_features, zero_based=zero_based)
         return X.tocsr(), y
     b = datasets.load(source, data_home=data_home, subset=subset)
     if isinstance(b.data, list):
@@ -70,7 +73,7 @@ def _cmd_fit(args):
     if args.learner not in learners:
         raise SystemExit(f"tripletml: unknown learner {args.learner!r}; "
                          f"choose from {', '.join(learners)}")
-    X, y = _load_data(args.data, args.data_home, args.subset)
+    X, y = _load_data(args.data, args.data_home, args.subset, zero_based=args.zero_based)
     model = learners[args.learner]()
     params = _parse_params(args.param)
     if args.seed is not None and "random_state" in model.get_params():
@@ -87,7 +90,8 @@ def _cmd_evaluate(args):
     from . import load_model
     from .metrics import evaluate_retrieval, knn_error
     model = load_model(args.model)
-    X, y = _load_data(args.data, args.data_home, args.subset)
+    X, y = _load_data(args.data, args.data_home, args.subset,
+                      n_features=model.n_features_in_, zero_based=args.zero_based)
     r = evaluate_retrieval(model, X, y, k=tuple(args.k), verbose=1)
     r["knn_error"] = float(knn_error(model, X, y, k=1))
     for k, v in r.items():
@@ -128,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--subset", default="all")
     f.add_argument("--seed", type=int)
     f.add_argument("--data-home")
+    f.add_argument("--zero-based", action="store_true",
+                   help="a LIBSVM file with 0-based feature indices")
     f.set_defaults(func=_cmd_fit)
     e = sub.add_parser("evaluate", help="mAP, P@k and 1-NN error of a saved model")
     e.add_argument("model")
@@ -135,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--subset", default="all")
     e.add_argument("-k", type=int, nargs="+", default=[1, 5, 10])
     e.add_argument("--data-home")
+    e.add_argument("--zero-based", action="store_true",
+                   help="a LIBSVM file with 0-based feature indices")
     e.set_defaults(func=_cmd_evaluate)
     ds = sub.add_parser("datasets", help="list the registered data sets")
     ds.set_defaults(func=_cmd_datasets)
@@ -150,7 +158,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, FloatingPointError) as exc:
         print(f"tripletml: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -110,16 +110,30 @@ def load_model(path) -> TripletLearner:
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
         raise ValueError(f"load_model: {path} is not a tripletml model file.")
     version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
         raise ValueError(f"load_model: {path} has format version {version!r}; this tripletml "
                          f"reads versions <= {FORMAT_VERSION}. Upgrade tripletml.")
     cls = MODEL_REGISTRY.get(meta.get("class"))
     if cls is None:
         raise ValueError(f"load_model: {path} holds an unknown model class "
                          f"{meta.get('class')!r}; known: {', '.join(sorted(MODEL_REGISTRY))}.")
-    model = cls(**meta["params"])
-    for k, v in meta["attributes"].items():
+    params, attrs = meta.get("params"), meta.get("attributes")
+    if not isinstance(params, dict) or not isinstance(attrs, dict):
+        raise ValueError(f"load_model: {path} has malformed metadata (params/attributes).")
+    model = cls()
+    unknown = set(params) - set(model.get_params())
+    if unknown:
+        raise ValueError(f"load_model: {path} sets unknown {cls.__name__} parameters "
+                         f"{sorted(unknown)}.")
+    model.set_params(**params)
+    for k, v in list(attrs.items()) + list(arrays.items()):
+        if not (k.endswith("_") and not k.startswith("_") and k.isidentifier()):
+            raise ValueError(f"load_model: {path} holds {k!r}, which is not a fitted "
+                             "attribute name.")
         setattr(model, k, v)
-    for k, v in arrays.items():
-        setattr(model, k, v)
+    try:
+        model._check_loaded()
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"load_model: {path} does not hold a consistent fitted "
+                         f"{cls.__name__}: {exc}") from None
     return model

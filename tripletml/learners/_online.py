@@ -50,22 +50,35 @@ class OnlineTripletLearner(TripletLearner):
         return {}
 
     # driving loop ------------------------------------------------------
+    def _diverged(self, step: int) -> FloatingPointError:
+        return FloatingPointError(
+            f"{type(self).__name__}: training diverged (non-finite margin, norm or model at "
+            f"step {step}); scale the features down or lower the step size / "
+            "aggressiveness.")
+
+    def _record(self, hist: History, losses, margins, cumulative: dict | None = None,
+                **extra) -> None:
+        """Append one history record for the steps just taken.
+
+        ``avg_loss`` and ``mistake_rate`` are running means over all steps
+        so far (the curves of the OASIS and SDCA papers); ``cumulative`` maps
+        further names to per-step arrays kept as running means the same way.
+        """
+        prev = self.n_steps_
+        self.n_steps_ = T = prev + losses.shape[0]
+        series = {"avg_loss": losses, "mistake_rate": (margins <= 0).astype(float)}
+        series.update(cumulative or {})
+        values = {}
+        for name, per_step in series.items():
+            before = hist.data[name][-1] * prev if prev else 0.0
+            values[name] = (before + float(np.sum(per_step))) / T
+        hist.record(T, loss=float(losses.mean()), **values, **extra)
+
     def _steps_and_record(self, Xc, triplets, hist: History) -> None:
         losses, margins = self._run_steps(Xc, triplets)
         if not self._model_finite():
-            raise FloatingPointError(
-                f"{type(self).__name__}: training diverged (the model became NaN/inf after "
-                f"step {self.n_steps_ + triplets.shape[0]}); scale the features down or "
-                "lower the step size / aggressiveness.")
-        prev_steps = self.n_steps_
-        prev_loss = (hist.data["avg_loss"][-1] * prev_steps) if prev_steps else 0.0
-        prev_mist = (hist.data["mistake_rate"][-1] * prev_steps) if prev_steps else 0.0
-        self.n_steps_ = prev_steps + triplets.shape[0]
-        hist.record(self.n_steps_,
-                    loss=float(losses.mean()),
-                    avg_loss=(prev_loss + float(losses.sum())) / self.n_steps_,
-                    mistake_rate=(prev_mist + float((margins <= 0).sum())) / self.n_steps_,
-                    **self._extra_record())
+            raise self._diverged(self.n_steps_ + triplets.shape[0])
+        self._record(hist, losses, margins)
 
     def _fit(self, X, triplets, rng):
         self._init_model(X.shape[1], rng)
@@ -77,17 +90,13 @@ class OnlineTripletLearner(TripletLearner):
                           desc=type(self).__name__, unit="epoch"):
             order = rng.permutation(m)
             self._steps_and_record(Xc, triplets[order], hist)
-            if self._converged():
-                break
         self.history_ = hist.data
-        self._finalize()
 
-    def _converged(self) -> bool:
-        """Early-stopping hook (e.g. a duality-gap tolerance)."""
-        return False
+    def _check_resumable(self) -> None:
+        """Raise if the fitted state cannot take more steps (override)."""
 
-    def _finalize(self) -> None:
-        """Hook run after fit (e.g. forming an averaged output)."""
+    def _partial_steps(self, Xc, triplets, hist: History, **kwargs) -> None:
+        self._steps_and_record(Xc, triplets, hist)
 
     def partial_fit(self, X, triplets):
         """One step per given triplet, in order (the first call initialises).
@@ -102,20 +111,28 @@ class OnlineTripletLearner(TripletLearner):
         -------
         self
         """
+        return self._partial(X, triplets)
+
+    def _partial(self, X, triplets, **kwargs):
         self._validate_params()
         first = not hasattr(self, "n_features_in_")
         X = check_X(X, self, accept_sparse=self._accepts_sparse,
                     n_features=None if first else self.n_features_in_)
         triplets = check_triplets(triplets, X.shape[0], self)
         if first:
-            rng = check_random_state(self.random_state, self)
+            self._init_model(X.shape[1], check_random_state(self.random_state, self))
             self.n_features_in_ = X.shape[1]
-            self._init_model(X.shape[1], rng)
             self.n_steps_ = 0
             self.history_ = {}
         else:
             check_is_fitted(self, "n_features_in_")
+            self._check_resumable()
         hist = History(self.history_, keys=self._history_keys)
-        self._steps_and_record(as_csr(X), triplets, hist)
+        try:
+            self._partial_steps(as_csr(X), triplets, hist, **kwargs)
+        except Exception:
+            if first:  # a failed first call leaves the model unfitted
+                del self.n_features_in_
+            raise
         self.history_ = hist.data
         return self

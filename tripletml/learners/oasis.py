@@ -33,16 +33,19 @@ def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, v
         v_idx = vidx[:k]
         v_val = vval[:k]
         m = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
+        nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
+        if not (np.isfinite(m) and np.isfinite(nrm)):
+            return t
         margins[t] = m
         loss = 1.0 - m
         if loss > 0.0:
             losses[t] = loss
-            nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
             if nrm > 0.0:
                 tau = min(C, loss / nrm)
                 sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
         else:
             losses[t] = 0.0
+    return -1
 
 
 class OASIS(BilinearMixin, OnlineTripletLearner):
@@ -82,6 +85,8 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ``O(nnz(q) (nnz(p+) + nnz(p-)))`` (``O(d^2)`` for dense rows).
     """
 
+    _square_attrs = ("W_",)
+
     def __init__(self, C=0.1, n_epochs=1, n_triplets=10000, init="identity",
                  random_state=None, verbose=0):
         self.C = C
@@ -104,8 +109,10 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         m = triplets.shape[0]
         losses = np.empty(m)
         margins = np.empty(m)
-        _oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
-                     losses, margins, *diff_buffers(Xc))
+        bad = _oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
+                           losses, margins, *diff_buffers(Xc))
+        if bad >= 0:
+            raise self._diverged(self.n_steps_ + bad + 1)
         return losses, margins
 
     def _model_finite(self):

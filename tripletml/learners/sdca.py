@@ -23,9 +23,11 @@ Per step the cost is ``O(nnz(x_i) (nnz(x_i+) + nnz(x_i-)))`` on CSR data (the
 rank-one update touches only those rows and columns; ``O(d^2)`` dense).
 The *average* output ``(T - T0)^-1 sum_{t=T0+1}^T M^{t-1}`` is formed without
 an ``O(d^2)`` cost per step: with ``dM_s`` the update of step ``s`` and
-``B = sum_{s>T0} s dM_s`` (updated with the same sparse pattern),
+``B = T0 M^{T0} + sum_{s>T0} s dM_s`` (set at step T0, then updated with the
+same sparse pattern as M),
 
-    sum_{t=T0+1}^{T} M^{t-1} = (T - T0) M^{T0} + T (M^T - M^{T0}) - B.
+    sum_{t=T0+1}^{T} M^{t-1} = (T - T0) M^{T0} + sum_{s=T0+1}^{T} (T - s) dM_s
+                             = T M^T - B.
 
 The *random* output ``M^t`` for ``t`` uniform in ``{T0+1, ..., T}`` is drawn by
 reservoir sampling (an ``O(d^2)`` copy an expected ``ln(T - T0)`` times).
@@ -37,8 +39,7 @@ from numba import njit
 from sklearn.utils.validation import check_is_fitted
 
 from .._progress import progress
-from .._validation import (check_choice_param, check_random_state, check_scalar_param,
-                           check_triplets, check_X)
+from .._validation import check_choice_param, check_random_state, check_scalar_param
 from ..base import BilinearMixin, History
 from ..linalg import (as_csr, csr_row_diff, diff_buffers, sparse_bilinear,
                       sparse_rank_one_update)
@@ -48,9 +49,14 @@ __all__ = ["SDCA", "sdca_objectives"]
 
 
 @njit(cache=True, nogil=True)
-def _sdca_steps(M, B, M0, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n,
-                step0, T0, u, losses, sq_losses, margins, track_avg, track_rand, vidx, vval):
-    """Algorithm 1 over the given triplets in order (global steps step0+1...)."""
+def _sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n, step0, T0,
+                u, losses, sq_losses, margins, track_avg, track_rand, vidx, vval):
+    """Algorithm 1 over the given triplets in order (global steps step0+1...).
+
+    ``B`` accumulates ``T0 M^{T0} + sum_{s > T0} s dM_s`` (average option),
+    ``Mrand`` holds the reservoir sample (random option).  Returns the index
+    of the first step with a non-finite margin or norm, or -1.
+    """
     for t in range(triplets.shape[0]):
         s = step0 + t + 1
         q = triplets[t, 0]
@@ -61,13 +67,15 @@ def _sdca_steps(M, B, M0, Mrand, alpha, slots, indptr, indices, data, triplets, 
         v_val = vval[:k]
         i = slots[t]
         mg = sparse_bilinear(M, q_idx, q_val, v_idx, v_val)
+        xnorm2 = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||X_i||_F^2
+        if not (np.isfinite(mg) and np.isfinite(xnorm2)):
+            return t
         margins[t] = mg
         h = 1.0 - mg
         if h < 0.0:
             h = 0.0
         losses[t] = h
         sq_losses[t] = h * h
-        xnorm2 = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||X_i||_F^2
         a = alpha[i]
         da = (1.0 - mg - 0.5 * a) / (0.5 + xnorm2 / lam_n)
         if da < -a:
@@ -78,11 +86,12 @@ def _sdca_steps(M, B, M0, Mrand, alpha, slots, indptr, indices, data, triplets, 
             if track_avg and s > T0:
                 sparse_rank_one_update(B, s * da / lam_n, q_idx, q_val, v_idx, v_val)
         if track_avg and s == T0:
-            M0[:, :] = M
+            B[:, :] = T0 * M
         if track_rand and s > T0:
             # reservoir sampling: M^s kept with probability 1 / (s - T0)
             if u[t] * (s - T0) < 1.0:
                 Mrand[:, :] = M
+    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -174,6 +183,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     _history_keys = ("loss", "avg_loss", "mistake_rate", "avg_sq_loss", "primal", "dual", "gap")
 
+    _square_attrs = ("M_", "M_last_")
+
     def __init__(self, lam=0.01, n_epochs=10, n_triplets=10000, output="average",
                  average_start=0.5, tol=1e-3, random_state=None, verbose=0):
         self.lam = lam
@@ -197,80 +208,81 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     def _init_state(self, d, n_scale, T0, rng):
         self.M_last_ = np.zeros((d, d))
         self.alpha_ = np.zeros(0)
-        self._ids = np.zeros(0, dtype=np.int64)
+        self.dual_ids_ = np.zeros(0, dtype=np.int64)
+        self.next_id_ = 0
         self.n_scale_ = int(n_scale)
         self.n_steps_ = 0
         self.average_start_step_ = int(T0)
-        avg = self.output == "average"
-        rnd = self.output == "random"
-        self._B = np.zeros((d, d)) if avg else np.zeros((1, 1))
-        self._M0 = np.zeros((d, d)) if avg else np.zeros((1, 1))
-        self._Mrand = np.zeros((d, d)) if rnd else np.zeros((1, 1))
+        self.output_ = self.output
+        self.lam_ = float(self.lam)
+        self.avg_accum_ = np.zeros((d, d) if self.output == "average" else (0, 0))
+        self.random_iterate_ = np.zeros((d, d) if self.output == "random" else (0, 0))
         self._rng = rng
+
+    def _init_model(self, n_features, rng):
+        """A fresh stream: ``n`` is ``n_triplets``, the window starts at 0."""
+        self._init_state(n_features, self.n_triplets, 0, rng)
+
+    def _check_resumable(self):
+        check_is_fitted(self, "M_last_")
+        if self.output != self.output_ or float(self.lam) != self.lam_:
+            raise ValueError(
+                f"SDCA: output/lam were {self.output_!r}/{self.lam_:g} when the model was "
+                f"initialised and are now {self.output!r}/{self.lam!r}; the dual state "
+                "belongs to the former. Restore them, or start a new model with fit.")
+        if not hasattr(self, "_rng"):  # e.g. loaded from a file
+            self._rng = check_random_state(self.random_state, self)
 
     def _slots_for(self, ids):
         """Map triplet ids to positions in ``alpha_``, adding new ids."""
-        new = np.setdiff1d(np.unique(ids), self._ids)
+        new = np.setdiff1d(np.unique(ids), self.dual_ids_)
         if new.size:
-            self._ids = np.concatenate([self._ids, new])
-            self.alpha_ = np.concatenate([self.alpha_, np.zeros(new.size)])
-            order = np.argsort(self._ids, kind="stable")
-            self._ids = self._ids[order]
-            self.alpha_ = self.alpha_[order]
-        return np.searchsorted(self._ids, ids).astype(np.int64)
+            ids_all = np.concatenate([self.dual_ids_, new])
+            alpha = np.concatenate([self.alpha_, np.zeros(new.size)])
+            order = np.argsort(ids_all, kind="stable")
+            self.dual_ids_, self.alpha_ = ids_all[order], alpha[order]
+        return np.searchsorted(self.dual_ids_, ids).astype(np.int64)
 
-    def _steps(self, Xc, triplets, slots):
+    def _steps(self, Xc, triplets, slots, hist, objectives=None):
         m = triplets.shape[0]
         losses, sq, margins = np.empty(m), np.empty(m), np.empty(m)
-        u = self._rng.random(m) if self.output == "random" else np.zeros(1)
-        _sdca_steps(self.M_last_, self._B, self._M0, self._Mrand, self.alpha_, slots,
-                    Xc.indptr, Xc.indices, Xc.data, triplets, float(self.lam) * self.n_scale_,
-                    self.n_steps_, self.average_start_step_, u, losses, sq, margins,
-                    self.output == "average", self.output == "random", *diff_buffers(Xc))
-        if not np.isfinite(self.M_last_).all():
-            raise FloatingPointError(
-                f"SDCA: training diverged (M became NaN/inf by step {self.n_steps_ + m}); "
-                "scale the features down or increase lam.")
-        return losses, sq, margins
-
-    def _record(self, hist, losses, sq, margins, objectives=(None, None, None)):
-        prev = self.n_steps_
-        h = hist.data
-        prev_loss = h["avg_loss"][-1] * prev if prev else 0.0
-        prev_mist = h["mistake_rate"][-1] * prev if prev else 0.0
-        prev_sq = h["avg_sq_loss"][-1] * prev if prev else 0.0
-        self.n_steps_ = prev + losses.size
-        T = self.n_steps_
-        P, D, gap = objectives
-        hist.record(T, loss=float(losses.mean()), avg_loss=(prev_loss + losses.sum()) / T,
-                    mistake_rate=(prev_mist + (margins <= 0).sum()) / T,
-                    avg_sq_loss=(prev_sq + sq.sum()) / T, primal=P, dual=D, gap=gap)
+        avg, rnd = self.output_ == "average", self.output_ == "random"
+        u = self._rng.random(m) if rnd else np.zeros(1)
+        bad = _sdca_steps(self.M_last_, self.avg_accum_, self.random_iterate_, self.alpha_,
+                          slots, Xc.indptr, Xc.indices, Xc.data, triplets,
+                          self.lam_ * self.n_scale_, self.n_steps_, self.average_start_step_,
+                          u, losses, sq, margins, avg, rnd, *diff_buffers(Xc))
+        if bad >= 0 or not np.isfinite(self.M_last_).all():
+            raise self._diverged(self.n_steps_ + (bad + 1 if bad >= 0 else m))
+        P, D, gap = objectives(self) if objectives is not None else (None, None, None)
+        self._record(hist, losses, margins, {"avg_sq_loss": sq}, primal=P, dual=D, gap=gap)
 
     def _output_matrix(self):
         T, T0 = self.n_steps_, self.average_start_step_
-        if self.output == "last" or T <= T0:
+        if self.output_ == "last" or T <= T0:
             return self.M_last_.copy()
-        if self.output == "random":
-            return self._Mrand.copy()
-        M0 = self._M0 if T0 > 0 else np.zeros_like(self.M_last_)
-        return ((T - T0) * M0 + T * (self.M_last_ - M0) - self._B) / (T - T0)
+        if self.output_ == "random":
+            return self.random_iterate_.copy()
+        return (T * self.M_last_ - self.avg_accum_) / (T - T0)
 
     # -------------------------------------------------------------- fit
     def _fit(self, X, triplets, rng):
         n = triplets.shape[0]
-        planned = self.n_epochs * n
-        T0 = int(np.floor(self.average_start * planned))
+        T0 = int(np.floor(self.average_start * self.n_epochs * n))
         self._init_state(X.shape[1], n, T0, rng)
         self._slots_for(np.arange(n))
+        self.next_id_ = n
         Xc = as_csr(X)
         hist = History(keys=self._history_keys)
+
+        def objectives(model):
+            return sdca_objectives(model.M_last_, model.alpha_, Xc, triplets, model.lam_)
+
         for _ in progress(range(self.n_epochs), total=self.n_epochs, verbose=self.verbose,
                           desc="SDCA", unit="epoch"):
             idx = rng.integers(0, n, size=n)  # uniform sampling with replacement
-            losses, sq, margins = self._steps(Xc, triplets[idx], idx)
-            objectives = sdca_objectives(self.M_last_, self.alpha_, Xc, triplets, self.lam)
-            self._record(hist, losses, sq, margins, objectives)
-            if self.tol is not None and objectives[2] <= self.tol:
+            self._steps(Xc, triplets[idx], idx, hist, objectives)
+            if self.tol is not None and hist.data["gap"][-1] <= self.tol:
                 break
         self.history_ = hist.data
         self.M_ = self._output_matrix()
@@ -283,44 +295,38 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         X : array-like or CSR matrix of shape (n_samples, n_features)
         triplets : array-like of shape (m, 3)
         triplet_ids : array-like of shape (m,), optional
-            Dual-variable identities; unseen ids start at ``alpha = 0``.
-            Default: every triplet is new.
+            Dual-variable identities (non-negative integers); unseen ids
+            start at ``alpha = 0``.  An id must always name the same triplet
+            (checked within a call; across calls X may change, so that is the
+            caller's contract).  Default: every triplet is new.
 
         Returns
         -------
         self
         """
-        self._validate_params()
-        first = not hasattr(self, "n_features_in_")
-        X = check_X(X, self, n_features=None if first else self.n_features_in_)
-        triplets = check_triplets(triplets, X.shape[0], self)
-        if first:
-            self.n_features_in_ = X.shape[1]
-            self._init_state(X.shape[1], self.n_triplets, 0,
-                             check_random_state(self.random_state, self))
-            self.history_ = {}
-            self._next_id = 0
-        else:
-            check_is_fitted(self, "M_last_")
-            self._next_id = max(getattr(self, "_next_id", 0),
-                                int(self._ids[-1]) + 1 if self._ids.size else 0)
+        return self._partial(X, triplets, triplet_ids=triplet_ids)
+
+    def _partial_steps(self, Xc, triplets, hist, triplet_ids=None):
         m = triplets.shape[0]
         if triplet_ids is None:
-            ids = np.arange(self._next_id, self._next_id + m, dtype=np.int64)
+            ids = np.arange(self.next_id_, self.next_id_ + m, dtype=np.int64)
         else:
             ids = np.asarray(triplet_ids)
-            if ids.shape != (m,) or not np.issubdtype(ids.dtype, np.integer):
+            if ids.shape != (m,) or ids.dtype == bool or not np.issubdtype(ids.dtype,
+                                                                           np.integer):
                 raise ValueError(f"SDCA: triplet_ids must be {m} integers, one per triplet; "
                                  f"got shape {ids.shape} and dtype {ids.dtype}.")
+            if ids.min() < 0 or ids.max() > np.iinfo(np.int64).max // 2:
+                raise ValueError("SDCA: triplet_ids must be non-negative integers below 2^62.")
             ids = ids.astype(np.int64)
-        self._next_id = max(self._next_id, int(ids.max()) + 1)
-        slots = self._slots_for(ids)
-        hist = History(self.history_, keys=self._history_keys)
-        losses, sq, margins = self._steps(as_csr(X), triplets, slots)
-        self._record(hist, losses, sq, margins)
-        self.history_ = hist.data
+            order = np.argsort(ids, kind="stable")
+            same = ids[order][1:] == ids[order][:-1]
+            if np.any(same & np.any(triplets[order][1:] != triplets[order][:-1], axis=1)):
+                raise ValueError("SDCA: one triplet_id names two different triplets in this "
+                                 "call; an id is one dual variable, i.e. one triplet.")
+        self.next_id_ = max(self.next_id_, int(ids.max()) + 1)
+        self._steps(Xc, triplets, self._slots_for(ids), hist)
         self.M_ = self._output_matrix()
-        return self
 
     # ---------------------------------------------------------- scoring
     def _apply(self, X):

@@ -15,6 +15,11 @@ row -- and ``oasis_tuned`` -- C chosen from {0.01, 0.1, 1} by the same
 validation as lambda, with the same ``N_EPOCHS`` passes as SDCA (a stronger
 baseline than the paper's).
 
+The paper's lambda grid binds: its smallest value, 0.0025, is chosen on most
+sets.  The column "SDCA, wide lambda grid" repeats the selection over
+{0.0003, 0.001, 0.0025, 0.005, 0.01}; it is reported for information and is
+not the paper's protocol.
+
 svmguide4 is the only one of the five LIBSVM files that is not pre-scaled
 (its features span ranges from 0.01 to 2.4, and the file has 10 features
 where the paper's Table 1 lists 6).  It is reported twice: as the file comes,
@@ -40,6 +45,9 @@ PAPER = {"vehicle": (0.3697, 0.5318, 0.5955), "vowel": (0.2920, 0.3383, 0.3564),
          "letter": (0.2135, 0.2531, 0.2806), "svmguide4": (0.2088, 0.2295, 0.2731),
          "segment": (0.6645, 0.6970, 0.7468)}
 LAMBDAS = (0.0025, 0.005, 0.01)
+#: the paper's grid extended downwards (reported separately, ``sdca_wide``):
+#: the smallest paper value is chosen on most sets, so the grid binds.
+LAMBDAS_WIDE = (0.0003, 0.001) + LAMBDAS
 C_GRID = (0.01, 0.1, 1.0)
 N_TRIPLETS = 10_000
 N_EPOCHS = 30
@@ -83,8 +91,11 @@ def run_split(name: str, seed: int, scale: bool = False, data_home=None) -> dict
     def oasis(C):
         return OASIS(C=C, n_triplets=N_TRIPLETS, n_epochs=N_EPOCHS, random_state=seed)
 
-    lam, _ = _select(sdca, LAMBDAS, Xtr, ytr, seed)
+    lam, scores = _select(sdca, LAMBDAS, Xtr, ytr, seed)
     C, _ = _select(oasis, C_GRID, Xtr, ytr, seed)
+    # the wide grid re-uses the validation scores of the paper's values
+    wide_scores = [_select(sdca, (v,), Xtr, ytr, seed)[1][0] for v in LAMBDAS_WIDE[:2]] + scores
+    lam_wide = LAMBDAS_WIDE[int(np.argmax(wide_scores))]
     t0 = time.perf_counter()
     m_sdca = sdca(lam).fit(Xtr, ytr)
     t_sdca = time.perf_counter() - t0
@@ -94,7 +105,10 @@ def run_split(name: str, seed: int, scale: bool = False, data_home=None) -> dict
     m_oasis1 = OASIS(C=0.1, n_triplets=N_TRIPLETS, n_epochs=1, random_state=seed).fit(Xtr, ytr)
     return {"eucl": _map(Euclidean().fit(Xtr), Xte, yte), "oasis_1pass": _map(m_oasis1, Xte, yte),
             "oasis_tuned": _map(m_oasis, Xte, yte),
-            "sdca": _map(m_sdca, Xte, yte), "lam": lam, "C": C, "sdca_s": t_sdca,
+            "sdca": _map(m_sdca, Xte, yte),
+            "sdca_wide": _map(sdca(lam_wide).fit(Xtr, ytr), Xte, yte) if lam_wide != lam
+            else _map(m_sdca, Xte, yte),
+            "lam": lam, "lam_wide": lam_wide, "C": C, "sdca_s": t_sdca,
             "oasis_s": t_oasis, "sdca_gap": m_sdca.history_["gap"][-1],
             "sdca_epochs": len(m_sdca.history_["gap"])}
 
@@ -133,11 +147,12 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
         res = [run_split(name, s, scale, data_home) for s in range(seeds)]
         pe, po, ps = PAPER[name]
         row = {"dataset": label, "paper_eucl": pe, "paper_oasis": po, "paper_sdca": ps}
-        for key in ("eucl", "oasis_1pass", "oasis_tuned", "sdca"):
+        for key in ("eucl", "oasis_1pass", "oasis_tuned", "sdca", "sdca_wide"):
             m, s = mean_std([r[key] for r in res])
             row[f"{key}_mean"], row[f"{key}_std"] = m, s
         row["sdca_minus_paper"] = row["sdca_mean"] - ps
         row["lam_chosen"] = " ".join(f"{r['lam']:g}" for r in res)
+        row["lam_wide_chosen"] = " ".join(f"{r['lam_wide']:g}" for r in res)
         row["C_chosen"] = " ".join(f"{r['C']:g}" for r in res)
         row["sdca_fit_s"] = float(np.mean([r["sdca_s"] for r in res]))
         row["oasis_fit_s"] = float(np.mean([r["oasis_s"] for r in res]))
@@ -151,8 +166,9 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
                   f"  SDCA {row['sdca_mean']:.4f}±{row['sdca_std']:.4f} (paper {ps:.4f})",
                   flush=True)
     cols = ["dataset", "paper_eucl", "eucl_mean", "eucl_std", "paper_oasis", "oasis_1pass_mean",
-            "oasis_1pass_std", "oasis_tuned_mean", "oasis_tuned_std", "paper_sdca", "sdca_mean", "sdca_std", "sdca_minus_paper",
-            "lam_chosen", "C_chosen", "sdca_fit_s", "oasis_fit_s", "sdca_final_gap", "seeds"]
+            "oasis_1pass_std", "oasis_tuned_mean", "oasis_tuned_std", "paper_sdca", "sdca_mean",
+            "sdca_std", "sdca_minus_paper", "sdca_wide_mean", "sdca_wide_std", "lam_chosen",
+            "lam_wide_chosen", "C_chosen", "sdca_fit_s", "oasis_fit_s", "sdca_final_gap", "seeds"]
     write_table(rows, out_dir, "sdca_table2", cols,
                 title="SDCA paper, Table 2: mAP on the LIBSVM sets (all columns)")
     pm = lambda r, k: f"{r[k + '_mean']:.4f} ± {r[k + '_std']:.4f}"  # noqa: E731
@@ -162,7 +178,9 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
                 "OASIS tuned": pm(r, "oasis_tuned"),
                 "SDCA (paper)": f"**{pm(r, 'sdca')}** ({r['paper_sdca']:.4f})",
                 "SDCA - paper": f"{r['sdca_minus_paper']:+.4f}",
-                "lambda chosen": r["lam_chosen"]} for r in rows]
+                "lambda chosen": r["lam_chosen"],
+                "SDCA, wide lambda grid": pm(r, "sdca_wide"),
+                "lambda chosen (wide)": r["lam_wide_chosen"]} for r in rows]
     (out_dir / "sdca_table2.md").write_text(
         "# SDCA paper, Table 2: mAP (mean ± s.d. over seeds; paper in brackets)\n\n"
         + markdown_table(compact, list(compact[0])) + "\n" + __doc__.split("\n\n", 1)[1]
