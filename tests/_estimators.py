@@ -14,7 +14,16 @@ ESTIMATORS = [
     (lambda: tm.SDCA(n_triplets=200, n_epochs=3, random_state=0),
      {"lam": 0.05, "n_epochs": 2, "n_triplets": 150, "output": "random",
       "average_start": 0.25, "tol": 1e-2, "random_state": 3, "verbose": 0}),
+    (lambda: tm.LORETA(rank=2, n_triplets=200, step_size=0.05, random_state=0),
+     {"rank": 3, "step_size": 0.01, "n_epochs": 2, "n_triplets": 150, "batch_size": 1,
+      "algorithm": "general", "init": "random", "pinv_check_every": 10, "pinv_tol": 1e-6,
+      "random_state": 3, "verbose": 0}),
 ]
+for _cls in (tm.FactoredGD, tm.IterativePA, tm.NaivePA):
+    ESTIMATORS.append(
+        (lambda c=_cls: c(rank=2, n_triplets=200, step_size=0.01, random_state=0),
+         {"rank": 3, "step_size": 0.05, "C": 0.5, "n_epochs": 2, "n_triplets": 150,
+          "init": "random", "random_state": 3, "verbose": 0}))
 
 LEARNERS = [(f, alt) for f, alt in ESTIMATORS if f()._needs_triplets]
 

@@ -69,3 +69,53 @@ def test_rowwise_dot_all_combinations():
     for a in (A, sp.csr_matrix(A)):
         for b in (B, sp.csr_matrix(B)):
             np.testing.assert_allclose(rowwise_dot(a, b), expect)
+
+
+def test_pinv_full_column_rank_and_drift():
+    from tripletml.linalg import pinv_drift, pinv_full_column_rank
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(40, 6))
+    PT = pinv_full_column_rank(A)
+    np.testing.assert_allclose(PT.T, np.linalg.pinv(A), atol=1e-13)
+    assert pinv_drift(A, PT) < 1e-13
+    assert pinv_drift(A, PT * 1.01) > 1e-3
+
+
+@pytest.mark.parametrize("case", ["generic", "c_in_range", "tall"])
+def test_rank_one_update_with_pinv_meyer(case):
+    from tripletml.linalg import pinv_full_column_rank, rank_one_update_with_pinv
+    rng = np.random.default_rng(4)
+    n, k = (300, 12) if case == "tall" else (25, 4)
+    A = rng.normal(size=(n, k))
+    c = rng.normal(size=n) if case != "c_in_range" else A @ rng.normal(size=k)  # u = 0
+    d = rng.normal(size=k)
+    expect_A = A + np.outer(c, d)
+    PT = pinv_full_column_rank(A)
+    assert rank_one_update_with_pinv(A, PT, c, d, np.empty(n), np.empty(n))
+    np.testing.assert_allclose(A, expect_A, atol=1e-14)
+    np.testing.assert_allclose(PT.T, np.linalg.pinv(expect_A), rtol=1e-9, atol=1e-11)
+
+
+def test_rank_one_update_with_pinv_refuses_singular_beta():
+    from tripletml.linalg import pinv_full_column_rank, rank_one_update_with_pinv
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(10, 3))
+    w = rng.normal(size=3)
+    c = A @ w
+    d = -w / (w @ w)           # beta = 1 + d^T A^+ c = 1 - 1 = 0: A + c d^T loses rank
+    PT = pinv_full_column_rank(A)
+    assert not rank_one_update_with_pinv(A, PT, c, d, np.empty(10), np.empty(10))
+
+
+def test_balanced_factors():
+    from tripletml.linalg import balanced_factors
+    rng = np.random.default_rng(6)
+    A = rng.normal(size=(30, 4)) * 1e3          # badly balanced: A huge, B tiny
+    B = rng.normal(size=(25, 4)) * 1e-3
+    A2, B2, PA, PB = balanced_factors(A, B)
+    np.testing.assert_allclose(A2 @ B2.T, A @ B.T, atol=1e-12)
+    np.testing.assert_allclose(A2.T @ A2, B2.T @ B2, atol=1e-12)   # balanced
+    np.testing.assert_allclose(PA.T, np.linalg.pinv(A2), atol=1e-10)
+    np.testing.assert_allclose(PB.T, np.linalg.pinv(B2), atol=1e-10)
+    s = np.linalg.svd(A @ B.T, compute_uv=False)[:4]
+    assert np.linalg.cond(A2) == pytest.approx(np.sqrt(s[0] / s[-1]), rel=1e-8)

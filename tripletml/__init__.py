@@ -12,13 +12,15 @@ from .base import BilinearMixin, MahalanobisMixin, TripletLearner
 from .learners.baselines import DotProduct, Euclidean
 from .learners.oasis import OASIS
 from .learners.sdca import SDCA
+from .learners.factored import FactoredGD, IterativePA, NaivePA
+from .learners.loreta import LORETA
 from .persistence import load_model
 
 __version__ = "0.1.0"
 
 __all__ = [
     "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-    "Euclidean", "DotProduct", "OASIS", "SDCA",
+    "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "FactoredGD", "IterativePA", "NaivePA",
     "load_model", "datasets", "metrics", "triplets", "__version__",
 ]
 

@@ -1,0 +1,220 @@
+"""LORETA against the dense retraction of Theorem 1 (Shalit et al. 2010),
+and the factored baselines against plain loops."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tripletml as tm
+from tripletml.learners.loreta import loreta_general_step
+
+
+def dense_retraction(A, B, Z):
+    """R_x(P_x(Z)) = w1 x^+ w2 (Theorem 1, eq. 3) with full matrices."""
+    n, m = A.shape[0], B.shape[0]
+    x = A @ B.T
+    PA = A @ np.linalg.pinv(A)
+    PB = B @ np.linalg.pinv(B)
+    xS = PA @ Z @ PB
+    xl = PA @ Z @ (np.eye(m) - PB)
+    xr = (np.eye(n) - PA) @ Z @ PB
+    xp = np.linalg.pinv(x)
+    w1 = x + 0.5 * xS + xr - xS @ xp @ xS / 8 - 0.5 * xr @ xp @ xS
+    w2 = x + 0.5 * xS + xl - xS @ xp @ xS / 8 - 0.5 * xS @ xp @ xl
+    return w1 @ xp @ w2
+
+
+def _violated_triplet(X, A, B):
+    """A triplet with positive hinge loss (so the step is not passive)."""
+    W = A @ B.T
+    for q in range(X.shape[0]):
+        for p in range(X.shape[0]):
+            for s in range(X.shape[0]):
+                if len({q, p, s}) == 3 and X[q] @ W @ (X[p] - X[s]) < 0.5:
+                    return q, p, s
+    raise AssertionError("no violated triplet")
+
+
+def _model_at(X, A, B, **params):
+    """A LORETA model initialised on X, then set to the factors A, B."""
+    m = tm.LORETA(rank=A.shape[1], **params).partial_fit(X, [[0, 0, 0]])  # v = 0: no step
+    m.A_, m.B_ = A.copy(), B.copy()
+    m.pinv_A_, m.pinv_B_ = np.linalg.pinv(A).T.copy(), np.linalg.pinv(B).T.copy()
+    return m
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_step_equals_theorem_1(sparse, seed):
+    rng = np.random.default_rng(seed)
+    n, k = 15, 4
+    X = rng.normal(size=(10, n))
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    A, B = rng.normal(size=(n, k)), rng.normal(size=(n, k))
+    m = _model_at(sp.csr_matrix(X) if sparse else X, A, B, step_size=0.05)
+    q, p, neg = _violated_triplet(X, A, B)
+    m.partial_fit(sp.csr_matrix(X) if sparse else X, [[q, p, neg]])
+    R = dense_retraction(A, B, 0.05 * np.outer(X[q], X[p] - X[neg]))
+    W = m.A_ @ m.B_.T
+    assert np.linalg.norm(W - R) <= 1e-8 * np.linalg.norm(R)
+    assert np.linalg.norm(W - A @ B.T) > 1e-3  # and it moved
+    np.testing.assert_allclose(m.pinv_A_.T, np.linalg.pinv(m.A_), atol=1e-10)
+    np.testing.assert_allclose(m.pinv_B_.T, np.linalg.pinv(m.B_), atol=1e-10)
+
+
+def test_general_algorithm_agrees_with_loreta1_and_theorem_1():
+    rng = np.random.default_rng(7)
+    n, k = 12, 3
+    X = rng.normal(size=(12, n))
+    A, B = rng.normal(size=(n, k)), rng.normal(size=(n, k))
+    t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]])
+    a = _model_at(X, A, B, step_size=0.02)
+    b = _model_at(X, A, B, step_size=0.02, algorithm="general")
+    a.partial_fit(X, t)
+    b.partial_fit(X, t)
+    np.testing.assert_allclose(a.A_ @ a.B_.T, b.A_ @ b.B_.T, rtol=1e-9, atol=1e-12)
+    # a rank-3 mini-batch step is Theorem 1 with Z = (eta / r) sum_active q v^T
+    c = _model_at(X, A, B, step_size=0.3, batch_size=3)
+    c.partial_fit(X, t[:3])
+    Z = sum(np.outer(X[q], X[p] - X[s]) for q, p, s in t[:3]
+            if X[q] @ A @ B.T @ (X[p] - X[s]) < 1) * (0.3 / 3)
+    R = dense_retraction(A, B, Z)
+    assert np.linalg.norm(c.A_ @ c.B_.T - R) <= 1e-8 * np.linalg.norm(R)
+    A2, B2 = loreta_general_step(A, B, 0.3 / 3 * np.stack([X[q] for q, _, _ in t[:3]], 1),
+                                 np.stack([X[p] - X[s] for _, p, s in t[:3]], 1))
+    assert np.linalg.norm(A2 @ B2.T - dense_retraction(
+        A, B, 0.1 * sum(np.outer(X[q], X[p] - X[s]) for q, p, s in t[:3]))) < 1e-8
+
+
+def test_retraction_is_second_order():
+    rng = np.random.default_rng(8)
+    n, k = 10, 3
+    X = rng.normal(size=(6, n))
+    A, B = rng.normal(size=(n, k)), rng.normal(size=(n, k))
+    q, p, s = _violated_triplet(X, A, B)
+    Z = np.outer(X[q], X[p] - X[s])
+    PA, PB = A @ np.linalg.pinv(A), B @ np.linalg.pinv(B)
+    xi = Z - (np.eye(n) - PA) @ Z @ (np.eye(n) - PB)  # P_x(Z)
+    x = A @ B.T
+    ratios, firsts = [], []
+    for t in [1e-1, 1e-2, 1e-3]:
+        m = _model_at(X, A, B, step_size=t)
+        m.partial_fit(X, [[q, p, s]])
+        R = m.A_ @ m.B_.T
+        ratios.append(np.linalg.norm(R - (x + t * xi)) / t**2)
+        firsts.append(np.linalg.norm(R - x) / t)
+    assert max(ratios) < 10 * min(ratios) + 1e-6     # error ~ t^2: bounded ratio
+    assert min(firsts) > 0.5 * np.linalg.norm(xi)    # first order: R - x ~ t xi
+    assert ratios[-1] < 1e3                          # and not ~ 1/t
+
+
+def test_rank_stays_k_and_pinv_drift_is_bounded_over_1e5_steps():
+    rng = np.random.default_rng(9)
+    n, k = 20, 4
+    X = rng.normal(size=(60, n)) / np.sqrt(n)
+    y = np.arange(60) % 3
+    t = tm.triplets.random_class_triplets(y, 100_000, random_state=0)
+    m = tm.LORETA(rank=k, step_size=0.05, pinv_check_every=1000, pinv_tol=1e-8,
+                  init="random", random_state=0)
+    m.partial_fit(X, t)
+    s = np.linalg.svd(m.A_ @ m.B_.T, compute_uv=False)
+    assert s[k - 1] > 1e-6 * s[0] and s[k] < 1e-10 * s[0]     # rank exactly k
+    # the tolerance stated in the docs: drift <= pinv_tol at every check
+    assert m.history_["pinv_drift"][-1] < 1e-6
+    assert np.linalg.norm(m.pinv_A_.T @ m.A_ - np.eye(k)) < 1e-8
+    assert np.linalg.norm(m.pinv_B_.T @ m.B_ - np.eye(k)) < 1e-8
+    assert m.n_steps_ == 100_000
+
+
+def test_pinv_drift_without_refresh_stays_small():
+    rng = np.random.default_rng(10)
+    n, k = 20, 4
+    X = rng.normal(size=(60, n)) / np.sqrt(n)
+    y = np.arange(60) % 3
+    t = tm.triplets.random_class_triplets(y, 20_000, random_state=1)
+    m = tm.LORETA(rank=k, step_size=0.05, pinv_check_every=10**9, init="random",
+                  random_state=0).partial_fit(X, t)
+    assert m.n_pinv_refresh_ == 0
+    drift = np.linalg.norm(m.pinv_A_.T @ m.A_ - np.eye(k))
+    assert drift < 1e-6, drift
+
+
+def test_refresh_rebalances_without_changing_W():
+    # unstructured data (random labels): the loss never vanishes and, without
+    # re-balancing, A grows while B shrinks until cond(A) ~ 1e12 and the
+    # maintained pseudo-inverses are meaningless.  Refreshes keep them exact.
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(30, 8))
+    y = np.arange(30) % 3
+    m = tm.LORETA(rank=3, step_size=0.05, n_triplets=60_000, pinv_check_every=1000,
+                  pinv_tol=1e-8, random_state=0).fit(X, y)
+    assert m.n_pinv_refresh_ > 0
+    assert max(m.history_["pinv_drift"]) < 1e-6
+    assert np.linalg.cond(m.A_) < 1e4 and np.linalg.cond(m.B_) < 1e4
+    np.testing.assert_allclose(m.pinv_A_.T, np.linalg.pinv(m.A_), atol=1e-8)
+    W = m.A_ @ m.B_.T
+    m._refresh_pinv()
+    np.testing.assert_allclose(m.A_ @ m.B_.T, W, atol=1e-10 * np.abs(W).max())
+    np.testing.assert_allclose(m.A_.T @ m.A_, m.B_.T @ m.B_, atol=1e-10 * np.abs(W).max())
+
+
+def test_identity_init_and_errors():
+    X = np.random.default_rng(0).normal(size=(10, 6))
+    m = tm.LORETA(rank=2).partial_fit(X, [[0, 0, 0]])
+    np.testing.assert_array_equal(m.A_ @ m.B_.T, np.diag([1, 1, 0, 0, 0, 0]))
+    with pytest.raises(ValueError, match="LORETA: rank=7 exceeds the number of features"):
+        tm.LORETA(rank=7).partial_fit(X, [[0, 1, 2]])
+
+
+# ---------------------------------------------------------------- baselines
+def ref_factored(method, X, triplets, A, B, eta, C):
+    A, B = A.copy(), B.copy()
+    for q, p, s in triplets:
+        xq, v = X[q], X[p] - X[s]
+        loss = 1 - xq @ A @ B.T @ v
+        if loss <= 0:
+            continue
+        if method == "gd":
+            A, B = A + eta * np.outer(xq, B.T @ v), B + eta * np.outer(v, A.T @ xq)
+        elif method == "pa2":
+            e = min(loss / (xq @ xq * (v @ v)), C)
+            A, B = A + e * np.outer(xq, B.T @ v), B + e * np.outer(v, A.T @ xq)
+        else:
+            ea = min(loss / (xq @ xq * np.sum((B.T @ v) ** 2)), C)
+            A = A + ea * np.outer(xq, B.T @ v)
+            loss2 = 1 - xq @ A @ B.T @ v
+            if loss2 > 0:
+                eb = min(loss2 / (v @ v * np.sum((A.T @ xq) ** 2)), C)
+                B = B + eb * np.outer(v, A.T @ xq)
+    return A, B
+
+
+@pytest.mark.parametrize("cls, method", [(tm.FactoredGD, "gd"), (tm.IterativePA, "pa"),
+                                         (tm.NaivePA, "pa2")])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_factored_baselines_match_loops(cls, method, sparse):
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(30, 9))
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    y = np.arange(30) % 3
+    t = tm.triplets.random_class_triplets(y, 300, random_state=0)
+    Xin = sp.csr_matrix(X) if sparse else X
+    m = cls(rank=3, step_size=0.01, C=0.5, init="random", random_state=0)
+    m.partial_fit(Xin, [[0, 0, 0]])
+    A0, B0 = m.A_.copy(), m.B_.copy()
+    m.partial_fit(Xin, t)
+    A, B = ref_factored(method, X, t, A0, B0, 0.01, 0.5)
+    np.testing.assert_allclose(m.A_, A, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.B_, B, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(A, A0)
+
+
+def test_loreta_learns_on_digits():
+    from sklearn.datasets import load_digits
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    m = tm.LORETA(rank=10, step_size=0.01, n_triplets=30000, random_state=0)
+    m.fit(X[:1200], y[:1200])
+    e = tm.Euclidean().fit(X[:1200])
+    assert m.score(X[1200:], y[1200:]) > e.score(X[1200:], y[1200:]) + 0.05

@@ -1,0 +1,223 @@
+"""Bilinear similarities on a factored model ``W = A B^T`` (rank k), and the
+baselines the LORETA paper compares with (its section 5.1):
+
+* :class:`FactoredGD` -- stochastic gradient descent on the factors,
+  ``A <- A + eta q (B^T v)^T``, ``B <- B + eta v (A^T q)^T`` (the paper prints
+  ``B_new = A + ...``, a typo), ``v = p+ - p-``.
+* :class:`IterativePA` -- passive-aggressive steps alternating over the two
+  factors: ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)`` updates A, then the
+  loss is recomputed and ``eta_B = min(l / (||v||^2 ||A^T q||^2), C)`` updates
+  B.  (The paper writes ``max(., C)``; with C described as the cap on the
+  step, ``min`` is meant, as in PA-I.)
+* :class:`NaivePA` ("PA v2") -- one step size for both factors, computed as
+  for the unfactored model: ``eta = min(l / (||q||^2 ||v||^2), C)``.
+
+All three cost O(nnz(q) k + nnz(v) k) per step: only the rows of A and B at
+the non-zeros of q and v change.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_choice_param, check_scalar_param
+from ..base import BilinearMixin
+from ..linalg import csr_row_diff, diff_buffers
+from ._online import OnlineTripletLearner
+
+__all__ = ["FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors"]
+
+
+def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Initial factors: ``"identity"`` gives ``A = [I_k; 0]`` (n x k) and
+    ``B = [I_k; 0]`` (m x k), i.e. ``W`` with k ones on the diagonal (the
+    LORETA paper); ``"random"`` gives standard normal entries scaled by
+    ``(n m)^(-1/4)`` (the paper's "product of rank-k random matrices")."""
+    if init == "identity":
+        A = np.zeros((n, k))
+        B = np.zeros((m, k))
+        A[np.arange(k), np.arange(k)] = 1.0
+        B[np.arange(k), np.arange(k)] = 1.0
+        return A, B
+    scale = (n * m) ** -0.25
+    return rng.standard_normal((n, k)) * scale, rng.standard_normal((m, k)) * scale
+
+
+class FactoredBilinearMixin(BilinearMixin):
+    """Scoring for ``W = A_ B_^T`` without forming W:
+    ``S(x, y) = (x^T A_) (B_^T y)``."""
+
+    def _apply(self, X):
+        return np.asarray(X @ self.A_) @ self.B_.T
+
+    def _similarity(self, X, Y):
+        return np.asarray(X @ self.A_) @ np.asarray(Y @ self.B_).T
+
+    def _pair_score(self, X1, X2):
+        return np.einsum("ij,ij->i", np.asarray(X1 @ self.A_), np.asarray(X2 @ self.B_))
+
+    def get_bilinear_matrix(self) -> np.ndarray:
+        """``W = A_ B_^T`` (d x d: large for many features; prefer the factors)."""
+        check_is_fitted(self, "A_")
+        return self.A_ @ self.B_.T
+
+    _factor_attrs: tuple[str, ...] = ("A_", "B_")
+
+    def _check_loaded(self):
+        super()._check_loaded()
+        d = self.n_features_in_
+        for name in self._factor_attrs:
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.shape != (d, self.rank):
+                raise ValueError(f"{name} has shape {getattr(arr, 'shape', None)}, expected "
+                                 f"({d}, {self.rank})")
+
+    def _init_factors(self, n_features, rng):
+        if self.rank > n_features:
+            raise ValueError(f"{type(self).__name__}: rank={self.rank} exceeds the number of "
+                             f"features ({n_features}).")
+        self.A_, self.B_ = init_factors(n_features, n_features, int(self.rank), self.init, rng)
+
+    def _model_finite(self):
+        return bool(np.isfinite(self.A_).all() and np.isfinite(self.B_).all())
+
+
+_GD, _ITER_PA, _NAIVE_PA = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losses, margins,
+                    vidx, vval):
+    """The three factored baselines over the triplets, in order.  Returns -1,
+    or the index of the first step whose margin or step was not finite."""
+    k = A.shape[1]
+    aq = np.zeros(k)
+    bv = np.zeros(k)
+    for t in range(triplets.shape[0]):
+        q = triplets[t, 0]
+        q_idx = indices[indptr[q]:indptr[q + 1]]
+        q_val = data[indptr[q]:indptr[q + 1]]
+        nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        aq[:] = 0.0
+        bv[:] = 0.0
+        for s in range(q_idx.shape[0]):
+            aq += A[q_idx[s]] * q_val[s]
+        for s in range(nv):
+            bv += B[vidx[s]] * vval[s]
+        mg = np.dot(aq, bv)
+        if not np.isfinite(mg):
+            return t
+        margins[t] = mg
+        loss = 1.0 - mg
+        if loss <= 0.0:
+            losses[t] = 0.0
+            continue
+        losses[t] = loss
+        qq = np.dot(q_val, q_val)
+        vv = np.dot(vval[:nv], vval[:nv])
+        if method == 0:      # GD on both factors from the same point
+            ea, eb = eta, eta
+        elif method == 2:    # PA v2: the unfactored PA step
+            e = min(loss / (qq * vv), C) if qq * vv > 0.0 else 0.0
+            ea, eb = e, e
+        else:                # iterative PA: A first
+            den = qq * np.dot(bv, bv)
+            ea = min(loss / den, C) if den > 0.0 else 0.0
+            eb = 0.0
+        aq_old = aq.copy()
+        # A <- A + ea q (B^T v)^T  (rows at the non-zeros of q)
+        for s in range(q_idx.shape[0]):
+            A[q_idx[s]] += (ea * q_val[s]) * bv
+        if method == 1:      # then B, against the loss after the A step
+            for s in range(q_idx.shape[0]):
+                aq += (ea * q_val[s] * q_val[s]) * bv
+            loss2 = 1.0 - np.dot(aq, bv)
+            den = vv * np.dot(aq, aq)
+            eb = min(loss2 / den, C) if (loss2 > 0.0 and den > 0.0) else 0.0
+            aq_old[:] = aq
+        # B <- B + eb v (A^T q)^T
+        for s in range(nv):
+            B[vidx[s]] += (eb * vval[s]) * aq_old
+        if not (np.isfinite(ea) and np.isfinite(eb)):
+            return t
+    return -1
+
+
+class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
+    _method = _GD
+
+    def __init__(self, rank=10, step_size=0.1, C=0.1, n_epochs=1, n_triplets=100000,
+                 init="identity", random_state=None, verbose=0):
+        self.rank = rank
+        self.step_size = step_size
+        self.C = C
+        self.n_epochs = n_epochs
+        self.n_triplets = n_triplets
+        self.init = init
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _validate_params(self):
+        check_scalar_param(self.rank, "rank", self, kind="int", low=1)
+        check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
+                           low_inclusive=False)
+        check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
+        check_choice_param(self.init, "init", self, ("identity", "random"))
+        self._validate_common()
+
+    def _init_model(self, n_features, rng):
+        self._init_factors(n_features, rng)
+
+    def _run_steps(self, Xc, triplets):
+        m = triplets.shape[0]
+        losses, margins = np.zeros(m), np.zeros(m)
+        bad = _factored_steps(self.A_, self.B_, Xc.indptr, Xc.indices, Xc.data, triplets,
+                              self._method, float(self.step_size), float(self.C), losses,
+                              margins, *diff_buffers(Xc))
+        if bad >= 0:
+            raise self._diverged(self.n_steps_ + bad + 1)
+        return losses, margins
+
+
+_DOC_PARAMS = """
+    Parameters
+    ----------
+    rank : int, default=10
+        k, the rank of ``W = A B^T``.
+    step_size : float, default=0.1
+        eta ({gd}).
+    C : float, default=0.1
+        Cap on the passive-aggressive step ({pa}).
+    n_epochs : int, default=1
+    n_triplets : int, default=100000
+    init : {{"identity", "random"}}, default="identity"
+        As LORETA (:func:`init_factors`).
+    random_state : None, int or numpy Generator
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    A_, B_ : ndarray of shape (n_features, rank)
+    n_steps_ : int
+    history_ : dict of lists (``step``, ``seconds``, ``loss``, ``avg_loss``,
+        ``mistake_rate``)
+"""
+
+
+class FactoredGD(_FactoredBaseline):
+    __doc__ = ("Stochastic gradient descent on the factors of ``W = A B^T`` (LORETA paper, "
+               "baseline GD).\n" + _DOC_PARAMS.format(gd="used", pa="unused"))
+    _method = _GD
+
+
+class IterativePA(_FactoredBaseline):
+    __doc__ = ("Passive-aggressive steps alternating over A and B (LORETA paper, "
+               "baseline PA).\n" + _DOC_PARAMS.format(gd="unused", pa="used"))
+    _method = _ITER_PA
+
+
+class NaivePA(_FactoredBaseline):
+    __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
+               "(LORETA paper, baseline PA v2).\n" + _DOC_PARAMS.format(gd="unused", pa="used"))
+    _method = _NAIVE_PA
