@@ -279,7 +279,7 @@ def test_loreta1_factors_are_algorithm1_outputs():
 
 def test_inactive_triplet_leaves_model_unchanged():
     # Fails if the library steps on a triplet whose hinge loss is zero
-    # (margin q^T W v >= 1) or on v = 0.
+    # (margin q^T W v >= 1) or moves W on v = 0 (zero gradient).
     rng = np.random.default_rng(11)
     n, k = 10, 3
     X = make_X(rng, 20, n)
@@ -289,7 +289,16 @@ def test_inactive_triplet_leaves_model_unchanged():
                     (IterativePA, {}), (NaivePA, {})]:
         model = primed(cls, X, A, B, rank=k, **kw)
         model.partial_fit(X, np.vstack([T, [[4, 4, 4]]]))
-        np.testing.assert_array_equal(W_of(model), A @ B.T)
+        if kw.get("batch_size", 1) == 1:
+            # LORETA-1 and the baselines keep the very same factors
+            np.testing.assert_array_equal(model.A_, A)
+            np.testing.assert_array_equal(model.B_, B)
+        else:
+            # The general path (Algorithm 2) returns W re-factored in a balanced
+            # form (A^T A = B^T B diagonal), not the literal Z1 = A + A_delta B_hat^T
+            # of Algorithm 2 (which would be A itself for a zero gradient); only
+            # W = A B^T is a property of the paper, so only W is compared.
+            assert rel(W_of(model), A @ B.T) < 1e-13
 
 
 # --------------------------------------------------------------------------
@@ -324,8 +333,8 @@ def test_general_rank_one_equals_loreta1(sparse):
     ref = loreta_ref(X, T, A, B, eta)
     assert rel(W_of(m1), ref) < 1e-7
     assert rel(W_of(mg), ref) < 1e-7
-    np.testing.assert_allclose(mg.A_, m1.A_, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(mg.B_, m1.B_, rtol=1e-7, atol=1e-9)
+    # (the factors themselves may differ: the general path re-balances them)
+    assert rel(W_of(mg), W_of(m1)) < 1e-8
 
 
 @pytest.mark.parametrize("algorithm", ["auto", "general"])
@@ -473,7 +482,7 @@ def test_second_order_retraction_dense_and_library():
     np.testing.assert_allclose(retract(A, B, 0 * G), x, rtol=1e-13, atol=1e-14)  # centering
     ts = [1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4]
     first, second, tang = [], [], []
-    lib_first, lib_second = [], []
+    lib_first, lib_second, lib_tang = [], [], []
     for t in ts:
         R = retract(A, B, t * G)  # = R_x(t xi) since P_x is linear
         first.append(np.linalg.norm(R - x) / t)
@@ -485,14 +494,16 @@ def test_second_order_retraction_dense_and_library():
         assert rel(Wt, R) < RTOL
         lib_first.append(np.linalg.norm(Wt - x) / t)
         lib_second.append(np.linalg.norm(Wt - x - t * xi) / t**2)
+        lib_tang.append(np.linalg.norm(project(A, B, Wt - x - t * xi)) / t**2)
     nxi = np.linalg.norm(xi)
     for f in (first, lib_first):
         np.testing.assert_allclose(f[-1], nxi, rtol=1e-3)  # rigidity, not vanishing
     for s in (second, lib_second):
         assert max(s) < 2 * s[0] + 1e-12 and s[-1] > 0.1 * s[0]  # bounded, O(t^2) really
     # tangent part / t^2 goes to 0 like t: ratio at t and t/10 about 10
-    assert tang[2] < tang[0] / 5 and tang[4] < tang[2] / 5, tang
-    assert tang[4] < 1e-2 * second[4]
+    for tg, s in ((tang, second), (lib_tang, lib_second)):
+        assert tg[2] < tg[0] / 5 and tg[4] < tg[2] / 5, tg
+        assert tg[4] < 1e-3 * s[4]
 
 
 # --------------------------------------------------------------------------

@@ -20,6 +20,10 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+#: Numba fast-math flags for reduction-heavy kernels: re-association lets the
+#: k-length dot products vectorise; no "nnan"/"ninf", so NaN/inf checks stay valid.
+FAST = {"reassoc", "contract", "nsz", "arcp"}
+
 __all__ = [
     "as_csr",
     "csr_row_diff",
@@ -170,7 +174,7 @@ def pinv_drift(A: np.ndarray, PT: np.ndarray) -> float:
     return float(np.linalg.norm(PT.T @ A - np.eye(k)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def rank_one_update_with_pinv(A, PT, c, d, u, h):
     """In place ``A <- A + c d^T`` and ``PT <- ((A + c d^T)^+)^T``.
 

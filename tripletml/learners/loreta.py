@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from .._validation import check_choice_param, check_scalar_param
-from ..linalg import (balanced_factors, csr_row_diff, diff_buffers, pinv_drift,
+from ..linalg import (FAST, balanced_factors, csr_row_diff, diff_buffers, pinv_drift,
                       pinv_full_column_rank, rank_one_update_with_pinv)
 from ._online import OnlineTripletLearner
 from .factored import FactoredBilinearMixin
@@ -43,7 +43,7 @@ from .factored import FactoredBilinearMixin
 __all__ = ["LORETA", "loreta_general_step", "loreta1_update"]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def loreta1_update(A, PA, B, PB, i1, v1, s1, i2, v2, cA, cB, u, h, Ahat, Bhat, bv):
     """One LORETA-1 step (Algorithm 3) in place, for ``G1 G2^T = -eta grad``
     with sparse ``G1 = s1 * (i1, v1)`` (n-vector) and ``G2 = (i2, v2)``
@@ -86,7 +86,7 @@ def loreta1_update(A, PA, B, PB, i1, v1, s1, i2, v2, cA, cB, u, h, Ahat, Bhat, b
     return (0 if okA else 1) + (0 if okB else 2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FAST)
 def _loreta1_steps(A, PA, B, PB, indptr, indices, data, triplets, start, eta, losses,
                    margins, vidx, vval, cA, cB, u, h):
     """LORETA-1 on triplets[start:], in order (hinge loss, ``G1 = eta q``,
@@ -304,7 +304,9 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
             G1 = (Q[active].T * (eta / blk.shape[0])).toarray()
             G2 = V[active].T.toarray()
             self.A_, self.B_ = loreta_general_step(self.A_, self.B_, G1, G2)
-        self._refresh_pinv()
+        # Algorithm 2 keeps no pseudo-inverses; store exact ones for the state
+        self.pinv_A_ = pinv_full_column_rank(self.A_)
+        self.pinv_B_ = pinv_full_column_rank(self.B_)
 
     def _steps_and_record(self, Xc, triplets, hist):
         self._drift = 0.0
