@@ -14,6 +14,7 @@ from .learners.oasis import OASIS
 from .learners.sdca import SDCA
 from .learners.factored import FactoredGD, IterativePA, NaivePA
 from .learners.loreta import LORETA
+from .learners.multilabel import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
 from .persistence import load_model
 
 __version__ = "0.1.0"
@@ -21,6 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "TripletLearner", "BilinearMixin", "MahalanobisMixin",
     "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "FactoredGD", "IterativePA", "NaivePA",
+    "LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
     "load_model", "datasets", "metrics", "triplets", "__version__",
 ]
 

@@ -13,7 +13,9 @@ __all__ = ["main"]
 #: learners that ``tripletml fit`` can build, with their CLI-settable params
 def _learners():
     import tripletml as tm
-    return {"euclidean": tm.Euclidean, "dotproduct": tm.DotProduct, "oasis": tm.OASIS, "sdca": tm.SDCA}
+    return {"euclidean": tm.Euclidean, "dotproduct": tm.DotProduct, "oasis": tm.OASIS,
+            "sdca": tm.SDCA, "loreta": tm.LORETA, "pa": tm.IterativePA, "pa2": tm.NaivePA,
+            "gd": tm.FactoredGD}
 
 
 def _load_data(source: str, data_home, subset: str = "all", *, n_features=None,

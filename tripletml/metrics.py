@@ -61,6 +61,7 @@ from ._validation import check_triplets
 
 __all__ = [
     "average_precision_per_query",
+    "label_ranking_map",
     "mean_average_precision",
     "precision_at_k",
     "knn_error",
@@ -688,3 +689,41 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
         raise ValueError(f"{func}: estimator.decision_function returned shape "
                          f"{scores.shape}, expected ({T.shape[0]},)")
     return float(np.mean(scores.reshape(-1) > 0))
+
+
+def label_ranking_map(Y_true: Any, scores: ArrayLike) -> float:
+    """Label-ranking mean average precision (multi-label ranking).
+
+    Each sample ranks the L labels by ``scores`` (higher first; ties by lower
+    label index, as everywhere in this module); its AP is the mean, over its
+    true labels, of the precision at their ranks.  Samples without a true
+    label are left out.
+
+    Parameters
+    ----------
+    Y_true : array-like or sparse matrix of shape (n_samples, n_labels), 0/1
+    scores : array-like of shape (n_samples, n_labels)
+
+    Returns
+    -------
+    float
+    """
+    func = "label_ranking_map"
+    Y = Y_true.toarray() if sp.issparse(Y_true) else np.asarray(Y_true)
+    S = np.asarray(scores, dtype=float)
+    if S.ndim != 2 or Y.shape != S.shape:
+        raise ValueError(f"{func}: Y_true {Y.shape} and scores {S.shape} must be 2-D arrays "
+                         "of the same shape.")
+    if not np.isfinite(S).all():
+        raise ValueError(f"{func}: scores contain NaN or infinity.")
+    Y = Y != 0
+    keep = Y.any(axis=1)
+    if not keep.any():
+        raise ValueError(f"{func}: no sample has a true label.")
+    Y, S = Y[keep], S[keep]
+    order = np.argsort(-S, axis=1, kind="stable")
+    rel = np.take_along_axis(Y, order, axis=1)
+    hits = np.cumsum(rel, axis=1)
+    ranks = np.arange(1, S.shape[1] + 1)
+    ap = (rel * hits / ranks).sum(axis=1) / rel.sum(axis=1)
+    return float(ap.mean())

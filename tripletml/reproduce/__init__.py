@@ -25,7 +25,8 @@ class Reproduction:
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 # modules that register reproductions when imported
-_MODULES = ("tripletml.reproduce.euclidean", "tripletml.reproduce.sdca_table2")
+_MODULES = ("tripletml.reproduce.euclidean", "tripletml.reproduce.sdca_table2",
+            "tripletml.reproduce.loreta_20ng", "tripletml.reproduce.loreta_multilabel")
 
 
 def register(name: str, description: str) -> Callable:

@@ -1,0 +1,192 @@
+"""Multi-label ranking (LORETA paper, section 5.2): loss, steps and metric
+against brute-force references."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import label_ranking_average_precision_score
+
+import tripletml as tm
+from tripletml.losses import multilabel_hinge
+from tripletml.metrics import label_ranking_map
+
+
+def brute_hinge(scores, y):
+    """sum_{i in y} [s_ybar - s_i + 1]_+, ybar = argmax over false labels;
+    g = +1 at violators, -d at ybar (the negative subgradient)."""
+    neg = [s for s in range(len(scores)) if s not in y]
+    if not neg or not y:
+        return 0.0, np.zeros(len(scores))
+    ybar = max(neg, key=lambda s: (scores[s], -s))
+    g = np.zeros(len(scores))
+    loss = 0.0
+    for i in y:
+        h = scores[ybar] - scores[i] + 1
+        if h > 0:
+            loss += h
+            g[i] += 1
+    if loss > 0:
+        g[ybar] -= np.count_nonzero(g)
+    return loss, g
+
+
+def test_multilabel_hinge_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        L = int(rng.integers(2, 9))
+        scores = np.round(rng.normal(size=L), 1)  # ties happen
+        y = sorted(set(rng.integers(0, L, size=rng.integers(0, L + 1)).tolist()))
+        is_pos = np.zeros(L, bool)
+        is_pos[y] = True
+        gi, gv = np.zeros(L + 1, np.int64), np.zeros(L + 1)
+        loss, nnz = multilabel_hinge(scores, np.array(y, np.int64), is_pos, gi, gv)
+        ref_loss, ref_g = brute_hinge(scores, y)
+        g = np.zeros(L)
+        np.add.at(g, gi[:nnz], gv[:nnz])
+        assert loss == pytest.approx(ref_loss)
+        np.testing.assert_allclose(g, ref_g)
+
+
+def test_label_ranking_map_against_sklearn_and_ties():
+    rng = np.random.default_rng(1)
+    Y = rng.random((50, 7)) < 0.3
+    Y[0] = False                       # left out
+    S = rng.normal(size=(50, 7))
+    keep = Y.any(1)
+    assert label_ranking_map(Y, S) == pytest.approx(
+        label_ranking_average_precision_score(Y[keep], S[keep]))
+    # ties: lower label index first.  Labels 0 and 1 tied, only label 1 true:
+    assert label_ranking_map([[0, 1, 0]], [[1.0, 1.0, 0.0]]) == pytest.approx(0.5)
+    assert label_ranking_map([[1, 0, 0]], [[1.0, 1.0, 0.0]]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="label_ranking_map: no sample has a true label"):
+        label_ranking_map([[0, 0]], [[1.0, 2.0]])
+
+
+def _data(seed=0, n=40, d=8, L=5, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    Y = (rng.random((n, L)) < 0.35).astype(int)
+    Y[np.arange(n), rng.integers(0, L, n)] = 1
+    return X, Y
+
+
+def dense_retraction(A, B, Z):
+    L, d = A.shape[0], B.shape[0]
+    x = A @ B.T
+    PA, PB = A @ np.linalg.pinv(A), B @ np.linalg.pinv(B)
+    xS, xl, xr = PA @ Z @ PB, PA @ Z @ (np.eye(d) - PB), (np.eye(L) - PA) @ Z @ PB
+    xp = np.linalg.pinv(x)
+    w1 = x + 0.5 * xS + xr - xS @ xp @ xS / 8 - 0.5 * xr @ xp @ xS
+    w2 = x + 0.5 * xS + xl - xS @ xp @ xS / 8 - 0.5 * xS @ xp @ xl
+    return w1 @ xp @ w2
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_loreta_multilabel_step_is_theorem_1(sparse):
+    X, Y = _data(sparse=sparse)
+    Xin = sp.csr_matrix(X) if sparse else X
+    m = tm.LORETAMultilabel(rank=2, step_size=0.2, init="random", fit_intercept=False,
+                            random_state=0)
+    m.partial_fit(Xin[:1], np.zeros((1, 5), int) + np.eye(5, dtype=int)[:1] * 0 + [[1, 1, 1, 1, 1]])
+    A, B = m.A_.copy(), m.B_.copy()   # all labels true: no false label, no step
+    steps = 0
+    for r in range(10):
+        W = A @ B.T
+        loss, g = brute_hinge(W @ X[r], list(np.flatnonzero(Y[r])))
+        m.partial_fit(Xin[r:r + 1], Y[r:r + 1])
+        if loss > 0:
+            R = dense_retraction(A, B, 0.2 * np.outer(g, X[r]))
+            assert np.linalg.norm(m.A_ @ m.B_.T - R) <= 1e-8 * np.linalg.norm(R)
+            steps += 1
+        else:
+            np.testing.assert_allclose(m.A_ @ m.B_.T, W)
+        A, B = m.A_.copy(), m.B_.copy()
+    assert steps >= 3
+    np.testing.assert_allclose(m.pinv_A_.T, np.linalg.pinv(m.A_), atol=1e-9)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_perceptron_and_iterative_pa_match_loops(sparse):
+    X, Y = _data(seed=2, sparse=sparse)
+    Xin = sp.csr_matrix(X) if sparse else X
+    per = tm.MatrixPerceptron(step_size=0.3, fit_intercept=False).partial_fit(Xin, Y)
+    W = np.zeros((5, X.shape[1]))
+    for r in range(X.shape[0]):
+        _, g = brute_hinge(W @ X[r], list(np.flatnonzero(Y[r])))
+        W += 0.3 * np.outer(g, X[r])
+    np.testing.assert_allclose(per.W_, W, atol=1e-12)
+
+    pa = tm.IterativePAMultilabel(rank=3, C=0.5, init="random", fit_intercept=False,
+                                  random_state=0)
+    pa.partial_fit(Xin[:1], [[1, 1, 1, 1, 1]])  # no false label: no step
+    A, B = pa.A_.copy(), pa.B_.copy()
+    pa.partial_fit(Xin, Y)
+    for r in range(X.shape[0]):
+        y = list(np.flatnonzero(Y[r]))
+        loss, g = brute_hinge(A @ B.T @ X[r], y)
+        if loss <= 0:
+            continue
+        bp = B.T @ X[r]
+        A = A + min(loss / (g @ g * (bp @ bp)), 0.5) * np.outer(g, bp)
+        loss2, g2 = brute_hinge(A @ B.T @ X[r], y)
+        if loss2 > 0:
+            ag = A.T @ g2
+            B = B + min(loss2 / (X[r] @ X[r] * (ag @ ag)), 0.5) * np.outer(X[r], ag)
+    np.testing.assert_allclose(pa.A_, A, atol=1e-10)
+    np.testing.assert_allclose(pa.B_, B, atol=1e-10)
+
+
+def test_multilabel_api_and_errors():
+    X, Y = _data(seed=3)
+    m = tm.LORETAMultilabel(rank=2, random_state=0, n_epochs=np.int64(2)).fit(X, Y)
+    assert m.decision_function(X).shape == (40, 5) and m.n_features_in_ == 8
+    assert 0 < m.score(X, Y) <= 1
+    assert len(m.history_["step"]) == 2
+    with pytest.raises(ValueError, match="LORETAMultilabel: rank=6 exceeds"):
+        tm.LORETAMultilabel(rank=6).fit(X, Y)
+    with pytest.raises(ValueError, match="MatrixPerceptron: Y has 39 rows but X has 40"):
+        tm.MatrixPerceptron().fit(X, Y[:-1])
+    with pytest.raises(ValueError, match="MatrixPerceptron: Y must hold only 0 and 1"):
+        tm.MatrixPerceptron().fit(X, Y * 2)
+    with pytest.raises(ValueError, match="IterativePAMultilabel: .*NaN"):
+        tm.IterativePAMultilabel(rank=2).fit(np.full((3, 2), np.nan), [[1, 0], [0, 1], [1, 0]])
+    with pytest.raises(ValueError, match="LORETAMultilabel: X has 7 features"):
+        m.decision_function(X[:, :7])
+
+
+@pytest.mark.data
+def test_low_rank_learns_yeast(data_home):
+    from tripletml import datasets
+    tr = datasets.load("yeast", data_home=data_home, subset="train")
+    te = datasets.load("yeast", data_home=data_home, subset="test")
+    m = tm.LORETAMultilabel(rank=4, step_size=0.05, n_epochs=5, random_state=0)
+    m.fit(tr.data, tr.target)
+    # label ranking beats ranking every label by its training frequency
+    freq = np.tile(tr.target.mean(0), (te.target.shape[0], 1))
+    assert m.score(te.data, te.target) > label_ranking_map(te.target, freq) - 0.02
+
+
+@pytest.mark.parametrize("cls, params", [
+    (tm.LORETAMultilabel, {"rank": 2, "step_size": 0.05, "n_epochs": 2, "init": "random",
+                           "fit_intercept": False, "pinv_check_every": 7, "pinv_tol": 1e-6,
+                           "random_state": 1, "verbose": 0}),
+    (tm.IterativePAMultilabel, {"rank": 2, "C": 0.05, "step_size": 0.5, "n_epochs": 2,
+                                "init": "random", "fit_intercept": False, "random_state": 1,
+                                "verbose": 0}),
+    (tm.MatrixPerceptron, {"step_size": 0.05, "n_epochs": 2, "fit_intercept": False,
+                           "random_state": 1, "verbose": 0}),
+])
+def test_multilabel_params_numpy_ints_and_persistence(cls, params, tmp_path):
+    from sklearn.base import clone
+    X, Y = _data(seed=4)
+    est = cls().set_params(**params)
+    assert {k: est.get_params()[k] for k in params} == params
+    assert clone(est).get_params() == est.get_params()
+    ints = {k: np.int64(v) for k, v in params.items()
+            if isinstance(v, int) and not isinstance(v, bool) and k != "verbose"}
+    est.set_params(**ints).fit(X, Y)
+    est.save(tmp_path / "m.npz")
+    back = tm.load_model(tmp_path / "m.npz")
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+    back.partial_fit(X[:5], Y[:5])  # resumes
