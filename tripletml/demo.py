@@ -10,7 +10,6 @@ import sys
 import time
 from typing import Callable, TextIO
 
-import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from ._validation import check_random_state, check_scalar_param, check_triplets, check_X

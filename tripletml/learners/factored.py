@@ -23,10 +23,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
-from ..linalg import csr_row_diff, diff_buffers
+from ..linalg import FAST, csr_row_diff, diff_buffers
 from ._online import OnlineTripletLearner
 
-__all__ = ["FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors"]
+__all__ = ["FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
+           "factored_margin", "check_lowrank_params"]
 
 
 def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -42,6 +43,16 @@ def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np
         return A, B
     scale = (n * m) ** -0.25
     return rng.standard_normal((n, k)) * scale, rng.standard_normal((m, k)) * scale
+
+
+def check_lowrank_params(est, pinv: bool = False) -> None:
+    """Validate ``rank`` and ``init`` (and the pseudo-inverse drift controls)."""
+    check_scalar_param(est.rank, "rank", est, kind="int", low=1)
+    check_choice_param(est.init, "init", est, ("identity", "random"))
+    if pinv:
+        check_scalar_param(est.pinv_check_every, "pinv_check_every", est, kind="int", low=1)
+        check_scalar_param(est.pinv_tol, "pinv_tol", est, kind="real", low=0,
+                           low_inclusive=False)
 
 
 class FactoredBilinearMixin(BilinearMixin):
@@ -86,6 +97,19 @@ class FactoredBilinearMixin(BilinearMixin):
 _GD, _ITER_PA, _NAIVE_PA = 0, 1, 2
 
 
+@njit(cache=True, nogil=True, fastmath=FAST)
+def factored_margin(A, B, q_idx, q_val, v_idx, v_val, aq, bv):
+    """``q^T A B^T v`` for sparse q, v (indices, values); leaves ``A^T q`` in
+    ``aq`` and ``B^T v`` in ``bv``.  O((nnz(q) + nnz(v)) k)."""
+    aq[:] = 0.0
+    bv[:] = 0.0
+    for s in range(q_idx.shape[0]):
+        aq += A[q_idx[s]] * q_val[s]
+    for s in range(v_idx.shape[0]):
+        bv += B[v_idx[s]] * v_val[s]
+    return np.dot(aq, bv)
+
+
 @njit(cache=True, nogil=True)
 def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losses, margins,
                     vidx, vval):
@@ -99,13 +123,7 @@ def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losse
         q_idx = indices[indptr[q]:indptr[q + 1]]
         q_val = data[indptr[q]:indptr[q + 1]]
         nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        aq[:] = 0.0
-        bv[:] = 0.0
-        for s in range(q_idx.shape[0]):
-            aq += A[q_idx[s]] * q_val[s]
-        for s in range(nv):
-            bv += B[vidx[s]] * vval[s]
-        mg = np.dot(aq, bv)
+        mg = factored_margin(A, B, q_idx, q_val, vidx[:nv], vval[:nv], aq, bv)
         if not np.isfinite(mg):
             return t
         margins[t] = mg
@@ -159,11 +177,10 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
         self.verbose = verbose
 
     def _validate_params(self):
-        check_scalar_param(self.rank, "rank", self, kind="int", low=1)
+        check_lowrank_params(self)
         check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
                            low_inclusive=False)
         check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
-        check_choice_param(self.init, "init", self, ("identity", "random"))
         self._validate_common()
 
     def _init_model(self, n_features, rng):

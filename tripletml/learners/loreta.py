@@ -38,7 +38,7 @@ from .._validation import check_choice_param, check_scalar_param
 from ..linalg import (FAST, balanced_factors, csr_row_diff, diff_buffers, pinv_drift,
                       pinv_full_column_rank, rank_one_update_with_pinv)
 from ._online import OnlineTripletLearner
-from .factored import FactoredBilinearMixin
+from .factored import FactoredBilinearMixin, check_lowrank_params, factored_margin
 
 __all__ = ["LORETA", "loreta_general_step", "loreta1_update"]
 
@@ -104,15 +104,7 @@ def _loreta1_steps(A, PA, B, PB, indptr, indices, data, triplets, start, eta, lo
         q_idx = indices[indptr[q]:indptr[q + 1]]
         q_val = data[indptr[q]:indptr[q + 1]]
         nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        aq[:] = 0.0
-        bv[:] = 0.0
-        for s in range(q_idx.shape[0]):
-            aq += A[q_idx[s]] * q_val[s]
-        for s in range(nv):
-            bv += B[vidx[s]] * vval[s]
-        mg = 0.0
-        for j in range(k):
-            mg += aq[j] * bv[j]
+        mg = factored_margin(A, B, q_idx, q_val, vidx[:nv], vval[:nv], aq, bv)
         if not np.isfinite(mg):
             return t, -1
         margins[t] = mg
@@ -217,15 +209,11 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
         self.verbose = verbose
 
     def _validate_params(self):
-        check_scalar_param(self.rank, "rank", self, kind="int", low=1)
+        check_lowrank_params(self, pinv=True)
         check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
                            low_inclusive=False)
         check_scalar_param(self.batch_size, "batch_size", self, kind="int", low=1)
         check_choice_param(self.algorithm, "algorithm", self, ("auto", "general"))
-        check_choice_param(self.init, "init", self, ("identity", "random"))
-        check_scalar_param(self.pinv_check_every, "pinv_check_every", self, kind="int", low=1)
-        check_scalar_param(self.pinv_tol, "pinv_tol", self, kind="real", low=0,
-                           low_inclusive=False)
         self._validate_common()
 
     # model -------------------------------------------------------------

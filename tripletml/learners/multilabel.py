@@ -28,11 +28,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._progress import progress
-from .._validation import check_choice_param, check_random_state, check_scalar_param, check_X
+from .._validation import check_random_state, check_scalar_param, check_X
 from ..base import MODEL_REGISTRY, History
 from ..linalg import (FAST, as_csr, balanced_factors, pinv_drift)
 from ..losses import multilabel_hinge
-from .factored import init_factors
+from .factored import check_lowrank_params, init_factors
 from .loreta import loreta1_update
 
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron"]
@@ -386,11 +386,7 @@ class LORETAMultilabel(_MultilabelRanker):
         self.verbose = verbose
 
     def _validate_params(self):
-        check_scalar_param(self.rank, "rank", self, kind="int", low=1)
-        check_choice_param(self.init, "init", self, ("identity", "random"))
-        check_scalar_param(self.pinv_check_every, "pinv_check_every", self, kind="int", low=1)
-        check_scalar_param(self.pinv_tol, "pinv_tol", self, kind="real", low=0,
-                           low_inclusive=False)
+        check_lowrank_params(self, pinv=True)
         self._validate_common()
 
     def _init_model(self, d, L, rng):
@@ -456,9 +452,8 @@ class IterativePAMultilabel(_MultilabelRanker):
         self.verbose = verbose
 
     def _validate_params(self):
-        check_scalar_param(self.rank, "rank", self, kind="int", low=1)
+        check_lowrank_params(self)
         check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
-        check_choice_param(self.init, "init", self, ("identity", "random"))
         self._validate_common()
 
     def _init_model(self, d, L, rng):
