@@ -119,3 +119,74 @@ def test_balanced_factors():
     np.testing.assert_allclose(PB.T, np.linalg.pinv(B2), atol=1e-10)
     s = np.linalg.svd(A @ B.T, compute_uv=False)[:4]
     assert np.linalg.cond(A2) == pytest.approx(np.sqrt(s[0] / s[-1]), rel=1e-8)
+
+
+def _pd(d, seed, cond=1e2):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    return (Q * np.geomspace(1.0, 1.0 / cond, d)) @ Q.T, rng
+
+
+def test_cholesky_update_and_downdate():
+    from tripletml.linalg import chol_downdate, chol_update
+    W, rng = _pd(12, 0)
+    R = np.linalg.cholesky(W).T.copy()
+    x = rng.normal(size=12)
+    w = np.empty(12)
+    chol_update(R, x, w)
+    np.testing.assert_allclose(R.T @ R, W + np.outer(x, x), atol=1e-12)
+    np.testing.assert_allclose(np.tril(R, -1), 0.0)
+    assert chol_downdate(R, x, w)
+    np.testing.assert_allclose(R.T @ R, W, atol=1e-12)
+    # a downdate that leaves the cone is refused
+    big = 10 * np.linalg.eigh(W)[1][:, -1]
+    assert not chol_downdate(np.linalg.cholesky(W).T.copy(), big, w)
+
+
+@pytest.mark.parametrize("seed, cond", [(1, 1e1), (2, 1e4), (3, 1e8)])
+def test_schur_step_bound_equals_bisection_on_eigenvalues(seed, cond):
+    from tripletml.linalg import row_column_update, schur_step_bound
+    W, rng = _pd(10, seed, cond)
+    Winv = np.linalg.inv(W)
+    for k in (0, 4, 9):
+        u = rng.normal(size=10)
+
+        def pd(eta):
+            W2 = W.copy()
+            row_column_update(W2, k, u, eta)
+            return np.linalg.eigvalsh(W2).min() > 0
+
+        bound = schur_step_bound(W, Winv, k, u)
+        lo, hi = 0.0, 1.0
+        while pd(hi):
+            hi *= 2
+        for _ in range(100):  # dense eigenvalue bisection reference
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if pd(mid) else (lo, mid)
+        # W^-1 carries relative errors ~ cond * eps into the bound
+        assert bound == pytest.approx(lo, rel=max(1e-7, 1e-13 * cond))
+        assert pd(0.999 * bound) and not pd(1.001 * bound)
+
+
+def test_schur_step_bound_unbounded_direction():
+    from tripletml.linalg import schur_step_bound
+    W, _ = _pd(5, 4)
+    u = np.zeros(5)
+    u[2] = 1.0  # only the diagonal entry grows: PD for every eta > 0
+    assert schur_step_bound(W, np.linalg.inv(W), 2, u) == np.inf
+
+
+def test_woodbury_row_column_inverse_update():
+    from tripletml.linalg import (inverse_row_column_update, row_column_update,
+                                  schur_step_bound)
+    W, rng = _pd(9, 5, 1e3)
+    Winv = np.linalg.inv(W)
+    for _ in range(200):  # many steps inside the cone: the error stays at rounding level
+        k = int(rng.integers(0, 9))
+        u = rng.normal(size=9)
+        eta = 0.5 * min(1.0, schur_step_bound(W, Winv, k, u))
+        row_column_update(W, k, u, eta)
+        inverse_row_column_update(Winv, k, u, eta)
+        assert np.linalg.eigvalsh(W).min() > 0
+    ref = np.linalg.inv(W)
+    assert np.abs(Winv - ref).max() <= 1e-8 * np.abs(ref).max()

@@ -35,6 +35,11 @@ __all__ = [
     "pinv_drift",
     "balanced_factors",
     "rank_one_update_with_pinv",
+    "chol_update",
+    "chol_downdate",
+    "row_column_update",
+    "schur_step_bound",
+    "inverse_row_column_update",
 ]
 
 
@@ -231,3 +236,103 @@ def rank_one_update_with_pinv(A, PT, c, d, u, h):
         for j in range(k):
             PT[i, j] += f1 * Ah[j] - f2 * p[j]
     return True
+
+
+# --------------------------------------------------------------------------
+# Symmetric row-column updates of a PD matrix (COMET): Cholesky root,
+# inverse and the Schur-complement step bound
+# --------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def chol_update(R, x, work):
+    """In place: upper-triangular ``R`` with ``W = R^T R`` becomes the root of
+    ``W + x x^T`` (LINPACK dchud, Givens rotations).  O(d^2).  ``x`` is
+    copied into ``work`` and not modified."""
+    d = R.shape[0]
+    work[:] = x
+    for k in range(d):
+        r = np.hypot(R[k, k], work[k])
+        c = r / R[k, k]
+        s = work[k] / R[k, k]
+        R[k, k] = r
+        for j in range(k + 1, d):
+            R[k, j] = (R[k, j] + s * work[j]) / c
+            work[j] = c * work[j] - s * R[k, j]
+
+
+@njit(cache=True, nogil=True)
+def chol_downdate(R, x, work):
+    """In place: ``R`` (upper, ``W = R^T R``) becomes the root of
+    ``W - x x^T`` (hyperbolic rotations).  Returns False, leaving ``R``
+    partly modified, when ``W - x x^T`` is not positive definite."""
+    d = R.shape[0]
+    work[:] = x
+    for k in range(d):
+        t = R[k, k] * R[k, k] - work[k] * work[k]
+        if not t > 0.0:
+            return False
+        r = np.sqrt(t)
+        c = r / R[k, k]
+        s = work[k] / R[k, k]
+        R[k, k] = r
+        for j in range(k + 1, d):
+            R[k, j] = (R[k, j] - s * work[j]) / c
+            work[j] = c * work[j] - s * R[k, j]
+    return True
+
+
+def row_column_update(W: np.ndarray, k: int, u: np.ndarray, eta: float) -> None:
+    """In place ``W <- W + eta (e_k u^T + u e_k^T)``: row and column k move by
+    ``eta u`` (the diagonal entry by ``2 eta u_k``), as in COMET's Eq. (11)."""
+    W[k, :] += eta * u
+    W[:, k] += eta * u
+
+
+def schur_step_bound(W: np.ndarray, Winv: np.ndarray, k: int, u: np.ndarray) -> float:
+    """Largest ``eta`` such that ``W + eta (e_k u^T + u e_k^T)`` stays PD.
+
+    COMET Eq. (10)-(11): with ``c = W_kk``, ``b = W_{-k,k}``,
+    ``A = W_{-k,-k}`` (unchanged by the step) and the step's ``u_1 = u_k``,
+    ``u_r = u_{-k}``, the new matrix is PD iff
+
+        (u_r^T A^-1 u_r) eta^2 - 2 (u_1 - u_r^T A^-1 b) eta - (c - b^T A^-1 b) < 0,
+
+    so the bound is the positive root (``inf`` when the quadratic term
+    vanishes and the linear one does not push towards the boundary).
+    The coefficients come from ``W^-1`` without forming ``A^-1``: with
+    ``w = W^-1 e_k``, the Schur identities ``c - b^T A^-1 b = 1 / w_k`` and
+    ``A^-1 b = -w_{-k} / w_k`` give ``a0 = 1 / w_k``,
+    ``a1 = u_1 + (u_r . w_r) / w_k`` and
+    ``a2 = u_r^T (W^-1)_{-k,-k} u_r - (u_r . w_r)^2 / w_k``.  O(d^2), one
+    matrix-vector product.
+    """
+    d = W.shape[0]
+    mask = np.ones(d, dtype=bool)
+    mask[k] = False
+    wk = float(Winv[k, k])
+    wr = Winv[mask, k]
+    ur, u1 = u[mask], float(u[k])
+    uw = float(ur @ wr)
+    a0 = 1.0 / wk
+    a1 = u1 + uw / wk
+    a2 = float(ur @ (Winv[np.ix_(mask, mask)] @ ur)) - uw * uw / wk
+    if a2 <= 1e-300 * max(1.0, abs(a1)):
+        return np.inf if a1 >= 0 else a0 / (-2.0 * a1)
+    # a2 eta^2 - 2 a1 eta - a0 = 0, positive root (stable form)
+    disc = np.sqrt(a1 * a1 + a2 * a0)
+    return float(a0 / (disc - a1)) if a1 < 0 else float((a1 + disc) / a2)
+
+
+def inverse_row_column_update(Winv: np.ndarray, k: int, u: np.ndarray, eta: float) -> None:
+    """In place Woodbury update of ``W^-1`` for ``W <- W + eta (e_k u^T + u e_k^T)``
+    (COMET Appendix B: ``U = [u, e_k]``, ``C = eta I_2``, ``V = [e_k, u]^T``):
+
+        W_new^-1 = W^-1 - W^-1 U (eta^-1 I_2 + V W^-1 U)^-1 V W^-1.
+
+    O(d^2)."""
+    Wu = Winv @ u                      # W^-1 u
+    We = Winv[:, k].copy()             # W^-1 e_k
+    WU = np.stack([Wu, We], axis=1)    # W^-1 U (d x 2)
+    VWU = np.array([[We @ u, Winv[k, k]], [u @ Wu, u @ We]])  # V W^-1 U
+    K = np.linalg.inv(np.eye(2) / eta + VWU)
+    VW = np.stack([We, Wu], axis=0)    # V W^-1 (2 x d); W^-1 symmetric
+    Winv -= WU @ K @ VW
