@@ -19,6 +19,11 @@ ESTIMATORS = [
       "algorithm": "general", "init": "random", "pinv_check_every": 10, "pinv_tol": 1e-6,
       "random_state": 3, "verbose": 0}),
 ]
+ESTIMATORS.append(
+    (lambda: tm.COMET(n_triplets=200, n_epochs=1, random_state=0),
+     {"alpha": 0.5, "beta": 0.01, "loss": "log", "n_epochs": 2, "n_triplets": 150,
+      "step_fraction": 0.3, "step_size": 0.5, "refactor_every": 3, "random_state": 3,
+      "verbose": 0}))
 for _cls in (tm.FactoredGD, tm.IterativePA, tm.NaivePA):
     ESTIMATORS.append(
         (lambda c=_cls: c(rank=2, n_triplets=200, step_size=0.01, random_state=0),

@@ -204,6 +204,7 @@ def test_more_bad_inputs():
         tm.OASIS().fit(X, triplets=[[0.0, 1.0, 2.0]])
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow is the point
 @pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
 def test_failed_training_leaves_model_unfitted(factory, alt):
     from sklearn.exceptions import NotFittedError
@@ -213,13 +214,18 @@ def test_failed_training_leaves_model_unfitted(factory, alt):
         est.fit(X, triplets=[[0, 1, 2]])
     with pytest.raises(NotFittedError):
         est.similarity(X)
+    if not hasattr(est, "partial_fit"):
+        return
     with pytest.raises(FloatingPointError):
         est.partial_fit(X, [[0, 1, 2]])
     with pytest.raises(NotFittedError):
         est.similarity(X)
 
 
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+ONLINE = [(f, a) for f, a in LEARNERS if hasattr(f(), "partial_fit")]
+
+
+@pytest.mark.parametrize("factory, alt", ONLINE, ids=ids(ONLINE))
 def test_partial_fit_resumes_after_load(factory, alt, tmp_path):
     X, y = toy_data()
     t = np.array([[0, 3, 1], [4, 7, 2], [5, 8, 6]])

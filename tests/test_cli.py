@@ -14,13 +14,14 @@ def test_demo_table_has_learners_above_euclidean():
     out = io.StringIO()
     rows = {r["learner"]: r for r in run_demo(out=out)}
     text = out.getvalue()
-    for name in ("Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA k=10", "PA k=10",
+    for name in ("Euclidean", "DotProduct", "OASIS", "SDCA", "COMET", "LORETA k=10", "PA k=10",
                  "PA v2 k=10", "GD k=10"):
         assert name in text and name in rows
     assert "mAP" in text and "P@10" in text and "fit s" in text
     assert rows["OASIS"]["map"] > rows["Euclidean"]["map"] + 0.05
     assert rows["SDCA"]["map"] > rows["Euclidean"]["map"] + 0.05
     assert rows["LORETA k=10"]["map"] > rows["Euclidean"]["map"] + 0.05
+    assert rows["COMET"]["map"] > rows["Euclidean"]["map"] + 0.05
 
 
 def test_fit_and_evaluate_a_libsvm_file(tmp_path, capsys):

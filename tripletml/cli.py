@@ -14,7 +14,7 @@ def _learners():
     import tripletml as tm
     return {"euclidean": tm.Euclidean, "dotproduct": tm.DotProduct, "oasis": tm.OASIS,
             "sdca": tm.SDCA, "loreta": tm.LORETA, "pa": tm.IterativePA, "pa2": tm.NaivePA,
-            "gd": tm.FactoredGD}
+            "gd": tm.FactoredGD, "comet": tm.COMET}
 
 
 def _load_data(source: str, data_home, subset: str = "all", *, n_features=None,

@@ -15,6 +15,7 @@ from sklearn.model_selection import train_test_split
 
 from .learners.baselines import DotProduct, Euclidean
 from .learners.oasis import OASIS
+from .learners.comet import COMET
 from .learners.factored import FactoredGD, IterativePA, NaivePA
 from .learners.loreta import LORETA
 from .learners.sdca import SDCA
@@ -28,6 +29,7 @@ DEMO_LEARNERS: list[tuple[str, Callable]] = [
     ("DotProduct", lambda seed: DotProduct()),
     ("OASIS", lambda seed: OASIS(C=0.1, n_triplets=50000, n_epochs=3, random_state=seed)),
     ("SDCA", lambda seed: SDCA(lam=0.0025, n_triplets=50000, n_epochs=5, random_state=seed)),
+    ("COMET", lambda seed: COMET(n_triplets=10000, n_epochs=5, random_state=seed)),
     ("LORETA k=10", lambda seed: LORETA(rank=10, step_size=0.01, n_triplets=50000,
                                         random_state=seed)),
     ("PA k=10", lambda seed: IterativePA(rank=10, C=0.1, n_triplets=50000, random_state=seed)),

@@ -1,0 +1,112 @@
+"""Dense COMET (Algorithm 1) against dense references: finite-difference
+gradients of eq. (2), PD-ness after every step, the Woodbury inverse and the
+Cholesky root against numpy after many steps."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tripletml as tm
+from tripletml.learners.comet import comet_loss
+from tripletml.triplets import random_class_triplets
+
+
+def _problem(seed=0, n=40, d=6, m=120, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    if sparse:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    y = rng.integers(0, 3, n)
+    return X, random_class_triplets(y, m, random_state=seed)
+
+
+def _started(X, t, **params):
+    """A COMET model initialised (W = I) with its caches, without training."""
+    m = tm.COMET(n_epochs=1, **params)
+    m.fit(X, triplets=t[:1])        # one epoch on one triplet: small moves
+    m.W_ = np.eye(X.shape[1]) + 0.1 * np.ones((X.shape[1], X.shape[1]))
+    m._refactor(X, t)
+    return m
+
+
+def objective_loop(W, X, t, alpha, beta, loss):
+    """Eq. (2) by a plain loop over triplets."""
+    total = 0.0
+    for q, p, s in t:
+        lam = 1 - X[q] @ W @ X[p] + X[q] @ W @ X[s]
+        total += comet_loss(np.array([lam]), loss)[0]
+    return total - alpha * np.linalg.slogdet(W)[1] + beta / 2 * np.sum(W * W)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "log"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_coordinate_gradient_matches_finite_differences(loss, sparse):
+    X, t = _problem(seed=1, sparse=sparse)
+    Xin = sp.csr_matrix(X) if sparse else X
+    m = _started(Xin, t, alpha=0.7, beta=0.3, loss=loss)
+    W = m.W_.copy()
+    assert m.objective(Xin, t) == pytest.approx(objective_loop(W, X, t, 0.7, 0.3, loss))
+    k = 2
+    g = m.coordinate_gradient(Xin, t, k)
+    eps = 1e-6
+    for j in range(X.shape[1]):
+        E = np.zeros_like(W)
+        E[k, j] = E[j, k] = 1.0          # symmetric perturbation of W_kj (and W_jk)
+        fd = (objective_loop(W + eps * E, X, t, 0.7, 0.3, loss)
+              - objective_loop(W - eps * E, X, t, 0.7, 0.3, loss)) / (2 * eps)
+        expect = fd if j == k else fd / 2  # off-diagonal: two entries move
+        assert g[j] == pytest.approx(expect, rel=1e-5, abs=1e-6), (j, g[j], expect)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e3])
+def test_w_stays_pd_after_every_step(scale):
+    X, t = _problem(seed=2, d=8)
+    X = X * scale  # huge gradients push hard towards the boundary
+    m = _started(X, t, alpha=1e-3, beta=0.0, step_fraction=0.99, step_size=1e6)
+    rng = np.random.default_rng(0)
+    for _ in range(80):
+        m._step(X, t, int(rng.integers(0, 8)))
+        assert np.linalg.eigvalsh(m.W_).min() > 0
+
+
+def test_near_singular_start_stays_pd():
+    X, t = _problem(seed=3, d=6)
+    m = _started(X, t, alpha=1e-2, step_fraction=0.9, step_size=1e3)
+    Q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(6, 6)))
+    m.W_ = (Q * np.array([1, 1, 1, 1, 1, 1e-9])) @ Q.T
+    m._refactor(X, t)
+    for k in range(6):
+        for _ in range(5):
+            m._step(X, t, k)
+            assert np.linalg.eigvalsh(m.W_).min() > 0
+
+
+def test_inverse_and_cholesky_track_w_over_many_steps():
+    X, t = _problem(seed=4, d=7)
+    m = _started(X, t, alpha=0.5, beta=0.1, step_size=10.0)
+    rng = np.random.default_rng(2)
+    lam0 = None
+    for _ in range(400):
+        m._step(X, t, int(rng.integers(0, 7)))
+    W = m.W_
+    inv = np.linalg.inv(W)
+    assert np.abs(m.W_inv_ - inv).max() <= 1e-8 * np.abs(inv).max()
+    R = np.linalg.cholesky(W).T
+    assert np.abs(m.components_ - R).max() <= 1e-8 * np.abs(R).max()
+    np.testing.assert_allclose(W, W.T, atol=1e-14)
+    # the cache of linear terms equals a fresh evaluation
+    lam0 = m._lam.copy()
+    m._refactor(X, t)
+    np.testing.assert_allclose(lam0, m._lam, atol=1e-9)
+
+
+def test_fit_lowers_objective_and_embeds():
+    from sklearn.datasets import load_digits
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    m = tm.COMET(n_triplets=5000, n_epochs=5, random_state=0).fit(X[:1000], y[:1000])
+    obj = m.history_["objective"]
+    assert obj[-1] < obj[0]
+    assert np.linalg.eigvalsh(m.W_).min() > 0
+    Z = m.transform(X[1000:1010])
+    np.testing.assert_allclose(Z @ Z.T, m.similarity(X[1000:1010]), rtol=1e-8, atol=1e-10)
+    assert m.score(X[1000:], y[1000:]) > tm.Euclidean().fit(X).score(X[1000:], y[1000:]) + 0.05
