@@ -305,19 +305,17 @@ def schur_step_bound(W: np.ndarray, Winv: np.ndarray, k: int, u: np.ndarray) -> 
     ``a2 = u_r^T (W^-1)_{-k,-k} u_r - (u_r . w_r)^2 / w_k``.  O(d^2), one
     matrix-vector product.
     """
-    d = W.shape[0]
-    mask = np.ones(d, dtype=bool)
-    mask[k] = False
     wk = float(Winv[k, k])
-    wr = Winv[mask, k]
-    ur, u1 = u[mask], float(u[k])
-    uw = float(ur @ wr)
     if not wk > 0.0:  # W^-1 has lost accuracy (W at the edge of the cone): no safe step
         return 0.0
+    ur = u.copy()
+    ur[k] = 0.0                        # u_r, embedded with a zero at k
+    Wur = Winv @ ur
+    uw = float(Wur[k])                 # u_r . w_r  (w = W^-1 e_k, symmetric W^-1)
     a0 = 1.0 / wk
-    a1 = u1 + uw / wk
+    a1 = float(u[k]) + uw / wk
     # u_r^T A^-1 u_r >= 0 (A^-1 is PD); rounding in the difference may not know it
-    a2 = max(0.0, float(ur @ (Winv[np.ix_(mask, mask)] @ ur)) - uw * uw / wk)
+    a2 = max(0.0, float(ur @ Wur) - uw * uw / wk)
     if a2 <= 1e-300 * max(1.0, abs(a1)):
         return np.inf if a1 >= 0 else a0 / (-2.0 * a1)
     # a2 eta^2 - 2 a1 eta - a0 = 0, positive root (stable form)
