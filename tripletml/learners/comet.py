@@ -221,13 +221,17 @@ class COMET(BilinearMixin, TripletLearner):
         self.W_ = np.eye(d)
         self.W_inv_ = np.eye(d)
         self.components_ = np.eye(d)
-        t = triplets
-        self._lam = self._linear_terms(np.asarray(X @ self.W_), X, t)
+        self._lam = self._linear_terms(np.asarray(X @ self.W_), X, triplets)
+        self._fit_loop(X, triplets, rng)
+
+    def _fit_loop(self, X, t, rng):
+        """Epochs of d coordinate steps (a random permutation each)."""
+        d = X.shape[1]
         every = self.refactor_every or d
         hist = History(keys=("objective", "loss", "min_step_bound"))
         self.n_steps_ = 0
         for _ in progress(range(self.n_epochs), total=self.n_epochs, verbose=self.verbose,
-                          desc="COMET", unit="epoch"):
+                          desc=type(self).__name__, unit="epoch"):
             min_bound = np.inf
             for k in rng.permutation(d):
                 min_bound = min(min_bound, self._step(X, t, int(k)))
@@ -235,8 +239,8 @@ class COMET(BilinearMixin, TripletLearner):
                 if self.n_steps_ % every == 0:
                     self._refactor(X, t)
             if not np.isfinite(self.W_).all():
-                raise FloatingPointError("COMET: training diverged (W became NaN/inf); "
-                                         "lower step_size.")
+                raise FloatingPointError(f"{type(self).__name__}: training diverged (W became "
+                                         "NaN/inf); lower the step size.")
             loss = float(np.sum(comet_loss(self._lam, self.loss)))
             logdet = 2.0 * np.sum(np.log(np.abs(np.diag(self.components_))))
             hist.record(self.n_steps_, loss=loss, min_step_bound=min_bound,
@@ -258,3 +262,4 @@ class COMET(BilinearMixin, TripletLearner):
         the learned similarity)."""
         X = self._check_fitted_X(X)
         return np.asarray(X @ self.components_.T)
+
