@@ -190,3 +190,26 @@ def test_woodbury_row_column_inverse_update():
         assert np.linalg.eigvalsh(W).min() > 0
     ref = np.linalg.inv(W)
     assert np.abs(Winv - ref).max() <= 1e-8 * np.abs(ref).max()
+
+
+def test_schur_bound_returns_the_product_it_computed():
+    from tripletml.linalg import schur_step_bound
+    W, rng = _pd(7, 9)
+    Winv = np.linalg.inv(W)
+    u = rng.normal(size=7)
+    b, Wu = schur_step_bound(W, Winv, 3, u, return_Wu=True)
+    assert b == schur_step_bound(W, Winv, 3, u)
+    np.testing.assert_allclose(Wu, Winv @ u, atol=1e-13)
+
+
+def test_chol_update_downdate_in_one_sweep():
+    from tripletml.linalg import chol_update_downdate
+    W, rng = _pd(11, 10)
+    x = rng.normal(size=11)
+    y = 0.5 * x + 0.01 * rng.normal(size=11)   # W + x x^T - y y^T stays PD
+    R = np.linalg.cholesky(W).T.copy()
+    assert chol_update_downdate(R, x, y, np.empty(11), np.empty(11))
+    np.testing.assert_allclose(R.T @ R, W + np.outer(x, x) - np.outer(y, y), atol=1e-12)
+    big = 10 * np.linalg.eigh(W)[1][:, -1]
+    assert not chol_update_downdate(np.linalg.cholesky(W).T.copy(), 0 * x, big,
+                                    np.empty(11), np.empty(11))

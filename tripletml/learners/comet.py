@@ -37,7 +37,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._progress import progress
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin, History, TripletLearner
-from ..linalg import (chol_downdate, chol_update, inverse_row_column_update,
+from ..linalg import (chol_update_downdate, inverse_row_column_update,
                       row_column_update, rowwise_dot, schur_step_bound)
 
 __all__ = ["COMET", "comet_loss", "comet_loss_derivative"]
@@ -176,36 +176,43 @@ class COMET(BilinearMixin, TripletLearner):
         data = np.asarray(X.T @ (w + v)).ravel()
         return 0.5 * data - self.alpha * self.W_inv_[k] + self.beta * self.W_[k]
 
-    @staticmethod
-    def _column(X, k):
-        col = X[:, k]
-        return col.toarray().ravel() if sp.issparse(col) else np.asarray(col, float).ravel()
+    def _column(self, X, k):
+        """Column k of X as a dense n-vector (from a CSC copy made once per fit)."""
+        if not sp.issparse(X):
+            return np.ascontiguousarray(X[:, k], dtype=float)
+        C = getattr(self, "_Xcsc", None)
+        if C is None or C.shape != X.shape:
+            C = self._Xcsc = X.tocsc()
+        out = np.zeros(X.shape[0])
+        a, b = C.indptr[k], C.indptr[k + 1]
+        out[C.indices[a:b]] = C.data[a:b]
+        return out
 
     def _step(self, X, t, k):
         u = -self.coordinate_gradient(X, t, k)
         if not np.isfinite(u).all():
             raise FloatingPointError(f"COMET: training diverged (non-finite gradient at step "
                                      f"{self.n_steps_ + 1}); scale the features down.")
-        bound = schur_step_bound(self.W_, self.W_inv_, k, u)
+        bound, Wu = schur_step_bound(self.W_, self.W_inv_, k, u, return_Wu=True)
         eta = min(self.step_fraction * bound, self.step_size)
         if not (eta > 0 and np.isfinite(eta)):
             return bound
         # The Cholesky root certifies PD-ness numerically: eta (e u^T + u e^T)
         # = 1/2 [(e + eta u)(e + eta u)^T - (e - eta u)(e - eta u)^T], and the
         # downdate fails iff the result is not PD in floating point (possible
-        # when W is very ill-conditioned and W^-1 inexact): then halve eta.
+        # when W is very ill-conditioned and W^-1 inexact): then the root is
+        # refactored and eta halved.
         e = np.zeros_like(u)
         e[k] = 1.0
-        work = np.empty_like(u)
+        wx, wy = np.empty_like(u), np.empty_like(u)
         for _ in range(60):
-            R = self.components_.copy()
-            chol_update(R, (e + eta * u) / np.sqrt(2.0), work)
-            if chol_downdate(R, (e - eta * u) / np.sqrt(2.0), work):
+            if chol_update_downdate(self.components_, (e + eta * u) / np.sqrt(2.0),
+                                    (e - eta * u) / np.sqrt(2.0), wx, wy):
                 break
+            self.components_ = np.ascontiguousarray(np.linalg.cholesky(self.W_).T)
             eta *= 0.5
         else:  # pragma: no cover - eta ~ 1e-18 * bound
             return bound
-        self.components_ = R
         # linear terms: lambda += eta (q_k (u . dp) + (q . u) dp_k)
         s = np.asarray(X @ u).ravel()
         xk = self._column(X, k)
@@ -213,7 +220,7 @@ class COMET(BilinearMixin, TripletLearner):
         dp_k = xk[t[:, 2]] - xk[t[:, 1]]
         self._lam += eta * (xk[t[:, 0]] * dp_u + s[t[:, 0]] * dp_k)
         row_column_update(self.W_, k, u, eta)
-        inverse_row_column_update(self.W_inv_, k, u, eta)
+        inverse_row_column_update(self.W_inv_, k, u, eta, Wu=Wu)
         return bound
 
     def _fit(self, X, triplets, rng):
@@ -248,6 +255,7 @@ class COMET(BilinearMixin, TripletLearner):
                         + 0.5 * self.beta * float(np.sum(self.W_ * self.W_)))
         self.history_ = hist.data
         del self._lam
+        self._Xcsc = None
 
     # ---------------------------------------------------------- scoring
     def _apply(self, X):
