@@ -199,8 +199,25 @@ def rank_one_update_with_pinv(A, PT, c, d, u, h):
     n, k = A.shape
     kv = np.zeros(k)
     Ah = np.zeros(k)
+    hh = _pinv_prepare(PT, PT, c, d, h, kv, Ah, np.zeros(k), 0.0)
+    return _pinv_apply(A, PT, c, d, u, h, kv, Ah, hh)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _pinv_prepare(S, PT, c, d, h, kv, Ah, w, fa):
+    """Pass 1 of Meyer's update over the rows of ``PT = (A^+)^T``:
+    ``h = PT d``, ``kv = PT^T c``, ``Ah = PT^T h``; returns ``||h||^2``.
+    With ``fa != 0`` the vector c is completed on the fly,
+    ``c_i += fa * (S_i . w)``, so a caller whose c depends on a row-wise
+    product (LORETA-1's A_delta, B_delta) needs no extra pass."""
+    n, k = PT.shape
     hh = 0.0
     for i in range(n):
+        if fa != 0.0:
+            acc = 0.0
+            for j in range(k):
+                acc += S[i, j] * w[j]
+            c[i] += fa * acc
         hi = 0.0
         for j in range(k):
             hi += PT[i, j] * d[j]
@@ -210,6 +227,14 @@ def rank_one_update_with_pinv(A, PT, c, d, u, h):
         for j in range(k):
             kv[j] += PT[i, j] * ci
             Ah[j] += PT[i, j] * hi
+    return hh
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _pinv_apply(A, PT, c, d, u, h, kv, Ah, hh):
+    """Passes 2-3 of Meyer's update: ``A += c d^T`` (with ``u = c - A kv``),
+    then ``PT`` by Theorem 5.  False when ``|beta|`` is too small."""
+    n, k = A.shape
     beta = 1.0
     for j in range(k):
         beta += d[j] * kv[j]

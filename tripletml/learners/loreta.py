@@ -35,8 +35,8 @@ import numpy as np
 from numba import njit
 
 from .._validation import check_choice_param, check_scalar_param
-from ..linalg import (FAST, balanced_factors, csr_row_diff, diff_buffers, pinv_drift,
-                      pinv_full_column_rank, rank_one_update_with_pinv)
+from ..linalg import (FAST, _pinv_apply, _pinv_prepare, balanced_factors, csr_row_diff,
+                      diff_buffers, pinv_drift, pinv_full_column_rank)
 from ._online import OnlineTripletLearner
 from .factored import FactoredBilinearMixin, check_lowrank_params, factored_margin
 
@@ -65,24 +65,23 @@ def loreta1_update(A, PA, B, PB, i1, v1, s1, i2, v2, cA, cB, u, h, Ahat, Bhat, b
         Q += Bhat[j] * Ahat[j]
     fa = -0.5 + 0.375 * Q
     fb = 1.0 - 0.5 * Q
-    # A_delta = (A A^) fa + G1 fb
-    for i in range(n):
-        acc = 0.0
-        for j in range(k):
-            acc += A[i, j] * Ahat[j]
-        cA[i] = fa * acc
+    # A_delta = (A A^) fa + G1 fb and B_delta^T = (B^+^T (B^T G2)) fa + G2 fb:
+    # the sparse parts are scattered first, the dense parts are added inside
+    # pass 1 of Meyer's update (one pass over the rows less per factor)
+    cA[:n] = 0.0
     for s in range(i1.shape[0]):
         cA[i1[s]] += fb * s1 * v1[s]
-    # B_delta^T = (B^+^T (B^T G2)) fa + G2 fb
-    for i in range(m):
-        acc = 0.0
-        for j in range(k):
-            acc += PB[i, j] * bv[j]
-        cB[i] = fa * acc
+    cB[:m] = 0.0
     for s in range(i2.shape[0]):
         cB[i2[s]] += fb * v2[s]
-    okA = rank_one_update_with_pinv(A, PA, cA, Bhat, u, h)   # A + A_delta B^^T
-    okB = rank_one_update_with_pinv(B, PB, cB, Ahat, u, h)   # B + B_delta^T A^^T
+    kv = np.zeros(k)
+    Ah = np.zeros(k)
+    hh = _pinv_prepare(A, PA, cA, Bhat, h, kv, Ah, Ahat, fa)
+    okA = _pinv_apply(A, PA, cA, Bhat, u, h, kv, Ah, hh)       # A + A_delta B^^T
+    kv[:] = 0.0
+    Ah[:] = 0.0
+    hh = _pinv_prepare(PB, PB, cB, Ahat, h, kv, Ah, bv, fa)
+    okB = _pinv_apply(B, PB, cB, Ahat, u, h, kv, Ah, hh)       # B + B_delta^T A^^T
     return (0 if okA else 1) + (0 if okB else 2)
 
 
