@@ -16,7 +16,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from tripletml import COMET
+from tripletml import COMET, SparseCOMET
 from tripletml.triplets import random_class_triplets
 
 
@@ -61,6 +61,22 @@ def main(argv=None):
         a = per_step(COMET, X, t, args.steps)
         b = per_step(ReinvertingCOMET, X, t, max(10, args.steps // 3))
         print(f"{d:6d} {a * 1e3:17.2f} {b * 1e3:18.2f} {b / a:8.1f}x")
+    print()
+    d = 1000
+    print(f"dense vs sparse COMET, seconds per epoch (d = {d} coordinate steps), epochs 2-3")
+    X, t = setup(d, rng)
+
+    def epoch_seconds(model):
+        model.fit(X, triplets=t)
+        s = model.history_["seconds"]
+        return (s[-1] - s[0]) / (len(s) - 1), model
+
+    dense, _ = epoch_seconds(COMET(n_epochs=3, random_state=0))
+    print(f"{'dense COMET':>24s} {dense:8.2f} s/epoch")
+    for lam in (10.0, 40.0, 50.0, 60.0, 100.0):
+        sec, m = epoch_seconds(SparseCOMET(lam=lam, n_epochs=3, random_state=0))
+        print(f"{'sparse, lam = ' + format(lam, 'g'):>24s} {sec:8.2f} s/epoch   density "
+              f"{m.density_:.2f}   dense / sparse = {dense / sec:.1f}x")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ ESTIMATORS.append(
      {"alpha": 0.5, "beta": 0.01, "loss": "log", "n_epochs": 2, "n_triplets": 150,
       "step_fraction": 0.3, "step_size": 0.5, "refactor_every": 3, "random_state": 3,
       "verbose": 0}))
+ESTIMATORS.append(
+    (lambda: tm.SparseCOMET(n_triplets=200, n_epochs=1, random_state=0),
+     {"alpha": 0.5, "beta": 0.01, "loss": "squared_hinge", "lam": 0.5, "n_epochs": 2,
+      "n_triplets": 150, "theta": 0.5, "step_fraction": 0.3, "refactor_every": 3,
+      "random_state": 3, "verbose": 0}))
 for _cls in (tm.FactoredGD, tm.IterativePA, tm.NaivePA):
     ESTIMATORS.append(
         (lambda c=_cls: c(rank=2, n_triplets=200, step_size=0.01, random_state=0),

@@ -110,3 +110,55 @@ def test_fit_lowers_objective_and_embeds():
     Z = m.transform(X[1000:1010])
     np.testing.assert_allclose(Z @ Z.T, m.similarity(X[1000:1010]), rtol=1e-8, atol=1e-10)
     assert m.score(X[1000:], y[1000:]) > tm.Euclidean().fit(X).score(X[1000:], y[1000:]) + 0.05
+
+
+# ------------------------------------------------------------ sparse COMET
+def test_group_prox_solves_eq_8():
+    from scipy.optimize import minimize
+    from tripletml.learners.comet import group_prox
+    rng = np.random.default_rng(5)
+    d, k = 6, 2
+    for lam, theta in [(0.3, 0.7), (5.0, 0.2), (0.0, 1.0)]:
+        v = rng.normal(size=d)
+        v[k] = 0.0
+        g = rng.normal(size=d)
+        g[k] = 0.0
+        E = lambda w: np.outer(np.eye(d)[k], w) + np.outer(w, np.eye(d)[k])  # noqa: E731
+        G, Vk = E(g), E(v)
+
+        def objective(w):  # eq. (8) over the group's free entries
+            w = np.insert(w, k, 0.0)
+            V = E(w)
+            return (np.sum(G * V) + np.sum((V - Vk) ** 2) / (2 * theta)
+                    + lam * np.sqrt(np.sum(V * V) + 1e-300))
+
+        best = minimize(objective, np.delete(v, k), method="Nelder-Mead",
+                        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 40000}).x
+        np.testing.assert_allclose(np.delete(group_prox(v, g, theta, lam), k), best,
+                                   atol=1e-5)
+    # a large lam zeroes the group
+    assert not group_prox(v, g, 0.1, 1e3).any()
+
+
+def test_sparse_comet_is_monotone_pd_and_sparse():
+    from sklearn.datasets import load_digits
+    X, y = load_digits(return_X_y=True)
+    X = X[:800] / 16.0
+    y = y[:800]
+    dense = tm.COMET(n_triplets=4000, n_epochs=3, random_state=0).fit(X, y)
+    scores = {}
+    for lam in (0.0, 100.0, 1e4):
+        m = tm.SparseCOMET(lam=lam, n_triplets=4000, n_epochs=3, random_state=0).fit(X, y)
+        obj = m.history_["objective"]
+        assert all(b <= a + 1e-9 for a, b in zip(obj, obj[1:]))      # monotone
+        assert np.linalg.eigvalsh(m.W_).min() > 0
+        np.testing.assert_allclose(m.W_inv_, np.linalg.inv(m.W_), rtol=1e-6,
+                                   atol=1e-8 * np.abs(m.W_inv_).max())
+        off = m.W_ - np.diag(np.diag(m.W_))
+        active = np.flatnonzero(np.abs(off).sum(axis=1) > 0)
+        assert set(m.active_features_) <= set(active)  # groups live on their rows
+        scores[lam] = (m.score(X, y), m.density_, np.abs(off).max())
+    assert scores[1e4][1] == 0.0 and scores[1e4][2] == 0.0         # diagonal W
+    assert scores[0.0][1] > scores[100.0][1] > 0                    # density falls with lam
+    # lam = 0 follows dense COMET (same objective, different step rule)
+    assert scores[0.0][0] > dense.score(X, y) - 0.05

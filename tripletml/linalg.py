@@ -40,6 +40,7 @@ __all__ = [
     "chol_update_downdate",
     "row_column_update",
     "schur_step_bound",
+    "schur_coefficients",
     "inverse_row_column_update",
 ]
 
@@ -372,26 +373,34 @@ def schur_step_bound(W: np.ndarray, Winv: np.ndarray, k: int, u: np.ndarray,
     ``(bound, W^-1 u)`` so that :func:`inverse_row_column_update` can reuse
     the product.
     """
+    a0, a1, a2, Wu = schur_coefficients(Winv, k, u)
+    if not a0 > 0.0:  # W^-1 has lost accuracy (W at the edge of the cone): no safe step
+        bound = 0.0
+    elif a2 <= 1e-300 * max(1.0, abs(a1)):
+        bound = np.inf if a1 >= 0 else a0 / (-2.0 * a1)
+    else:  # a2 eta^2 - 2 a1 eta - a0 = 0, positive root (stable form)
+        disc = np.sqrt(a1 * a1 + a2 * a0)
+        bound = float(a0 / (disc - a1)) if a1 < 0 else float((a1 + disc) / a2)
+    return (bound, Wu) if return_Wu else bound
+
+
+def schur_coefficients(Winv: np.ndarray, k: int, u: np.ndarray):
+    """``(a0, a1, a2, W^-1 u)`` with ``det(W + eta (e_k u^T + u e_k^T)) / det(W)
+    = (a0 + 2 a1 eta - a2 eta^2) / a0`` (the Schur complement of row k; see
+    :func:`schur_step_bound`).  ``a0 <= 0`` flags an inaccurate ``W^-1``."""
     ur = u.copy()
     ur[k] = 0.0                        # u_r, embedded with a zero at k
     Wur = Winv @ ur
     wk = float(Winv[k, k])
-    if not wk > 0.0:  # W^-1 has lost accuracy (W at the edge of the cone): no safe step
-        bound = 0.0
-    else:
-        uw = float(Wur[k])             # u_r . w_r  (w = W^-1 e_k, symmetric W^-1)
-        a0 = 1.0 / wk
-        a1 = float(u[k]) + uw / wk
-        # u_r^T A^-1 u_r >= 0 (A^-1 is PD); rounding in the difference may not know it
-        a2 = max(0.0, float(ur @ Wur) - uw * uw / wk)
-        if a2 <= 1e-300 * max(1.0, abs(a1)):
-            bound = np.inf if a1 >= 0 else a0 / (-2.0 * a1)
-        else:  # a2 eta^2 - 2 a1 eta - a0 = 0, positive root (stable form)
-            disc = np.sqrt(a1 * a1 + a2 * a0)
-            bound = float(a0 / (disc - a1)) if a1 < 0 else float((a1 + disc) / a2)
-    if return_Wu:
-        return bound, Wur + u[k] * Winv[:, k]
-    return bound
+    Wu = Wur + u[k] * Winv[:, k]
+    if not wk > 0.0:
+        return 0.0, 0.0, 0.0, Wu
+    uw = float(Wur[k])                 # u_r . w_r  (w = W^-1 e_k, symmetric W^-1)
+    a0 = 1.0 / wk
+    a1 = float(u[k]) + uw / wk
+    # u_r^T A^-1 u_r >= 0 (A^-1 is PD); rounding in the difference may not know it
+    a2 = max(0.0, float(ur @ Wur) - uw * uw / wk)
+    return a0, a1, a2, Wu
 
 
 def inverse_row_column_update(Winv: np.ndarray, k: int, u: np.ndarray, eta: float,
