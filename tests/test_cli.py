@@ -57,7 +57,8 @@ def test_cli_errors(tmp_path, capsys, monkeypatch):
 def test_reproduce_list(capsys):
     assert main(["reproduce", "list"]) == 0
     out = capsys.readouterr().out
-    for name in ("sdca-table2", "euclidean-baseline", "loreta-20ng", "loreta-multilabel"):
+    for name in ("sdca-table2", "euclidean-baseline", "loreta-20ng", "loreta-multilabel",
+                 "comet-sparse"):
         assert name in out
     with pytest.raises(ValueError, match="unknown reproduction"):
         tm.reproduce.run("nope", "/tmp/x")
