@@ -123,11 +123,14 @@ class COMET(BilinearMixin, TripletLearner):
         check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1)
         check_scalar_param(self.step_fraction, "step_fraction", self, kind="real", low=0,
                            high=1, low_inclusive=False, high_inclusive=False)
-        check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
-                           low_inclusive=False)
+        self._validate_step_params()
         check_scalar_param(self.refactor_every, "refactor_every", self, kind="int", low=1,
                            allow_none=True)
         check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
+
+    def _validate_step_params(self):
+        check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
+                           low_inclusive=False)
 
     # ------------------------------------------------------------------
     @staticmethod
@@ -356,14 +359,9 @@ class SparseCOMET(COMET):
     def _penalty(self) -> float:
         return float(np.sqrt(2.0) * self.lam * np.linalg.norm(self._V, axis=1).sum())
 
-    def _validate_params(self):
+    def _validate_step_params(self):
         check_scalar_param(self.lam, "lam", self, kind="real", low=0)
         check_scalar_param(self.theta, "theta", self, kind="real", low=0, low_inclusive=False)
-        self.step_size = self.theta   # COMET's validation reads it; not a parameter here
-        try:
-            super()._validate_params()
-        finally:
-            del self.step_size
 
     # change of the objective for W <- W + e_k d^T + d e_k^T ---------------
     def _delta_objective(self, X, t, k, d, xk):
