@@ -455,3 +455,19 @@ def test_triplet_errors():
     with pytest.raises(TypeError, match="integer"):
         triplet_accuracy(Zero(), X, [[0.0, 1.0, 2.0]])
     assert triplet_accuracy(Zero(), X, [[0, 1, 2]]) == 0.0
+
+
+def test_empty_or_nothing_to_rank():
+    class Dot:
+        def similarity(self, X, Y):
+            return X @ Y.T
+
+    X = np.eye(3)
+    with pytest.raises(ValueError, match="evaluate_retrieval: nothing to rank: X_query has 1"):
+        evaluate_retrieval(Dot(), X[:1], [0])
+    with pytest.raises(ValueError, match="evaluate_retrieval: nothing to rank: X_db has 0"):
+        evaluate_retrieval(Dot(), X, [0, 1, 0], X[:0], np.array([], int))
+    with pytest.raises(ValueError, match="knn_error: nothing to rank: X_train has 1"):
+        knn_error(Dot(), X[:1], [0])
+    with pytest.raises(ValueError, match="knn_error: X_test has no rows"):
+        knn_error(Dot(), X, [0, 1, 0], X[:0], np.array([], int))

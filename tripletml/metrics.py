@@ -188,7 +188,7 @@ def _check_X(X: Any, name: str, func: str) -> np.ndarray | sp.csr_matrix:
 
 
 def _setup_sets(func: str, X_a: Any, y_a: Any, X_b: Any, y_b: Any,
-                names_a: tuple[str, str], names_b: tuple[str, str]):
+                names_a: tuple[str, str], names_b: tuple[str, str], queries_in_a: bool):
     """Validate a pair of labelled sets; ``X_b is None`` means leave-one-out
     within set a.  Returns ``(X_a, codes_a, X_b, codes_b, loo)`` with labels
     encoded on a shared code book."""
@@ -208,6 +208,16 @@ def _setup_sets(func: str, X_a: Any, y_a: Any, X_b: Any, y_b: Any,
         if codes.shape[0] != X.shape[0]:
             raise ValueError(f"{func}: len({yn})={codes.shape[0]} does not match "
                              f"{xn}.shape[0]={X.shape[0]}")
+    # which set holds the queries and which the ranked items (leave-one-out: both a)
+    (Xq, qn), (Xr, rn) = ((X_a, names_a[0]), (X_b, names_b[0])) if queries_in_a else \
+        ((X_b, names_b[0]), (X_a, names_a[0]))
+    if loo:
+        Xq, qn, Xr, rn = X_a, names_a[0], X_a, names_a[0]
+    if Xq.shape[0] == 0:
+        raise ValueError(f"{func}: {qn} has no rows")
+    if Xr.shape[0] - (1 if loo else 0) < 1:
+        raise ValueError(f"{func}: nothing to rank: {rn} has {Xr.shape[0]} row(s)"
+                         f"{' and each query leaves itself out' if loo else ''}")
     return X_a, a, X_b, b, loo
 
 
@@ -556,13 +566,10 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
     func = "evaluate_retrieval"
     similarity = _check_estimator(estimator, "similarity", func)
     X_query, q, X_db, d, loo = _setup_sets(func, X_query, y_query, X_db, y_db,
-                                           ("X_query", "y_query"), ("X_db", "y_db"))
+                                           ("X_query", "y_query"), ("X_db", "y_db"),
+                                           queries_in_a=True)
     n_q, n_db = X_query.shape[0], X_db.shape[0]
-    if n_q == 0:
-        raise ValueError(f"{func}: X_query has no rows")
     n_avail = n_db - 1 if loo else n_db
-    if n_avail < 1:
-        raise ValueError(f"{func}: no database item to rank")
     if isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
         ks, scalar = [], False
     else:
@@ -617,15 +624,10 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
     func = "knn_error"
     similarity = _check_estimator(estimator, "similarity", func)
     X_train, tr, X_test, te, loo = _setup_sets(func, X_train, y_train, X_test, y_test,
-                                               ("X_train", "y_train"), ("X_test", "y_test"))
+                                               ("X_train", "y_train"), ("X_test", "y_test"),
+                                               queries_in_a=False)
     n_train, n_test = X_train.shape[0], X_test.shape[0]
-    if n_test == 0:
-        raise ValueError(f"{func}: no test point")
     n_avail = n_train - 1 if loo else n_train
-    if n_avail < 1:
-        raise ValueError(f"{func}: no training point available as a neighbour"
-                         f" (n_train={n_train}"
-                         f"{', leave-one-out' if loo else ''})")
     ks, scalar = _check_ks(k, n_avail, func)
     K = max(ks)
     cs = _check_chunk_size(chunk_size, n_test, n_train, func)
