@@ -64,8 +64,9 @@ def _cmd_reproduce(args):
             print(f"{r.name:24s} {r.description}")
         return
     out = Path(args.out or Path("results") / args.name)
+    only = args.only.split(",") if args.only else None
     reproduce.run(args.name, out, quick=args.quick, seeds=args.seeds,
-                  data_home=args.data_home, verbose=1)
+                  data_home=args.data_home, verbose=1, only=only)
     print(f"outputs written to {out}")
 
 
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="output folder (default results/NAME)")
     r.add_argument("--quick", action="store_true", help="fewer seeds / smaller runs")
     r.add_argument("--seeds", type=int)
+    r.add_argument("--only", help="comma-separated data sets (a subset of the run's)")
     r.add_argument("--data-home")
     r.set_defaults(func=_cmd_reproduce)
     f = sub.add_parser("fit", help="fit a learner on a data set and save it")

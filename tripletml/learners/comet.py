@@ -396,20 +396,35 @@ class SparseCOMET(COMET):
         return True
 
     def _diagonal_step(self, X, t, k):
-        g = float(self.coordinate_gradient(X, t, k)[k])
+        """Algorithm 2, line 3, for feature k: a backtracked step on W_kk.
+
+        During this pass W is diagonal (it starts at I and only its diagonal
+        moves), so W^-1 and the root are diagonal too and the step costs
+        O(n_triplets) instead of a dense O(d^2) update:
+        ``g_kk = sum_t c_t q_tk dp_tk - alpha / W_kk + beta W_kk`` (eq. 3 at
+        (k, k)); ``W_kk += 2 d_k`` moves the linear terms by
+        ``2 d_k q_tk dp_tk`` and log det W by ``log(1 + 2 d_k / W_kk)``.
+        """
+        xk = self._column(X, k)
+        qd = xk[t[:, 0]] * (xk[t[:, 2]] - xk[t[:, 1]])
+        w = float(self.W_[k, k])
+        g = float(comet_loss_derivative(self._lam, self.loss) @ qd) - self.alpha / w \
+            + self.beta * w
         if not np.isfinite(g):
             raise FloatingPointError("SparseCOMET: training diverged (non-finite gradient).")
-        xk = self._column(X, k)
-        # W_kk += 2 d_k; PD iff 2 d_k > -1 / (W^-1)_kk
-        step = -0.5 * self.theta * g
-        floor = -0.5 * self.step_fraction / self.W_inv_[k, k]
-        dk = max(step, floor)
+        # W_kk + 2 d_k > 0 keeps W PD; stay a step_fraction inside
+        dk = max(-0.5 * self.theta * g, -0.5 * self.step_fraction * w)
+        base = float(np.sum(comet_loss(self._lam, self.loss)))
         for _ in range(40):
-            d = np.zeros(self.W_.shape[0])
-            d[k] = dk
-            change, lam_new = self._delta_objective(X, t, k, d, xk)
+            lam_new = self._lam + 2.0 * dk * qd
+            w_new = w + 2.0 * dk
+            change = (float(np.sum(comet_loss(lam_new, self.loss))) - base
+                      - self.alpha * np.log(w_new / w) + 0.5 * self.beta * (w_new**2 - w**2))
             if change <= 0.0:
-                self._apply_group(X, t, k, d, lam_new)
+                self._lam = lam_new
+                self.W_[k, k] = w_new
+                self.W_inv_[k, k] = 1.0 / w_new
+                self.components_[k, k] = np.sqrt(w_new)
                 return
             dk *= 0.5
 

@@ -8,6 +8,7 @@ verbose) -> list[dict]`` that writes CSV, Markdown and PNG files to
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -45,13 +46,22 @@ def available() -> dict[str, Reproduction]:
 
 
 def run(name: str, out_dir, *, quick: bool = False, seeds: int | None = None,
-        data_home=None, verbose: int = 1):
-    """Run reproduction ``name``, writing its outputs to ``out_dir``."""
+        data_home=None, verbose: int = 1, only=None):
+    """Run reproduction ``name``, writing its outputs to ``out_dir``.
+
+    ``only`` (a sequence of data-set names) restricts the run to some of its
+    data sets, for reproductions that take an ``only`` argument.
+    """
     repros = available()
     if name not in repros:
         raise ValueError(f"unknown reproduction {name!r}; available: "
                          f"{', '.join(sorted(repros))}")
+    kwargs = {}
+    if only:
+        if "only" not in inspect.signature(repros[name].func).parameters:
+            raise ValueError(f"reproduction {name!r} cannot be restricted to some data sets")
+        kwargs["only"] = tuple(only)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return repros[name].func(out, quick=quick, seeds=seeds, data_home=data_home,
-                             verbose=verbose)
+                             verbose=verbose, **kwargs)
