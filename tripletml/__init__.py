@@ -15,6 +15,7 @@ from .learners.sdca import SDCA
 from .learners.factored import FactoredGD, IterativePA, NaivePA
 from .learners.comet import COMET, SparseCOMET
 from .learners.loreta import LORETA
+from .learners.lowrank_dml import LowRankDML
 from .learners.multilabel import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
 from .persistence import load_model
 
@@ -22,7 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-    "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "COMET", "SparseCOMET", "FactoredGD", "IterativePA", "NaivePA",
+    "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "COMET", "SparseCOMET", "LowRankDML", "FactoredGD", "IterativePA", "NaivePA",
     "LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
     "load_model", "datasets", "metrics", "triplets", "__version__",
 ]

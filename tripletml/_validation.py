@@ -197,3 +197,29 @@ def check_random_state(seed: Any, owner: Any = None) -> np.random.Generator:
         return np.random.default_rng(seed.randint(0, 2**31 - 1))
     raise TypeError(f"{_owner(owner)}: random_state={seed!r} must be None, an int, a "
                     "numpy Generator or RandomState.")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux ``MemAvailable``;
+    None when unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_dense_memory(n_bytes: int, owner: Any, what: str) -> None:
+    """Raise a clear MemoryError before allocating ``n_bytes`` when the
+    machine does not have them (instead of exhausting memory or swapping)."""
+    avail = available_memory()
+    if avail is not None and n_bytes > avail:
+        raise MemoryError(f"{_owner(owner)}: {what}; it needs about {n_bytes / 2**30:.1f} GiB "
+                          f"but only {avail / 2**30:.1f} GiB is available.")

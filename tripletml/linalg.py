@@ -42,6 +42,11 @@ __all__ = [
     "schur_step_bound",
     "schur_coefficients",
     "inverse_row_column_update",
+    "lowrank_eig_update",
+    "project_spectrum",
+    "project_psd",
+    "orthonormality_error",
+    "reorthonormalize_eig",
 ]
 
 
@@ -429,3 +434,144 @@ def _sub_rank2(M, a, b, c, e):
         ai, bi = a[i], b[i]
         for j in range(m):
             M[i, j] -= ai * c[j] + bi * e[j]
+
+
+# --------------------------------------------------------------------------
+# Symmetric low-rank eigen-updates and PSD projections (low-rank DML, SML)
+# --------------------------------------------------------------------------
+def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
+                       rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of ``U diag(s) U^T + A diag(signs) A^T`` by Brand's
+    incremental method (Brand 2006; Zhang & Zhang 2017, "Incremental SVD").
+
+    With ``M = U^T A``, ``P`` an orthonormal basis of ``(I - U U^T) A`` and
+    ``R_A = P^T (I - U U^T) A``, ``[U A] = [U P] [[I, M], [0, R_A]]``, so the
+    matrix is ``[U P] K [U P]^T`` with the small
+
+        K = diag(s, 0_p) + [M; R_A] diag(signs) [M; R_A]^T
+
+    whose eigen-decomposition ``K = Q diag(mu) Q^T`` gives the result
+    ``([U P] Q, mu)``.  ``p = rank((I - U U^T) A) <= c`` (0 when A lies in
+    span(U)), found by a column-pivoted QR with relative tolerance ``rtol``
+    against the largest column norm of A.  The projection onto span(U)^perp
+    is applied twice (classical Gram-Schmidt with re-orthogonalisation) so P
+    is orthogonal to U to working precision.  Cost ``O(d (r + c)^2 +
+    (r + c)^3)``, memory ``O(d (r + c))``; no d x d array.
+
+    Parameters
+    ----------
+    U : ndarray (d, r)
+        Orthonormal columns (r may be 0).
+    s : ndarray (r,)
+    A : ndarray or scipy.sparse matrix (d, c)
+    signs : ndarray (c,), optional
+        Weights of the columns of A (default all +1); a negative weight
+        subtracts that rank-one term.
+    rtol : float
+
+    Returns
+    -------
+    V : ndarray (d, r + p)
+        Orthonormal eigenvectors.
+    mu : ndarray (r + p,)
+        Eigenvalues in decreasing order.
+    """
+    import scipy.linalg as sla
+
+    d, r = U.shape
+    c = A.shape[1]
+    signs = np.ones(c) if signs is None else np.asarray(signs, dtype=float)
+    if sp.issparse(A):
+        M = np.asarray((A.T @ U).T)                       # O(nnz(A) r)
+        Aperp = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+    else:
+        A = np.asarray(A, dtype=float)
+        M = U.T @ A
+        Aperp = A.copy()
+    if c == 0:
+        order = np.argsort(-s, kind="stable")
+        return U[:, order], np.asarray(s, dtype=float)[order]
+    scale = float(np.sqrt(np.max(np.einsum("ij,ij->j", Aperp, Aperp))))
+    if r:
+        Aperp -= U @ M
+        M2 = U.T @ Aperp                                  # re-orthogonalise
+        Aperp -= U @ M2
+        M = M + M2
+    p = 0
+    if scale > 0.0:
+        Q, R, piv = sla.qr(Aperp, mode="economic", pivoting=True, check_finite=False)
+        diag = np.abs(np.diag(R))
+        p = int(np.count_nonzero(diag > rtol * scale))
+    if p:
+        P = Q[:, :p]
+        RA = np.empty((p, c))
+        RA[:, piv] = R[:p]
+        B = np.vstack([M, RA])
+    else:
+        B = M
+    K = (B * signs) @ B.T
+    K[np.arange(r), np.arange(r)] += s
+    mu, Qk = np.linalg.eigh(0.5 * (K + K.T))
+    mu, Qk = mu[::-1], Qk[:, ::-1]
+    V = U @ Qk[:r] if r else np.zeros((d, p))
+    if p:
+        V += P @ Qk[r:]
+    return V, mu
+
+
+def project_spectrum(mu: np.ndarray, shift: float = 0.0, constraint: str | None = None,
+                     tau: float | None = None) -> np.ndarray:
+    """Eigenvalues of the projection of ``X - shift I`` (X with eigenvalues
+    ``mu``; the eigenvectors do not change).
+
+    * ``constraint=None``: onto the PSD cone (Theorem 1 of Zhang & Zhang):
+      ``max(mu - shift, 0)``.
+    * ``"spectral"``: onto ``PSD ∩ {||W||_2 <= tau}`` (Theorem 2):
+      ``min(max(mu - shift, 0), tau)``.
+    * ``"frobenius"``: onto ``PSD ∩ {||W||_F <= tau}`` (Theorem 3): the PSD
+      projection scaled by ``min(1, tau / ||max(mu - shift, 0)||_2)``.
+
+    Zeros mark the eigenvalues that are removed.
+    """
+    lam = np.maximum(np.asarray(mu, dtype=float) - shift, 0.0)
+    if constraint is None:
+        return lam
+    if constraint == "spectral":
+        return np.minimum(lam, tau)
+    if constraint == "frobenius":
+        norm = float(np.linalg.norm(lam))
+        return lam * (tau / norm) if norm > tau else lam
+    raise ValueError(f"unknown constraint {constraint!r}; use None, 'spectral' or 'frobenius'")
+
+
+def project_psd(X: np.ndarray, shift: float = 0.0, constraint: str | None = None,
+                tau: float | None = None) -> np.ndarray:
+    """Dense projection of the symmetric ``X - shift I`` onto the PSD cone
+    (optionally intersected with a spectral or Frobenius ball, see
+    :func:`project_spectrum`) by one ``eigh``: O(d^3) time, O(d^2) memory."""
+    mu, V = np.linalg.eigh(0.5 * (X + X.T))
+    lam = project_spectrum(mu, shift, constraint, tau)
+    keep = lam > 0
+    Vk = V[:, keep]
+    return (Vk * lam[keep]) @ Vk.T
+
+
+def orthonormality_error(U: np.ndarray) -> float:
+    """``max |U^T U - I|`` (0 for an empty U)."""
+    if U.shape[1] == 0:
+        return 0.0
+    G = U.T @ U
+    G[np.diag_indices_from(G)] -= 1.0
+    return float(np.max(np.abs(G)))
+
+
+def reorthonormalize_eig(U: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Re-orthonormalise the columns of U without changing ``U diag(s) U^T``:
+    ``U = QR``, then ``R diag(s) R^T = Z diag(s') Z^T`` (r x r eigh) and the
+    result is ``(Q Z, s')``.  O(d r^2)."""
+    if U.shape[1] == 0:
+        return U, s
+    Q, R = np.linalg.qr(U, mode="reduced")
+    s2, Z = np.linalg.eigh((R * s) @ R.T)
+    s2, Z = s2[::-1], Z[:, ::-1]
+    return Q @ Z, s2
