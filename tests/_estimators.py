@@ -47,3 +47,11 @@ def toy_data(seed=0, n=30, d=5):
     y = np.arange(n) % 3
     X = rng.normal(size=(n, d)) + y[:, None]
     return X, y
+for _solver in ("incsvd", "sgd"):
+    ESTIMATORS.append(
+        (lambda s=_solver: tm.LowRankDML(solver=s, n_triplets=200, max_iter=20, batch_size=20,
+                                         eta0=0.1, lam=0.01, random_state=0),
+         {"lam": 0.05, "loss": "lmnn", "eta0": 0.05, "batch_size": 10, "max_iter": 15,
+          "constraint": "spectral", "tau": 2.0, "n_triplets": 150, "schedule": "constant",
+          "push_weight": 0.5, "max_time": 100.0, "eval_every": 3, "random_state": 3,
+          "verbose": 0}))

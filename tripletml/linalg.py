@@ -491,7 +491,9 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     if c == 0:
         order = np.argsort(-s, kind="stable")
         return U[:, order], np.asarray(s, dtype=float)[order]
-    scale = float(np.sqrt(np.max(np.einsum("ij,ij->j", Aperp, Aperp))))
+    scale = float(np.max(np.abs(Aperp)))       # no squares: no overflow
+    if not np.isfinite(scale):
+        raise FloatingPointError("lowrank_eig_update: A has non-finite entries")
     if r:
         Aperp -= U @ M
         M2 = U.T @ Aperp                                  # re-orthogonalise
@@ -511,6 +513,8 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         B = M
     K = (B * signs) @ B.T
     K[np.arange(r), np.arange(r)] += s
+    if not np.isfinite(K).all():
+        raise FloatingPointError("lowrank_eig_update: the update overflows")
     mu, Qk = np.linalg.eigh(0.5 * (K + K.T))
     mu, Qk = mu[::-1], Qk[:, ::-1]
     V = U @ Qk[:r] if r else np.zeros((d, p))

@@ -49,7 +49,11 @@ class TripletDMLProblem:
 
     def weights(self, da2: np.ndarray, db2: np.ndarray):
         """Per-triplet gradient weights ``(w_a, w_b)`` from the squared
-        distances ``||a_t||_W^2, ||b_t||_W^2``."""
+        distances ``||a_t||_W^2, ||b_t||_W^2`` (a non-finite distance stops
+        training: NaN margins would silently count as inactive)."""
+        if not (np.isfinite(da2).all() and np.isfinite(db2).all()):
+            raise FloatingPointError("LowRankDML: training diverged (non-finite distances "
+                                     "under W); scale the features down or lower eta0.")
         active = ((1.0 + da2 - db2) > 0.0).astype(float)
         if self.loss == "triplet":
             return active, active

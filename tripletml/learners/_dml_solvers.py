@@ -21,6 +21,12 @@ ORTHO_CHECK_EVERY = 50
 ORTHO_TOL = 1e-12
 
 
+def _check_finite(a: np.ndarray, t: int) -> None:
+    if not np.isfinite(a).all():
+        raise FloatingPointError(f"LowRankDML: training diverged at iteration {t} (non-finite "
+                                 "W - eta g); scale the features down or lower eta0.")
+
+
 class IncSVDSolver:
     """Algorithm 1: ``W = U diag(s) U^T`` (d x r), the minibatch gradient as
     ``A diag(signs) A^T``, Brand's update of ``W - eta g`` then the shifted
@@ -45,7 +51,11 @@ class IncSVDSolver:
 
     def step(self, t: int, idx, eta: float) -> None:
         A, signs = self.prob.gradient_factor(idx, L=self.L, scale=eta)     # -eta g
-        V, mu = lowrank_eig_update(self.U, self.s, A, signs)                # W - eta g
+        try:
+            V, mu = lowrank_eig_update(self.U, self.s, A, signs)            # W - eta g
+        except FloatingPointError:
+            mu = np.array([np.nan])
+        _check_finite(mu, t)
         lam = project_spectrum(mu, eta * self.prob.lam, self.constraint, self.tau)
         keep = lam > 0.0
         self.U = np.ascontiguousarray(V[:, keep])
@@ -79,6 +89,7 @@ class DenseProjectedSolver:
         G = self.prob.dense_gradient(idx, self.W)
         G *= -eta
         G += self.W                                     # W - eta g (G reused)
+        _check_finite(G, t)
         self.W = None
         mu, V = sla.eigh(G, overwrite_a=True, check_finite=False, driver="evr")
         del G
@@ -123,6 +134,7 @@ class FrankWolfeSolver:
 
     def step(self, t: int, idx, eta: float) -> None:
         G = self.prob.dense_gradient(idx, self.W, include_lam=True)
+        _check_finite(G, t)
         G *= -1.0
         mu, V = sla.eigh(G, overwrite_a=True, check_finite=False, driver="evr")
         del G
@@ -189,6 +201,7 @@ class SGDOneProjectionSolver:
 
     def step(self, t: int, idx, eta: float) -> None:
         G = self.prob.dense_gradient(idx, self.W, include_lam=True)
+        _check_finite(G, t)
         lmin, v = self._bottom_eig()
         self._v = v
         gval = -lmin
