@@ -55,3 +55,8 @@ for _solver in ("incsvd", "sgd"):
           "constraint": "spectral", "tau": 2.0, "n_triplets": 150, "schedule": "constant",
           "push_weight": 0.5, "max_time": 100.0, "eval_every": 3, "random_state": 3,
           "verbose": 0}))
+ESTIMATORS.append(
+    (lambda: tm.SML(n_triplets=100, max_iter=20, random_state=0),
+     {"gamma": 0.1, "mu": 0.01, "solver": "subgradient", "max_iter": 15, "tol": 1e-3,
+      "n_triplets": 80, "sampling": "knn", "line_search": True, "eta0": 0.05,
+      "rank_tol": 1e-4, "random_state": 3, "verbose": 0}))

@@ -16,6 +16,7 @@ from .learners.factored import FactoredGD, IterativePA, NaivePA
 from .learners.comet import COMET, SparseCOMET
 from .learners.loreta import LORETA
 from .learners.lowrank_dml import LowRankDML
+from .learners.sml import SML
 from .learners.multilabel import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
 from .persistence import load_model
 
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-    "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "COMET", "SparseCOMET", "LowRankDML", "FactoredGD", "IterativePA", "NaivePA",
+    "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "COMET", "SparseCOMET", "LowRankDML", "SML", "FactoredGD", "IterativePA", "NaivePA",
     "LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
     "load_model", "datasets", "metrics", "triplets", "__version__",
 ]

@@ -1,0 +1,189 @@
+"""SML (Ying, Huang & Campbell 2009): eq. (4) against a plain loop, Lemma 3
+against brute force, the smoothing bound, convergence rates, invariants."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from tripletml import SML
+from tripletml.learners.sml import solve_lemma3
+from tripletml.triplets import random_class_triplets
+
+
+def _data(seed=0, n=30, d=4, m=40, sparse=False):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, d)) * 0.5 + 0.4 * y[:, None] * rng.normal(size=d)
+    if sparse:
+        X[rng.random(X.shape) < 0.4] = 0.0
+        X = sp.csr_matrix(X)
+    return X, random_class_triplets(y, m, random_state=seed)
+
+
+def _f_loop(X, t, M, gamma):
+    X = X.toarray() if sp.issparse(X) else X
+    total = 0.0
+    for q, p, n in t:                      # tau = (i, j, k) = (p, q, n)
+        xij, xkj = X[p] - X[q], X[n] - X[q]
+        total += max(1.0 + xij @ M @ xij - xkj @ M @ xkj, 0.0)
+    return total + gamma * np.trace(M) ** 2
+
+
+def _X_tau(X, t):
+    X = X.toarray() if sp.issparse(X) else X
+    return [np.outer(X[n] - X[q], X[n] - X[q]) - np.outer(X[p] - X[q], X[p] - X[q])
+            for q, p, n in t]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_objective_equals_a_plain_loop(sparse):
+    X, t = _data(sparse=sparse)
+    m = SML(gamma=0.05, mu=1e-2, max_iter=30).fit(X, triplets=t)
+    assert np.isclose(m.objective(X, t), _f_loop(X, t, m.M_, 0.05), rtol=1e-12)
+    assert np.isclose(m.history_["objective"][-1], _f_loop(X, t, m.M_, 0.05), rtol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lemma3_closed_form_equals_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    d = 5
+    lam = rng.normal(size=d) * 2
+    gamma, mu = rng.uniform(0.05, 1), rng.uniform(0.05, 1)
+    radius = [0.3, 100.0][seed % 2]                   # binding and slack radius
+    s = solve_lemma3(lam, gamma, mu, radius)
+
+    def neg(x):
+        return -(lam @ x - gamma * x.sum() ** 2 - mu * x @ x)
+
+    best = min((minimize(neg, x0, method="SLSQP", bounds=[(0, None)] * d,
+                         constraints=[{"type": "ineq", "fun": lambda x: radius - x.sum()}],
+                         options={"ftol": 1e-14, "maxiter": 500})
+                for x0 in (np.zeros(d), np.full(d, radius / d), rng.uniform(0, radius / d, d))),
+               key=lambda r: r.fun)
+    assert np.all(s >= 0) and s.sum() <= radius * (1 + 1e-10)
+    assert -neg(s) >= -best.fun - 1e-9
+    np.testing.assert_allclose(s, best.x, atol=1e-5)
+
+
+def test_lemma3_solves_problem_15_over_matrices():
+    """M_mu(u) = U diag(s*) U^T maximises (15) over Q2 (compare with random
+    feasible matrices and with a direct optimisation over a factor)."""
+    X, t = _data(seed=3, d=3, m=12)
+    rng = np.random.default_rng(0)
+    u = rng.uniform(0, 1, len(t))
+    A = sum(w * Xt for w, Xt in zip(u, _X_tau(X, t)))
+    gamma, mu = 0.2, 0.3
+    R = np.sqrt(len(t) / gamma)
+    lam, U = np.linalg.eigh(A)
+    s = solve_lemma3(lam, gamma, mu, R)
+    M = (U * s) @ U.T
+
+    def val(M):
+        return np.sum(A * M) - gamma * np.trace(M) ** 2 - mu * np.sum(M * M)
+
+    res = minimize(lambda v: -val(np.outer(v[:3], v[:3]) + np.outer(v[3:6], v[3:6])
+                                  + np.outer(v[6:], v[6:])), rng.normal(size=9) * 0.1,
+                   method="BFGS", options={"gtol": 1e-10})
+    assert val(M) >= -res.fun - 1e-8
+    for _ in range(200):
+        Z = rng.normal(size=(3, 2))
+        Y = Z @ Z.T
+        assert val(M) >= val(Y) - 1e-12
+    # the estimator's phi_mu uses the same maximiser
+    m = SML(gamma=gamma, mu=mu)
+    m._radius = R
+    prob = m._problem(X, t)
+    np.testing.assert_allclose(m._A(prob, u), A, atol=1e-12)
+    v, Mm = m._phi(prob, u, mu)
+    np.testing.assert_allclose(Mm, M, atol=1e-10)
+    assert np.isclose(v, val(M) - u.sum())
+
+
+def test_smoothed_objective_is_within_mu_max_d2():
+    """0 <= phi(u) - phi_mu(u) <= mu max_{Q2} ||M||_F^2 = mu T / gamma."""
+    X, t = _data(seed=4, d=4, m=20)
+    gamma, mu = 0.1, 0.05
+    m = SML(gamma=gamma, mu=mu)
+    m._radius = np.sqrt(len(t) / gamma)
+    prob = m._problem(X, t)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        u = rng.uniform(0, 1, len(t))
+        exact, _ = m._phi(prob, u, 0.0)
+        smooth, _ = m._phi(prob, u, mu)
+        assert -1e-12 <= exact - smooth <= mu * len(t) / gamma * (1 + 1e-10)
+        # phi at mu -> 0 converges to the exact value
+        tiny, _ = m._phi(prob, u, 1e-9)
+        assert np.isclose(tiny, exact, atol=1e-6)
+
+
+def test_smooth_converges_faster_than_subgradient():
+    """Error to the best known value: smooth falls at least like 1/t; the
+    subgradient method (best step of a grid) is slower."""
+    X, t = _data(seed=5, d=3, m=30)
+    gamma = 0.1
+    ref = SML(gamma=gamma, mu=1e-3, max_iter=3000, tol=0).fit(X, triplets=t)
+    sm = SML(gamma=gamma, mu=1e-2, max_iter=400, tol=0).fit(X, triplets=t)
+    gds = [SML(gamma=gamma, solver="subgradient", eta0=e, max_iter=400, tol=0).fit(X, triplets=t)
+           for e in (0.01, 0.05, 0.2)]
+    fstar = min(min(m.history_["objective"]) for m in [ref, sm] + gds)
+    es = np.array(sm.history_["objective"]) - fstar
+    eg = min((np.minimum.accumulate(np.array(m.history_["objective"])) - fstar for m in gds),
+             key=lambda e: e[-1])
+    # O(1/t): t * error does not grow from 50 to 400 iterations
+    assert 400 * es[399] <= 50 * es[49]
+    assert es[99] < eg[99] and es[399] < eg[399]
+    # the paper's conservative L (no line search) still converges, more slowly
+    slow = SML(gamma=gamma, mu=1e-2, max_iter=400, tol=0, line_search=False).fit(X, triplets=t)
+    assert slow.lipschitz_final_ == slow.lipschitz_ > sm.lipschitz_final_
+    assert slow.history_["objective"][-1] - fstar < 0.5 * (slow.history_["objective"][49] - fstar)
+
+
+@pytest.mark.parametrize("solver", ["smooth", "subgradient"])
+def test_M_is_psd_with_bounded_trace_and_rank(solver):
+    X, t = _data(seed=6, d=5)
+    gamma = 0.05
+    m = SML(gamma=gamma, solver=solver, mu=1e-2, eta0=0.01, max_iter=200).fit(X, triplets=t)
+    ev = np.linalg.eigvalsh(m.M_)
+    assert ev.min() > -1e-10
+    assert np.trace(m.M_) <= np.sqrt(len(t) / gamma) + 1e-9
+    assert m.rank_ == np.sum(ev > 1e-6 * ev.max())
+    np.testing.assert_allclose(m.components_.T @ m.components_, m.M_,
+                               atol=1e-5 * np.abs(m.M_).max())
+    assert m.transform(X).shape == (X.shape[0], m.rank_)
+
+
+def test_large_gamma_gives_lower_rank():
+    X, t = _data(seed=7, d=6, m=60)
+    r = [SML(gamma=g, mu=1e-2, max_iter=300).fit(X, triplets=t).rank_
+         for g in (1e-3, 10.0)]
+    assert r[1] <= r[0] and r[1] >= 1
+
+
+def test_duality_gap_is_nonnegative_and_shrinks():
+    X, t = _data(seed=8, d=4)
+    m = SML(gamma=0.1, mu=1e-2, max_iter=300, tol=0).fit(X, triplets=t)
+    g = np.array(m.history_["gap"])
+    assert np.all(g >= -1e-8)
+    assert g[-1] < 0.2 * g[0]
+
+
+def test_knn_sampling_and_label_fit():
+    X, t = _data(seed=9)
+    y = np.arange(X.shape[0]) % 3
+    m = SML(sampling="knn", n_triplets=50, max_iter=20, random_state=0).fit(X, y)
+    assert m.rank_ >= 1
+
+
+@pytest.mark.parametrize("params,err,msg", [
+    ({"gamma": 0}, ValueError, "parameter gamma=0 must be > 0"),
+    ({"mu": -1.0}, ValueError, "parameter mu=-1.0 must be > 0"),
+    ({"solver": "newton"}, ValueError, "parameter solver='newton' must be one of"),
+    ({"sampling": "all"}, ValueError, "parameter sampling='all'"),
+    ({"line_search": 1}, TypeError, "parameter line_search=1 must be a bool"),
+    ({"max_iter": 2.0}, TypeError, "parameter max_iter=2.0 must be an integer"),
+])
+def test_bad_parameters(params, err, msg):
+    X, t = _data()
+    with pytest.raises(err, match="SML: " + msg):
+        SML(**params).fit(X, triplets=t)
