@@ -176,6 +176,9 @@ def test_rank_history_psd_and_lam_effect():
         np.testing.assert_allclose(m.transform(X), X @ m.components_.T)
         ranks.append(m.rank_)
     assert ranks[0] > ranks[1] > ranks[2] == 0
+    # a rank-0 metric still scores: every distance is 0
+    assert not np.any(m.similarity(X[:3], X[3:7])) and m.transform(X).shape == (X.shape[0], 0)
+    assert not np.any(m.pair_distance(X[:3], X[3:6]))
 
 
 def test_objective_equals_a_plain_loop():

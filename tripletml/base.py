@@ -282,4 +282,6 @@ class MahalanobisMixin:
     def _similarity(self, X, Y):
         EX = self._transform(X)
         EY = EX if Y is X else self._transform(Y)
+        if EX.shape[1] == 0:            # M = 0 (rank 0): every distance is 0
+            return np.zeros((EX.shape[0], EY.shape[0]))
         return -euclidean_distances(EX, EY, squared=True)

@@ -28,7 +28,8 @@ REPRODUCTIONS: dict[str, Reproduction] = {}
 # modules that register reproductions when imported
 _MODULES = ("tripletml.reproduce.euclidean", "tripletml.reproduce.sdca_table2",
             "tripletml.reproduce.loreta_20ng", "tripletml.reproduce.loreta_multilabel",
-            "tripletml.reproduce.comet_sparse", "tripletml.reproduce.lowrank_dml")
+            "tripletml.reproduce.comet_sparse", "tripletml.reproduce.lowrank_dml",
+            "tripletml.reproduce.sml_uci")
 
 
 def register(name: str, description: str) -> Callable:
