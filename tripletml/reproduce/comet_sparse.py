@@ -44,6 +44,8 @@ QUICK_SETS = ("20ng-1000", "dexter-1000", "digits")
 FULL = {"20ng-5000": (20_000, 3, (0.1, 0.3))}
 DEFAULT_FULL = (50_000, 6, LAM_FRACTIONS)
 QUICK = (10_000, 3, LAM_FRACTIONS)
+RAW_COLUMNS = (["dataset", "seed", "method", "lam", "density", "fit_seconds"]
+               + [f"p@{k}" for k in KS] + ["map"])
 
 
 def _data(name: str, seed: int, data_home=None):
@@ -120,6 +122,8 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1, only=Non
         for s in range(seeds):
             new = run_split(name, s, n_triplets, n_epochs, data_home, fractions)
             raw += new
+            write_table(raw, out_dir, "comet_sparse_all", RAW_COLUMNS,   # partial results
+                        title="COMET reproduction: every split (so far)")
             if verbose:
                 for r in new:
                     print(f"{name:12s} seed {s} {r['method']:13s} {r['lam']!s:>14s} "
@@ -134,9 +138,7 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1, only=Non
         for col in ("p@1", "p@5", "p@10", "map", "density", "fit_seconds"):
             row[col], row[col + "_sd"] = mean_std([r[col] for r in sel])
         rows.append(row)
-    write_table(raw, out_dir, "comet_sparse_all",
-                ["dataset", "seed", "method", "lam", "density", "fit_seconds"]
-                + [f"p@{k}" for k in KS] + ["map"],
+    write_table(raw, out_dir, "comet_sparse_all", RAW_COLUMNS,
                 title="COMET reproduction: every split")
     write_table(rows, out_dir, "comet_sparse",
                 ["dataset", "method", "lam", "p@1", "p@1_sd", "p@5", "p@10", "map", "density",
