@@ -202,6 +202,8 @@ def _plot(rank_rows, obj_rows, out_dir):
         for ax, ds in zip(axes[0], sets2):
             for solver in SOLVERS:
                 sel = [r for r in obj_rows if r["dataset"] == ds and r["solver"] == solver]
+                if solver == "sgd_one" and sel:   # intermediate iterates are infeasible
+                    sel = [sel[0], sel[-1]]
                 if sel:
                     ax.plot([max(r["train_seconds"], 1e-3) for r in sel],
                             [r["objective"] for r in sel], label=solver)
