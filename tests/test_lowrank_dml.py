@@ -358,3 +358,16 @@ def test_save_and_load_roundtrip(tmp_path):
 def test_solver_registry_is_complete():
     assert set(_dml_solvers.SOLVERS) == set(_dml_solvers.AUTO_SCHEDULE) == \
         set(_dml_solvers.DEFAULT_BATCH) == {"incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one"}
+
+
+def test_sgd_one_first_step_matches_the_reference():
+    """From W = 0 (multiplier 0): W_1 = P_ball(-eta (g + lam I)); the
+    average is W_1 and the one projection gives Pi_PSD∩ball(W_1)."""
+    X, t = _data(seed=14)
+    lam, eta, tau = 0.02, 0.03, 0.8
+    m = LowRankDML(solver="sgd_one", lam=lam, eta0=eta, tau=tau, max_iter=1, batch_size=len(t),
+                   random_state=0).fit(X, triplets=t)
+    W1 = -eta * (_dense_grad(X, t, np.zeros((12, 12))) + lam * np.eye(12))
+    W1 *= min(1.0, tau / np.linalg.norm(W1))
+    np.testing.assert_allclose(m.get_mahalanobis_matrix(), project_psd(W1, 0.0, "frobenius", tau),
+                               atol=1e-12)
