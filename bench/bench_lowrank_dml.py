@@ -102,7 +102,7 @@ def main(argv=None):
         lm = lam_max(X, t)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         t0 = time.perf_counter()
-        m = LowRankDML(lam=0.03 * lm, eta0=10.0, max_iter=50, eval_every=0,
+        m = LowRankDML(lam=0.1 * lm, eta0=10.0, max_iter=50, eval_every=0,
                        random_state=0).fit(X, triplets=t)
         secs = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
