@@ -18,6 +18,8 @@ from .learners.oasis import OASIS
 from .learners.comet import COMET
 from .learners.factored import FactoredGD, IterativePA, NaivePA
 from .learners.loreta import LORETA
+from .learners.lowrank_dml import LowRankDML
+from .learners.sml import SML
 from .learners.sdca import SDCA
 from .metrics import evaluate_retrieval
 
@@ -36,6 +38,9 @@ DEMO_LEARNERS: list[tuple[str, Callable]] = [
     ("PA v2 k=10", lambda seed: NaivePA(rank=10, C=0.1, n_triplets=50000, random_state=seed)),
     ("GD k=10", lambda seed: FactoredGD(rank=10, step_size=0.01, n_triplets=50000,
                                         random_state=seed)),
+    ("LowRankDML", lambda seed: LowRankDML(lam=1e-3, constraint=None, max_iter=500,
+                                           n_triplets=20000, eval_every=0, random_state=seed)),
+    ("SML", lambda seed: SML(gamma=1e-2, max_iter=300, random_state=seed)),
 ]
 
 
