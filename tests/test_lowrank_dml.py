@@ -371,3 +371,11 @@ def test_sgd_one_first_step_matches_the_reference():
     W1 *= min(1.0, tau / np.linalg.norm(W1))
     np.testing.assert_allclose(m.get_mahalanobis_matrix(), project_psd(W1, 0.0, "frobenius", tau),
                                atol=1e-12)
+
+
+def test_brand_update_rejects_mismatched_shapes():
+    U = np.eye(5)[:, :2]
+    with pytest.raises(ValueError, match="lowrank_eig_update: shapes do not match"):
+        lowrank_eig_update(U, np.ones(2), np.ones((4, 3)))
+    with pytest.raises(ValueError, match="lowrank_eig_update: shapes do not match"):
+        lowrank_eig_update(U, np.ones(2), np.ones((5, 3)), np.ones(2))

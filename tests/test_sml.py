@@ -187,3 +187,14 @@ def test_bad_parameters(params, err, msg):
     X, t = _data()
     with pytest.raises(err, match="SML: " + msg):
         SML(**params).fit(X, triplets=t)
+
+
+@pytest.mark.parametrize("args,msg", [
+    ((np.array([np.nan, 1.0]), 1.0, 1.0, 1.0), "lam must be a 1-d array of finite eigenvalues"),
+    ((np.array([1.0, 2.0]), -1.0, 1.0, 1.0), "gamma=-1.0 must be finite and > 0"),
+    ((np.array([1.0, 2.0]), 1.0, 0.0, 1.0), "mu=0.0 must be finite and > 0"),
+    ((np.array([1.0, 2.0]), 1.0, 1.0, -1.0), "radius=-1.0 must be finite and > 0"),
+])
+def test_lemma3_rejects_bad_input(args, msg):
+    with pytest.raises(ValueError, match="solve_lemma3: " + msg):
+        solve_lemma3(*args)

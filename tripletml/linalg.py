@@ -479,6 +479,9 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     d, r = U.shape
     c = A.shape[1]
     signs = np.ones(c) if signs is None else np.asarray(signs, dtype=float)
+    if np.shape(s) != (r,) or A.shape[0] != d or signs.shape != (c,):
+        raise ValueError(f"lowrank_eig_update: shapes do not match: U {U.shape}, s "
+                         f"{np.shape(s)}, A {A.shape}, signs {signs.shape}")
     if c == 0:
         order = np.argsort(-s, kind="stable")
         return U[:, order], np.asarray(s, dtype=float)[order]

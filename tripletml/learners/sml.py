@@ -52,8 +52,11 @@ def solve_lemma3(lam: np.ndarray, gamma: float, mu: float, radius: float) -> np.
     ``lam_k > theta >= lam_{k+1}``.  O(d log d) for the sort.
     """
     lam = np.asarray(lam, dtype=float)
-    if mu <= 0:
-        raise ValueError("solve_lemma3: mu must be > 0")
+    if lam.ndim != 1 or not np.isfinite(lam).all():
+        raise ValueError("solve_lemma3: lam must be a 1-d array of finite eigenvalues")
+    for name, v in (("gamma", gamma), ("mu", mu), ("radius", radius)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"solve_lemma3: {name}={v!r} must be finite and > 0")
     if lam.size == 0 or lam.max() <= 0.0:
         return np.zeros_like(lam)
     order = np.argsort(-lam, kind="stable")

@@ -186,42 +186,48 @@ def _write(out_dir, rank_rows, obj_rows, summary, quick, t_start):
                 f"\nTotal {time.perf_counter() - t_start:.0f} s{' (--quick)' if quick else ''}.")
 
 
-def _plot(rank_rows, obj_rows, out_dir):
+def _panels(sets, draw, path):
+    """One panel per data set, ``draw(ax, name)`` each, saved to ``path``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, axes = plt.subplots(1, len(sets), figsize=(5 * len(sets), 3.6), squeeze=False)
+    for ax, ds in zip(axes[0], sets):
+        draw(ax, ds)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot(rank_rows, obj_rows, out_dir):
+    def rank_panel(ax, ds):
+        for f in sorted({r["lam_fraction"] for r in rank_rows if r["dataset"] == ds}):
+            sel = [r for r in rank_rows if r["dataset"] == ds and r["lam_fraction"] == f]
+            ax.plot([r["iteration"] for r in sel], [r["rank"] for r in sel],
+                    label=f"lam = {f:g} lam_max")
+        ax.set_title(f"{ds} (d = {sel[0]['d']})")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("rank of W_t")
+
+    def objective_panel(ax, ds):
+        for solver in SOLVERS:
+            sel = [r for r in obj_rows if r["dataset"] == ds and r["solver"] == solver]
+            if solver == "sgd_one" and sel:   # intermediate iterates are infeasible
+                sel = [sel[0], sel[-1]]
+            if sel:
+                ax.plot([max(r["train_seconds"], 1e-3) for r in sel],
+                        [r["objective"] for r in sel], label=solver)
+                d = sel[0]["d"]
+        ax.set_xscale("log")
+        ax.set_title(f"{ds} (d = {d}), lam = 0.1 lam_max")
+        ax.set_xlabel("training seconds")
+        ax.set_ylabel("objective")
+
     sets1 = sorted({r["dataset"] for r in rank_rows})
     if sets1:
-        fig, axes = plt.subplots(1, len(sets1), figsize=(5 * len(sets1), 3.6), squeeze=False)
-        for ax, ds in zip(axes[0], sets1):
-            for f in sorted({r["lam_fraction"] for r in rank_rows if r["dataset"] == ds}):
-                sel = [r for r in rank_rows if r["dataset"] == ds and r["lam_fraction"] == f]
-                ax.plot([r["iteration"] for r in sel], [r["rank"] for r in sel],
-                        label=f"lam = {f:g} lam_max")
-            ax.set_title(f"{ds} (d = {sel[0]['d']})")
-            ax.set_xlabel("iteration")
-            ax.set_ylabel("rank of W_t")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "lowrank_dml_rank.png", dpi=120)
-        plt.close(fig)
+        _panels(sets1, rank_panel, out_dir / "lowrank_dml_rank.png")
     sets2 = sorted({r["dataset"] for r in obj_rows}, key=lambda s: int(s.split("-")[1]))
     if sets2:
-        fig, axes = plt.subplots(1, len(sets2), figsize=(5 * len(sets2), 3.6), squeeze=False)
-        for ax, ds in zip(axes[0], sets2):
-            for solver in SOLVERS:
-                sel = [r for r in obj_rows if r["dataset"] == ds and r["solver"] == solver]
-                if solver == "sgd_one" and sel:   # intermediate iterates are infeasible
-                    sel = [sel[0], sel[-1]]
-                if sel:
-                    ax.plot([max(r["train_seconds"], 1e-3) for r in sel],
-                            [r["objective"] for r in sel], label=solver)
-            ax.set_xscale("log")
-            ax.set_title(f"{ds} (d = {sel[0]['d']}), lam = 0.1 lam_max")
-            ax.set_xlabel("training seconds")
-            ax.set_ylabel("objective")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / "lowrank_dml_objective.png", dpi=120)
-        plt.close(fig)
+        _panels(sets2, objective_panel, out_dir / "lowrank_dml_objective.png")
