@@ -51,7 +51,8 @@ def _objective_loop(X, t, W, lam, loss="triplet", c=1.0):
 
 
 # ------------------------------------------------------------- kernels
-@pytest.mark.parametrize("case", ["mixed", "in_span", "rank_deficient", "empty_U", "sparse_A"])
+@pytest.mark.parametrize("case", ["mixed", "in_span", "rank_deficient", "empty_U", "sparse_A",
+                                  "near_span", "half_near_span", "ill_conditioned"])
 def test_brand_update_equals_eigh(case):
     rng = np.random.default_rng(1)
     d, r, c = 25, 6, 5
@@ -65,8 +66,17 @@ def test_brand_update_equals_eigh(case):
         A[:, 3:] = A[:, :2] @ rng.normal(size=(2, c - 3))
     elif case == "empty_U":
         U, s = np.zeros((d, 0)), np.zeros(0)
+    elif case == "near_span":                  # A_perp tiny: the Gram path would lose it
+        A = U @ rng.normal(size=(r, c)) + 1e-7 * rng.normal(size=(d, c))
+    elif case == "half_near_span":             # both paths in one update
+        A[:, :2] = U @ rng.normal(size=(r, 2)) + 1e-6 * rng.normal(size=(d, 2))
+    elif case == "ill_conditioned":            # kappa(A_perp) ~ 1e8: Cholesky-QR would fail
+        A[:, 1] = A[:, 0] + 1e-8 * rng.normal(size=d)
     dense = (U * s) @ U.T + (A * signs) @ A.T
-    V, mu = lowrank_eig_update(U, s, sp.csc_matrix(A) if case == "sparse_A" else A, signs)
+    info = {}
+    V, mu = lowrank_eig_update(U, s, sp.csc_matrix(A) if case == "sparse_A" else A, signs,
+                               info=info)
+    assert info["gram_only"] == (case in ("mixed", "empty_U", "sparse_A"))
     expect_p = {"in_span": 0, "rank_deficient": 3, "empty_U": c}.get(case, c)
     assert V.shape == (d, U.shape[1] + expect_p)
     assert np.all(np.diff(mu) <= 0)
@@ -74,7 +84,8 @@ def test_brand_update_equals_eigh(case):
     assert orthonormality_error(V) < 1e-12
     ev = np.sort(np.linalg.eigvalsh(dense))[::-1][:mu.size]
     big = np.abs(ev) > 1e-9
-    np.testing.assert_allclose(np.sort(mu)[::-1][big], ev[big], rtol=1e-10)
+    np.testing.assert_allclose(np.sort(mu)[::-1][big], ev[big], rtol=1e-10,
+                               atol=1e-13 * np.abs(ev).max())   # eigh's own accuracy
 
 
 @pytest.mark.parametrize("constraint", [None, "frobenius", "spectral"])
@@ -106,6 +117,29 @@ def test_projection_is_the_nearest_feasible_point(constraint):
     mu, V = np.linalg.eigh(X)
     lam = project_spectrum(mu, 0.3, constraint, tau)
     np.testing.assert_allclose((V * lam) @ V.T, P, atol=1e-12)
+
+
+@pytest.mark.parametrize("gram_only", [True, False])
+def test_brand_update_with_projection_drops_the_removed_pairs(gram_only):
+    """``project=`` gives the same W as projecting the full update afterwards,
+    and forms only the surviving eigenvectors."""
+    rng = np.random.default_rng(4)
+    d, r, c = 40, 8, 6
+    U, _ = np.linalg.qr(rng.normal(size=(d, r)))
+    s = rng.uniform(0.5, 2.0, r)
+    A = rng.normal(size=(d, c))
+    if not gram_only:
+        A[:, 0] = U @ rng.normal(size=r) + 1e-9 * rng.normal(size=d)
+    signs = np.where(np.arange(c) % 2 == 0, -1.0, 1.0)
+    V, mu = lowrank_eig_update(U, s, A, signs)
+    lam = project_spectrum(mu, 0.4, "frobenius", 2.0)
+    info = {}
+    V2, mu2 = lowrank_eig_update(U, s, A, signs, info=info,
+                                 project=lambda m: project_spectrum(m, 0.4, "frobenius", 2.0))
+    assert info["gram_only"] == gram_only
+    assert 0 < mu2.size == np.count_nonzero(lam) < mu.size and V2.shape == (d, mu2.size)
+    np.testing.assert_allclose((V2 * mu2) @ V2.T, (V * lam) @ V.T, atol=1e-12)
+    assert orthonormality_error(V2) < 1e-13
 
 
 def test_reorthonormalize_keeps_W():

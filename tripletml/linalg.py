@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import blas as sla_blas
 from numba import njit
 
 #: Numba fast-math flags for reduction-heavy kernels: re-association lets the
@@ -439,24 +440,54 @@ def _sub_rank2(M, a, b, c, e):
 # --------------------------------------------------------------------------
 # Symmetric low-rank eigen-updates and PSD projections (low-rank DML, SML)
 # --------------------------------------------------------------------------
+#: Gram (Cholesky-QR) path of :func:`lowrank_eig_update`: a direction of
+#: ``(I - U U^T) A`` is taken from the Gram matrix when its squared singular
+#: value is at least this fraction of the largest squared column norm of A
+#: (so its loss of orthogonality against U is below ~10 eps) ...
+GRAM_COL_RTOL = 1e-2
+#: ... and at least this fraction of the largest one (so the Cholesky-QR
+#: orthogonality error eps * kappa^2 stays below ~1e-13).
+GRAM_COND_RTOL = 1e-3
+
+
+def _orth_against(B: np.ndarray, bases: list[np.ndarray]) -> list[np.ndarray]:
+    """One classical Gram-Schmidt pass, in place: ``B -= Q (Q^T B)`` for each
+    orthonormal Q in ``bases``; returns the coefficients ``Q^T B``."""
+    coefs = []
+    for Q in bases:
+        C = Q.T @ B
+        B -= Q @ C
+        coefs.append(C)
+    return coefs
+
+
 def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
-                       rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+                       rtol: float = 1e-12, project=None,
+                       info: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Eigen-decomposition of ``U diag(s) U^T + A diag(signs) A^T`` by Brand's
     incremental method (Brand 2006; Zhang & Zhang 2017, "Incremental SVD").
 
-    With ``M = U^T A``, ``P`` an orthonormal basis of ``(I - U U^T) A`` and
-    ``R_A = P^T (I - U U^T) A``, ``[U A] = [U P] [[I, M], [0, R_A]]``, so the
+    With ``M = U^T A``, ``P`` an orthonormal basis of ``A_perp = (I - U U^T) A``
+    and ``R_A = P^T A_perp``, ``[U A] = [U P] [[I, M], [0, R_A]]``, so the
     matrix is ``[U P] K [U P]^T`` with the small
 
         K = diag(s, 0_p) + [M; R_A] diag(signs) [M; R_A]^T
 
     whose eigen-decomposition ``K = Q diag(mu) Q^T`` gives the result
-    ``([U P] Q, mu)``.  ``p = rank((I - U U^T) A) <= c`` (0 when A lies in
-    span(U)), found by a column-pivoted QR with relative tolerance ``rtol``
-    against the largest column norm of A.  The projection onto span(U)^perp
-    is applied twice (classical Gram-Schmidt with re-orthogonalisation) so P
-    is orthogonal to U to working precision.  Cost ``O(d (r + c)^2 +
-    (r + c)^3)``, memory ``O(d (r + c))``; no d x d array.
+    ``([U P] Q, mu)``.  ``p = rank(A_perp) <= c`` (0 when A lies in span(U)).
+
+    P comes from the Gram matrix ``G = A_perp^T A_perp = V diag(g) V^T``
+    (Cholesky-QR: ``P = A_perp V g^{-1/2}``, one SYRK and no QR) for the
+    directions whose ``g`` is large against both the column norms of A and
+    the largest ``g`` (:data:`GRAM_COL_RTOL`, :data:`GRAM_COND_RTOL`), where
+    that is accurate to working precision.  The remaining directions
+    ``A_perp V_small`` are orthogonalised again against U and the Gram
+    directions (the second pass of classical Gram-Schmidt) and factored by a Householder
+    QR and the SVD of its small R, whose singular values above ``rtol``
+    times the largest entry of A set the rank.  When A is well separated
+    from span(U) (the usual case) an update costs one GEMM with U, one SYRK
+    and the final product ``[U A_perp] Z``: ``O(d (r + c)^2)`` flops, memory
+    ``O(d (r + c))``, no d x d array.
 
     Parameters
     ----------
@@ -468,13 +499,20 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         Weights of the columns of A (default all +1); a negative weight
         subtracts that rank-one term.
     rtol : float
+    project : callable, optional
+        Map from the eigenvalues ``mu`` to new ones (e.g. the shifted
+        projection of :func:`project_spectrum`); the eigenpairs it sets to
+        zero are dropped and never formed.
+    info : dict, optional
+        Receives ``"gram_only"`` (True when no direction needed the QR) and
+        ``"p"``.
 
     Returns
     -------
-    V : ndarray (d, r + p)
+    V : ndarray (d, r + p), or (d, number kept) with ``project``
         Orthonormal eigenvectors.
-    mu : ndarray (r + p,)
-        Eigenvalues in decreasing order.
+    mu : ndarray
+        Eigenvalues in decreasing order (after ``project`` when given).
     """
     d, r = U.shape
     c = A.shape[1]
@@ -482,48 +520,89 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     if np.shape(s) != (r,) or A.shape[0] != d or signs.shape != (c,):
         raise ValueError(f"lowrank_eig_update: shapes do not match: U {U.shape}, s "
                          f"{np.shape(s)}, A {A.shape}, signs {signs.shape}")
-    if c == 0:
-        order = np.argsort(-s, kind="stable")
-        return U[:, order], np.asarray(s, dtype=float)[order]
-    if sp.issparse(A):
-        M = np.asarray((A.T @ U).T)                       # O(nnz(A) r)
+    s = np.asarray(s, dtype=float)
+    sparse = sp.issparse(A)
+    if sparse:
+        A = sp.csc_matrix(A, dtype=float)
         scale = float(np.max(np.abs(A.data), initial=0.0))
-        Aperp = A.toarray()
     else:
         A = np.asarray(A, dtype=float)
-        M = U.T @ A
-        scale = float(np.max(np.abs(A)))
-        Aperp = A.copy()
-    # (scale: the largest |entry|, no squares that could overflow)
-    if not np.isfinite(scale):
-        raise FloatingPointError("lowrank_eig_update: A has non-finite entries")
-    if r:
-        Aperp -= U @ M
-        M2 = U.T @ Aperp                                  # re-orthogonalise
-        Aperp -= U @ M2
-        M = M + M2
-    p = 0
-    if scale > 0.0:
-        # rank-revealing: Householder QR (BLAS-3; pivoted QR is several times
-        # slower at this shape), then the SVD of the small c x c factor
-        Q, R = np.linalg.qr(Aperp, mode="reduced")
-        Ur, sv, Vrt = np.linalg.svd(R)
-        p = int(np.count_nonzero(sv > rtol * scale))
-    if p:
-        P = Q @ Ur[:, :p]
-        B = np.vstack([M, sv[:p, None] * Vrt[:p]])
-    else:
-        B = M
+        scale = float(np.max(np.abs(A), initial=0.0))
+    # (scale: the largest |entry|; no squares before it is known to be safe)
+    if not np.isfinite(scale) or scale > 1e150:
+        raise FloatingPointError("lowrank_eig_update: A has non-finite or huge entries")
+    M = np.asarray((A.T @ U).T) if sparse else U.T @ A          # O(nnz(A) r)
+    AtA = (A.T @ A).toarray() if sparse else A.T @ A
+    # Gram matrix of A_perp = (I - U U^T) A without forming it (U orthonormal)
+    G = AtA - M.T @ M
+    gram_only, p, Aperp = True, 0, None
+    Bperp = np.zeros((0, c))
+    if c and scale > 0.0:
+        g, Vg = np.linalg.eigh(0.5 * (G + G.T))                 # ascending
+        big = g >= max(GRAM_COL_RTOL * float(np.max(np.diag(AtA))),
+                       GRAM_COND_RTOL * g[-1])
+        big &= g > 0.0
+        sq = np.sqrt(g[big])
+        Vb = Vg[:, big]
+        coefs = Vb / sq                                        # P_b = A_perp coefs
+        Bperp = sq[:, None] * Vb.T                             # P_b^T A_perp
+        small = ~big
+        if small.any():
+            # directions close to span(U) or to each other: explicit A_perp,
+            # re-orthogonalised, then a rank-revealing QR + SVD
+            gram_only = False
+            Aperp = A.toarray() if sparse else A.copy()
+            if r:
+                Aperp -= U @ M
+            Pb = Aperp @ coefs
+            Vs = Vg[:, small]
+            As = Aperp @ Vs
+            # (A_perp is one Gram-Schmidt pass against U: this is the second)
+            CU, Cb = _orth_against(As, [U, Pb])
+            M = M + CU @ Vs.T
+            Q, R = np.linalg.qr(As, mode="reduced")
+            Ur, sv, Vrt = np.linalg.svd(R)
+            ps = int(np.count_nonzero(sv > rtol * scale))
+            Bperp = np.vstack([Bperp + Cb @ Vs.T, (sv[:ps, None] * Vrt[:ps]) @ Vs.T])
+            Aperp = np.hstack([Pb, Q @ Ur[:, :ps]])            # now the basis P
+        p = Bperp.shape[0]
+    B = np.vstack([M, Bperp])
     K = (B * signs) @ B.T
     K[np.arange(r), np.arange(r)] += s
     if not np.isfinite(K).all():
         raise FloatingPointError("lowrank_eig_update: the update overflows")
     mu, Qk = np.linalg.eigh(0.5 * (K + K.T))
     mu, Qk = mu[::-1], Qk[:, ::-1]
-    V = U @ Qk[:r] if r else np.zeros((d, p))
-    if p:
-        V += P @ Qk[r:]
+    if project is not None:
+        mu = np.asarray(project(mu), dtype=float)
+        keep = mu > 0.0
+        mu, Qk = mu[keep], Qk[:, keep]
+    if info is not None:
+        info["gram_only"], info["p"] = gram_only, p
+    Qu, Qp = Qk[:r], Qk[r:]
+    if p == 0:
+        return U @ Qu, mu
+    if gram_only:
+        # [U P] Q = U Q_u + (A - U M) coefs Q_p = U (Q_u - M Z) + A Z
+        Z = coefs @ Qp
+        V = np.asarray(A @ Z)                                  # O(nnz(A) k)
+        Qu = Qu - M @ Z
+    else:
+        V = Aperp @ Qp
+    if r:
+        _gemm_acc(U, Qu, V)                                    # V += U Q_u
     return V, mu
+
+
+def _gemm_acc(X: np.ndarray, Y: np.ndarray, out: np.ndarray) -> None:
+    """``out += X @ Y`` without a temporary (BLAS ``gemm`` with beta = 1 on
+    the transposed, Fortran-ordered views of C-ordered arrays)."""
+    if (out.flags.c_contiguous and X.flags.c_contiguous and out.dtype == np.float64
+            and X.dtype == np.float64):
+        Yt = np.asarray(Y, dtype=np.float64).T
+        sla_blas.dgemm(1.0, Yt, X.T, beta=1.0, c=out.T, overwrite_c=True)
+    else:
+        out += X @ Y
 
 
 def project_spectrum(mu: np.ndarray, shift: float = 0.0, constraint: str | None = None,

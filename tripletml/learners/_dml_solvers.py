@@ -40,6 +40,8 @@ class IncSVDSolver:
         self.U = np.zeros((prob.d, 0))
         self.s = np.zeros(0)
         self.n_reorth = 0
+        #: updates that needed no QR (A well separated from span(U))
+        self.n_gram_only = 0
 
     @property
     def L(self) -> np.ndarray:
@@ -51,15 +53,20 @@ class IncSVDSolver:
 
     def step(self, t: int, idx, eta: float) -> None:
         A, signs = self.prob.gradient_factor(idx, L=self.L, scale=eta)     # -eta g
-        try:
-            V, mu = lowrank_eig_update(self.U, self.s, A, signs)            # W - eta g
+        shift = eta * self.prob.lam
+
+        def project(mu):
+            _check_finite(mu, t)
+            return project_spectrum(mu, shift, self.constraint, self.tau)
+
+        info = {}
+        try:                                             # Pi[W - eta g - eta lam I]
+            V, lam = lowrank_eig_update(self.U, self.s, A, signs, project=project, info=info)
         except FloatingPointError:
-            mu = np.array([np.nan])
-        _check_finite(mu, t)
-        lam = project_spectrum(mu, eta * self.prob.lam, self.constraint, self.tau)
-        keep = lam > 0.0
-        self.U = np.ascontiguousarray(V[:, keep])
-        self.s = lam[keep]
+            _check_finite(np.array([np.nan]), t)
+        self.n_gram_only += bool(info.get("gram_only", False))
+        self.U = V
+        self.s = lam
         if t % ORTHO_CHECK_EVERY == 0 and orthonormality_error(self.U) > ORTHO_TOL:
             self.U, self.s = reorthonormalize_eig(self.U, self.s)
             self.n_reorth += 1

@@ -112,6 +112,12 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         ``diag(sqrt(s_)) U_^T``: ``transform(X) = X U diag(sqrt(s))``.
     rank_ : int
     n_iter_ : int
+    n_reorthonormalizations_ : int
+        Times U was re-orthonormalised because it drifted (``incsvd``).
+    n_gram_only_updates_ : int
+        ``incsvd`` updates whose new directions all came from the Gram
+        matrix (the fast path of :func:`tripletml.linalg.lowrank_eig_update`);
+        the others needed a QR for directions close to span(U).
     history_ : dict of lists
         ``step`` (iteration), ``seconds``, ``train_seconds`` (without the
         evaluations), ``rank`` (None where a baseline does not know it),
@@ -213,6 +219,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.rank_ = int(self.s_.size)
         self.n_iter_ = t
         self.n_reorthonormalizations_ = int(getattr(state, "n_reorth", 0))
+        self.n_gram_only_updates_ = int(getattr(state, "n_gram_only", 0))
         self.history_ = hist.data
 
     def objective(self, X, triplets) -> float:
