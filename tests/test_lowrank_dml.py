@@ -142,6 +142,61 @@ def test_brand_update_with_projection_drops_the_removed_pairs(gram_only):
     assert orthonormality_error(V2) < 1e-13
 
 
+@pytest.mark.parametrize("subspace", [None, 10])
+def test_brand_update_does_not_compound_round_off(subspace):
+    """2000 projected updates in a row (W grows to nearly full rank, d = 40)
+    equal the dense projected iteration and U stays orthonormal: a drift of
+    U^T U from I must be corrected, not amplified, by the next update (with
+    ``subspace`` the columns share a 10-dim space, so most directions take
+    the QR path)."""
+    rng = np.random.default_rng(0)
+    d, c, shift = 40, 3, 0.02
+    basis = rng.normal(size=(d, subspace)) / np.sqrt(subspace) if subspace else None
+    U, s, W = np.zeros((d, 0)), np.zeros(0), np.zeros((d, d))
+    worst_orth = worst_err = 0.0
+    for _ in range(2000):
+        A = 0.3 * (rng.normal(size=(d, c)) if basis is None
+                   else basis @ rng.normal(size=(subspace, c)))
+        sg = rng.choice([-1.0, 1.0], c)
+        U, s = lowrank_eig_update(U, s, A, sg, project=lambda m: np.maximum(m - shift, 0.0))
+        ev, V = np.linalg.eigh(W + (A * sg) @ A.T)
+        lam = np.maximum(ev - shift, 0.0)
+        W = (V * lam) @ V.T
+        worst_orth = max(worst_orth, orthonormality_error(U))
+        worst_err = max(worst_err, np.abs((U * s) @ U.T - W).max() / np.abs(W).max())
+    assert U.shape[1] == np.count_nonzero(lam > 1e-12 * lam.max())
+    assert worst_orth < 1e-12 and worst_err < 1e-11
+
+
+def test_brand_update_corrects_a_drifted_U():
+    rng = np.random.default_rng(6)
+    d, r, c = 30, 8, 4
+    U = np.linalg.qr(rng.normal(size=(d, r)))[0] + 1e-9 * rng.normal(size=(d, r))
+    s = rng.uniform(0.5, 2.0, r)
+    A = U @ rng.normal(size=(r, c)) + 0.1 * rng.normal(size=(d, c))   # sin(theta) ~ 0.1
+    V, mu = lowrank_eig_update(U, s, A)
+    assert orthonormality_error(U) > 1e-10 and orthonormality_error(V) < 1e-13
+    np.testing.assert_allclose((V * mu) @ V.T, (U * s) @ U.T + A @ A.T, atol=1e-12)
+
+
+def test_brand_update_edge_cases_and_bad_input():
+    rng = np.random.default_rng(5)
+    U = np.linalg.qr(rng.normal(size=(10, 2)))[0]
+    V, mu = lowrank_eig_update(U, np.array([0.1, 0.1]), 0.1 * rng.normal(size=(10, 1)),
+                               project=lambda m: np.maximum(m - 1.0, 0.0))   # all removed
+    assert V.shape == (10, 0) and mu.shape == (0,)
+    bad_U = U.copy()
+    bad_U[0, 0] = np.nan
+    with pytest.raises(FloatingPointError, match="lowrank_eig_update: U has non-finite"):
+        lowrank_eig_update(bad_U, np.ones(2), rng.normal(size=(10, 2)))
+    with pytest.raises(FloatingPointError, match="lowrank_eig_update: s or signs has non-finite"):
+        lowrank_eig_update(U, np.array([1.0, np.inf]), np.zeros((10, 0)))
+    with pytest.raises(FloatingPointError, match="lowrank_eig_update: A has non-finite"):
+        lowrank_eig_update(U, np.ones(2), np.full((10, 1), np.nan))
+    with pytest.raises(ValueError, match="U must have orthonormal columns"):
+        lowrank_eig_update(np.ones((10, 2)), np.ones(2), rng.normal(size=(10, 1)))
+
+
 def test_reorthonormalize_keeps_W():
     rng = np.random.default_rng(3)
     U = np.linalg.qr(rng.normal(size=(30, 5)))[0] + 1e-6 * rng.normal(size=(30, 5))

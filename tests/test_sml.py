@@ -198,3 +198,13 @@ def test_bad_parameters(params, err, msg):
 def test_lemma3_rejects_bad_input(args, msg):
     with pytest.raises(ValueError, match="solve_lemma3: " + msg):
         solve_lemma3(*args)
+
+
+def test_reproduction_cv_ties_go_to_the_stronger_regularisation():
+    from tripletml.reproduce.sml_uci import cv_argmin
+    err = np.array([[0.0, 1.0], [0.0, 0.0], [1.0, 1.0]])   # rows: reg grid ascending
+    assert cv_argmin(err) == (1, 0)
+    err = np.array([[0.5, 0.2], [0.3, 0.1], [0.2, 0.4]])    # a unique minimum wins
+    assert cv_argmin(err) == (1, 1)
+    assert cv_argmin(np.array([[0.3, 0.2], [0.4, 0.2]])) == (1, 1)
+    assert cv_argmin(np.array([[0.2, 0.2], [0.4, 0.3]])) == (0, 0)   # then the smaller k

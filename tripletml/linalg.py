@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.linalg as sla
 from scipy.linalg import blas as sla_blas
 from numba import njit
 
@@ -441,24 +442,13 @@ def _sub_rank2(M, a, b, c, e):
 # Symmetric low-rank eigen-updates and PSD projections (low-rank DML, SML)
 # --------------------------------------------------------------------------
 #: Gram (Cholesky-QR) path of :func:`lowrank_eig_update`: a direction of
-#: ``(I - U U^T) A`` is taken from the Gram matrix when its squared singular
+#: ``A_perp`` is taken from the Gram matrix when its squared singular
 #: value is at least this fraction of the largest squared column norm of A
 #: (so its loss of orthogonality against U is below ~10 eps) ...
 GRAM_COL_RTOL = 1e-2
 #: ... and at least this fraction of the largest one (so the Cholesky-QR
 #: orthogonality error eps * kappa^2 stays below ~1e-13).
 GRAM_COND_RTOL = 1e-3
-
-
-def _orth_against(B: np.ndarray, bases: list[np.ndarray]) -> list[np.ndarray]:
-    """One classical Gram-Schmidt pass, in place: ``B -= Q (Q^T B)`` for each
-    orthonormal Q in ``bases``; returns the coefficients ``Q^T B``."""
-    coefs = []
-    for Q in bases:
-        C = Q.T @ B
-        B -= Q @ C
-        coefs.append(C)
-    return coefs
 
 
 def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
@@ -476,23 +466,32 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     whose eigen-decomposition ``K = Q diag(mu) Q^T`` gives the result
     ``([U P] Q, mu)``.  ``p = rank(A_perp) <= c`` (0 when A lies in span(U)).
 
-    P comes from the Gram matrix ``G = A_perp^T A_perp = V diag(g) V^T``
-    (Cholesky-QR: ``P = A_perp V g^{-1/2}``, one SYRK and no QR) for the
-    directions whose ``g`` is large against both the column norms of A and
-    the largest ``g`` (:data:`GRAM_COL_RTOL`, :data:`GRAM_COND_RTOL`), where
-    that is accurate to working precision.  The remaining directions
-    ``A_perp V_small`` are orthogonalised again against U and the Gram
-    directions (the second pass of classical Gram-Schmidt) and factored by a Householder
-    QR and the SVD of its small R, whose singular values above ``rtol``
-    times the largest entry of A set the rank.  When A is well separated
-    from span(U) (the usual case) an update costs one GEMM with U, one SYRK
-    and the final product ``[U A_perp] Z``: ``O(d (r + c)^2)`` flops, memory
-    ``O(d (r + c))``, no d x d array.
+    U's own Gram matrix ``S = U^T U = R_s^T R_s`` (I up to round-off, one
+    SYRK) enters every projection, ``A_perp = (I - U S^-1 U^T) A``, and the
+    result is formed in the orthonormal basis ``U R_s^-1``: a drift of U from
+    orthonormality is corrected by the next update instead of being
+    amplified by it (with S taken as I, a drift e grows to about ``e
+    cot(theta)`` per update for columns at angle theta from span(U), i.e.
+    geometrically over many updates).
+
+    P comes from the Gram matrix ``G = A_perp^T A_perp = A^T A - M^T S^-1
+    M = V diag(g) V^T`` (Cholesky-QR: ``P = A_perp V g^{-1/2}``, no QR, no
+    d x c block for sparse A) for the directions whose ``g`` is large against
+    both the column norms of A and the largest ``g`` (:data:`GRAM_COL_RTOL`,
+    :data:`GRAM_COND_RTOL`), where that is accurate to working precision.
+    The remaining directions ``A_perp V_small`` are formed explicitly,
+    orthogonalised once more against U and the Gram directions (the second
+    pass of classical Gram-Schmidt) and factored by a Householder QR and the
+    SVD of its small R, whose singular values above ``rtol`` times the
+    largest entry of A set the rank.  When A is well separated from span(U)
+    an update costs one SYRK and one GEMM with U plus sparse products:
+    ``O(d r (r + c) + nnz(A) (r + c))`` flops, memory ``O(d (r + c))``, no
+    d x d array.
 
     Parameters
     ----------
     U : ndarray (d, r)
-        Orthonormal columns (r may be 0).
+        Orthonormal columns up to round-off (r may be 0).
     s : ndarray (r,)
     A : ndarray or scipy.sparse matrix (d, c)
     signs : ndarray (c,), optional
@@ -531,10 +530,26 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     # (scale: the largest |entry|; no squares before it is known to be safe)
     if not np.isfinite(scale) or scale > 1e150:
         raise FloatingPointError("lowrank_eig_update: A has non-finite or huge entries")
+    if not np.isfinite(s).all() or not np.isfinite(signs).all():
+        raise FloatingPointError("lowrank_eig_update: s or signs has non-finite entries")
+    # U's own Gram matrix S = U^T U = R_s^T R_s (I up to round-off).  Every
+    # projection below uses the exact (I - U S^-1 U^T) and the result is
+    # expressed in the orthonormal basis U R_s^-1, so U's drift from
+    # orthonormality is corrected each step instead of being amplified.
+    if r:
+        S = U.T @ U                                             # SYRK, d r^2 / 2
+        if not np.isfinite(S).all():
+            raise FloatingPointError("lowrank_eig_update: U has non-finite entries")
+        try:
+            Sfac = sla.cho_factor(S, lower=False, check_finite=False)
+        except np.linalg.LinAlgError:
+            raise ValueError("lowrank_eig_update: U must have orthonormal columns "
+                             "(U^T U is not positive definite)") from None
+        Rs = np.triu(Sfac[0])
     M = np.asarray((A.T @ U).T) if sparse else U.T @ A          # O(nnz(A) r)
+    Mt = sla.cho_solve(Sfac, M, check_finite=False) if r and c else M   # A = U Mt + A_perp
     AtA = (A.T @ A).toarray() if sparse else A.T @ A
-    # Gram matrix of A_perp = (I - U U^T) A without forming it (U orthonormal)
-    G = AtA - M.T @ M
+    G = AtA - M.T @ Mt                 # Gram matrix of A_perp, without forming A_perp
     gram_only, p, Aperp = True, 0, None
     Bperp = np.zeros((0, c))
     if c and scale > 0.0:
@@ -549,26 +564,33 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         small = ~big
         if small.any():
             # directions close to span(U) or to each other: explicit A_perp,
-            # re-orthogonalised, then a rank-revealing QR + SVD
+            # orthogonalised once more (classical Gram-Schmidt, second pass),
+            # then a rank-revealing QR + SVD
             gram_only = False
             Aperp = A.toarray() if sparse else A.copy()
             if r:
-                Aperp -= U @ M
+                Aperp -= U @ Mt
             Pb = Aperp @ coefs
             Vs = Vg[:, small]
             As = Aperp @ Vs
-            # (A_perp is one Gram-Schmidt pass against U: this is the second)
-            CU, Cb = _orth_against(As, [U, Pb])
-            M = M + CU @ Vs.T
+            if r:
+                CU = sla.cho_solve(Sfac, U.T @ As, check_finite=False)
+                As -= U @ CU
+                Mt = Mt + CU @ Vs.T
+            Cb = Pb.T @ As
+            As -= Pb @ Cb
             Q, R = np.linalg.qr(As, mode="reduced")
             Ur, sv, Vrt = np.linalg.svd(R)
             ps = int(np.count_nonzero(sv > rtol * scale))
             Bperp = np.vstack([Bperp + Cb @ Vs.T, (sv[:ps, None] * Vrt[:ps]) @ Vs.T])
             Aperp = np.hstack([Pb, Q @ Ur[:, :ps]])            # now the basis P
         p = Bperp.shape[0]
-    B = np.vstack([M, Bperp])
+    # the matrix is [U R_s^-1, P] K [U R_s^-1, P]^T with
+    # K = diag(R_s diag(s) R_s^T, 0) + [R_s Mt; B_perp] diag(signs) [...]^T
+    B = np.vstack([Rs @ Mt, Bperp]) if r else Bperp
     K = (B * signs) @ B.T
-    K[np.arange(r), np.arange(r)] += s
+    if r:
+        K[:r, :r] += (Rs * s) @ Rs.T
     if not np.isfinite(K).all():
         raise FloatingPointError("lowrank_eig_update: the update overflows")
     mu, Qk = np.linalg.eigh(0.5 * (K + K.T))
@@ -579,14 +601,17 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         mu, Qk = mu[keep], Qk[:, keep]
     if info is not None:
         info["gram_only"], info["p"] = gram_only, p
-    Qu, Qp = Qk[:r], Qk[r:]
+    Qp = Qk[r:]
+    Qu = sla.solve_triangular(Rs, Qk[:r], check_finite=False) if r else Qk[:0]
+    if mu.size == 0:
+        return np.zeros((d, 0)), mu
     if p == 0:
         return U @ Qu, mu
     if gram_only:
-        # [U P] Q = U Q_u + (A - U M) coefs Q_p = U (Q_u - M Z) + A Z
+        # [U, P] [Q_u; Q_p] = U Q_u + (A - U Mt) coefs Q_p = U (Q_u - Mt Z) + A Z
         Z = coefs @ Qp
         V = np.asarray(A @ Z)                                  # O(nnz(A) k)
-        Qu = Qu - M @ Z
+        Qu = Qu - Mt @ Z
     else:
         V = Aperp @ Qp
     if r:

@@ -5,7 +5,8 @@ features standardised on the training part; 1,500 random class triplets
 from the training part.  The trade-off (gamma for SML / SMLgd, lam for
 LowRankDML) from {1e-5, ..., 1e2} and the k of the k-NN classifier from
 {1, 3, 5, 7} by 3-fold cross-validation on the training part (k alone for
-Euclidean).  Reported: test k-NN error and the learned dimensionality (the
+Euclidean); on a tie the larger trade-off wins (the sparser metric: on
+wine most of the grid reaches zero validation error), then the smaller k.  Reported: test k-NN error and the learned dimensionality (the
 eigenvalues of M above 1% of the largest, one rule for every method; d for
 Euclidean), Figure 1 (a)-(h), and the objective of eq. (4)
 against iterations for SMLsm vs SMLgd on each set at gamma = 1e-2
@@ -80,8 +81,16 @@ def _cv_select(method, X, y, seed, max_iter=150):
         for g, reg in enumerate(GRID):
             m = _model(method, reg, X[a], t, max_iter, seed).fit(X[a], triplets=t)
             err[g] += knn_error(m, X[a], y[a], X[b], y[b], k=KS)
-    g, k = np.unravel_index(np.argmin(err), err.shape)     # ties: smaller reg, smaller k
+    g, k = cv_argmin(err)
     return (GRID[g] if method != "Euclidean" else None), KS[k]
+
+
+def cv_argmin(err: np.ndarray) -> tuple[int, int]:
+    """(regularisation index, k index) of the lowest cross-validation error;
+    ties go to the stronger regularisation (the simpler, lower-rank metric),
+    then to the smaller k."""
+    g = np.flatnonzero(err.min(axis=1) == err.min()).max()
+    return int(g), int(np.argmin(err[g]))
 
 
 def run_split(name, seed, data_home=None, methods=("Euclidean", "SML", "SMLgd", "LowRankDML")):
