@@ -179,6 +179,28 @@ def test_brand_update_corrects_a_drifted_U():
     np.testing.assert_allclose((V * mu) @ V.T, (U * s) @ U.T + A @ A.T, atol=1e-12)
 
 
+def test_brand_update_stays_orthonormal_with_tiny_eigenvalue_clusters():
+    """Mixed-sign columns at sin(theta) = 1e-5 from span(U) give K a cluster
+    of eigenvalues ~1e-10 |K|, where LAPACK's divide-and-conquer eigh loses
+    orthogonality (5e-9 here); the update must still return orthonormal V."""
+    rng = np.random.default_rng(15)
+    d, r, c, th = 200, 40, 12, 1e-5
+    U = np.linalg.qr(rng.normal(size=(d, r)))[0]
+    rng.choice([-1, 1], r)
+    s = rng.uniform(0.5, 3, r)
+    Au = U @ rng.normal(size=(r, c))
+    Au /= np.linalg.norm(Au, axis=0)
+    P = rng.normal(size=(d, c))
+    P -= U @ (U.T @ P)
+    P /= np.linalg.norm(P, axis=0)
+    A = (np.sqrt(1 - th ** 2) * Au + th * P) * rng.uniform(0.3, 2, c)
+    sg = rng.choice([-1.0, 1.0], c)
+    V, mu = lowrank_eig_update(U, s, A, sg)
+    assert V.shape[1] == r + c
+    assert orthonormality_error(V) < 1e-13
+    np.testing.assert_allclose((V * mu) @ V.T, (U * s) @ U.T + (A * sg) @ A.T, atol=1e-13)
+
+
 def test_brand_update_edge_cases_and_bad_input():
     rng = np.random.default_rng(5)
     U = np.linalg.qr(rng.normal(size=(10, 2)))[0]

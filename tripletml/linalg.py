@@ -593,7 +593,13 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         K[:r, :r] += (Rs * s) @ Rs.T
     if not np.isfinite(K).all():
         raise FloatingPointError("lowrank_eig_update: the update overflows")
-    mu, Qk = np.linalg.eigh(0.5 * (K + K.T))
+    K = 0.5 * (K + K.T)
+    mu, Qk = np.linalg.eigh(K)
+    if orthonormality_error(Qk) > 1e-13:
+        # divide-and-conquer (syevd) can lose orthogonality among clusters of
+        # tiny eigenvalues (e.g. sin^2(theta)|a|^2 ~ 1e-10 |K| for columns
+        # almost in span(U)); the QR algorithm (syev) does not
+        mu, Qk = sla.eigh(K, driver="ev", check_finite=False)
     mu, Qk = mu[::-1], Qk[:, ::-1]
     if project is not None:
         mu = np.asarray(project(mu), dtype=float)

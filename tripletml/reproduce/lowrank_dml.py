@@ -186,7 +186,7 @@ def _write(out_dir, rank_rows, obj_rows, summary, quick, t_start):
                 title="Figure 2: objective against training seconds")
     write_table(summary, out_dir, "lowrank_dml",
                 ["dataset", "d", "solver", "lam_fraction", "c", "iterations", "final_rank",
-                 "max_rank", "objective", "seconds"],
+                 "max_rank", "objective", "seconds", "gram_only_updates"],
                 title="Low-rank DML reproduction (Zhang & Zhang 2017, Figures 1-2)",
                 notes=__doc__.split("\n\n", 1)[1] +
                 f"\nTotal {time.perf_counter() - t_start:.0f} s{' (--quick)' if quick else ''}.")
