@@ -219,9 +219,9 @@ def _plot(rank_rows, obj_rows, out_dir):
             sel = [r for r in obj_rows if r["dataset"] == ds and r["solver"] == solver]
             if solver == "sgd_one" and sel:   # intermediate iterates are infeasible
                 sel = [sel[0], sel[-1]]
-            if sel:
-                ax.plot([max(r["train_seconds"], 1e-3) for r in sel],
-                        [r["objective"] for r in sel], label=solver)
+            if sel:     # a step curve: a solver's objective holds until its next iterate
+                ax.step([max(r["train_seconds"], 1e-3) for r in sel],
+                        [r["objective"] for r in sel], where="post", label=solver)
                 d = sel[0]["d"]
         ax.set_xscale("log")
         ax.set_title(f"{ds} (d = {d}), lam = 0.1 lam_max")
