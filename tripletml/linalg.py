@@ -595,7 +595,7 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         raise FloatingPointError("lowrank_eig_update: the update overflows")
     K = 0.5 * (K + K.T)
     mu, Qk = np.linalg.eigh(K)
-    if orthonormality_error(Qk) > 1e-13:
+    if orthonormality_error(Qk) > max(1e-13, 10 * K.shape[0] * np.finfo(float).eps):
         # divide-and-conquer (syevd) can lose orthogonality among clusters of
         # tiny eigenvalues (e.g. sin^2(theta)|a|^2 ~ 1e-10 |K| for columns
         # almost in span(U)); the QR algorithm (syev) does not
