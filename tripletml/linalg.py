@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.linalg as sla
-from scipy.linalg import blas as sla_blas
 from numba import njit
 
 #: Numba fast-math flags for reduction-heavy kernels: re-association lets the
@@ -540,14 +539,18 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         S = U.T @ U                                             # SYRK, d r^2 / 2
         if not np.isfinite(S).all():
             raise FloatingPointError("lowrank_eig_update: U has non-finite entries")
+        # (NumPy's LAPACK only inside this function: calling SciPy's too makes
+        # two OpenBLAS thread pools spin against each other, 10x slower on
+        # small matrices with threaded BLAS)
         try:
-            Sfac = sla.cho_factor(S, lower=False, check_finite=False)
+            Rs = np.linalg.cholesky(S).T                        # S = R_s^T R_s
         except np.linalg.LinAlgError:
             raise ValueError("lowrank_eig_update: U must have orthonormal columns "
                              "(U^T U is not positive definite)") from None
-        Rs = np.triu(Sfac[0])
+        Rinv = np.linalg.inv(Rs)                                # S^-1 = Rinv Rinv^T
+        Sinv = Rinv @ Rinv.T
     M = np.asarray((A.T @ U).T) if sparse else U.T @ A          # O(nnz(A) r)
-    Mt = sla.cho_solve(Sfac, M, check_finite=False) if r and c else M   # A = U Mt + A_perp
+    Mt = Sinv @ M if r and c else M                             # A = U Mt + A_perp
     AtA = (A.T @ A).toarray() if sparse else A.T @ A
     G = AtA - M.T @ Mt                 # Gram matrix of A_perp, without forming A_perp
     gram_only, p, Aperp = True, 0, None
@@ -574,7 +577,7 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
             Vs = Vg[:, small]
             As = Aperp @ Vs
             if r:
-                CU = sla.cho_solve(Sfac, U.T @ As, check_finite=False)
+                CU = Sinv @ (U.T @ As)
                 As -= U @ CU
                 Mt = Mt + CU @ Vs.T
             Cb = Pb.T @ As
@@ -583,7 +586,7 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
             Ur, sv, Vrt = np.linalg.svd(R)
             ps = int(np.count_nonzero(sv > rtol * scale))
             Bperp = np.vstack([Bperp + Cb @ Vs.T, (sv[:ps, None] * Vrt[:ps]) @ Vs.T])
-            Aperp = np.hstack([Pb, Q @ Ur[:, :ps]])            # now the basis P
+            basis = (Pb, Q, Ur[:, :ps])                        # P = [P_b, Q Ur]
         p = Bperp.shape[0]
     # the matrix is [U R_s^-1, P] K [U R_s^-1, P]^T with
     # K = diag(R_s diag(s) R_s^T, 0) + [R_s Mt; B_perp] diag(signs) [...]^T
@@ -608,7 +611,7 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     if info is not None:
         info["gram_only"], info["p"] = gram_only, p
     Qp = Qk[r:]
-    Qu = sla.solve_triangular(Rs, Qk[:r], check_finite=False) if r else Qk[:0]
+    Qu = Rinv @ Qk[:r] if r else Qk[:0]
     if mu.size == 0:
         return np.zeros((d, 0)), mu
     if p == 0:
@@ -619,21 +622,14 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         V = np.asarray(A @ Z)                                  # O(nnz(A) k)
         Qu = Qu - Mt @ Z
     else:
-        V = Aperp @ Qp
+        Pb, Q, Urs = basis
+        nb = Pb.shape[1]
+        V = Pb @ Qp[:nb]
+        if Urs.shape[1]:
+            V += Q @ (Urs @ Qp[nb:])
     if r:
-        _gemm_acc(U, Qu, V)                                    # V += U Q_u
+        V += U @ Qu
     return V, mu
-
-
-def _gemm_acc(X: np.ndarray, Y: np.ndarray, out: np.ndarray) -> None:
-    """``out += X @ Y`` without a temporary (BLAS ``gemm`` with beta = 1 on
-    the transposed, Fortran-ordered views of C-ordered arrays)."""
-    if (out.flags.c_contiguous and X.flags.c_contiguous and out.dtype == np.float64
-            and X.dtype == np.float64):
-        Yt = np.asarray(Y, dtype=np.float64).T
-        sla_blas.dgemm(1.0, Yt, X.T, beta=1.0, c=out.T, overwrite_c=True)
-    else:
-        out += X @ Y
 
 
 def project_spectrum(mu: np.ndarray, shift: float = 0.0, constraint: str | None = None,
