@@ -539,9 +539,10 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         S = U.T @ U                                             # SYRK, d r^2 / 2
         if not np.isfinite(S).all():
             raise FloatingPointError("lowrank_eig_update: U has non-finite entries")
-        # (NumPy's LAPACK only inside this function: calling SciPy's too makes
-        # two OpenBLAS thread pools spin against each other, 10x slower on
-        # small matrices with threaded BLAS)
+        # (NumPy's LAPACK only on the regular path of this function: calling
+        # SciPy's too makes two OpenBLAS thread pools spin against each
+        # other, 10x slower on small matrices with threaded BLAS; SciPy's
+        # syev serves only the rare fallback below)
         try:
             Rs = np.linalg.cholesky(S).T                        # S = R_s^T R_s
         except np.linalg.LinAlgError:

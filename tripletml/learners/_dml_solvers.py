@@ -62,8 +62,8 @@ class IncSVDSolver:
         info = {}
         try:                                             # Pi[W - eta g - eta lam I]
             V, lam = lowrank_eig_update(self.U, self.s, A, signs, project=project, info=info)
-        except FloatingPointError:
-            _check_finite(np.array([np.nan]), t)
+        except FloatingPointError:                     # overflow or non-finite input:
+            _check_finite(np.array([np.nan]), t)         # raise the estimator's message
         self.n_gram_only += bool(info.get("gram_only", False))
         self.U = V
         self.s = lam

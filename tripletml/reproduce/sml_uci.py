@@ -6,7 +6,8 @@ from the training part.  The trade-off (gamma for SML / SMLgd, lam for
 LowRankDML) from {1e-5, ..., 1e2} and the k of the k-NN classifier from
 {1, 3, 5, 7} by 3-fold cross-validation on the training part (k alone for
 Euclidean); on a tie the larger trade-off wins (the sparser metric: on
-wine most of the grid reaches zero validation error), then the smaller k.  Reported: test k-NN error and the learned dimensionality (the
+wine most of the grid reaches zero validation error), then the smaller k.
+Reported: test k-NN error and the learned dimensionality (the
 eigenvalues of M above 1% of the largest, one rule for every method; d for
 Euclidean), Figure 1 (a)-(h), and the objective of eq. (4)
 against iterations for SMLsm vs SMLgd on each set at gamma = 1e-2
