@@ -1,0 +1,253 @@
+"""Symmetric low-rank eigen-updates and PSD projections (low-rank DML, SML)."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.linalg as sla
+
+
+GRAM_COL_RTOL = 1e-2
+#: ... and at least this fraction of the largest one (so the Cholesky-QR
+#: orthogonality error eps * kappa^2 stays below ~1e-13).
+GRAM_COND_RTOL = 1e-3
+
+
+def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
+                       rtol: float = 1e-12, project=None,
+                       info: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of ``U diag(s) U^T + A diag(signs) A^T`` by Brand's
+    incremental method (Brand 2006; Zhang & Zhang 2017, "Incremental SVD").
+
+    With ``M = U^T A``, ``P`` an orthonormal basis of ``A_perp = (I - U U^T) A``
+    and ``R_A = P^T A_perp``, ``[U A] = [U P] [[I, M], [0, R_A]]``, so the
+    matrix is ``[U P] K [U P]^T`` with the small
+
+        K = diag(s, 0_p) + [M; R_A] diag(signs) [M; R_A]^T
+
+    whose eigen-decomposition ``K = Q diag(mu) Q^T`` gives the result
+    ``([U P] Q, mu)``.  ``p = rank(A_perp) <= c`` (0 when A lies in span(U)).
+
+    U's own Gram matrix ``S = U^T U = R_s^T R_s`` (I up to round-off, one
+    SYRK) enters every projection, ``A_perp = (I - U S^-1 U^T) A``, and the
+    result is formed in the orthonormal basis ``U R_s^-1``: a drift of U from
+    orthonormality is corrected by the next update instead of being
+    amplified by it (with S taken as I, a drift e grows to about ``e
+    cot(theta)`` per update for columns at angle theta from span(U), i.e.
+    geometrically over many updates).
+
+    P comes from the Gram matrix ``G = A_perp^T A_perp = A^T A - M^T S^-1
+    M = V diag(g) V^T`` (Cholesky-QR: ``P = A_perp V g^{-1/2}``, no QR, no
+    d x c block for sparse A) for the directions whose ``g`` is large against
+    both the column norms of A and the largest ``g`` (:data:`GRAM_COL_RTOL`,
+    :data:`GRAM_COND_RTOL`), where that is accurate to working precision.
+    The remaining directions ``A_perp V_small`` are formed explicitly,
+    orthogonalised once more against U and the Gram directions (the second
+    pass of classical Gram-Schmidt) and factored by a Householder QR and the
+    SVD of its small R, whose singular values above ``rtol`` times the
+    largest entry of A set the rank.  When A is well separated from span(U)
+    an update costs one SYRK and one GEMM with U plus sparse products:
+    ``O(d r (r + c) + nnz(A) (r + c))`` flops, memory ``O(d (r + c))``, no
+    d x d array.
+
+    Parameters
+    ----------
+    U : ndarray (d, r)
+        Orthonormal columns up to round-off (r may be 0).
+    s : ndarray (r,)
+    A : ndarray or scipy.sparse matrix (d, c)
+    signs : ndarray (c,), optional
+        Weights of the columns of A (default all +1); a negative weight
+        subtracts that rank-one term.
+    rtol : float
+    project : callable, optional
+        Map from the eigenvalues ``mu`` to new ones (e.g. the shifted
+        projection of :func:`project_spectrum`); the eigenpairs it sets to
+        zero are dropped and never formed.
+    info : dict, optional
+        Receives ``"gram_only"`` (True when no direction needed the QR) and
+        ``"p"``.
+
+    Returns
+    -------
+    V : ndarray (d, r + p), or (d, number kept) with ``project``
+        Orthonormal eigenvectors.
+    mu : ndarray
+        Eigenvalues in decreasing order (after ``project`` when given).
+    """
+    d, r = U.shape
+    c = A.shape[1]
+    signs = np.ones(c) if signs is None else np.asarray(signs, dtype=float)
+    if np.shape(s) != (r,) or A.shape[0] != d or signs.shape != (c,):
+        raise ValueError(f"lowrank_eig_update: shapes do not match: U {U.shape}, s "
+                         f"{np.shape(s)}, A {A.shape}, signs {signs.shape}")
+    s = np.asarray(s, dtype=float)
+    sparse = sp.issparse(A)
+    if sparse:
+        A = sp.csc_matrix(A, dtype=float)
+        scale = float(np.max(np.abs(A.data), initial=0.0))
+    else:
+        A = np.asarray(A, dtype=float)
+        scale = float(np.max(np.abs(A), initial=0.0))
+    # (scale: the largest |entry|; no squares before it is known to be safe)
+    if not np.isfinite(scale) or scale > 1e150:
+        raise FloatingPointError("lowrank_eig_update: A has non-finite or huge entries")
+    if not np.isfinite(s).all() or not np.isfinite(signs).all():
+        raise FloatingPointError("lowrank_eig_update: s or signs has non-finite entries")
+    # U's own Gram matrix S = U^T U = R_s^T R_s (I up to round-off).  Every
+    # projection below uses the exact (I - U S^-1 U^T) and the result is
+    # expressed in the orthonormal basis U R_s^-1, so U's drift from
+    # orthonormality is corrected each step instead of being amplified.
+    if r:
+        S = U.T @ U                                             # SYRK, d r^2 / 2
+        if not np.isfinite(S).all():
+            raise FloatingPointError("lowrank_eig_update: U has non-finite entries")
+        # (NumPy's LAPACK only on the regular path of this function: calling
+        # SciPy's too makes two OpenBLAS thread pools spin against each
+        # other, 10x slower on small matrices with threaded BLAS; SciPy's
+        # syev serves only the rare fallback below)
+        try:
+            Rs = np.linalg.cholesky(S).T                        # S = R_s^T R_s
+        except np.linalg.LinAlgError:
+            raise ValueError("lowrank_eig_update: U must have orthonormal columns "
+                             "(U^T U is not positive definite)") from None
+        Rinv = np.linalg.inv(Rs)                                # S^-1 = Rinv Rinv^T
+        Sinv = Rinv @ Rinv.T
+    M = np.asarray((A.T @ U).T) if sparse else U.T @ A          # O(nnz(A) r)
+    Mt = Sinv @ M if r and c else M                             # A = U Mt + A_perp
+    AtA = (A.T @ A).toarray() if sparse else A.T @ A
+    G = AtA - M.T @ Mt                 # Gram matrix of A_perp, without forming A_perp
+    gram_only, p, Aperp = True, 0, None
+    Bperp = np.zeros((0, c))
+    if c and scale > 0.0:
+        g, Vg = np.linalg.eigh(0.5 * (G + G.T))                 # ascending
+        big = g >= max(GRAM_COL_RTOL * float(np.max(np.diag(AtA))),
+                       GRAM_COND_RTOL * g[-1])
+        big &= g > 0.0
+        sq = np.sqrt(g[big])
+        Vb = Vg[:, big]
+        coefs = Vb / sq                                        # P_b = A_perp coefs
+        Bperp = sq[:, None] * Vb.T                             # P_b^T A_perp
+        small = ~big
+        if small.any():
+            # directions close to span(U) or to each other: explicit A_perp,
+            # orthogonalised once more (classical Gram-Schmidt, second pass),
+            # then a rank-revealing QR + SVD
+            gram_only = False
+            Aperp = A.toarray() if sparse else A.copy()
+            if r:
+                Aperp -= U @ Mt
+            Pb = Aperp @ coefs
+            Vs = Vg[:, small]
+            As = Aperp @ Vs
+            if r:
+                CU = Sinv @ (U.T @ As)
+                As -= U @ CU
+                Mt = Mt + CU @ Vs.T
+            Cb = Pb.T @ As
+            As -= Pb @ Cb
+            Q, R = np.linalg.qr(As, mode="reduced")
+            Ur, sv, Vrt = np.linalg.svd(R)
+            ps = int(np.count_nonzero(sv > rtol * scale))
+            Bperp = np.vstack([Bperp + Cb @ Vs.T, (sv[:ps, None] * Vrt[:ps]) @ Vs.T])
+            basis = (Pb, Q, Ur[:, :ps])                        # P = [P_b, Q Ur]
+        p = Bperp.shape[0]
+    # the matrix is [U R_s^-1, P] K [U R_s^-1, P]^T with
+    # K = diag(R_s diag(s) R_s^T, 0) + [R_s Mt; B_perp] diag(signs) [...]^T
+    B = np.vstack([Rs @ Mt, Bperp]) if r else Bperp
+    K = (B * signs) @ B.T
+    if r:
+        K[:r, :r] += (Rs * s) @ Rs.T
+    if not np.isfinite(K).all():
+        raise FloatingPointError("lowrank_eig_update: the update overflows")
+    K = 0.5 * (K + K.T)
+    mu, Qk = np.linalg.eigh(K)
+    if orthonormality_error(Qk) > max(1e-13, 10 * K.shape[0] * np.finfo(float).eps):
+        # divide-and-conquer (syevd) can lose orthogonality among clusters of
+        # tiny eigenvalues (e.g. sin^2(theta)|a|^2 ~ 1e-10 |K| for columns
+        # almost in span(U)); the QR algorithm (syev) does not
+        mu, Qk = sla.eigh(K, driver="ev", check_finite=False)
+    mu, Qk = mu[::-1], Qk[:, ::-1]
+    if project is not None:
+        mu = np.asarray(project(mu), dtype=float)
+        keep = mu > 0.0
+        mu, Qk = mu[keep], Qk[:, keep]
+    if info is not None:
+        info["gram_only"], info["p"] = gram_only, p
+    Qp = Qk[r:]
+    Qu = Rinv @ Qk[:r] if r else Qk[:0]
+    if mu.size == 0:
+        return np.zeros((d, 0)), mu
+    if p == 0:
+        return U @ Qu, mu
+    if gram_only:
+        # [U, P] [Q_u; Q_p] = U Q_u + (A - U Mt) coefs Q_p = U (Q_u - Mt Z) + A Z
+        Z = coefs @ Qp
+        V = np.asarray(A @ Z)                                  # O(nnz(A) k)
+        Qu = Qu - Mt @ Z
+    else:
+        Pb, Q, Urs = basis
+        nb = Pb.shape[1]
+        V = Pb @ Qp[:nb]
+        if Urs.shape[1]:
+            V += Q @ (Urs @ Qp[nb:])
+    if r:
+        V += U @ Qu
+    return V, mu
+
+
+def project_spectrum(mu: np.ndarray, shift: float = 0.0, constraint: str | None = None,
+                     tau: float | None = None) -> np.ndarray:
+    """Eigenvalues of the projection of ``X - shift I`` (X with eigenvalues
+    ``mu``; the eigenvectors do not change).
+
+    * ``constraint=None``: onto the PSD cone (Theorem 1 of Zhang & Zhang):
+      ``max(mu - shift, 0)``.
+    * ``"spectral"``: onto ``PSD ∩ {||W||_2 <= tau}`` (Theorem 2):
+      ``min(max(mu - shift, 0), tau)``.
+    * ``"frobenius"``: onto ``PSD ∩ {||W||_F <= tau}`` (Theorem 3): the PSD
+      projection scaled by ``min(1, tau / ||max(mu - shift, 0)||_2)``.
+
+    Zeros mark the eigenvalues that are removed.
+    """
+    lam = np.maximum(np.asarray(mu, dtype=float) - shift, 0.0)
+    if constraint is None:
+        return lam
+    if constraint == "spectral":
+        return np.minimum(lam, tau)
+    if constraint == "frobenius":
+        norm = float(np.linalg.norm(lam))
+        return lam * (tau / norm) if norm > tau else lam
+    raise ValueError(f"unknown constraint {constraint!r}; use None, 'spectral' or 'frobenius'")
+
+
+def project_psd(X: np.ndarray, shift: float = 0.0, constraint: str | None = None,
+                tau: float | None = None) -> np.ndarray:
+    """Dense projection of the symmetric ``X - shift I`` onto the PSD cone
+    (optionally intersected with a spectral or Frobenius ball, see
+    :func:`project_spectrum`) by one ``eigh``: O(d^3) time, O(d^2) memory."""
+    mu, V = np.linalg.eigh(0.5 * (X + X.T))
+    lam = project_spectrum(mu, shift, constraint, tau)
+    keep = lam > 0
+    Vk = V[:, keep]
+    return (Vk * lam[keep]) @ Vk.T
+
+
+def orthonormality_error(U: np.ndarray) -> float:
+    """``max |U^T U - I|`` (0 for an empty U)."""
+    if U.shape[1] == 0:
+        return 0.0
+    G = U.T @ U
+    G[np.diag_indices_from(G)] -= 1.0
+    return float(np.max(np.abs(G)))
+
+
+def reorthonormalize_eig(U: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Re-orthonormalise the columns of U without changing ``U diag(s) U^T``:
+    ``U = QR``, then ``R diag(s) R^T = Z diag(s') Z^T`` (r x r eigh) and the
+    result is ``(Q Z, s')``.  O(d r^2)."""
+    if U.shape[1] == 0:
+        return U, s
+    Q, R = np.linalg.qr(U, mode="reduced")
+    s2, Z = np.linalg.eigh((R * s) @ R.T)
+    s2, Z = s2[::-1], Z[:, ::-1]
+    return Q @ Z, s2
