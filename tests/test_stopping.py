@@ -41,3 +41,13 @@ def test_loss_watch_raises_on_growth_and_nan():
         w.update(60.0, "epoch 3")
     with pytest.raises(FloatingPointError, match="non-finite"):
         LossWatch(_Est()).update(math.inf, "step 1")
+
+
+def test_triplet_hinge_matches_its_definition():
+    import numpy as np
+
+    from tripletml.losses import triplet_hinge, triplet_hinge_array
+    m = np.array([-2.0, 0.0, 0.5, 1.0, 3.0])
+    ref = np.array([max(0.0, 1.0 - v) for v in m])
+    assert np.array_equal(triplet_hinge_array(m), ref)
+    assert [triplet_hinge(v) for v in m] == list(ref)

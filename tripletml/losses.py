@@ -8,7 +8,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["multilabel_hinge"]
+__all__ = ["triplet_hinge", "triplet_hinge_array", "multilabel_hinge"]
+
+
+@njit(cache=True, nogil=True)
+def triplet_hinge(margin):
+    """The triplet hinge ``[1 - (S(q, p+) - S(q, p-))]_+`` of one margin.
+
+    Every triplet learner's loss (OASIS eq. 2, SDCA's primal, LORETA's
+    ranking loss, the low-rank DML triplet loss) is this function of the
+    margin ``S(q, p+) - S(q, p-)``; the (sub)gradient step is taken when the
+    returned value is positive.  A Numba function so per-sample loops can
+    call it; :func:`triplet_hinge_array` is its vectorised twin.
+    """
+    h = 1.0 - margin
+    return h if h > 0.0 else 0.0
+
+
+def triplet_hinge_array(margins: np.ndarray) -> np.ndarray:
+    """:func:`triplet_hinge` of every margin (a new float array)."""
+    return np.maximum(1.0 - np.asarray(margins, dtype=float), 0.0)
 
 
 @njit(cache=True, nogil=True)
