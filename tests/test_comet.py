@@ -7,6 +7,7 @@ import scipy.sparse as sp
 
 import tripletml as tm
 from tripletml.learners.comet import comet_loss
+from tripletml.solvers.comet import COMETSolver
 from tripletml.triplets import random_class_triplets
 
 
@@ -19,13 +20,11 @@ def _problem(seed=0, n=40, d=6, m=120, sparse=False):
     return X, random_class_triplets(y, m, random_state=seed)
 
 
-def _started(X, t, **params):
-    """A COMET model initialised (W = I) with its caches, without training."""
-    m = tm.COMET(n_epochs=1, **params)
-    m.fit(X, triplets=t[:1])        # one epoch on one triplet: small moves
-    m.W_ = np.eye(X.shape[1]) + 0.1 * np.ones((X.shape[1], X.shape[1]))
-    m._refactor(X, t)
-    return m
+def _started(X, t, W=None, **params):
+    """A COMET solver at ``W = I + 0.1 11^T`` (or W) with its caches."""
+    d = X.shape[1]
+    W = np.eye(d) + 0.1 * np.ones((d, d)) if W is None else W
+    return COMETSolver(X, t, W=W, **params)
 
 
 def objective_loop(W, X, t, alpha, beta, loss):
@@ -43,10 +42,10 @@ def test_coordinate_gradient_matches_finite_differences(loss, sparse):
     X, t = _problem(seed=1, sparse=sparse)
     Xin = sp.csr_matrix(X) if sparse else X
     m = _started(Xin, t, alpha=0.7, beta=0.3, loss=loss)
-    W = m.W_.copy()
-    assert m.objective(Xin, t) == pytest.approx(objective_loop(W, X, t, 0.7, 0.3, loss))
+    W = m.W.copy()
+    assert m.objective() == pytest.approx(objective_loop(W, X, t, 0.7, 0.3, loss))
     k = 2
-    g = m.coordinate_gradient(Xin, t, k)
+    g = m.coordinate_gradient(k)
     eps = 1e-6
     for j in range(X.shape[1]):
         E = np.zeros_like(W)
@@ -61,49 +60,50 @@ def test_coordinate_gradient_matches_finite_differences(loss, sparse):
 def test_w_stays_pd_after_every_step(scale):
     X, t = _problem(seed=2, d=8)
     X = X * scale  # huge gradients push hard towards the boundary
-    m = _started(X, t, alpha=1e-3, beta=0.0, step_fraction=0.99, step_size=1e6)
+    m = _started(X, t, alpha=1e-3, beta=0.0, step_fraction=0.99, eta0=1e6)
     rng = np.random.default_rng(0)
     for _ in range(80):
-        m._step(X, t, int(rng.integers(0, 8)))
-        assert np.linalg.eigvalsh(m.W_).min() > 0
+        m.step(int(rng.integers(0, 8)))
+        assert np.linalg.eigvalsh(m.W).min() > 0
 
 
 def test_near_singular_start_stays_pd():
     X, t = _problem(seed=3, d=6)
-    m = _started(X, t, alpha=1e-2, step_fraction=0.9, step_size=1e3)
     Q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(6, 6)))
-    m.W_ = (Q * np.array([1, 1, 1, 1, 1, 1e-9])) @ Q.T
-    m._refactor(X, t)
+    m = _started(X, t, W=(Q * np.array([1, 1, 1, 1, 1, 1e-9])) @ Q.T, alpha=1e-2,
+                 step_fraction=0.9, eta0=1e3)
     for k in range(6):
         for _ in range(5):
-            m._step(X, t, k)
-            assert np.linalg.eigvalsh(m.W_).min() > 0
+            m.step(k)
+            assert np.linalg.eigvalsh(m.W).min() > 0
 
 
 def test_inverse_and_cholesky_track_w_over_many_steps():
     X, t = _problem(seed=4, d=7)
-    m = _started(X, t, alpha=0.5, beta=0.1, step_size=10.0)
+    m = _started(X, t, alpha=0.5, beta=0.1, eta0=10.0)
     rng = np.random.default_rng(2)
-    lam0 = None
     for _ in range(400):
-        m._step(X, t, int(rng.integers(0, 7)))
-    W = m.W_
+        m.step(int(rng.integers(0, 7)))
+    W = m.W
     inv = np.linalg.inv(W)
-    assert np.abs(m.W_inv_ - inv).max() <= 1e-8 * np.abs(inv).max()
+    assert np.abs(m.W_inv - inv).max() <= 1e-8 * np.abs(inv).max()
     R = np.linalg.cholesky(W).T
-    assert np.abs(m.components_ - R).max() <= 1e-8 * np.abs(R).max()
+    assert np.abs(m.R - R).max() <= 1e-8 * np.abs(R).max()
     np.testing.assert_allclose(W, W.T, atol=1e-14)
+    # the tracked ||W||_F^2 and tr(W^-1) of the PD guard follow W
+    assert m.fro_sq == pytest.approx(np.sum(W * W), rel=1e-10)
+    assert m.tr_inv == pytest.approx(np.trace(inv), rel=1e-8)
     # the cache of linear terms equals a fresh evaluation
-    lam0 = m._lam.copy()
-    m._refactor(X, t)
-    np.testing.assert_allclose(lam0, m._lam, atol=1e-9)
+    lam0 = m.linear_terms.copy()
+    m.refactor()
+    np.testing.assert_allclose(lam0, m.linear_terms, atol=1e-9)
 
 
 def test_fit_lowers_objective_and_embeds():
     from sklearn.datasets import load_digits
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = tm.COMET(n_triplets=5000, n_epochs=5, random_state=0).fit(X[:1000], y[:1000])
+    m = tm.COMET(n_triplets=5000, max_iter=5, tol=None, random_state=0).fit(X[:1000], y[:1000])
     obj = m.history_["objective"]
     assert obj[-1] < obj[0]
     assert np.linalg.eigvalsh(m.W_).min() > 0
@@ -145,10 +145,11 @@ def test_sparse_comet_is_monotone_pd_and_sparse():
     X, y = load_digits(return_X_y=True)
     X = X[:800] / 16.0
     y = y[:800]
-    dense = tm.COMET(n_triplets=4000, n_epochs=3, random_state=0).fit(X, y)
+    dense = tm.COMET(n_triplets=4000, max_iter=3, tol=None, random_state=0).fit(X, y)
     scores = {}
     for lam in (0.0, 100.0, 1e4):
-        m = tm.SparseCOMET(lam=lam, n_triplets=4000, n_epochs=3, random_state=0).fit(X, y)
+        m = tm.SparseCOMET(group_alpha=lam, n_triplets=4000, max_iter=3, tol=None,
+                           random_state=0).fit(X, y)
         obj = m.history_["objective"]
         assert all(b <= a + 1e-9 for a, b in zip(obj, obj[1:]))      # monotone
         assert np.linalg.eigvalsh(m.W_).min() > 0
@@ -159,6 +160,6 @@ def test_sparse_comet_is_monotone_pd_and_sparse():
         assert set(m.active_features_) <= set(active)  # groups live on their rows
         scores[lam] = (m.score(X, y), m.density_, np.abs(off).max())
     assert scores[1e4][1] == 0.0 and scores[1e4][2] == 0.0         # diagonal W
-    assert scores[0.0][1] > scores[100.0][1] > 0                    # density falls with lam
-    # lam = 0 follows dense COMET (same objective, different step rule)
+    assert scores[0.0][1] > scores[100.0][1] > 0                    # density falls with group_alpha
+    # group_alpha = 0 follows dense COMET (same objective, different step rule)
     assert scores[0.0][0] > dense.score(X, y) - 0.05
