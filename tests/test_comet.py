@@ -163,3 +163,175 @@ def test_sparse_comet_is_monotone_pd_and_sparse():
     assert scores[0.0][1] > scores[100.0][1] > 0                    # density falls with group_alpha
     # group_alpha = 0 follows dense COMET (same objective, different step rule)
     assert scores[0.0][0] > dense.score(X, y) - 0.05
+
+
+# ------------------------------------------------- PD guarantee (issue 13.7)
+def _aggressive_problem(seed, scale):
+    """Features 0 and 1 nearly equal: the loss pulls W towards the boundary."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 8)) * scale
+    X[:, 1] = X[:, 0] + 1e-8 * scale * rng.normal(size=60)
+    y = rng.integers(0, 3, 60)
+    return X, random_class_triplets(y, 300, random_state=seed)
+
+
+def _assert_pd(W):
+    assert np.linalg.eigvalsh(W).min() > 0
+    np.linalg.cholesky(W)            # raises LinAlgError when not PD in floating point
+
+
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_pd_under_aggressive_valid_settings(cls):
+    """The probe of issue 13 item 7: alpha 0 or 1e-3, beta 0, step_fraction
+    0.99, eta0 1e3 or 1e6, a near-duplicate column; before the conditioning
+    guard COMET failed 8 and SparseCOMET 4 of these 20 fits."""
+    extra = {"group_alpha": 0.1} if cls is tm.SparseCOMET else {}
+    for i in range(20):
+        X, t = _aggressive_problem(i, (1.0, 10.0)[(i // 4) % 2])
+        m = cls(alpha=(0.0, 1e-3)[i % 2], beta=0.0, step_fraction=0.99,
+                eta0=(1e3, 1e6)[(i // 2) % 2], max_iter=10, tol=None, random_state=i, **extra)
+        _assert_pd(m.fit(X, triplets=t).W_)
+        np.testing.assert_allclose(m.components_.T @ m.components_, m.W_,
+                                   atol=1e-9 * np.abs(m.W_).max())
+
+
+def test_w_is_pd_for_every_accepted_setting():
+    """Property: W positive definite (eigenvalues and Cholesky) for random
+    accepted settings on random small problems, near-duplicate features and
+    extreme scales included."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
+    @hypothesis.given(
+        seed=st.integers(0, 2**16), alpha=st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 1.0, 10.0]),
+        beta=st.sampled_from([0.0, 1e-3, 1.0]), step_fraction=st.floats(0.01, 0.999),
+        eta0=st.sampled_from([1e-3, 1.0, 1e3, 1e8]),
+        loss=st.sampled_from(["hinge", "squared_hinge", "log"]),
+        group_alpha=st.sampled_from([0.0, 0.1, 10.0]), duplicate=st.booleans(),
+        scale=st.sampled_from([1e-3, 1.0, 1e2]), sparse=st.booleans())
+    def check(seed, alpha, beta, step_fraction, eta0, loss, group_alpha, duplicate, scale,
+              sparse):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(30, 6)) * scale
+        if sparse:
+            X[rng.random(X.shape) < 0.5] = 0.0
+        if duplicate:
+            X[:, 1] = X[:, 0] + 1e-9 * scale * rng.normal(size=30)
+        t = random_class_triplets(rng.integers(0, 3, 30), 120, random_state=seed)
+        Xin = sp.csr_matrix(X) if sparse else X
+        common = dict(alpha=alpha, beta=beta, loss=loss, step_fraction=step_fraction,
+                      eta0=eta0, max_iter=4, tol=None, random_state=seed)
+        for m in (tm.COMET(**common), tm.SparseCOMET(group_alpha=group_alpha, **common)):
+            _assert_pd(m.fit(Xin, triplets=t).W_)
+
+    check()
+
+
+# ---------------------------------------------------------- data and cache
+def test_refit_on_other_data_of_the_same_shape_uses_its_columns():
+    """The CSC copy of X lives in the solver of one fit: a second X of the
+    same shape gets its own columns (a cache keyed on shape gave stale ones)."""
+    rng = np.random.default_rng(0)
+    X1 = sp.random(40, 6, density=0.5, random_state=1, format="csr")
+    X2 = sp.random(40, 6, density=0.5, random_state=2, format="csr")
+    t = random_class_triplets(rng.integers(0, 3, 40), 100, random_state=0)
+    for cls in (tm.COMET, tm.SparseCOMET):
+        m = cls(max_iter=1, tol=None, random_state=0).fit(X1, triplets=t)
+        m.fit(X2, triplets=t)
+        fresh = cls(max_iter=1, tol=None, random_state=0).fit(X2, triplets=t)
+        np.testing.assert_array_equal(m.W_, fresh.W_)
+        dense = cls(max_iter=1, tol=None, random_state=0).fit(X2.toarray(), triplets=t)
+        np.testing.assert_allclose(m.W_, dense.W_, rtol=1e-9, atol=1e-12)
+    s1, s2 = COMETSolver(X1, t), COMETSolver(X2, t)
+    for k in range(6):
+        np.testing.assert_array_equal(s1.column(k), X1.toarray()[:, k])
+        np.testing.assert_array_equal(s2.column(k), X2.toarray()[:, k])
+
+
+def test_history_loss_is_the_triplet_hinge_of_the_decision_function():
+    X, t = _problem(seed=6, d=5)
+    from tripletml.losses import triplet_hinge_array
+    for cls in (tm.COMET, tm.SparseCOMET):
+        m = cls(max_iter=2, tol=None, random_state=0).fit(X, triplets=t)
+        margins = m.decision_function(X, t)          # S(q, p+) - S(q, p-) = 1 - lambda_t
+        assert m.history_["loss"][-1] == pytest.approx(np.sum(triplet_hinge_array(margins)),
+                                                       rel=1e-9)
+
+
+# ----------------------------------------------------------------- stopping
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_convergence_warning_and_stop_reason(cls):
+    from sklearn.exceptions import ConvergenceWarning
+    X, t = _problem(seed=7)
+    with pytest.warns(ConvergenceWarning, match=f"{cls.__name__}.*max_iter=1.*tol=1e-12"):
+        m = cls(max_iter=1, tol=1e-12, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (1, "max_iter")
+    assert len(m.history_["objective"]) == 1
+    # a loose tol stops early, without a warning
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = cls(max_iter=50, tol=0.5, random_state=0).fit(X, triplets=t)
+    assert m.stop_reason_ == "tol" and m.n_iter_ < 50
+    assert len(m.history_["objective"]) == m.n_iter_
+    # tol=None is a fixed budget: max_iter epochs, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = cls(max_iter=3, tol=None, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (3, "max_iter")
+
+
+def test_tol_is_the_relative_change_of_the_objective():
+    X, t = _problem(seed=8)
+    full = tm.SparseCOMET(max_iter=8, tol=None, random_state=0).fit(X, triplets=t)
+    obj = np.array(full.history_["objective"])
+    change = np.abs(np.diff(obj)) / np.maximum(np.abs(obj[:-1]), np.abs(obj[1:]))
+    tol = float(np.sort(change)[len(change) // 2]) * 1.0001
+    first = int(np.flatnonzero(change < tol)[0]) + 2     # epochs run when it stops
+    m = tm.SparseCOMET(max_iter=8, tol=tol, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (first, "tol")
+    np.testing.assert_array_equal(m.W_ if first == 8 else m.history_["objective"],
+                                  obj[:first] if first < 8 else full.W_)
+
+
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_divergence_stops_with_advice(cls):
+    X, t = _problem(seed=9)
+    with pytest.raises(FloatingPointError, match=f"{cls.__name__}: training diverged.*scale "
+                                                 "the features down"):
+        cls(max_iter=2, tol=None, random_state=0).fit(X * 1e100, triplets=t)
+
+
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_fitted_arrays_are_declared(cls):
+    from tripletml._arrayspec import ArraySpec
+    X, t = _problem(seed=10, d=5)
+    m = cls(max_iter=2, tol=None, group_alpha=0.0, random_state=0) if cls is tm.SparseCOMET \
+        else cls(max_iter=2, tol=None, random_state=0)
+    m.fit(X, triplets=t)
+    arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
+    assert arrays == set(cls._fitted_arrays)
+    assert not hasattr(cls, "_square_attrs") or cls._square_attrs == ()
+    for name, spec in cls._fitted_arrays.items():
+        assert isinstance(spec, ArraySpec)
+        arr = getattr(m, name)
+        dims = {"d": 5}
+        assert arr.ndim == len(spec.shape)
+        for n, s in zip(arr.shape, spec.shape):
+            assert s is None or n == dims.get(s, s)
+        assert arr.dtype.kind == spec.dtype
+        if spec.dtype == "i":
+            assert ((arr >= spec.low) & (arr < dims[spec.high])).all()
+        else:
+            assert np.isfinite(arr).all()
+
+
+def test_renamed_parameters_are_gone():
+    for old in ("n_epochs", "step_size", "theta", "lam"):
+        assert old not in tm.COMET().get_params()
+        assert old not in tm.SparseCOMET().get_params()
+    with pytest.raises(ValueError, match="SparseCOMET.*group_alpha"):
+        tm.SparseCOMET(group_alpha=-1.0).fit(*_problem()[::-1][::-1][:1], triplets=_problem()[1])
+    with pytest.raises(ValueError, match="COMET.*tol"):
+        tm.COMET(tol=-1.0).fit(_problem()[0], triplets=_problem()[1])

@@ -167,10 +167,11 @@ class COMET(BilinearMixin, TripletLearner):
             if not np.isfinite(solver.W).all():
                 raise FloatingPointError(f"{type(self).__name__}: training diverged (W became "
                                          "NaN/inf); lower eta0 or scale the features down.")
-            loss = solver.loss_sum()
+            loss = solver.loss_sum()           # >= 0: the divergence watch's quantity
             watch.update(loss, f"epoch {epoch}")
-            obj = solver.objective()
-            watch.update(obj if np.isfinite(obj) else np.nan, f"epoch {epoch} (objective)")
+            obj = solver.objective()           # may be < 0 (-alpha log det W): finite only
+            if not np.isfinite(obj):
+                watch.update(np.nan, f"epoch {epoch} (objective)")
             hist.record(solver.n_steps, loss=loss, min_step_bound=min_bound, objective=obj)
             change, prev = relative_change(prev, obj), obj
             if self.tol is not None and change < self.tol:

@@ -245,10 +245,16 @@ class COMETSolver:
         data = np.asarray(self.X.T @ (w + v)).ravel()
         return 0.5 * data - self.alpha * self.W_inv[k] + self.beta * self.W[k]
 
-    def _diverged(self) -> FloatingPointError:
-        return FloatingPointError(
-            f"{self.name}: training diverged (non-finite gradient at step {self.n_steps + 1}); "
-            "scale the features down or lower eta0.")
+    def _check_gradient(self, g: np.ndarray, where: str | None = None) -> None:
+        """Raise the estimator's FloatingPointError when the gradient row is
+        not finite or so large that its squared norm overflows (every step
+        quantity -- Schur coefficients, Frobenius norm -- would be inf)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            ok = bool(np.isfinite(g).all()) and np.isfinite(float(g @ g))
+        if not ok:
+            raise FloatingPointError(
+                f"{self.name}: training diverged (non-finite or overflowing gradient at "
+                f"{where or f'step {self.n_steps}'}); scale the features down or lower eta0.")
 
     def _guard(self, k: int, u: np.ndarray, eta: float, Wu: np.ndarray | None) -> float:
         """``eta``, halved until the step keeps ``cond(W)`` below the guard's
@@ -309,8 +315,7 @@ class COMETSolver:
         Returns ``eta_max``."""
         self.n_steps += 1
         u = -self.coordinate_gradient(k)
-        if not np.isfinite(u).all():
-            raise self._diverged()
+        self._check_gradient(u)
         bound, Wu = schur_step_bound(self.W, self.W_inv, k, u, return_Wu=True)
         eta = min(self.step_fraction * bound, self.eta0)
         if not (eta > 0 and np.isfinite(eta)):
@@ -424,9 +429,7 @@ class SparseCOMETSolver(COMETSolver):
         w = float(self.W[k, k])
         g = float(comet_loss_derivative(self.linear_terms, self.loss) @ qd) \
             - self.alpha / w + self.beta * w
-        if not np.isfinite(g):
-            raise FloatingPointError(f"{self.name}: training diverged (non-finite gradient); "
-                                     "scale the features down or lower eta0.")
+        self._check_gradient(np.array([g, w]), f"the diagonal pass, feature {k}")
         # W_kk + 2 d_k > 0 keeps W PD; stay a step_fraction inside
         dk = max(-0.5 * self.eta0 * g, -0.5 * self.step_fraction * w)
         base = self.loss_sum()
@@ -454,8 +457,7 @@ class SparseCOMETSolver(COMETSolver):
         stays zero, 0 when it was skipped)."""
         self.n_steps += 1
         g = self.coordinate_gradient(k)
-        if not np.isfinite(g).all():
-            raise self._diverged()
+        self._check_gradient(g)
         g[k] = 0.0
         v = self.V[k]
         active = bool(v.any())
