@@ -205,7 +205,7 @@ class RowColumnConditioning:
         weu, wkk, uwu = self.m
         m00, m01, m10, m11 = 1.0 / eta + weu, wkk, uwu, 1.0 / eta + weu
         det = m00 * m11 - m01 * m10
-        if not det != 0.0:
+        if det == 0.0 or not np.isfinite(det):
             return fro_sq, np.inf
         k00, k01, k10, k11 = m11 / det, -m01 / det, -m10 / det, m00 / det
         wuwe, wewe, wuwu = self.g
