@@ -7,6 +7,7 @@ import scipy.sparse as sp
 
 import tripletml as tm
 from tripletml.learners.comet import comet_loss
+from tripletml.solvers.comet import COMETSolver
 from tripletml.triplets import random_class_triplets
 
 
@@ -19,13 +20,11 @@ def _problem(seed=0, n=40, d=6, m=120, sparse=False):
     return X, random_class_triplets(y, m, random_state=seed)
 
 
-def _started(X, t, **params):
-    """A COMET model initialised (W = I) with its caches, without training."""
-    m = tm.COMET(n_epochs=1, **params)
-    m.fit(X, triplets=t[:1])        # one epoch on one triplet: small moves
-    m.W_ = np.eye(X.shape[1]) + 0.1 * np.ones((X.shape[1], X.shape[1]))
-    m._refactor(X, t)
-    return m
+def _started(X, t, W=None, **params):
+    """A COMET solver at ``W = I + 0.1 11^T`` (or W) with its caches."""
+    d = X.shape[1]
+    W = np.eye(d) + 0.1 * np.ones((d, d)) if W is None else W
+    return COMETSolver(X, t, W=W, **params)
 
 
 def objective_loop(W, X, t, alpha, beta, loss):
@@ -43,10 +42,10 @@ def test_coordinate_gradient_matches_finite_differences(loss, sparse):
     X, t = _problem(seed=1, sparse=sparse)
     Xin = sp.csr_matrix(X) if sparse else X
     m = _started(Xin, t, alpha=0.7, beta=0.3, loss=loss)
-    W = m.W_.copy()
-    assert m.objective(Xin, t) == pytest.approx(objective_loop(W, X, t, 0.7, 0.3, loss))
+    W = m.W.copy()
+    assert m.objective() == pytest.approx(objective_loop(W, X, t, 0.7, 0.3, loss))
     k = 2
-    g = m.coordinate_gradient(Xin, t, k)
+    g = m.coordinate_gradient(k)
     eps = 1e-6
     for j in range(X.shape[1]):
         E = np.zeros_like(W)
@@ -61,49 +60,50 @@ def test_coordinate_gradient_matches_finite_differences(loss, sparse):
 def test_w_stays_pd_after_every_step(scale):
     X, t = _problem(seed=2, d=8)
     X = X * scale  # huge gradients push hard towards the boundary
-    m = _started(X, t, alpha=1e-3, beta=0.0, step_fraction=0.99, step_size=1e6)
+    m = _started(X, t, alpha=1e-3, beta=0.0, step_fraction=0.99, eta0=1e6)
     rng = np.random.default_rng(0)
     for _ in range(80):
-        m._step(X, t, int(rng.integers(0, 8)))
-        assert np.linalg.eigvalsh(m.W_).min() > 0
+        m.step(int(rng.integers(0, 8)))
+        assert np.linalg.eigvalsh(m.W).min() > 0
 
 
 def test_near_singular_start_stays_pd():
     X, t = _problem(seed=3, d=6)
-    m = _started(X, t, alpha=1e-2, step_fraction=0.9, step_size=1e3)
     Q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(6, 6)))
-    m.W_ = (Q * np.array([1, 1, 1, 1, 1, 1e-9])) @ Q.T
-    m._refactor(X, t)
+    m = _started(X, t, W=(Q * np.array([1, 1, 1, 1, 1, 1e-9])) @ Q.T, alpha=1e-2,
+                 step_fraction=0.9, eta0=1e3)
     for k in range(6):
         for _ in range(5):
-            m._step(X, t, k)
-            assert np.linalg.eigvalsh(m.W_).min() > 0
+            m.step(k)
+            assert np.linalg.eigvalsh(m.W).min() > 0
 
 
 def test_inverse_and_cholesky_track_w_over_many_steps():
     X, t = _problem(seed=4, d=7)
-    m = _started(X, t, alpha=0.5, beta=0.1, step_size=10.0)
+    m = _started(X, t, alpha=0.5, beta=0.1, eta0=10.0)
     rng = np.random.default_rng(2)
-    lam0 = None
     for _ in range(400):
-        m._step(X, t, int(rng.integers(0, 7)))
-    W = m.W_
+        m.step(int(rng.integers(0, 7)))
+    W = m.W
     inv = np.linalg.inv(W)
-    assert np.abs(m.W_inv_ - inv).max() <= 1e-8 * np.abs(inv).max()
+    assert np.abs(m.W_inv - inv).max() <= 1e-8 * np.abs(inv).max()
     R = np.linalg.cholesky(W).T
-    assert np.abs(m.components_ - R).max() <= 1e-8 * np.abs(R).max()
+    assert np.abs(m.R - R).max() <= 1e-8 * np.abs(R).max()
     np.testing.assert_allclose(W, W.T, atol=1e-14)
+    # the tracked ||W||_F^2 and tr(W^-1) of the PD guard follow W
+    assert m.fro_sq == pytest.approx(np.sum(W * W), rel=1e-10)
+    assert m.tr_inv == pytest.approx(np.trace(inv), rel=1e-8)
     # the cache of linear terms equals a fresh evaluation
-    lam0 = m._lam.copy()
-    m._refactor(X, t)
-    np.testing.assert_allclose(lam0, m._lam, atol=1e-9)
+    lam0 = m.linear_terms.copy()
+    m.refactor()
+    np.testing.assert_allclose(lam0, m.linear_terms, atol=1e-9)
 
 
 def test_fit_lowers_objective_and_embeds():
     from sklearn.datasets import load_digits
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = tm.COMET(n_triplets=5000, n_epochs=5, random_state=0).fit(X[:1000], y[:1000])
+    m = tm.COMET(n_triplets=5000, max_iter=5, tol=None, random_state=0).fit(X[:1000], y[:1000])
     obj = m.history_["objective"]
     assert obj[-1] < obj[0]
     assert np.linalg.eigvalsh(m.W_).min() > 0
@@ -145,10 +145,11 @@ def test_sparse_comet_is_monotone_pd_and_sparse():
     X, y = load_digits(return_X_y=True)
     X = X[:800] / 16.0
     y = y[:800]
-    dense = tm.COMET(n_triplets=4000, n_epochs=3, random_state=0).fit(X, y)
+    dense = tm.COMET(n_triplets=4000, max_iter=3, tol=None, random_state=0).fit(X, y)
     scores = {}
     for lam in (0.0, 100.0, 1e4):
-        m = tm.SparseCOMET(lam=lam, n_triplets=4000, n_epochs=3, random_state=0).fit(X, y)
+        m = tm.SparseCOMET(group_alpha=lam, n_triplets=4000, max_iter=3, tol=None,
+                           random_state=0).fit(X, y)
         obj = m.history_["objective"]
         assert all(b <= a + 1e-9 for a, b in zip(obj, obj[1:]))      # monotone
         assert np.linalg.eigvalsh(m.W_).min() > 0
@@ -159,6 +160,181 @@ def test_sparse_comet_is_monotone_pd_and_sparse():
         assert set(m.active_features_) <= set(active)  # groups live on their rows
         scores[lam] = (m.score(X, y), m.density_, np.abs(off).max())
     assert scores[1e4][1] == 0.0 and scores[1e4][2] == 0.0         # diagonal W
-    assert scores[0.0][1] > scores[100.0][1] > 0                    # density falls with lam
-    # lam = 0 follows dense COMET (same objective, different step rule)
+    assert scores[0.0][1] > scores[100.0][1] > 0                    # density falls with group_alpha
+    # group_alpha = 0 follows dense COMET (same objective, different step rule)
     assert scores[0.0][0] > dense.score(X, y) - 0.05
+
+
+# ------------------------------------------------- PD guarantee (issue 13.7)
+def _aggressive_problem(seed, scale):
+    """Features 0 and 1 nearly equal: the loss pulls W towards the boundary."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(60, 8)) * scale
+    X[:, 1] = X[:, 0] + 1e-8 * scale * rng.normal(size=60)
+    y = rng.integers(0, 3, 60)
+    return X, random_class_triplets(y, 300, random_state=seed)
+
+
+def _assert_pd(W):
+    assert np.linalg.eigvalsh(W).min() > 0
+    np.linalg.cholesky(W)            # raises LinAlgError when not PD in floating point
+
+
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_pd_under_aggressive_valid_settings(cls):
+    """The probe of issue 13 item 7: alpha 0 or 1e-3, beta 0, step_fraction
+    0.99, eta0 1e3 or 1e6, a near-duplicate column; before the conditioning
+    guard COMET failed 8 and SparseCOMET 4 of these 20 fits."""
+    extra = {"group_alpha": 0.1} if cls is tm.SparseCOMET else {}
+    for i in range(20):
+        X, t = _aggressive_problem(i, (1.0, 10.0)[(i // 4) % 2])
+        m = cls(alpha=(0.0, 1e-3)[i % 2], beta=0.0, step_fraction=0.99,
+                eta0=(1e3, 1e6)[(i // 2) % 2], max_iter=10, tol=None, random_state=i, **extra)
+        _assert_pd(m.fit(X, triplets=t).W_)
+        np.testing.assert_allclose(m.components_.T @ m.components_, m.W_,
+                                   atol=1e-9 * np.abs(m.W_).max())
+
+
+def test_w_is_pd_for_every_accepted_setting():
+    """Property: W positive definite (eigenvalues and Cholesky) for random
+    accepted settings on random small problems, near-duplicate features and
+    extreme scales included."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
+    @hypothesis.given(
+        seed=st.integers(0, 2**16), alpha=st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 1.0, 10.0]),
+        beta=st.sampled_from([0.0, 1e-3, 1.0]), step_fraction=st.floats(0.01, 0.999),
+        eta0=st.sampled_from([1e-3, 1.0, 1e3, 1e8]),
+        loss=st.sampled_from(["hinge", "squared_hinge", "log"]),
+        group_alpha=st.sampled_from([0.0, 0.1, 10.0]), duplicate=st.booleans(),
+        scale=st.sampled_from([1e-3, 1.0, 1e2]), sparse=st.booleans())
+    def check(seed, alpha, beta, step_fraction, eta0, loss, group_alpha, duplicate, scale,
+              sparse):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(30, 6)) * scale
+        if sparse:
+            X[rng.random(X.shape) < 0.5] = 0.0
+        if duplicate:
+            X[:, 1] = X[:, 0] + 1e-9 * scale * rng.normal(size=30)
+        t = random_class_triplets(rng.integers(0, 3, 30), 120, random_state=seed)
+        Xin = sp.csr_matrix(X) if sparse else X
+        common = dict(alpha=alpha, beta=beta, loss=loss, step_fraction=step_fraction,
+                      eta0=eta0, max_iter=4, tol=None, random_state=seed)
+        for m in (tm.COMET(**common), tm.SparseCOMET(group_alpha=group_alpha, **common)):
+            _assert_pd(m.fit(Xin, triplets=t).W_)
+
+    check()
+
+
+# ---------------------------------------------------------- data and cache
+def test_refit_on_other_data_of_the_same_shape_uses_its_columns():
+    """The CSC copy of X lives in the solver of one fit: a second X of the
+    same shape gets its own columns (a cache keyed on shape gave stale ones)."""
+    rng = np.random.default_rng(0)
+    X1 = sp.random(40, 6, density=0.5, random_state=1, format="csr")
+    X2 = sp.random(40, 6, density=0.5, random_state=2, format="csr")
+    t = random_class_triplets(rng.integers(0, 3, 40), 100, random_state=0)
+    for cls in (tm.COMET, tm.SparseCOMET):
+        m = cls(max_iter=1, tol=None, random_state=0).fit(X1, triplets=t)
+        m.fit(X2, triplets=t)
+        fresh = cls(max_iter=1, tol=None, random_state=0).fit(X2, triplets=t)
+        np.testing.assert_array_equal(m.W_, fresh.W_)
+        dense = cls(max_iter=1, tol=None, random_state=0).fit(X2.toarray(), triplets=t)
+        np.testing.assert_allclose(m.W_, dense.W_, rtol=1e-9, atol=1e-12)
+    s1, s2 = COMETSolver(X1, t), COMETSolver(X2, t)
+    for k in range(6):
+        np.testing.assert_array_equal(s1.column(k), X1.toarray()[:, k])
+        np.testing.assert_array_equal(s2.column(k), X2.toarray()[:, k])
+
+
+def test_history_loss_is_the_triplet_hinge_of_the_decision_function():
+    X, t = _problem(seed=6, d=5)
+    from tripletml.losses import triplet_hinge_array
+    for cls in (tm.COMET, tm.SparseCOMET):
+        m = cls(max_iter=2, tol=None, random_state=0).fit(X, triplets=t)
+        margins = m.decision_function(X, t)          # S(q, p+) - S(q, p-) = 1 - lambda_t
+        assert m.history_["loss"][-1] == pytest.approx(np.sum(triplet_hinge_array(margins)),
+                                                       rel=1e-9)
+
+
+# ----------------------------------------------------------------- stopping
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_convergence_warning_and_stop_reason(cls):
+    from sklearn.exceptions import ConvergenceWarning
+    X, t = _problem(seed=7)
+    with pytest.warns(ConvergenceWarning, match=f"{cls.__name__}.*max_iter=1.*tol=1e-12"):
+        m = cls(max_iter=1, tol=1e-12, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (1, "max_iter")
+    assert len(m.history_["objective"]) == 1
+    # a loose tol stops early, without a warning
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = cls(max_iter=50, tol=0.5, random_state=0).fit(X, triplets=t)
+    assert m.stop_reason_ == "tol" and m.n_iter_ < 50
+    assert len(m.history_["objective"]) == m.n_iter_
+    # tol=None is a fixed budget: max_iter epochs, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = cls(max_iter=3, tol=None, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (3, "max_iter")
+
+
+def test_tol_is_the_relative_change_of_the_objective():
+    X, t = _problem(seed=8)
+    full = tm.SparseCOMET(max_iter=8, tol=None, random_state=0).fit(X, triplets=t)
+    obj = np.array(full.history_["objective"])
+    change = np.abs(np.diff(obj)) / np.maximum(np.abs(obj[:-1]), np.abs(obj[1:]))
+    tol = float(np.sort(change)[len(change) // 2]) * 1.0001
+    first = int(np.flatnonzero(change < tol)[0]) + 2     # epochs run when it stops
+    m = tm.SparseCOMET(max_iter=8, tol=tol, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (first, "tol")
+    # the same path as the full run, cut where the criterion first fell below tol
+    np.testing.assert_array_equal(m.history_["objective"], obj[:first])
+
+
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_divergence_stops_with_advice(cls):
+    X, t = _problem(seed=9)
+    with pytest.raises(FloatingPointError, match=f"{cls.__name__}: training diverged.*scale "
+                                                 "the features down"):
+        cls(max_iter=2, tol=None, random_state=0).fit(X * 1e100, triplets=t)
+
+
+@pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
+def test_fitted_arrays_are_declared(cls):
+    from tripletml._arrayspec import ArraySpec
+    X, t = _problem(seed=10, d=5)
+    m = cls(max_iter=2, tol=None, group_alpha=0.0, random_state=0) if cls is tm.SparseCOMET \
+        else cls(max_iter=2, tol=None, random_state=0)
+    m.fit(X, triplets=t)
+    arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
+    assert arrays == set(cls._fitted_arrays)
+    assert not hasattr(cls, "_square_attrs") or cls._square_attrs == ()
+    for name, spec in cls._fitted_arrays.items():
+        assert isinstance(spec, ArraySpec)
+        arr = getattr(m, name)
+        dims = {"d": 5}
+        assert arr.ndim == len(spec.shape)
+        for n, s in zip(arr.shape, spec.shape):
+            assert s is None or n == dims.get(s, s)
+        assert arr.dtype.kind == spec.dtype
+        if spec.dtype == "i":
+            assert ((arr >= spec.low) & (arr < dims[spec.high])).all()
+        else:
+            assert np.isfinite(arr).all()
+
+
+def test_renamed_parameters_are_gone():
+    for old in ("n_epochs", "step_size", "theta", "lam"):
+        assert old not in tm.COMET().get_params()
+        assert old not in tm.SparseCOMET().get_params()
+    X, t = _problem()
+    with pytest.raises(ValueError, match="SparseCOMET.*group_alpha"):
+        tm.SparseCOMET(group_alpha=-1.0).fit(X, triplets=t)
+    with pytest.raises(ValueError, match="COMET.*eta0"):
+        tm.COMET(eta0=0.0).fit(X, triplets=t)
+    with pytest.raises(ValueError, match="COMET.*tol"):
+        tm.COMET(tol=-1.0).fit(X, triplets=t)
