@@ -6,7 +6,8 @@
 * :mod:`.pinv` -- full-column-rank factors and Meyer's rank-one
   pseudo-inverse update (LORETA's Theorem 1, the multi-label rankers).
 * :mod:`.pd_updates` -- Cholesky root updates, the Woodbury inverse update
-  and the Schur step bound of a symmetric row-column update (COMET).
+  and the Schur step bound of a symmetric row-column update, plus the
+  conditioning guard that keeps W positive definite in floating point (COMET).
 * :mod:`.eig_update` -- Brand's incremental eigen-update and PSD projections
   (low-rank DML, SML).
 
@@ -19,9 +20,9 @@ from ._flags import FAST
 from .eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
                          orthonormality_error, project_psd, project_spectrum,
                          reorthonormalize_eig)
-from .pd_updates import (chol_downdate, chol_update, chol_update_downdate,
-                         inverse_row_column_update, row_column_update, schur_coefficients,
-                         schur_step_bound)
+from .pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
+                         chol_update_downdate, inverse_row_column_update, row_column_update,
+                         schur_coefficients, schur_step_bound)
 from .pinv import (_pinv_apply, _pinv_prepare, balanced_factors, pinv_drift,  # noqa: F401
                    pinv_full_column_rank, rank_one_update_with_pinv)
 from .sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
@@ -33,7 +34,8 @@ __all__ = [
     "rowwise_dot",
     "pinv_full_column_rank", "pinv_drift", "balanced_factors", "rank_one_update_with_pinv",
     "chol_update", "chol_downdate", "chol_update_downdate", "row_column_update",
-    "schur_step_bound", "schur_coefficients", "inverse_row_column_update",
+    "schur_step_bound", "schur_coefficients", "inverse_row_column_update", "PD_COND_LIMIT",
+    "RowColumnConditioning",
     "lowrank_eig_update", "project_spectrum", "project_psd", "orthonormality_error",
     "reorthonormalize_eig",
 ]
