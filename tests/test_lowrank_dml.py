@@ -7,11 +7,10 @@ import scipy.sparse as sp
 
 import tripletml as tm
 from tripletml import LowRankDML
-from tripletml.learners import _dml_solvers
-from tripletml.learners._dml_problem import TripletDMLProblem
-from tripletml.learners.lowrank_dml import _Minibatches
-from tripletml.linalg import (lowrank_eig_update, orthonormality_error, project_psd,
-                              project_spectrum, reorthonormalize_eig)
+from tripletml.linalg.eig_update import (lowrank_eig_update, orthonormality_error, project_psd,
+                                         project_spectrum, reorthonormalize_eig)
+from tripletml.solvers import lowrank_dml as dml_solvers
+from tripletml.solvers.lowrank_dml import Minibatches, TripletDMLProblem
 from tripletml.triplets import random_class_triplets
 
 
@@ -244,7 +243,7 @@ def test_incsvd_iterates_equal_dense_projected_steps(constraint, sparse):
         W = project_psd(W_pre, 0.0, None, None) if constraint is None else \
             project_psd(W_pre, 0.0, constraint, tau)
         active |= constraint is not None and not np.allclose(W, project_psd(W_pre))
-        m = LowRankDML(lam=lam, eta0=eta0, batch_size=len(t), max_iter=it,
+        m = LowRankDML(alpha=lam, eta0=eta0, batch_size=len(t), max_iter=it,
                        constraint=constraint, tau=tau).fit(X, triplets=t)
         np.testing.assert_allclose(m.get_mahalanobis_matrix(), W, atol=1e-10 * np.abs(W).max())
         assert m.rank_ == np.linalg.matrix_rank(W, tol=1e-9)
@@ -254,7 +253,7 @@ def test_incsvd_iterates_equal_dense_projected_steps(constraint, sparse):
 @pytest.mark.parametrize("loss", ["triplet", "lmnn"])
 def test_incsvd_and_dense_sgd_compute_the_same_iterates(loss):
     X, t = _data(seed=4, sparse=True)
-    kw = dict(lam=0.01, eta0=0.05, batch_size=7, max_iter=40, loss=loss, push_weight=0.7,
+    kw = dict(alpha=0.01, eta0=0.05, batch_size=7, max_iter=40, loss=loss, push_weight=0.7,
               random_state=11)
     a = LowRankDML(solver="incsvd", **kw).fit(X, triplets=t)
     b = LowRankDML(solver="sgd", **kw).fit(X, triplets=t)
@@ -267,7 +266,7 @@ def test_incsvd_and_dense_sgd_compute_the_same_iterates(loss):
 
 def test_U_stays_orthonormal_over_many_steps():
     X, t = _data(seed=5, d=15)
-    m = LowRankDML(lam=0.001, eta0=0.05, batch_size=3, max_iter=10_000, constraint=None,
+    m = LowRankDML(alpha=0.001, eta0=0.05, batch_size=3, max_iter=10_000, constraint=None,
                    eval_every=0, random_state=0).fit(X, triplets=t)
     assert m.rank_ > 3
     assert orthonormality_error(m.U_) < 1e-10
@@ -278,7 +277,7 @@ def test_rank_history_psd_and_lam_effect():
     X, t = _data(seed=6)
     ranks = []
     for lam in (0.0, 0.05, 100.0):
-        m = LowRankDML(lam=lam, eta0=0.05, batch_size=10, max_iter=50,
+        m = LowRankDML(alpha=lam, eta0=0.05, batch_size=10, max_iter=50,
                        random_state=0).fit(X, triplets=t)
         W = m.get_mahalanobis_matrix()
         assert np.linalg.eigvalsh(W).min() > -1e-12
@@ -295,7 +294,7 @@ def test_rank_history_psd_and_lam_effect():
 def test_objective_equals_a_plain_loop():
     X, t = _data(seed=7, sparse=True)
     for loss in ("triplet", "lmnn"):
-        m = LowRankDML(lam=0.03, loss=loss, push_weight=0.5, eta0=0.05, max_iter=20,
+        m = LowRankDML(alpha=0.03, loss=loss, push_weight=0.5, eta0=0.05, max_iter=20,
                        batch_size=10, random_state=0).fit(X, triplets=t)
         W = m.get_mahalanobis_matrix()
         ref = _objective_loop(X, t, W, 0.03, loss, 0.5)
@@ -310,8 +309,8 @@ def test_gradient_matches_finite_differences(loss):
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(6, 6))
     W = 0.05 * Z @ Z.T
-    prob = TripletDMLProblem(X, t, loss, lam=0.1, push_weight=0.6)
-    G = prob.dense_gradient(np.arange(len(t)), W, include_lam=True)
+    prob = TripletDMLProblem(X, t, loss, alpha=0.1, push_weight=0.6)
+    G = prob.dense_gradient(np.arange(len(t)), W, include_alpha=True)
     np.testing.assert_allclose(G, _dense_grad(X, t, W, loss, 0.6) + 0.1 * np.eye(6),
                                atol=1e-12)
     h = 1e-6
@@ -338,7 +337,7 @@ def test_stochastic_gradient_is_unbiased():
         A = A.toarray()
         singles.append(-(A * sg) @ A.T)
     np.testing.assert_allclose(np.mean(singles, axis=0), full, atol=1e-12)
-    batches = _Minibatches(len(t), 9, np.random.default_rng(0))
+    batches = Minibatches(len(t), 9, np.random.default_rng(0))
     parts = []
     seen = []
     for _ in range(4):
@@ -360,10 +359,10 @@ def test_gd_and_sgd_batch_steps_match_the_reference():
     X, t = _data(seed=10)
     lam, eta, tau = 0.02, 0.03, 0.8
     ref = project_psd(-eta * _dense_grad(X, t, np.zeros((12, 12))), eta * lam, "frobenius", tau)
-    m = _one_step("gd", X, t, lam=lam, eta0=eta, tau=tau)
+    m = _one_step("gd", X, t, alpha=lam, eta0=eta, tau=tau)
     np.testing.assert_allclose(m.get_mahalanobis_matrix(), ref, atol=1e-12)
-    m = _one_step("sgd_batch", X, t, lam=lam, eta0=eta, tau=tau, random_state=3)
-    idx = _Minibatches(len(t), 10, np.random.default_rng(3)).next()
+    m = _one_step("sgd_batch", X, t, alpha=lam, eta0=eta, tau=tau, random_state=3)
+    idx = Minibatches(len(t), 10, np.random.default_rng(3)).next()
     ref = project_psd(-eta * _dense_grad(X, t[idx], np.zeros((12, 12))), eta * lam,
                       "frobenius", tau)
     np.testing.assert_allclose(m.get_mahalanobis_matrix(), ref, atol=1e-12)
@@ -373,7 +372,7 @@ def test_gd_and_sgd_batch_steps_match_the_reference():
 def test_frank_wolfe_step_matches_the_linear_oracle(constraint):
     X, t = _data(seed=11)
     lam, tau, c = 0.02, 0.8, 2.0
-    m2 = LowRankDML(solver="fw", lam=lam, tau=tau, eta0=c, constraint=constraint,
+    m2 = LowRankDML(solver="fw", alpha=lam, tau=tau, eta0=c, constraint=constraint,
                     max_iter=2).fit(X, triplets=t)
     # reference: W1 = gamma_1 S_1 (gamma_1 = min(1, c/3)), then one more step
     W = np.zeros((12, 12))
@@ -397,7 +396,7 @@ def test_frank_wolfe_step_matches_the_linear_oracle(constraint):
 
 def test_sgd_one_is_projected_once_at_the_end():
     X, t = _data(seed=12)
-    m = LowRankDML(solver="sgd_one", lam=0.02, eta0=0.02, max_iter=30, batch_size=10,
+    m = LowRankDML(solver="sgd_one", alpha=0.02, eta0=0.02, max_iter=30, batch_size=10,
                    random_state=0).fit(X, triplets=t)
     W = m.get_mahalanobis_matrix()
     assert np.linalg.eigvalsh(W).min() > -1e-10 and np.linalg.norm(W) <= 1 + 1e-10
@@ -409,7 +408,7 @@ def test_every_solver_decreases_the_objective(solver):
     X, t = _data(seed=13)
     F0 = _objective_loop(X, t, np.zeros((12, 12)), 0.02)     # W_1 = 0: F = 1
     eta = {"fw": 1.0, "gd": 0.02, "sgd_one": 0.01}.get(solver, 0.05)
-    m = LowRankDML(solver=solver, lam=0.02, eta0=eta, max_iter=60, eval_every=20,
+    m = LowRankDML(solver=solver, alpha=0.02, eta0=eta, max_iter=60, eval_every=20,
                    random_state=0).fit(X, triplets=t)
     F = m.objective(X, t)
     assert F < 0.9 * F0
@@ -432,7 +431,7 @@ def test_dense_solvers_refuse_to_exhaust_memory(monkeypatch):
     ({"solver": "fw", "constraint": None}, ValueError, "solver='fw' needs a bounded"),
     ({"eta0": 0}, ValueError, "parameter eta0=0 must be > 0"),
     ({"batch_size": 2.5}, TypeError, "parameter batch_size=2.5 must be an integer"),
-    ({"lam": -1}, ValueError, "parameter lam=-1 must be >= 0"),
+    ({"alpha": -1}, ValueError, "parameter alpha=-1 must be >= 0"),
     ({"loss": "hinge"}, ValueError, "parameter loss='hinge'"),
 ])
 def test_bad_parameters(params, err, msg):
@@ -467,8 +466,8 @@ def test_save_and_load_roundtrip(tmp_path):
 
 
 def test_solver_registry_is_complete():
-    assert set(_dml_solvers.SOLVERS) == set(_dml_solvers.AUTO_SCHEDULE) == \
-        set(_dml_solvers.DEFAULT_BATCH) == {"incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one"}
+    assert set(dml_solvers.SOLVERS) == set(dml_solvers.AUTO_LEARNING_RATE) == \
+        set(dml_solvers.DEFAULT_BATCH) == {"incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one"}
 
 
 def test_sgd_one_first_step_matches_the_reference():
@@ -476,7 +475,7 @@ def test_sgd_one_first_step_matches_the_reference():
     average is W_1 and the one projection gives Pi_PSD∩ball(W_1)."""
     X, t = _data(seed=14)
     lam, eta, tau = 0.02, 0.03, 0.8
-    m = LowRankDML(solver="sgd_one", lam=lam, eta0=eta, tau=tau, max_iter=1, batch_size=len(t),
+    m = LowRankDML(solver="sgd_one", alpha=lam, eta0=eta, tau=tau, max_iter=1, batch_size=len(t),
                    random_state=0).fit(X, triplets=t)
     W1 = -eta * (_dense_grad(X, t, np.zeros((12, 12))) + lam * np.eye(12))
     W1 *= min(1.0, tau / np.linalg.norm(W1))
