@@ -119,12 +119,14 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     history_ : dict of lists
         ``step`` (iteration), ``seconds``, ``train_seconds`` (without the
         evaluations), ``rank`` (None where a baseline does not know it),
-        ``eta`` and ``objective`` (every ``eval_every`` iterations).
+        ``eta``, ``batch_loss`` (the minibatch loss ``f_B(W_t)`` before the
+        step) and ``objective`` (every ``eval_every`` iterations).
 
     Notes
     -----
-    Divergence: the objective (when evaluated) and the mean minibatch loss
-    of every block of 10 iterations are watched
+    Divergence: the objective (when evaluated), the minibatch loss of
+    iteration 1 (at W = 0) and the mean minibatch loss of every later block
+    of 10 iterations are watched
     (:class:`tripletml._stopping.LossWatch`); a non-finite value or a growth
     by 1000 times over the smallest one stops training with a
     FloatingPointError advising a smaller eta0.
@@ -202,7 +204,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         if self.solver in ("gd", "fw") and self.batch_size is None:
             size = None
         batches = Minibatches(prob.m, size, rng)
-        hist = History(keys=("train_seconds", "rank", "eta", "objective"))
+        hist = History(keys=("train_seconds", "rank", "eta", "objective", "batch_loss"))
         watch_obj = LossWatch(self, advice=_ADVICE)
         watch_batch = LossWatch(self, advice=_ADVICE)
         block = []
@@ -212,9 +214,10 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
                           verbose=self.verbose, desc="LowRankDML", unit="it"):
             eta = self._eta(t)
             t0 = time.perf_counter()
-            block.append(state.step(t, batches.next(), eta))
+            loss = state.step(t, batches.next(), eta)
             train += time.perf_counter() - t0
-            if len(block) == WATCH_BLOCK:
+            block.append(loss)
+            if t == 1 or len(block) == WATCH_BLOCK:    # iteration 1 alone: f_B(W_1 = 0)
                 watch_batch.update(float(np.mean(block)), f"iterations {t - len(block) + 1}-{t}")
                 block = []
             timed_out = self.max_time is not None and train >= self.max_time
@@ -226,7 +229,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
                     raise FloatingPointError(f"LowRankDML: training diverged at iteration {t} "
                                              f"(objective {obj}); lower eta0.")
                 watch_obj.update(obj, f"iteration {t}")
-            hist.record(t, train_seconds=train, rank=state.rank, eta=eta, objective=obj)
+            hist.record(t, train_seconds=train, rank=state.rank, eta=eta, objective=obj,
+                        batch_loss=loss)
             if obj is not None and self.tol is not None and (self.eval_every and
                                                              t % self.eval_every == 0):
                 if prev_obj is not None:
