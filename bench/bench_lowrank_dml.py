@@ -25,9 +25,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from tripletml.learners._dml_problem import TripletDMLProblem
-from tripletml.learners._dml_solvers import DenseProjectedSolver
-from tripletml.linalg import lowrank_eig_update, project_spectrum
+from tripletml.linalg.eig_update import lowrank_eig_update, project_spectrum
+from tripletml.solvers.lowrank_dml import DenseProjectedSolver, TripletDMLProblem
 
 
 def state(d, r, c, rng, nnz=90):
@@ -85,7 +84,7 @@ def main(argv=None):
     y = rng.integers(0, 10, n)
     from tripletml.triplets import random_class_triplets
     t = random_class_triplets(y, 2000, random_state=0)
-    prob = TripletDMLProblem(X, t, lam=1e-3)
+    prob = TripletDMLProblem(X, t, alpha=1e-3)
     dense = DenseProjectedSolver(prob, "frobenius", 1.0)
     U, s, _, _ = state(d, r, c, rng)
     dense.W = (U * s) @ U.T
@@ -94,7 +93,7 @@ def main(argv=None):
     print(f"   dense SGD step {t_dense:.2f} s, incsvd step {step_5000 * 1e3:.1f} ms: "
           f"{t_dense / step_5000:.0f}x")
 
-    print("\n3. on a real state: dexter (d = 20,000), lam = 0.1 lam_max, c = 10, after 100 "
+    print("\n3. on a real state: dexter (d = 20,000), alpha = 0.1 lam_max, c = 10, after 100 "
           "iterations;\n   the next 20 iterations, each against a bare GEMM "
           "(d x (r + c)) @ ((r + c) x (r + c)) of its own r and c")
     from tripletml.learners.lowrank_dml import LowRankDML
@@ -102,9 +101,9 @@ def main(argv=None):
     X, y = load("dexter")
     t = random_class_triplets(y, 20000, random_state=0)
     lm = lam_max(X, t)
-    m = LowRankDML(lam=0.1 * lm, eta0=10.0, max_iter=100, eval_every=0,
+    m = LowRankDML(alpha=0.1 * lm, eta0=10.0, max_iter=100, eval_every=0,
                    random_state=0).fit(X, triplets=t)
-    prob = TripletDMLProblem(X, t, lam=0.1 * lm)
+    prob = TripletDMLProblem(X, t, alpha=0.1 * lm)
     U, s = m.U_, m.s_
     ratios, fast = [], 0
     for it in range(101, 121):
@@ -115,7 +114,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         U2, s2 = lowrank_eig_update(
             U, s, A, signs, info=info,
-            project=lambda mu: project_spectrum(mu, eta * prob.lam, "frobenius", 1.0))
+            project=lambda mu: project_spectrum(mu, eta * prob.alpha, "frobenius", 1.0))
         t_step = time.perf_counter() - t0
         k = U.shape[1] + A.shape[1]
         B, Q = rng.normal(size=(X.shape[1], k)), rng.normal(size=(k, k))
@@ -135,7 +134,7 @@ def main(argv=None):
         lm = lam_max(X, t)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         t0 = time.perf_counter()
-        m = LowRankDML(lam=0.1 * lm, eta0=10.0, max_iter=50, eval_every=0,
+        m = LowRankDML(alpha=0.1 * lm, eta0=10.0, max_iter=50, eval_every=0,
                        random_state=0).fit(X, triplets=t)
         secs = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

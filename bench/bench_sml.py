@@ -1,7 +1,7 @@
 """SML: iterations and seconds to reach 1% of the optimum, smooth (SMLsm,
 Nesterov on the smoothed saddle form) vs projected subgradient (SMLgd).
 
-    OPENBLAS_NUM_THREADS=1 python bench/bench_sml.py [--gamma 0.01] [--iters 2000]
+    OPENBLAS_NUM_THREADS=1 python bench/bench_sml.py [--alpha 0.01] [--iters 2000]
 
 Per data set (standardised features, 1,500 random class triplets): the
 optimum is estimated by the lowest objective any run reaches (a 3x longer
@@ -30,23 +30,23 @@ def first_hit(obj, secs, level):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gamma", type=float, default=1e-2)
+    ap.add_argument("--alpha", type=float, default=1e-2, help="SML's alpha (gamma in the paper)")
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--mu", type=float, default=1.0)
     args = ap.parse_args(argv)
-    g = args.gamma
+    g = args.alpha
     print(f"{'data set':12s} {'method':22s} {'iters to 1%':>12s} {'seconds':>8s} {'final obj':>10s}")
     for name in ("iris", "wine"):
         b = datasets.load(name)
         X = StandardScaler().fit_transform(np.asarray(b.data, float))
         t = random_class_triplets(np.asarray(b.target), 1500, random_state=0)
-        ref = SML(gamma=g, mu=1e-2, max_iter=3 * args.iters, tol=0).fit(X, triplets=t)
-        sm = SML(gamma=g, mu=args.mu, max_iter=args.iters, tol=0).fit(X, triplets=t)
+        ref = SML(alpha=g, mu=1e-2, max_iter=3 * args.iters, tol=None).fit(X, triplets=t)
+        sm = SML(alpha=g, mu=args.mu, max_iter=args.iters, tol=None).fit(X, triplets=t)
         xn = np.sqrt(np.sum([np.sum(
             (np.outer(X[q] - X[n], X[q] - X[n]) - np.outer(X[q] - X[p], X[q] - X[p])) ** 2)
             for q, p, n in t]))
-        gds = {e: SML(gamma=g, solver="subgradient", eta0=e / xn, max_iter=args.iters,
-                      tol=0).fit(X, triplets=t) for e in (0.3, 1.0, 3.0)}
+        gds = {e: SML(alpha=g, solver="subgradient", eta0=e / xn, max_iter=args.iters,
+                      tol=None).fit(X, triplets=t) for e in (0.3, 1.0, 3.0)}
         best = min(min(m.history_["objective"]) for m in [ref, sm, *gds.values()])
         level = best + 0.01 * abs(best)
         res = {}

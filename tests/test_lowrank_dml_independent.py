@@ -427,7 +427,7 @@ def test_full_batch_iterates_match_dense_reference(constraint, tau, lam, eta0, s
     ranks = [int(np.linalg.matrix_rank(W)) for W in refs]
     assert all(0 < rk < X.shape[1] for rk in ranks), ranks  # thresholding does something
     Xin = sp.csr_matrix(X) if sparse else X
-    kw = dict(lam=lam, eta0=eta0, batch_size=len(T), solver="incsvd",
+    kw = dict(alpha=lam, eta0=eta0, batch_size=len(T), solver="incsvd",
               constraint=constraint, random_state=0)
     if tau is not None:
         kw["tau"] = tau
@@ -471,7 +471,7 @@ def test_full_batch_first_iterate_closed_form():
     B = X[i] - X[k]
     G = (A.T @ A - B.T @ B) / len(T)
     W2 = ref_project(-eta0 * G - eta0 * lam * np.eye(8))
-    model = fit(X, T, lam=lam, eta0=eta0, batch_size=len(T), max_iter=1,
+    model = fit(X, T, alpha=lam, eta0=eta0, batch_size=len(T), max_iter=1,
                 solver="incsvd", constraint=None, random_state=0)
     assert 0 < np.linalg.matrix_rank(W2) < 8
     assert_mat_close(fitted_W(model), W2, what="W_2")
@@ -485,7 +485,7 @@ def test_incsvd_equals_sgd_minibatch(constraint, tau):
     # same random_state -> same mini-batches; the factored update must produce
     # the same iterates as the dense eigh baseline (they are the same algorithm)
     X, T = make_problem(23, n=30, d=10, m=40)
-    kw = dict(lam=0.2, eta0=0.5, batch_size=3, max_iter=20, constraint=constraint,
+    kw = dict(alpha=0.2, eta0=0.5, batch_size=3, max_iter=20, constraint=constraint,
               random_state=7)
     if tau is not None:
         kw["tau"] = tau
@@ -500,7 +500,7 @@ def test_incsvd_equals_sgd_minibatch(constraint, tau):
 
 def test_incsvd_equals_sgd_sparse_input():
     X, T = make_problem(24, n=30, d=12, m=45, sparse_frac=0.5)
-    kw = dict(lam=0.1, eta0=0.5, batch_size=4, max_iter=20, constraint="frobenius",
+    kw = dict(alpha=0.1, eta0=0.5, batch_size=4, max_iter=20, constraint="frobenius",
               tau=0.8, random_state=3)
     W_inc = fitted_W(fit(sp.csr_matrix(X), T, solver="incsvd", **kw))
     W_sgd = fitted_W(fit(sp.csr_matrix(X), T, solver="sgd", **kw))
@@ -516,7 +516,7 @@ def test_incsvd_equals_sgd_sparse_input():
 @pytest.mark.parametrize("constraint,tau", [(None, None), ("frobenius", 1.0), ("spectral", 0.5)])
 def test_rank_psd_and_history(constraint, tau):
     X, T = make_problem(25, n=40, d=12, m=80)
-    kw = dict(lam=0.3, eta0=0.5, batch_size=10, max_iter=30, solver="incsvd",
+    kw = dict(alpha=0.3, eta0=0.5, batch_size=10, max_iter=30, solver="incsvd",
               constraint=constraint, random_state=1)
     if tau is not None:
         kw["tau"] = tau
@@ -553,7 +553,7 @@ def test_larger_lam_gives_smaller_trace_and_rank():
         assert min_margin > 1e-6
         ref_ranks.append(int(np.linalg.matrix_rank(refs[-1])))
         ref_traces.append(np.trace(refs[-1]))
-        models.append(fit(X, T, lam=lam, eta0=0.5, batch_size=len(T), max_iter=10,
+        models.append(fit(X, T, alpha=lam, eta0=0.5, batch_size=len(T), max_iter=10,
                           solver="incsvd", constraint=None, random_state=0))
         assert_mat_close(fitted_W(models[-1]), refs[-1], what=f"lam={lam}")
     assert ref_ranks == sorted(ref_ranks, reverse=True) and ref_ranks[-1] == 0
@@ -569,7 +569,7 @@ def test_huge_lam_gives_the_zero_metric(solver):
     # lam > ||g||_2 for every mini-batch: every eigenvalue of W_hat - eta lam I
     # is negative at every step, so W stays 0 (rank 0)
     X, T = make_problem(26, n=30, d=9, m=50)
-    model = fit(X, T, lam=1e6, eta0=0.5, batch_size=5, max_iter=15, solver=solver,
+    model = fit(X, T, alpha=1e6, eta0=0.5, batch_size=5, max_iter=15, solver=solver,
                 constraint="frobenius", tau=1.0, random_state=2)
     W = fitted_W(model)
     assert W.shape == (9, 9)
@@ -595,7 +595,7 @@ def test_objective_matches_python_loop(sparse):
     X, T = make_problem(27, n=35, d=11, m=70, sparse_frac=0.3 if sparse else 0.0)
     Xin = sp.csr_matrix(X) if sparse else X
     lam = 0.15
-    model = fit(Xin, T, lam=lam, eta0=0.5, batch_size=7, max_iter=25, solver="incsvd",
+    model = fit(Xin, T, alpha=lam, eta0=0.5, batch_size=7, max_iter=25, solver="incsvd",
                 constraint="frobenius", tau=1.0, random_state=4)
     W = fitted_W(model)
     assert np.trace(W) > 1e-3

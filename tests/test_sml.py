@@ -3,10 +3,13 @@ against brute force, the smoothing bound, convergence rates, invariants."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from tripletml import SML
-from tripletml.learners.sml import solve_lemma3
+from tripletml.linalg.eig_update import solve_lemma3
+from tripletml.solvers.sml import SMLProblem
 from tripletml.triplets import random_class_triplets
 
 
@@ -35,10 +38,12 @@ def _X_tau(X, t):
             for q, p, n in t]
 
 
+# (short budgets: convergence is not what these tests check)
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("sparse", [False, True])
 def test_objective_equals_a_plain_loop(sparse):
     X, t = _data(sparse=sparse)
-    m = SML(gamma=0.05, mu=1e-2, max_iter=30).fit(X, triplets=t)
+    m = SML(alpha=0.05, mu=1e-2, max_iter=30).fit(X, triplets=t)
     assert np.isclose(m.objective(X, t), _f_loop(X, t, m.M_, 0.05), rtol=1e-12)
     assert np.isclose(m.history_["objective"][-1], _f_loop(X, t, m.M_, 0.05), rtol=1e-10)
 
@@ -89,12 +94,11 @@ def test_lemma3_solves_problem_15_over_matrices():
         Z = rng.normal(size=(3, 2))
         Y = Z @ Z.T
         assert val(M) >= val(Y) - 1e-12
-    # the estimator's phi_mu uses the same maximiser
-    m = SML(gamma=gamma, mu=mu)
-    m._radius = R
-    prob = m._problem(X, t)
-    np.testing.assert_allclose(m._A(prob, u), A, atol=1e-12)
-    v, Mm = m._phi(prob, u, mu)
+    # the solver's phi_mu uses the same maximiser
+    prob = SMLProblem(X, t, gamma)
+    assert prob.radius == R
+    np.testing.assert_allclose(prob.A(u), A, atol=1e-12)
+    v, Mm = prob.phi(u, mu)
     np.testing.assert_allclose(Mm, M, atol=1e-10)
     assert np.isclose(v, val(M) - u.sum())
 
@@ -103,17 +107,16 @@ def test_smoothed_objective_is_within_mu_max_d2():
     """0 <= phi(u) - phi_mu(u) <= mu max_{Q2} ||M||_F^2 = mu T / gamma."""
     X, t = _data(seed=4, d=4, m=20)
     gamma, mu = 0.1, 0.05
-    m = SML(gamma=gamma, mu=mu)
-    m._radius = np.sqrt(len(t) / gamma)
-    prob = m._problem(X, t)
+    prob = SMLProblem(X, t, gamma)
+    assert prob.radius == np.sqrt(len(t) / gamma)
     rng = np.random.default_rng(1)
     for _ in range(20):
         u = rng.uniform(0, 1, len(t))
-        exact, _ = m._phi(prob, u, 0.0)
-        smooth, _ = m._phi(prob, u, mu)
+        exact, _ = prob.phi(u, 0.0)
+        smooth, _ = prob.phi(u, mu)
         assert -1e-12 <= exact - smooth <= mu * len(t) / gamma * (1 + 1e-10)
         # phi at mu -> 0 converges to the exact value
-        tiny, _ = m._phi(prob, u, 1e-9)
+        tiny, _ = prob.phi(u, 1e-9)
         assert np.isclose(tiny, exact, atol=1e-6)
 
 
@@ -122,9 +125,10 @@ def test_smooth_converges_faster_than_subgradient():
     subgradient method (best step of a grid) is slower."""
     X, t = _data(seed=5, d=3, m=30)
     gamma = 0.1
-    ref = SML(gamma=gamma, mu=1e-3, max_iter=3000, tol=0).fit(X, triplets=t)
-    sm = SML(gamma=gamma, mu=1e-2, max_iter=400, tol=0).fit(X, triplets=t)
-    gds = [SML(gamma=gamma, solver="subgradient", eta0=e, max_iter=400, tol=0).fit(X, triplets=t)
+    ref = SML(alpha=gamma, mu=1e-3, max_iter=3000, tol=None).fit(X, triplets=t)
+    sm = SML(alpha=gamma, mu=1e-2, max_iter=400, tol=None).fit(X, triplets=t)
+    gds = [SML(alpha=gamma, solver="subgradient", eta0=e, max_iter=400,
+               tol=None).fit(X, triplets=t)
            for e in (0.01, 0.05, 0.2)]
     fstar = min(min(m.history_["objective"]) for m in [ref, sm] + gds)
     es = np.array(sm.history_["objective"]) - fstar
@@ -134,16 +138,18 @@ def test_smooth_converges_faster_than_subgradient():
     assert 400 * es[399] <= 50 * es[49]
     assert es[99] < eg[99] and es[399] < eg[399]
     # the paper's conservative L (no line search) still converges, more slowly
-    slow = SML(gamma=gamma, mu=1e-2, max_iter=400, tol=0, line_search=False).fit(X, triplets=t)
+    slow = SML(alpha=gamma, mu=1e-2, max_iter=400, tol=None, line_search=False).fit(X, triplets=t)
     assert slow.lipschitz_final_ == slow.lipschitz_ > sm.lipschitz_final_
     assert slow.history_["objective"][-1] - fstar < 0.5 * (slow.history_["objective"][49] - fstar)
 
 
+# (short budgets: convergence is not what these tests check)
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("solver", ["smooth", "subgradient"])
 def test_M_is_psd_with_bounded_trace_and_rank(solver):
     X, t = _data(seed=6, d=5)
     gamma = 0.05
-    m = SML(gamma=gamma, solver=solver, mu=1e-2, eta0=0.01, max_iter=200).fit(X, triplets=t)
+    m = SML(alpha=gamma, solver=solver, mu=1e-2, eta0=0.01, max_iter=200).fit(X, triplets=t)
     ev = np.linalg.eigvalsh(m.M_)
     assert ev.min() > -1e-10
     assert np.trace(m.M_) <= np.sqrt(len(t) / gamma) + 1e-9
@@ -153,21 +159,25 @@ def test_M_is_psd_with_bounded_trace_and_rank(solver):
     assert m.transform(X).shape == (X.shape[0], m.rank_)
 
 
+# (short budgets: convergence is not what these tests check)
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_large_gamma_gives_lower_rank():
     X, t = _data(seed=7, d=6, m=60)
-    r = [SML(gamma=g, mu=1e-2, max_iter=300).fit(X, triplets=t).rank_
+    r = [SML(alpha=g, mu=1e-2, max_iter=300).fit(X, triplets=t).rank_
          for g in (1e-3, 10.0)]
     assert r[1] <= r[0] and r[1] >= 1
 
 
 def test_duality_gap_is_nonnegative_and_shrinks():
     X, t = _data(seed=8, d=4)
-    m = SML(gamma=0.1, mu=1e-2, max_iter=300, tol=0).fit(X, triplets=t)
+    m = SML(alpha=0.1, mu=1e-2, max_iter=300, tol=None).fit(X, triplets=t)
     g = np.array(m.history_["gap"])
     assert np.all(g >= -1e-8)
     assert g[-1] < 0.2 * g[0]
 
 
+# (short budgets: convergence is not what these tests check)
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_knn_sampling_and_label_fit():
     X, t = _data(seed=9)
     y = np.arange(X.shape[0]) % 3
@@ -176,7 +186,7 @@ def test_knn_sampling_and_label_fit():
 
 
 @pytest.mark.parametrize("params,err,msg", [
-    ({"gamma": 0}, ValueError, "parameter gamma=0 must be > 0"),
+    ({"alpha": 0}, ValueError, "parameter alpha=0 must be > 0"),
     ({"mu": -1.0}, ValueError, "parameter mu=-1.0 must be > 0"),
     ({"solver": "newton"}, ValueError, "parameter solver='newton' must be one of"),
     ({"sampling": "all"}, ValueError, "parameter sampling='all'"),
@@ -190,8 +200,8 @@ def test_bad_parameters(params, err, msg):
 
 
 @pytest.mark.parametrize("args,msg", [
-    ((np.array([np.nan, 1.0]), 1.0, 1.0, 1.0), "lam must be a 1-d array of finite eigenvalues"),
-    ((np.array([1.0, 2.0]), -1.0, 1.0, 1.0), "gamma=-1.0 must be finite and > 0"),
+    ((np.array([np.nan, 1.0]), 1.0, 1.0, 1.0), "eigvals must be a 1-d array of finite eigenvalues"),
+    ((np.array([1.0, 2.0]), -1.0, 1.0, 1.0), "alpha=-1.0 must be finite and > 0"),
     ((np.array([1.0, 2.0]), 1.0, 0.0, 1.0), "mu=0.0 must be finite and > 0"),
     ((np.array([1.0, 2.0]), 1.0, 1.0, -1.0), "radius=-1.0 must be finite and > 0"),
 ])
@@ -208,3 +218,154 @@ def test_reproduction_cv_ties_go_to_the_stronger_regularisation():
     assert cv_argmin(err) == (1, 1)
     assert cv_argmin(np.array([[0.3, 0.2], [0.4, 0.2]])) == (1, 1)
     assert cv_argmin(np.array([[0.2, 0.2], [0.4, 0.3]])) == (0, 0)   # then the smaller k
+
+
+# ------------------------------------- hardening: every loop ends, cleanly
+_HANG = """
+import numpy as np
+from sklearn.datasets import load_iris
+from tripletml import SML
+X, y = load_iris(return_X_y=True)
+try:
+    SML(random_state=0).fit(X * 1e76, y)
+except FloatingPointError as e:
+    print("FloatingPointError:", e)
+"""
+
+
+def test_huge_features_do_not_hang_the_line_search():
+    """X * 1e76 made phi NaN and the `while True` line search never ended
+    (run in a subprocess with a timeout so a regression cannot hang the suite)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    try:
+        r = subprocess.run([sys.executable, "-c", _HANG], capture_output=True, text=True,
+                           timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("SML.fit(X * 1e76) did not return within 120 s")
+    assert r.returncode == 0, r.stderr
+    assert "FloatingPointError: SML: training diverged" in r.stdout
+    assert "scale the features down" in r.stdout
+
+
+@pytest.mark.parametrize("scale", [1e77, 1e100])
+def test_overflowing_features_stop_with_advice(scale):
+    X, t = _data()
+    with pytest.raises(FloatingPointError, match=r"SML: training diverged .*not finite.*scale "
+                                                 r"the features down"):
+        SML().fit(X * scale, triplets=t)
+    with pytest.raises(FloatingPointError, match="SML: training diverged"):
+        SML(solver="subgradient").fit(X * scale, triplets=t)
+
+
+def test_knn_sampling_refuses_features_whose_squares_overflow():
+    X, t = _data()
+    y = np.arange(X.shape[0]) % 3
+    with pytest.raises(FloatingPointError, match="SML: the features are too large for k-NN "
+                                                 "sampling"):
+        SML(sampling="knn").fit(X * 1e155, y)
+    with pytest.raises(FloatingPointError, match="SML: the features are too large"):
+        SML(sampling="knn").fit(sp.csr_matrix(X * 1e160), y)
+
+
+def test_huge_alpha_gives_the_zero_metric():
+    """alpha = 1e300 (radius sqrt(T / alpha) ~ 1e-149) raised an IndexError
+    in solve_lemma3; M is now feasible (tr M <= radius), i.e. zero."""
+    X, t = _data()
+    m = SML(alpha=1e300).fit(X, triplets=t)
+    assert np.trace(m.M_) <= np.sqrt(len(t) / 1e300) and np.linalg.eigvalsh(m.M_).min() >= 0
+    assert m.rank_ == 0 and m.transform(X).shape == (X.shape[0], 0)
+    assert np.isclose(m.objective(X, t), _f_loop(X, t, m.M_, 1e300), rtol=1e-12)
+
+
+def test_line_search_stops_at_the_papers_lipschitz_constant():
+    """A descent test that never holds cannot loop: the estimate stops at the
+    paper's L; a NaN phi stops training."""
+    from tripletml.solvers.sml import SmoothSolver
+    X, t = _data()
+    prob = SMLProblem(X, t, 0.1)
+    solver = SmoothSolver(prob, mu=0.5)
+    real_phi = prob.phi
+    prob.phi = lambda u, mu=0.0, eig=None: (
+        (1e300, None) if eig is None and mu > 0 else real_phi(u, mu, eig))
+    f, gap = solver.step()
+    assert solver.L == solver.lipschitz and np.isfinite(f)
+    prob.phi = lambda u, mu=0.0, eig=None: (
+        (np.nan, None) if eig is None and mu > 0 else real_phi(u, mu, eig))
+    with pytest.raises(FloatingPointError, match="SML: training diverged .*line search"):
+        SmoothSolver(prob, mu=0.5).step()
+
+
+def test_a_blow_up_of_the_subgradient_method_stops_with_advice():
+    X, t = _data()
+    with pytest.raises(FloatingPointError, match=r"SML: training diverged \(loss .* more than "
+                                                 r"1000 times .*\); lower eta0"):
+        SML(solver="subgradient", eta0=1e3, max_iter=50).fit(X, triplets=t)
+
+
+# ---------------------------------------------------------------- stopping
+def test_tol_stops_at_the_first_small_change_or_gap():
+    X, t = _data(seed=10)
+    m = SML(alpha=0.1, mu=1e-2, tol=1e-3, max_iter=2000).fit(X, triplets=t)
+    f, g = np.array(m.history_["objective"]), np.array(m.history_["gap"])
+    crit = np.minimum(g / np.abs(f), np.r_[np.inf, np.abs(np.diff(f)) / np.abs(f[1:])])
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(f) < 2000
+    assert crit[-1] <= 1e-3 and np.all(crit[:-1] > 1e-3)
+
+
+def test_convergence_warning_and_fixed_budget():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    X, t = _data()
+    for solver in ("smooth", "subgradient"):
+        with pytest.warns(ConvergenceWarning, match=r"SML: stopped at max_iter=3 .*tol=1e-12"):
+            m = SML(solver=solver, tol=1e-12, max_iter=3).fit(X, triplets=t)
+        assert (m.stop_reason_, m.n_iter_) == ("max_iter", 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            m = SML(solver=solver, tol=None, max_iter=3).fit(X, triplets=t)
+        assert (m.stop_reason_, m.n_iter_) == ("max_iter", 3)
+
+
+@pytest.mark.parametrize("params,err,msg", [
+    ({"verbose": -1}, ValueError, "parameter verbose=-1 must be >= 0"),
+    ({"verbose": "yes"}, TypeError, "parameter verbose='yes' must be an integer"),
+    ({"tol": -1.0}, ValueError, "parameter tol=-1.0 must be >= 0"),
+])
+def test_more_bad_parameters(params, err, msg):
+    X, t = _data()
+    with pytest.raises(err, match="SML: " + msg):
+        SML(**params).fit(X, triplets=t)
+
+
+def test_every_fitted_array_is_declared():
+    X, t = _data()
+    m = SML(max_iter=5, tol=None).fit(X, triplets=t)
+    arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
+    assert arrays == set(SML._fitted_arrays) == {"M_", "components_"}
+    assert SML._fitted_arrays["M_"].shape == ("d", "d")
+    assert SML._fitted_arrays["components_"].shape == ("rank_", "d")
+
+
+def test_reproduction_refuses_unknown_data_sets_before_writing(tmp_path):
+    from tripletml.reproduce import sml_uci
+    with pytest.raises(ValueError, match=r"reproduction 'sml-uci': unknown data set\(s\) 'foo' "
+                                         r"in --only; choose from wine"):
+        sml_uci.run(tmp_path, quick=True, only=("foo",))
+    assert not any(tmp_path.iterdir())
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6), d=st.integers(2, 6), alpha=st.floats(1e-3, 10.0),
+       solver=st.sampled_from(["smooth", "subgradient"]), mu=st.floats(1e-2, 10.0))
+def test_M_is_psd_on_random_problems(seed, d, alpha, solver, mu):
+    X, t = _data(seed=seed % 1000, n=15, d=d, m=25)
+    m = SML(alpha=alpha, mu=mu, solver=solver, eta0=1e-2, max_iter=20, tol=None).fit(
+        X, triplets=t)
+    scale = max(1.0, float(np.abs(m.M_).max()))
+    assert np.linalg.eigvalsh(m.M_).min() >= -1e-10 * scale
+    if solver == "smooth":                  # an average of points of Q2
+        assert np.trace(m.M_) <= np.sqrt(len(t) / alpha) * (1 + 1e-9)

@@ -2,15 +2,20 @@
 "Efficient stochastic optimization for low-rank distance metric learning",
 AAAI 2017), with the five baselines of its Figure 2.
 
-Minimises eq. (2) ``f(W) + lam tr(W)`` over PSD W, optionally inside a
-Frobenius or spectral ball of radius tau (eq. 5 / 4).  ``solver="incsvd"``
-(Algorithm 1) keeps ``W = U diag(s) U^T`` and never forms a d x d array: each
-iteration samples a minibatch, writes its gradient as ``A diag(signs) A^T``
-(the hinge gradient ``a a^T - b b^T`` has a negative term), updates the
-eigen-decomposition of ``W - eta g`` by Brand's method
-(:func:`tripletml.linalg.lowrank_eig_update`) and applies the shifted
-projection of Theorem 1 / 2 / 3 (:func:`tripletml.linalg.project_spectrum`)
-to the small spectrum: update (3) / (4) / (5) in O(d (r + c)^2).
+Minimises eq. (2) ``f(W) + alpha tr(W)`` (alpha is the paper's lambda) over
+PSD W, optionally inside a Frobenius or spectral ball of radius tau (eq. 5 /
+4).  ``solver="incsvd"`` (Algorithm 1) keeps ``W = U diag(s) U^T`` and never
+forms a d x d array: each iteration samples a minibatch, writes its gradient
+as ``A diag(signs) A^T`` (the hinge gradient ``a a^T - b b^T`` has a negative
+term), updates the eigen-decomposition of ``W - eta g`` by Brand's method
+(:func:`tripletml.linalg.eig_update.lowrank_eig_update`) and applies the
+shifted projection of Theorem 1 / 2 / 3
+(:func:`tripletml.linalg.eig_update.project_spectrum`) to the small spectrum:
+update (3) / (4) / (5) in O(d (r + c)^2).
+
+The estimator validates, builds the problem and solver of
+:mod:`tripletml.solvers.lowrank_dml`, loops, records ``history_`` and stores
+the result.
 """
 from __future__ import annotations
 
@@ -19,42 +24,21 @@ import time
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._arrayspec import ArraySpec
 from .._progress import progress
-from .._validation import check_choice_param, check_dense_memory, check_scalar_param
+from .._stopping import LossWatch, finish, relative_change
+from .._validation import (check_choice_param, check_dense_memory, check_scalar_param,
+                           check_triplets)
 from ..base import History, MahalanobisMixin, TripletLearner
-from ._dml_problem import TripletDMLProblem
-from ._dml_solvers import AUTO_SCHEDULE, DEFAULT_BATCH, SOLVERS
+from ..solvers.lowrank_dml import (AUTO_LEARNING_RATE, DEFAULT_BATCH, LEARNING_RATES, SOLVERS,
+                                   Minibatches, TripletDMLProblem, step_size)
 
 __all__ = ["LowRankDML"]
 
 CONSTRAINTS = (None, "frobenius", "spectral")
-SCHEDULES = ("auto", "invsqrt", "constant", "inverse")
-
-
-class _Minibatches:
-    """Minibatches walking through random permutations of the m triplets (a
-    batch may straddle two permutations); ``size=None`` or ``size >= m``
-    gives every triplet in every batch."""
-
-    def __init__(self, m: int, size, rng: np.random.Generator):
-        self.m, self.rng = m, rng
-        self.size = m if size is None else min(int(size), m)
-        self.perm = np.arange(m)
-        self.pos = m
-
-    def next(self) -> np.ndarray:
-        if self.size == self.m:
-            return np.arange(self.m)
-        parts, need = [], self.size
-        while need:
-            if self.pos == self.m:
-                self.perm = self.rng.permutation(self.m)
-                self.pos = 0
-            take = min(need, self.m - self.pos)
-            parts.append(self.perm[self.pos:self.pos + take])
-            self.pos += take
-            need -= take
-        return np.concatenate(parts)
+#: iterations per block of minibatch losses fed to the divergence watch
+WATCH_BLOCK = 10
+_ADVICE = "lower eta0 or scale the features down"
 
 
 class LowRankDML(MahalanobisMixin, TripletLearner):
@@ -62,8 +46,9 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
 
     Parameters
     ----------
-    lam : float, default=0.1
-        Weight of the trace (nuclear-norm) regulariser ``lam tr(W)``.
+    alpha : float, default=0.1
+        Weight of the trace (nuclear-norm) regulariser ``alpha tr(W)``
+        (lambda in the paper, eq. 2).
     solver : {"incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one"}, default="incsvd"
         ``incsvd``: Algorithm 1 (O(d r) memory).  Baselines (dense d x d W):
         ``sgd`` projected SGD (same minibatches and steps as incsvd for the
@@ -80,6 +65,16 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         Triplets per iteration (None: 100 for incsvd / sgd / sgd_one, 10 for
         sgd_batch, all of them for gd / fw).
     max_iter : int, default=500
+        Iterations (the paper runs 500).
+    tol : float or None, default=None
+        Stop when the relative change of the objective F(W_t) between two
+        successive evaluations (every ``eval_every`` iterations),
+        ``|F_new - F_old| / max(|F_old|, |F_new|)``, falls below tol.  None
+        (default): the paper's fixed budget of ``max_iter`` iterations (SGD
+        has no convergence test there; the objective of a stochastic iterate
+        moves by 1e-4 to 1e-2 between evaluations long after it has
+        levelled off), so reaching ``max_iter`` or ``max_time`` is no
+        failure.  Needs ``eval_every >= 1``.
     constraint : {None, "frobenius", "spectral"}, default="frobenius"
         Ball intersected with the PSD cone (the paper's experiment:
         ``||W||_F <= 1``).
@@ -87,7 +82,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         Radius of the ball.
     n_triplets : int, default=10000
         Random class triplets sampled when ``fit`` gets labels.
-    schedule : {"auto", "invsqrt", "constant", "inverse"}, default="auto"
+    learning_rate : {"auto", "invsqrt", "constant", "inverse"}, default="auto"
         ``eta_t = c / sqrt(t)``, ``c``, or ``c / t`` (the ``1 / (mu t)`` of
         the strongly convex case, Theorem 5); "auto" is the paper's choice
         per solver (invsqrt for incsvd and sgd, constant for gd, sgd_batch
@@ -104,40 +99,60 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
 
     Attributes
     ----------
-    U_ : ndarray (d, r)
+    U_ : ndarray (d, rank_)
         Orthonormal eigenvectors of W (decreasing eigenvalues).
-    s_ : ndarray (r,)
+    s_ : ndarray (rank_,)
         Positive eigenvalues.
-    components_ : ndarray (r, d)
+    components_ : ndarray (rank_, d)
         ``diag(sqrt(s_)) U_^T``: ``transform(X) = X U diag(sqrt(s))``.
     rank_ : int
     n_iter_ : int
+        Iterations made.
+    stop_reason_ : {"tol", "max_iter", "max_time"}
     n_reorthonormalizations_ : int
         Times U was re-orthonormalised because it drifted (``incsvd``).
     n_gram_only_updates_ : int
         ``incsvd`` updates whose new directions all came from the Gram
-        matrix (the fast path of :func:`tripletml.linalg.lowrank_eig_update`);
-        the others needed a QR for directions close to span(U).
+        matrix (the fast path of
+        :func:`tripletml.linalg.eig_update.lowrank_eig_update`); the others
+        needed a QR for directions close to span(U).
     history_ : dict of lists
         ``step`` (iteration), ``seconds``, ``train_seconds`` (without the
         evaluations), ``rank`` (None where a baseline does not know it),
-        ``eta`` and ``objective`` (every ``eval_every`` iterations).
+        ``eta``, ``batch_loss`` (the minibatch loss ``f_B(W_t)`` before the
+        step) and ``objective`` (every ``eval_every`` iterations).
+
+    Notes
+    -----
+    Divergence: the objective (when evaluated), the minibatch loss of
+    iteration 1 (at W = 0) and the mean minibatch loss of every later block
+    of 10 iterations are watched
+    (:class:`tripletml._stopping.LossWatch`); a non-finite value or a growth
+    by 1000 times over the smallest one stops training with a
+    FloatingPointError advising a smaller eta0.
     """
 
-    def __init__(self, lam=0.1, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
-                 max_iter=500, constraint="frobenius", tau=1.0, n_triplets=10000,
-                 schedule="auto", push_weight=1.0, max_time=None, eval_every=10,
+    _fitted_arrays = {
+        "U_": ArraySpec(("d", "rank_")),
+        "s_": ArraySpec(("rank_",)),
+        "components_": ArraySpec(("rank_", "d")),
+    }
+
+    def __init__(self, alpha=0.1, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
+                 max_iter=500, tol=None, constraint="frobenius", tau=1.0, n_triplets=10000,
+                 learning_rate="auto", push_weight=1.0, max_time=None, eval_every=10,
                  random_state=None, verbose=0):
-        self.lam = lam
+        self.alpha = alpha
         self.solver = solver
         self.loss = loss
         self.eta0 = eta0
         self.batch_size = batch_size
         self.max_iter = max_iter
+        self.tol = tol
         self.constraint = constraint
         self.tau = tau
         self.n_triplets = n_triplets
-        self.schedule = schedule
+        self.learning_rate = learning_rate
         self.push_weight = push_weight
         self.max_time = max_time
         self.eval_every = eval_every
@@ -145,35 +160,35 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.verbose = verbose
 
     def _validate_params(self):
-        check_scalar_param(self.lam, "lam", self, kind="real", low=0)
+        check_scalar_param(self.alpha, "alpha", self, kind="real", low=0)
         check_choice_param(self.solver, "solver", self, tuple(SOLVERS))
         check_choice_param(self.loss, "loss", self, ("triplet", "lmnn"))
         check_scalar_param(self.eta0, "eta0", self, kind="real", low=0, low_inclusive=False)
         check_scalar_param(self.batch_size, "batch_size", self, kind="int", low=1,
                            allow_none=True)
         check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
+        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
         if self.constraint is not None:
             check_choice_param(self.constraint, "constraint", self, CONSTRAINTS[1:])
         check_scalar_param(self.tau, "tau", self, kind="real", low=0, low_inclusive=False)
         check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1)
-        check_choice_param(self.schedule, "schedule", self, SCHEDULES)
+        check_choice_param(self.learning_rate, "learning_rate", self, LEARNING_RATES)
         check_scalar_param(self.push_weight, "push_weight", self, kind="real", low=0)
         check_scalar_param(self.max_time, "max_time", self, kind="real", low=0,
                            low_inclusive=False, allow_none=True)
         check_scalar_param(self.eval_every, "eval_every", self, kind="int", low=0)
+        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
         if self.solver == "fw" and self.constraint is None:
             raise ValueError("LowRankDML: solver='fw' needs a bounded feasible set; set "
                              "constraint='frobenius' or 'spectral'.")
+        if self.tol is not None and self.eval_every == 0:
+            raise ValueError("LowRankDML: tol needs the objective during training; set "
+                             "eval_every >= 1 (iterations between evaluations) or tol=None.")
 
     def _eta(self, t: int) -> float:
-        kind = AUTO_SCHEDULE[self.solver] if self.schedule == "auto" else self.schedule
-        if kind == "invsqrt":
-            return self.eta0 / np.sqrt(t)
-        if kind == "inverse":
-            return self.eta0 / t
-        if kind == "fw":
-            return self.eta0 / (t + 2.0)
-        return float(self.eta0)
+        kind = AUTO_LEARNING_RATE[self.solver] if self.learning_rate == "auto" \
+            else self.learning_rate
+        return step_size(kind, self.eta0, t)
 
     def _fit(self, X, triplets, rng):
         d = X.shape[1]
@@ -183,29 +198,49 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
             check_dense_memory(4 * 8 * d * d, self,
                                f"solver={self.solver!r} keeps dense {d} x {d} matrices; "
                                "solver='incsvd' needs O(d r) memory")
-        prob = TripletDMLProblem(X, triplets, self.loss, self.lam, self.push_weight)
+        prob = TripletDMLProblem(X, triplets, self.loss, self.alpha, self.push_weight)
         state = solver_cls(prob, self.constraint, self.tau)
         size = DEFAULT_BATCH[self.solver] if self.batch_size is None else self.batch_size
         if self.solver in ("gd", "fw") and self.batch_size is None:
             size = None
-        batches = _Minibatches(prob.m, size, rng)
-        hist = History(keys=("train_seconds", "rank", "eta", "objective"))
+        batches = Minibatches(prob.m, size, rng)
+        hist = History(keys=("train_seconds", "rank", "eta", "objective", "batch_loss"))
+        watch_obj = LossWatch(self, advice=_ADVICE)
+        watch_batch = LossWatch(self, advice=_ADVICE)
+        block = []
         train = 0.0
-        t = 0
+        t, reason, prev_obj, change = 0, "max_iter", None, None
         for t in progress(range(1, self.max_iter + 1), total=self.max_iter,
                           verbose=self.verbose, desc="LowRankDML", unit="it"):
             eta = self._eta(t)
             t0 = time.perf_counter()
-            state.step(t, batches.next(), eta)
+            loss = state.step(t, batches.next(), eta)
             train += time.perf_counter() - t0
-            last = t == self.max_iter or (self.max_time is not None and train >= self.max_time)
+            block.append(loss)
+            if t == 1 or len(block) == WATCH_BLOCK:    # iteration 1 alone: f_B(W_1 = 0)
+                watch_batch.update(float(np.mean(block)), f"iterations {t - len(block) + 1}-{t}")
+                block = []
+            timed_out = self.max_time is not None and train >= self.max_time
+            last = t == self.max_iter or timed_out
             evaluate = last or (self.eval_every and t % self.eval_every == 0)
             obj = state.objective() if evaluate else None
-            if obj is not None and not np.isfinite(obj):
-                raise FloatingPointError(f"LowRankDML: training diverged at iteration {t} "
-                                         f"(objective {obj}); lower eta0.")
-            hist.record(t, train_seconds=train, rank=state.rank, eta=eta, objective=obj)
+            if obj is not None:
+                if not np.isfinite(obj):
+                    raise FloatingPointError(f"LowRankDML: training diverged at iteration {t} "
+                                             f"(objective {obj}); lower eta0.")
+                watch_obj.update(obj, f"iteration {t}")
+            hist.record(t, train_seconds=train, rank=state.rank, eta=eta, objective=obj,
+                        batch_loss=loss)
+            if obj is not None and self.tol is not None and (self.eval_every and
+                                                             t % self.eval_every == 0):
+                if prev_obj is not None:
+                    change = relative_change(prev_obj, obj)
+                    if change <= self.tol:
+                        reason = "tol"
+                        break
+                prev_obj = obj
             if last:
+                reason = "max_iter" if t == self.max_iter else "max_time"
                 break
         U, s = state.finish()
         if self.solver == "sgd_one":   # the one projection: record the feasible W
@@ -217,25 +252,17 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.s_ = np.asarray(s, dtype=float)
         self.components_ = np.ascontiguousarray((self.U_ * np.sqrt(self.s_)).T)
         self.rank_ = int(self.s_.size)
-        self.n_iter_ = t
         self.n_reorthonormalizations_ = int(getattr(state, "n_reorth", 0))
         self.n_gram_only_updates_ = int(getattr(state, "n_gram_only", 0))
         self.history_ = hist.data
+        finish(self, t, reason, tol=self.tol, criterion=change,
+               what="relative change of the objective",
+               advice="increase max_iter (or max_time) or tol")
 
     def objective(self, X, triplets) -> float:
-        """F(W) = f(W) + lam tr(W) of the fitted W on ``(X, triplets)``."""
+        """F(W) = f(W) + alpha tr(W) of the fitted W on ``(X, triplets)``."""
         check_is_fitted(self, "n_features_in_")
         X = self._check_fitted_X(X)
-        from .._validation import check_triplets
         t = check_triplets(triplets, X.shape[0], self)
-        prob = TripletDMLProblem(X, t, self.loss, self.lam, self.push_weight)
+        prob = TripletDMLProblem(X, t, self.loss, self.alpha, self.push_weight)
         return prob.objective_factored(self.components_.T)
-
-    def _check_loaded(self) -> None:
-        super()._check_loaded()
-        d, r = self.n_features_in_, self.rank_
-        for name, shape in (("U_", (d, r)), ("s_", (r,)), ("components_", (r, d))):
-            arr = getattr(self, name)
-            if not isinstance(arr, np.ndarray) or arr.shape != shape:
-                raise ValueError(f"{name} has shape {getattr(arr, 'shape', None)}, "
-                                 f"expected {shape}")

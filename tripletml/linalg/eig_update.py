@@ -1,11 +1,32 @@
-"""Symmetric low-rank eigen-updates and PSD projections (low-rank DML, SML)."""
+"""Symmetric low-rank eigen-updates, PSD projections and the spectral
+subproblem of SML (low-rank DML, SML).
+
+* :func:`lowrank_eig_update` -- Brand's incremental eigen-update of
+  ``U diag(s) U^T + A diag(signs) A^T`` (Zhang & Zhang 2017, Algorithm 1),
+  cut into named steps: :func:`_span_factor` (U's Gram matrix),
+  :func:`_project_onto_span`, :func:`_residual_gram`,
+  :func:`_gram_directions` (the Cholesky-QR path),
+  :func:`_near_span_directions` (the QR path),
+  :func:`_small_eigenproblem` and :func:`_assemble_eigenvectors`.
+* :func:`project_spectrum` / :func:`project_psd` -- Theorems 1-3 of Zhang &
+  Zhang (PSD cone, optionally within a spectral or Frobenius ball).
+* :func:`solve_lemma3` -- the closed form of Lemma 3 of Ying, Huang &
+  Campbell 2009 (SML's step 2).
+* :func:`orthonormality_error`, :func:`reorthonormalize_eig` -- drift
+  control of the incremental-SVD solver.
+"""
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.linalg as sla
 
+__all__ = ["GRAM_COL_RTOL", "GRAM_COND_RTOL", "lowrank_eig_update", "project_spectrum",
+           "project_psd", "solve_lemma3", "orthonormality_error", "reorthonormalize_eig"]
 
+#: A direction of ``A_perp`` is taken from the Gram matrix (Cholesky-QR) only
+#: when its squared norm ``g`` is at least this fraction of the largest
+#: squared column norm of A (far from span(U): no cancellation) ...
 GRAM_COL_RTOL = 1e-2
 #: ... and at least this fraction of the largest one (so the Cholesky-QR
 #: orthogonality error eps * kappa^2 stays below ~1e-13).
@@ -75,6 +96,42 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         Eigenvalues in decreasing order (after ``project`` when given).
     """
     d, r = U.shape
+    s, A, signs, sparse, scale = _check_update_inputs(U, s, A, signs)
+    c = A.shape[1]
+    Rs = Rinv = Sinv = None
+    if r:
+        Rs, Rinv, Sinv = _span_factor(U)
+    M, Mt = _project_onto_span(U, Sinv, A, sparse)
+    AtA, G = _residual_gram(A, M, Mt, sparse)
+    gram_only, coefs, basis = True, None, None
+    Bperp = np.zeros((0, c))
+    if c and scale > 0.0:
+        g, Vg = np.linalg.eigh(0.5 * (G + G.T))                 # ascending
+        big = _gram_split(g, AtA)
+        coefs, Bperp = _gram_directions(g, Vg, big)
+        small = ~big
+        if small.any():
+            gram_only = False
+            Bperp, Mt, basis = _near_span_directions(U, Sinv, A, sparse, Mt, coefs, Bperp,
+                                                     Vg[:, small], rtol * scale)
+    p = Bperp.shape[0]
+    mu, Qk = _small_eigenproblem(Rs, s, Mt, Bperp, signs)
+    if project is not None:
+        mu = np.asarray(project(mu), dtype=float)
+        keep = mu > 0.0
+        mu, Qk = mu[keep], Qk[:, keep]
+    if info is not None:
+        info["gram_only"], info["p"] = gram_only, p
+    if mu.size == 0:
+        return np.zeros((d, 0)), mu
+    return _assemble_eigenvectors(U, A, Rinv, Mt, Qk, p, coefs, basis), mu
+
+
+def _check_update_inputs(U, s, A, signs):
+    """Shapes and finiteness of the inputs of :func:`lowrank_eig_update`;
+    returns ``(s, A, signs, sparse, scale)`` with A as float (CSC when
+    sparse) and ``scale`` its largest absolute entry."""
+    d, r = U.shape
     c = A.shape[1]
     signs = np.ones(c) if signs is None else np.asarray(signs, dtype=float)
     if np.shape(s) != (r,) or A.shape[0] != d or signs.shape != (c,):
@@ -93,94 +150,126 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         raise FloatingPointError("lowrank_eig_update: A has non-finite or huge entries")
     if not np.isfinite(s).all() or not np.isfinite(signs).all():
         raise FloatingPointError("lowrank_eig_update: s or signs has non-finite entries")
-    # U's own Gram matrix S = U^T U = R_s^T R_s (I up to round-off).  Every
-    # projection below uses the exact (I - U S^-1 U^T) and the result is
-    # expressed in the orthonormal basis U R_s^-1, so U's drift from
-    # orthonormality is corrected each step instead of being amplified.
-    if r:
-        S = U.T @ U                                             # SYRK, d r^2 / 2
-        if not np.isfinite(S).all():
-            raise FloatingPointError("lowrank_eig_update: U has non-finite entries")
-        # (NumPy's LAPACK only on the regular path of this function: calling
-        # SciPy's too makes two OpenBLAS thread pools spin against each
-        # other, 10x slower on small matrices with threaded BLAS; SciPy's
-        # syev serves only the rare fallback below)
-        try:
-            Rs = np.linalg.cholesky(S).T                        # S = R_s^T R_s
-        except np.linalg.LinAlgError:
-            raise ValueError("lowrank_eig_update: U must have orthonormal columns "
-                             "(U^T U is not positive definite)") from None
-        Rinv = np.linalg.inv(Rs)                                # S^-1 = Rinv Rinv^T
-        Sinv = Rinv @ Rinv.T
-    M = np.asarray((A.T @ U).T) if sparse else U.T @ A          # O(nnz(A) r)
-    Mt = Sinv @ M if r and c else M                             # A = U Mt + A_perp
+    return s, A, signs, sparse, scale
+
+
+def _span_factor(U: np.ndarray):
+    """U's own Gram matrix ``S = U^T U = R_s^T R_s`` (I up to round-off):
+    returns ``(R_s, R_s^-1, S^-1)``.  Every projection uses the exact ``(I -
+    U S^-1 U^T)`` and the result is expressed in the orthonormal basis ``U
+    R_s^-1``, so U's drift from orthonormality is corrected each step
+    instead of being amplified.
+
+    (NumPy's LAPACK only on the regular path of the update: calling SciPy's
+    too makes two OpenBLAS thread pools spin against each other, 10x slower
+    on small matrices with threaded BLAS; SciPy's syev serves only the rare
+    fallback of :func:`_small_eigenproblem`.)
+    """
+    S = U.T @ U                                                 # SYRK, d r^2 / 2
+    if not np.isfinite(S).all():
+        raise FloatingPointError("lowrank_eig_update: U has non-finite entries")
+    try:
+        Rs = np.linalg.cholesky(S).T                            # S = R_s^T R_s
+    except np.linalg.LinAlgError:
+        raise ValueError("lowrank_eig_update: U must have orthonormal columns "
+                         "(U^T U is not positive definite)") from None
+    Rinv = np.linalg.inv(Rs)                                    # S^-1 = Rinv Rinv^T
+    return Rs, Rinv, Rinv @ Rinv.T
+
+
+def _project_onto_span(U, Sinv, A, sparse):
+    """``M = U^T A`` and the coefficients ``Mt = S^-1 M`` of A's projection
+    onto span(U): ``A = U Mt + A_perp``.  O(nnz(A) r)."""
+    M = np.asarray((A.T @ U).T) if sparse else U.T @ A
+    Mt = Sinv @ M if Sinv is not None and A.shape[1] else M
+    return M, Mt
+
+
+def _residual_gram(A, M, Mt, sparse):
+    """``(A^T A, G)`` with ``G = A_perp^T A_perp = A^T A - M^T S^-1 M``, the
+    Gram matrix of the residual, without forming A_perp."""
     AtA = (A.T @ A).toarray() if sparse else A.T @ A
-    G = AtA - M.T @ Mt                 # Gram matrix of A_perp, without forming A_perp
-    gram_only, p, Aperp = True, 0, None
-    Bperp = np.zeros((0, c))
-    if c and scale > 0.0:
-        g, Vg = np.linalg.eigh(0.5 * (G + G.T))                 # ascending
-        big = g >= max(GRAM_COL_RTOL * float(np.max(np.diag(AtA))),
-                       GRAM_COND_RTOL * g[-1])
-        big &= g > 0.0
-        sq = np.sqrt(g[big])
-        Vb = Vg[:, big]
-        coefs = Vb / sq                                        # P_b = A_perp coefs
-        Bperp = sq[:, None] * Vb.T                             # P_b^T A_perp
-        small = ~big
-        if small.any():
-            # directions close to span(U) or to each other: explicit A_perp,
-            # orthogonalised once more (classical Gram-Schmidt, second pass),
-            # then a rank-revealing QR + SVD
-            gram_only = False
-            Aperp = A.toarray() if sparse else A.copy()
-            if r:
-                Aperp -= U @ Mt
-            Pb = Aperp @ coefs
-            Vs = Vg[:, small]
-            As = Aperp @ Vs
-            if r:
-                CU = Sinv @ (U.T @ As)
-                As -= U @ CU
-                Mt = Mt + CU @ Vs.T
-            Cb = Pb.T @ As
-            As -= Pb @ Cb
-            Q, R = np.linalg.qr(As, mode="reduced")
-            Ur, sv, Vrt = np.linalg.svd(R)
-            ps = int(np.count_nonzero(sv > rtol * scale))
-            Bperp = np.vstack([Bperp + Cb @ Vs.T, (sv[:ps, None] * Vrt[:ps]) @ Vs.T])
-            basis = (Pb, Q, Ur[:, :ps])                        # P = [P_b, Q Ur]
-        p = Bperp.shape[0]
-    # the matrix is [U R_s^-1, P] K [U R_s^-1, P]^T with
-    # K = diag(R_s diag(s) R_s^T, 0) + [R_s Mt; B_perp] diag(signs) [...]^T
-    B = np.vstack([Rs @ Mt, Bperp]) if r else Bperp
-    K = (B * signs) @ B.T
+    return AtA, AtA - M.T @ Mt
+
+
+def _gram_split(g: np.ndarray, AtA: np.ndarray) -> np.ndarray:
+    """The eigen-directions of G that the Gram path resolves to working
+    precision: ``g`` large against the column norms of A
+    (:data:`GRAM_COL_RTOL`) and against the largest ``g``
+    (:data:`GRAM_COND_RTOL`)."""
+    big = g >= max(GRAM_COL_RTOL * float(np.max(np.diag(AtA))), GRAM_COND_RTOL * g[-1])
+    big &= g > 0.0
+    return big
+
+
+def _gram_directions(g, Vg, big):
+    """Cholesky-QR for the well-separated directions: ``P_b = A_perp coefs``
+    with ``coefs = V_b g_b^{-1/2}`` (no QR, no d x c block for sparse A) and
+    ``B_perp = P_b^T A_perp = g_b^{1/2} V_b^T``."""
+    sq = np.sqrt(g[big])
+    Vb = Vg[:, big]
+    return Vb / sq, sq[:, None] * Vb.T
+
+
+def _near_span_directions(U, Sinv, A, sparse, Mt, coefs, Bperp, Vs, tol):
+    """The QR path for directions ``A_perp V_s`` close to span(U) or to each
+    other: formed explicitly, orthogonalised once more against U and the
+    Gram directions ``P_b`` (the second pass of classical Gram-Schmidt),
+    then a Householder QR and the SVD of its small R, whose singular values
+    above ``tol`` set the rank.  Returns the extended ``B_perp``, the
+    corrected ``Mt`` and the basis ``(P_b, Q, Ur)`` of ``P = [P_b, Q Ur]``."""
+    r = U.shape[1]
+    Aperp = A.toarray() if sparse else A.copy()
     if r:
+        Aperp -= U @ Mt
+    Pb = Aperp @ coefs
+    As = Aperp @ Vs
+    if r:
+        CU = Sinv @ (U.T @ As)
+        As -= U @ CU
+        Mt = Mt + CU @ Vs.T
+    Cb = Pb.T @ As
+    As -= Pb @ Cb
+    Q, R = np.linalg.qr(As, mode="reduced")
+    Ur, sv, Vrt = np.linalg.svd(R)
+    ps = int(np.count_nonzero(sv > tol))
+    Bperp = np.vstack([Bperp + Cb @ Vs.T, (sv[:ps, None] * Vrt[:ps]) @ Vs.T])
+    return Bperp, Mt, (Pb, Q, Ur[:, :ps])
+
+
+def _small_eigenproblem(Rs, s, Mt, Bperp, signs):
+    """Eigen-decomposition (decreasing) of the small matrix of the update,
+
+        K = diag(R_s diag(s) R_s^T, 0) + B diag(signs) B^T,  B = [R_s Mt; B_perp],
+
+    the matrix in the basis ``[U R_s^-1, P]``.  LAPACK's divide and conquer
+    (syevd) can lose orthogonality among clusters of tiny eigenvalues (e.g.
+    ``sin^2(theta) |a|^2 ~ 1e-10 |K|`` for columns almost in span(U)); the
+    QR algorithm (syev) then serves instead."""
+    B = np.vstack([Rs @ Mt, Bperp]) if Rs is not None else Bperp
+    K = (B * signs) @ B.T
+    if Rs is not None:
+        r = Rs.shape[0]
         K[:r, :r] += (Rs * s) @ Rs.T
     if not np.isfinite(K).all():
         raise FloatingPointError("lowrank_eig_update: the update overflows")
     K = 0.5 * (K + K.T)
     mu, Qk = np.linalg.eigh(K)
     if orthonormality_error(Qk) > max(1e-13, 10 * K.shape[0] * np.finfo(float).eps):
-        # divide-and-conquer (syevd) can lose orthogonality among clusters of
-        # tiny eigenvalues (e.g. sin^2(theta)|a|^2 ~ 1e-10 |K| for columns
-        # almost in span(U)); the QR algorithm (syev) does not
         mu, Qk = sla.eigh(K, driver="ev", check_finite=False)
-    mu, Qk = mu[::-1], Qk[:, ::-1]
-    if project is not None:
-        mu = np.asarray(project(mu), dtype=float)
-        keep = mu > 0.0
-        mu, Qk = mu[keep], Qk[:, keep]
-    if info is not None:
-        info["gram_only"], info["p"] = gram_only, p
+    return mu[::-1], Qk[:, ::-1]
+
+
+def _assemble_eigenvectors(U, A, Rinv, Mt, Qk, p, coefs, basis):
+    """The surviving eigenvectors ``[U R_s^-1, P] Q_k`` without forming P on
+    the Gram path: ``[U, P] [Q_u; Q_p] = U (Q_u - Mt Z) + A Z`` with ``Z =
+    coefs Q_p`` (O(nnz(A) k)); on the QR path from the explicit basis."""
+    r = U.shape[1]
     Qp = Qk[r:]
     Qu = Rinv @ Qk[:r] if r else Qk[:0]
-    if mu.size == 0:
-        return np.zeros((d, 0)), mu
     if p == 0:
-        return U @ Qu, mu
-    if gram_only:
-        # [U, P] [Q_u; Q_p] = U Q_u + (A - U Mt) coefs Q_p = U (Q_u - Mt Z) + A Z
+        return U @ Qu
+    if basis is None:
         Z = coefs @ Qp
         V = np.asarray(A @ Z)                                  # O(nnz(A) k)
         Qu = Qu - Mt @ Z
@@ -192,7 +281,7 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
             V += Q @ (Urs @ Qp[nb:])
     if r:
         V += U @ Qu
-    return V, mu
+    return V
 
 
 def project_spectrum(mu: np.ndarray, shift: float = 0.0, constraint: str | None = None,
@@ -251,3 +340,48 @@ def reorthonormalize_eig(U: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.n
     s2, Z = np.linalg.eigh((R * s) @ R.T)
     s2, Z = s2[::-1], Z[:, ::-1]
     return Q @ Z, s2
+
+
+def solve_lemma3(eigvals: np.ndarray, alpha: float, mu: float, radius: float) -> np.ndarray:
+    """Closed-form solution of Lemma 3's problem (16) of Ying, Huang &
+    Campbell 2009 (alpha is their gamma),
+
+        max_s  lam . s - alpha (sum s)^2 - mu ||s||^2
+        s.t.   s >= 0,  sum s <= radius,
+
+    over the eigenvalues ``lam`` (``eigvals``) of ``A u``: a strongly concave
+    quadratic over a scaled simplex.  KKT: ``s_i = max(lam_i - theta, 0) /
+    (2 mu)`` with ``theta = 2 alpha S + eta``, S = sum s and eta >= 0 the
+    multiplier of the radius.  With the top-k eigenvalues active (sorted
+    decreasingly, prefix sum c_k): ``theta = alpha c_k / (mu + alpha k)`` when
+    the radius is slack, else ``theta = (c_k - 2 mu radius) / k``.  In both
+    cases ``lam_k > theta_k`` holds exactly for the active k (the test is
+    monotone, as in the projection onto a simplex), so the largest such k is
+    taken; k = 1 when round-off leaves none (e.g. a radius far below the
+    spacing of the eigenvalues).  O(d log d) for the sort, no loop.
+    """
+    lam = np.asarray(eigvals, dtype=float)
+    if lam.ndim != 1 or not np.isfinite(lam).all():
+        raise ValueError("solve_lemma3: eigvals must be a 1-d array of finite eigenvalues")
+    for name, v in (("alpha", alpha), ("mu", mu), ("radius", radius)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"solve_lemma3: {name}={v!r} must be finite and > 0")
+    if lam.size == 0 or lam.max() <= 0.0:
+        return np.zeros_like(lam)
+    order = np.argsort(-lam, kind="stable")
+    ls = lam[order]
+    csum = np.cumsum(ls)
+    k = np.arange(1, ls.size + 1)
+    theta = _active_threshold(ls, alpha * csum / (mu + alpha * k))
+    if np.sum(np.maximum(ls - theta, 0.0)) / (2.0 * mu) > radius * (1 + 1e-12):
+        theta = _active_threshold(ls, (csum - 2.0 * mu * radius) / k)   # the radius binds
+    s = np.zeros_like(lam)
+    s[order] = np.maximum(ls - theta, 0.0) / (2.0 * mu)
+    return s
+
+
+def _active_threshold(ls: np.ndarray, thetas: np.ndarray) -> float:
+    """``thetas[k-1]`` for the largest k with ``ls[k-1] > thetas[k-1]`` (1
+    when none, by round-off)."""
+    ok = np.flatnonzero(ls > thetas)
+    return float(thetas[ok[-1] if ok.size else 0])

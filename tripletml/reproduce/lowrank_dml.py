@@ -7,10 +7,11 @@ in the role of LIBSVM's 62,061-term news20; gisette is not available).
 Rows are l2-normalised.  20,000 random class triplets (i, j, k) per set,
 minibatches of 100, ``||W||_F <= 1`` as in the paper's experiment.
 
-lam: the paper's absolute values (0.1 dexter, 0.01 news20) depend on a
-feature scaling it does not state; here lam is a fraction of ``lam_max =
-lambda_max(mean_t (b_t b_t^T - a_t a_t^T))``, the smallest lam for which W =
-0 is optimal (computed by Lanczos on ``X^T C X``).
+lam (the paper's lambda, LowRankDML's ``alpha``): the paper's absolute
+values (0.1 dexter, 0.01 news20) depend on a feature scaling it does not
+state; here lam is a fraction of ``lam_max = lambda_max(mean_t (b_t b_t^T -
+a_t a_t^T))``, the smallest lam for which W = 0 is optimal (computed by
+Lanczos on ``X^T C X``).
 Step sizes ``eta_t = c / sqrt(t)`` (constant c for GD, SGD-Batch, SGD-One;
 ``c / (t + 2)`` for FW) with c from the paper's grid extended upwards
 (features are normalised), chosen per solver by the lowest objective after
@@ -37,11 +38,12 @@ import numpy as np
 from sklearn.preprocessing import normalize
 
 from .. import datasets
-from ..learners._dml_problem import TripletDMLProblem
 from ..learners.lowrank_dml import LowRankDML
+from ..solvers.lowrank_dml import TripletDMLProblem
 from ..triplets import random_class_triplets
 from . import register
 from ._common import write_table
+from .sml_uci import check_only
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 SOLVERS = ("incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one")
@@ -78,7 +80,7 @@ def load(name: str, data_home=None, seed: int = 0):
 
 
 def _fit(X, t, solver, lam, c, max_iter, max_time=None, eval_every=10, seed=0):
-    m = LowRankDML(solver=solver, lam=lam, eta0=c, max_iter=max_iter, max_time=max_time,
+    m = LowRankDML(solver=solver, alpha=lam, eta0=c, max_iter=max_iter, max_time=max_time,
                    eval_every=eval_every, random_state=seed)
     t0 = time.perf_counter()
     m.fit(X, triplets=t)
@@ -111,6 +113,7 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1, only=Non
     fig2_sets = ("dexter-1000",) if quick else ("dexter-1000", "dexter-5000", "dexter-10000")
     budget = {"dexter-1000": 30.0 if quick else 45.0, "dexter-5000": 120.0,
               "dexter-10000": 300.0}
+    check_only(only, fig1_sets + fig2_sets, "lowrank-dml")
     chosen_c = {}            # Figure 2: c picked on the smallest d, reused for larger d
     sets = tuple(s for s in fig1_sets + fig2_sets if not only or s in only)
     t_start = time.perf_counter()

@@ -1,0 +1,206 @@
+"""SML (Ying, Huang & Campbell, "Sparse metric learning via smooth
+optimization", NIPS 2009): the problem and its two solvers.
+
+Eq. (4), equivalent by Lemma 1 to the mixed (2,1)-norm model (3), with alpha
+the paper's gamma:
+
+    min_{M PSD}  sum_tau (1 + x_ij^T M x_ij - x_kj^T M x_kj)_+ + alpha (tr M)^2,
+
+over triplets tau = (i, j, k) with (x_i, x_j) similar and (x_j, x_k)
+dissimilar (the library's ``(query, positive, negative)`` triplet is
+``(j, i, k)``: ``x_ij = x_pos - x_query``, ``x_kj = x_neg - x_query``).
+
+* :class:`SMLProblem` -- the data: ``X_tau = x_kj x_kj^T - x_ij x_ij^T``,
+  the operator ``A u = sum_tau u_tau X_tau`` (formed as ``X^T C X`` with a
+  sparse n x n ``C``: matrix products, no loop building d x d matrices), the
+  margins ``<X_tau, M>``, the objective (4) and ``phi_mu`` of the saddle form
+  (7) smoothed by ``- mu ||M||_F^2`` (eq. 12), whose maximiser is Lemma 3's
+  (:func:`tripletml.linalg.eig_update.solve_lemma3`).
+* :class:`SmoothSolver` -- SMLsm, Table 1: Nesterov's optimal scheme on
+  ``phi_mu(u)`` over ``u in [0, 1]^T`` with ``Q2 = {M PSD, tr M <= sqrt(T /
+  alpha)}``, the averaged primal iterate ``M^(t)`` and the exact duality gap
+  ``f(M^(t)) + phi(z^(t)) >= 0``.
+* :class:`SubgradientSolver` -- SMLgd, projected subgradient descent on (4),
+  the paper's baseline.
+
+Each solver has ``step(t)`` (one iteration; returns the objective of its
+primal iterate and the duality gap or None) and ``M`` (the primal iterate).
+Every loop is bounded (the line search stops at the paper's Lipschitz
+constant, which satisfies its descent condition) and a non-finite
+intermediate value raises SML's FloatingPointError with advice.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..linalg.eig_update import project_psd, solve_lemma3
+from ..losses import triplet_hinge_array
+from .lowrank_dml import TripletDMLProblem
+
+__all__ = ["SMLProblem", "SmoothSolver", "SubgradientSolver", "LINE_SEARCH_START",
+           "MAX_BACKTRACKS"]
+
+#: the backtracking line search starts from this fraction of the paper's
+#: Lipschitz constant ``L = sum ||X_tau||_F^2 / (2 mu)``
+LINE_SEARCH_START = 1e-4
+#: cap on the doublings of one line search (the paper's L is reached after
+#: log2(1 / LINE_SEARCH_START) < 14 of them and always satisfies the test)
+MAX_BACKTRACKS = 64
+_SCALE_ADVICE = "scale the features down (e.g. StandardScaler)"
+
+
+def _overflow(what: str) -> FloatingPointError:
+    return FloatingPointError(f"SML: training diverged ({what} is not finite in float64); "
+                              f"{_SCALE_ADVICE}.")
+
+
+def _rowwise(A, B) -> np.ndarray:
+    if hasattr(A, "multiply"):
+        return np.asarray(A.multiply(B).sum(1)).ravel()
+    return np.einsum("ij,ij->i", A, B)
+
+
+class SMLProblem:
+    """Eq. (4) and the saddle form (7) on ``(X, triplets)`` with weight alpha.
+
+    Raises FloatingPointError when ``sum_tau ||X_tau||_F^2`` overflows:
+    the features are too large for any of the solvers' quantities (they
+    are fourth powers of the feature scale).
+    """
+
+    def __init__(self, X, triplets: np.ndarray, alpha: float):
+        # rows a = x_query - x_pos = -x_ij, b = x_query - x_neg = -x_kj (signs cancel)
+        self.dml = TripletDMLProblem(X, triplets)
+        self.X, self.m, self.d = X, self.dml.m, self.dml.d
+        self.alpha = float(alpha)
+        #: the radius of Q2: tr M <= sqrt(T / alpha)
+        self.radius = float(np.sqrt(self.m / self.alpha))
+        self.Da, self.Db = self.dml.diffs(slice(None))
+        with np.errstate(over="ignore", invalid="ignore"):
+            na, nb, ab = (_rowwise(self.Da, self.Da), _rowwise(self.Db, self.Db),
+                          _rowwise(self.Da, self.Db))
+            #: ``||X_tau||_F^2`` per triplet
+            self.tau_norms2 = na ** 2 + nb ** 2 - 2.0 * ab ** 2
+            total = float(np.sum(self.tau_norms2))
+        if not np.isfinite(total):
+            raise _overflow("sum_tau ||X_tau||_F^2")
+
+    def lipschitz(self, mu: float) -> float:
+        """The paper's Lipschitz constant of grad phi_mu, ``sum ||X_tau||_F^2
+        / (2 mu)``."""
+        return float(np.sum(self.tau_norms2)) / (2.0 * mu)
+
+    def A(self, u: np.ndarray) -> np.ndarray:
+        """``A u = sum_tau u_tau X_tau = -(X^T C X)`` (dense d x d)."""
+        C = self.dml.sample_matrix(np.arange(self.m), u, u)
+        CX = C @ self.X
+        CX = CX.toarray() if hasattr(CX, "toarray") else np.asarray(CX)
+        G = -np.asarray(self.X.T @ CX)
+        G = 0.5 * (G + G.T)
+        if not np.isfinite(G).all():
+            raise _overflow("A u = sum_tau u_tau X_tau")
+        return G
+
+    def margins(self, M: np.ndarray) -> np.ndarray:
+        """``<X_tau, M> = x_kj^T M x_kj - x_ij^T M x_ij`` for every triplet."""
+        return self.dml.sq_dists_dense(self.Db, M) - self.dml.sq_dists_dense(self.Da, M)
+
+    def objective(self, M: np.ndarray) -> float:
+        """Eq. (4) at M (a sum over triplets, not a mean)."""
+        return float(np.sum(triplet_hinge_array(self.margins(M)))
+                     + self.alpha * np.trace(M) ** 2)
+
+    def phi(self, u: np.ndarray, mu: float = 0.0, eig=None):
+        """``phi_mu(u)`` (mu = 0: the exact phi of eq. 7) and its maximiser
+        ``M_mu(u)`` over Q2 (Lemma 3; with mu = 0 all the mass goes on the
+        top eigenvalue).  ``eig``: the ``eigh`` of ``A u`` when known."""
+        lam, U = eig if eig is not None else np.linalg.eigh(self.A(u))
+        R = self.radius
+        if mu > 0:
+            s = solve_lemma3(lam, self.alpha, mu, R)
+        else:
+            s = np.zeros_like(lam)
+            top = int(np.argmax(lam))
+            s[top] = min(max(lam[top] / (2 * self.alpha), 0.0), R)
+        val = float(lam @ s - self.alpha * s.sum() ** 2 - mu * s @ s - np.sum(u))
+        keep = s > 0
+        return val, (U[:, keep] * s[keep]) @ U[:, keep].T
+
+
+class SmoothSolver:
+    """SMLsm (Table 1): Nesterov's optimal scheme on the smoothed saddle
+    form.  ``line_search=True``: start from :data:`LINE_SEARCH_START` times
+    the paper's L and double the estimate whenever the descent condition
+    ``phi_mu(z) <= phi_mu(u) + grad . (z - u) + L/2 ||z - u||^2`` fails, up
+    to the paper's L (the backtracking the paper suggests)."""
+
+    def __init__(self, problem: SMLProblem, mu: float, line_search: bool = True):
+        self.problem, self.mu, self.line_search = problem, float(mu), bool(line_search)
+        #: the paper's Lipschitz constant
+        self.lipschitz = problem.lipschitz(self.mu)
+        #: the current estimate (the paper's without line search)
+        self.L = self.lipschitz * LINE_SEARCH_START if line_search else self.lipschitz
+        T = problem.m
+        self.u0 = np.zeros(T)
+        self.u = self.u0.copy()
+        self.M = np.zeros((problem.d, problem.d))
+        self.acc = np.zeros(T)                  # sum_i (i + 1)/2 grad_i
+        self.it = 0
+
+    def _search(self, u, grad, phi_u):
+        """Step 3 with the backtracking estimate of L; returns z."""
+        for _ in range(MAX_BACKTRACKS):
+            z = np.clip(u - grad / self.L, 0.0, 1.0)
+            if not self.line_search:
+                return z
+            phi_z, _ = self.problem.phi(z, self.mu)
+            if not np.isfinite(phi_z):
+                raise _overflow("phi_mu in the line search")
+            dz = z - u
+            if phi_z <= phi_u + grad @ dz + 0.5 * self.L * dz @ dz + 1e-12 * abs(phi_u):
+                return z
+            if self.L >= self.lipschitz:        # the paper's L: the test holds (round-off)
+                return z
+            self.L = min(2.0 * self.L, self.lipschitz)
+        return z                                # pragma: no cover - L reaches the paper's
+
+    def step(self, t: int | None = None):
+        """One iteration of Table 1 (steps 2-5; ``t`` is ignored, the solver
+        counts its own iterations); returns ``(f(M^(t)), gap)``."""
+        p, it, u = self.problem, self.it, self.u
+        eig = np.linalg.eigh(p.A(u))
+        phi_u, Mmu = p.phi(u, self.mu, eig)
+        if not np.isfinite(phi_u):
+            raise _overflow("phi_mu")
+        grad = -1.0 + p.margins(Mmu)                                  # eq. (13)
+        self.M = (it / (it + 2.0)) * self.M + (2.0 / (it + 2.0)) * Mmu
+        z = self._search(u, grad, phi_u)
+        self.acc += 0.5 * (it + 1.0) * grad
+        v = np.clip(self.u0 - self.acc / self.L, 0.0, 1.0)             # step 4
+        f = p.objective(self.M)
+        gap = f + p.phi(z)[0]
+        self.u = (2.0 / (it + 3.0)) * v + ((it + 1.0) / (it + 3.0)) * z  # step 5
+        self.it += 1
+        return f, gap
+
+
+class SubgradientSolver:
+    """SMLgd: ``M <- Pi_PSD[M - eta_t g]``, g a subgradient of (4),
+    ``eta_t = eta0 / sqrt(t)``."""
+
+    def __init__(self, problem: SMLProblem, eta0: float):
+        self.problem, self.eta0 = problem, float(eta0)
+        self.M = np.zeros((problem.d, problem.d))
+
+    def step(self, t: int):
+        """Iteration t (from 1); returns ``(f(M_t), None)``."""
+        p, M = self.problem, self.M
+        active = triplet_hinge_array(p.margins(M)) > 0
+        G = -p.A(active.astype(float))          # sum_active (x_ij x_ij^T - x_kj x_kj^T)
+        G[np.diag_indices_from(G)] += 2.0 * p.alpha * np.trace(M)
+        Y = M - (self.eta0 / np.sqrt(t)) * G
+        if not np.isfinite(Y).all():
+            raise FloatingPointError("SML: training diverged (non-finite subgradient step); "
+                                     "lower eta0 or scale the features down.")
+        self.M = project_psd(Y)
+        return p.objective(self.M), None
