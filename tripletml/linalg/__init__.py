@@ -8,18 +8,19 @@
 * :mod:`.pd_updates` -- Cholesky root updates, the Woodbury inverse update
   and the Schur step bound of a symmetric row-column update, plus the
   conditioning guard that keeps W positive definite in floating point (COMET).
-* :mod:`.eig_update` -- Brand's incremental eigen-update and PSD projections
-  (low-rank DML, SML).
+* :mod:`.eig_update` -- Brand's incremental eigen-update in named steps, PSD
+  projections and the closed form of SML's Lemma 3 (low-rank DML, SML).
 
-Every kernel has its own tests in ``tests/test_linalg.py`` (and the
-low-rank DML tests for :func:`lowrank_eig_update`).
+Every kernel has its own tests: ``tests/test_linalg.py`` (sparse rows,
+pseudo-inverses, PD updates), ``tests/test_linalg_pd.py``,
+``tests/test_linalg_pinv.py`` and ``tests/test_linalg_eig.py``.
 """
 from __future__ import annotations
 
 from ._flags import FAST
 from .eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
                          orthonormality_error, project_psd, project_spectrum,
-                         reorthonormalize_eig)
+                         reorthonormalize_eig, solve_lemma3)
 from .pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
                          chol_update_downdate, inverse_row_column_update, row_column_update,
                          schur_coefficients, schur_step_bound)
@@ -37,5 +38,5 @@ __all__ = [
     "schur_step_bound", "schur_coefficients", "inverse_row_column_update", "PD_COND_LIMIT",
     "RowColumnConditioning",
     "lowrank_eig_update", "project_spectrum", "project_psd", "orthonormality_error",
-    "reorthonormalize_eig",
+    "reorthonormalize_eig", "solve_lemma3",
 ]
