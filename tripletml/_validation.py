@@ -282,7 +282,8 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             hint = " Reshape 1-D data with X.reshape(-1, 1) (one feature) or X.reshape(1, -1) (one sample)." if arr.ndim == 1 else ""
             raise ValueError(f"{who}: {name} must be 2-D (n_samples, n_features), got an array "
                              f"with shape {arr.shape}.{hint}")
-        X = np.ascontiguousarray(arr, dtype=np.float64)
+        with np.errstate(over="ignore"):  # float128 beyond float64 -> inf, refused below
+            X = np.ascontiguousarray(arr, dtype=np.float64)
         values = X
     n, d = X.shape
     if n < min_samples:
