@@ -8,6 +8,7 @@ the test instead of killing the suite.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,9 +23,12 @@ from hypothesis import strategies as st
 from tripletml import OASIS, Euclidean
 from tripletml._validation import MAX_ABS_VALUE, check_X
 from tripletml.linalg import as_csr
-from tripletml.triplets import knn_triplets, random_class_triplets
+from tripletml.triplets import knn_triplets
+
+import tripletml
 
 REPO = Path(__file__).resolve().parents[1]
+SRC = Path(tripletml.__file__).resolve().parents[1]  # the tree under test, for subprocesses
 
 # Builds malformed matrices without going through SciPy's checks (its
 # constructor checks lengths, never the values of the indices; attributes
@@ -65,7 +69,7 @@ _CORRUPT = textwrap.dedent("""
 
 
 def _run(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", _CORRUPT + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
@@ -268,22 +272,45 @@ def test_huge_values_in_learners_and_knn_triplets_get_named_errors():
 
 
 # --------------------------------------------------------------------------- sizes
+# In a subprocess under a 3 GiB address-space limit: on code without the check
+# these requests would try to allocate tens of GiB (or petabytes).
+_LIMITED = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from tripletml.triplets import knn_triplets, random_class_triplets
+def attempt(f, *a, **k):
+    try:
+        f(*a, **k)
+    except ValueError as exc:
+        print("REFUSED", exc)
+    except MemoryError as exc:
+        print("BARE MemoryError", exc)
+"""
+
+
 def test_random_class_triplets_refuses_impossible_sizes():
-    y = np.arange(10) % 2
-    with pytest.raises(ValueError, match=r"random_class_triplets: n_triplets=1000000000000000 .*GiB"):
-        random_class_triplets(y, 10**15, random_state=0)
-    with pytest.raises(ValueError, match=r"random_class_triplets: .*per_query"):
-        random_class_triplets(np.arange(10**4) % 2, per_query=10**12, random_state=0)
+    proc = _run(_LIMITED + """
+y = np.arange(10) % 2
+attempt(random_class_triplets, y, 10**15, random_state=0)
+attempt(random_class_triplets, np.arange(10**4) % 2, per_query=10**12, random_state=0)
+""")
+    _assert_all_refused(proc, 2)
+    first, second = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert re.search(r"random_class_triplets: n_triplets=1000000000000000 .*GiB", first)
+    assert re.search(r"random_class_triplets: per_query=.*GiB", second)
 
 
 def test_knn_triplets_refuses_impossible_sizes():
     # 2000 samples, 1000 neighbours x 1000 impostors each: 2e9 triplets (about 180 GiB)
-    X = np.random.default_rng(0).normal(size=(2000, 2))
-    with pytest.raises(ValueError, match=r"knn_triplets: n_neighbors=1000, n_impostors=1000 "
-                       r"on 2000 samples gives 1,998,000,000 triplets.*GiB"):
-        knn_triplets(X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)
+    proc = _run(_LIMITED + """
+X = np.random.default_rng(0).normal(size=(2000, 2))
+attempt(knn_triplets, X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)
+""")
+    _assert_all_refused(proc, 1)
+    assert re.search(r"knn_triplets: n_neighbors=1000, n_impostors=1000 on 2000 samples "
+                     r"gives 1,998,000,000 triplets.*GiB", proc.stdout), proc.stdout
     # capped at the class sizes, so large but harmless values still work
-    X, y = X[:40], np.arange(40) % 2
+    X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40) % 2
     t = knn_triplets(X, y, n_neighbors=100, n_impostors=100)
     assert t.shape == (40 * 19 * 20, 3)
 
