@@ -13,7 +13,7 @@ from sklearn.utils import Bunch
 
 from ._registry import REGISTRY, DataFile, DatasetRecord, get_record
 
-__all__ = ["get_data_home", "list_datasets", "info", "load", "sha256sum"]
+__all__ = ["get_data_home", "list_datasets", "info", "load", "sha256sum", "read_libsvm"]
 
 ENV_VAR = "TRIPLETML_DATA"
 DEFAULT_DATA_HOME = "~/tripletml_data"
@@ -150,16 +150,61 @@ def _label_str(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
-def _read_libsvm(path: Path, record: DatasetRecord):
+#: Largest feature index :func:`read_libsvm` accepts (scikit-learn's reader stores
+#: indices as C ints).
+LIBSVM_MAX_INDEX = 2**31 - 2
+
+
+def read_libsvm(path: str | os.PathLike, *, n_features: int | None = None,
+                zero_based: bool = False) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Read a LIBSVM / svmlight file (plain or ``.gz``) into a validated CSR matrix.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int, optional
+        Number of columns; by default the largest index found.  An index beyond it
+        is an error.
+    zero_based : bool, default False
+        Feature indices start at 0 (LIBSVM writes them from 1).
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of float64, canonical (sorted, no duplicates)
+    y : ndarray of float64
+
+    Raises
+    ------
+    ValueError
+        Unreadable file, a feature index outside ``1..n_features`` (or above
+        ``LIBSVM_MAX_INDEX``), non-finite values; the message names the file.
+    FileNotFoundError
+        No such file.
+    """
     from sklearn.datasets import load_svmlight_file
 
+    from .._validation import check_X
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"read_libsvm: no such file {path}")
     try:
-        X, y = load_svmlight_file(str(path), n_features=record.shape[1], zero_based=False,
-                                  dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"{path}: cannot read as LIBSVM with {record.shape[1]} features "
-                         f"(expected shape (n, {record.shape[1]})): {exc}") from exc
-    return X.tocsr(), _encode([_label_str(v) for v in y], record, path)
+        with _open(path) as fh:
+            X, y = load_svmlight_file(fh, n_features=n_features, zero_based=zero_based,
+                                      dtype=np.float64)
+    except OverflowError:
+        raise ValueError(f"read_libsvm: {path}: a feature index or value is too large "
+                         f"(feature indices must be at most {LIBSVM_MAX_INDEX + 1}); is "
+                         "this a LIBSVM file?") from None
+    except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
+        what = f" with {n_features} features" if n_features is not None else ""
+        raise ValueError(f"read_libsvm: {path}: cannot read as LIBSVM{what}: {exc}") from None
+    return check_X(X, f"read_libsvm: {path}"), np.asarray(y, dtype=np.float64)
+
+
+def _read_libsvm(path: Path, record: DatasetRecord):
+    X, y = read_libsvm(path, n_features=record.shape[1])
+    return X, _encode([_label_str(v) for v in y], record, path)
 
 
 def _read_uci_csv(path: Path, record: DatasetRecord):
