@@ -247,28 +247,32 @@ def test_as_csr_verifies_structure():
 ])
 def test_check_X_refuses_with_a_clear_message(X, exc, match):
     with pytest.raises(exc, match=match) as info:
-        check_X(X, "SomeLearner")
+        check_X(X, "SomeLearner", max_abs=MAX_ABS_VALUE)
     assert str(info.value).startswith("SomeLearner: ")
 
 
 def test_check_X_accepts_the_limit_and_sparse_3d_is_refused():
-    assert check_X(np.array([[MAX_ABS_VALUE, -MAX_ABS_VALUE]]), "p").shape == (1, 2)
+    lim = np.array([[MAX_ABS_VALUE, -MAX_ABS_VALUE]])
+    assert check_X(lim, "p", max_abs=MAX_ABS_VALUE).shape == (1, 2)
+    assert check_X(lim * 1e200, "p").shape == (1, 2)      # no max_abs: finite is enough
     coo3 = sp.coo_array((np.ones(2), (np.array([0, 1]), np.array([0, 1]), np.array([0, 1]))),
                         shape=(2, 2, 2))
     with pytest.raises(ValueError, match="2-D"):
         check_X(coo3, "p")
 
 
-def test_huge_values_in_learners_and_knn_triplets_get_named_errors():
-    X = np.random.default_rng(0).normal(size=(20, 3)) * 1e155
-    y = np.arange(20) % 2
-    with pytest.raises(ValueError, match="knn_triplets: X has a value of magnitude"):
-        knn_triplets(X, y)
-    with pytest.raises(ValueError, match="Euclidean: X has a value of magnitude"):
-        Euclidean().fit(X, y)
-    m = Euclidean().fit(X / 1e155, y)
-    with pytest.raises(ValueError, match="Euclidean: X has a value"):
-        m.similarity(X)
+@pytest.mark.parametrize("scale", [1e155, 1e300, 1e-200])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_knn_triplets_on_extreme_magnitudes(scale, sparse):
+    # issue 13 items 3/8: values >= 1e155 gave an unnamed broadcast error; the
+    # neighbours of c * X are those of X, so the sampler rescales exactly
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = np.arange(30) % 3
+    ref = knn_triplets(X, y, 2, 3)
+    Xs = X * scale
+    got = knn_triplets(sp.csr_matrix(Xs) if sparse else Xs, y, 2, 3)
+    np.testing.assert_array_equal(got, ref)
 
 
 # --------------------------------------------------------------------------- sizes

@@ -193,7 +193,7 @@ def _owner(owner: Any) -> str:
 
 def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             n_features: int | None = None, min_samples: int = 1,
-            name: str = "X") -> np.ndarray | sp.csr_matrix:
+            name: str = "X", max_abs: float | None = None) -> np.ndarray | sp.csr_matrix:
     """Validate a data matrix.
 
     Returns a C-contiguous float64 ndarray or a float64 CSR matrix in canonical
@@ -215,6 +215,13 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         Minimum number of rows.
     name : str
         Name of the argument, for messages.
+    max_abs : float, optional
+        Refuse values with ``|x| > max_abs`` (ValueError advising to scale the
+        features).  Pass :data:`MAX_ABS_VALUE` where an overflow would be silent
+        (prediction: ``similarity``/``transform`` return inf or NaN with only a
+        RuntimeWarning).  None (default) checks finiteness only: in ``fit`` a
+        learner's divergence watch stops such data with its FloatingPointError
+        and the same advice.
 
     Raises
     ------
@@ -223,8 +230,8 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         ``accept_sparse`` is False.
     ValueError
         Not 2-D, too few samples, no features, NaN or infinity, a value of
-        magnitude above :data:`MAX_ABS_VALUE`, the wrong number of features,
-        or a malformed sparse matrix.
+        magnitude above ``max_abs``, the wrong number of features, or a
+        malformed sparse matrix.
 
     Notes
     -----
@@ -236,14 +243,14 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
     every index in range.  Unsorted or duplicate indices are legal and are
     sorted / summed on a copy; the caller's matrix is never modified.
 
-    Values with ``|x| > MAX_ABS_VALUE`` (1e100) are refused with the advice to
-    scale the features: every learner forms squared distances or bilinear
-    forms ``x^T W x``, which overflow float64 (max 1.8e308) once ``|x|``
-    nears 1e154 and lose all accuracy well before.  1e100 leaves room for a
+    ``MAX_ABS_VALUE`` (1e100) is the recommended ``max_abs``: every learner
+    forms squared distances or bilinear forms ``x^T W x``, which overflow
+    float64 (max 1.8e308) once ``|x|`` nears 1e154.  1e100 leaves room for a
     sum over 1e8 features and model entries up to 1e50 (``1e200 * 1e8 * 1e50``
-    is still finite), and is beyond any measured quantity, so no real data set
-    is refused.  A learner can still diverge on accepted data: that is caught
-    by its own divergence watch (``FloatingPointError``).
+    is still finite) and is beyond any measured quantity, so no real data set
+    is refused.  It is not applied by default because training on such data
+    already stops with the learner's FloatingPointError ("scale the features"),
+    which the divergence tests rely on.
     """
     who = _owner(owner)
     if X is None:
@@ -295,10 +302,10 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         lo, hi = float(values.min()), float(values.max())
         if not (np.isfinite(lo) and np.isfinite(hi)):
             raise ValueError(f"{who}: {name} contains NaN or infinity.")
-        if max(-lo, hi) > MAX_ABS_VALUE:
+        if max_abs is not None and max(-lo, hi) > max_abs:
             raise ValueError(
                 f"{who}: {name} has a value of magnitude {max(-lo, hi):.3g}, above the "
-                f"{MAX_ABS_VALUE:.0e} that tripletml accepts: squared distances and "
+                f"{max_abs:.0e} accepted here: squared distances and "
                 "bilinear forms of such values overflow float64. Scale the features "
                 "(e.g. sklearn.preprocessing.MaxAbsScaler or StandardScaler).")
     if n_features is not None and d != n_features:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from ._validation import (available_memory, check_random_state, check_scalar_param,
@@ -177,6 +178,18 @@ def random_class_triplets(y: Any, n_triplets: int | None = None, *,
     return np.ascontiguousarray(t)
 
 
+def _rescaled_for_distances(X):
+    """X times a power of two that brings max|x| near 1 when it lies outside
+    [1e-100, 1e100]: Euclidean neighbours are unchanged (the scaling is exact)
+    while squared distances no longer overflow (values >= 1e154 gave inf/NaN
+    distances and an unnamed broadcast error) or underflow."""
+    vals = X.data if sp.issparse(X) else X
+    top = float(np.max(np.abs(vals))) if vals.size else 0.0
+    if top == 0.0 or 1e-100 <= top <= 1e100:
+        return X
+    return X * np.ldexp(1.0, -int(np.frexp(top)[1]))
+
+
 def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
                  n_triplets: int | None = None, random_state: Any = None) -> np.ndarray:
     """LMNN-style triplets from Euclidean nearest neighbours.
@@ -214,6 +227,7 @@ def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
                        * np.minimum(n_impostors, codes.size - sizes), dtype=object))
     _check_triplet_memory(total, who, f"n_neighbors={n_neighbors}, n_impostors={n_impostors} "
                           f"on {codes.size} samples")
+    X = _rescaled_for_distances(X)
     parts = []
     for c in range(classes.size):
         members = np.flatnonzero(codes == c)
