@@ -300,3 +300,33 @@ def test_registry_mismatch_raises(data_home, monkeypatch):
 def test_public_api():
     for fn in ("get_data_home", "list_datasets", "info", "load", "fetch"):
         assert callable(getattr(datasets, fn))
+
+
+# --------------------------------------------------------------------------- read_libsvm
+def test_read_libsvm_huge_index_is_a_clear_error(tmp_path):
+    # issue 13 item 8: index 10**12 gave a bare OverflowError from scikit-learn's reader
+    p = tmp_path / "big.svm"
+    p.write_text("1 1:0.5 1000000000000:1\n2 2:1\n")
+    with pytest.raises(ValueError, match=r"read_libsvm: .*big.svm: a feature index"):
+        datasets.read_libsvm(p)
+
+
+def test_read_libsvm_plain_gz_and_bounds(tmp_path):
+    text = "1 1:0.5 3:1\n2 2:1\n1 1:1\n"
+    (tmp_path / "a.svm").write_text(text)
+    (tmp_path / "a.svm.gz").write_bytes(gzip.compress(text.encode()))
+    ref = np.array([[0.5, 0, 1], [0, 1, 0], [1, 0, 0]])
+    for name in ("a.svm", "a.svm.gz"):
+        X, y = datasets.read_libsvm(tmp_path / name)
+        assert sp.isspmatrix_csr(X) and X.has_canonical_format
+        np.testing.assert_array_equal(X.toarray(), ref)
+        np.testing.assert_array_equal(y, [1, 2, 1])
+    X, _ = datasets.read_libsvm(tmp_path / "a.svm", zero_based=True)
+    assert X.shape == (3, 4)
+    with pytest.raises(ValueError, match="cannot read as LIBSVM with 2 features"):
+        datasets.read_libsvm(tmp_path / "a.svm", n_features=2)
+    (tmp_path / "b.svm").write_text("1 1:nan\n")
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        datasets.read_libsvm(tmp_path / "b.svm")
+    with pytest.raises(FileNotFoundError):
+        datasets.read_libsvm(tmp_path / "missing.svm")

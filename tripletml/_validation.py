@@ -6,18 +6,181 @@ bad input and says what is wrong, so users never see a bare NumPy traceback.
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "MAX_ABS_VALUE",
     "check_X",
     "check_triplets",
     "check_scalar_param",
     "check_choice_param",
     "check_random_state",
 ]
+
+
+# Largest |value| check_X accepts (see check_X's Notes).
+MAX_ABS_VALUE = 1e100
+
+_INDEX_DTYPES = (np.int32, np.int64)
+
+
+def _as_1d(arr: Any, what: str, who: str, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(arr)
+    except Exception as exc:  # noqa: BLE001 - anything odd stored on the matrix
+        raise ValueError(f"{who}: {name} is a malformed sparse matrix: its {what} array "
+                         f"cannot be read ({exc}).") from None
+    if a.ndim != 1:
+        raise ValueError(f"{who}: {name} is a malformed sparse matrix: its {what} array "
+                         f"must be 1-D, got shape {a.shape}.")
+    return a
+
+
+def _index_array(arr: Any, what: str, who: str, name: str) -> np.ndarray:
+    a = _as_1d(arr, what, who, name)
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{who}: {name} is a malformed sparse matrix: its {what} array "
+                         f"must hold integers, got dtype {a.dtype}.")
+    return a
+
+
+def _check_compressed(indptr: Any, indices: Any, n_major: int, n_minor: int, n_data: int,
+                      who: str, name: str, major: str, minor: str
+                      ) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """Check the index structure of a compressed (CSR/CSC/BSR) matrix in O(nnz).
+
+    Returns ``(indptr, indices, nnz, canonical)`` where ``canonical`` is True when
+    the indices of every major slice are strictly increasing (sorted, no duplicates).
+    """
+    bad = f"{who}: {name} is a malformed sparse matrix"
+    indptr = _index_array(indptr, "indptr", who, name)
+    indices = _index_array(indices, "indices", who, name)
+    if indptr.shape[0] != n_major + 1:
+        raise ValueError(f"{bad}: indptr has {indptr.shape[0]} entries, expected "
+                         f"{n_major + 1} (number of {major}s + 1).")
+    if indptr[0] != 0:
+        raise ValueError(f"{bad}: indptr[0] is {indptr[0]}, expected 0.")
+    if n_major and (np.diff(indptr) < 0).any():
+        raise ValueError(f"{bad}: indptr is not non-decreasing.")
+    nnz = int(indptr[-1])
+    if indices.shape[0] != n_data:
+        raise ValueError(f"{bad}: indices has {indices.shape[0]} entries but data has "
+                         f"{n_data}.")
+    if nnz > indices.shape[0]:
+        raise ValueError(f"{bad}: indptr[-1] is {nnz} but there are only "
+                         f"{indices.shape[0]} stored entries.")
+    indices = indices[:nnz]
+    canonical = True
+    if nnz:
+        lo, hi = indices.min(), indices.max()
+        if lo < 0 or hi >= n_minor:
+            badv = lo if lo < 0 else hi
+            raise ValueError(f"{bad}: {minor} index {badv} is out of range for "
+                             f"{n_minor} {minor}s (valid: 0..{n_minor - 1}).")
+        step = np.diff(indices.astype(np.int64, copy=False))
+        # positions k where indices[k+1] starts a new slice do not count
+        starts = indptr[1:-1]
+        starts = starts[(starts > 0) & (starts < nnz)] - 1
+        inc = step > 0
+        inc[starts] = True
+        canonical = bool(inc.all())
+    if indices.dtype not in _INDEX_DTYPES:
+        indices = indices.astype(np.int64)
+    if indptr.dtype not in _INDEX_DTYPES:
+        indptr = indptr.astype(np.int64)
+    return indptr, indices, nnz, canonical
+
+
+def _data_array(data: Any, who: str, name: str) -> np.ndarray:
+    a = _as_1d(data, "data", who, name)
+    if np.iscomplexobj(a):
+        raise TypeError(f"{who}: {name} is complex; only real data is supported.")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise TypeError(f"{who}: {name} has non-numeric dtype {a.dtype}.")
+    return a
+
+
+def _checked_csr(X: Any, who: str, name: str) -> sp.csr_matrix:
+    """Validate the structure of any scipy.sparse matrix or array in O(nnz) and
+    return a float64 CSR matrix with canonical indices (sorted, no duplicates).
+
+    Nothing is handed to SciPy's compiled conversions before its index arrays are
+    checked: ``tocsr`` on a CSC or COO matrix with out-of-range indices writes out
+    of bounds.  The input is never modified; its arrays are shared when no fix-up
+    is needed.
+    """
+    bad = f"{who}: {name} is a malformed sparse matrix"
+    shape = getattr(X, "shape", None)
+    if not isinstance(shape, tuple) or len(shape) != 2:
+        raise ValueError(f"{who}: {name} must be 2-D (n_samples, n_features), got a "
+                         f"sparse matrix with shape {shape}.")
+    try:
+        n, d = (operator.index(s) for s in shape)
+    except TypeError:
+        raise ValueError(f"{bad}: shape {shape} is not a pair of integers.") from None
+    if n < 0 or d < 0:
+        raise ValueError(f"{bad}: negative shape {shape}.")
+    fmt = getattr(X, "format", None)
+    if fmt in ("csr", "csc"):
+        data = _data_array(X.data, who, name)
+        n_major, n_minor = (n, d) if fmt == "csr" else (d, n)
+        major, minor = ("row", "column") if fmt == "csr" else ("column", "row")
+        indptr, indices, nnz, canonical = _check_compressed(
+            X.indptr, X.indices, n_major, n_minor, data.shape[0], who, name, major, minor)
+        data = data[:nnz]
+        cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+        Y = cls((data, indices, indptr), shape=(n, d), copy=False)
+        if fmt == "csr" and canonical:
+            Y.has_sorted_indices = True
+            Y.has_canonical_format = True
+            return Y
+        Y.has_sorted_indices = canonical
+        Y.has_canonical_format = canonical
+        if not canonical:
+            Y = Y.copy()
+            Y.sum_duplicates()  # sorts too; on a copy, never the caller's arrays
+        return sp.csr_matrix(Y.tocsr())
+    if fmt == "bsr":
+        R, C = X.blocksize
+        if R < 1 or C < 1 or n % R or d % C:
+            raise ValueError(f"{bad}: blocksize {X.blocksize} does not divide shape {shape}.")
+        data = np.asarray(X.data)
+        if data.ndim != 3 or data.shape[1:] != (R, C):
+            raise ValueError(f"{bad}: BSR data has shape {data.shape}, expected (nnzb, {R}, {C}).")
+        _check_compressed(X.indptr, X.indices, n // R, d // C, data.shape[0], who, name,
+                          "block row", "block column")
+        _data_array(data.reshape(-1), who, name)  # dtype check before conversion
+        X = X.tocoo()
+    elif fmt != "coo":
+        try:  # lil, dok, dia: conversions written in Python/NumPy
+            X = X.tocoo()
+        except Exception as exc:  # noqa: BLE001
+            raise ValueError(f"{bad}: it cannot be converted to COO ({exc}).") from None
+    # COO: check every coordinate before SciPy's compiled coo -> csr pass
+    coords = getattr(X, "coords", None)
+    if coords is None:
+        coords = (X.row, X.col)
+    if len(coords) != 2:
+        raise ValueError(f"{who}: {name} must be 2-D, got {len(coords)} coordinate arrays.")
+    data = _data_array(X.data, who, name)
+    row = _index_array(coords[0], "row", who, name)
+    col = _index_array(coords[1], "col", who, name)
+    if not (row.shape[0] == col.shape[0] == data.shape[0]):
+        raise ValueError(f"{bad}: row, col and data have {row.shape[0]}, {col.shape[0]} and "
+                         f"{data.shape[0]} entries.")
+    for arr, lim, what in ((row, n, "row"), (col, d, "column")):
+        if arr.size and (arr.min() < 0 or arr.max() >= lim):
+            badv = arr.min() if arr.min() < 0 else arr.max()
+            raise ValueError(f"{bad}: {what} index {badv} is out of range for {lim} "
+                             f"{what}s (valid: 0..{lim - 1}).")
+    Y = sp.coo_matrix((data, (row.astype(np.int64), col.astype(np.int64))), shape=(n, d))
+    Y = Y.tocsr()
+    Y.sum_duplicates()
+    return sp.csr_matrix(Y)
 
 
 def _owner(owner: Any) -> str:
@@ -30,11 +193,14 @@ def _owner(owner: Any) -> str:
 
 def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             n_features: int | None = None, min_samples: int = 1,
-            name: str = "X") -> np.ndarray | sp.csr_matrix:
+            name: str = "X", max_abs: float | None = None) -> np.ndarray | sp.csr_matrix:
     """Validate a data matrix.
 
-    Returns a C-contiguous float64 ndarray or a float64 CSR matrix with sorted
-    indices (other sparse formats are converted to CSR).
+    Returns a C-contiguous float64 ndarray or a float64 CSR matrix in canonical
+    form (sorted indices, no duplicates; other sparse formats are converted to
+    CSR).  Every Numba kernel of tripletml indexes rows and columns of what this
+    function returns without bounds checks, so every public entry point that
+    takes X must pass it through here first.
 
     Parameters
     ----------
@@ -49,6 +215,42 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         Minimum number of rows.
     name : str
         Name of the argument, for messages.
+    max_abs : float, optional
+        Refuse values with ``|x| > max_abs`` (ValueError advising to scale the
+        features).  Pass :data:`MAX_ABS_VALUE` where an overflow would be silent
+        (prediction: ``similarity``/``transform`` return inf or NaN with only a
+        RuntimeWarning).  None (default) checks finiteness only: in ``fit`` a
+        learner's divergence watch stops such data with its FloatingPointError
+        and the same advice.
+
+    Raises
+    ------
+    TypeError
+        None, strings, non-numeric, object or complex data; sparse input where
+        ``accept_sparse`` is False.
+    ValueError
+        Not 2-D, too few samples, no features, NaN or infinity, a value of
+        magnitude above ``max_abs``, the wrong number of features, or a
+        malformed sparse matrix.
+
+    Notes
+    -----
+    A sparse matrix's structure is verified in O(nnz) before anything reads
+    through its indices (SciPy's constructor does not check them, and its
+    compiled ``tocsr`` writes out of bounds on bad COO/CSC indices): index
+    arrays 1-D integers, ``len(indptr) == n_major + 1``, ``indptr[0] == 0``,
+    ``indptr`` non-decreasing, ``indptr[-1] <= len(indices) == len(data)``,
+    every index in range.  Unsorted or duplicate indices are legal and are
+    sorted / summed on a copy; the caller's matrix is never modified.
+
+    ``MAX_ABS_VALUE`` (1e100) is the recommended ``max_abs``: every learner
+    forms squared distances or bilinear forms ``x^T W x``, which overflow
+    float64 (max 1.8e308) once ``|x|`` nears 1e154.  1e100 leaves room for a
+    sum over 1e8 features and model entries up to 1e50 (``1e200 * 1e8 * 1e50``
+    is still finite) and is beyond any measured quantity, so no real data set
+    is refused.  It is not applied by default because training on such data
+    already stops with the learner's FloatingPointError ("scale the features"),
+    which the divergence tests rely on.
     """
     who = _owner(owner)
     if X is None:
@@ -57,19 +259,9 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         if not accept_sparse:
             raise TypeError(f"{who}: {name} is a scipy.sparse matrix, which this method does "
                             "not accept; pass a dense array (X.toarray()).")
-        X = sp.csr_matrix(X)  # copy-free when already CSR
-        if np.iscomplexobj(X.data):
-            raise TypeError(f"{who}: {name} is complex; only real data is supported.")
+        X = _checked_csr(X, who, name)
         if X.dtype != np.float64:
-            if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-                raise TypeError(f"{who}: {name} has non-numeric dtype {X.dtype}.")
             X = X.astype(np.float64)
-        if not X.has_sorted_indices:
-            X = X.copy()
-            X.sort_indices()
-        if X.has_canonical_format is False:
-            X = X.copy()
-            X.sum_duplicates()
         values = X.data
     else:
         if isinstance(X, (str, bytes)):
@@ -86,6 +278,9 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             except (TypeError, ValueError):
                 raise TypeError(f"{who}: {name} must be numeric; got an object array that "
                                 "cannot be converted to float.") from None
+            except OverflowError:
+                raise ValueError(f"{who}: {name} holds a number too large for float64; "
+                                 "scale the features.") from None
         if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
             raise TypeError(f"{who}: {name} must be numeric, got dtype {arr.dtype}.")
         if np.iscomplexobj(arr):
@@ -94,15 +289,25 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             hint = " Reshape 1-D data with X.reshape(-1, 1) (one feature) or X.reshape(1, -1) (one sample)." if arr.ndim == 1 else ""
             raise ValueError(f"{who}: {name} must be 2-D (n_samples, n_features), got an array "
                              f"with shape {arr.shape}.{hint}")
-        X = np.ascontiguousarray(arr, dtype=np.float64)
+        with np.errstate(over="ignore"):  # float128 beyond float64 -> inf, refused below
+            X = np.ascontiguousarray(arr, dtype=np.float64)
         values = X
     n, d = X.shape
     if n < min_samples:
         raise ValueError(f"{who}: {name} has {n} sample(s); at least {min_samples} required.")
     if d == 0:
         raise ValueError(f"{who}: {name} has 0 features; at least 1 required.")
-    if not np.isfinite(values).all():
-        raise ValueError(f"{who}: {name} contains NaN or infinity.")
+    if values.size:
+        # two reductions, no temporary: NaN propagates through both
+        lo, hi = float(values.min()), float(values.max())
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise ValueError(f"{who}: {name} contains NaN or infinity.")
+        if max_abs is not None and max(-lo, hi) > max_abs:
+            raise ValueError(
+                f"{who}: {name} has a value of magnitude {max(-lo, hi):.3g}, above the "
+                f"{max_abs:.0e} accepted here: squared distances and "
+                "bilinear forms of such values overflow float64. Scale the features "
+                "(e.g. sklearn.preprocessing.MaxAbsScaler or StandardScaler).")
     if n_features is not None and d != n_features:
         raise ValueError(f"{who}: {name} has {d} features, but the model was fitted with "
                          f"{n_features} features.")

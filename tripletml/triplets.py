@@ -24,9 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from ._validation import check_random_state, check_scalar_param, check_triplets, check_X
+from ._validation import (available_memory, check_random_state, check_scalar_param,
+                          check_triplets, check_X)
 
 __all__ = ["random_class_triplets", "knn_triplets", "check_triplets", "check_labels"]
 
@@ -58,6 +60,29 @@ def check_labels(y: Any, n_samples: int | None = None, owner: Any = None,
         raise ValueError(f"{who}: y has {classes.size} class(es); triplets need at least "
                          f"{min_classes} classes (a positive and a negative of another class).")
     return classes, codes.astype(np.int64)
+
+
+#: Peak bytes per triplet while sampling: the (m, 3) int64 result (24 bytes) plus
+#: the int64 temporaries of the draw (query, class, two ranks, positive, negative)
+#: and the stacking copy.  Measured with ``tracemalloc``: 88 bytes per triplet
+#: for 2e6 triplets (98 with ``unique=True``, counted here as 2 x n_triplets),
+#: 89 for :func:`knn_triplets`.
+BYTES_PER_TRIPLET = 96
+
+
+def _check_triplet_memory(m: int, who: str, what: str) -> None:
+    """Refuse to sample ``m`` triplets when the machine cannot hold them.
+
+    Raises a ValueError naming the sampler, the request and the memory it needs
+    (instead of a bare MemoryError from NumPy, or swapping)."""
+    need = m * BYTES_PER_TRIPLET
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise ValueError(f"{who}: {what} gives {m:,} triplets, which would need about "
+                         f"{need / 2**30:,.1f} GiB while sampling ({BYTES_PER_TRIPLET} bytes "
+                         f"per triplet) but only {avail / 2**30:,.1f} GiB of memory is "
+                         "available; ask for fewer triplets (learners that take "
+                         "n_triplets draw them per epoch).")
 
 
 def _class_layout(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -109,6 +134,8 @@ def random_class_triplets(y: Any, n_triplets: int | None = None, *,
                          "of the same class exists.")
     if per_query is not None:
         per_query = check_scalar_param(per_query, "per_query", who, kind="int", low=1)
+        _check_triplet_memory(eligible.size * per_query, who,
+                              f"per_query={per_query} x {eligible.size} eligible queries")
         queries = np.repeat(eligible, per_query)
         if n_triplets is not None and int(n_triplets) != queries.size:
             raise ValueError(f"{who}: n_triplets={n_triplets} conflicts with per_query="
@@ -118,6 +145,8 @@ def random_class_triplets(y: Any, n_triplets: int | None = None, *,
         if n_triplets is None:
             raise ValueError(f"{who}: give n_triplets or per_query.")
         n_triplets = check_scalar_param(n_triplets, "n_triplets", who, kind="int", low=1)
+        _check_triplet_memory(n_triplets * (2 if unique else 1), who,
+                              f"n_triplets={n_triplets}")
         queries = None
 
     def draw(m: int, q: np.ndarray | None) -> np.ndarray:
@@ -147,6 +176,18 @@ def random_class_triplets(y: Any, n_triplets: int | None = None, *,
                              f"fewer than n_triplets={n_triplets}.")
         t = t[rng.permutation(t.shape[0])[:n_triplets]]
     return np.ascontiguousarray(t)
+
+
+def _rescaled_for_distances(X):
+    """X times a power of two that brings max|x| near 1 when it lies outside
+    [1e-100, 1e100]: Euclidean neighbours are unchanged (the scaling is exact)
+    while squared distances no longer overflow (values >= 1e154 gave inf/NaN
+    distances and an unnamed broadcast error) or underflow."""
+    vals = X.data if sp.issparse(X) else X
+    top = float(np.max(np.abs(vals))) if vals.size else 0.0
+    if top == 0.0 or 1e-100 <= top <= 1e100:
+        return X
+    return X * np.ldexp(1.0, -int(np.frexp(top)[1]))
 
 
 def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
@@ -181,6 +222,12 @@ def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
     classes, codes = check_labels(y, X.shape[0], who)
     n_neighbors = check_scalar_param(n_neighbors, "n_neighbors", who, kind="int", low=1)
     n_impostors = check_scalar_param(n_impostors, "n_impostors", who, kind="int", low=1)
+    sizes = np.bincount(codes)
+    total = int(np.sum(sizes * np.minimum(n_neighbors, np.maximum(sizes - 1, 0))
+                       * np.minimum(n_impostors, codes.size - sizes), dtype=object))
+    _check_triplet_memory(total, who, f"n_neighbors={n_neighbors}, n_impostors={n_impostors} "
+                          f"on {codes.size} samples")
+    X = _rescaled_for_distances(X)
     parts = []
     for c in range(classes.size):
         members = np.flatnonzero(codes == c)

@@ -12,9 +12,9 @@ or plain; both are accepted and checked by SHA-256.
 
 Text features for 20 Newsgroups are in :mod:`tripletml.datasets.text`.
 """
-from ._base import get_data_home, info, list_datasets, load, sha256sum
+from ._base import get_data_home, info, list_datasets, load, read_libsvm, sha256sum
 from ._fetch import DownloadError, fetch
 from ._registry import DataFile, DatasetRecord, Subset
 
-__all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum",
+__all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum", "read_libsvm",
            "DownloadError", "DataFile", "DatasetRecord", "Subset"]

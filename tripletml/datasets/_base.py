@@ -13,7 +13,7 @@ from sklearn.utils import Bunch
 
 from ._registry import REGISTRY, DataFile, DatasetRecord, get_record
 
-__all__ = ["get_data_home", "list_datasets", "info", "load", "sha256sum"]
+__all__ = ["get_data_home", "list_datasets", "info", "load", "sha256sum", "read_libsvm"]
 
 ENV_VAR = "TRIPLETML_DATA"
 DEFAULT_DATA_HOME = "~/tripletml_data"
@@ -75,39 +75,40 @@ def sha256sum(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def _verify(path: Path, expected: str | None, *, unknown_ok: bool = False) -> bool:
-    """Check ``path`` against ``expected``; cached per (path, size, mtime).
+def _verify(path: Path, accepted: tuple[str, ...]) -> str:
+    """Check ``path`` against the SHA-256 values in ``accepted``; fail closed.
 
-    Returns True when the hash matched, False when there is nothing to compare
-    (no hash known, or a mismatch where ``unknown_ok``: the file may be an official
-    copy whose hash is unknown, and only its structure can be checked).  Raises
-    ValueError on a mismatch otherwise.
+    Returns the matching hash.  Raises ValueError when ``accepted`` is empty (no
+    checksum known: the file is never trusted) or when the file's hash is not one
+    of them.  Successful checks are cached in memory per (path, size, mtime).
     """
-    if expected is None:
-        return False
+    if not accepted:
+        raise ValueError(f"{path}: no SHA-256 is known for this file, so it cannot be "
+                         "verified and is not used (fail closed). Fetch it from a mirror "
+                         "of the data home (fetch(name, mirror=URL)).")
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if _VERIFIED.get(key) == expected:
-        return True
+    if _VERIFIED.get(key) in accepted:
+        return _VERIFIED[key]
     actual = sha256sum(path)
-    if actual != expected and unknown_ok:
-        return False
-    if actual != expected:
-        raise ValueError(f"checksum mismatch for {path}: expected sha256 {expected}, found "
-                         f"{actual}. The file is corrupt or a different version; delete it "
-                         "and run tripletml.datasets.fetch() again.")
-    _VERIFIED[key] = expected
-    return True
+    if actual not in accepted:
+        raise ValueError(f"checksum mismatch for {path}: expected sha256 "
+                         f"{' or '.join(accepted)}, found {actual}. The file is corrupt, "
+                         "forged or a different version; delete it and run "
+                         "tripletml.datasets.fetch() again.")
+    _VERIFIED[key] = actual
+    return actual
 
 
-def _locate(f: DataFile, home: Path, how: str, name: str) -> tuple[Path, str | None]:
-    """Find ``f`` stored (maybe gzip'd) or as its plain original; return (path, expected hash)."""
-    candidates = [(home / f.path, f.sha256)]
+def _locate(f: DataFile, home: Path, how: str, name: str) -> tuple[Path, tuple[str, ...]]:
+    """Find ``f`` stored (maybe gzip'd) or as its plain original; return (path,
+    accepted SHA-256 values)."""
+    candidates = [(home / f.path, _accepted_hashes(f, f.path))]
     if f.compressed:
-        candidates.append((home / f.original_path, f.sha256_original))
-    for path, expected in candidates:
+        candidates.append((home / f.original_path, _accepted_hashes(f, f.original_path)))
+    for path, accepted in candidates:
         if path.is_file():
-            return path, expected
+            return path, accepted
     looked = "\n  ".join(str(p) for p, _ in candidates)
     raise FileNotFoundError(
         f"data set {name!r}: file not found; looked in\n  {looked}\n"
@@ -115,9 +116,19 @@ def _locate(f: DataFile, home: Path, how: str, name: str) -> tuple[Path, str | N
         f"tripletml.datasets.fetch({name!r}) or set {ENV_VAR} to a folder that holds it.")
 
 
-def _official_hash_unknown(f: DataFile, path: Path, home: Path) -> bool:
-    """True if ``path`` may be an official download of ``f`` whose hash is unknown."""
-    return f.sha256_original is None and path == home / f.original_path
+def _accepted_hashes(f: DataFile, rel: str) -> tuple[str, ...]:
+    """SHA-256 values a file at relative path ``rel`` may have: the stored file's
+    hash at :attr:`DataFile.path`, the official original's at
+    :attr:`DataFile.original_path` (both when the two paths coincide, as for
+    the 20 Newsgroups tarball: the repack of the shared folder or the official
+    download).  Unknown hashes (None) are left out; an empty result means the
+    file cannot be verified."""
+    out = []
+    if rel == f.path and f.sha256:
+        out.append(f.sha256)
+    if rel == f.original_path and f.sha256_original and f.sha256_original not in out:
+        out.append(f.sha256_original)
+    return tuple(out)
 
 
 def _open(path: Path):
@@ -139,16 +150,61 @@ def _label_str(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
-def _read_libsvm(path: Path, record: DatasetRecord):
+#: Largest feature index :func:`read_libsvm` accepts (scikit-learn's reader stores
+#: indices as C ints).
+LIBSVM_MAX_INDEX = 2**31 - 2
+
+
+def read_libsvm(path: str | os.PathLike, *, n_features: int | None = None,
+                zero_based: bool = False) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Read a LIBSVM / svmlight file (plain or ``.gz``) into a validated CSR matrix.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int, optional
+        Number of columns; by default the largest index found.  An index beyond it
+        is an error.
+    zero_based : bool, default False
+        Feature indices start at 0 (LIBSVM writes them from 1).
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of float64, canonical (sorted, no duplicates)
+    y : ndarray of float64
+
+    Raises
+    ------
+    ValueError
+        Unreadable file, a feature index outside ``1..n_features`` (or above
+        ``LIBSVM_MAX_INDEX``), non-finite values; the message names the file.
+    FileNotFoundError
+        No such file.
+    """
     from sklearn.datasets import load_svmlight_file
 
+    from .._validation import check_X
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"read_libsvm: no such file {path}")
     try:
-        X, y = load_svmlight_file(str(path), n_features=record.shape[1], zero_based=False,
-                                  dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"{path}: cannot read as LIBSVM with {record.shape[1]} features "
-                         f"(expected shape (n, {record.shape[1]})): {exc}") from exc
-    return X.tocsr(), _encode([_label_str(v) for v in y], record, path)
+        with _open(path) as fh:
+            X, y = load_svmlight_file(fh, n_features=n_features, zero_based=zero_based,
+                                      dtype=np.float64)
+    except OverflowError:
+        raise ValueError(f"read_libsvm: {path}: a feature index or value is too large "
+                         f"(feature indices must be at most {LIBSVM_MAX_INDEX + 1}); is "
+                         "this a LIBSVM file?") from None
+    except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
+        what = f" with {n_features} features" if n_features is not None else ""
+        raise ValueError(f"read_libsvm: {path}: cannot read as LIBSVM{what}: {exc}") from None
+    return check_X(X, f"read_libsvm: {path}"), np.asarray(y, dtype=np.float64)
+
+
+def _read_libsvm(path: Path, record: DatasetRecord):
+    X, y = read_libsvm(path, n_features=record.shape[1])
+    return X, _encode([_label_str(v) for v in y], record, path)
 
 
 def _read_uci_csv(path: Path, record: DatasetRecord):
@@ -202,24 +258,124 @@ def _read_arff(path: Path, record: DatasetRecord):
     return X, (Y == b"1").astype(np.int8)
 
 
+#: Bounds on reading the 20 Newsgroups tarball (the real one: 18,888 entries, largest
+#: message 160,616 bytes, 35.9 MB of text, 50.3 MB as a tar).  A crafted archive
+#: is refused once it passes one of them, before the memory is taken.
+TAR_MAX_MEMBER_BYTES = 8 << 20     # one message (50x the largest)
+TAR_MAX_TEXT_BYTES = 256 << 20     # all messages kept (7x the real total)
+TAR_MAX_ENTRIES = 200_000          # headers read (10x)
+TAR_MAX_STREAM_BYTES = 2 << 30     # uncompressed tar stream walked (40x)
+TAR_MAX_READ = 1 << 20             # largest single read tarfile may make (headers, pax)
+
+
+class _BoundedReader:
+    """File object over a decompressed tar stream that refuses any single read
+    above ``TAR_MAX_READ`` bytes and any position beyond ``TAR_MAX_STREAM_BYTES``.
+
+    :mod:`tarfile` reads a pax or GNU long-name header in one ``read(size)`` of
+    the size the header declares; through this wrapper such a header cannot
+    allocate more than ``TAR_MAX_READ``, and a decompression bomb stops at the
+    stream limit instead of running for hours."""
+
+    def __init__(self, raw, path: Path):
+        self.raw, self.path = raw, path
+
+    def _limit(self, pos: int) -> None:
+        if pos > TAR_MAX_STREAM_BYTES:
+            raise ValueError(f"{self.path}: the uncompressed archive is larger than "
+                             f"{TAR_MAX_STREAM_BYTES >> 20} MiB; refusing to read it.")
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0 or size > TAR_MAX_READ:
+            raise ValueError(f"{self.path}: a tar header or member asks for a read of "
+                             f"{size} bytes (limit {TAR_MAX_READ}); refusing to read it.")
+        self._limit(self.raw.tell() + size)
+        return self.raw.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else (self.raw.tell() + offset if whence == 1 else None)
+        if target is None:
+            raise ValueError(f"{self.path}: unexpected seek from the end of the archive")
+        self._limit(target)
+        return self.raw.seek(target)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+
+def _open_tar_stream(path: Path):
+    """Open ``path`` (gzip, bzip2, xz or plain tar) as a decompressed stream."""
+    import bz2
+    import lzma
+
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if magic[:3] == b"BZh":
+        return bz2.open(path, "rb")
+    if magic[:6] == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+def _read_member(tf: tarfile.TarFile, m: tarfile.TarInfo, path: Path) -> bytes:
+    """Read one member in chunks of at most ``TAR_MAX_READ`` bytes."""
+    if m.size > TAR_MAX_MEMBER_BYTES:
+        raise ValueError(f"{path}: member {m.name} has {m.size} bytes, more than the "
+                         f"{TAR_MAX_MEMBER_BYTES >> 20} MiB a newsgroup message may have; "
+                         "refusing to read it.")
+    fh = tf.extractfile(m)
+    chunks, left = [], m.size
+    while left > 0:  # at most TAR_MAX_MEMBER_BYTES / TAR_MAX_READ + 1 rounds
+        block = fh.read(min(left, TAR_MAX_READ))
+        if not block:
+            raise ValueError(f"{path}: member {m.name} is truncated")
+        chunks.append(block)
+        left -= len(block)
+    return b"".join(chunks)
+
+
 def _read_newsgroups(path: Path, record: DatasetRecord, subset: str):
-    """Read the bydate tarball: members ``20news-bydate-{train,test}/<group>/<id>``."""
+    """Read the bydate tarball: members ``20news-bydate-{train,test}/<group>/<id>``.
+
+    Memory is bounded whatever the archive holds (see the ``TAR_MAX_*`` limits):
+    a member is refused before it is read when it declares more than
+    ``TAR_MAX_MEMBER_BYTES``, the messages kept may total ``TAR_MAX_TEXT_BYTES``,
+    and tarfile itself never reads more than ``TAR_MAX_READ`` at once."""
     lookup = {g: i for i, g in enumerate(record.classes)}
     keep = ("train", "test") if subset == "all" else (subset,)
     items = []
-    with tarfile.open(path, "r:*") as tf:
-        for m in tf:
-            parts = m.name.removeprefix("./").split("/")
-            if not m.isfile() or len(parts) != 3 or not parts[0].startswith("20news-bydate-"):
-                continue
-            part = parts[0][len("20news-bydate-"):]
-            if part not in keep:
-                continue
-            if parts[1] not in lookup:
-                raise ValueError(f"{path}: unknown newsgroup {parts[1]!r} in {m.name}")
-            text = tf.extractfile(m).read().decode("latin-1")
-            items.append(((keep.index(part), parts[1], parts[2]), "/".join(parts), text,
-                          lookup[parts[1]]))
+    total = 0
+    try:
+        with _open_tar_stream(path) as raw, \
+                tarfile.open(fileobj=_BoundedReader(raw, path), mode="r:") as tf:
+            for n_entries in range(TAR_MAX_ENTRIES + 1):
+                m = tf.next()
+                if m is None:
+                    break
+                if n_entries == TAR_MAX_ENTRIES:
+                    raise ValueError(f"{path}: more than {TAR_MAX_ENTRIES} tar entries; "
+                                     "refusing to read further.")
+                tf.members.clear()  # tarfile keeps every header otherwise
+                parts = m.name.removeprefix("./").split("/")
+                if not m.isfile() or len(parts) != 3 or not parts[0].startswith("20news-bydate-"):
+                    continue
+                part = parts[0][len("20news-bydate-"):]
+                if part not in keep:
+                    continue
+                if parts[1] not in lookup:
+                    raise ValueError(f"{path}: unknown newsgroup {parts[1]!r} in {m.name}")
+                total += m.size
+                if total > TAR_MAX_TEXT_BYTES:
+                    raise ValueError(f"{path}: the messages total more than "
+                                     f"{TAR_MAX_TEXT_BYTES >> 20} MiB; refusing to read "
+                                     "further.")
+                text = _read_member(tf, m, path).decode("latin-1")
+                items.append(((keep.index(part), parts[1], parts[2]), "/".join(parts), text,
+                              lookup[parts[1]]))
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ValueError(f"{path}: not a readable tar archive: {exc}") from exc
     items.sort(key=lambda t: t[0])  # train before test, then group, then file name
     return ([t[2] for t in items], np.array([t[3] for t in items], dtype=np.int64),
             [t[1] for t in items])
@@ -265,10 +421,12 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
     subset : str, default "all"
         ``"all"`` or a named part such as ``"train"`` / ``"test"`` (see ``info(name).subsets``).
     verify : bool, default True
-        Check each file's SHA-256: a gzip'd file against the stored-file hash, a plain
-        file against the hash of the uncompressed original.  Results are cached in
-        memory per (path, size, mtime).  A file whose hash is unknown (an official
-        download of the 20 Newsgroups tarball) is checked by its structure only.
+        Check each file's SHA-256 before reading it: a gzip'd file against the
+        stored-file hash, a plain file against the hash of the uncompressed original
+        (the 20 Newsgroups tarball: the shared folder's repack or the official
+        archive).  A mismatch, or a file with no known hash, is refused.  Results are
+        cached in memory per (path, size, mtime).  ``verify=False`` reads unverified
+        files at the caller's risk (reading stays bounded in memory).
 
     Returns
     -------
@@ -299,9 +457,9 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
         paths = []
         for rel in part.files:
             f = record.file(rel)
-            path, expected = _locate(f, home, how, name)
-            if verify:  # unknown official hash: the shape / class checks below stand in
-                _verify(path, expected, unknown_ok=_official_hash_unknown(f, path, home))
+            path, accepted = _locate(f, home, how, name)
+            if verify:  # before anything reads the file
+                _verify(path, accepted)
             paths.append(path)
         descr = f"{record.description}\n\nOrigin: {record.origin}"
         if record.kind == "libsvm":

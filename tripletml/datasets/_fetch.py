@@ -4,58 +4,55 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from ._base import _locate, _official_hash_unknown, _resolve_data_home, _verify
+from ._base import _locate, _resolve_data_home, _verify
 from ._registry import DataFile, DatasetRecord, get_record
 
-__all__ = ["fetch", "DownloadError"]
+__all__ = ["fetch", "DownloadError", "MAX_DOWNLOAD_BYTES"]
+
+#: Largest download accepted (the largest registered file is 14.4 MB); a server that
+#: sends more is cut off and the partial file removed.
+MAX_DOWNLOAD_BYTES = 1 << 30
+
+_MIRROR_ADVICE = ("check the network connection (and proxy settings), or fetch from a "
+                  "mirror of the data home: `tripletml fetch NAME --mirror URL` "
+                  "(Python: fetch(name, mirror=URL)); every file is still checked "
+                  "against its SHA-256")
 
 
 class DownloadError(OSError):
-    """A file could not be downloaded (HTTP error, unreachable host, timeout)."""
+    """A file could not be downloaded (HTTP error, unreachable host, timeout, too
+    large).  Its message is one line naming the URL and suggesting a mirror."""
 
 
-def _check_newsgroups_archive(path: Path, record: DatasetRecord) -> None:
-    """Structural check of a bydate tarball whose hash is unknown."""
-    counts: dict[str, int] = {}
-    groups: set[str] = set()
+def _file_mode() -> int:
+    """``0o666`` minus the process umask (what ``open()`` would give a new file)."""
     try:
-        with tarfile.open(path, "r:*") as tf:
-            for m in tf:
-                parts = m.name.removeprefix("./").split("/")
-                if m.isfile() and len(parts) == 3 and parts[0].startswith("20news-bydate-"):
-                    counts[parts[0]] = counts.get(parts[0], 0) + 1
-                    groups.add(parts[1])
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise ValueError(f"{path}: not a readable tar archive: {exc}") from exc
-    expected = {f"20news-bydate-{s.name}": s.n_samples for s in record.subsets if s.name != "all"}
-    if counts != expected or groups != set(record.classes):
-        raise ValueError(f"{path}: expected the 20news-bydate layout with {expected} messages in "
-                         f"{len(record.classes)} groups, found {counts} in {len(groups)} groups")
-
-
-def _structure_check(record: DatasetRecord, path: Path) -> None:
-    if record.kind == "newsgroups":
-        _check_newsgroups_archive(path, record)
-    else:  # pragma: no cover - every other file has a known hash
-        raise ValueError(f"{path}: no checksum known and no structural check for {record.kind!r}")
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no read-only query elsewhere; restored at once
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _is_present(record: DatasetRecord, f: DataFile, home: Path) -> bool:
+    """True when ``f`` is in the data home and matches a known SHA-256; ValueError
+    when a file is there but fails (never reported as present)."""
     try:
-        path, expected = _locate(f, home, "", record.name)
+        path, accepted = _locate(f, home, "", record.name)
     except FileNotFoundError:
         return False
-    unknown_ok = _official_hash_unknown(f, path, home)
     try:
-        if not _verify(path, expected, unknown_ok=unknown_ok):
-            _structure_check(record, path)
+        _verify(path, accepted)
     except ValueError as exc:
         raise ValueError(f"existing file {path} failed verification; delete it and fetch "
                          f"again. {exc}") from exc
@@ -72,9 +69,17 @@ def _makedirs(folder: Path) -> list[Path]:
     return created
 
 
-def _download(url: str, target: Path, expected: str | None, *, timeout: float,
-              verbose: bool, check=None) -> None:
-    """Download ``url`` to ``target`` atomically (temp file, verify, ``os.replace``)."""
+def _download(url: str, target: Path, accepted: tuple[str, ...], *, timeout: float,
+              verbose: bool) -> None:
+    """Download ``url`` to ``target`` atomically (temp file, verify, ``os.replace``).
+
+    Fails closed: without a known SHA-256 nothing is downloaded; a file whose hash
+    is not in ``accepted`` is discarded.  The file gets the permissions ``open()``
+    would give it (``0o666`` minus the umask), not ``mkstemp``'s ``0o600``."""
+    if not accepted:
+        raise ValueError(f"no SHA-256 is known for {url}, so a download could not be "
+                         "verified; nothing was downloaded. Use a mirror of the data home "
+                         "(mirror=URL), whose files have known hashes.")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     tmp = Path(tmp_name)
     try:
@@ -83,21 +88,32 @@ def _download(url: str, target: Path, expected: str | None, *, timeout: float,
             request = urllib.request.Request(url, headers={"User-Agent": "tripletml"})
             try:
                 with urllib.request.urlopen(request, timeout=timeout) as resp:
-                    while chunk := resp.read(1 << 16):
+                    size = 0
+                    while chunk := resp.read(1 << 16):  # bounded by MAX_DOWNLOAD_BYTES
+                        size += len(chunk)
+                        if size > MAX_DOWNLOAD_BYTES:
+                            raise DownloadError(
+                                f"could not download {url}: the server sent more than "
+                                f"{MAX_DOWNLOAD_BYTES >> 20} MiB; download discarded")
                         out.write(chunk)
                         h.update(chunk)
+            except DownloadError:
+                raise
             except urllib.error.HTTPError as exc:
-                raise DownloadError(f"could not download {url}: HTTP {exc.code} {exc.reason}") from exc
+                raise DownloadError(f"could not download {url}: HTTP {exc.code} {exc.reason}; "
+                                    f"{_MIRROR_ADVICE}") from None
             except urllib.error.URLError as exc:
-                raise DownloadError(f"could not download {url}: {exc.reason}") from exc
+                raise DownloadError(f"could not download {url}: {exc.reason}; "
+                                    f"{_MIRROR_ADVICE}") from None
             except (TimeoutError, ConnectionError, OSError) as exc:
-                raise DownloadError(f"could not download {url}: {exc}") from exc
+                raise DownloadError(f"could not download {url}: {exc}; "
+                                    f"{_MIRROR_ADVICE}") from None
         actual = h.hexdigest()
-        if expected is not None and actual != expected:
-            raise ValueError(f"checksum mismatch for {url}: expected sha256 {expected}, got "
-                             f"{actual}; the download was discarded")
-        if expected is None:
-            check(tmp)
+        if actual not in accepted:
+            raise ValueError(f"checksum mismatch for {url}: expected sha256 "
+                             f"{' or '.join(accepted)}, got {actual}; the download was "
+                             "discarded")
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -121,9 +137,9 @@ def fetch(name: str, data_home: str | os.PathLike | None = None, *, mirror: str 
         Base URL of a mirror laid out like the data home (serving the stored,
         possibly gzip'd files): each file is fetched from ``mirror + path`` and
         checked against the stored-file SHA-256.  By default the official URL is
-        used, the file is checked against the SHA-256 of the original and stored
-        under its plain name.  The official 20 Newsgroups tarball has no known
-        hash; it is checked by its structure (18846 messages, 20 groups).
+        used (https for every registered file), the file is checked against the
+        SHA-256 of the original and stored under its plain name.  A file without a
+        known hash is never downloaded or accepted (fail closed).
     timeout : float, default 60
         Socket timeout in seconds, per request.
     verbose : bool, default False
@@ -137,7 +153,9 @@ def fetch(name: str, data_home: str | os.PathLike | None = None, *, mirror: str 
     Raises
     ------
     DownloadError
-        HTTP error, unreachable server or timeout.
+        HTTP error, unreachable server, timeout, or a response above
+        ``MAX_DOWNLOAD_BYTES``; one-line message suggesting ``mirror=``.
+        A subclass of OSError.
     ValueError
         Unknown name, checksum mismatch (message names the URL and both hashes), or a
         file already present that fails verification.
@@ -146,7 +164,8 @@ def fetch(name: str, data_home: str | os.PathLike | None = None, *, mirror: str 
     -----
     Files already present (stored or plain form) and verified are skipped.  Each
     download goes to a temporary file in the target folder and is moved into place
-    with :func:`os.replace` only once verified; on any error (including
+    with :func:`os.replace` only once verified, with the permissions a new file
+    gets from ``open()`` (``0o666`` minus the umask); on any error (including
     ``KeyboardInterrupt``) the temporary file, and any folder this call created and
     left empty, are removed.  Files of the set completed before the error stay.
     """
@@ -159,15 +178,15 @@ def fetch(name: str, data_home: str | os.PathLike | None = None, *, mirror: str 
             continue
         if mirror is not None:
             url = mirror.rstrip("/") + "/" + urllib.parse.quote(f.path)
-            target, expected = home / f.path, f.sha256
+            target, accepted = home / f.path, (f.sha256,) if f.sha256 else ()
         else:
             if f.url is None:  # pragma: no cover - every registered file has a URL
                 raise ValueError(f"{f.path} has no official URL; use mirror=")
-            url, target, expected = f.url, home / f.original_path, f.sha256_original
+            url, target = f.url, home / f.original_path
+            accepted = (f.sha256_original,) if f.sha256_original else ()
         created = _makedirs(target.parent)
         try:
-            _download(url, target, expected, timeout=timeout, verbose=verbose,
-                      check=lambda p: _structure_check(record, p))
+            _download(url, target, accepted, timeout=timeout, verbose=verbose)
         except BaseException:
             for folder in reversed(created):
                 try:

@@ -16,6 +16,10 @@ KINDS = ("libsvm", "uci_csv", "dexter", "newsgroups", "arff_multilabel", "sklear
 _LIBSVM = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/multiclass/"
 _UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases/"
 _MULAN = "https://raw.githubusercontent.com/tsoumakas/mulan/master/data/multi-label/"
+# scikit-learn's copy of J. Rennie's 20news-bydate.tar.gz and the SHA-256 that
+# scikit-learn checks it against (sklearn/datasets/_twenty_newsgroups.py, ARCHIVE).
+_SKLEARN_20NG_URL = "https://ndownloader.figshare.com/files/5975967"
+_SKLEARN_20NG_SHA256 = "8f1b2514ca22a5ade8fbb9cfa5727df95fa587f4c87b786e15c759fa66d95610"
 _LIBSVM_CITE = ("C.-C. Chang and C.-J. Lin, LIBSVM: a library for support vector machines, "
                 "ACM TIST 2(3):27, 2011; data page "
                 "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/multiclass.html")
@@ -37,7 +41,8 @@ class DataFile:
     sha256 : str or None
         SHA-256 of the stored file (what a mirror serves).
     sha256_original : str or None
-        SHA-256 of the original file (what the official URL serves); ``None`` if unknown.
+        SHA-256 of the original file (what the official URL serves); ``None`` if
+        unknown, in which case the official download is refused (fail closed).
     compressed : bool
         True when the stored file is ``gzip`` of the original, whose name is then
         :attr:`path` without ``.gz``.
@@ -272,16 +277,21 @@ _RECORDS = [
     DatasetRecord(
         name="20newsgroups",
         description=("20 Newsgroups, J. Rennie's 'bydate' version: raw messages (headers "
-                     "included), 11314 train + 7532 test, 20 groups. The stored archive is a "
-                     "repack whose messages are believed original; the official tarball's "
-                     "sha256 is unknown, so a download of it is checked by its structure."),
+                     "included), 11314 train + 7532 test, 20 groups. The shared folder's "
+                     "archive is a repack whose messages are believed original (sha256 "
+                     "a139fb51...); the official download is scikit-learn's https copy of "
+                     "Rennie's tarball, checked against the sha256 scikit-learn publishes "
+                     "(8f1b2514..., sklearn.datasets._twenty_newsgroups.ARCHIVE). Either "
+                     "is accepted at the same path; nothing else is."),
         origin=("K. Lang, NewsWeeder: learning to filter netnews, ICML 1995; bydate split by "
-                "J. Rennie, http://qwone.com/~jason/20Newsgroups/"),
+                "J. Rennie, http://qwone.com/~jason/20Newsgroups/ (http only, no published "
+                "checksum: not used for downloads); downloaded from scikit-learn's figshare "
+                "copy https://ndownloader.figshare.com/files/5975967"),
         kind="newsgroups",
         files=(DataFile("20newsgroups/20news-bydate.tar.gz",
-                        "http://qwone.com/~jason/20Newsgroups/20news-bydate.tar.gz",
+                        _SKLEARN_20NG_URL,
                         "a139fb51e75acedef330d0947c88a7cd32fcb6f8530456138b55441249ff60cc",
-                        None, compressed=False),),
+                        _SKLEARN_20NG_SHA256, compressed=False),),
         shape=(18846, 0), n_classes=20, n_labels=None,
         subsets=(Subset("train", ("20newsgroups/20news-bydate.tar.gz",), 11314),
                  Subset("test", ("20newsgroups/20news-bydate.tar.gz",), 7532),

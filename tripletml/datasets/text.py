@@ -46,6 +46,8 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted, check_X_y
 
+from .._validation import check_X
+
 __all__ = ["information_gain", "InfoGainSelector", "NewsgroupsVectorizer",
            "strip_newsgroup_headers", "load_newsgroups_tfidf"]
 
@@ -75,16 +77,17 @@ def information_gain(X, y) -> np.ndarray:
     ndarray of shape (n_features,)
         Non-negative information gains (float64).
     """
+    X = check_X(X, "information_gain")  # sparse structure verified before SciPy's products
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"y must be 1-d with {X.shape[0]} entries, got shape {y.shape}")
     classes, codes = np.unique(y, return_inverse=True)
     n = X.shape[0]
     if sp.issparse(X):
-        present = sp.csr_matrix(X, copy=True)
+        present = X.copy()
         present.data = (present.data > 0).astype(np.float64)
     else:
-        present = sp.csr_matrix((np.asarray(X) > 0).astype(np.float64))
+        present = sp.csr_matrix((X > 0).astype(np.float64))
     onehot = sp.csr_matrix((np.ones(n), (np.arange(n), codes.ravel())),
                            shape=(n, len(classes)))
     n_jc = np.asarray((present.T @ onehot).todense())     # docs with j present, per class

@@ -16,17 +16,28 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._validation import _checked_csr
+
 
 def as_csr(X) -> sp.csr_matrix:
-    """Float64 CSR copy-or-view of X with sorted indices (dense input keeps
-    every entry, including zeros, so the kernels see a dense row)."""
+    """Float64 CSR copy-or-view of X in canonical form (sorted indices, no
+    duplicates); dense input keeps every entry, including zeros, so the kernels
+    see a dense row.
+
+    The kernels below index through ``indptr``/``indices`` without bounds
+    checks, so a sparse X is verified here in O(nnz) even though callers pass
+    X that :func:`tripletml._validation.check_X` already accepted: the check is
+    one pass over the index arrays (negligible next to training), and it keeps
+    a malformed matrix (column index >= n_features, non-monotone ``indptr``,
+    ...) from reaching a kernel through any future caller.  Raises ValueError
+    on a malformed matrix.
+    """
     if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if not X.has_sorted_indices:
-            X = X.copy()
-            X.sort_indices()
-        return X
+        X = _checked_csr(X, "as_csr", "X")
+        return X if X.dtype == np.float64 else X.astype(np.float64)
     X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"as_csr: X must be 2-D, got shape {X.shape}.")
     n, d = X.shape
     indptr = np.arange(0, (n + 1) * d, d, dtype=np.int64)
     indices = np.tile(np.arange(d, dtype=np.int32), n)

@@ -1,0 +1,465 @@
+"""Hardening of the input side (issue 13, items 1, 4 and 8): malformed sparse
+matrices, hostile values, oversized requests.
+
+Whatever could crash the interpreter (a malformed CSR handed to a Numba kernel
+or to SciPy's compiled conversions) runs in a subprocess, so a segfault fails
+the test instead of killing the suite.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tripletml import OASIS, Euclidean
+from tripletml._validation import MAX_ABS_VALUE, check_X
+from tripletml.linalg import as_csr
+from tripletml.triplets import knn_triplets
+
+import tripletml
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = Path(tripletml.__file__).resolve().parents[1]  # the tree under test, for subprocesses
+
+# Builds malformed matrices without going through SciPy's checks (its
+# constructor checks lengths, never the values of the indices; attributes
+# set afterwards are not checked at all).
+_CORRUPT = textwrap.dedent("""
+    import numpy as np, scipy.sparse as sp
+
+    def base(fmt="csr"):
+        X = sp.random(24, 6, density=0.5, format="csr", random_state=0)
+        X.sum_duplicates()
+        return X.asformat(fmt)
+
+    def col_too_large(fmt="csr"):
+        X = base(fmt); X.indices[3] = X.shape[1 if fmt == "csr" else 0] + 50; return X
+
+    def col_huge(fmt="csr"):
+        X = base(fmt); X.indices = X.indices.astype(np.int64); X.indices[0] = 10**12; return X
+
+    def negative_index(fmt="csr"):
+        X = base(fmt); X.indices[5] = -1; return X
+
+    def indptr_not_monotone(fmt="csr"):
+        X = base(fmt); X.indptr[3], X.indptr[4] = X.indptr[4] + 2, X.indptr[3]; return X
+
+    def indptr_past_end(fmt="csr"):
+        X = base(fmt); X.indptr[-1] = X.indptr[-1] + 10; return X
+
+    def indices_short(fmt="csr"):
+        X = base(fmt); X.indices = X.indices[:-3]; return X
+
+    def indptr_short(fmt="csr"):
+        X = base(fmt); X.indptr = X.indptr[:-2]; return X
+
+    CORRUPTIONS = [col_too_large, col_huge, negative_index, indptr_not_monotone,
+                   indptr_past_end, indices_short, indptr_short]
+    y = np.arange(24) % 3
+""")
+
+
+def _run(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", _CORRUPT + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+def _assert_all_refused(proc: subprocess.CompletedProcess, n: int) -> None:
+    assert proc.returncode == 0, (f"subprocess died with code {proc.returncode} "
+                                  f"(-11/139 = segfault)\n{proc.stdout}\n{proc.stderr}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED ")]
+    assert len(lines) == n, proc.stdout + proc.stderr
+
+
+_ENTRY_POINTS = {
+    "OASIS.fit": "from tripletml import OASIS\ncall = lambda X: OASIS(random_state=0).fit(X, y)",
+    "LORETA.fit": ("from tripletml import LORETA\n"
+                   "call = lambda X: LORETA(rank=2, random_state=0).fit(X, y)"),
+    "MatrixPerceptron.fit": ("from tripletml import MatrixPerceptron\n"
+                             "call = lambda X: MatrixPerceptron(random_state=0).fit(X, np.eye(3, dtype=int)[y])"),
+    "Euclidean.similarity": ("from tripletml import Euclidean\n"
+                             "m = Euclidean().fit(base().toarray(), y)\n"
+                             "call = lambda X: m.similarity(X, X)"),
+    "OASIS.partial_fit": ("from tripletml import OASIS\n"
+                          "m = OASIS(random_state=0).fit(base(), y)\n"
+                          "t = np.array([[0, 3, 1], [1, 4, 2]])\n"
+                          "call = lambda X: m.partial_fit(X, triplets=t)"),
+    "knn_triplets": ("from tripletml.triplets import knn_triplets\n"
+                     "call = lambda X: knn_triplets(X, y)"),
+    "information_gain": ("from tripletml.datasets.text import information_gain\n"
+                         "call = lambda X: information_gain(X, y)"),
+}
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize("entry", sorted(_ENTRY_POINTS))
+def test_malformed_sparse_is_refused_not_a_segfault(entry, fmt):
+    proc = _run(_ENTRY_POINTS[entry] + f"""
+for corrupt in CORRUPTIONS:
+    X = corrupt({fmt!r})
+    before = (X.indices.copy(), X.indptr.copy(), X.data.copy())
+    try:
+        call(X)
+    except ValueError as exc:
+        msg = str(exc)
+        assert "malformed sparse matrix" in msg, msg
+        print("REFUSED", corrupt.__name__, msg)
+    else:
+        print("ACCEPTED", corrupt.__name__)
+    # the caller's matrix is not modified by the check
+    assert all(np.array_equal(a, b) for a, b in
+               zip(before, (X.indices, X.indptr, X.data))), corrupt.__name__
+""")
+    _assert_all_refused(proc, 7)
+    assert "REFUSED col_too_large" in proc.stdout
+    owner = entry.split(".")[0]
+    assert all(ln.split(" ", 2)[2].startswith(owner) for ln in proc.stdout.splitlines()
+               if ln.startswith("REFUSED")), proc.stdout
+
+
+@pytest.mark.xfail(strict=True, reason="metrics._check_X converts CSC/COO with SciPy's tocsr "
+                   "before any check: it must call tripletml._validation.check_X "
+                   "(metrics.py is not owned by this branch; see the report)")
+def test_evaluate_retrieval_malformed_csc_is_refused():
+    proc = _run("""
+from tripletml import Euclidean
+from tripletml.metrics import evaluate_retrieval
+m = Euclidean().fit(base().toarray(), y)
+for corrupt in CORRUPTIONS:
+    try:
+        evaluate_retrieval(m, corrupt("csc"), y)
+    except ValueError as exc:
+        print("REFUSED", corrupt.__name__, exc)
+""")
+    _assert_all_refused(proc, 7)
+
+
+def test_malformed_coo_and_bsr_refused_before_conversion():
+    proc = _run("""
+from tripletml._validation import check_X
+X = base("coo"); X.col[2] = 99
+try:
+    check_X(X, "probe")
+except ValueError as exc:
+    print("REFUSED coo", exc)
+X = base("coo"); X.row[0] = -4
+try:
+    check_X(X, "probe")
+except ValueError as exc:
+    print("REFUSED coo-neg", exc)
+X = sp.bsr_matrix(base().toarray(), blocksize=(2, 2)); X.indices[1] = 40
+try:
+    check_X(X, "probe")
+except ValueError as exc:
+    print("REFUSED bsr", exc)
+""")
+    _assert_all_refused(proc, 3)
+
+
+# --------------------------------------------------------------------------- canonical form
+def _unsorted_with_duplicates():
+    rng = np.random.default_rng(3)
+    D = rng.normal(size=(30, 7)) * (rng.random((30, 7)) < 0.5)
+    C = sp.csr_matrix(D)
+    rows = np.repeat(np.arange(30), np.diff(C.indptr))
+    # split every entry in two halves (duplicates), then shuffle inside each row
+    idx = np.concatenate([C.indices, C.indices])
+    val = np.concatenate([C.data / 2, C.data / 2])
+    r = np.concatenate([rows, rows])
+    order = np.lexsort((rng.random(r.size), r))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=30))])
+    X = sp.csr_matrix((val[order], idx[order], indptr), shape=(30, 7))
+    return X, D
+
+
+def test_unsorted_duplicate_csr_is_canonicalised_on_a_copy():
+    X, D = _unsorted_with_duplicates()
+    assert not X.has_canonical_format
+    before = X.indices.copy(), X.data.copy()
+    Y = check_X(X, "probe")
+    assert Y.has_canonical_format and Y.has_sorted_indices
+    # brute force: strictly increasing column indices in every row
+    for i in range(Y.shape[0]):
+        assert np.all(np.diff(Y.indices[Y.indptr[i]:Y.indptr[i + 1]]) > 0)
+    np.testing.assert_allclose(Y.toarray(), D, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(X.indices, before[0])
+    np.testing.assert_array_equal(X.data, before[1])
+    # a learner fitted on the messy matrix equals one fitted on the clean one
+    y = np.arange(30) % 3
+    a = OASIS(random_state=0).fit(X, y)
+    b = OASIS(random_state=0).fit(sp.csr_matrix(D), y)
+    np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-12)
+
+
+def test_stale_sorted_flag_is_not_trusted():
+    X, D = _unsorted_with_duplicates()
+    X.sum_duplicates()
+    assert X.has_sorted_indices                    # cached flag now True
+    i0, i1 = X.indptr[0], X.indptr[1]
+    X.indices[i0:i1] = X.indices[i0:i1][::-1].copy()   # scramble behind SciPy's back
+    X.data[i0:i1] = X.data[i0:i1][::-1].copy()
+    assert X.has_sorted_indices                    # the stale flag lies
+    Y = check_X(X, "probe")
+    assert np.all(np.diff(Y.indices[Y.indptr[0]:Y.indptr[1]]) > 0)
+    np.testing.assert_allclose(Y.toarray(), D, atol=1e-15)
+
+
+def test_as_csr_verifies_structure():
+    X = sp.random(5, 4, density=0.5, format="csr", random_state=0)
+    X.indices[0] = 9
+    with pytest.raises(ValueError, match="as_csr: X is a malformed sparse matrix"):
+        as_csr(X)
+    D = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(as_csr(D).toarray(), D)
+
+
+# --------------------------------------------------------------------------- values and shapes
+@pytest.mark.parametrize("X, exc, match", [
+    (np.array([[1.0, np.nan]]), ValueError, "NaN or infinity"),
+    (sp.csr_matrix(np.array([[1.0, np.inf]])), ValueError, "NaN or infinity"),
+    (np.array([[1, "a"]], dtype=object), TypeError, "strings"),
+    (np.array([[1, None]], dtype=object), ValueError, "NaN or infinity"),  # None -> nan
+    (np.array([[1, {}]], dtype=object), TypeError, "object array"),
+    (np.array([[10**400, 1]], dtype=object), ValueError, "too large for float64"),
+    (np.ones((2, 2), dtype=complex), TypeError, "complex"),
+    (sp.csr_matrix(np.ones((2, 2), dtype=complex)), TypeError, "complex"),
+    (np.ones((2, 2, 2)), ValueError, "2-D"),
+    (np.ones(3), ValueError, "reshape"),
+    (np.ones((0, 3)), ValueError, "0 sample"),
+    (np.ones((3, 0)), ValueError, "0 features"),
+    (sp.csr_matrix((0, 3)), ValueError, "0 sample"),
+    (sp.csr_matrix((3, 0)), ValueError, "0 features"),
+    (np.array([[1e155, 0.0]]), ValueError, "Scale the features"),
+    (np.array([[-1e101, 0.0]]), ValueError, "Scale the features"),
+    (sp.csr_matrix(np.array([[0.0, 1e200]])), ValueError, "Scale the features"),
+    (np.array([[1.0, 2.0]], dtype=np.longdouble) * np.longdouble(1e300) ** 2, ValueError,
+     "NaN or infinity"),
+])
+def test_check_X_refuses_with_a_clear_message(X, exc, match):
+    with pytest.raises(exc, match=match) as info:
+        check_X(X, "SomeLearner", max_abs=MAX_ABS_VALUE)
+    assert str(info.value).startswith("SomeLearner: ")
+
+
+def test_check_X_accepts_the_limit_and_sparse_3d_is_refused():
+    lim = np.array([[MAX_ABS_VALUE, -MAX_ABS_VALUE]])
+    assert check_X(lim, "p", max_abs=MAX_ABS_VALUE).shape == (1, 2)
+    assert check_X(lim * 1e200, "p").shape == (1, 2)      # no max_abs: finite is enough
+    coo3 = sp.coo_array((np.ones(2), (np.array([0, 1]), np.array([0, 1]), np.array([0, 1]))),
+                        shape=(2, 2, 2))
+    with pytest.raises(ValueError, match="2-D"):
+        check_X(coo3, "p")
+
+
+@pytest.mark.parametrize("scale", [1e155, 1e300, 1e-200])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_knn_triplets_on_extreme_magnitudes(scale, sparse):
+    # issue 13 items 3/8: values >= 1e155 gave an unnamed broadcast error; the
+    # neighbours of c * X are those of X, so the sampler rescales exactly
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = np.arange(30) % 3
+    ref = knn_triplets(X, y, 2, 3)
+    Xs = X * scale
+    got = knn_triplets(sp.csr_matrix(Xs) if sparse else Xs, y, 2, 3)
+    np.testing.assert_array_equal(got, ref)
+
+
+# --------------------------------------------------------------------------- sizes
+# In a subprocess under a 3 GiB address-space limit: on code without the check
+# these requests would try to allocate tens of GiB (or petabytes).
+_LIMITED = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from tripletml.triplets import knn_triplets, random_class_triplets
+def attempt(f, *a, **k):
+    try:
+        f(*a, **k)
+    except ValueError as exc:
+        print("REFUSED", exc)
+    except MemoryError as exc:
+        print("BARE MemoryError", exc)
+"""
+
+
+def test_random_class_triplets_refuses_impossible_sizes():
+    proc = _run(_LIMITED + """
+y = np.arange(10) % 2
+attempt(random_class_triplets, y, 10**15, random_state=0)
+attempt(random_class_triplets, np.arange(10**4) % 2, per_query=10**12, random_state=0)
+""")
+    _assert_all_refused(proc, 2)
+    first, second = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert re.search(r"random_class_triplets: n_triplets=1000000000000000 .*GiB", first)
+    assert re.search(r"random_class_triplets: per_query=.*GiB", second)
+
+
+def test_knn_triplets_refuses_impossible_sizes():
+    # 2000 samples, 1000 neighbours x 1000 impostors each: 2e9 triplets (about 180 GiB)
+    proc = _run(_LIMITED + """
+X = np.random.default_rng(0).normal(size=(2000, 2))
+attempt(knn_triplets, X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)
+""")
+    _assert_all_refused(proc, 1)
+    assert re.search(r"knn_triplets: n_neighbors=1000, n_impostors=1000 on 2000 samples "
+                     r"gives 1,998,000,000 triplets.*GiB", proc.stdout), proc.stdout
+    # capped at the class sizes, so large but harmless values still work
+    X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40) % 2
+    t = knn_triplets(X, y, n_neighbors=100, n_impostors=100)
+    assert t.shape == (40 * 19 * 20, 3)
+
+
+# --------------------------------------------------------------------------- property tests
+@st.composite
+def _csr(draw):
+    n = draw(st.integers(1, 8))
+    d = draw(st.integers(1, 8))
+    mask = draw(st.lists(st.lists(st.booleans(), min_size=d, max_size=d), min_size=n,
+                         max_size=n))
+    D = np.zeros((n, d))
+    vals = iter(draw(st.lists(st.floats(-1e3, 1e3, allow_nan=False, allow_subnormal=False),
+                              min_size=n * d, max_size=n * d)))
+    for i in range(n):
+        for j in range(d):
+            v = next(vals)
+            if mask[i][j]:
+                D[i, j] = v if v != 0 else 1.0
+    X = sp.csr_matrix(D)
+    idx_dtype = draw(st.sampled_from([np.int32, np.int64]))
+    X.indices = X.indices.astype(idx_dtype)
+    X.indptr = X.indptr.astype(idx_dtype)
+    return X, D
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_csr(), st.booleans())
+def test_property_every_valid_csr_is_accepted(case, shuffle):
+    X, D = case
+    if shuffle and X.nnz:  # reverse every row: still valid, not sorted
+        for i in range(X.shape[0]):
+            a, b = X.indptr[i], X.indptr[i + 1]
+            X.indices[a:b] = X.indices[a:b][::-1].copy()
+            X.data[a:b] = X.data[a:b][::-1].copy()
+        X.has_sorted_indices = False
+    Y = check_X(X, "prop")
+    assert Y.has_canonical_format
+    np.testing.assert_array_equal(Y.toarray(), D)
+    for fmt in ("csc", "coo", "lil"):
+        np.testing.assert_array_equal(check_X(sp.csr_matrix(D).asformat(fmt), "p").toarray(), D)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_csr(), st.sampled_from(["index_high", "index_negative", "indptr_swap", "indptr_end",
+                                "indptr_first", "indices_len", "indptr_len"]),
+       st.integers(0, 10**6), st.integers(1, 10**9))
+def test_property_every_corrupted_csr_is_refused(case, how, where, amount):
+    X, _ = case
+    n, d = X.shape
+    nnz = X.nnz
+    if how in ("index_high", "index_negative"):
+        if nnz == 0:
+            return
+        X.indices = X.indices.astype(np.int64)
+        k = where % nnz
+        X.indices[k] = d + amount % 10**6 if how == "index_high" else -(amount % 10**6) - 1
+    elif how == "indptr_swap":
+        # make indptr decrease somewhere: needs a row with entries
+        rows = np.flatnonzero(np.diff(X.indptr) > 0)
+        if rows.size == 0:
+            return
+        i = rows[where % rows.size]
+        X.indptr[i + 1] = X.indptr[i] - 1 if X.indptr[i] > 0 else X.indptr[i]
+        if X.indptr[i] == 0:
+            X.indptr[i], X.indptr[i + 1] = 1, 0
+    elif how == "indptr_end":
+        X.indptr = X.indptr.astype(np.int64)
+        X.indptr[-1] = nnz + 1 + amount % 1000
+    elif how == "indptr_first":
+        X.indptr = X.indptr.astype(np.int64)
+        X.indptr[0] = 1 + amount % 1000
+    elif how == "indices_len":
+        X.indices = np.concatenate([X.indices, X.indices[:1] if nnz else [0]]).astype(np.int64)
+    else:
+        X.indptr = X.indptr[:-1] if where % 2 else np.append(X.indptr, X.indptr[-1])
+    with pytest.raises(ValueError, match="prop: X is a malformed sparse matrix"):
+        check_X(X, "prop")
+
+
+# --------------------------------------------------------------------------- reproduce outputs
+@pytest.fixture
+def fake_reproduction(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tripletml import reproduce
+    from tripletml.reproduce._common import write_table
+
+    def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1, only=None):
+        rows = [{"dataset": "a", "value": 0.5 if quick else 0.75}]
+        write_table(rows, out_dir, "fake", ["dataset", "value"], title="Fake")
+        fig, ax = plt.subplots()
+        ax.plot([0, 1])
+        fig.savefig(out_dir / "fake.png")
+        plt.close(fig)
+        return rows
+
+    reproduce.available()
+    monkeypatch.setitem(reproduce.REPRODUCTIONS, "fake",
+                        reproduce.Reproduction("fake", "test", run))
+    return reproduce
+
+
+def test_quick_run_never_overwrites_full_results(fake_reproduction, tmp_path, monkeypatch):
+    # issue 13 item 8: `reproduce X --quick` overwrote the committed results/X
+    rp = fake_reproduction
+    monkeypatch.chdir(tmp_path)
+    rp.run("fake", verbose=0)                                 # full run: results/fake
+    full = (tmp_path / "results/fake/fake.csv").read_text()
+    assert "0.75" in full
+    # the CLI today passes results/NAME explicitly: refused, nothing touched
+    with pytest.raises(ValueError, match="would overwrite them"):
+        rp.run("fake", Path("results/fake"), quick=True, verbose=0)
+    assert (tmp_path / "results/fake/fake.csv").read_text() == full
+    # by default a quick run goes to results/quick/NAME, ignored by git
+    rp.run("fake", quick=True, verbose=0)
+    assert "0.5" in (tmp_path / "results/quick/fake/fake.csv").read_text()
+    assert (tmp_path / "results/quick/.gitignore").read_text().splitlines()[-1] == "*"
+    assert (tmp_path / "results/fake/fake.csv").read_text() == full
+    rp.run("fake", quick=True, verbose=0)                     # quick over quick: fine
+    rp.run("fake", Path("results/fake"), quick=True, overwrite=True, verbose=0)
+    assert "0.5" in (tmp_path / "results/fake/fake.csv").read_text()
+
+
+def test_every_output_records_its_command(fake_reproduction, tmp_path):
+    import hashlib
+    import json
+    rp = fake_reproduction
+    out = tmp_path / "o"
+    rp.run("fake", out, quick=True, seeds=3, only=["a"], verbose=0)
+    cmd = f"tripletml reproduce fake --out {out} --quick --seeds 3 --only a"
+    assert (out / "fake.md").read_text().rstrip().endswith(
+        f"Made by `{cmd}` (tripletml {__import__('tripletml').__version__}); see "
+        "PROVENANCE.json.")
+    png = (out / "fake.png").read_bytes()
+    assert b"tEXttripletml-command\x00" + cmd.encode() in png
+    import matplotlib.image as mpimg
+    assert mpimg.imread(out / "fake.png").ndim == 3        # still a valid PNG (CRC checked)
+    prov = json.loads((out / "PROVENANCE.json").read_text())
+    assert prov["command"] == cmd and prov["quick"] is True
+    assert sorted(prov["files"]) == ["fake.csv", "fake.md", "fake.png"]
+    for f, digest in prov["files"].items():
+        assert hashlib.sha256((out / f).read_bytes()).hexdigest() == digest
+    # the command given by a caller (the CLI) is recorded verbatim
+    rp.run("fake", out, quick=True, verbose=0, command="tripletml reproduce fake --quick -x")
+    assert "tripletml reproduce fake --quick -x" in (out / "fake.md").read_text()
