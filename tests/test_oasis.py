@@ -42,7 +42,7 @@ def test_partial_fit_matches_reference_step_by_step(sparse, C):
     for i in range(t.shape[0]):
         model.partial_fit(Xin, t[i:i + 1])
         np.testing.assert_allclose(model.W_, trace[i], rtol=1e-10, atol=1e-12)
-    assert model.n_steps_ == t.shape[0]
+    assert model.t_ == t.shape[0]
     assert len(model.history_["step"]) == t.shape[0]
 
 
@@ -60,7 +60,7 @@ def test_single_step_is_one_pa_update():
 def test_fit_equals_reference_in_fit_order():
     X, y = _data(seed=3)
     t = random_class_triplets(y, 80, random_state=2)
-    model = OASIS(C=0.5, n_epochs=2, random_state=7).fit(X, triplets=t)
+    model = OASIS(C=0.5, max_iter=2, random_state=7).fit(X, triplets=t)
     rng = np.random.default_rng(7)
     order = np.concatenate([rng.permutation(80), rng.permutation(80)])
     W, _ = reference_oasis(X, t[order], 0.5, np.eye(X.shape[1]))
@@ -69,8 +69,8 @@ def test_fit_equals_reference_in_fit_order():
 
 def test_dense_and_csr_give_same_model():
     X, y = _data(seed=4, sparse=True)
-    a = OASIS(random_state=0, n_triplets=300, n_epochs=2).fit(X, y)
-    b = OASIS(random_state=0, n_triplets=300, n_epochs=2).fit(sp.csr_matrix(X), y)
+    a = OASIS(random_state=0, n_triplets=300, max_iter=2).fit(X, y)
+    b = OASIS(random_state=0, n_triplets=300, max_iter=2).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-12)
 
 
