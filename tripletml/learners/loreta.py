@@ -114,6 +114,7 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
     """
 
     _history_keys = ("loss", "avg_loss", "mistake_rate", "pinv_drift")
+    _advice = "lower the step size (eta0) or the rank, or scale the features down"
     _fitted_arrays = {name: ArraySpec(("d", "rank"))
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 

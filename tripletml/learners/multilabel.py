@@ -45,7 +45,7 @@ from ..linalg._flags import FAST
 from ..linalg.sparse_rows import as_csr
 from ..losses import multilabel_hinge
 from ..solvers.loreta import PinvFactors, loreta1_update
-from ._online import BLOCK_MIN, _BlockWatch, block_size
+from ._online import BLOCK_MIN, WATCH_HEAD, _BlockWatch, block_size
 from .factored import check_lowrank_params, init_factors
 
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron"]
@@ -166,6 +166,16 @@ def check_indicator(Y, n_samples: int, owner) -> sp.csr_matrix:
     return Ys
 
 
+def multilabel_hinge_rows(S: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """:func:`tripletml.losses.multilabel_hinge` of every row of the scores S
+    (n x L) against the boolean labels Y (n x L), vectorised: 0 for a row
+    without a true or without a false label."""
+    best = np.where(Y, -np.inf, S).max(axis=1)
+    h = np.where(Y, np.maximum(best[:, None] - S + 1.0, 0.0), 0.0)
+    ok = Y.any(axis=1) & ~Y.all(axis=1)
+    return np.where(ok, h.sum(axis=1), 0.0)
+
+
 def _with_intercept(X, on: bool):
     """Append a constant-1 feature (the label biases live in W's last column)."""
     if not on:
@@ -271,6 +281,16 @@ class _MultilabelRanker(BaseEstimator):
             raise self._diverged(self.t_ + t + 1)
         return losses
 
+    def _initial_loss(self, Xc, Yc, order):
+        """Mean multi-label hinge of the initial model on (up to) the first
+        ``WATCH_HEAD`` samples of ``order``: the divergence watch's reference."""
+        rows = order[:WATCH_HEAD]
+        if rows.shape[0] == 0:
+            return None
+        with np.errstate(all="ignore"):
+            S = np.asarray(self._scores(Xc[rows]), dtype=float)
+        return float(np.mean(multilabel_hinge_rows(S, Yc[rows].toarray().astype(bool))))
+
     def _run_pass(self, Xc, Yc, order, bar=None):
         m = order.shape[0]
         losses = np.empty(m)
@@ -320,8 +340,9 @@ class _MultilabelRanker(BaseEstimator):
         self.t_ = 0
         self._t_recorded = 0
         n = X.shape[0]
-        self._watch = _BlockWatch(self, block_size(n), self._advice)
         Xc = as_csr(X)
+        self._watch = _BlockWatch(self, block_size(n), self._advice,
+                                  self._initial_loss(Xc, Yc, np.arange(n)))
         hist = History(keys=self._history_keys)
         bar = progress_bar(int(self.max_iter) * n, verbose=self.verbose,
                            desc=type(self).__name__, unit="sample")
@@ -370,7 +391,8 @@ class _MultilabelRanker(BaseEstimator):
             self.n_labels_ = Yc.shape[1]
             self.t_ = 0
             self.history_ = {}
-            self._watch = _BlockWatch(self, BLOCK_MIN, self._advice)
+            self._watch = _BlockWatch(self, BLOCK_MIN, self._advice,
+                                      self._initial_loss(as_csr(X), Yc, np.arange(X.shape[0])))
         else:
             if Yc.shape[1] != self.n_labels_:
                 raise ValueError(f"{type(self).__name__}: Y has {Yc.shape[1]} labels, the "

@@ -198,6 +198,9 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         if not hasattr(self, "_rng"):
             self._rng = check_random_state(self.random_state, self)
 
+    def _initial_loss(self, Xc, triplets):
+        return 1.0 if triplets.shape[0] else None   # M = 0: every hinge is 1
+
     def _model_finite(self):
         return bool(np.isfinite(self._solver.M).all())
 
