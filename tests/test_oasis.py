@@ -109,3 +109,34 @@ def test_divergence_stops_with_message():
     X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0]])
     with pytest.raises(FloatingPointError, match="OASIS: training diverged"):
         OASIS(C=1.0).partial_fit(X, [[0, 1, 2]])
+
+
+# ---------------------------------------------------- stopping rule (issue 12)
+def test_tol_none_is_a_fixed_budget_without_warning():
+    import warnings
+    X, y = _data(seed=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = OASIS(max_iter=1, n_triplets=100, random_state=0).fit(X, y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 100)
+
+
+def test_tol_not_met_warns_and_tol_met_stops():
+    from sklearn.exceptions import ConvergenceWarning
+    X, y = _data(seed=7)
+    with pytest.warns(ConvergenceWarning, match="OASIS: stopped at max_iter=1"):
+        m = OASIS(max_iter=1, tol=1e-3, n_triplets=100, random_state=0).fit(X, y)
+    assert m.stop_reason_ == "max_iter" and m.n_iter_ == 1
+    m = OASIS(max_iter=50, tol=0.5, n_triplets=100, random_state=0).fit(X, y)
+    losses = m.history_["loss"]
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(losses) < 50
+    assert abs(losses[-1] - losses[-2]) / max(losses[-1], losses[-2]) <= 0.5
+    assert all(abs(b - a) / max(a, b) > 0.5 for a, b in zip(losses[:-2], losses[1:-1]))
+    assert m.t_ == 100 * m.n_iter_
+
+
+def test_history_is_per_pass_and_the_watch_sees_blocks():
+    # one history record per pass even when a pass runs in several blocks
+    X, y = _data(seed=8)
+    m = OASIS(max_iter=2, n_triplets=2500, random_state=0).fit(X, y)
+    assert m.history_["step"] == [2500, 5000]

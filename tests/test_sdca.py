@@ -200,3 +200,72 @@ def test_one_id_for_two_triplets_is_refused():
     with pytest.raises(ValueError, match="one triplet_id names two different triplets"):
         SDCA().partial_fit(X, t[:2], triplet_ids=[3, 3])
     SDCA().partial_fit(X, t[[0, 0]], triplet_ids=[3, 3])  # same triplet twice: two steps
+
+
+# ---------------------------------------------------- stopping rule (issue 12)
+def test_relative_gap_tol_warns_when_not_met_and_stops_when_met():
+    from sklearn.exceptions import ConvergenceWarning
+    X, t = _problem(seed=10, m=60)
+    with pytest.warns(ConvergenceWarning, match="SDCA: stopped at max_iter=1 .*relative duality"):
+        m = SDCA(alpha=0.05, max_iter=1, tol=1e-12, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (1, "max_iter")
+    m = SDCA(alpha=0.05, max_iter=200, tol=1e-3, random_state=0).fit(X, triplets=t)
+    P, gap = m.history_["primal"], m.history_["gap"]
+    rel = [g / max(abs(p), 1e-12) for p, g in zip(P, gap)]
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(rel) < 200
+    assert rel[-1] <= 1e-3 < min(rel[:-1])
+    assert m.history_["rel_gap"] == pytest.approx(rel, rel=1e-12)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SDCA(alpha=0.05, max_iter=1, tol=None, random_state=0).fit(X, triplets=t)
+
+
+@pytest.mark.parametrize("output", ["average", "random"])
+def test_a_loaded_state_with_missing_or_inconsistent_arrays_is_refused(output):
+    from tripletml.solvers.sdca import SDCASolver
+    X, t = _problem(seed=11)
+    m = SDCA(alpha=0.1, max_iter=1, output=output, tol=None, random_state=0).fit(X, triplets=t)
+    name = "avg_accum_" if output == "average" else "random_iterate_"
+    kw = dict(M=m.M_last_, alpha=m.alpha_, dual_ids=m.dual_ids_, next_id=m.next_id_,
+              lam=m.lambda_, n_scale=m.n_scale_, t=m.t_, T0=m.average_start_step_,
+              output=m.output_)
+    with pytest.raises(ValueError, match=f"needs {name}"):
+        SDCASolver.from_state(**kw)
+    with pytest.raises(ValueError, match="one length"):
+        SDCASolver.from_state(**{**kw, "alpha": m.alpha_[:-1]}, avg=m.M_, rand=m.M_)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        SDCASolver.from_state(**{**kw, "dual_ids": m.dual_ids_[::-1].copy()}, avg=m.M_,
+                              rand=m.M_)
+    # through the estimator: a resumed partial_fit checks the state first
+    del m._solver
+    setattr(m, name, np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=f"SDCA: output='{output}' needs {name}"):
+        m.partial_fit(X, t[:2])
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(4, 12), d=st.integers(1, 5),
+       m=st.integers(1, 25), alpha=st.floats(1e-3, 1.0), sparse=st.booleans())
+def test_property_gap_nonnegative_and_dual_ascends(seed, n, d, m, alpha, sparse):
+    # weak duality P >= D at every pass, and no dual step lowers D (eq. 5)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if sparse:
+        X[rng.random(X.shape) < 0.4] = 0.0
+    t = rng.integers(0, n, size=(m, 3))
+    model = SDCA(alpha=alpha, max_iter=3, tol=None, output="last", random_state=seed)
+    model.fit(sp.csr_matrix(X) if sparse else X, triplets=t)
+    P, D = np.array(model.history_["primal"]), np.array(model.history_["dual"])
+    assert np.all(P - D >= -1e-10 * np.maximum(1.0, np.abs(P)))
+    ref = DenseSDCA(X, t, alpha, m)
+    duals = [ref.dual()]
+    for i in np.random.default_rng(seed).integers(0, m, size=m):
+        ref.step(i)
+        duals.append(ref.dual())
+    assert np.all(np.diff(duals) >= -1e-10 * max(1.0, abs(duals[-1])))
+    assert P[0] == pytest.approx(ref.primal(), rel=1e-9, abs=1e-12)  # same first pass
