@@ -221,3 +221,86 @@ def test_loreta_learns_on_digits():
     m.fit(X[:1200], y[:1200])
     e = tm.Euclidean().fit(X[:1200])
     assert m.score(X[1200:], y[1200:]) > e.score(X[1200:], y[1200:]) + 0.05
+
+
+# ------------------------------------------- divergence and stopping (12, 13)
+@pytest.mark.data
+def test_loreta_defaults_on_vowel_stop_with_advice(data_home):
+    # issue 13 item 6: the defaults (eta0=0.1, rank 10 = d) blow the loss up
+    # from 0.7 to hundreds within the first pass and used to return a model
+    # worse than Euclidean without a word.  Now the block watch stops it.
+    from tripletml import datasets
+    b = datasets.load("vowel", data_home=data_home)
+    X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
+    with pytest.raises(FloatingPointError, match=r"LORETA: training diverged .*steps 1-5000.*"
+                                                 r"lower the step size \(eta0\)"):
+        tm.LORETA(random_state=0).fit(X, b.target)
+    with pytest.raises(FloatingPointError, match="LORETA: training diverged"):
+        tm.LORETA(n_triplets=10_000, random_state=0).fit(X, b.target)
+    m = tm.LORETA(rank=5, random_state=0).fit(X, b.target)      # a sane setting passes
+    assert m.score(X, b.target) > tm.Euclidean().fit(X).score(X, b.target)
+
+
+def test_a_blow_up_within_the_first_steps_is_caught_by_the_initial_loss():
+    rng = np.random.default_rng(20)
+    X = rng.normal(size=(40, 6)) * 3
+    y = np.arange(40) % 3
+    with pytest.raises(FloatingPointError, match="FactoredGD: training diverged"):
+        tm.FactoredGD(rank=3, eta0=1.0, n_triplets=2000, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: tm.LORETA(rank=2, eta0=0.01, **kw),
+    lambda **kw: tm.FactoredGD(rank=2, eta0=0.01, **kw),
+    lambda **kw: tm.IterativePA(rank=2, **kw),
+    lambda **kw: tm.NaivePA(rank=2, **kw)])
+def test_online_convergence_warning_only_with_tol(make):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(30, 5)) / 2
+    y = np.arange(30) % 3
+    name = type(make()).__name__
+    with pytest.warns(ConvergenceWarning, match=f"{name}: stopped at max_iter=1"):
+        m = make(max_iter=1, tol=1e-4, n_triplets=200, random_state=0).fit(X, y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = make(max_iter=3, tol=None, n_triplets=200, random_state=0).fit(X, y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (3, "max_iter", 600)
+    m = make(max_iter=100, tol=0.9, n_triplets=200, random_state=0).fit(X, y)
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(m.history_["loss"]) < 100
+    m.partial_fit(X, [[0, 1, 2]])
+    assert (m.n_iter_, m.stop_reason_) == (1, "max_iter")
+
+
+def test_removed_parameters_are_gone():
+    # only what the update rule uses (issue 12): no C in GD, no eta0 in the PAs
+    assert "C" not in tm.FactoredGD().get_params() and "eta0" in tm.FactoredGD().get_params()
+    for cls in (tm.IterativePA, tm.NaivePA):
+        assert "eta0" not in cls().get_params() and "C" in cls().get_params()
+    for cls in (tm.LORETA, tm.FactoredGD, tm.IterativePA, tm.NaivePA, tm.OASIS, tm.SDCA):
+        p = cls().get_params()
+        assert {"max_iter", "tol"} <= set(p) and not {"n_epochs", "step_size", "lam"} & set(p)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), d=st.integers(3, 9), k=st.integers(1, 3),
+       batch=st.sampled_from([1, 1, 3]), init=st.sampled_from(["identity", "random"]))
+def test_property_rank_stays_exactly_k(seed, d, k, batch, init):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(25, d)) / np.sqrt(d)
+    y = rng.integers(0, 3, size=25)
+    y[:3] = [0, 1, 2]
+    m = tm.LORETA(rank=k, eta0=0.1, batch_size=batch, init=init, n_triplets=300,
+                  random_state=seed).fit(X, y)
+    s = np.linalg.svd(m.A_ @ m.B_.T, compute_uv=False)
+    assert s[k - 1] > 1e-8 * s[0]                        # k non-zero singular values
+    assert k == d or s[k] <= 1e-10 * s[0]                # and no more
+    assert m.A_.shape == m.B_.shape == (d, k)
+    np.testing.assert_allclose(m.pinv_A_.T @ m.A_, np.eye(k), atol=1e-6)

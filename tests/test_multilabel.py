@@ -190,3 +190,42 @@ def test_multilabel_params_numpy_ints_and_persistence(cls, params, tmp_path):
     back = tm.load_model(tmp_path / "m.npz")
     np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
     back.partial_fit(X[:5], Y[:5])  # resumes
+
+
+# ------------------------------------------- stopping, divergence, state (12, 13)
+@pytest.mark.parametrize("make", [lambda **kw: tm.LORETAMultilabel(rank=2, eta0=0.01, **kw),
+                                  lambda **kw: tm.IterativePAMultilabel(rank=2, **kw),
+                                  lambda **kw: tm.MatrixPerceptron(eta0=0.01, **kw)])
+def test_multilabel_stopping_rule(make):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    X, Y = _data(seed=5)
+    name = type(make()).__name__
+    with pytest.warns(ConvergenceWarning, match=f"{name}: stopped at max_iter=1"):
+        m = make(max_iter=1, tol=1e-6, random_state=0).fit(X, Y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = make(max_iter=2, random_state=0).fit(X, Y)       # tol=None: fixed budget
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (2, "max_iter", 80)
+    assert len(m.history_["step"]) == 2                        # one record per pass
+    m = make(max_iter=200, tol=0.9, random_state=0).fit(X, Y)
+    assert m.stop_reason_ == "tol" and m.n_iter_ < 200
+
+
+def test_multilabel_divergence_stops_with_advice():
+    X, Y = _data(seed=6)
+    with pytest.raises(FloatingPointError, match="LORETAMultilabel: training diverged.*eta0"):
+        tm.LORETAMultilabel(rank=3, eta0=50.0, max_iter=50, random_state=0).fit(X * 10, Y)
+
+
+def test_matrix_perceptron_without_its_matrix_is_refused():
+    X, Y = _data(seed=7)
+    m = tm.MatrixPerceptron(eta0=0.1, max_iter=1).fit(X, Y)
+    assert m.n_columns_ == 9 and m.W_.shape == (5, 9)
+    del m.W_                                  # e.g. a crafted model file without W_
+    with pytest.raises(ValueError, match=r"MatrixPerceptron: W_ has shape None, expected \(5, 9\)"):
+        m.partial_fit(X[:2], Y[:2])
+    assert tm.MatrixPerceptron._fitted_arrays["W_"].shape == ("n_labels_", "n_columns_")
+    assert not tm.MatrixPerceptron._fitted_arrays["W_"].optional
