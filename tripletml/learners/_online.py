@@ -295,16 +295,18 @@ class OnlineTripletLearner(TripletLearner):
             self.n_features_in_ = X.shape[1]
             self.t_ = 0
             self.history_ = {}
-            self._watch = _BlockWatch(self, BLOCK_MIN, self._advice,
-                                      self._initial_loss(as_csr(X), triplets))
+            self._watch = None
         else:
             check_is_fitted(self, "n_features_in_")
             self._check_resumable()
-            if not hasattr(self, "_watch"):      # e.g. loaded from a file
+            if getattr(self, "_watch", None) is None:      # e.g. loaded from a file
                 self._watch = _BlockWatch(self, BLOCK_MIN, self._advice)
         self._t_recorded = self.t_
         hist = History(self.history_, keys=self._history_keys)
         try:
+            if first:
+                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice,
+                                          self._initial_loss(as_csr(X), triplets))
             self._partial_steps(as_csr(X), triplets, hist, **kwargs)
         except Exception:
             if first:  # a failed first call leaves the model unfitted

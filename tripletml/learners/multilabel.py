@@ -391,18 +391,20 @@ class _MultilabelRanker(BaseEstimator):
             self.n_labels_ = Yc.shape[1]
             self.t_ = 0
             self.history_ = {}
-            self._watch = _BlockWatch(self, BLOCK_MIN, self._advice,
-                                      self._initial_loss(as_csr(X), Yc, np.arange(X.shape[0])))
+            self._watch = None
         else:
             if Yc.shape[1] != self.n_labels_:
                 raise ValueError(f"{type(self).__name__}: Y has {Yc.shape[1]} labels, the "
                                  f"model {self.n_labels_}.")
             self._check_resumable()
-            if not hasattr(self, "_watch"):      # e.g. loaded from a file
+            if getattr(self, "_watch", None) is None:      # e.g. loaded from a file
                 self._watch = _BlockWatch(self, BLOCK_MIN, self._advice)
         self._t_recorded = self.t_
         hist = History(self.history_, keys=self._history_keys)
         try:
+            if first:
+                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice, self._initial_loss(
+                    as_csr(X), Yc, np.arange(X.shape[0])))
             self._record(hist, self._run_pass(as_csr(X), Yc, np.arange(X.shape[0])))
         except Exception:
             if first:
