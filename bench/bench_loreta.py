@@ -64,7 +64,7 @@ def main(argv=None):
     for n, k in [(5000, 50), (50000, 50), (20000, 10), (20000, 100)]:
         X, y = data(n, rng)
         t = random_class_triplets(y, args.steps, random_state=0)
-        m = LORETA(rank=k, step_size=1e-6, init="random", random_state=0)
+        m = LORETA(rank=k, eta0=1e-6, init="random", random_state=0)
         dt, active = per_step(m, X, t)
         mc = memcpy_bound(n, k)
         res[(n, k)] = dt
@@ -73,7 +73,7 @@ def main(argv=None):
     n, k = 20000, 100
     X, y = data(n, rng)
     t = random_class_triplets(y, 200, random_state=0)
-    g = LORETA(rank=k, step_size=1e-6, init="random", algorithm="general", random_state=0)
+    g = LORETA(rank=k, eta0=1e-6, init="random", algorithm="general", random_state=0)
     dtg, _ = per_step(g, X, t)
     print(f"{n:7d} {k:5d} {'general':>10s} {dtg * 1e6:10.1f}")
     print()

@@ -49,8 +49,8 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     y = rng.integers(0, 10, args.n)
     t = random_class_triplets(y, args.steps, random_state=0)
-    learners = {"SDCA": lambda: SDCA(lam=0.01, n_triplets=args.steps, output="last"),
-                "SDCA avg": lambda: SDCA(lam=0.01, n_triplets=args.steps),
+    learners = {"SDCA": lambda: SDCA(alpha=0.01, n_triplets=args.steps, output="last"),
+                "SDCA avg": lambda: SDCA(alpha=0.01, n_triplets=args.steps),
                 "OASIS": lambda: OASIS(C=0.1)}
     print(f"d = {args.d}, n = {args.n}, {args.steps} steps per measurement")
     print(f"{'learner':10s} {'nnz/row':>8s} {'us/step':>9s}   ratio vs nnz={args.nnz}   "

@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 import tripletml as tm
-from tripletml.learners.loreta import loreta_general_step
+from tripletml.linalg.pinv import balanced_factors
+from tripletml.solvers.loreta import loreta_general_step
 
 
 def dense_retraction(A, B, Z):
@@ -51,7 +52,7 @@ def test_one_step_equals_theorem_1(sparse, seed):
     if sparse:
         X[rng.random(X.shape) < 0.5] = 0.0
     A, B = rng.normal(size=(n, k)), rng.normal(size=(n, k))
-    m = _model_at(sp.csr_matrix(X) if sparse else X, A, B, step_size=0.05)
+    m = _model_at(sp.csr_matrix(X) if sparse else X, A, B, eta0=0.05)
     q, p, neg = _violated_triplet(X, A, B)
     m.partial_fit(sp.csr_matrix(X) if sparse else X, [[q, p, neg]])
     R = dense_retraction(A, B, 0.05 * np.outer(X[q], X[p] - X[neg]))
@@ -68,13 +69,13 @@ def test_general_algorithm_agrees_with_loreta1_and_theorem_1():
     X = rng.normal(size=(12, n))
     A, B = rng.normal(size=(n, k)), rng.normal(size=(n, k))
     t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]])
-    a = _model_at(X, A, B, step_size=0.02)
-    b = _model_at(X, A, B, step_size=0.02, algorithm="general")
+    a = _model_at(X, A, B, eta0=0.02)
+    b = _model_at(X, A, B, eta0=0.02, algorithm="general")
     a.partial_fit(X, t)
     b.partial_fit(X, t)
     np.testing.assert_allclose(a.A_ @ a.B_.T, b.A_ @ b.B_.T, rtol=1e-9, atol=1e-12)
     # a rank-3 mini-batch step is Theorem 1 with Z = (eta / r) sum_active q v^T
-    c = _model_at(X, A, B, step_size=0.3, batch_size=3)
+    c = _model_at(X, A, B, eta0=0.3, batch_size=3)
     c.partial_fit(X, t[:3])
     Z = sum(np.outer(X[q], X[p] - X[s]) for q, p, s in t[:3]
             if X[q] @ A @ B.T @ (X[p] - X[s]) < 1) * (0.3 / 3)
@@ -98,7 +99,7 @@ def test_retraction_is_second_order():
     x = A @ B.T
     ratios, firsts = [], []
     for t in [1e-1, 1e-2, 1e-3]:
-        m = _model_at(X, A, B, step_size=t)
+        m = _model_at(X, A, B, eta0=t)
         m.partial_fit(X, [[q, p, s]])
         R = m.A_ @ m.B_.T
         ratios.append(np.linalg.norm(R - (x + t * xi)) / t**2)
@@ -114,7 +115,7 @@ def test_rank_stays_k_and_pinv_drift_is_bounded_over_1e5_steps():
     X = rng.normal(size=(60, n)) / np.sqrt(n)
     y = np.arange(60) % 3
     t = tm.triplets.random_class_triplets(y, 100_000, random_state=0)
-    m = tm.LORETA(rank=k, step_size=0.05, pinv_check_every=1000, pinv_tol=1e-8,
+    m = tm.LORETA(rank=k, eta0=0.05, pinv_check_every=1000, pinv_tol=1e-8,
                   init="random", random_state=0)
     m.partial_fit(X, t)
     s = np.linalg.svd(m.A_ @ m.B_.T, compute_uv=False)
@@ -123,7 +124,7 @@ def test_rank_stays_k_and_pinv_drift_is_bounded_over_1e5_steps():
     assert m.history_["pinv_drift"][-1] < 1e-6
     assert np.linalg.norm(m.pinv_A_.T @ m.A_ - np.eye(k)) < 1e-8
     assert np.linalg.norm(m.pinv_B_.T @ m.B_ - np.eye(k)) < 1e-8
-    assert m.n_steps_ == 100_000
+    assert m.t_ == 100_000
 
 
 def test_pinv_drift_without_refresh_stays_small():
@@ -132,7 +133,7 @@ def test_pinv_drift_without_refresh_stays_small():
     X = rng.normal(size=(60, n)) / np.sqrt(n)
     y = np.arange(60) % 3
     t = tm.triplets.random_class_triplets(y, 20_000, random_state=1)
-    m = tm.LORETA(rank=k, step_size=0.05, pinv_check_every=10**9, init="random",
+    m = tm.LORETA(rank=k, eta0=0.05, pinv_check_every=10**9, init="random",
                   random_state=0).partial_fit(X, t)
     assert m.n_pinv_refresh_ == 0
     drift = np.linalg.norm(m.pinv_A_.T @ m.A_ - np.eye(k))
@@ -146,16 +147,17 @@ def test_refresh_rebalances_without_changing_W():
     rng = np.random.default_rng(11)
     X = rng.normal(size=(30, 8))
     y = np.arange(30) % 3
-    m = tm.LORETA(rank=3, step_size=0.05, n_triplets=60_000, pinv_check_every=1000,
+    m = tm.LORETA(rank=3, eta0=0.05, n_triplets=60_000, pinv_check_every=1000,
                   pinv_tol=1e-8, random_state=0).fit(X, y)
     assert m.n_pinv_refresh_ > 0
     assert max(m.history_["pinv_drift"]) < 1e-6
     assert np.linalg.cond(m.A_) < 1e4 and np.linalg.cond(m.B_) < 1e4
     np.testing.assert_allclose(m.pinv_A_.T, np.linalg.pinv(m.A_), atol=1e-8)
     W = m.A_ @ m.B_.T
-    m._refresh_pinv()
-    np.testing.assert_allclose(m.A_ @ m.B_.T, W, atol=1e-10 * np.abs(W).max())
-    np.testing.assert_allclose(m.A_.T @ m.A_, m.B_.T @ m.B_, atol=1e-10 * np.abs(W).max())
+    A, B, PA, PB = balanced_factors(m.A_, m.B_)      # the refresh the drift control makes
+    np.testing.assert_allclose(A @ B.T, W, atol=1e-10 * np.abs(W).max())
+    np.testing.assert_allclose(A.T @ A, B.T @ B, atol=1e-10 * np.abs(W).max())
+    np.testing.assert_allclose(PA.T, np.linalg.pinv(A), atol=1e-8)
 
 
 def test_identity_init_and_errors():
@@ -200,7 +202,8 @@ def test_factored_baselines_match_loops(cls, method, sparse):
     y = np.arange(30) % 3
     t = tm.triplets.random_class_triplets(y, 300, random_state=0)
     Xin = sp.csr_matrix(X) if sparse else X
-    m = cls(rank=3, step_size=0.01, C=0.5, init="random", random_state=0)
+    step = {"eta0": 0.01} if cls is tm.FactoredGD else {"C": 0.5}   # only what the rule uses
+    m = cls(rank=3, init="random", random_state=0, **step)
     m.partial_fit(Xin, [[0, 0, 0]])
     A0, B0 = m.A_.copy(), m.B_.copy()
     m.partial_fit(Xin, t)
@@ -214,7 +217,90 @@ def test_loreta_learns_on_digits():
     from sklearn.datasets import load_digits
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = tm.LORETA(rank=10, step_size=0.01, n_triplets=30000, random_state=0)
+    m = tm.LORETA(rank=10, eta0=0.01, n_triplets=30000, random_state=0)
     m.fit(X[:1200], y[:1200])
     e = tm.Euclidean().fit(X[:1200])
     assert m.score(X[1200:], y[1200:]) > e.score(X[1200:], y[1200:]) + 0.05
+
+
+# ------------------------------------------- divergence and stopping (12, 13)
+@pytest.mark.data
+def test_loreta_defaults_on_vowel_stop_with_advice(data_home):
+    # issue 13 item 6: the defaults (eta0=0.1, rank 10 = d) blow the loss up
+    # from 0.7 to hundreds within the first pass and used to return a model
+    # worse than Euclidean without a word.  Now the block watch stops it.
+    from tripletml import datasets
+    b = datasets.load("vowel", data_home=data_home)
+    X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
+    with pytest.raises(FloatingPointError, match=r"LORETA: training diverged .*steps 1-5000.*"
+                                                 r"lower the step size \(eta0\)"):
+        tm.LORETA(random_state=0).fit(X, b.target)
+    with pytest.raises(FloatingPointError, match="LORETA: training diverged"):
+        tm.LORETA(n_triplets=10_000, random_state=0).fit(X, b.target)
+    m = tm.LORETA(rank=5, random_state=0).fit(X, b.target)      # a sane setting passes
+    assert m.score(X, b.target) > tm.Euclidean().fit(X).score(X, b.target)
+
+
+def test_a_blow_up_within_the_first_steps_is_caught_by_the_initial_loss():
+    rng = np.random.default_rng(20)
+    X = rng.normal(size=(40, 6)) * 3
+    y = np.arange(40) % 3
+    with pytest.raises(FloatingPointError, match="FactoredGD: training diverged"):
+        tm.FactoredGD(rank=3, eta0=1.0, n_triplets=2000, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: tm.LORETA(rank=2, eta0=0.01, **kw),
+    lambda **kw: tm.FactoredGD(rank=2, eta0=0.01, **kw),
+    lambda **kw: tm.IterativePA(rank=2, **kw),
+    lambda **kw: tm.NaivePA(rank=2, **kw)])
+def test_online_convergence_warning_only_with_tol(make):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(30, 5)) / 2
+    y = np.arange(30) % 3
+    name = type(make()).__name__
+    with pytest.warns(ConvergenceWarning, match=f"{name}: stopped at max_iter=1"):
+        m = make(max_iter=1, tol=1e-4, n_triplets=200, random_state=0).fit(X, y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = make(max_iter=3, tol=None, n_triplets=200, random_state=0).fit(X, y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (3, "max_iter", 600)
+    m = make(max_iter=100, tol=0.9, n_triplets=200, random_state=0).fit(X, y)
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(m.history_["loss"]) < 100
+    m.partial_fit(X, [[0, 1, 2]])
+    assert (m.n_iter_, m.stop_reason_) == (1, "max_iter")
+
+
+def test_removed_parameters_are_gone():
+    # only what the update rule uses (issue 12): no C in GD, no eta0 in the PAs
+    assert "C" not in tm.FactoredGD().get_params() and "eta0" in tm.FactoredGD().get_params()
+    for cls in (tm.IterativePA, tm.NaivePA):
+        assert "eta0" not in cls().get_params() and "C" in cls().get_params()
+    for cls in (tm.LORETA, tm.FactoredGD, tm.IterativePA, tm.NaivePA, tm.OASIS, tm.SDCA):
+        p = cls().get_params()
+        assert {"max_iter", "tol"} <= set(p) and not {"n_epochs", "step_size", "lam"} & set(p)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), d=st.integers(3, 9), k=st.integers(1, 3),
+       batch=st.sampled_from([1, 1, 3]), init=st.sampled_from(["identity", "random"]))
+def test_property_rank_stays_exactly_k(seed, d, k, batch, init):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(25, d)) / np.sqrt(d)
+    y = rng.integers(0, 3, size=25)
+    y[:3] = [0, 1, 2]
+    m = tm.LORETA(rank=k, eta0=0.1, batch_size=batch, init=init, n_triplets=300,
+                  random_state=seed).fit(X, y)
+    s = np.linalg.svd(m.A_ @ m.B_.T, compute_uv=False)
+    assert s[k - 1] > 1e-8 * s[0]                        # k non-zero singular values
+    assert k == d or s[k] <= 1e-10 * s[0]                # and no more
+    assert m.A_.shape == m.B_.shape == (d, k)
+    np.testing.assert_allclose(m.pinv_A_.T @ m.A_, np.eye(k), atol=1e-6)

@@ -245,7 +245,7 @@ def test_loreta1_step_is_theorem1_retraction(seed, n, k, eta, sparse):
     for trial in range(3):
         A, B = random_factors(rng, n, k, scale=0.7)
         t = pick_triplets(X, A @ B.T, rng, want_active=True, count=1)[0]
-        model = primed(LORETA, Xin, A, B, rank=k, step_size=eta, pinv_check_every=10**9)
+        model = primed(LORETA, Xin, A, B, rank=k, eta0=eta, pinv_check_every=10**9)
         np.testing.assert_array_equal(W_of(model), A @ B.T)
         model.partial_fit(Xin, [t])
         loss, G = triplet_grad(X, t, A @ B.T)
@@ -259,7 +259,7 @@ def test_loreta1_step_is_theorem1_retraction(seed, n, k, eta, sparse):
                                    atol=1e-9 * np.abs(model.pinv_A_).max())
         np.testing.assert_allclose(model.pinv_B_, np.linalg.pinv(model.B_).T, rtol=1e-7,
                                    atol=1e-9 * np.abs(model.pinv_B_).max())
-        assert model.n_steps_ == 2
+        assert model.t_ == 2
 
 
 def test_loreta1_factors_are_algorithm1_outputs():
@@ -271,7 +271,7 @@ def test_loreta1_factors_are_algorithm1_outputs():
     X = make_X(rng, 20, n)
     A, B = random_factors(rng, n, k, scale=0.7)
     t = pick_triplets(X, A @ B.T, rng, want_active=True, count=1)[0]
-    model = primed(LORETA, X, A, B, rank=k, step_size=eta)
+    model = primed(LORETA, X, A, B, rank=k, eta0=eta)
     model.partial_fit(X, [t])
     Z1, Z2 = algorithm1_factors(A, B, eta * triplet_grad(X, t, A @ B.T)[1])
     assert rel(model.A_, Z1) < RTOL and rel(model.B_, Z2) < RTOL
@@ -315,8 +315,8 @@ def test_general_rank_one_equals_loreta1(sparse):
     Xin = sp.csr_matrix(X) if sparse else X
     A, B = random_factors(rng, n, k, scale=0.5)
     T = np.array([rng.choice(30, 3, replace=False) for _ in range(60)])
-    m1 = primed(LORETA, Xin, A, B, rank=k, step_size=eta)
-    mg = primed(LORETA, Xin, A, B, rank=k, step_size=eta, algorithm="general")
+    m1 = primed(LORETA, Xin, A, B, rank=k, eta0=eta)
+    mg = primed(LORETA, Xin, A, B, rank=k, eta0=eta, algorithm="general")
     n_active = 0
     for t in T[:8]:  # step by step
         A0, B0 = m1.A_.copy(), m1.B_.copy()
@@ -356,13 +356,13 @@ def test_batch3_step_is_theorem1_with_rank3_gradient(algorithm, sparse):
         ina = pick_triplets(X, W, rng, False, 1)
         blocks = [act[:3], np.vstack([act[:2], ina])]  # 3 active / 2 active + 1 inactive
         for block in blocks:
-            model = primed(LORETA, Xin, A, B, rank=k, step_size=eta, batch_size=r,
+            model = primed(LORETA, Xin, A, B, rank=k, eta0=eta, batch_size=r,
                            algorithm=algorithm)
             model.partial_fit(Xin, block)
             Z = sum(G for loss, G in (triplet_grad(X, t, W) for t in block) if loss > 0)
             expected = retract(A, B, eta / r * Z)
             assert rel(W_of(model), expected) < RTOL, rel(W_of(model), expected)
-            assert model.n_steps_ == 1 + r
+            assert model.t_ == 1 + r
             # ... and not the single-triplet steps taken one after another
             assert rel(W_of(model), loreta_ref(X, block, A, B, eta)) > 1e-4
 
@@ -376,11 +376,11 @@ def test_batch_short_last_block_and_several_blocks():
     X = make_X(rng, 25, n)
     A, B = random_factors(rng, n, k, scale=0.3)  # small W: most triplets active
     T = np.array([rng.choice(25, 3, replace=False) for _ in range(5)])
-    model = primed(LORETA, X, A, B, rank=k, step_size=eta, batch_size=3)
+    model = primed(LORETA, X, A, B, rank=k, eta0=eta, batch_size=3)
     model.partial_fit(X, T)
     ref = loreta_ref(X, T, A, B, eta, batch=3)
     assert rel(W_of(model), ref) < RTOL
-    model2 = primed(LORETA, X, A, B, rank=k, step_size=eta, batch_size=3)
+    model2 = primed(LORETA, X, A, B, rank=k, eta0=eta, batch_size=3)
     model2.partial_fit(X, np.vstack([T, T, T]))
     ref2 = loreta_ref(X, np.vstack([T, T, T]), A, B, eta, batch=3)
     assert rel(W_of(model2), ref2) < 1e-7
@@ -407,7 +407,7 @@ def test_long_run_rank_and_pinv_drift(init):
         if y[q] == y[p] and y[q] != y[m]:
             T.append((q, p, m))
     T = np.array(T)
-    model = LORETA(rank=k, step_size=eta, init=init, pinv_check_every=10**9, random_state=0)
+    model = LORETA(rank=k, eta0=eta, init=init, pinv_check_every=10**9, random_state=0)
     model.partial_fit(X, T[:1])
     A0, B0 = model.A_.copy(), model.B_.copy()
     if init == "identity":
@@ -428,7 +428,7 @@ def test_long_run_rank_and_pinv_drift(init):
         sv = np.linalg.svd(W_of(model), compute_uv=False)
         assert sv[k - 1] > 1e-4 * sv[0], sv
         assert np.all(sv[k:] < 1e-12 * sv[0]), sv
-    assert model.n_steps_ == len(T)
+    assert model.t_ == len(T)
     assert model.n_pinv_refresh_ == 0  # nothing hid the drift
     print(f"\n[{init}] max rel drift pinv_A_ {drift_A:.2e}, pinv_B_ {drift_B:.2e}, "
           f"max ||pinv^T F - I||_F {ident:.2e}, cond(A_) {np.linalg.cond(model.A_):.1f}, "
@@ -452,7 +452,7 @@ def test_pinv_refresh_when_drift_exceeds_tol():
     n, k = 10, 3
     X = make_X(rng, 20, n)
     A, B = random_factors(rng, n, k)
-    model = primed(LORETA, X, A, B, rank=k, step_size=0.1, pinv_check_every=1, pinv_tol=1e-8)
+    model = primed(LORETA, X, A, B, rank=k, eta0=0.1, pinv_check_every=1, pinv_tol=1e-8)
     model.pinv_A_ = model.pinv_A_ * (1 + 1e-4)
     before = model.n_pinv_refresh_
     T = pick_triplets(X, A @ B.T, rng, want_active=False, count=1)
@@ -488,7 +488,7 @@ def test_second_order_retraction_dense_and_library():
         first.append(np.linalg.norm(R - x) / t)
         second.append(np.linalg.norm(R - x - t * xi) / t**2)
         tang.append(np.linalg.norm(project(A, B, R - x - t * xi)) / t**2)
-        model = primed(LORETA, X, A, B, rank=k, step_size=t)
+        model = primed(LORETA, X, A, B, rank=k, eta0=t)
         model.partial_fit(X, [t_idx])
         Wt = W_of(model)
         assert rel(Wt, R) < RTOL
@@ -522,12 +522,14 @@ def test_baselines_step_by_step(kind, cls, init):
     n, k, eta, C = 10, 3, 0.1, 0.6
     X = make_X(rng, 30, n)
     T = np.array([rng.choice(30, 3, replace=False) for _ in range(150)])
+    # each baseline has exactly the parameter its update uses: eta0 or C
+    step = {"eta0": eta} if cls is FactoredGD else {"C": C}
     if init == "set":
         A, B = random_factors(rng, n, k, scale=0.5)
-        model = primed(cls, X, A, B, rank=k, step_size=eta, C=C)
+        model = primed(cls, X, A, B, rank=k, **step)
     else:
         A = B = np.vstack([np.eye(k), np.zeros((n - k, k))])
-        model = cls(rank=k, step_size=eta, C=C, init="identity")
+        model = cls(rank=k, init="identity", **step)
     trace = []
     n_moves = 0
     for (Ar, Br), t in zip(baseline_ref(kind, X, T, A, B, eta, C, trace), T):
@@ -567,11 +569,11 @@ def test_iterative_pa_b_update_only_when_loss_remains():
 # (6) sparse CSR == dense
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("cls,params", [
-    (LORETA, {"step_size": 0.2}),
-    (LORETA, {"step_size": 0.2, "algorithm": "general"}),
-    (LORETA, {"step_size": 0.2, "batch_size": 3}),
-    (LORETA, {"step_size": 0.2, "init": "random"}),
-    (FactoredGD, {"step_size": 0.05}),
+    (LORETA, {"eta0": 0.2}),
+    (LORETA, {"eta0": 0.2, "algorithm": "general"}),
+    (LORETA, {"eta0": 0.2, "batch_size": 3}),
+    (LORETA, {"eta0": 0.2, "init": "random"}),
+    (FactoredGD, {"eta0": 0.05}),
     (IterativePA, {"C": 0.5}),
     (NaivePA, {"C": 0.5, "init": "random"}),
 ])
@@ -601,7 +603,7 @@ def test_sparse_and_dense_give_same_model(cls, params):
     y = rng.integers(0, 3, 40)
     T = np.array([t for t in (rng.choice(40, 3, replace=False) for _ in range(3000))
                   if y[t[0]] == y[t[1]] != y[t[2]]][:300])
-    common = dict(rank=k, n_epochs=2, random_state=3, **params)
+    common = dict(rank=k, max_iter=2, random_state=3, **params)
     md = cls(**common).fit(X, triplets=T)
     ms = cls(**common).fit(Xs.copy(), triplets=T)
     np.testing.assert_allclose(ms.A_, md.A_, rtol=1e-9, atol=1e-12)
@@ -614,5 +616,5 @@ def test_sparse_and_dense_give_same_model(cls, params):
     if cls is LORETA and params.get("init", "identity") == "identity":
         # partial_fit from the identity start also equals the dense reference
         I0 = np.vstack([np.eye(k), np.zeros((n - k, k))])
-        ref = loreta_ref(X, T, I0, I0, params["step_size"], batch=params.get("batch_size", 1))
+        ref = loreta_ref(X, T, I0, I0, params["eta0"], batch=params.get("batch_size", 1))
         assert rel(W_of(pd), ref) < 1e-7

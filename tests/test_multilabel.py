@@ -86,7 +86,7 @@ def dense_retraction(A, B, Z):
 def test_loreta_multilabel_step_is_theorem_1(sparse):
     X, Y = _data(sparse=sparse)
     Xin = sp.csr_matrix(X) if sparse else X
-    m = tm.LORETAMultilabel(rank=2, step_size=0.2, init="random", fit_intercept=False,
+    m = tm.LORETAMultilabel(rank=2, eta0=0.2, init="random", fit_intercept=False,
                             random_state=0)
     m.partial_fit(Xin[:1], np.zeros((1, 5), int) + np.eye(5, dtype=int)[:1] * 0 + [[1, 1, 1, 1, 1]])
     A, B = m.A_.copy(), m.B_.copy()   # all labels true: no false label, no step
@@ -110,7 +110,7 @@ def test_loreta_multilabel_step_is_theorem_1(sparse):
 def test_perceptron_and_iterative_pa_match_loops(sparse):
     X, Y = _data(seed=2, sparse=sparse)
     Xin = sp.csr_matrix(X) if sparse else X
-    per = tm.MatrixPerceptron(step_size=0.3, fit_intercept=False).partial_fit(Xin, Y)
+    per = tm.MatrixPerceptron(eta0=0.3, fit_intercept=False).partial_fit(Xin, Y)
     W = np.zeros((5, X.shape[1]))
     for r in range(X.shape[0]):
         _, g = brute_hinge(W @ X[r], list(np.flatnonzero(Y[r])))
@@ -139,7 +139,7 @@ def test_perceptron_and_iterative_pa_match_loops(sparse):
 
 def test_multilabel_api_and_errors():
     X, Y = _data(seed=3)
-    m = tm.LORETAMultilabel(rank=2, random_state=0, n_epochs=np.int64(2)).fit(X, Y)
+    m = tm.LORETAMultilabel(rank=2, random_state=0, max_iter=np.int64(2)).fit(X, Y)
     assert m.decision_function(X).shape == (40, 5) and m.n_features_in_ == 8
     assert 0 < m.score(X, Y) <= 1
     assert len(m.history_["step"]) == 2
@@ -160,7 +160,7 @@ def test_low_rank_learns_yeast(data_home):
     from tripletml import datasets
     tr = datasets.load("yeast", data_home=data_home, subset="train")
     te = datasets.load("yeast", data_home=data_home, subset="test")
-    m = tm.LORETAMultilabel(rank=4, step_size=0.05, n_epochs=5, random_state=0)
+    m = tm.LORETAMultilabel(rank=4, eta0=0.05, max_iter=5, random_state=0)
     m.fit(tr.data, tr.target)
     # label ranking beats ranking every label by its training frequency
     freq = np.tile(tr.target.mean(0), (te.target.shape[0], 1))
@@ -168,13 +168,13 @@ def test_low_rank_learns_yeast(data_home):
 
 
 @pytest.mark.parametrize("cls, params", [
-    (tm.LORETAMultilabel, {"rank": 2, "step_size": 0.05, "n_epochs": 2, "init": "random",
+    (tm.LORETAMultilabel, {"rank": 2, "eta0": 0.05, "max_iter": 2, "init": "random",
                            "fit_intercept": False, "pinv_check_every": 7, "pinv_tol": 1e-6,
                            "random_state": 1, "verbose": 0}),
-    (tm.IterativePAMultilabel, {"rank": 2, "C": 0.05, "step_size": 0.5, "n_epochs": 2,
+    (tm.IterativePAMultilabel, {"rank": 2, "C": 0.05, "max_iter": 2, "tol": 0.5,
                                 "init": "random", "fit_intercept": False, "random_state": 1,
                                 "verbose": 0}),
-    (tm.MatrixPerceptron, {"step_size": 0.05, "n_epochs": 2, "fit_intercept": False,
+    (tm.MatrixPerceptron, {"eta0": 0.05, "max_iter": 2, "fit_intercept": False,
                            "random_state": 1, "verbose": 0}),
 ])
 def test_multilabel_params_numpy_ints_and_persistence(cls, params, tmp_path):
@@ -190,3 +190,42 @@ def test_multilabel_params_numpy_ints_and_persistence(cls, params, tmp_path):
     back = tm.load_model(tmp_path / "m.npz")
     np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
     back.partial_fit(X[:5], Y[:5])  # resumes
+
+
+# ------------------------------------------- stopping, divergence, state (12, 13)
+@pytest.mark.parametrize("make", [lambda **kw: tm.LORETAMultilabel(rank=2, eta0=0.01, **kw),
+                                  lambda **kw: tm.IterativePAMultilabel(rank=2, **kw),
+                                  lambda **kw: tm.MatrixPerceptron(eta0=0.01, **kw)])
+def test_multilabel_stopping_rule(make):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    X, Y = _data(seed=5)
+    name = type(make()).__name__
+    with pytest.warns(ConvergenceWarning, match=f"{name}: stopped at max_iter=1"):
+        m = make(max_iter=1, tol=1e-6, random_state=0).fit(X, Y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = make(max_iter=2, random_state=0).fit(X, Y)       # tol=None: fixed budget
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (2, "max_iter", 80)
+    assert len(m.history_["step"]) == 2                        # one record per pass
+    m = make(max_iter=200, tol=0.9, random_state=0).fit(X, Y)
+    assert m.stop_reason_ == "tol" and m.n_iter_ < 200
+
+
+def test_multilabel_divergence_stops_with_advice():
+    X, Y = _data(seed=6)
+    with pytest.raises(FloatingPointError, match="LORETAMultilabel: training diverged.*eta0"):
+        tm.LORETAMultilabel(rank=3, eta0=50.0, max_iter=50, random_state=0).fit(X * 10, Y)
+
+
+def test_matrix_perceptron_without_its_matrix_is_refused():
+    X, Y = _data(seed=7)
+    m = tm.MatrixPerceptron(eta0=0.1, max_iter=1).fit(X, Y)
+    assert m.n_columns_ == 9 and m.W_.shape == (5, 9)
+    del m.W_                                  # e.g. a crafted model file without W_
+    with pytest.raises(ValueError, match=r"MatrixPerceptron: W_ has shape None, expected \(5, 9\)"):
+        m.partial_fit(X[:2], Y[:2])
+    assert tm.MatrixPerceptron._fitted_arrays["W_"].shape == ("n_labels_", "n_columns_")
+    assert not tm.MatrixPerceptron._fitted_arrays["W_"].optional

@@ -42,7 +42,7 @@ def test_partial_fit_matches_reference_step_by_step(sparse, C):
     for i in range(t.shape[0]):
         model.partial_fit(Xin, t[i:i + 1])
         np.testing.assert_allclose(model.W_, trace[i], rtol=1e-10, atol=1e-12)
-    assert model.n_steps_ == t.shape[0]
+    assert model.t_ == t.shape[0]
     assert len(model.history_["step"]) == t.shape[0]
 
 
@@ -60,7 +60,7 @@ def test_single_step_is_one_pa_update():
 def test_fit_equals_reference_in_fit_order():
     X, y = _data(seed=3)
     t = random_class_triplets(y, 80, random_state=2)
-    model = OASIS(C=0.5, n_epochs=2, random_state=7).fit(X, triplets=t)
+    model = OASIS(C=0.5, max_iter=2, random_state=7).fit(X, triplets=t)
     rng = np.random.default_rng(7)
     order = np.concatenate([rng.permutation(80), rng.permutation(80)])
     W, _ = reference_oasis(X, t[order], 0.5, np.eye(X.shape[1]))
@@ -69,8 +69,8 @@ def test_fit_equals_reference_in_fit_order():
 
 def test_dense_and_csr_give_same_model():
     X, y = _data(seed=4, sparse=True)
-    a = OASIS(random_state=0, n_triplets=300, n_epochs=2).fit(X, y)
-    b = OASIS(random_state=0, n_triplets=300, n_epochs=2).fit(sp.csr_matrix(X), y)
+    a = OASIS(random_state=0, n_triplets=300, max_iter=2).fit(X, y)
+    b = OASIS(random_state=0, n_triplets=300, max_iter=2).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-12)
 
 
@@ -109,3 +109,34 @@ def test_divergence_stops_with_message():
     X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0]])
     with pytest.raises(FloatingPointError, match="OASIS: training diverged"):
         OASIS(C=1.0).partial_fit(X, [[0, 1, 2]])
+
+
+# ---------------------------------------------------- stopping rule (issue 12)
+def test_tol_none_is_a_fixed_budget_without_warning():
+    import warnings
+    X, y = _data(seed=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = OASIS(max_iter=1, n_triplets=100, random_state=0).fit(X, y)
+    assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 100)
+
+
+def test_tol_not_met_warns_and_tol_met_stops():
+    from sklearn.exceptions import ConvergenceWarning
+    X, y = _data(seed=7)
+    with pytest.warns(ConvergenceWarning, match="OASIS: stopped at max_iter=1"):
+        m = OASIS(max_iter=1, tol=1e-3, n_triplets=100, random_state=0).fit(X, y)
+    assert m.stop_reason_ == "max_iter" and m.n_iter_ == 1
+    m = OASIS(max_iter=50, tol=0.5, n_triplets=100, random_state=0).fit(X, y)
+    losses = m.history_["loss"]
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(losses) < 50
+    assert abs(losses[-1] - losses[-2]) / max(losses[-1], losses[-2]) <= 0.5
+    assert all(abs(b - a) / max(a, b) > 0.5 for a, b in zip(losses[:-2], losses[1:-1]))
+    assert m.t_ == 100 * m.n_iter_
+
+
+def test_history_is_per_pass_and_the_watch_sees_blocks():
+    # one history record per pass even when a pass runs in several blocks
+    X, y = _data(seed=8)
+    m = OASIS(max_iter=2, n_triplets=2500, random_state=0).fit(X, y)
+    assert m.history_["step"] == [2500, 5000]

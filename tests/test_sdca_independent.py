@@ -111,15 +111,15 @@ class Ref:
         return dual(self.Theta, self.Xs, self.lam)
 
 
-def reference_fit(X, T, lam, n_epochs, random_state, output="last", tol=None,
+def reference_fit(X, T, lam, max_iter, random_state, output="last", tol=None,
                   track_dual=False):
     Xs = triplet_matrices(X, T)
     n = len(T)
     ref = Ref(Xs, lam, n, track_dual=track_dual)
     rng = np.random.default_rng(random_state)
-    hist = {"primal": [], "dual": [], "gap": [], "avg_loss": [],
+    hist = {"primal": [], "dual": [], "gap": [], "rel_gap": [], "avg_loss": [],
             "mistake_rate": [], "step": []}
-    for _ in range(n_epochs):
+    for _ in range(max_iter):
         idx = rng.integers(0, n, size=n)
         if output == "random":
             rng.random(n)
@@ -131,10 +131,11 @@ def reference_fit(X, T, lam, n_epochs, random_state, output="last", tol=None,
         hist["primal"].append(P)
         hist["dual"].append(D)
         hist["gap"].append(P - D)
+        hist["rel_gap"].append((P - D) / max(abs(P), 1e-12))
         hist["avg_loss"].append(float(np.mean(ref.hinge)))
         hist["mistake_rate"].append(float(np.mean(np.array(ref.margin) <= 0.0)))
         hist["step"].append(len(ref.hinge))
-        if tol is not None and P - D <= tol:
+        if tol is not None and (P - D) / max(abs(P), 1e-12) <= tol:  # relative gap
             break
     return ref, hist
 
@@ -168,7 +169,7 @@ def as_input(X, kind):
 
 
 def fit_lib(X, T, **kw):
-    params = dict(lam=0.05, n_epochs=3, output="last", tol=None, random_state=7)
+    params = dict(alpha=0.05, max_iter=3, output="last", tol=None, random_state=7)
     params.update(kw)
     return SDCA(**params).fit(X, triplets=T)
 
@@ -207,11 +208,11 @@ def test_reference_conjugate_and_gradient():
 # (1) fit, output="last", against the reference
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["dense", "csr"])
-@pytest.mark.parametrize("n_epochs,lam,seed", [(2, 0.05, 7), (3, 0.5, 1), (3, 0.01, 12)])
-def test_fit_last_matches_reference(kind, n_epochs, lam, seed):
+@pytest.mark.parametrize("max_iter,lam,seed", [(2, 0.05, 7), (3, 0.5, 1), (3, 0.01, 12)])
+def test_fit_last_matches_reference(kind, max_iter, lam, seed):
     X, T = tricky_data()
-    ref, _ = reference_fit(X, T, lam, n_epochs, seed)
-    m = fit_lib(as_input(X, kind), T, lam=lam, n_epochs=n_epochs, random_state=seed)
+    ref, _ = reference_fit(X, T, lam, max_iter, seed)
+    m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=max_iter, random_state=seed)
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(m.M_, ref.M, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(m.alpha_, ref.alpha, rtol=RTOL, atol=ATOL)
@@ -224,8 +225,8 @@ def test_fit_last_matches_reference(kind, n_epochs, lam, seed):
 
 def test_dense_and_csr_agree():
     X, T = tricky_data(seed=5)
-    a = fit_lib(X, T, n_epochs=3, random_state=3)
-    b = fit_lib(sp.csr_matrix(X), T, n_epochs=3, random_state=3)
+    a = fit_lib(X, T, max_iter=3, random_state=3)
+    b = fit_lib(sp.csr_matrix(X), T, max_iter=3, random_state=3)
     np.testing.assert_allclose(a.M_last_, b.M_last_, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=RTOL, atol=ATOL)
     for k in ("primal", "dual", "gap", "avg_loss", "mistake_rate"):
@@ -276,7 +277,7 @@ def test_history_primal_dual_gap(kind, data, seed):
     X, T = _history_data(data)
     lam, ne = 0.05, 4
     ref, hist = reference_fit(X, T, lam, ne, seed)
-    m = fit_lib(as_input(X, kind), T, lam=lam, n_epochs=ne, random_state=seed)
+    m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=ne, random_state=seed)
     h = m.history_
     assert len(h["primal"]) == ne
     np.testing.assert_allclose(h["primal"], hist["primal"], rtol=RTOL, atol=ATOL)
@@ -297,7 +298,7 @@ def test_weak_duality_every_epoch(kind, seed):
     lam = [0.005, 0.05, 0.5][seed % 3]
     ref, hist = reference_fit(X, T, lam, 5, seed)
     assert np.all(np.array(hist["primal"]) >= np.array(hist["dual"]) - 1e-12)
-    m = fit_lib(as_input(X, kind), T, lam=lam, n_epochs=5, random_state=seed)
+    m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=5, random_state=seed)
     h = m.history_
     assert np.all(np.array(h["primal"]) >= np.array(h["dual"]) - 1e-12)
     assert np.all(np.array(h["gap"]) >= -1e-12)
@@ -313,7 +314,7 @@ def test_unvisited_degenerate_triplet_dual():
     assert _degenerate(X, T) == [2, 4]
     seed = _seeds_first_epoch_visits(X, T, False, 1)[0]
     ref, hist = reference_fit(X, T, 0.05, 1, seed)
-    m = fit_lib(X, T, lam=0.05, n_epochs=1, random_state=seed)
+    m = fit_lib(X, T, alpha=0.05, max_iter=1, random_state=seed)
     assert np.any(ref.alpha[[2, 4]] == 0.0)            # really unvisited
     np.testing.assert_allclose(m.alpha_, ref.alpha, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(m.history_["primal"], hist["primal"], rtol=RTOL, atol=ATOL)
@@ -332,14 +333,14 @@ def test_dual_monotone_and_alpha_nonnegative(lam):
     assert D[0] == pytest.approx(2 / len(T))   # D(0) = 1/n sum min l_i: two X_i = 0
     assert np.all(np.diff(D) >= -1e-13), np.diff(D).min()
     assert D[-1] > D[0]
-    m = fit_lib(X, T, lam=lam, n_epochs=4, random_state=11)
+    m = fit_lib(X, T, alpha=lam, max_iter=4, random_state=11)
     assert np.all(m.alpha_ >= 0.0)
     np.testing.assert_allclose(m.alpha_, ref.alpha, rtol=RTOL, atol=ATOL)
     # and on a longer run with larger data
     rng = np.random.default_rng(9)
     X2 = rng.normal(size=(30, 5))
     T2 = rng.integers(0, 30, size=(60, 3))
-    m2 = fit_lib(X2, T2, lam=lam, n_epochs=8, random_state=2)
+    m2 = fit_lib(X2, T2, alpha=lam, max_iter=8, random_state=2)
     assert np.all(m2.alpha_ >= 0.0)
     assert np.all(np.array(m2.history_["gap"]) >= -1e-12)
 
@@ -371,7 +372,7 @@ def test_converges_to_lbfgs_minimiser():
     # strong convexity (modulus lam): ||M - M*|| <= ||grad P(M)|| / lam
     assert np.linalg.norm(primal_grad(Mstar, Xs, lam)) / lam < 1e-7
 
-    m = fit_lib(X, T, lam=lam, n_epochs=300, tol=None, random_state=0)
+    m = fit_lib(X, T, alpha=lam, max_iter=300, tol=None, random_state=0)
     gap = np.array(m.history_["gap"])
     assert len(gap) == 300
     assert gap[-1] < 1e-6
@@ -388,9 +389,11 @@ def test_tol_stops_after_first_epoch_below_tol():
     X, T = tricky_data(seed=1)
     tol = 1e-4
     ref, hist = reference_fit(X, T, 0.1, 300, 5, tol=tol)
-    assert hist["gap"][-1] <= tol < min(hist["gap"][:-1])
-    m = fit_lib(X, T, lam=0.1, n_epochs=300, tol=tol, random_state=5)
+    assert hist["rel_gap"][-1] <= tol < min(hist["rel_gap"][:-1])
+    m = fit_lib(X, T, alpha=0.1, max_iter=300, tol=tol, random_state=5)
     assert len(m.history_["gap"]) == len(hist["gap"])
+    np.testing.assert_allclose(m.history_["rel_gap"], hist["rel_gap"], rtol=1e-9, atol=1e-12)
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(hist["gap"])
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=1e-9, atol=1e-12)
 
 
@@ -398,16 +401,16 @@ def test_tol_stops_after_first_epoch_below_tol():
 # (5) average output; random output
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["dense", "csr"])
-@pytest.mark.parametrize("n_epochs,average_start", [(3, 0.5), (2, 0.0), (3, 0.37), (1, 0.95)])
-def test_average_output(kind, n_epochs, average_start):
+@pytest.mark.parametrize("max_iter,average_start", [(3, 0.5), (2, 0.0), (3, 0.37), (1, 0.95)])
+def test_average_output(kind, max_iter, average_start):
     X, T = tricky_data()
     lam, seed = 0.05, 7
-    ref, _ = reference_fit(X, T, lam, n_epochs, seed, output="average")
-    Ttot = n_epochs * len(T)
+    ref, _ = reference_fit(X, T, lam, max_iter, seed, output="average")
+    Ttot = max_iter * len(T)
     T0 = math.floor(average_start * Ttot)
     # Mbar = 1/(T-T0) sum_{t=T0+1}^{T} M^{t-1}
     Mbar = np.mean(ref.iterates[T0:Ttot], axis=0)
-    m = fit_lib(as_input(X, kind), T, lam=lam, n_epochs=n_epochs, random_state=seed,
+    m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=max_iter, random_state=seed,
                 output="average", average_start=average_start)
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(m.M_, Mbar, rtol=1e-9, atol=1e-12)
@@ -422,7 +425,7 @@ def test_random_output_is_one_of_the_iterates(seed):
     ref, _ = reference_fit(X, T, lam, ne, seed, output="random")
     Ttot = ne * len(T)
     T0 = math.floor(a0 * Ttot)
-    m = fit_lib(X, T, lam=lam, n_epochs=ne, random_state=seed, output="random",
+    m = fit_lib(X, T, alpha=lam, max_iter=ne, random_state=seed, output="random",
                 average_start=a0)
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=RTOL, atol=ATOL)
     # M^t for some t in {T0+1, ..., T}
@@ -439,7 +442,7 @@ def test_avg_loss_and_mistake_rate(kind, seed, lam):
     X, T = tricky_data(seed=4)
     ne = 4
     ref, hist = reference_fit(X, T, lam, ne, seed)
-    m = fit_lib(as_input(X, kind), T, lam=lam, n_epochs=ne, random_state=seed)
+    m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=ne, random_state=seed)
     np.testing.assert_allclose(m.history_["avg_loss"], hist["avg_loss"], rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(m.history_["mistake_rate"], hist["mistake_rate"],
                                rtol=RTOL, atol=ATOL)
@@ -465,7 +468,7 @@ def test_partial_fit_with_ids(kind):
     d = X.shape[1]
     M = np.zeros((d, d))
     alpha, Theta = {}, {}
-    model = SDCA(lam=lam, n_triplets=n_scale, random_state=0)
+    model = SDCA(alpha=lam, n_triplets=n_scale, random_state=0)
     for Tb, ids in batches:
         for (q, p, r), k in zip(Tb, ids):
             X_i = np.outer(X[q], X[p] - X[r])
@@ -488,7 +491,7 @@ def test_partial_fit_default_ids_are_new():
     X, T = tricky_data(seed=6)
     lam, n_scale = 0.1, 4
     # the same triplet given twice without ids: two separate dual variables
-    model = SDCA(lam=lam, n_triplets=n_scale, random_state=0)
+    model = SDCA(alpha=lam, n_triplets=n_scale, random_state=0)
     model.partial_fit(X, T[[0, 5]])
     model.partial_fit(X, T[[0, 5, 0]])
     d = X.shape[1]
@@ -509,7 +512,7 @@ def test_partial_fit_matches_fit_sequence():
     ref, _ = reference_fit(X, T, lam, ne, seed)
     rng = np.random.default_rng(seed)
     idx = np.concatenate([rng.integers(0, len(T), size=len(T)) for _ in range(ne)])
-    model = SDCA(lam=lam, n_triplets=len(T), random_state=0)
+    model = SDCA(alpha=lam, n_triplets=len(T), random_state=0)
     model.partial_fit(X, T[idx[:7]], triplet_ids=idx[:7])
     model.partial_fit(sp.csr_matrix(X), T[idx[7:]], triplet_ids=idx[7:])
     np.testing.assert_allclose(model.M_last_, ref.M, rtol=RTOL, atol=ATOL)

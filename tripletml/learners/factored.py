@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from sklearn.utils.validation import check_is_fitted
 
+from .._arrayspec import ArraySpec
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
-from ..linalg import FAST, csr_row_diff, diff_buffers
+from ..linalg.sparse_rows import csr_row_diff, diff_buffers
+from ..losses import triplet_hinge
+from ..solvers.loreta import factored_margin
 from ._online import OnlineTripletLearner
 
 __all__ = ["FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
@@ -68,21 +70,11 @@ class FactoredBilinearMixin(BilinearMixin):
     def _pair_score(self, X1, X2):
         return np.einsum("ij,ij->i", np.asarray(X1 @ self.A_), np.asarray(X2 @ self.B_))
 
-    def get_bilinear_matrix(self) -> np.ndarray:
+    def _bilinear_matrix(self) -> np.ndarray:
         """``W = A_ B_^T`` (d x d: large for many features; prefer the factors)."""
-        check_is_fitted(self, "A_")
         return self.A_ @ self.B_.T
 
-    _factor_attrs: tuple[str, ...] = ("A_", "B_")
-
-    def _check_loaded(self):
-        super()._check_loaded()
-        d = self.n_features_in_
-        for name in self._factor_attrs:
-            arr = getattr(self, name)
-            if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.shape != (d, self.rank):
-                raise ValueError(f"{name} has shape {getattr(arr, 'shape', None)}, expected "
-                                 f"({d}, {self.rank})")
+    _fitted_arrays = {"A_": ArraySpec(("d", "rank")), "B_": ArraySpec(("d", "rank"))}
 
     def _init_factors(self, n_features, rng):
         if self.rank > n_features:
@@ -95,19 +87,6 @@ class FactoredBilinearMixin(BilinearMixin):
 
 
 _GD, _ITER_PA, _NAIVE_PA = 0, 1, 2
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def factored_margin(A, B, q_idx, q_val, v_idx, v_val, aq, bv):
-    """``q^T A B^T v`` for sparse q, v (indices, values); leaves ``A^T q`` in
-    ``aq`` and ``B^T v`` in ``bv``.  O((nnz(q) + nnz(v)) k)."""
-    aq[:] = 0.0
-    bv[:] = 0.0
-    for s in range(q_idx.shape[0]):
-        aq += A[q_idx[s]] * q_val[s]
-    for s in range(v_idx.shape[0]):
-        bv += B[v_idx[s]] * v_val[s]
-    return np.dot(aq, bv)
 
 
 @njit(cache=True, nogil=True)
@@ -127,11 +106,10 @@ def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losse
         if not np.isfinite(mg):
             return t
         margins[t] = mg
-        loss = 1.0 - mg
-        if loss <= 0.0:
-            losses[t] = 0.0
-            continue
+        loss = triplet_hinge(mg)
         losses[t] = loss
+        if loss <= 0.0:
+            continue
         qq = np.dot(q_val, q_val)
         vv = np.dot(vval[:nv], vval[:nv])
         if method == 0:      # GD on both factors from the same point
@@ -150,7 +128,7 @@ def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losse
         if method == 1:      # then B, against the loss after the A step
             for s in range(q_idx.shape[0]):
                 aq += (ea * q_val[s] * q_val[s]) * bv
-            loss2 = 1.0 - np.dot(aq, bv)
+            loss2 = triplet_hinge(np.dot(aq, bv))
             den = vv * np.dot(aq, aq)
             eb = min(loss2 / den, C) if (loss2 > 0.0 and den > 0.0) else 0.0
             aq_old[:] = aq
@@ -163,24 +141,18 @@ def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losse
 
 
 class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
-    _method = _GD
+    """Shared driver of the three baselines; each subclass declares exactly
+    the parameters its update rule uses."""
 
-    def __init__(self, rank=10, step_size=0.1, C=0.1, n_epochs=1, n_triplets=100000,
-                 init="identity", random_state=None, verbose=0):
-        self.rank = rank
-        self.step_size = step_size
-        self.C = C
-        self.n_epochs = n_epochs
-        self.n_triplets = n_triplets
-        self.init = init
-        self.random_state = random_state
-        self.verbose = verbose
+    _method = _GD
 
     def _validate_params(self):
         check_lowrank_params(self)
-        check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
-                           low_inclusive=False)
-        check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
+        if "eta0" in self._get_param_names():
+            check_scalar_param(self.eta0, "eta0", self, kind="real", low=0,
+                               low_inclusive=False)
+        if "C" in self._get_param_names():
+            check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
         self._validate_common()
 
     def _init_model(self, n_features, rng):
@@ -190,51 +162,102 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
         m = triplets.shape[0]
         losses, margins = np.zeros(m), np.zeros(m)
         bad = _factored_steps(self.A_, self.B_, Xc.indptr, Xc.indices, Xc.data, triplets,
-                              self._method, float(self.step_size), float(self.C), losses,
-                              margins, *diff_buffers(Xc))
+                              self._method, float(getattr(self, "eta0", 0.0)),
+                              float(getattr(self, "C", 0.0)), losses, margins,
+                              *diff_buffers(Xc))
         if bad >= 0:
-            raise self._diverged(self.n_steps_ + bad + 1)
+            raise self._diverged(self.t_ + bad + 1)
         return losses, margins
 
 
-_DOC_PARAMS = """
-    Parameters
-    ----------
-    rank : int, default=10
-        k, the rank of ``W = A B^T``.
-    step_size : float, default=0.1
-        eta ({gd}).
-    C : float, default=0.1
-        Cap on the passive-aggressive step ({pa}).
-    n_epochs : int, default=1
+_DOC_COMMON = """
+    max_iter : int, default=1
+        Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=100000
+        Random class triplets sampled by ``fit`` from labels.
     init : {{"identity", "random"}}, default="identity"
         As LORETA (:func:`init_factors`).
+    tol : float or None, default=None
+        None: all ``max_iter`` passes (the paper's fixed budget); a float:
+        stop when the mean hinge loss of a pass changed by less than ``tol``
+        relative to the previous pass.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
     Attributes
     ----------
     A_, B_ : ndarray of shape (n_features, rank)
-    n_steps_ : int
-    history_ : dict of lists (``step``, ``seconds``, ``loss``, ``avg_loss``,
-        ``mistake_rate``)
+        ``W = A_ B_^T``.
+    t_ : int
+        Triplets processed (over all calls).
+    n_iter_ : int
+        Passes made by the last ``fit`` (1 after ``partial_fit``).
+    stop_reason_ : {{"tol", "max_iter"}}
+    history_ : dict of lists
+        One record per pass / ``partial_fit`` call: ``step``, ``seconds``,
+        ``loss``, ``avg_loss``, ``mistake_rate`` (as OASIS).
 """
 
 
 class FactoredGD(_FactoredBaseline):
-    __doc__ = ("Stochastic gradient descent on the factors of ``W = A B^T`` (LORETA paper, "
-               "baseline GD).\n" + _DOC_PARAMS.format(gd="used", pa="unused"))
+    __doc__ = ("""Stochastic gradient descent on the factors of ``W = A B^T`` (LORETA paper,
+    baseline GD): ``A += eta0 q (B^T v)^T``, ``B += eta0 v (A^T q)^T``.
+
+    Parameters
+    ----------
+    rank : int, default=10
+        k, the rank of ``W = A B^T``.
+    eta0 : float, default=0.1
+        The constant step size (eta in the paper).""" + _DOC_COMMON.format())
     _method = _GD
 
+    def __init__(self, rank=10, eta0=0.1, max_iter=1, n_triplets=100000, init="identity",
+                 tol=None, random_state=None, verbose=0):
+        self.rank = rank
+        self.eta0 = eta0
+        self.max_iter = max_iter
+        self.n_triplets = n_triplets
+        self.init = init
+        self.tol = tol
+        self.random_state = random_state
+        self.verbose = verbose
 
-class IterativePA(_FactoredBaseline):
+
+class _PABaseline(_FactoredBaseline):
+    _advice = "lower C or scale the features down"
+
+    def __init__(self, rank=10, C=0.1, max_iter=1, n_triplets=100000, init="identity",
+                 tol=None, random_state=None, verbose=0):
+        self.rank = rank
+        self.C = C
+        self.max_iter = max_iter
+        self.n_triplets = n_triplets
+        self.init = init
+        self.tol = tol
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+_DOC_PA = """
+
+    Parameters
+    ----------
+    rank : int, default=10
+        k, the rank of ``W = A B^T``.
+    C : float, default=0.1
+        Cap on the passive-aggressive step sizes (C in the paper, PA-I)."""
+
+
+class IterativePA(_PABaseline):
     __doc__ = ("Passive-aggressive steps alternating over A and B (LORETA paper, "
-               "baseline PA).\n" + _DOC_PARAMS.format(gd="unused", pa="used"))
+               "baseline PA): ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)``, then "
+               "``eta_B = min(l' / (||v||^2 ||A^T q||^2), C)`` with the loss l' after the "
+               "A step." + _DOC_PA + _DOC_COMMON.format())
     _method = _ITER_PA
 
 
-class NaivePA(_FactoredBaseline):
+class NaivePA(_PABaseline):
     __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
-               "(LORETA paper, baseline PA v2).\n" + _DOC_PARAMS.format(gd="unused", pa="used"))
+               "``eta = min(l / (||q||^2 ||v||^2), C)`` (LORETA paper, baseline PA v2)."
+               + _DOC_PA + _DOC_COMMON.format())
     _method = _NAIVE_PA

@@ -26,114 +26,25 @@ worse the factors are conditioned.  Every ``pinv_check_every`` steps
 ``||A^+ A - I||_F`` (and the same for B) is measured (O(n k^2), amortised);
 when it exceeds ``pinv_tol``, W is re-factored with balanced factors
 (``cond(A) = cond(B) = sqrt(cond(W))``) and exact pseudo-inverses
-(:func:`tripletml.linalg.balanced_factors`; W itself is unchanged).  The
-largest drift measured is recorded in ``history_``.
+(:func:`tripletml.linalg.pinv.balanced_factors`; W itself is unchanged).  The
+largest drift measured is recorded in ``history_``.  The kernels and the
+drift control live in :mod:`tripletml.solvers.loreta` (shared with
+:class:`tripletml.LORETAMultilabel`).
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._arrayspec import ArraySpec
 from .._validation import check_choice_param, check_scalar_param
-from ..linalg import (FAST, _pinv_apply, _pinv_prepare, balanced_factors, csr_row_diff,
-                      diff_buffers, pinv_drift, pinv_full_column_rank)
+from ..linalg.sparse_rows import diff_buffers
+from ..losses import triplet_hinge_array
+from ..solvers.loreta import (PinvFactors, loreta1_triplet_steps, loreta1_update,  # noqa: F401
+                              loreta_general_step)
 from ._online import OnlineTripletLearner
-from .factored import FactoredBilinearMixin, check_lowrank_params, factored_margin
+from .factored import FactoredBilinearMixin, check_lowrank_params
 
-__all__ = ["LORETA", "loreta_general_step", "loreta1_update"]
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def loreta1_update(A, PA, B, PB, i1, v1, s1, i2, v2, cA, cB, u, h, Ahat, Bhat, bv):
-    """One LORETA-1 step (Algorithm 3) in place, for ``G1 G2^T = -eta grad``
-    with sparse ``G1 = s1 * (i1, v1)`` (n-vector) and ``G2 = (i2, v2)``
-    (m-vector).  Returns 0, or 1/2/3 when Meyer's update was not applicable
-    to A/B/both (their pseudo-inverses must then be recomputed)."""
-    n, k = A.shape
-    m = B.shape[0]
-    # A^ = A^+ G1, B^ = B^+ G2, B^T G2, Q = B^^T A^
-    Ahat[:] = 0.0
-    Bhat[:] = 0.0
-    bv[:] = 0.0
-    for s in range(i1.shape[0]):
-        Ahat += PA[i1[s]] * (s1 * v1[s])
-    for s in range(i2.shape[0]):
-        Bhat += PB[i2[s]] * v2[s]
-        bv += B[i2[s]] * v2[s]
-    Q = 0.0
-    for j in range(k):
-        Q += Bhat[j] * Ahat[j]
-    fa = -0.5 + 0.375 * Q
-    fb = 1.0 - 0.5 * Q
-    # A_delta = (A A^) fa + G1 fb and B_delta^T = (B^+^T (B^T G2)) fa + G2 fb:
-    # the sparse parts are scattered first, the dense parts are added inside
-    # pass 1 of Meyer's update (one pass over the rows less per factor)
-    cA[:n] = 0.0
-    for s in range(i1.shape[0]):
-        cA[i1[s]] += fb * s1 * v1[s]
-    cB[:m] = 0.0
-    for s in range(i2.shape[0]):
-        cB[i2[s]] += fb * v2[s]
-    kv = np.zeros(k)
-    Ah = np.zeros(k)
-    hh = _pinv_prepare(A, PA, cA, Bhat, h, kv, Ah, Ahat, fa)
-    okA = _pinv_apply(A, PA, cA, Bhat, u, h, kv, Ah, hh)       # A + A_delta B^^T
-    kv[:] = 0.0
-    Ah[:] = 0.0
-    hh = _pinv_prepare(PB, PB, cB, Ahat, h, kv, Ah, bv, fa)
-    okB = _pinv_apply(B, PB, cB, Ahat, u, h, kv, Ah, hh)       # B + B_delta^T A^^T
-    return (0 if okA else 1) + (0 if okB else 2)
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _loreta1_steps(A, PA, B, PB, indptr, indices, data, triplets, start, eta, losses,
-                   margins, vidx, vval, cA, cB, u, h):
-    """LORETA-1 on triplets[start:], in order (hinge loss, ``G1 = eta q``,
-    ``G2 = p+ - p-``).  Returns (t, flags): the index after the last step
-    done and 0, or 1/2/3 from :func:`loreta1_update` at step t - 1 (the caller
-    recomputes those pseudo-inverses and resumes at t), or -1 when the margin
-    at step t was not finite."""
-    k = A.shape[1]
-    aq = np.zeros(k)
-    Ahat = np.zeros(k)
-    Bhat = np.zeros(k)
-    bv = np.zeros(k)
-    for t in range(start, triplets.shape[0]):
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        mg = factored_margin(A, B, q_idx, q_val, vidx[:nv], vval[:nv], aq, bv)
-        if not np.isfinite(mg):
-            return t, -1
-        margins[t] = mg
-        loss = 1.0 - mg
-        if loss <= 0.0:
-            losses[t] = 0.0
-            continue
-        losses[t] = loss
-        flags = loreta1_update(A, PA, B, PB, q_idx, q_val, eta, vidx[:nv], vval[:nv], cA, cB,
-                               u, h, Ahat, Bhat, bv)
-        if flags:
-            return t + 1, flags
-    return triplets.shape[0], 0
-
-
-def loreta_general_step(A, B, G1, G2):
-    """Algorithm 2 (general LORETA): factors of ``R_x(G1 G2^T)`` for
-    ``x = A B^T`` and a rank-r step ``G1 G2^T = -eta grad`` (G1: n x r,
-    G2: m x r, dense).  Pseudo-inverses are computed afresh (O((n+m)k^2)).
-    Returns new ``(A, B)``."""
-    PA = pinv_full_column_rank(A)          # (A^+)^T
-    PB = pinv_full_column_rank(B)
-    Ahat = PA.T @ G1                       # k x r
-    Bhat = PB.T @ G2                       # k x r
-    ProjAG = A @ Ahat                      # n x r
-    Q = Bhat.T @ Ahat                      # r x r
-    A_delta = -0.5 * ProjAG + 0.375 * ProjAG @ Q + G1 - 0.5 * G1 @ Q
-    GBproj = (G2.T @ B) @ PB.T             # r x m
-    B_delta = -0.5 * GBproj + 0.375 * Q @ GBproj + G2.T - 0.5 * Q @ G2.T
-    return A + A_delta @ Bhat.T, B + (Ahat @ B_delta).T
+__all__ = ["LORETA"]
 
 
 class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
@@ -143,9 +54,9 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
     ----------
     rank : int, default=10
         k, the rank of ``W = A B^T`` (at most the number of features).
-    step_size : float, default=0.1
-        eta, the constant step size.
-    n_epochs : int, default=1
+    eta0 : float, default=0.1
+        The constant step size (eta in the paper, Algorithms 2-3).
+    max_iter : int, default=1
         Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=100000
         Random class triplets sampled by ``fit`` from labels.
@@ -163,6 +74,10 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
         Steps between drift checks of the maintained pseudo-inverses.
     pinv_tol : float, default=1e-8
         Recompute the pseudo-inverses when ``||A^+ A - I||_F`` exceeds it.
+    tol : float or None, default=None
+        None: all ``max_iter`` passes (the paper's fixed budget); a float:
+        stop when the mean hinge loss of a pass changed by less than ``tol``
+        relative to the previous pass.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -172,14 +87,17 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
         Factors, ``W = A_ B_^T``; the similarity is ``(x^T A_) (B_^T y)``.
     pinv_A_, pinv_B_ : ndarray of shape (n_features, rank)
         ``(A_^+)^T`` and ``(B_^+)^T`` (LORETA-1 state).
-    n_steps_ : int
-        Triplets processed.
+    t_ : int
+        Triplets processed (over all calls).
+    n_iter_ : int
+        Passes made by the last ``fit`` (1 after ``partial_fit``).
+    stop_reason_ : {"tol", "max_iter"}
     n_pinv_refresh_ : int
         Times the pseudo-inverses were recomputed.
     history_ : dict of lists
-        Per epoch / ``partial_fit`` call: ``step``, ``seconds``, ``loss``,
-        ``avg_loss``, ``mistake_rate`` (as OASIS) and ``pinv_drift`` (the
-        largest drift measured since the previous record).
+        One record per pass / ``partial_fit`` call: ``step``, ``seconds``,
+        ``loss``, ``avg_loss``, ``mistake_rate`` (as OASIS) and
+        ``pinv_drift`` (the largest drift measured since the previous record).
 
     Notes
     -----
@@ -188,29 +106,37 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
     general step per block of r consecutive triplets (the last block may be
     shorter).  X may be CSR with any number of features; the data are never
     densified and the memory is O(n k).
+
+    A step size too large for the data makes LORETA diverge (e.g. the
+    defaults on the unscaled ``vowel`` set, whose loss grows from 0.6 to
+    thousands); the divergence watch of the online learners stops such a run
+    with a FloatingPointError advising a smaller ``eta0``.
     """
 
     _history_keys = ("loss", "avg_loss", "mistake_rate", "pinv_drift")
+    _advice = "lower the step size (eta0) or the rank, or scale the features down"
+    _fitted_arrays = {name: ArraySpec(("d", "rank"))
+                      for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
-    def __init__(self, rank=10, step_size=0.1, n_epochs=1, n_triplets=100000, batch_size=1,
+    def __init__(self, rank=10, eta0=0.1, max_iter=1, n_triplets=100000, batch_size=1,
                  algorithm="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
-                 random_state=None, verbose=0):
+                 tol=None, random_state=None, verbose=0):
         self.rank = rank
-        self.step_size = step_size
-        self.n_epochs = n_epochs
+        self.eta0 = eta0
+        self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.batch_size = batch_size
         self.algorithm = algorithm
         self.init = init
         self.pinv_check_every = pinv_check_every
         self.pinv_tol = pinv_tol
+        self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
 
     def _validate_params(self):
         check_lowrank_params(self, pinv=True)
-        check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
-                           low_inclusive=False)
+        check_scalar_param(self.eta0, "eta0", self, kind="real", low=0, low_inclusive=False)
         check_scalar_param(self.batch_size, "batch_size", self, kind="int", low=1)
         check_choice_param(self.algorithm, "algorithm", self, ("auto", "general"))
         self._validate_common()
@@ -218,93 +144,78 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
     # model -------------------------------------------------------------
     def _init_model(self, n_features, rng):
         self._init_factors(n_features, rng)
-        self._refresh_pinv()
         self.n_pinv_refresh_ = 0
-        self._since_check = 0
-        self._drift = 0.0
+        self._factors = PinvFactors(self.A_, self.B_, check_every=self.pinv_check_every,
+                                    tol=self.pinv_tol, owner="LORETA")
+        self._store()
 
-    def _refresh_pinv(self) -> None:
-        """Re-factor W = A B^T with balanced factors and exact pseudo-inverses
-        (:func:`tripletml.linalg.balanced_factors`); W is unchanged."""
-        try:
-            self.A_, self.B_, self.pinv_A_, self.pinv_B_ = balanced_factors(self.A_, self.B_)
-        except np.linalg.LinAlgError:
-            raise FloatingPointError(
-                f"LORETA: W = A B^T lost rank {self.rank} after step {self.n_steps_}; lower "
-                "the step size or the rank.") from None
+    def _store(self):
+        f = self._factors
+        self.A_, self.B_, self.pinv_A_, self.pinv_B_ = f.A, f.B, f.PA, f.PB
+        self.n_pinv_refresh_ = f.n_refresh
 
-    def _check_pinv(self) -> None:
-        drift = max(pinv_drift(self.A_, self.pinv_A_), pinv_drift(self.B_, self.pinv_B_))
-        self._drift = max(self._drift, drift)
-        if not drift <= self.pinv_tol:
-            self._refresh_pinv()
-            self.n_pinv_refresh_ += 1
-        self._since_check = 0
+    def _check_resumable(self):
+        f = getattr(self, "_factors", None)
+        if f is None or any(a is not b for a, b in zip(
+                (f.A, f.B, f.PA, f.PB), (self.A_, self.B_, self.pinv_A_, self.pinv_B_))):
+            # loaded from a file, or the factors were set by hand
+            self._factors = PinvFactors(self.A_, self.B_, self.pinv_A_, self.pinv_B_,
+                                        check_every=self.pinv_check_every, tol=self.pinv_tol,
+                                        owner="LORETA", n_refresh=self.n_pinv_refresh_)
+        self._factors.check_every = int(self.pinv_check_every)
+        self._factors.tol = float(self.pinv_tol)
+
+    def _block_multiple(self):
+        return 1 if self.batch_size == 1 and self.algorithm == "auto" else int(self.batch_size)
+
+    def _record_extra(self):
+        drift = self._factors.drift
+        self._factors.reset_drift()
+        return {"pinv_drift": drift}
 
     def _run_steps(self, Xc, triplets):
+        self._check_resumable()
         m = triplets.shape[0]
         losses, margins = np.zeros(m), np.zeros(m)
         if self.batch_size == 1 and self.algorithm == "auto":
             self._loreta1(Xc, triplets, losses, margins)
         else:
             self._general(Xc, triplets, losses, margins)
+        self._store()
         return losses, margins
 
     def _loreta1(self, Xc, triplets, losses, margins):
         n = self.A_.shape[0]
         work = [np.empty(n) for _ in range(4)]
         vidx, vval = diff_buffers(Xc)
-        every = int(self.pinv_check_every)
-        t, m = 0, triplets.shape[0]
-        while t < m:
-            stop = min(m, t + every - self._since_check)
-            t_new, flags = _loreta1_steps(self.A_, self.pinv_A_, self.B_, self.pinv_B_,
-                                          Xc.indptr, Xc.indices, Xc.data, triplets[:stop], t,
-                                          float(self.step_size), losses, margins, vidx, vval,
-                                          *work)
-            if flags < 0:
-                raise self._diverged(self.n_steps_ + t_new + 1)
-            self._since_check += t_new - t
-            t = t_new
-            if flags > 0:  # Meyer's formula not applicable (beta ~ 0): recompute
-                self._refresh_pinv()
-                self.n_pinv_refresh_ += 1
-            if self._since_check >= every:
-                self._check_pinv()
+        eta = float(self.eta0)
+
+        def kernel(f, start, stop):
+            return loreta1_triplet_steps(f.A, f.PA, f.B, f.PB, Xc.indptr, Xc.indices, Xc.data,
+                                         triplets, start, stop, eta, losses, margins, vidx,
+                                         vval, *work)
+
+        self._factors.run(kernel, triplets.shape[0], self._diverged, step0=self.t_)
 
     def _general(self, Xc, triplets, losses, margins):
         r = int(self.batch_size)
-        eta = float(self.step_size)
+        eta = float(self.eta0)
+        f = self._factors
         for s in range(0, triplets.shape[0], r):
             blk = triplets[s:s + r]
             Q = Xc[blk[:, 0]]
             V = Xc[blk[:, 1]] - Xc[blk[:, 2]]
-            mg = np.asarray(((Q @ self.A_) * (V @ self.B_)).sum(axis=1)).ravel()
+            mg = np.asarray(((Q @ f.A) * (V @ f.B)).sum(axis=1)).ravel()
             if not np.isfinite(mg).all():
-                raise self._diverged(self.n_steps_ + s + 1)
+                raise self._diverged(self.t_ + s + 1)
             margins[s:s + r] = mg
-            losses[s:s + r] = np.maximum(0.0, 1.0 - mg)
-            active = mg < 1.0
+            losses[s:s + r] = triplet_hinge_array(mg)
+            active = losses[s:s + r] > 0.0
             if not active.any():
                 continue
             # -eta * grad of the mean hinge loss = (eta / r) sum_active q v^T
             G1 = (Q[active].T * (eta / blk.shape[0])).toarray()
             G2 = V[active].T.toarray()
-            self.A_, self.B_ = loreta_general_step(self.A_, self.B_, G1, G2)
+            f.A, f.B = loreta_general_step(f.A, f.B, G1, G2)
         # Algorithm 2 keeps no pseudo-inverses; store exact ones for the state
-        self.pinv_A_ = pinv_full_column_rank(self.A_)
-        self.pinv_B_ = pinv_full_column_rank(self.B_)
-
-    def _steps_and_record(self, Xc, triplets, hist):
-        self._drift = 0.0
-        losses, margins = self._run_steps(Xc, triplets)
-        if not self._model_finite():
-            raise self._diverged(self.n_steps_ + triplets.shape[0])
-        self._record(hist, losses, margins, pinv_drift=self._drift)
-
-    def _check_resumable(self):
-        if not hasattr(self, "_since_check"):  # e.g. loaded from a file
-            self._since_check = 0
-            self._drift = 0.0
-
-    _factor_attrs = ("A_", "B_", "pinv_A_", "pinv_B_")
+        f.exact()

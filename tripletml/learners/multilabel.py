@@ -8,7 +8,8 @@ one, so LORETA-1 applies to the factored ``W = A B^T`` (A: L x k, B: d x k).
 
 * :class:`LORETAMultilabel` -- LORETA-1 on ``W = A B^T``.
 * :class:`IterativePAMultilabel` -- passive-aggressive steps alternating over
-  A and B (the paper's "PA" baseline): ``A += eta_A g (B^T p)^T`` with
+  A and B (the paper's "PA" baseline; no step size, only the cap C):
+  ``A += eta_A g (B^T p)^T`` with
   ``eta_A = min(l / (||g||^2 ||B^T p||^2), C)``, then, with the loss and g
   recomputed, ``B += eta_B p (A^T g)^T`` with
   ``eta_B = min(l / (||p||^2 ||A^T g||^2), C)``.
@@ -18,6 +19,14 @@ one, so LORETA-1 applies to the factored ``W = A B^T`` (A: L x k, B: d x k).
 ``fit(X, Y)`` takes a binary indicator matrix Y (n x L, dense or sparse);
 ``decision_function(X)`` returns the (n x L) label scores; ``score(X, Y)`` is
 the label-ranking mAP (:func:`tripletml.metrics.label_ranking_map`).
+
+Training follows the online learners' rules (:mod:`tripletml.learners._online`):
+``max_iter`` passes over the samples (``tol=None``: all of them; a ``tol``:
+stop when a pass's mean loss changed by less than ``tol`` relatively),
+``t_``, ``n_iter_``, ``stop_reason_``, passes run in blocks whose mean loss
+feeds the divergence watch, and ``history_`` holds one record per pass /
+``partial_fit`` call.  LORETAMultilabel shares LORETA's kernels and drift
+control (:mod:`tripletml.solvers.loreta`).
 """
 from __future__ import annotations
 
@@ -27,13 +36,17 @@ from numba import njit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .._progress import progress
+from .._arrayspec import ArraySpec
+from .._progress import progress_bar
+from .._stopping import finish, relative_change
 from .._validation import check_random_state, check_scalar_param, check_X
 from ..base import MODEL_REGISTRY, History
-from ..linalg import (FAST, as_csr, balanced_factors, pinv_drift)
+from ..linalg._flags import FAST
+from ..linalg.sparse_rows import as_csr
 from ..losses import multilabel_hinge
+from ..solvers.loreta import PinvFactors, loreta1_update
+from ._online import BLOCK_MIN, WATCH_HEAD, _BlockWatch, block_size
 from .factored import check_lowrank_params, init_factors
-from .loreta import loreta1_update
 
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron"]
 
@@ -153,6 +166,16 @@ def check_indicator(Y, n_samples: int, owner) -> sp.csr_matrix:
     return Ys
 
 
+def multilabel_hinge_rows(S: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """:func:`tripletml.losses.multilabel_hinge` of every row of the scores S
+    (n x L) against the boolean labels Y (n x L), vectorised: 0 for a row
+    without a true or without a false label."""
+    best = np.where(Y, -np.inf, S).max(axis=1)
+    h = np.where(Y, np.maximum(best[:, None] - S + 1.0, 0.0), 0.0)
+    ok = Y.any(axis=1) & ~Y.all(axis=1)
+    return np.where(ok, h.sum(axis=1), 0.0)
+
+
 def _with_intercept(X, on: bool):
     """Append a constant-1 feature (the label biases live in W's last column)."""
     if not on:
@@ -198,9 +221,11 @@ class _MultilabelRanker(BaseEstimator):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"{type(self).__name__}: parameter fit_intercept="
                             f"{self.fit_intercept!r} must be True or False.")
-        check_scalar_param(self.step_size, "step_size", self, kind="real", low=0,
-                           low_inclusive=False)
-        check_scalar_param(self.n_epochs, "n_epochs", self, kind="int", low=1)
+        if "eta0" in self._get_param_names():
+            check_scalar_param(self.eta0, "eta0", self, kind="real", low=0,
+                               low_inclusive=False)
+        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
+        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
         check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
 
     def _validate_params(self):
@@ -211,58 +236,92 @@ class _MultilabelRanker(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
+    @property
+    def n_columns_(self) -> int:
+        """Columns of W: ``n_features_in_`` plus one with ``fit_intercept``
+        (derived, never stored; the shape of B_ / W_ is checked against it)."""
+        return int(self.n_features_in_) + bool(self.fit_intercept)
+
+    _advice = "lower the step size (eta0) or scale the features down"
+
     # state ----------------------------------------------------------------
     def _init_model(self, d, L, rng):
         raise NotImplementedError
+
+    def _check_resumable(self):
+        """Rebuild solver state that is not stored (override)."""
 
     def _arrays(self):
         z = np.zeros((1, 1))
         return (getattr(self, "A_", z), getattr(self, "pinv_A_", z), getattr(self, "B_", z),
                 getattr(self, "pinv_B_", z), getattr(self, "W_", z))
 
-    def _after_chunk(self):
-        """Hook after a run of steps (LORETA: drift check)."""
+    def _diverged(self, step):
+        return FloatingPointError(
+            f"{type(self).__name__}: training diverged (non-finite label scores at step "
+            f"{step}); {self._advice}.")
 
-    def _on_flags(self, flags):  # pragma: no cover - LORETA only
-        pass
-
-    def _run(self, Xc, Yc, order, hist):
+    def _kernel(self, arrays, Xc, Yc, order, losses):
+        """Steps over samples ``order``; ``(count done, flags)`` as
+        :func:`_multilabel_steps`."""
         L = Yc.shape[1]
+        n_big = max(L, Xc.shape[1])
+        work = (np.empty(L), np.empty(L), np.empty(Xc.shape[1]), np.empty(n_big),
+                np.empty(n_big))
+        return _multilabel_steps(self._method, *arrays, Xc.indptr, Xc.indices, Xc.data,
+                                 Yc.indptr, Yc.indices, order,
+                                 float(getattr(self, "eta0", 0.0)),
+                                 float(getattr(self, "C", 0.0)), losses, *work)
+
+    def _run_block(self, Xc, Yc, order):
+        """Steps on the samples ``order``; returns their losses."""
+        losses = np.zeros(order.shape[0])
+        t, flags = self._kernel(self._arrays(), Xc, Yc, order, losses)
+        if flags < 0:
+            raise self._diverged(self.t_ + t + 1)
+        return losses
+
+    def _initial_loss(self, Xc, Yc, order):
+        """Mean multi-label hinge of the initial model on (up to) the first
+        ``WATCH_HEAD`` samples of ``order``: the divergence watch's reference."""
+        rows = order[:WATCH_HEAD]
+        if rows.shape[0] == 0:
+            return None
+        with np.errstate(all="ignore"):
+            S = np.asarray(self._scores(Xc[rows]), dtype=float)
+        return float(np.mean(multilabel_hinge_rows(S, Yc[rows].toarray().astype(bool))))
+
+    def _run_pass(self, Xc, Yc, order, bar=None):
         m = order.shape[0]
-        losses = np.zeros(m)
-        d = Xc.shape[1]
-        n_big = max(L, d)
-        work = (np.empty(L), np.empty(L), np.empty(d), np.empty(n_big), np.empty(n_big))
-        t = 0
-        while t < m:
-            stop = self._chunk_end(t, m)
-            t_new, flags = _multilabel_steps(
-                self._method, *self._arrays(), Xc.indptr, Xc.indices, Xc.data, Yc.indptr,
-                Yc.indices, order[t:stop],
-                float(self.step_size), float(getattr(self, "C", 0.0)), losses[t:stop], *work)
-            if flags < 0:
-                raise FloatingPointError(
-                    f"{type(self).__name__}: training diverged (non-finite label scores at "
-                    f"step {self.n_steps_ + t + t_new + 1}); lower the step size.")
-            self._steps_done = t_new
-            t += t_new
-            if flags > 0:
-                self._on_flags(flags)
-            self._after_chunk()
+        losses = np.empty(m)
+        block = self._watch.block
+        for s in range(0, m, block):
+            sl = order[s:s + block]
+            lo = self._run_block(Xc, Yc, sl)
+            t0 = self.t_
+            self.t_ = t0 + sl.shape[0]
+            losses[s:s + sl.shape[0]] = lo
+            self._watch.add(lo, t0)
+            if bar is not None:
+                bar.update(sl.shape[0])
         if not all(np.isfinite(a).all() for a in self._arrays()):
             raise FloatingPointError(f"{type(self).__name__}: training diverged (the model "
-                                     "became NaN/inf); lower the step size.")
-        prev = self.n_steps_
-        self.n_steps_ = prev + m
-        before = hist.data["avg_loss"][-1] * prev if prev else 0.0
-        hist.record(self.n_steps_, loss=float(losses.mean()),
-                    avg_loss=(before + float(losses.sum())) / self.n_steps_)
+                                     f"became NaN/inf); {self._advice}.")
+        return losses
 
-    def _chunk_end(self, t, m):
-        return m
+    def _record(self, hist, losses):
+        prev = self._t_recorded
+        self._t_recorded = T = prev + losses.shape[0]
+        before = hist.data["avg_loss"][-1] * prev if prev else 0.0
+        hist.record(T, loss=float(losses.mean()) if losses.size else 0.0,
+                    avg_loss=(before + float(losses.sum())) / T, **self._record_extra())
+
+    def _record_extra(self):
+        return {}
 
     def fit(self, X, Y):
-        """Fit on samples X (n x d, dense or CSR) and labels Y (n x L, 0/1).
+        """Fit on samples X (n x d, dense or CSR) and labels Y (n x L, 0/1):
+        up to ``max_iter`` passes, each over the samples in a new random order.
 
         Returns
         -------
@@ -277,20 +336,39 @@ class _MultilabelRanker(BaseEstimator):
         d = X.shape[1]
         X = _with_intercept(X, self.fit_intercept)
         self._init_model(X.shape[1], Yc.shape[1], rng)
-        self.n_features_in_ = d
         self.n_labels_ = Yc.shape[1]
-        self.n_steps_ = 0
+        self.t_ = 0
+        self._t_recorded = 0
+        n = X.shape[0]
         Xc = as_csr(X)
-        hist = History(keys=("loss", "avg_loss"))
+        self._watch = _BlockWatch(self, block_size(n), self._advice,
+                                  self._initial_loss(Xc, Yc, np.arange(n)))
+        hist = History(keys=self._history_keys)
+        bar = progress_bar(int(self.max_iter) * n, verbose=self.verbose,
+                           desc=type(self).__name__, unit="sample")
+        reason, criterion, prev, n_done = "max_iter", None, None, 0
         try:
-            for _ in progress(range(self.n_epochs), total=self.n_epochs, verbose=self.verbose,
-                              desc=type(self).__name__, unit="epoch"):
-                self._run(Xc, Yc, rng.permutation(X.shape[0]), hist)
-        except Exception:
-            del self.n_features_in_
-            raise
+            for _ in range(int(self.max_iter)):
+                losses = self._run_pass(Xc, Yc, rng.permutation(n), bar)
+                n_done += 1
+                self._record(hist, losses)
+                loss = float(losses.mean())
+                criterion = None if prev is None else relative_change(prev, loss)
+                prev = loss
+                if self.tol is not None and criterion is not None and criterion <= self.tol:
+                    reason = "tol"
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+        self.n_features_in_ = d
         self.history_ = hist.data
+        finish(self, n_done, reason, tol=self.tol, criterion=criterion,
+               what="relative change of the mean loss between passes",
+               advice="increase max_iter or tol, or set tol=None for a fixed budget")
         return self
+
+    _history_keys = ("loss", "avg_loss")
 
     def partial_fit(self, X, Y):
         """One online step per sample (row of X and Y), in order; the first
@@ -311,19 +389,29 @@ class _MultilabelRanker(BaseEstimator):
                                                                            self))
             self.n_features_in_ = d
             self.n_labels_ = Yc.shape[1]
-            self.n_steps_ = 0
+            self.t_ = 0
             self.history_ = {}
-        elif Yc.shape[1] != self.n_labels_:
-            raise ValueError(f"{type(self).__name__}: Y has {Yc.shape[1]} labels, the model "
-                             f"{self.n_labels_}.")
-        hist = History(self.history_, keys=("loss", "avg_loss"))
+            self._watch = None
+        else:
+            if Yc.shape[1] != self.n_labels_:
+                raise ValueError(f"{type(self).__name__}: Y has {Yc.shape[1]} labels, the "
+                                 f"model {self.n_labels_}.")
+            self._check_resumable()
+            if getattr(self, "_watch", None) is None:      # e.g. loaded from a file
+                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice)
+        self._t_recorded = self.t_
+        hist = History(self.history_, keys=self._history_keys)
         try:
-            self._run(as_csr(X), Yc, np.arange(X.shape[0]), hist)
+            if first:
+                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice, self._initial_loss(
+                    as_csr(X), Yc, np.arange(X.shape[0])))
+            self._record(hist, self._run_pass(as_csr(X), Yc, np.arange(X.shape[0])))
         except Exception:
             if first:
                 del self.n_features_in_
             raise
         self.history_ = hist.data
+        finish(self, 1, "max_iter")      # one pass over the given samples
         return self
 
     def decision_function(self, X) -> np.ndarray:
@@ -342,46 +430,74 @@ class _MultilabelRanker(BaseEstimator):
         return label_ranking_map(Yc, self._scores(_with_intercept(X, self.fit_intercept)))
 
 
+_ATTRIBUTES = """
+    Attributes
+    ----------
+    n_labels_ : int
+    n_features_in_ : int
+    t_ : int
+        Samples processed (over all calls).
+    n_iter_ : int
+        Passes made by the last ``fit`` (1 after ``partial_fit``).
+    stop_reason_ : {"tol", "max_iter"}
+    history_ : dict of lists
+        One record per pass / ``partial_fit`` call: ``step``, ``seconds``,
+        ``loss`` (mean multi-label hinge since the previous record),
+        ``avg_loss`` (running mean)."""
+
+_TOL = """
+    tol : float or None, default=None
+        None: all ``max_iter`` passes (the paper's fixed budget); a float:
+        stop when the mean loss of a pass changed by less than ``tol``
+        relative to the previous pass."""
+
+
 class LORETAMultilabel(_MultilabelRanker):
-    """Low-rank multi-label ranking by LORETA-1 (LORETA paper, section 5.2).
+    __doc__ = """Low-rank multi-label ranking by LORETA-1 (LORETA paper, section 5.2).
 
     Parameters
     ----------
     rank : int, default=5
         k <= min(n_labels, n_features).
-    step_size : float, default=0.1
-    n_epochs : int, default=10
+    eta0 : float, default=0.1
+        The constant step size (eta in the paper).
+    max_iter : int, default=10
         Passes over the samples (each in a new random order).
     init : {"identity", "random"}, default="identity"
         ``A = [I_k; 0]`` (L x k), ``B = [I_k; 0]`` (d x k), or random normal.
     fit_intercept : bool, default=True
         Append a constant feature (label priors; see the class notes).
     pinv_check_every, pinv_tol : int, float
-        Drift control of the maintained pseudo-inverses, as :class:`LORETA`.
+        Drift control of the maintained pseudo-inverses, as :class:`LORETA`.""" + _TOL + """
     random_state : None, int or numpy Generator
     verbose : int, default=0
-
-    Attributes
-    ----------
+""" + _ATTRIBUTES + """
     A_ : ndarray (n_labels, rank)
     B_ : ndarray (n_features [+ 1], rank)
         ``W = A_ B_^T`` (the last row of B_ belongs to the intercept feature).
     pinv_A_, pinv_B_ : transposed pseudo-inverses of A_, B_
-    n_labels_, n_features_in_, n_steps_, n_pinv_refresh_, history_
+    n_pinv_refresh_ : int
+        Re-factorings by the drift control.
     """
 
     _method = _LORETA
+    _fitted_arrays = {"A_": ArraySpec(("n_labels_", "rank")),
+                      "pinv_A_": ArraySpec(("n_labels_", "rank")),
+                      "B_": ArraySpec(("n_columns_", "rank")),
+                      "pinv_B_": ArraySpec(("n_columns_", "rank"))}
+    _history_keys = ("loss", "avg_loss", "pinv_drift")
 
-    def __init__(self, rank=5, step_size=0.1, n_epochs=10, init="identity",
-                 fit_intercept=True, pinv_check_every=1000, pinv_tol=1e-8, random_state=None,
+    def __init__(self, rank=5, eta0=0.1, max_iter=10, init="identity", fit_intercept=True,
+                 pinv_check_every=1000, pinv_tol=1e-8, tol=None, random_state=None,
                  verbose=0):
         self.rank = rank
         self.fit_intercept = fit_intercept
-        self.step_size = step_size
-        self.n_epochs = n_epochs
+        self.eta0 = eta0
+        self.max_iter = max_iter
         self.init = init
         self.pinv_check_every = pinv_check_every
         self.pinv_tol = pinv_tol
+        self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
 
@@ -393,61 +509,87 @@ class LORETAMultilabel(_MultilabelRanker):
         if self.rank > min(d, L):
             raise ValueError(f"LORETAMultilabel: rank={self.rank} exceeds min(n_labels={L}, "
                              f"n_features={d}).")
-        self.A_, self.B_ = init_factors(L, d, int(self.rank), self.init, rng)
-        self._refresh()
-        self.n_pinv_refresh_ = 0
-        self._since_check = 0
+        A, B = init_factors(L, d, int(self.rank), self.init, rng)
+        self._factors = PinvFactors(A, B, check_every=self.pinv_check_every,
+                                    tol=self.pinv_tol, owner="LORETAMultilabel")
+        self._store()
 
-    def _refresh(self):
-        self.A_, self.B_, self.pinv_A_, self.pinv_B_ = balanced_factors(self.A_, self.B_)
+    def _store(self):
+        f = self._factors
+        self.A_, self.B_, self.pinv_A_, self.pinv_B_ = f.A, f.B, f.PA, f.PB
+        self.n_pinv_refresh_ = f.n_refresh
 
-    def _chunk_end(self, t, m):
-        if not hasattr(self, "_since_check"):
-            self._since_check = 0
-        return min(m, t + int(self.pinv_check_every) - self._since_check)
+    def _check_resumable(self):
+        f = getattr(self, "_factors", None)
+        if f is None or any(a is not b for a, b in zip(
+                (f.A, f.B, f.PA, f.PB), (self.A_, self.B_, self.pinv_A_, self.pinv_B_))):
+            self._factors = PinvFactors(self.A_, self.B_, self.pinv_A_, self.pinv_B_,
+                                        check_every=self.pinv_check_every, tol=self.pinv_tol,
+                                        owner="LORETAMultilabel",
+                                        n_refresh=self.n_pinv_refresh_)
+        self._factors.check_every = int(self.pinv_check_every)
+        self._factors.tol = float(self.pinv_tol)
 
-    def _on_flags(self, flags):
-        self._refresh()
-        self.n_pinv_refresh_ += 1
+    def _record_extra(self):
+        drift = self._factors.drift
+        self._factors.reset_drift()
+        return {"pinv_drift": drift}
 
-    def _after_chunk(self):
-        self._since_check += self._steps_done
-        if self._since_check >= self.pinv_check_every:
-            drift = max(pinv_drift(self.A_, self.pinv_A_), pinv_drift(self.B_, self.pinv_B_))
-            if not drift <= self.pinv_tol:
-                self._refresh()
-                self.n_pinv_refresh_ += 1
-            self._since_check = 0
+    def _run_block(self, Xc, Yc, order):
+        losses = np.zeros(order.shape[0])
+        z = np.zeros((1, 1))
+
+        def kernel(f, start, stop):
+            done, flags = self._kernel((f.A, f.PA, f.B, f.PB, z), Xc, Yc, order[start:stop],
+                                       losses[start:stop])
+            return start + done, flags
+
+        try:
+            self._factors.run(kernel, order.shape[0], self._diverged, step0=self.t_)
+        finally:
+            self._store()
+        return losses
 
     def _scores(self, X):
         return np.asarray(X @ self.B_) @ self.A_.T
 
 
 class IterativePAMultilabel(_MultilabelRanker):
-    """Alternating passive-aggressive multi-label ranking on ``W = A B^T``.
+    __doc__ = """Alternating passive-aggressive multi-label ranking on ``W = A B^T``.
+
+    The steps are ``A += eta_A g (B^T p)^T``,
+    ``eta_A = min(l / (||g||^2 ||B^T p||^2), C)``, then with the loss and g
+    recomputed ``B += eta_B p (A^T g)^T``,
+    ``eta_B = min(l / (||p||^2 ||A^T g||^2), C)``: no step size.
 
     Parameters
     ----------
     rank : int, default=5
     C : float, default=0.1
-        Cap on the PA step sizes.
-    step_size : float, default=1.0
-        Unused by the PA steps (kept for a uniform interface).
-    n_epochs : int, default=10
+        Cap on the PA step sizes (C in the paper, PA-I).
+    max_iter : int, default=10
+        Passes over the samples.
     init : {"identity", "random"}, default="identity"
+    fit_intercept : bool, default=True""" + _TOL + """
     random_state, verbose
+""" + _ATTRIBUTES + """
+    A_ : ndarray (n_labels, rank)
+    B_ : ndarray (n_features [+ 1], rank)
     """
 
     _method = _PA
+    _fitted_arrays = {"A_": ArraySpec(("n_labels_", "rank")),
+                      "B_": ArraySpec(("n_columns_", "rank"))}
+    _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=5, C=0.1, step_size=1.0, n_epochs=10, init="identity",
-                 fit_intercept=True, random_state=None, verbose=0):
+    def __init__(self, rank=5, C=0.1, max_iter=10, init="identity", fit_intercept=True,
+                 tol=None, random_state=None, verbose=0):
         self.rank = rank
         self.fit_intercept = fit_intercept
         self.C = C
-        self.step_size = step_size
-        self.n_epochs = n_epochs
+        self.max_iter = max_iter
         self.init = init
+        self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
 
@@ -467,28 +609,41 @@ class IterativePAMultilabel(_MultilabelRanker):
 
 
 class MatrixPerceptron(_MultilabelRanker):
-    """Full-rank multi-label ranking by conservative subgradient steps
-    ``W += eta g p^T`` on the multi-label hinge loss (W starts at 0).
+    __doc__ = """Full-rank multi-label ranking by conservative subgradient steps
+    ``W += eta0 g p^T`` on the multi-label hinge loss (W starts at 0).
 
     Parameters
     ----------
-    step_size : float, default=0.1
-    n_epochs : int, default=10
+    eta0 : float, default=0.1
+        The constant step size (eta).
+    max_iter : int, default=10
+        Passes over the samples.
+    fit_intercept : bool, default=True""" + _TOL + """
     random_state, verbose
+""" + _ATTRIBUTES + """
+    W_ : ndarray (n_labels, n_features [+ 1])
     """
 
     _method = _PERCEPTRON
+    _fitted_arrays = {"W_": ArraySpec(("n_labels_", "n_columns_"))}
 
-    def __init__(self, step_size=0.1, n_epochs=10, fit_intercept=True, random_state=None,
+    def __init__(self, eta0=0.1, max_iter=10, fit_intercept=True, tol=None, random_state=None,
                  verbose=0):
         self.fit_intercept = fit_intercept
-        self.step_size = step_size
-        self.n_epochs = n_epochs
+        self.eta0 = eta0
+        self.max_iter = max_iter
+        self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
 
     def _init_model(self, d, L, rng):
         self.W_ = np.zeros((L, d))
+
+    def _check_resumable(self):
+        W = getattr(self, "W_", None)
+        if not isinstance(W, np.ndarray) or W.shape != (self.n_labels_, self.n_columns_):
+            raise ValueError(f"MatrixPerceptron: W_ has shape {getattr(W, 'shape', None)}, "
+                             f"expected ({self.n_labels_}, {self.n_columns_}).")
 
     def _scores(self, X):
         return np.asarray(X @ self.W_.T)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from sklearn.utils.validation import check_is_fitted
 
+from .._arrayspec import ArraySpec
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
-from ..linalg import (csr_row_diff, diff_buffers, sparse_bilinear,
-                      sparse_rank_one_update)
+from ..linalg.sparse_rows import (csr_row_diff, diff_buffers, sparse_bilinear,
+                                  sparse_rank_one_update)
+from ..losses import triplet_hinge
 from ._online import OnlineTripletLearner
 
 __all__ = ["OASIS"]
@@ -37,14 +38,11 @@ def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, v
         if not (np.isfinite(m) and np.isfinite(nrm)):
             return t
         margins[t] = m
-        loss = 1.0 - m
-        if loss > 0.0:
-            losses[t] = loss
-            if nrm > 0.0:
-                tau = min(C, loss / nrm)
-                sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
-        else:
-            losses[t] = 0.0
+        loss = triplet_hinge(m)
+        losses[t] = loss
+        if loss > 0.0 and nrm > 0.0:
+            tau = min(C, loss / nrm)                          # PA-I step (eq. 6)
+            sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
     return -1
 
 
@@ -54,28 +52,36 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     Parameters
     ----------
     C : float, default=0.1
-        Aggressiveness cap on the step ``tau`` (PA-I).
-    n_epochs : int, default=1
+        Aggressiveness cap on the step ``tau`` (C in the paper, PA-I, eq. 6).
+    max_iter : int, default=1
         Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=10000
         Random class triplets sampled by ``fit`` when labels are given.
     init : {"identity", "zeros"}, default="identity"
         Initial W (the paper uses the identity).
+    tol : float or None, default=None
+        None: make all ``max_iter`` passes (the paper's fixed budget).  A
+        float: stop after the first pass whose mean hinge loss changed by
+        less than ``tol`` relative to the previous pass (ConvergenceWarning
+        if ``max_iter`` passes end first).
     random_state : None, int or numpy Generator
         Seeds triplet sampling and the step order.
     verbose : int, default=0
-        Progress bar over epochs on a terminal when > 0.
+        Progress bar over the steps on a terminal when > 0.
 
     Attributes
     ----------
     W_ : ndarray of shape (n_features, n_features)
         The learned bilinear matrix.
     n_features_in_ : int
-    n_steps_ : int
-        Number of PA steps taken.
+    t_ : int
+        Number of PA steps taken (over all ``fit``/``partial_fit`` calls).
+    n_iter_ : int
+        Passes made by the last ``fit`` (1 after ``partial_fit``).
+    stop_reason_ : {"tol", "max_iter"}
     history_ : dict of lists
-        ``step``, ``seconds``, ``loss`` (mean hinge loss of the steps since the
-        previous record), ``avg_loss`` (cumulative average loss, OASIS paper
+        One record per pass (per ``partial_fit`` call): ``step``, ``seconds``,
+        ``loss`` (mean hinge loss of the steps since the previous record), ``avg_loss`` (cumulative average loss, OASIS paper
         Fig. 1 / SDCA paper Fig. 1) and ``mistake_rate`` (cumulative fraction
         of steps whose triplet was violated before the update).
 
@@ -85,14 +91,16 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ``O(nnz(q) (nnz(p+) + nnz(p-)))`` (``O(d^2)`` for dense rows).
     """
 
-    _square_attrs = ("W_",)
+    _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
+    _advice = "lower C or scale the features down"
 
-    def __init__(self, C=0.1, n_epochs=1, n_triplets=10000, init="identity",
+    def __init__(self, C=0.1, max_iter=1, n_triplets=10000, init="identity", tol=None,
                  random_state=None, verbose=0):
         self.C = C
-        self.n_epochs = n_epochs
+        self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.init = init
+        self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
 
@@ -112,7 +120,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         bad = _oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
                            losses, margins, *diff_buffers(Xc))
         if bad >= 0:
-            raise self._diverged(self.n_steps_ + bad + 1)
+            raise self._diverged(self.t_ + bad + 1)
         return losses, margins
 
     def _model_finite(self):
@@ -121,7 +129,6 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     def _apply(self, X):
         return np.asarray(X @ self.W_)
 
-    def get_bilinear_matrix(self) -> np.ndarray:
+    def _bilinear_matrix(self) -> np.ndarray:
         """The learned W (a copy)."""
-        check_is_fitted(self, "W_")
         return self.W_.copy()

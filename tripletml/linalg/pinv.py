@@ -1,11 +1,18 @@
 """Full-column-rank factors, their pseudo-inverses and Meyer's rank-one
-pseudo-inverse update (LORETA, Theorem 1; the multi-label rankers)."""
+pseudo-inverse update (LORETA, Theorem 1; the multi-label rankers).
+
+The drift control built on these kernels (when to re-factor) is one class,
+:class:`tripletml.solvers.loreta.PinvFactors`.
+"""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
 from ._flags import FAST
+
+__all__ = ["pinv_full_column_rank", "balanced_factors", "pinv_drift",
+           "rank_one_update_with_pinv", "pinv_update_prepare", "pinv_update_apply"]
 
 
 def pinv_full_column_rank(A: np.ndarray) -> np.ndarray:
@@ -61,12 +68,12 @@ def rank_one_update_with_pinv(A, PT, c, d, u, h):
     n, k = A.shape
     kv = np.zeros(k)
     Ah = np.zeros(k)
-    hh = _pinv_prepare(PT, PT, c, d, h, kv, Ah, np.zeros(k), 0.0)
-    return _pinv_apply(A, PT, c, d, u, h, kv, Ah, hh)
+    hh = pinv_update_prepare(PT, PT, c, d, h, kv, Ah, np.zeros(k), 0.0)
+    return pinv_update_apply(A, PT, c, d, u, h, kv, Ah, hh)
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _pinv_prepare(S, PT, c, d, h, kv, Ah, w, fa):
+def pinv_update_prepare(S, PT, c, d, h, kv, Ah, w, fa):
     """Pass 1 of Meyer's update over the rows of ``PT = (A^+)^T``:
     ``h = PT d``, ``kv = PT^T c``, ``Ah = PT^T h``; returns ``||h||^2``.
     With ``fa != 0`` the vector c is completed on the fly,
@@ -93,7 +100,7 @@ def _pinv_prepare(S, PT, c, d, h, kv, Ah, w, fa):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _pinv_apply(A, PT, c, d, u, h, kv, Ah, hh):
+def pinv_update_apply(A, PT, c, d, u, h, kv, Ah, hh):
     """Passes 2-3 of Meyer's update: ``A += c d^T`` (with ``u = c - A kv``),
     then ``PT`` by Theorem 5.  False when ``|beta|`` is too small."""
     n, k = A.shape
@@ -125,3 +132,8 @@ def _pinv_apply(A, PT, c, d, u, h, kv, Ah, hh):
             PT[i, j] += f1 * Ah[j] - f2 * p[j]
     return True
 
+
+
+#: former private names (still re-exported by ``tripletml.linalg``)
+_pinv_prepare = pinv_update_prepare
+_pinv_apply = pinv_update_apply

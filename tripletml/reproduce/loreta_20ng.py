@@ -16,6 +16,8 @@ every test document queries the other test documents, ranked by
   by validation (80/20 of its training part, a fifth of the steps).
 * OASIS, full rank, on the 1000 most informative features (the paper's
   memory-matched comparison), C chosen the same way.
+* A grid value whose validation run diverges (the learners' divergence watch
+  raises FloatingPointError) scores -inf and is never chosen.
 * The cosine similarity (no learning) on each feature set, for scale.
 
 Figure 2a (mAP along training) is traced for every rank on the first split.
@@ -66,7 +68,7 @@ def _job(method: str, seed: int, rank: int, n_features: int, param: float, n_ste
     Xtr, ytr, Xte, yte = _split_features(seed, n_features, data_home, validation)
     t = random_class_triplets(ytr, n_steps, random_state=seed)
     if method == "loreta":
-        model = LORETA(rank=rank, step_size=param, random_state=seed)
+        model = LORETA(rank=rank, eta0=param, random_state=seed)
     elif method == "pa":
         model = IterativePA(rank=rank, C=param, random_state=seed)
     elif method == "oasis":
@@ -77,10 +79,17 @@ def _job(method: str, seed: int, rank: int, n_features: int, param: float, n_ste
     bounds = np.linspace(0, n_steps, chunks + 1).astype(int)
     curve = []
     t0 = time.perf_counter()
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        model.partial_fit(Xtr, t[a:b])
-        if curve_points:
-            curve.append((int(b), _map(model, Xte, yte)))
+    try:
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            model.partial_fit(Xtr, t[a:b])
+            if curve_points:
+                curve.append((int(b), _map(model, Xte, yte)))
+    except FloatingPointError:
+        if not validation:
+            raise
+        # a step size that diverges is a validation result: never chosen
+        return {"map": -np.inf, "seconds": time.perf_counter() - t0, "curve": [],
+                "pinv_refresh": None}
     secs = time.perf_counter() - t0
     final = curve[-1][1] if curve else _map(model, Xte, yte)
     return {"map": final, "seconds": secs, "curve": curve,

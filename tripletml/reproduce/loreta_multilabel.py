@@ -29,17 +29,26 @@ N_EPOCHS = 10
 
 def _make(method, rank, param, seed):
     if method == "loreta":
-        return LORETAMultilabel(rank=rank, step_size=param, n_epochs=N_EPOCHS, random_state=seed)
+        return LORETAMultilabel(rank=rank, eta0=param, max_iter=N_EPOCHS, random_state=seed)
     if method == "pa":
-        return IterativePAMultilabel(rank=rank, C=param, n_epochs=N_EPOCHS, random_state=seed)
-    return MatrixPerceptron(step_size=param, n_epochs=N_EPOCHS, random_state=seed)
+        return IterativePAMultilabel(rank=rank, C=param, max_iter=N_EPOCHS, random_state=seed)
+    return MatrixPerceptron(eta0=param, max_iter=N_EPOCHS, random_state=seed)
+
+
+def _validation_score(model, X, Y, Xv, Yv) -> float:
+    """Validation mAP; a setting that diverges (FloatingPointError from the
+    divergence watch) scores -inf and is never chosen."""
+    try:
+        return model.fit(X, Y).score(Xv, Yv)
+    except FloatingPointError:
+        return -np.inf
 
 
 def _fit_score(method, rank, X, Y, Xv, Yv, seed):
     grid = C_GRID if method == "pa" else ETA_GRID
     rng = np.random.default_rng(seed + 1000)
     val = rng.random(X.shape[0]) < 0.2
-    scores = [_make(method, rank, g, seed).fit(X[~val], Y[~val]).score(X[val], Y[val])
+    scores = [_validation_score(_make(method, rank, g, seed), X[~val], Y[~val], X[val], Y[val])
               for g in grid]
     best = grid[int(np.argmax(scores))]
     t0 = time.perf_counter()
