@@ -24,8 +24,8 @@ from .eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
 from .pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
                          chol_update_downdate, inverse_row_column_update, row_column_update,
                          schur_coefficients, schur_step_bound)
-from .pinv import (_pinv_apply, _pinv_prepare, balanced_factors, pinv_drift,  # noqa: F401
-                   pinv_full_column_rank, rank_one_update_with_pinv)
+from .pinv import (balanced_factors, pinv_drift, pinv_full_column_rank, pinv_update_apply,
+                   pinv_update_prepare, rank_one_update_with_pinv)
 from .sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
                           sparse_rank_one_update)
 
@@ -34,6 +34,7 @@ __all__ = [
     "as_csr", "csr_row_diff", "sparse_bilinear", "sparse_rank_one_update", "diff_buffers",
     "rowwise_dot",
     "pinv_full_column_rank", "pinv_drift", "balanced_factors", "rank_one_update_with_pinv",
+    "pinv_update_prepare", "pinv_update_apply",
     "chol_update", "chol_downdate", "chol_update_downdate", "row_column_update",
     "schur_step_bound", "schur_coefficients", "inverse_row_column_update", "PD_COND_LIMIT",
     "RowColumnConditioning",

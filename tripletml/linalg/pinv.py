@@ -132,8 +132,3 @@ def pinv_update_apply(A, PT, c, d, u, h, kv, Ah, hh):
             PT[i, j] += f1 * Ah[j] - f2 * p[j]
     return True
 
-
-
-#: former private names (still re-exported by ``tripletml.linalg``)
-_pinv_prepare = pinv_update_prepare
-_pinv_apply = pinv_update_apply
