@@ -43,7 +43,7 @@ def relative_change(old: float, new: float) -> float:
 
 def finish(est: Any, n_iter: int, reason: str, *, tol: float | None = None,
            criterion: float | None = None, what: str = "relative change",
-           advice: str = "increase max_iter or tol") -> None:
+           advice: str = "increase max_iter or tol", stacklevel: int = 3) -> None:
     """Record ``n_iter_`` and ``stop_reason_`` on ``est``; warn when a ``tol``
     was asked for and not met.
 
@@ -61,6 +61,9 @@ def finish(est: Any, n_iter: int, reason: str, *, tol: float | None = None,
         What the criterion measures (for the message).
     advice : str
         What to change.
+    stacklevel : int, default=3
+        Passed to :func:`warnings.warn` (3: the caller of the method that
+        calls ``finish``, i.e. the user's ``fit``; add one per extra frame).
     """
     if reason not in STOP_REASONS:
         raise ValueError(f"unknown stop reason {reason!r}; one of {STOP_REASONS}")
@@ -71,7 +74,7 @@ def finish(est: Any, n_iter: int, reason: str, *, tol: float | None = None,
         limit = (f"max_iter={n_iter}" if reason == "max_iter"
                  else f"max_time after {n_iter} iterations")
         warnings.warn(f"{type(est).__name__}: stopped at {limit} before the {what} fell "
-                      f"below tol={tol:g}{last}; {advice}.", ConvergenceWarning, stacklevel=3)
+                      f"below tol={tol:g}{last}; {advice}.", ConvergenceWarning, stacklevel=stacklevel)
 
 
 class LossWatch:
