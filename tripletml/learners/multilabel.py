@@ -29,7 +29,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._progress import progress
 from .._validation import check_random_state, check_scalar_param, check_X
-from ..base import MODEL_REGISTRY, History
+from .._arrayspec import ArraySpec
+from ..base import History, LearnerBase
 from ..linalg import (FAST, as_csr, balanced_factors, pinv_drift)
 from ..losses import multilabel_hinge
 from .factored import check_lowrank_params, init_factors
@@ -163,7 +164,7 @@ def _with_intercept(X, on: bool):
     return np.hstack([X, ones])
 
 
-class _MultilabelRanker(BaseEstimator):
+class _MultilabelRanker(LearnerBase):
     """Shared fit / partial_fit / scoring of the multi-label rankers.
 
     With ``fit_intercept=True`` a constant feature is appended internally, so
@@ -173,26 +174,29 @@ class _MultilabelRanker(BaseEstimator):
     """
 
     _method = _LORETA
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        MODEL_REGISTRY[cls.__name__] = cls
-
-    def save(self, path) -> None:
-        """Save to ``.npz`` + JSON metadata (see :func:`tripletml.load_model`)."""
-        from ..persistence import save_model
-
-        save_model(self, path)
+    #: the arrays of every ranker (``_check_loaded`` requires those of the
+    #: subclass's ``_method``: A_, B_ (+ pinv_A_, pinv_B_ for LORETA), or W_)
+    _fitted_arrays = {
+        "A_": ArraySpec(("n_labels_", "rank"), optional=True),
+        "B_": ArraySpec(("d+fit_intercept", "rank"), optional=True),
+        "pinv_A_": ArraySpec(("n_labels_", "rank"), optional=True),
+        "pinv_B_": ArraySpec(("d+fit_intercept", "rank"), optional=True),
+        "W_": ArraySpec(("n_labels_", "d+fit_intercept"), optional=True),
+    }
+    _arrays_of_method = {_LORETA: ("A_", "B_", "pinv_A_", "pinv_B_"), _PA: ("A_", "B_"),
+                         _PERCEPTRON: ("W_",)}
 
     def _check_loaded(self) -> None:
-        L, d = self.n_labels_, self.n_features_in_ + bool(self.fit_intercept)
-        shapes = {"A_": (L, getattr(self, "rank", 0)), "B_": (d, getattr(self, "rank", 0)),
-                  "W_": (L, d)}
-        shapes["pinv_A_"], shapes["pinv_B_"] = shapes["A_"], shapes["B_"]
-        for name, shape in shapes.items():
-            if hasattr(self, name) and getattr(self, name).shape != shape:
-                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected "
-                                 f"{shape}")
+        super()._check_loaded()
+        L = self.n_labels_
+        if isinstance(L, bool) or not isinstance(L, int) or L < 2:
+            raise ValueError(f"n_labels_={L!r} must be an integer >= 2")
+        need = self._arrays_of_method[self._method]
+        for name in self._fitted_arrays:
+            if name in need and not hasattr(self, name):
+                raise ValueError(f"the fitted array {name} is missing")
+            if name not in need and name in vars(self):
+                raise ValueError(f"{name} is not a fitted array of {type(self).__name__}")
 
     def _validate_common(self):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
