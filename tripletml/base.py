@@ -31,8 +31,8 @@ from ._validation import check_random_state, check_triplets, check_X
 from .linalg import rowwise_dot
 from .triplets import random_class_triplets
 
-__all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin", "History",
-           "ArraySpec"]
+__all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
+           "EmbeddingMixin", "History", "ArraySpec"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -88,6 +88,7 @@ class LearnerBase(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = self._accepts_sparse
+        tags.target_tags.required = True   # labels, triplets or an indicator Y
         return tags
 
     def _validate_params(self) -> None:
@@ -308,22 +309,16 @@ class BilinearMixin:
         return XW @ Y.T
 
 
-class MahalanobisMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
-    """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
-
-    Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
-    ``pair_score`` return the negated *squared* distance ``-d^2`` so larger
-    means closer; ``pair_distance`` and ``get_metric`` give the true distance
-    (``squared=True`` for ``d^2``), as metric-learn.
-
-    A scikit-learn transformer: ``transform(X) = X L^T``, ``fit_transform``,
-    ``set_output`` and ``get_feature_names_out`` (``"<classname><i>"``).
-    """
-
-    similarity_kind = "distance"
+class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+    """A scikit-learn transformer ``transform(X) = X L^T`` for a learner with a
+    factor ``components_`` (L, shape (r, d)): ``fit_transform``,
+    ``set_output``, ``get_feature_names_out`` (``"<classname><i>"``), and the
+    overflow check of every output.  Subclasses may override
+    ``_transform(X)`` (the unchecked product)."""
 
     def transform(self, X) -> np.ndarray:
-        """Embed X as ``X L^T`` (Euclidean distances there = learned ones)."""
+        """Embed X as ``X L^T`` (Euclidean distances / inner products there
+        equal the learned ones)."""
         X = self._check_fitted_X(X)
         with np.errstate(over="ignore", invalid="ignore"):
             out = self._transform(X)
@@ -338,6 +333,21 @@ class MahalanobisMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         if not self.__sklearn_is_fitted__():
             raise AttributeError("_n_features_out")  # check_is_fitted: NotFittedError
         return int(self.components_.shape[0])
+
+
+class MahalanobisMixin(EmbeddingMixin):
+    """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
+
+    Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
+    ``pair_score`` return the negated *squared* distance ``-d^2`` so larger
+    means closer; ``pair_distance`` and ``get_metric`` give the true distance
+    (``squared=True`` for ``d^2``), as metric-learn.
+
+    A scikit-learn transformer (:class:`EmbeddingMixin`): ``transform(X) =
+    X L^T``, ``fit_transform``, ``set_output``, ``get_feature_names_out``.
+    """
+
+    similarity_kind = "distance"
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """``M = L^T L`` (d x d)."""
