@@ -41,6 +41,7 @@ import numpy as np
 
 from ._arrayspec import check_header, check_values, expected_nbytes
 from ._registry import get_entry, learner_names
+from ._validation import check_random_state
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import LearnerBase
@@ -223,6 +224,8 @@ def _load(path: Path):
         model.set_params(**params)
         try:
             model._validate_params()
+            if "random_state" in params:      # as fit would (check_random_state)
+                check_random_state(model.random_state, model)
         except (TypeError, ValueError) as exc:
             raise _Refused(f"load_model: {path} holds invalid {cls.__name__} parameters: "
                            f"{exc}") from None

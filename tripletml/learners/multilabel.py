@@ -192,7 +192,7 @@ class _MultilabelRanker(LearnerBase):
         if isinstance(L, bool) or not isinstance(L, int) or L < 2:
             raise ValueError(f"n_labels_={L!r} must be an integer >= 2")
         need = self._arrays_of_method[self._method]
-        for name in self._fitted_arrays:
+        for name in ("A_", "B_", "pinv_A_", "pinv_B_", "W_"):
             if name in need and not hasattr(self, name):
                 raise ValueError(f"the fitted array {name} is missing")
             if name not in need and name in vars(self):
