@@ -6,12 +6,12 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 import tripletml as tm
-from tripletml.base import MahalanobisMixin, TripletLearner
+from tripletml.base import LearnerBase, MahalanobisMixin
 
-from _estimators import ESTIMATORS, LEARNERS, ids, toy_data
+from _estimators import _cases, ALL, ESTIMATORS, LEARNERS, MAHALANOBIS, MULTILABEL, toy_data, toy_multilabel
 
 
-@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 def test_params_round_trip_and_clone(factory, alt):
     est = factory()
     params = est.get_params()
@@ -23,7 +23,7 @@ def test_params_round_trip_and_clone(factory, alt):
     assert c.get_params() == est.get_params()
 
 
-@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 def test_init_only_stores(factory, alt):
     est = factory()
     for name in est.get_params():
@@ -31,7 +31,7 @@ def test_init_only_stores(factory, alt):
     assert all(v == "nonsense-value" for v in est.get_params().values())
 
 
-@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fit_returns_self_and_sets_n_features(factory, alt, sparse):
     X, y = toy_data()
@@ -44,7 +44,7 @@ def test_fit_returns_self_and_sets_n_features(factory, alt, sparse):
     assert len(lengths) == 1 and "step" in est.history_ and "seconds" in est.history_
 
 
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_numpy_integer_params(factory, alt):
     X, y = toy_data()
     int_params = {k: np.int64(v) for k, v in alt.items()
@@ -54,7 +54,7 @@ def test_numpy_integer_params(factory, alt):
     assert est.n_features_in_ == X.shape[1]
 
 
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_grid_search_with_numpy_ints(factory, alt):
     X, y = toy_data(n=45)
     grid = {k: [np.int64(v)] for k, v in alt.items() if k in ("n_epochs", "n_triplets")}
@@ -62,7 +62,7 @@ def test_grid_search_with_numpy_ints(factory, alt):
     assert np.isfinite(gs.best_score_)
 
 
-@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 def test_scoring_contract(factory, alt):
     X, y = toy_data()
     est = factory().fit(X, y)
@@ -79,16 +79,18 @@ def test_scoring_contract(factory, alt):
     if isinstance(est, MahalanobisMixin):
         M = est.get_mahalanobis_matrix()
         d = X[0] - X[5]
-        assert est.pair_distance(X[[0]], X[[5]])[0] == pytest.approx(d @ M @ d)
+        assert est.pair_distance(X[[0]], X[[5]])[0] == pytest.approx(np.sqrt(d @ M @ d))
+        assert est.pair_distance(X[[0]], X[[5]], squared=True)[0] == pytest.approx(d @ M @ d)
         Z = est.transform(X)
         assert np.sum((Z[0] - Z[5]) ** 2) == pytest.approx(d @ M @ d)
-        assert est.get_metric()(X[0], X[5]) == pytest.approx(d @ M @ d)
+        assert est.get_metric()(X[0], X[5]) == pytest.approx(np.sqrt(d @ M @ d))
+        assert est.get_metric(squared=True)(X[0], X[5]) == pytest.approx(d @ M @ d)
     else:
         W = est.get_bilinear_matrix()
         np.testing.assert_allclose(S, X[:7] @ W @ X[3:12].T, atol=1e-9)
 
 
-@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 def test_save_load_round_trip(factory, alt, tmp_path):
     X, y = toy_data()
     est = factory().fit(X, y)
@@ -128,7 +130,7 @@ BAD_X = [
 ]
 
 
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("factory, alt", LEARNERS)
 @pytest.mark.parametrize("X, exc, msg", BAD_X)
 def test_bad_X(factory, alt, X, exc, msg):
     est = factory()
@@ -137,7 +139,7 @@ def test_bad_X(factory, alt, X, exc, msg):
         est.fit(X, np.arange(len(X)) % 2 if len(X) else [])
 
 
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_bad_labels_and_triplets(factory, alt):
     X, y = toy_data()
     name = type(factory()).__name__
@@ -152,14 +154,14 @@ def test_bad_labels_and_triplets(factory, alt):
     with pytest.raises(ValueError, match=f"{name}: .*shape"):
         factory().fit(X, triplets=[[0, 1]])
     est = factory().fit(X, y)
-    with pytest.raises(ValueError, match=f"{name}: X has 4 features, but the model was "
-                                         "fitted with 5"):
+    with pytest.raises(ValueError, match=f"{name}: X has 4 features, but {name} is expecting "
+                                         "5 features as input"):
         est.similarity(X[:, :4])
     with pytest.raises(ValueError, match=f"{name}: .*index 99 is out of range"):
         est.decision_function(X, [[0, 1, 99]])
 
 
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_bad_params(factory, alt):
     X, y = toy_data()
     name = type(factory()).__name__
@@ -183,11 +185,35 @@ def test_explicit_triplets_ignore_y():
     np.testing.assert_array_equal(a.W_, b.W_)
 
 
+def _concrete(cls):
+    """A learner class with its own constructor (not an abstract base)."""
+    for c in cls.__mro__:
+        if c is LearnerBase:
+            return False
+        if "__init__" in c.__dict__:
+            return True
+    return False
+
+
 def test_registry_lists_every_public_learner():
-    registered = {type(f()).__name__ for f, _ in ESTIMATORS}
-    public = {n for n in tm.__all__ if isinstance(getattr(tm, n, None), type)
-              and issubclass(getattr(tm, n), TripletLearner) and getattr(tm, n) is not TripletLearner}
-    assert public == registered
+    import importlib
+    import pkgutil
+
+    import tripletml.learners
+    from tripletml._registry import entries
+    registered = {e.cls.__name__ for e in entries()}
+    assert registered == {e.name for e in entries()} == {c.id.split("-")[0] for c in ALL}
+    exported = {n for n in tm.__all__ if isinstance(getattr(tm, n, None), type)
+                and issubclass(getattr(tm, n), LearnerBase) and _concrete(getattr(tm, n))}
+    assert exported == registered
+    found = set()
+    for mod in pkgutil.iter_modules(tripletml.learners.__path__):
+        m = importlib.import_module(f"tripletml.learners.{mod.name}")
+        for name, obj in vars(m).items():
+            if (isinstance(obj, type) and issubclass(obj, LearnerBase) and _concrete(obj)
+                    and not name.startswith("_") and obj.__module__ == m.__name__):
+                found.add(name)
+    assert found == registered
 
 
 def test_more_bad_inputs():
@@ -205,7 +231,7 @@ def test_more_bad_inputs():
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow is the point
-@pytest.mark.parametrize("factory, alt", LEARNERS, ids=ids(LEARNERS))
+@pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_failed_training_leaves_model_unfitted(factory, alt):
     from sklearn.exceptions import NotFittedError
     X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0], [0.0, 1e155]])
@@ -222,10 +248,10 @@ def test_failed_training_leaves_model_unfitted(factory, alt):
         est.similarity(X)
 
 
-ONLINE = [(f, a) for f, a in LEARNERS if hasattr(f(), "partial_fit")]
+ONLINE = _cases("triplet", lambda cls: cls._needs_triplets and hasattr(cls, "partial_fit"))
 
 
-@pytest.mark.parametrize("factory, alt", ONLINE, ids=ids(ONLINE))
+@pytest.mark.parametrize("factory, alt", ONLINE)
 def test_partial_fit_resumes_after_load(factory, alt, tmp_path):
     X, y = toy_data()
     t = np.array([[0, 3, 1], [4, 7, 2], [5, 8, 6]])
@@ -264,7 +290,230 @@ def test_load_model_checks_metadata(tmp_path, edit, msg):
         tm.load_model(tmp_path / "bad.npz")
 
 
-@pytest.mark.parametrize("factory, alt", ESTIMATORS, ids=ids(ESTIMATORS))
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 def test_sklearn_tags_declare_sparse_input(factory, alt):
     from sklearn.utils import get_tags
     assert get_tags(factory()).input_tags.sparse is True
+
+
+# ---------------------------------------------------------------- multi-label
+@pytest.mark.parametrize("factory, alt", MULTILABEL)
+def test_multilabel_params_round_trip_and_clone(factory, alt):
+    est = factory()
+    assert set(alt) <= set(est.get_params())
+    est.set_params(**alt)
+    assert all(est.get_params()[k] == v for k, v in alt.items())
+    assert clone(est).get_params() == est.get_params()
+    for name in est.get_params():
+        est.set_params(**{name: "nonsense-value"})  # no validation until fit
+
+
+@pytest.mark.parametrize("factory, alt", MULTILABEL)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_multilabel_fit_score_contract(factory, alt, sparse):
+    from sklearn.exceptions import NotFittedError
+
+    from tripletml.metrics import label_ranking_map
+    X, Y = toy_multilabel()
+    est = factory()
+    with pytest.raises(NotFittedError):
+        est.decision_function(X)
+    assert est.fit(sp.csr_matrix(X) if sparse else X, Y) is est
+    assert est.n_features_in_ == X.shape[1] and est.n_labels_ == Y.shape[1]
+    S = est.decision_function(X)
+    assert S.shape == Y.shape and np.isfinite(S).all()
+    assert est.score(X, Y) == pytest.approx(label_ranking_map(Y, S))
+    with pytest.raises(ValueError, match=f"{type(est).__name__}: .*4 features"):
+        est.decision_function(X[:, :4])
+
+
+@pytest.mark.parametrize("factory, alt", MULTILABEL)
+def test_multilabel_save_load_round_trip(factory, alt, tmp_path):
+    X, Y = toy_multilabel()
+    est = factory().fit(X, Y)
+    est.save(tmp_path / "m.npz")
+    back = tm.load_model(tmp_path / "m.npz")
+    assert type(back) is type(est) and back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+
+
+@pytest.mark.parametrize("factory, alt", MULTILABEL)
+def test_multilabel_bad_params(factory, alt):
+    X, Y = toy_multilabel()
+    name = type(factory()).__name__
+    for param, value in alt.items():
+        if param in ("random_state", "verbose") or isinstance(value, bool) \
+                or not isinstance(value, (int, float)):
+            continue
+        with pytest.raises((TypeError, ValueError), match=f"{name}: parameter {param}"):
+            factory().set_params(**{param: -1}).fit(X, Y)
+        with pytest.raises(TypeError, match=f"{name}: parameter {param}"):
+            factory().set_params(**{param: "3"}).fit(X, Y)
+
+
+# ------------------------------------------------------- one fitted-ness rule
+def _every_public_accessor(est, X):
+    calls = [lambda: est.similarity(X), lambda: est.pair_score(X, X),
+             lambda: est.decision_function(X, [[0, 1, 2]])]
+    if isinstance(est, MahalanobisMixin):
+        calls += [lambda: est.transform(X), lambda: est.get_mahalanobis_matrix(),
+                  lambda: est.get_metric(), lambda: est.pair_distance(X, X),
+                  lambda: est.get_feature_names_out()]
+    else:
+        calls += [lambda: est.get_bilinear_matrix()]
+    return calls
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
+def test_unfitted_accessors_raise_not_fitted(factory, alt):
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+    X, y = toy_data()
+    est = factory()
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    for call in _every_public_accessor(est, X):
+        with pytest.raises(NotFittedError):
+            call()
+    est.fit(X, y)
+    check_is_fitted(est)
+    for call in _every_public_accessor(est, X):
+        call()
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
+def test_failed_refit_looks_unfitted_to_every_accessor(factory, alt):
+    """A refit that fails (here: in input validation) leaves the model
+    unfitted for every accessor, not half-old."""
+    from sklearn.exceptions import NotFittedError
+    X, y = toy_data()
+    est = factory().fit(X, y)
+    with pytest.raises(ValueError):
+        est.fit(np.full_like(X, np.nan), y)
+    for call in _every_public_accessor(est, X):
+        with pytest.raises(NotFittedError):
+            call()
+
+
+# ----------------------------------------------------- transformer interface
+@pytest.mark.parametrize("factory, alt", MAHALANOBIS)
+def test_mahalanobis_learners_are_transformers(factory, alt):
+    from sklearn.base import TransformerMixin
+    X, y = toy_data()
+    est = factory()
+    assert isinstance(est, TransformerMixin)
+    Z = est.fit_transform(X, y)
+    np.testing.assert_allclose(Z, est.transform(X))
+    names = est.get_feature_names_out()
+    assert names.shape == (Z.shape[1],)
+    assert names[0] == type(est).__name__.lower() + "0"
+    est.set_output(transform="default")
+
+
+# ------------------------------------------------------- true distances
+class _FixedL(MahalanobisMixin, tm.TripletLearner):
+    """A Mahalanobis learner on a fixed random L (tests the mixin alone)."""
+
+    _needs_triplets = False
+    _fitted_arrays = {"components_": tm.base.ArraySpec((None, "d"))}
+
+    def __init__(self, seed=0, rank=4):
+        self.seed = seed
+        self.rank = rank
+
+    def _fit(self, X, triplets, rng):
+        self.components_ = np.random.default_rng(self.seed).normal(size=(self.rank, X.shape[1]))
+
+
+def _iris_knn_distances(metric, algorithm):
+    """Sorted distances (by ``metric``) of the 5 neighbours each query gets.
+    (Neighbour *sets* may differ on iris's duplicate points and ties; the
+    distances of a correct 5-NN search may not.)"""
+    from sklearn.datasets import load_iris
+    from sklearn.neighbors import NearestNeighbors
+    X, _ = load_iris(return_X_y=True)
+    nn = NearestNeighbors(n_neighbors=5, metric=metric, algorithm=algorithm).fit(X)
+    idx = nn.kneighbors(X, return_distance=False)
+    return np.sort([[metric(X[i], X[j]) for j in row] for i, row in enumerate(idx)], axis=1)
+
+
+def _n_wrong(metric):
+    tree = _iris_knn_distances(metric, "ball_tree")
+    brute = _iris_knn_distances(metric, "brute")
+    return int(np.sum(~np.isclose(tree, brute, rtol=1e-9, atol=1e-12).all(axis=1)))
+
+
+@pytest.mark.parametrize("est", [tm.Euclidean(), _FixedL(seed=0), _FixedL(seed=1, rank=2)],
+                         ids=["Euclidean", "fixedL4", "fixedL2"])
+def test_get_metric_ball_tree_equals_brute_force(est):
+    """BallTree pruning needs the triangle inequality: the default metric (a
+    true distance) finds the brute-force 5-NN of every iris query; the
+    squared one (not a metric) misses some."""
+    from sklearn.datasets import load_iris
+    from sklearn.neighbors import KNeighborsClassifier
+    X, y = load_iris(return_X_y=True)
+    est.fit(X, y)
+    assert _n_wrong(est.get_metric()) == 0
+    assert _n_wrong(est.get_metric(squared=True)) > 0
+    metric = est.get_metric()
+    p1 = KNeighborsClassifier(n_neighbors=5, metric=metric, algorithm="ball_tree").fit(X, y)
+    p2 = KNeighborsClassifier(n_neighbors=5, metric=metric, algorithm="brute").fit(X, y)
+    np.testing.assert_array_equal(p1.predict(X), p2.predict(X))
+
+
+# ------------------------------------------------------- overflowing outputs
+@pytest.mark.parametrize("est", [tm.Euclidean(), tm.DotProduct(), _FixedL()],
+                         ids=["Euclidean", "DotProduct", "fixedL"])
+def test_overflowing_outputs_raise_clearly(est):
+    import warnings
+    X = np.array([[1e154, -1e154, 3e154], [-2e154, 1e154, 1e154], [1.0, 2.0, 3.0]])
+    est.fit(np.vstack([X[2:]] * 3))
+    name = type(est).__name__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no RuntimeWarning either
+        with pytest.raises(ValueError, match=f"{name}: similarity is not finite.*scale"):
+            est.similarity(X)
+        with pytest.raises(ValueError, match=f"{name}: pair_score is not finite.*scale"):
+            est.pair_score(X[:2], X[[1, 0]])
+        with pytest.raises(ValueError, match=f"{name}: decision_function is not finite"):
+            est.decision_function(X, [[0, 1, 2]])
+        if isinstance(est, MahalanobisMixin) and not isinstance(est, tm.Euclidean):
+            with pytest.raises(ValueError, match=f"{name}: transform is not finite"):
+                est.transform(np.full((2, 3), 1e308))
+        # moderate values stay fine
+        assert np.isfinite(est.similarity(X[2:] * 1e10)).all()
+
+
+def test_feature_names_in_recorded_and_checked(monkeypatch, tmp_path):
+    """Set through scikit-learn's own validation (_check_feature_names); no
+    DataFrame library is installed here, so sklearn's name extractor is
+    taught the Frame class below."""
+    import sklearn.utils.validation as skv
+    class Frame:  # the smallest DataFrame-like: columns + __array__
+        def __init__(self, a, cols):
+            self.a, self.columns = a, np.asarray(cols, dtype=object)
+
+        def __dataframe__(self, nan_as_null=False, allow_copy=True):
+            import types
+            return types.SimpleNamespace(column_names=lambda: list(self.columns))
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a if dtype is None else self.a.astype(dtype)
+
+        @property
+        def shape(self):
+            return self.a.shape
+    real = skv._get_feature_names
+    monkeypatch.setattr(skv, "_get_feature_names",
+                        lambda X: X.columns if isinstance(X, Frame) else real(X))
+    X, y = toy_data()
+    est = tm.Euclidean().fit(Frame(X, [f"f{i}" for i in range(5)]), y)
+    assert list(est.feature_names_in_) == [f"f{i}" for i in range(5)]
+    with pytest.warns(UserWarning, match="feature names"):
+        est.similarity(X)
+    with pytest.raises(ValueError, match="feature names"):
+        est.similarity(Frame(X, [f"g{i}" for i in range(5)]))
+    est.save(tmp_path / "m.npz")
+    back = tm.load_model(tmp_path / "m.npz")
+    assert back.feature_names_in_.dtype == object
+    assert list(back.feature_names_in_) == list(est.feature_names_in_)

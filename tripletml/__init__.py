@@ -2,30 +2,27 @@
 
 Learners share one scikit-learn style API (see :mod:`tripletml.base`):
 ``fit(X, y=None, *, triplets=None)``, ``similarity``, ``pair_score``,
-``decision_function``, ``score`` (leave-one-out mAP), ``save``.
+``decision_function``, ``score`` (leave-one-out mAP), ``save``.  The list of
+learners is :mod:`tripletml._registry`; every public learner class is
+importable from here.
 """
 from __future__ import annotations
 
 import importlib
 
-from .base import BilinearMixin, MahalanobisMixin, TripletLearner
-from .learners.baselines import DotProduct, Euclidean
-from .learners.oasis import OASIS
-from .learners.sdca import SDCA
-from .learners.factored import FactoredGD, IterativePA, NaivePA
-from .learners.comet import COMET, SparseCOMET
-from .learners.loreta import LORETA
-from .learners.lowrank_dml import LowRankDML
-from .learners.sml import SML
-from .learners.multilabel import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
+from ._registry import REGISTRY as _REGISTRY
+from .base import BilinearMixin, LearnerBase, MahalanobisMixin, TripletLearner
 from .persistence import load_model
 
 __version__ = "0.1.0"
 
+for _entry in _REGISTRY:
+    globals()[_entry.name] = _entry.cls
+del _entry
+
 __all__ = [
-    "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-    "Euclidean", "DotProduct", "OASIS", "SDCA", "LORETA", "COMET", "SparseCOMET", "LowRankDML", "SML", "FactoredGD", "IterativePA", "NaivePA",
-    "LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
+    "LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
+    *(e.name for e in _REGISTRY),
     "load_model", "datasets", "metrics", "triplets", "__version__",
 ]
 

@@ -1,6 +1,8 @@
 """Shared estimator API.
 
-Every learner derives from :class:`TripletLearner` and one of two mixins:
+Every learner derives from :class:`LearnerBase` (fitted-ness, persistence,
+input checks): the triplet learners through :class:`TripletLearner` and one of
+two mixins, the multi-label rankers through ``_MultilabelRanker``.  The mixins:
 
 * :class:`BilinearMixin` -- similarity ``S(x, y) = x^T W y`` (OASIS, SDCA,
   LORETA, COMET).  Larger means more similar.
@@ -16,24 +18,21 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
+from ._arrayspec import ArraySpec, check_fitted_arrays
 from ._validation import check_random_state, check_triplets, check_X
 from .linalg import rowwise_dot
 from .triplets import random_class_triplets
 
-__all__ = ["TripletLearner", "BilinearMixin", "MahalanobisMixin", "History",
-           "MODEL_REGISTRY"]
-
-#: name -> class, filled by subclassing; used by :func:`tripletml.load_model`
-#: so that loading never imports or unpickles arbitrary objects.
-MODEL_REGISTRY: dict[str, type] = {}
+__all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
+           "EmbeddingMixin", "History", "ArraySpec"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -65,36 +64,128 @@ class History:
                 col.append(None)
 
 
-class TripletLearner(BaseEstimator):
-    """Base class: validation, triplet handling, scoring and persistence.
+class LearnerBase(BaseEstimator):
+    """Root of every tripletml learner (triplet learners and multi-label rankers).
+
+    One rule for fitted-ness: a learner is fitted iff ``n_features_in_`` is
+    set (:meth:`__sklearn_is_fitted__`); ``fit`` removes it first
+    (:meth:`_reset_fitted`) and sets it last, so a failed (re)fit leaves the
+    model unfitted and every public accessor raises ``NotFittedError``.
+
+    Subclasses declare every ndarray fitted attribute in ``_fitted_arrays``
+    (see :mod:`tripletml._arrayspec`); :func:`tripletml.load_model` checks a
+    file against it, then :meth:`_check_loaded`.
+    """
+
+    #: every ndarray fitted attribute, with its shape / dtype / value rules
+    _fitted_arrays: ClassVar[dict[str, ArraySpec]] = {}
+    #: whether scipy.sparse X is accepted
+    _accepts_sparse: bool = True
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "n_features_in_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._accepts_sparse
+        tags.target_tags.required = True   # labels, triplets or an indicator Y
+        return tags
+
+    def _validate_params(self) -> None:
+        """Check hyper-parameters (override; raise TypeError/ValueError naming
+        the estimator).  Also run on every loaded model."""
+
+    # ------------------------------------------------------------ fitted-ness
+    def _reset_fitted(self) -> None:
+        """Make the model unfitted (first thing ``fit`` does)."""
+        if hasattr(self, "n_features_in_"):
+            del self.n_features_in_
+
+    def _check_fitted(self) -> None:
+        """Raise ``NotFittedError`` unless fitted (the one rule)."""
+        check_is_fitted(self)
+
+    # ----------------------------------------------------------------- input
+    def _validate_X(self, X, *, reset: bool, name: str = "X", accept_sparse: bool | None = None):
+        """``check_X`` plus scikit-learn's feature-name bookkeeping.
+
+        ``reset=True`` (fit): record ``feature_names_in_`` of a DataFrame X
+        (or remove a stale one).  ``reset=False``: the model must be fitted;
+        the names (warning on a mismatch, as scikit-learn) and the number of
+        features are checked against the fitted ones.
+        """
+        accept = self._accepts_sparse if accept_sparse is None else accept_sparse
+        if reset:
+            _check_feature_names(self, X, reset=True)
+            return check_X(X, self, accept_sparse=accept, name=name)
+        self._check_fitted()
+        _check_feature_names(self, X, reset=False)
+        X = check_X(X, self, accept_sparse=accept, name=name)
+        if X.shape[1] != self.n_features_in_:
+            who = type(self).__name__
+            raise ValueError(f"{who}: {name} has {X.shape[1]} features, but {who} is expecting "
+                             f"{self.n_features_in_} features as input (the model was fitted "
+                             f"with {self.n_features_in_} features).")
+        return X
+
+    def _finite_output(self, out, what: str):
+        """Return ``out``, or raise a clear ValueError when it is not finite
+        (finite inputs whose result overflows, e.g. features near 1e154)."""
+        values = out.data if sp.issparse(out) else np.asarray(out)
+        if not np.isfinite(values).all():
+            raise ValueError(f"{type(self).__name__}: {what} is not finite for these inputs "
+                             "(the result overflows float64); scale the features down, e.g. "
+                             "with sklearn.preprocessing.StandardScaler or MaxAbsScaler.")
+        return out
+
+    # ----------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Save to ``.npz`` (arrays) with JSON metadata; see
+        :func:`tripletml.load_model`.  The file is written to a temporary
+        file in the same directory, then renamed over ``path``."""
+        from .persistence import save_model
+
+        save_model(self, path)
+
+    def _check_loaded(self) -> None:
+        """Consistency of a model built by ``load_model`` (raise ValueError or
+        TypeError on a mismatch).  The generic rules: ``n_features_in_`` a
+        positive int, every declared array present with its shape, dtype and
+        values (:func:`tripletml._arrayspec.check_fitted_arrays`), no
+        undeclared array, and the parameters valid (``_validate_params``).
+        Override to add cross-checks; call ``super()._check_loaded()``."""
+        d = getattr(self, "n_features_in_", None)
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"n_features_in_={d!r} is not a positive integer")
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and (not isinstance(names, np.ndarray) or names.shape != (d,)
+                                  or not all(isinstance(n, str) for n in names)):
+            raise ValueError(f"feature_names_in_ must be {d} strings")
+        self._validate_params()
+        check_fitted_arrays(self)
+
+
+class TripletLearner(LearnerBase):
+    """Base class of the triplet learners: validation, triplet handling and
+    scoring.
 
     Subclasses implement ``_fit(X, triplets, rng)`` and the similarity
     primitives of their mixin.
     """
 
-    #: whether scipy.sparse X is accepted
-    _accepts_sparse: bool = True
     #: whether fit needs supervision (labels or triplets)
     _needs_triplets: bool = True
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if not cls.__name__.startswith("_"):
-            MODEL_REGISTRY[cls.__name__] = cls
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = self._accepts_sparse
+        tags.target_tags.required = self._needs_triplets
         return tags
 
     # ------------------------------------------------------------------ fit
-    def _validate_params(self) -> None:
-        """Check hyper-parameters (override; raise TypeError/ValueError)."""
-
     def _prepare_fit(self, X, y=None, triplets=None):
         """Validate inputs, sample triplets; returns (X, triplets, rng)."""
         self._validate_params()
-        X = check_X(X, self, accept_sparse=self._accepts_sparse)
+        X = self._validate_X(X, reset=True)
         rng = check_random_state(getattr(self, "random_state", None), self)
         if not self._needs_triplets:
             return X, None, rng
@@ -102,8 +193,9 @@ class TripletLearner(BaseEstimator):
             triplets = check_triplets(triplets, X.shape[0], self)
         else:
             if y is None:
-                raise ValueError(f"{type(self).__name__}: fit needs class labels y (to sample "
-                                 "triplets) or an explicit triplets=(m, 3) index array.")
+                raise ValueError(f"{type(self).__name__}: fit requires y to be passed, but the "
+                                 "target y is None; give class labels y (to sample triplets) "
+                                 "or an explicit triplets=(m, 3) index array.")
             if X.shape[0] < 3:
                 raise ValueError(f"{type(self).__name__}: X has {X.shape[0]} samples; at "
                                  "least 3 are needed to form a triplet.")
@@ -128,9 +220,8 @@ class TripletLearner(BaseEstimator):
         -------
         self
         """
+        self._reset_fitted()  # a failed refit must not look fitted
         X, triplets, rng = self._prepare_fit(X, y, triplets)
-        if hasattr(self, "n_features_in_"):
-            del self.n_features_in_  # a failed refit must not look fitted
         self._fit(X, triplets, rng)
         self.n_features_in_ = X.shape[1]
         return self
@@ -140,8 +231,7 @@ class TripletLearner(BaseEstimator):
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):
-        check_is_fitted(self, "n_features_in_")
-        return check_X(X, self, accept_sparse=True, n_features=self.n_features_in_, name=name)
+        return self._validate_X(X, reset=False, name=name, accept_sparse=True)
 
     def pair_score(self, X1, X2) -> np.ndarray:
         """Row-wise similarity ``S(X1[i], X2[i])`` (higher = more similar)."""
@@ -150,13 +240,17 @@ class TripletLearner(BaseEstimator):
         if X1.shape[0] != X2.shape[0]:
             raise ValueError(f"{type(self).__name__}: X1 and X2 must have the same number of "
                              f"rows, got {X1.shape[0]} and {X2.shape[0]}.")
-        return self._pair_score(X1, X2)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._pair_score(X1, X2)
+        return self._finite_output(out, "pair_score")
 
     def similarity(self, X, Y=None) -> np.ndarray:
         """Similarity matrix ``S[i, j] = S(X[i], Y[j])`` (Y defaults to X)."""
         X = self._check_fitted_X(X, "X")
         Y = X if Y is None else self._check_fitted_X(Y, "Y")
-        return self._similarity(X, Y)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._similarity(X, Y)
+        return self._finite_output(out, "similarity")
 
     def decision_function(self, X, triplets) -> np.ndarray:
         """``S(q, p+) - S(q, p-)`` for each triplet (positive = satisfied)."""
@@ -164,11 +258,13 @@ class TripletLearner(BaseEstimator):
         t = check_triplets(triplets, X.shape[0], self)
         out = np.empty(t.shape[0])
         step = _chunk_rows(t.shape[0], X.shape[1])
-        for s in range(0, t.shape[0], step):
-            c = t[s:s + step]
-            Q = X[c[:, 0]]
-            out[s:s + step] = self._pair_score(Q, X[c[:, 1]]) - self._pair_score(Q, X[c[:, 2]])
-        return out
+        with np.errstate(over="ignore", invalid="ignore"):
+            for s in range(0, t.shape[0], step):
+                c = t[s:s + step]
+                Q = X[c[:, 0]]
+                out[s:s + step] = (self._pair_score(Q, X[c[:, 1]])
+                                   - self._pair_score(Q, X[c[:, 2]]))
+        return self._finite_output(out, "decision_function")
 
     def score(self, X, y) -> float:
         """Leave-one-out mean average precision of retrieval within X."""
@@ -177,34 +273,13 @@ class TripletLearner(BaseEstimator):
         X = self._check_fitted_X(X)
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
-    # -------------------------------------------------------- persistence
-    #: fitted (d, d) arrays, checked when a model is loaded
-    _square_attrs: tuple[str, ...] = ()
-
-    def _check_loaded(self) -> None:
-        """Consistency of a loaded model (raise on a mismatch)."""
-        d = self.n_features_in_
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ValueError(f"n_features_in_={d!r} is not a positive integer")
-        for name in self._square_attrs:
-            arr = getattr(self, name)
-            if not isinstance(arr, np.ndarray) or arr.shape != (d, d):
-                raise ValueError(f"{name} has shape {getattr(arr, 'shape', None)}, expected "
-                                 f"({d}, {d})")
-
-    def save(self, path) -> None:
-        """Save to ``.npz`` (arrays) with JSON metadata; see
-        :func:`tripletml.load_model`."""
-        from .persistence import save_model
-
-        save_model(self, path)
-
 
 class BilinearMixin:
     """Similarity ``S(x, y) = x^T W y``.
 
     Subclasses implement ``_apply(X)`` returning the dense product ``X W``
-    (or ``(X A) B^T`` for a factored W) and ``get_bilinear_matrix()``.
+    (or ``(X A) B^T`` for a factored W) and ``_bilinear_matrix()`` returning
+    W; the public :meth:`get_bilinear_matrix` checks fitted-ness first.
     """
 
     similarity_kind = "similarity"
@@ -212,9 +287,13 @@ class BilinearMixin:
     def _apply(self, X) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def get_bilinear_matrix(self) -> np.ndarray:
-        """The d x d matrix W of ``S(x, y) = x^T W y``."""
+    def _bilinear_matrix(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def get_bilinear_matrix(self) -> np.ndarray:
+        """The d x d matrix W of ``S(x, y) = x^T W y`` (a new array)."""
+        check_is_fitted(self)
+        return np.array(self._bilinear_matrix(), dtype=float, copy=True)
 
     def _pair_score(self, X1, X2):
         out = np.empty(X1.shape[0])
@@ -230,42 +309,73 @@ class BilinearMixin:
         return XW @ Y.T
 
 
-class MahalanobisMixin:
-    """Distance ``d(x, y) = (x - y)^T M (x - y)``, ``M = L^T L``.
-
-    Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
-    ``pair_score`` return ``-d`` so larger means closer.
-    """
-
-    similarity_kind = "distance"
+class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+    """A scikit-learn transformer ``transform(X) = X L^T`` for a learner with a
+    factor ``components_`` (L, shape (r, d)): ``fit_transform``,
+    ``set_output``, ``get_feature_names_out`` (``"<classname><i>"``), and the
+    overflow check of every output.  Subclasses may override
+    ``_transform(X)`` (the unchecked product)."""
 
     def transform(self, X) -> np.ndarray:
-        """Embed X as ``X L^T`` (Euclidean distances there = learned ones)."""
+        """Embed X as ``X L^T`` (Euclidean distances / inner products there
+        equal the learned ones)."""
         X = self._check_fitted_X(X)
-        return self._transform(X)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._transform(X)
+        return self._finite_output(out, "transform")
 
     def _transform(self, X):
         L = self.components_
         return np.asarray(X @ L.T)
 
+    @property
+    def _n_features_out(self) -> int:
+        if not self.__sklearn_is_fitted__():
+            raise AttributeError("_n_features_out")  # check_is_fitted: NotFittedError
+        return int(self.components_.shape[0])
+
+
+class MahalanobisMixin(EmbeddingMixin):
+    """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
+
+    Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
+    ``pair_score`` return the negated *squared* distance ``-d^2`` so larger
+    means closer; ``pair_distance`` and ``get_metric`` give the true distance
+    (``squared=True`` for ``d^2``), as metric-learn.
+
+    A scikit-learn transformer (:class:`EmbeddingMixin`): ``transform(X) =
+    X L^T``, ``fit_transform``, ``set_output``, ``get_feature_names_out``.
+    """
+
+    similarity_kind = "distance"
+
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """``M = L^T L`` (d x d)."""
-        check_is_fitted(self, "n_features_in_")
+        check_is_fitted(self)
         L = self.components_
         return L.T @ L
 
-    def pair_distance(self, X1, X2) -> np.ndarray:
-        """Row-wise squared Mahalanobis distance ``d(X1[i], X2[i])``."""
-        return -self.pair_score(X1, X2)
+    def pair_distance(self, X1, X2, *, squared: bool = False) -> np.ndarray:
+        """Row-wise Mahalanobis distance ``d(X1[i], X2[i])`` (``squared=True``:
+        ``d^2``)."""
+        d2 = np.maximum(-self.pair_score(X1, X2), 0.0)
+        return d2 if squared else np.sqrt(d2)
 
-    def get_metric(self):
-        """A callable ``metric(u, v)`` returning the squared distance, usable
-        with scikit-learn's ``metric=`` arguments."""
-        check_is_fitted(self, "n_features_in_")
+    def get_metric(self, *, squared: bool = False):
+        """A callable ``metric(u, v)`` returning the learned distance between
+        two 1-D points, usable with scikit-learn's ``metric=`` arguments.
+
+        The default is the true distance ``sqrt((u - v)^T M (u - v))``: a
+        metric (triangle inequality), as BallTree / KDTree pruning needs.
+        ``squared=True`` gives ``d^2``, which is not a metric: use it only with
+        brute-force search.
+        """
+        check_is_fitted(self)
 
         def metric(u, v):
             diff = self._transform(np.atleast_2d(np.asarray(u, float) - np.asarray(v, float)))
-            return float(np.sum(np.asarray(diff) ** 2))
+            d2 = float(np.sum(np.asarray(diff) ** 2))
+            return d2 if squared else float(np.sqrt(d2))
 
         return metric
 

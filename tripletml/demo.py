@@ -13,34 +13,15 @@ from typing import Callable, TextIO
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from .learners.baselines import DotProduct, Euclidean
-from .learners.oasis import OASIS
-from .learners.comet import COMET
-from .learners.factored import FactoredGD, IterativePA, NaivePA
-from .learners.loreta import LORETA
-from .learners.lowrank_dml import LowRankDML
-from .learners.sml import SML
-from .learners.sdca import SDCA
+from ._registry import entries
 from .metrics import evaluate_retrieval
 
 __all__ = ["DEMO_LEARNERS", "run_demo"]
 
-#: (name, factory) for every learner the demo shows; each algorithm adds its own.
+#: (label, factory(seed)) for every learner the demo shows: the registry's
+#: entries with demo parameters (:mod:`tripletml._registry`), in its order.
 DEMO_LEARNERS: list[tuple[str, Callable]] = [
-    ("Euclidean", lambda seed: Euclidean()),
-    ("DotProduct", lambda seed: DotProduct()),
-    ("OASIS", lambda seed: OASIS(C=0.1, n_triplets=50000, n_epochs=3, random_state=seed)),
-    ("SDCA", lambda seed: SDCA(lam=0.0025, n_triplets=50000, n_epochs=5, random_state=seed)),
-    ("COMET", lambda seed: COMET(n_triplets=10000, n_epochs=5, random_state=seed)),
-    ("LORETA k=10", lambda seed: LORETA(rank=10, step_size=0.01, n_triplets=50000,
-                                        random_state=seed)),
-    ("PA k=10", lambda seed: IterativePA(rank=10, C=0.1, n_triplets=50000, random_state=seed)),
-    ("PA v2 k=10", lambda seed: NaivePA(rank=10, C=0.1, n_triplets=50000, random_state=seed)),
-    ("GD k=10", lambda seed: FactoredGD(rank=10, step_size=0.01, n_triplets=50000,
-                                        random_state=seed)),
-    ("LowRankDML", lambda seed: LowRankDML(lam=1e-3, constraint=None, max_iter=500,
-                                           n_triplets=20000, eval_every=0, random_state=seed)),
-    ("SML", lambda seed: SML(gamma=1e-2, max_iter=300, random_state=seed)),
+    (e.demo_label, e.make_demo) for e in entries("triplet") if e.demo is not None
 ]
 
 

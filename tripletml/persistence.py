@@ -3,26 +3,57 @@
 A model file is a ``.npz`` archive holding the fitted arrays plus one
 ``__meta__`` entry: UTF-8 JSON with the format version, the class name, the
 constructor parameters and the non-array fitted attributes (``history_``,
-``n_features_in_``, ...).  Loading uses ``allow_pickle=False`` and looks the
-class up in :data:`tripletml.base.MODEL_REGISTRY`; nothing is imported or
-unpickled from the file.
+``n_features_in_``, ...).
+
+Loading trusts nothing in the file:
+
+* the class must be a learner of :mod:`tripletml._registry` (abstract bases
+  and anything else are refused); nothing is imported or unpickled
+  (``allow_pickle=False``, JSON metadata);
+* every array member must be declared in the class's ``_fitted_arrays``
+  (:mod:`tripletml._arrayspec`); an undeclared one is refused from the zip
+  directory, before anything is decompressed;
+* each array's shape and dtype are read from its ``.npy`` header and checked
+  against the declaration (shape symbols, dtype) and its size against the
+  zip entry's before its data is read, so a member cannot inflate beyond the
+  shape it declares; then finiteness and integer bounds are checked;
+* the parameters go through the learner's own ``_validate_params`` and the
+  whole model through ``_check_loaded``;
+* RecursionError, MemoryError, NotImplementedError, AttributeError (and other
+  errors of odd files) become one ``ValueError`` naming the file.
+
+``save`` writes to a temporary file created exclusively (``mkstemp``) in the
+target directory, then renames it over the target: a symlink planted at any
+fixed name is never followed.
 """
 from __future__ import annotations
 
 import json
 import os
+import struct
+import tempfile
 import zipfile
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .base import MODEL_REGISTRY, TripletLearner
+from ._arrayspec import check_header, check_values, expected_nbytes
+from ._registry import get_entry, learner_names
+from ._validation import check_random_state
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .base import LearnerBase
 
 __all__ = ["save_model", "load_model", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 _FORMAT_NAME = "tripletml-model"
+_META = "__meta__"
+#: the JSON metadata (parameters, history) is small; refuse more
+_META_MAX_BYTES = 64 * 2**20
+_HEADER_MAX = 10000
 
 
 def _jsonable(value: Any, what: str) -> Any:
@@ -41,8 +72,24 @@ def _jsonable(value: Any, what: str) -> Any:
     raise TypeError(f"save: cannot store {what} of type {type(value).__name__} as JSON.")
 
 
-def save_model(model: TripletLearner, path) -> None:
-    """Write a fitted model to ``path`` (``.npz`` added if missing)."""
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def save_model(model: "LearnerBase", path) -> None:
+    """Write a fitted model to ``path`` (``.npz`` added if missing).
+
+    The archive is written to a new temporary file in the target directory
+    (created exclusively, never through an existing name), given the usual
+    permissions (0666 minus the umask) and renamed over ``path``.
+    """
     if not hasattr(model, "n_features_in_"):
         raise ValueError(f"{type(model).__name__}: cannot save an unfitted model; call fit first.")
     params = model.get_params(deep=False)
@@ -53,7 +100,9 @@ def save_model(model: TripletLearner, path) -> None:
     for name, value in vars(model).items():
         if not name.endswith("_") or name.startswith("_"):
             continue
-        if isinstance(value, np.ndarray):
+        if name == "feature_names_in_":
+            attrs[name] = [str(v) for v in value]
+        elif isinstance(value, np.ndarray):
             if value.dtype == object:
                 raise TypeError(f"save: fitted attribute {name} is an object array.")
             arrays[name] = value
@@ -70,21 +119,37 @@ def save_model(model: TripletLearner, path) -> None:
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, __meta__=blob, **arrays)
-    os.replace(tmp, path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **{_META: blob}, **arrays)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
-def load_model(path) -> TripletLearner:
-    """Load a model written by ``save``.
+class _Refused(ValueError):
+    """A file refused with a message already naming it."""
+
+
+def load_model(path) -> "LearnerBase":
+    """Load a model written by ``save``, checking everything in the file.
 
     Raises
     ------
     FileNotFoundError
         No such file.
     ValueError
-        The file is truncated, not a tripletml model, or of a newer format.
+        The file is truncated, not a tripletml model, of a newer format, names
+        a class that is not a registered learner, holds an undeclared array,
+        an array of the wrong shape / dtype / values, invalid parameters, or
+        is otherwise inconsistent.
     """
     path = Path(path)
     if not path.exists() and path.with_name(path.name + ".npz").exists():
@@ -92,48 +157,154 @@ def load_model(path) -> TripletLearner:
     if not path.exists():
         raise FileNotFoundError(f"load_model: no such file: {path}")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            if "__meta__" not in npz.files:
-                raise ValueError(f"load_model: {path} is not a tripletml model file (no "
-                                 "metadata entry).")
-            meta = json.loads(npz["__meta__"].tobytes().decode("utf-8"))
-            arrays = {k: npz[k] for k in npz.files if k != "__meta__"}
-    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError,
-            json.JSONDecodeError) as exc:
+        return _load(path)
+    except _Refused:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, UnicodeDecodeError,
+            ValueError, struct.error, zlib.error, KeyError, TypeError, IndexError,
+            OverflowError, RecursionError, MemoryError, NotImplementedError,
+            AttributeError) as exc:
+        detail = " ".join(str(exc).split())[:300]
         raise ValueError(f"load_model: {path} is not a readable tripletml model file "
-                         f"(truncated or foreign: {exc}).") from None
-    except ValueError as exc:
-        if "tripletml" in str(exc):
-            raise
-        raise ValueError(f"load_model: {path} is not a readable tripletml model file "
-                         f"({exc}).") from None
-    if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
-        raise ValueError(f"load_model: {path} is not a tripletml model file.")
-    version = meta.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(f"load_model: {path} has format version {version!r}; this tripletml "
-                         f"reads versions <= {FORMAT_VERSION}. Upgrade tripletml.")
-    cls = MODEL_REGISTRY.get(meta.get("class"))
-    if cls is None:
-        raise ValueError(f"load_model: {path} holds an unknown model class "
-                         f"{meta.get('class')!r}; known: {', '.join(sorted(MODEL_REGISTRY))}.")
-    params, attrs = meta.get("params"), meta.get("attributes")
-    if not isinstance(params, dict) or not isinstance(attrs, dict):
-        raise ValueError(f"load_model: {path} has malformed metadata (params/attributes).")
-    model = cls()
-    unknown = set(params) - set(model.get_params())
-    if unknown:
-        raise ValueError(f"load_model: {path} sets unknown {cls.__name__} parameters "
-                         f"{sorted(unknown)}.")
-    model.set_params(**params)
-    for k, v in list(attrs.items()) + list(arrays.items()):
-        if not (k.endswith("_") and not k.startswith("_") and k.isidentifier()):
-            raise ValueError(f"load_model: {path} holds {k!r}, which is not a fitted "
-                             "attribute name.")
-        setattr(model, k, v)
+                         f"(truncated or foreign: {type(exc).__name__}: {detail}).") from None
+
+
+def _read_meta(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path) -> dict:
+    if info.file_size > _META_MAX_BYTES:
+        raise _Refused(f"load_model: {path} has a {info.file_size}-byte metadata entry "
+                       f"(at most {_META_MAX_BYTES}).")
+    with zf.open(info) as fh:
+        arr = np.lib.format.read_array(fh, allow_pickle=False,
+                                       max_header_size=_HEADER_MAX)
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise _Refused(f"load_model: {path} is not a tripletml model file (bad metadata).")
+    return json.loads(arr.tobytes().decode("utf-8"))
+
+
+def _budget() -> int | None:
+    from ._validation import available_memory
+
+    avail = available_memory()
+    return None if avail is None else avail // 2
+
+
+def _load(path: Path):
+    with zipfile.ZipFile(path) as zf:
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".npy") or name[:-4] in members or "/" in name:
+                raise _Refused(f"load_model: {path} is not a tripletml model file (member "
+                               f"{name[:80]!r}).")
+            members[name[:-4]] = info
+        if _META not in members:
+            raise _Refused(f"load_model: {path} is not a tripletml model file (no metadata "
+                           "entry).")
+        meta = _read_meta(zf, members.pop(_META), path)
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
+            raise _Refused(f"load_model: {path} is not a tripletml model file.")
+        version = meta.get("format_version")
+        if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
+            raise _Refused(f"load_model: {path} has format version {version!r}; this "
+                           f"tripletml reads versions <= {FORMAT_VERSION}. Upgrade tripletml.")
+        cname = meta.get("class")
+        try:
+            cls = get_entry(cname).cls
+        except ValueError:
+            raise _Refused(f"load_model: {path} holds an unknown or abstract model class "
+                           f"{str(cname)[:80]!r}; known: {', '.join(learner_names())}.") from None
+        params, attrs = meta.get("params"), meta.get("attributes")
+        if not isinstance(params, dict) or not isinstance(attrs, dict):
+            raise _Refused(f"load_model: {path} has malformed metadata (params/attributes).")
+        model = cls()
+        unknown = set(params) - set(model.get_params())
+        if unknown:
+            raise _Refused(f"load_model: {path} sets unknown {cls.__name__} parameters "
+                           f"{sorted(unknown)[:10]}.")
+        model.set_params(**params)
+        try:
+            model._validate_params()
+            if "random_state" in params:      # as fit would (check_random_state)
+                check_random_state(model.random_state, model)
+        except (TypeError, ValueError) as exc:
+            raise _Refused(f"load_model: {path} holds invalid {cls.__name__} parameters: "
+                           f"{exc}") from None
+        specs = cls._fitted_arrays
+        for k, v in attrs.items():
+            if not (k.endswith("_") and not k.startswith("_") and k.isidentifier()):
+                raise _Refused(f"load_model: {path} holds {k[:80]!r}, which is not a fitted "
+                               "attribute name.")
+            if k in specs or k in members:
+                raise _Refused(f"load_model: {path} stores the array {k} as metadata.")
+            if k == "feature_names_in_":
+                if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+                    raise _Refused(f"load_model: {path} has malformed feature_names_in_.")
+                v = np.asarray(v, dtype=object)
+            setattr(model, k, v)
+        d = getattr(model, "n_features_in_", None)
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise _Refused(f"load_model: {path} does not hold a consistent fitted "
+                           f"{cls.__name__}: n_features_in_={d!r} is not a positive integer")
+        undeclared = sorted(set(members) - set(specs))
+        if undeclared:
+            raise _Refused(f"load_model: {path} holds array(s) {undeclared[:5]} that "
+                           f"{cls.__name__} does not declare; refused without reading them.")
+        missing = [n for n, s in specs.items() if n not in members and not s.optional]
+        if missing:
+            raise _Refused(f"load_model: {path} does not hold a consistent fitted "
+                           f"{cls.__name__}: the fitted array(s) {missing} are missing.")
+        total = sum(info.file_size for info in members.values())
+        budget = _budget()
+        if budget is not None and total > budget:
+            raise _Refused(f"load_model: {path} declares {total} bytes of arrays, more than "
+                           f"half the available memory ({budget * 2} bytes).")
+        bindings: dict = {}
+        for name, spec in specs.items():     # declaration order: deterministic bindings
+            if name not in members:
+                continue
+            arr = _read_array(zf, members[name], model, name, spec, bindings, path, cls)
+            setattr(model, name, arr)
     try:
         model._check_loaded()
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"load_model: {path} does not hold a consistent fitted "
-                         f"{cls.__name__}: {exc}") from None
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise _Refused(f"load_model: {path} does not hold a consistent fitted "
+                       f"{cls.__name__}: {exc}") from None
     return model
+
+
+def _read_array(zf, info, model, name, spec, bindings, path, cls) -> np.ndarray:
+    def refuse(msg):
+        return _Refused(f"load_model: {path} does not hold a consistent fitted "
+                        f"{cls.__name__}: {msg}")
+
+    with zf.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(
+                fh, max_header_size=_HEADER_MAX)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(
+                fh, max_header_size=_HEADER_MAX)
+        else:
+            raise refuse(f"{name} has an unsupported .npy version {version}")
+        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+            raise refuse(f"{name} has dtype {dtype}, not a plain numeric dtype")
+        try:
+            check_header(model, name, spec, tuple(shape), dtype, bindings)
+        except (TypeError, ValueError) as exc:
+            raise refuse(str(exc)) from None
+        nbytes = expected_nbytes(shape, dtype)
+        offset = fh.tell()
+        if info.file_size != offset + nbytes:
+            raise refuse(f"the zip entry of {name} holds {info.file_size} bytes, but its "
+                         f"declared shape {tuple(shape)} needs {offset + nbytes}")
+        data = fh.read(nbytes)
+    if len(data) != nbytes:
+        raise refuse(f"{name} is truncated")
+    arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    arr = np.array(arr, order="C", copy=True)    # writeable, C-contiguous
+    try:
+        check_values(model, name, spec, arr)
+    except (TypeError, ValueError) as exc:
+        raise refuse(str(exc)) from None
+    return arr

@@ -20,6 +20,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     """
 
     _needs_triplets = False
+    _fitted_arrays: dict = {}   # components_ is built on demand, never stored
 
     def __init__(self):
         pass
@@ -30,7 +31,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     @property
     def components_(self) -> np.ndarray:
         """Identity L (d x d), built on demand."""
-        check_is_fitted(self, "n_features_in_")
+        check_is_fitted(self)
         return np.eye(self.n_features_in_)
 
     def _transform(self, X):
@@ -41,6 +42,7 @@ class DotProduct(BilinearMixin, TripletLearner):
     """Plain inner product ``x^T y`` (W = I); cosine for normalised rows."""
 
     _needs_triplets = False
+    _fitted_arrays: dict = {}   # W = I is built on demand, never stored
 
     def __init__(self):
         pass
@@ -58,6 +60,5 @@ class DotProduct(BilinearMixin, TripletLearner):
     def _pair_score(self, X1, X2):
         return rowwise_dot(X1, X2)
 
-    def get_bilinear_matrix(self) -> np.ndarray:
-        check_is_fitted(self, "n_features_in_")
+    def _bilinear_matrix(self) -> np.ndarray:
         return np.eye(self.n_features_in_)

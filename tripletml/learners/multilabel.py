@@ -33,14 +33,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from .._progress import progress_bar
 from .._stopping import finish, relative_change
 from .._validation import check_random_state, check_scalar_param, check_X
-from ..base import MODEL_REGISTRY, History
+from ..base import History, LearnerBase
 from ..linalg._flags import FAST
 from ..linalg.sparse_rows import as_csr
 from ..losses import multilabel_hinge
@@ -186,7 +185,7 @@ def _with_intercept(X, on: bool):
     return np.hstack([X, ones])
 
 
-class _MultilabelRanker(BaseEstimator):
+class _MultilabelRanker(LearnerBase):
     """Shared fit / partial_fit / scoring of the multi-label rankers.
 
     With ``fit_intercept=True`` a constant feature is appended internally, so
@@ -197,25 +196,11 @@ class _MultilabelRanker(BaseEstimator):
 
     _method = _LORETA
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        MODEL_REGISTRY[cls.__name__] = cls
-
-    def save(self, path) -> None:
-        """Save to ``.npz`` + JSON metadata (see :func:`tripletml.load_model`)."""
-        from ..persistence import save_model
-
-        save_model(self, path)
-
     def _check_loaded(self) -> None:
-        L, d = self.n_labels_, self.n_features_in_ + bool(self.fit_intercept)
-        shapes = {"A_": (L, getattr(self, "rank", 0)), "B_": (d, getattr(self, "rank", 0)),
-                  "W_": (L, d)}
-        shapes["pinv_A_"], shapes["pinv_B_"] = shapes["A_"], shapes["B_"]
-        for name, shape in shapes.items():
-            if hasattr(self, name) and getattr(self, name).shape != shape:
-                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected "
-                                 f"{shape}")
+        super()._check_loaded()
+        L = self.n_labels_
+        if isinstance(L, bool) or not isinstance(L, int) or L < 2:
+            raise ValueError(f"n_labels_={L!r} must be an integer >= 2")
 
     def _validate_common(self):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):

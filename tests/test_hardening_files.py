@@ -1,0 +1,306 @@
+"""Crafted model files (issue #13, items 2 and 5): load_model checks every
+declared array and the parameters before returning, refuses undeclared
+arrays before reading them, refuses abstract classes, turns odd-file errors
+into one ValueError; save never writes through a planted symlink.
+
+Cases that could crash the interpreter (a Numba kernel indexing a bad array)
+run in a subprocess, so a segfault fails the test instead of the suite.
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import tripletml as tm
+from tripletml._arrayspec import ArraySpec
+from tripletml._registry import entries
+
+from _estimators import toy_data, toy_multilabel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _fitted_perceptron():
+    X, Y = toy_multilabel()
+    return tm.MatrixPerceptron(random_state=0).fit(X, Y), X, Y
+
+
+def _read(path):
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    return meta, arrays
+
+
+def _write(path, meta, arrays):
+    np.savez(path, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+
+
+def _craft(tmp_path, edit, name="bad.npz"):
+    est, X, Y = _fitted_perceptron()
+    est.save(tmp_path / "good.npz")
+    meta, arrays = _read(tmp_path / "good.npz")
+    edit(meta, arrays)
+    _write(tmp_path / name, meta, arrays)
+    return tmp_path / name
+
+
+def _run_isolated(code: str, timeout=120):
+    """Run ``code`` in a fresh interpreter (the tree under test first on the
+    path); returns the CompletedProcess.  A crash gives a negative returncode."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+# ------------------------------------------------------------- arrays
+CRAFTED = [
+    ("missing", lambda m, a: a.pop("W_"), "W_.*missing"),
+    ("shape", lambda m, a: a.update(W_=np.zeros((2, 2))), "W_ has shape"),
+    ("transposed", lambda m, a: a.update(W_=np.ascontiguousarray(a["W_"].T)), "W_ has shape"),
+    ("dtype32", lambda m, a: a.update(W_=a["W_"].astype(np.float32)), "W_ has dtype"),
+    ("dtype_int", lambda m, a: a.update(W_=a["W_"].astype(np.int64)), "W_ has dtype"),
+    ("big_endian", lambda m, a: a.update(W_=a["W_"].astype(">f8")), "W_ has dtype"),
+    ("nan", lambda m, a: a["W_"].__setitem__((0, 0), np.nan), "W_ contains NaN"),
+    ("inf", lambda m, a: a["W_"].__setitem__((1, 2), -np.inf), "W_ contains NaN or inf"),
+    ("3d", lambda m, a: a.update(W_=a["W_"][None]), "W_ has shape"),
+    ("n_labels", lambda m, a: m["attributes"].update(n_labels_=-1), "n_labels_"),
+    ("n_labels_bool", lambda m, a: m["attributes"].update(n_labels_=True), "W_ has shape"),
+    ("extra", lambda m, a: a.update(evil_=np.zeros(3)), "does not declare"),
+    ("foreign_array", lambda m, a: a.update(A_=np.zeros((4, 2))), "A_|rank"),
+    ("array_as_meta", lambda m, a: m["attributes"].update(W_=[[0.0]]), "array W_ as metadata"),
+    ("bad_param", lambda m, a: m["params"].update(fit_intercept="yes"), "invalid .*param"),
+    ("bad_param_type", lambda m, a: m["params"].update(random_state="x"), "random_state"),
+    ("n_features", lambda m, a: m["attributes"].update(n_features_in_=0), "n_features_in_"),
+]
+
+
+@pytest.mark.parametrize("edit, msg", [c[1:] for c in CRAFTED], ids=[c[0] for c in CRAFTED])
+def test_crafted_file_is_refused(tmp_path, edit, msg):
+    path = _craft(tmp_path, edit)
+    with pytest.raises(ValueError, match=f"load_model: .*{msg}"):
+        tm.load_model(path)
+
+
+@pytest.mark.parametrize("case", ["missing", "shape", "transposed", "dtype32"])
+def test_crafted_file_refused_in_a_subprocess_before_any_kernel(tmp_path, case):
+    """A file whose array a kernel would index out of bounds: loading must
+    refuse it; were it accepted, partial_fit would write out of bounds."""
+    edit = dict((c[0], c[1]) for c in CRAFTED)[case]
+    path = _craft(tmp_path, edit)
+    res = _run_isolated(f"""
+        import numpy as np, tripletml as tm
+        try:
+            m = tm.load_model({str(path)!r})
+        except ValueError as exc:
+            print("REFUSED", exc)
+        else:
+            rng = np.random.default_rng(0)
+            m.partial_fit(rng.normal(size=(50, 5)), np.eye(4, dtype=int)[np.arange(50) % 4])
+            print("ACCEPTED")
+    """)
+    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+    assert "REFUSED" in res.stdout
+
+
+def test_int_arrays_bounds_checked(tmp_path, monkeypatch):
+    """Integer ids are checked against [low, high) (high may name an attribute)."""
+    specs = {**tm.MatrixPerceptron._fitted_arrays,
+             "ids_": ArraySpec(("=m",), dtype="i", low=0, high="n_labels_"),
+             "w_": ArraySpec(("=m",))}
+    monkeypatch.setattr(tm.MatrixPerceptron, "_fitted_arrays", specs)
+    for ids, ok in [([0, 3, 1], True), ([0, 4, 1], False), ([-1, 0, 0], False)]:
+        path = _craft(tmp_path, lambda m, a: a.update(ids_=np.array(ids, dtype=np.int64),
+                                                      w_=np.zeros(3)))
+        if ok:
+            m = tm.load_model(path)
+            assert m.ids_.dtype == np.int64 and list(m.ids_) == ids
+        else:
+            with pytest.raises(ValueError, match="ids_ holds"):
+                tm.load_model(path)
+    path = _craft(tmp_path, lambda m, a: a.update(ids_=np.array([0, 1], dtype=np.int64),
+                                                  w_=np.zeros(3)))
+    with pytest.raises(ValueError, match="both '=m'"):
+        tm.load_model(path)
+    path = _craft(tmp_path, lambda m, a: a.update(ids_=np.array([0, 1, 2], dtype=np.int32),
+                                                  w_=np.zeros(3)))
+    with pytest.raises(ValueError, match="ids_ has dtype"):
+        tm.load_model(path)
+
+
+def test_undeclared_array_refused_before_it_is_read(tmp_path, monkeypatch):
+    path = _craft(tmp_path, lambda m, a: a.update(evil_=np.zeros(10)))
+    opened = []
+    real_open = zipfile.ZipFile.open
+
+    def spy(self, name, *args, **kwargs):
+        opened.append(getattr(name, "filename", name))
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    with pytest.raises(ValueError, match=r"\['evil_'\].*does not declare.*without reading"):
+        tm.load_model(path)
+    assert "evil_.npy" not in opened
+
+
+def _bomb(path, meta, member, header_shape, n_bytes, descr="<f8"):
+    """A zip whose ``member`` declares ``header_shape`` but inflates to
+    ``n_bytes`` of zeros (deflated: the file stays small)."""
+    hdr = io.BytesIO()
+    np.lib.format.write_array_header_1_0(hdr, {"descr": descr, "fortran_order": False,
+                                               "shape": header_shape})
+    blob = io.BytesIO()
+    np.lib.format.write_array(blob, np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("__meta__.npy", blob.getvalue())
+        info = zipfile.ZipInfo(member + ".npy")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with zf.open(info, "w", force_zip64=True) as fh:
+            fh.write(hdr.getvalue())
+            chunk = bytes(2**20)
+            for _ in range(n_bytes // len(chunk)):
+                fh.write(chunk)
+
+
+@pytest.mark.parametrize("member, shape", [("W_", (4, 6)), ("evil_", (10**8,)),
+                                           ("W_", (4 * 10**7, 6))])
+def test_zip_bomb_member_refused_without_inflating(tmp_path, member, shape):
+    est, X, Y = _fitted_perceptron()
+    est.save(tmp_path / "good.npz")
+    meta, _ = _read(tmp_path / "good.npz")
+    path = tmp_path / "bomb.npz"
+    _bomb(path, meta, member, shape, 128 * 2**20)
+    assert path.stat().st_size < 2 * 2**20
+    res = _run_isolated(f"""
+        import resource, tripletml as tm
+        import tripletml.persistence
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        try:
+            tm.load_model({str(path)!r})
+        except ValueError as exc:
+            print("REFUSED", exc)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print("GROWTH_MB", peak - base)
+    """)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "REFUSED" in res.stdout
+    assert float(res.stdout.split("GROWTH_MB")[1]) < 50, res.stdout   # not the 128 MB member
+
+
+@pytest.mark.parametrize("cls", ["OnlineTripletLearner", "TripletLearner", "LearnerBase",
+                                 "_MultilabelRanker", "FactoredBilinearMixin", "BaseEstimator",
+                                 "_FactoredBaseline", "History", "os.system", 3, None, ["x"]])
+def test_abstract_and_foreign_classes_refused(tmp_path, cls):
+    path = _craft(tmp_path, lambda m, a: m.update({"class": cls}))
+    with pytest.raises(ValueError, match="unknown or abstract model class"):
+        tm.load_model(path)
+
+
+def test_odd_files_give_one_value_error(tmp_path):
+    # deep JSON nesting: RecursionError inside the decoder
+    est, X, Y = _fitted_perceptron()
+    est.save(tmp_path / "good.npz")
+    meta, arrays = _read(tmp_path / "good.npz")
+    deep = "[" * 200000 + "]" * 200000
+    raw = json.dumps(meta).replace('"history_": {', f'"deep_": {deep}, "history_": {{', 1)
+    np.savez(tmp_path / "deep.npz", __meta__=np.frombuffer(raw.encode(), np.uint8), **arrays)
+    with pytest.raises(ValueError, match="load_model: .*not a readable"):
+        tm.load_model(tmp_path / "deep.npz")
+    # setting a read-only property (AttributeError)
+    tm.Euclidean().fit(*toy_data()).save(tmp_path / "e.npz")
+    meta, arrays = _read(tmp_path / "e.npz")
+    meta["attributes"]["components_"] = 1
+    _write(tmp_path / "e2.npz", meta, arrays)
+    with pytest.raises(ValueError, match="load_model: "):
+        tm.load_model(tmp_path / "e2.npz")
+    # not a zip at all, an empty file, a directory entry, a pickle in disguise
+    (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04" + os.urandom(200))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    for p in ("junk.npz", "empty.npz"):
+        with pytest.raises(ValueError, match="load_model: "):
+            tm.load_model(tmp_path / p)
+    with zipfile.ZipFile(tmp_path / "dir.npz", "w") as zf:
+        zf.writestr("sub/W_.npy", b"")
+    with pytest.raises(ValueError, match="not a tripletml model file"):
+        tm.load_model(tmp_path / "dir.npz")
+
+
+# ------------------------------------------------------------- save
+def test_save_never_follows_a_planted_symlink(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    est, X, Y = _fitted_perceptron()
+    target = tmp_path / "model.npz"
+    os.symlink(victim, tmp_path / "model.npz.tmp")     # the old fixed temp name
+    est.save(target)
+    assert victim.read_text() == "precious"
+    assert target.is_file() and not target.is_symlink()
+    np.testing.assert_array_equal(tm.load_model(target).W_, est.W_)
+    # a symlink at the target itself is replaced, not written through
+    os.symlink(victim, tmp_path / "link.npz")
+    est.save(tmp_path / "link.npz")
+    assert victim.read_text() == "precious"
+    assert not (tmp_path / "link.npz").is_symlink()
+    # no temporary file is left behind; normal permissions (not 0600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.npz", "model.npz",
+                                                          "model.npz.tmp", "victim.txt"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_failed_save_leaves_no_temporary_file(tmp_path):
+    est, X, Y = _fitted_perceptron()
+    est.history_ = {"step": [object()]}      # not JSON-storable
+    with pytest.raises(TypeError):
+        est.save(tmp_path / "m.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------ property: round trip
+def _fit_entry(entry, seed, n, d):
+    if entry.kind == "multilabel":
+        X, Y = toy_multilabel(seed=seed, n=n, d=d, n_labels=3)
+        return entry.make(0).fit(X, Y)
+    X, y = toy_data(seed=seed, n=n, d=d)
+    return entry.make(0).fit(X, y)
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+                and a.tobytes() == b.tobytes())
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and np.isnan(a):
+        return isinstance(b, float) and np.isnan(b)
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("entry", entries(), ids=lambda e: e.name)
+@settings(max_examples=10, deadline=None, database=None,
+          phases=(Phase.explicit, Phase.generate),   # a failure is reported unshrunk: fast
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), n=st.integers(12, 24), d=st.integers(3, 6))
+def test_save_load_round_trip_is_bit_identical(tmp_path, entry, seed, n, d):
+    est = _fit_entry(entry, seed, n, d)
+    est.save(tmp_path / "m.npz")
+    back = tm.load_model(tmp_path / "m.npz")
+    assert type(back) is type(est)
+    assert _same(back.get_params(), est.get_params())
+    public = {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
+    loaded = {k: v for k, v in vars(back).items() if k.endswith("_") and not k.startswith("_")}
+    assert loaded.keys() == public.keys()
+    for k in public:
+        assert _same(loaded[k], public[k]), k

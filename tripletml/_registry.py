@@ -1,0 +1,184 @@
+"""The one list of tripletml's public learners.
+
+Every place that needs "all the learners" reads it: :func:`tripletml.load_model`
+(the only classes a model file may name), ``tripletml.__all__``, the generic
+tests (``tests/_estimators.py``), the command line (``tripletml fit``) and the
+demo.  A new learner is added here and nowhere else.
+
+An entry holds:
+
+``name``
+    The class name (also the name ``tripletml fit`` accepts, case-insensitive).
+``module``
+    The module defining the class, relative to ``tripletml`` (imported lazily:
+    this module imports no learner, so ``base`` / ``persistence`` can use it
+    without an import cycle).
+``kind``
+    ``"triplet"`` (``fit(X, y | triplets)``, a similarity between samples) or
+    ``"multilabel"`` (``fit(X, Y)`` with a binary indicator Y, label scores).
+``tests``
+    Parameters of quick-to-fit test instances (one dict per variant; a
+    ``random_state`` of 0 is added where the learner has one).
+``alt``
+    ``{param: alternative value}`` for the get/set_params round trip (every
+    value valid, so a fit with them works).
+``demo``, ``demo_label``
+    Parameters and row label in ``tripletml demo`` (None: not shown; the
+    demo adds ``random_state``).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+__all__ = ["LearnerEntry", "REGISTRY", "KINDS", "entries", "get_entry", "learner_class",
+           "learner_names"]
+
+KINDS = ("triplet", "multilabel")
+
+
+@dataclass(frozen=True)
+class LearnerEntry:
+    name: str
+    module: str
+    kind: str
+    tests: tuple[dict, ...]
+    alt: dict = field(default_factory=dict)
+    demo: Optional[dict] = None
+    demo_label: Optional[str] = None
+
+    @property
+    def cls(self) -> type:
+        """The learner class (imports its module on first use)."""
+        mod = importlib.import_module(f".{self.module}", "tripletml")
+        return getattr(mod, self.name)
+
+    def make(self, variant: int = 0, **params: Any):
+        """A quick test instance (variant ``variant`` of ``tests``)."""
+        cls = self.cls
+        kw = dict(self.tests[variant])
+        if "random_state" in cls().get_params():
+            kw.setdefault("random_state", 0)
+        kw.update(params)
+        return cls(**kw)
+
+    def make_demo(self, random_state: int = 0):
+        """The demo instance, seeded with ``random_state`` where it has one."""
+        cls = self.cls
+        kw = dict(self.demo or {})
+        if "random_state" in cls().get_params():
+            kw["random_state"] = random_state
+        return cls(**kw)
+
+    def test_ids(self) -> list[str]:
+        """pytest ids of the test variants (``Name`` or ``Name-<variant>``)."""
+        if len(self.tests) == 1:
+            return [self.name]
+        return [f"{self.name}-{v.get('solver', i)}" for i, v in enumerate(self.tests)]
+
+
+_FACTORED_ALT = {"rank": 3, "max_iter": 2, "n_triplets": 150, "init": "random",
+                 "random_state": 3, "verbose": 0}
+
+REGISTRY: tuple[LearnerEntry, ...] = (
+    LearnerEntry("Euclidean", "learners.baselines", "triplet", tests=({},),
+                 demo={}, demo_label="Euclidean"),
+    LearnerEntry("DotProduct", "learners.baselines", "triplet", tests=({},),
+                 demo={}, demo_label="DotProduct"),
+    LearnerEntry("OASIS", "learners.oasis", "triplet", tests=(dict(n_triplets=200),),
+                 alt={"C": 0.5, "max_iter": 2, "n_triplets": 150, "init": "zeros",
+                      "random_state": 3, "verbose": 0},
+                 demo=dict(C=0.1, n_triplets=50000, max_iter=3), demo_label="OASIS"),
+    LearnerEntry("SDCA", "learners.sdca", "triplet", tests=(dict(n_triplets=200, max_iter=3),),
+                 alt={"alpha": 0.05, "max_iter": 2, "n_triplets": 150, "output": "random",
+                      "average_start": 0.25, "tol": 1e-2, "random_state": 3, "verbose": 0},
+                 demo=dict(alpha=0.0025, n_triplets=50000, max_iter=5), demo_label="SDCA"),
+    LearnerEntry("COMET", "learners.comet", "triplet", tests=(dict(n_triplets=200, max_iter=1),),
+                 alt={"alpha": 0.5, "beta": 0.01, "loss": "log", "max_iter": 2,
+                      "n_triplets": 150, "step_fraction": 0.3, "eta0": 0.5,
+                      "refactor_every": 3, "random_state": 3, "verbose": 0},
+                 demo=dict(n_triplets=10000, max_iter=5), demo_label="COMET"),
+    LearnerEntry("SparseCOMET", "learners.comet", "triplet",
+                 tests=(dict(n_triplets=200, max_iter=1),),
+                 alt={"alpha": 0.5, "beta": 0.01, "loss": "squared_hinge", "group_alpha": 0.5,
+                      "max_iter": 2, "n_triplets": 150, "eta0": 0.5, "step_fraction": 0.3,
+                      "refactor_every": 3, "random_state": 3, "verbose": 0}),
+    LearnerEntry("LORETA", "learners.loreta", "triplet",
+                 tests=(dict(rank=2, n_triplets=200, eta0=0.05),),
+                 alt={"rank": 3, "eta0": 0.01, "max_iter": 2, "n_triplets": 150,
+                      "batch_size": 1, "algorithm": "general", "init": "random",
+                      "pinv_check_every": 10, "pinv_tol": 1e-6, "random_state": 3,
+                      "verbose": 0},
+                 demo=dict(rank=10, eta0=0.01, n_triplets=50000), demo_label="LORETA k=10"),
+    LearnerEntry("IterativePA", "learners.factored", "triplet",
+                 tests=(dict(rank=2, n_triplets=200, C=0.1),),
+                 alt={**_FACTORED_ALT, "C": 0.5},
+                 demo=dict(rank=10, C=0.1, n_triplets=50000), demo_label="PA k=10"),
+    LearnerEntry("NaivePA", "learners.factored", "triplet",
+                 tests=(dict(rank=2, n_triplets=200, C=0.1),),
+                 alt={**_FACTORED_ALT, "C": 0.5},
+                 demo=dict(rank=10, C=0.1, n_triplets=50000), demo_label="PA v2 k=10"),
+    LearnerEntry("FactoredGD", "learners.factored", "triplet",
+                 tests=(dict(rank=2, n_triplets=200, eta0=0.01),),
+                 alt={**_FACTORED_ALT, "eta0": 0.05},
+                 demo=dict(rank=10, eta0=0.01, n_triplets=50000), demo_label="GD k=10"),
+    LearnerEntry("LowRankDML", "learners.lowrank_dml", "triplet",
+                 tests=tuple(dict(solver=s, n_triplets=200, max_iter=20, batch_size=20,
+                                  eta0=0.1, alpha=0.01) for s in ("incsvd", "sgd")),
+                 alt={"alpha": 0.05, "loss": "lmnn", "eta0": 0.05, "batch_size": 10,
+                      "max_iter": 15, "constraint": "spectral", "tau": 2.0, "n_triplets": 150,
+                      "learning_rate": "constant", "push_weight": 0.5, "max_time": 100.0,
+                      "eval_every": 3, "random_state": 3, "verbose": 0},
+                 demo=dict(alpha=1e-3, constraint=None, max_iter=500, n_triplets=20000,
+                           eval_every=0), demo_label="LowRankDML"),
+    LearnerEntry("SML", "learners.sml", "triplet", tests=(dict(n_triplets=100, max_iter=20),),
+                 alt={"alpha": 0.1, "mu": 0.01, "solver": "subgradient", "max_iter": 15,
+                      "tol": 1e-3, "n_triplets": 80, "sampling": "knn", "line_search": True,
+                      "eta0": 0.05, "rank_tol": 1e-4, "random_state": 3, "verbose": 0},
+                 demo=dict(alpha=1e-2, max_iter=300), demo_label="SML"),
+    LearnerEntry("LORETAMultilabel", "learners.multilabel", "multilabel",
+                 tests=(dict(rank=2, eta0=0.1, max_iter=2),),
+                 alt={"rank": 3, "eta0": 0.05, "max_iter": 3, "init": "random",
+                      "fit_intercept": False, "pinv_check_every": 10, "pinv_tol": 1e-6,
+                      "random_state": 3, "verbose": 0}),
+    LearnerEntry("IterativePAMultilabel", "learners.multilabel", "multilabel",
+                 tests=(dict(rank=2, C=0.1, max_iter=2),),
+                 alt={"rank": 3, "C": 0.5, "max_iter": 3, "init": "random",
+                      "fit_intercept": False, "random_state": 3, "verbose": 0}),
+    LearnerEntry("MatrixPerceptron", "learners.multilabel", "multilabel",
+                 tests=(dict(eta0=0.1, max_iter=2),),
+                 alt={"eta0": 0.05, "max_iter": 3, "fit_intercept": False, "random_state": 3,
+                      "verbose": 0}),
+)
+
+_BY_NAME = {e.name: e for e in REGISTRY}
+_BY_LOWER = {e.name.lower(): e for e in REGISTRY}
+
+
+def entries(kind: str | None = None) -> tuple[LearnerEntry, ...]:
+    """Registry entries, all or of one ``kind``."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown learner kind {kind!r}; one of {KINDS}")
+    return tuple(e for e in REGISTRY if kind is None or e.kind == kind)
+
+
+def learner_names(kind: str | None = None) -> list[str]:
+    """Class names of the registered learners, in registry order."""
+    return [e.name for e in entries(kind)]
+
+
+def get_entry(name: str, *, case_sensitive: bool = True) -> LearnerEntry:
+    """The entry of a learner by class name (``case_sensitive=False``: any
+    case, as the CLI accepts).  Raises ValueError for an unknown name."""
+    entry = None
+    if isinstance(name, str):
+        entry = _BY_NAME.get(name) if case_sensitive else _BY_LOWER.get(name.lower())
+    if entry is None:
+        raise ValueError(f"unknown learner {name!r}; known: {', '.join(_BY_NAME)}")
+    return entry
+
+
+def learner_class(name: str) -> type:
+    """The class of a registered learner (exact class name)."""
+    return get_entry(name).cls
