@@ -48,7 +48,7 @@ def test_fit_returns_self_and_sets_n_features(factory, alt, sparse):
 def test_numpy_integer_params(factory, alt):
     X, y = toy_data()
     int_params = {k: np.int64(v) for k, v in alt.items()
-                  if isinstance(v, int) and k not in ("verbose",)}
+                  if isinstance(v, int) and not isinstance(v, bool) and k not in ("verbose",)}
     est = factory().set_params(**int_params)
     est.fit(X, y)
     assert est.n_features_in_ == X.shape[1]
@@ -57,7 +57,7 @@ def test_numpy_integer_params(factory, alt):
 @pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_grid_search_with_numpy_ints(factory, alt):
     X, y = toy_data(n=45)
-    grid = {k: [np.int64(v)] for k, v in alt.items() if k in ("n_epochs", "n_triplets")}
+    grid = {k: [np.int64(v)] for k, v in alt.items() if k in ("max_iter", "n_triplets")}
     gs = GridSearchCV(factory(), grid, cv=3).fit(X, y)
     assert np.isfinite(gs.best_score_)
 

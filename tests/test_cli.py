@@ -155,11 +155,11 @@ def test_progress_bar_only_when_asked(capsys):
     from tripletml._progress import progress
     X = np.random.default_rng(0).normal(size=(30, 3))
     y = np.arange(30) % 3
-    tm.OASIS(n_triplets=50, n_epochs=3, verbose=0).fit(X, y)
+    tm.OASIS(n_triplets=50, max_iter=3, verbose=0).fit(X, y)
     assert capsys.readouterr().err == ""
-    tm.OASIS(n_triplets=50, n_epochs=3, verbose=1).fit(X, y)  # not a TTY: silent
+    tm.OASIS(n_triplets=50, max_iter=3, verbose=1).fit(X, y)  # not a TTY: silent
     assert capsys.readouterr().err == ""
-    tm.OASIS(n_triplets=50, n_epochs=3, verbose=2).fit(X, y)  # forced
+    tm.OASIS(n_triplets=50, max_iter=3, verbose=2).fit(X, y)  # forced
     assert "OASIS" in capsys.readouterr().err
     assert list(progress(range(3), verbose=0)) == [0, 1, 2]
 

@@ -108,6 +108,14 @@ class _BlockWatch:
                                   f"steps {self.start}-{self.start + self.count - 1}")
                 self.total, self.count = 0.0, 0
 
+    def flush(self, min_count: int = WATCH_HEAD) -> None:
+        """Check the open window at the end of a fit (when it holds at least
+        ``min_count`` steps), so a run shorter than one block is watched too."""
+        if self.count >= min_count:
+            self.watch.update(self.total / self.count,
+                              f"steps {self.start}-{self.start + self.count - 1}")
+        self.total, self.count = 0.0, 0
+
 
 class OnlineTripletLearner(TripletLearner):
     """Base class of the online learners (see module docstring)."""
@@ -254,6 +262,7 @@ class OnlineTripletLearner(TripletLearner):
         finally:
             if bar is not None:
                 bar.close()
+        self._watch.flush()
         self.history_ = hist.data
         self._finalize()
         finish(self, n_done, reason, tol=self.tol,

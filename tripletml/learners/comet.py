@@ -30,13 +30,13 @@ from .._arrayspec import ArraySpec
 from .._progress import progress
 from .._stopping import LossWatch, finish, relative_change
 from .._validation import check_choice_param, check_scalar_param
-from ..base import BilinearMixin, History, TripletLearner
+from ..base import BilinearMixin, EmbeddingMixin, History, TripletLearner
 from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
                              comet_loss_derivative, group_prox, linear_terms)
 
 __all__ = ["COMET", "SparseCOMET", "group_prox", "comet_loss", "comet_loss_derivative"]
 
-class COMET(BilinearMixin, TripletLearner):
+class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     """Dense COMET (Algorithm 1): a PD bilinear similarity by block-coordinate
     descent inside the PD cone.
 
@@ -204,11 +204,8 @@ class COMET(BilinearMixin, TripletLearner):
     def _bilinear_matrix(self) -> np.ndarray:
         return self.W_.copy()
 
-    def transform(self, X) -> np.ndarray:
-        """Embed X as ``X R^T`` with ``W = R^T R`` (inner products there equal
-        the learned similarity)."""
-        X = self._check_fitted_X(X)
-        return np.asarray(X @ self.components_.T)
+    # transform (EmbeddingMixin): X R^T with W = R^T R, so inner products of
+    # the embeddings equal the learned similarity
 
 
 class SparseCOMET(COMET):

@@ -346,6 +346,7 @@ class _MultilabelRanker(LearnerBase):
         finally:
             if bar is not None:
                 bar.close()
+        self._watch.flush()
         self.n_features_in_ = d
         self.history_ = hist.data
         finish(self, n_done, reason, tol=self.tol, criterion=criterion,
