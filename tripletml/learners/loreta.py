@@ -39,15 +39,15 @@ from .._arrayspec import ArraySpec
 from .._validation import check_choice_param, check_scalar_param
 from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
-from ..solvers.loreta import (PinvFactors, loreta1_triplet_steps, loreta1_update,  # noqa: F401
-                              loreta_general_step)
+from ..solvers.loreta import loreta1_triplet_steps, loreta_general_step
+from ._pinv_owner import PinvFactorsOwner
 from ._online import OnlineTripletLearner
 from .factored import FactoredBilinearMixin, check_lowrank_params
 
 __all__ = ["LORETA"]
 
 
-class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
+class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
     """Low-rank bilinear similarity by Riemannian SGD (LORETA).
 
     Parameters
@@ -144,34 +144,13 @@ class LORETA(FactoredBilinearMixin, OnlineTripletLearner):
     # model -------------------------------------------------------------
     def _init_model(self, n_features, rng):
         self._init_factors(n_features, rng)
-        self.n_pinv_refresh_ = 0
-        self._factors = PinvFactors(self.A_, self.B_, check_every=self.pinv_check_every,
-                                    tol=self.pinv_tol, owner="LORETA")
-        self._store()
-
-    def _store(self):
-        f = self._factors
-        self.A_, self.B_, self.pinv_A_, self.pinv_B_ = f.A, f.B, f.PA, f.PB
-        self.n_pinv_refresh_ = f.n_refresh
+        self._new_factors(self.A_, self.B_)
 
     def _check_resumable(self):
-        f = getattr(self, "_factors", None)
-        if f is None or any(a is not b for a, b in zip(
-                (f.A, f.B, f.PA, f.PB), (self.A_, self.B_, self.pinv_A_, self.pinv_B_))):
-            # loaded from a file, or the factors were set by hand
-            self._factors = PinvFactors(self.A_, self.B_, self.pinv_A_, self.pinv_B_,
-                                        check_every=self.pinv_check_every, tol=self.pinv_tol,
-                                        owner="LORETA", n_refresh=self.n_pinv_refresh_)
-        self._factors.check_every = int(self.pinv_check_every)
-        self._factors.tol = float(self.pinv_tol)
+        self._resume_factors()
 
     def _block_multiple(self):
         return 1 if self.batch_size == 1 and self.algorithm == "auto" else int(self.batch_size)
-
-    def _record_extra(self):
-        drift = self._factors.drift
-        self._factors.reset_drift()
-        return {"pinv_drift": drift}
 
     def _run_steps(self, Xc, triplets):
         self._check_resumable()

@@ -43,7 +43,8 @@ from ..base import History, LearnerBase
 from ..linalg._flags import FAST
 from ..linalg.sparse_rows import as_csr
 from ..losses import multilabel_hinge
-from ..solvers.loreta import PinvFactors, loreta1_update
+from ..solvers.loreta import loreta1_update
+from ._pinv_owner import PinvFactorsOwner
 from ._online import BLOCK_MIN, WATCH_HEAD, _BlockWatch, block_size
 from .factored import check_lowrank_params, init_factors
 
@@ -438,7 +439,7 @@ _TOL = """
         relative to the previous pass."""
 
 
-class LORETAMultilabel(_MultilabelRanker):
+class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
     __doc__ = """Low-rank multi-label ranking by LORETA-1 (LORETA paper, section 5.2).
 
     Parameters
@@ -496,30 +497,10 @@ class LORETAMultilabel(_MultilabelRanker):
             raise ValueError(f"LORETAMultilabel: rank={self.rank} exceeds min(n_labels={L}, "
                              f"n_features={d}).")
         A, B = init_factors(L, d, int(self.rank), self.init, rng)
-        self._factors = PinvFactors(A, B, check_every=self.pinv_check_every,
-                                    tol=self.pinv_tol, owner="LORETAMultilabel")
-        self._store()
-
-    def _store(self):
-        f = self._factors
-        self.A_, self.B_, self.pinv_A_, self.pinv_B_ = f.A, f.B, f.PA, f.PB
-        self.n_pinv_refresh_ = f.n_refresh
+        self._new_factors(A, B)
 
     def _check_resumable(self):
-        f = getattr(self, "_factors", None)
-        if f is None or any(a is not b for a, b in zip(
-                (f.A, f.B, f.PA, f.PB), (self.A_, self.B_, self.pinv_A_, self.pinv_B_))):
-            self._factors = PinvFactors(self.A_, self.B_, self.pinv_A_, self.pinv_B_,
-                                        check_every=self.pinv_check_every, tol=self.pinv_tol,
-                                        owner="LORETAMultilabel",
-                                        n_refresh=self.n_pinv_refresh_)
-        self._factors.check_every = int(self.pinv_check_every)
-        self._factors.tol = float(self.pinv_tol)
-
-    def _record_extra(self):
-        drift = self._factors.drift
-        self._factors.reset_drift()
-        return {"pinv_drift": drift}
+        self._resume_factors()
 
     def _run_block(self, Xc, Yc, order):
         losses = np.zeros(order.shape[0])

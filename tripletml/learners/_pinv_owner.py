@@ -1,0 +1,45 @@
+"""Estimator glue of the LORETA drift control, shared by :class:`LORETA` and
+:class:`LORETAMultilabel`: the fitted attributes ``A_, B_, pinv_A_,
+pinv_B_, n_pinv_refresh_`` mirror one :class:`tripletml.solvers.loreta.PinvFactors`
+(the solver state), rebuilt from them when a model was loaded or set by hand."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..solvers.loreta import PinvFactors
+
+__all__ = ["PinvFactorsOwner"]
+
+
+class PinvFactorsOwner:
+    """Mixin: ``_new_factors(A, B)`` at initialisation, ``_store()`` after
+    steps, ``_resume_factors()`` before more steps, ``_record_extra()`` for
+    the history's ``pinv_drift``.  Needs the parameters ``pinv_check_every``
+    and ``pinv_tol``."""
+
+    def _new_factors(self, A: np.ndarray, B: np.ndarray) -> None:
+        self._factors = PinvFactors(A, B, check_every=self.pinv_check_every,
+                                    tol=self.pinv_tol, owner=type(self).__name__)
+        self._store()
+
+    def _store(self) -> None:
+        f = self._factors
+        self.A_, self.B_, self.pinv_A_, self.pinv_B_ = f.A, f.B, f.PA, f.PB
+        self.n_pinv_refresh_ = f.n_refresh
+
+    def _resume_factors(self) -> None:
+        f = getattr(self, "_factors", None)
+        if f is None or any(a is not b for a, b in zip(
+                (f.A, f.B, f.PA, f.PB), (self.A_, self.B_, self.pinv_A_, self.pinv_B_))):
+            # loaded from a file, or the factors were set by hand
+            self._factors = PinvFactors(self.A_, self.B_, self.pinv_A_, self.pinv_B_,
+                                        check_every=self.pinv_check_every, tol=self.pinv_tol,
+                                        owner=type(self).__name__,
+                                        n_refresh=self.n_pinv_refresh_)
+        self._factors.check_every = int(self.pinv_check_every)
+        self._factors.tol = float(self.pinv_tol)
+
+    def _record_extra(self) -> dict:
+        drift = self._factors.drift
+        self._factors.reset_drift()
+        return {"pinv_drift": drift}
