@@ -256,3 +256,102 @@ def test_input_errors():
         index.search(X[:, :3], 2)
     with pytest.raises(ValueError, match="batch_size"):
         index.search(X, 2, batch_size=0)
+
+
+# --------------------------------------------------------------------------
+# command line: tripletml index build / tripletml search
+# --------------------------------------------------------------------------
+def _cli_main(monkeypatch):
+    """tripletml.cli.main with the search subcommands registered (as cli.py
+    does with tripletml._cli_search.add_subcommands; no-op once it does)."""
+    import argparse
+
+    import tripletml.cli as cli
+    from tripletml._cli_search import add_subcommands
+
+    original = cli.build_parser
+
+    def build_parser():
+        p = original()
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        if "search" not in sub.choices:
+            add_subcommands(sub)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    return cli.main, build_parser
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_cli_index_build_and_search(tmp_path, capsys, monkeypatch, kind):
+    from sklearn.datasets import dump_svmlight_file
+
+    from tripletml import load_model
+
+    main, _ = _cli_main(monkeypatch)
+    X, y = mixture(300, d=5, seed=11)
+    X = np.abs(X)
+    dump_svmlight_file(X, y, str(tmp_path / "db.svm"), zero_based=False)
+    dump_svmlight_file(X[:7], y[:7], str(tmp_path / "q.svm"), zero_based=False)
+    model_path, index_path = tmp_path / "m.npz", tmp_path / "idx"
+    assert main(["fit", "loreta", str(tmp_path / "db.svm"), "-o", str(model_path),
+                 "--param", "rank=3", "--param", "n_triplets=500", "--param", "eta0=0.05",
+                 "--seed", "0"]) == 0
+    capsys.readouterr()
+    args = ["index", "build", str(model_path), str(tmp_path / "db.svm"), "-o", str(index_path),
+            "--kind", kind]
+    if kind == "hnsw":
+        args += ["--ef-search", "400"]
+    assert main(args) == 0
+    assert "indexed 300 rows" in capsys.readouterr().out
+    assert main(["search", str(index_path), str(tmp_path / "q.svm"), "-k", "4"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "query\trank\tid\tscore" and len(lines) == 1 + 7 * 4
+    got = np.array([int(line.split("\t")[2]) for line in lines[1:]]).reshape(7, 4)
+    model = load_model(model_path)
+    S = model.similarity(X[:7], X)
+    ref = np.argsort(-S, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(got, ref)
+    out = tmp_path / "res.npz"
+    assert main(["search", str(index_path), str(tmp_path / "q.svm"), "-k", "4", "-o",
+                 str(out)]) == 0
+    with np.load(out, allow_pickle=False) as f:
+        np.testing.assert_array_equal(f["ids"], ref)
+        np.testing.assert_allclose(f["scores"], np.take_along_axis(S, ref, axis=1),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_cli_search_errors_and_help(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    main, build_parser = _cli_main(monkeypatch)
+    assert main(["search", str(tmp_path / "nothing"), "q.svm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tripletml: error:") and "not a tripletml index" in err
+    X, y = mixture(100, d=4, seed=12)
+    from sklearn.datasets import dump_svmlight_file
+    dump_svmlight_file(X, y, str(tmp_path / "db.svm"), zero_based=False)
+    assert main(["fit", "oasis", str(tmp_path / "db.svm"), "-o", str(tmp_path / "m.npz"),
+                 "--param", "n_triplets=200"]) == 0
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    assert main(["index", "build", str(tmp_path / "m.npz"), str(tmp_path / "db.svm"), "-o",
+                 str(tmp_path / "idx"), "--kind", "hnsw"]) == 2
+    assert "pip install tripletml[index]" in capsys.readouterr().err
+    # every argument of the two subcommands has help text
+    missing = []
+
+    def walk(parser, where):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    if name in ("index", "search", "build") and not helps.get(name):
+                        missing.append(f"{where} {name}")
+                    if name in ("index", "search", "build"):
+                        walk(sub, f"{where} {name}")
+            elif not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "tripletml")
+    missing = [m for m in missing if m.startswith(("tripletml index", "tripletml search"))]
+    assert missing == []
