@@ -57,7 +57,7 @@ FORMAT_VERSION = 1
 _INSTALL = "pip install tripletml[index]  (or: pip install faiss-cpu)"
 #: rows per query block and per database block of the exact NumPy scan
 _Q_BLOCK = 256
-_DB_BLOCK = 4096
+_DB_BLOCK = 16384
 #: above this k the exact scan ranks whole rows instead of a running top k
 _LARGE_K = 128
 #: a database block is merged with the next added rows while smaller than this
