@@ -11,6 +11,12 @@ two mixins, the multi-label rankers through ``_MultilabelRanker``.  The mixins:
   "higher = more similar" holds for every learner and the retrieval metrics
   work unchanged.
 
+Every triplet learner also has a *query* and a *database* embedding
+(:meth:`BilinearMixin.embed_queries` / ``embed_database``): dense vectors whose
+inner product (``embedding_similarity == "inner_product"``) or minus squared
+Euclidean distance (``"neg_squared_l2"``) is the learned similarity, so a
+nearest-neighbour index (:mod:`tripletml.index`) can search with it.
+
 ``fit(X, y=None, *, triplets=None)`` samples ``n_triplets`` random class
 triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 ``(m, 3)`` triplet index array is given, in which case ``y`` is ignored.
@@ -32,7 +38,7 @@ from .linalg import rowwise_dot
 from .triplets import random_class_triplets
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-           "EmbeddingMixin", "History", "ArraySpec"]
+           "EmbeddingMixin", "History", "ArraySpec", "EMBEDDING_SIMILARITIES"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -274,7 +280,89 @@ class TripletLearner(LearnerBase):
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
 
-class BilinearMixin:
+def _dense_float(X) -> np.ndarray:
+    """``X`` as a dense C-contiguous float64 array (sparse input densified)."""
+    if sp.issparse(X):
+        X = X.toarray()
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+#: the two ways an embedding pair gives back the learned similarity
+EMBEDDING_SIMILARITIES = ("inner_product", "neg_squared_l2")
+
+
+class _EmbedMixin:
+    """Public ``embed_queries`` / ``embed_database`` over the unchecked
+    ``_embed_queries`` / ``_embed_database`` of a mixin."""
+
+    #: ``"inner_product"``: ``S(q, x) = <embed_queries(q), embed_database(x)>``;
+    #: ``"neg_squared_l2"``: ``S(q, x) = -||embed_queries(q) - embed_database(x)||^2``
+    #: (the two embeddings are then the same map).  As pytorch-metric-learning's
+    #: ``is_inverted``: inner product means larger = closer.
+    embedding_similarity: ClassVar[str] = "inner_product"
+
+    def embed_queries(self, X) -> np.ndarray:
+        """Embed query rows so that the learned similarity is a plain inner
+        product (or minus squared Euclidean distance) of embeddings.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Query rows (validated as by :meth:`similarity`: the fitted number
+            of features, finite values).  Sparse input stays sparse until the
+            product with the model.
+
+        Returns
+        -------
+        E : ndarray of shape (n_samples, n_dims), float64
+            ``S(X[i], Y[j])`` equals ``E[i] . embed_database(Y)[j]`` when
+            ``embedding_similarity == "inner_product"`` and
+            ``-||E[i] - embed_database(Y)[j]||^2`` when it is
+            ``"neg_squared_l2"``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model is not fitted.
+        ValueError
+            On a wrong number of features, non-finite input, or an
+            embedding that overflows.
+        """
+        X = self._check_fitted_X(X, "X")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = _dense_float(self._embed_queries(X))
+        return self._finite_output(out, "embed_queries")
+
+    def embed_database(self, X) -> np.ndarray:
+        """Embed database rows (the right-hand side of ``S(q, x)``).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+
+        Returns
+        -------
+        E : ndarray of shape (n_samples, n_dims), float64
+            See :meth:`embed_queries`.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError, ValueError
+            As :meth:`embed_queries`.
+        """
+        X = self._check_fitted_X(X, "X")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = _dense_float(self._embed_database(X))
+        return self._finite_output(out, "embed_database")
+
+    def _embed_queries(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _embed_database(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class BilinearMixin(_EmbedMixin):
     """Similarity ``S(x, y) = x^T W y``.
 
     Subclasses implement ``_apply(X)`` returning the dense product ``X W``
@@ -283,6 +371,16 @@ class BilinearMixin:
     """
 
     similarity_kind = "similarity"
+    embedding_similarity = "inner_product"
+
+    def _embed_queries(self, X):
+        """``S(q, x) = q^T W x = (W^T q) . x``: a query row becomes ``q^T W``
+        (rows of ``X W``); factored models override this (``X A``)."""
+        return self._apply(X)
+
+    def _embed_database(self, X):
+        """A database row is itself (densified); factored models: ``X B``."""
+        return X
 
     def _apply(self, X) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -335,7 +433,7 @@ class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         return int(self.components_.shape[0])
 
 
-class MahalanobisMixin(EmbeddingMixin):
+class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
 
     Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
@@ -348,6 +446,14 @@ class MahalanobisMixin(EmbeddingMixin):
     """
 
     similarity_kind = "distance"
+    embedding_similarity = "neg_squared_l2"
+
+    def _embed_queries(self, X):
+        """``L x`` (rows of ``X L^T``), the same map on both sides."""
+        return self._transform(X)
+
+    def _embed_database(self, X):
+        return self._transform(X)
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """``M = L^T L`` (d x d)."""

@@ -522,7 +522,9 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
                        y_db: ArrayLike | None = None, *,
                        k: int | Sequence[int] = (1, 5, 10),
                        chunk_size: int | None = None,
-                       verbose: bool = False) -> dict[str, float]:
+                       verbose: bool = False, index: Any = None,
+                       search_k: int | None = None,
+                       recall: bool = False) -> dict[str, float]:
     """Retrieval scores of a fitted estimator, without the full matrix.
 
     Calls ``estimator.similarity(X_query[rows], X_db)`` for consecutive row
@@ -549,11 +551,31 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
         Query rows per ``similarity`` call (None: ~64 MB of scores).
     verbose : bool, default False
         Show a tqdm progress bar.
+    index : tripletml.index.SimilarityIndex or None, keyword-only
+        Rank with this index instead of ``estimator.similarity`` (for
+        collections too big for brute force).  The index holds the database:
+        ``X_db`` must be None and ``y_db`` gives the labels of its rows in id
+        order; ``y_db=None`` means leave-one-out with ``X_query`` being the
+        index's rows (each query's own id is removed from its results).
+        ``estimator`` may be None (the index's model is used).  With an exact
+        index (numpy backend) and ``search_k=None`` the results equal the
+        brute-force ones.
+    search_k : int or None, keyword-only
+        With ``index``: items retrieved per query (None: all of them, the
+        full ranking).  When it is smaller than the number of rankable items
+        the AP is truncated -- relevant items not retrieved add precision 0
+        (the divisor is still the number of relevant items) -- and its key is
+        ``"map_at_<search_k>"`` instead of ``"map"``.
+    recall : bool, default False, keyword-only
+        Also report ``recall_at_<k>``: the fraction of a query's relevant
+        items found in its top k, averaged over the queries that have a
+        relevant item.
 
     Returns
     -------
     dict
-        ``{"map": float, "precision_at_<k>": float, ...}``.
+        ``{"map": float, "precision_at_<k>": float, ...}`` (plus
+        ``"recall_at_<k>"`` with ``recall=True``).
 
     Raises
     ------
@@ -561,9 +583,18 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
         On inconsistent shapes, labels, k, non-finite similarities, or when
         no query has a relevant item.
     TypeError
-        If ``estimator`` has no ``similarity`` method.
+        If ``estimator`` has no ``similarity`` method, or ``index`` no
+        ``search``.
     """
     func = "evaluate_retrieval"
+    if not isinstance(recall, (bool, np.bool_)):
+        raise TypeError(f"{func}: recall must be a bool, got {recall!r}")
+    if index is not None:
+        return _evaluate_with_index(index, estimator, X_query, y_query, X_db, y_db, k=k,
+                                    search_k=search_k, chunk_size=chunk_size,
+                                    verbose=verbose, recall=bool(recall))
+    if search_k is not None:
+        raise ValueError(f"{func}: search_k is only used with an index")
     similarity = _check_estimator(estimator, "similarity", func)
     X_query, q, X_db, d, loo = _setup_sets(func, X_query, y_query, X_db, y_db,
                                            ("X_query", "y_query"), ("X_db", "y_db"),
@@ -581,6 +612,108 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
     out = {"map": _mean_ap(ap, func)}
     for j, kk in enumerate(ks):
         out[f"precision_at_{kk}"] = float(hits[:, j].mean() / kk)
+    if recall:
+        out.update(_recall(hits, ks, _n_relevant(q, d, loo)))
+    return out
+
+
+def _n_relevant(q_codes: np.ndarray, db_codes: np.ndarray, loo: bool) -> np.ndarray:
+    """Relevant database items of each query (itself excluded when ``loo``)."""
+    counts = np.bincount(db_codes, minlength=int(max(q_codes.max(), db_codes.max())) + 1)
+    return counts[q_codes] - (1 if loo else 0)
+
+
+def _recall(hits: np.ndarray, ks: Sequence[int], n_rel: np.ndarray) -> dict[str, float]:
+    has = n_rel > 0
+    if not has.any():
+        return {f"recall_at_{kk}": float("nan") for kk in ks}
+    return {f"recall_at_{kk}": float(np.mean(hits[has, j] / n_rel[has]))
+            for j, kk in enumerate(ks)}
+
+
+def _evaluate_with_index(index: Any, estimator: Any, X_query: Any, y_query: Any, X_db: Any,
+                         y_db: Any, *, k: Any, search_k: Any, chunk_size: Any,
+                         verbose: bool, recall: bool) -> dict[str, float]:
+    """:func:`evaluate_retrieval` over the top ``search_k`` of an index."""
+    func = "evaluate_retrieval"
+    search = getattr(index, "search", None)
+    n_db = getattr(index, "ntotal", None)
+    if not callable(search) or not isinstance(n_db, numbers.Integral):
+        raise TypeError(f"{func}: index must be a tripletml.index.SimilarityIndex, got "
+                        f"{type(index).__name__}")
+    if estimator is not None and not callable(getattr(estimator, "similarity", None)):
+        raise TypeError(f"{func}: estimator must be None or have a callable `similarity` "
+                        f"method, got {type(estimator).__name__}")
+    if X_db is not None:
+        raise ValueError(f"{func}: with an index, X_db must be None (the index holds the "
+                         "database; give its labels as y_db)")
+    X_query = _check_X(X_query, "X_query", func)
+    n_q = X_query.shape[0]
+    loo = y_db is None
+    if loo:
+        (q,) = _encode_labels(func, (y_query, "y_query"))
+        d = q
+        if n_q != n_db:
+            raise ValueError(f"{func}: leave-one-out with an index (y_db=None) needs the "
+                             f"queries to be the index's {n_db} rows, got {n_q} queries")
+    else:
+        q, d = _encode_labels(func, (y_query, "y_query"), (y_db, "y_db"))
+        if d.shape[0] != n_db:
+            raise ValueError(f"{func}: len(y_db)={d.shape[0]} does not match the index's "
+                             f"{n_db} rows")
+    if q.shape[0] != n_q:
+        raise ValueError(f"{func}: len(y_query)={q.shape[0]} does not match "
+                         f"X_query.shape[0]={n_q}")
+    if n_q == 0:
+        raise ValueError(f"{func}: X_query has no rows")
+    n_avail = n_db - (1 if loo else 0)
+    if n_avail < 1:
+        raise ValueError(f"{func}: nothing to rank: the index has {n_db} row(s)")
+    if isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
+        ks = []
+    else:
+        ks, _ = _check_ks(k, n_avail, func)
+    if search_k is None:
+        K = n_avail
+    elif not isinstance(search_k, numbers.Integral) or isinstance(search_k, bool):
+        raise TypeError(f"{func}: search_k must be an int or None, got {search_k!r}")
+    else:
+        (K,), _ = _check_ks(int(search_k), n_avail, func, name="search_k")
+    if ks and K < max(ks):
+        raise ValueError(f"{func}: search_k={K} is smaller than max(k)={max(ks)}")
+    cs = _check_chunk_size(chunk_size, n_q, K + 1, func)
+    n_rel = _n_relevant(q, d, loo)
+    ap = np.full(n_q, np.nan)
+    hits = np.zeros((n_q, len(ks)))
+    bar = progress_bar(n_q, verbose=verbose, desc=func, unit="query")
+    try:
+        for start in range(0, n_q, cs):
+            stop = min(start + cs, n_q)
+            ids, _ = search(X_query[start:stop], K + (1 if loo else 0))
+            ids = np.asarray(ids)
+            if loo:        # drop each query's own id (or the last item when absent)
+                own = ids == np.arange(start, stop)[:, None]
+                own[~own.any(axis=1), -1] = True
+                ids = ids[~own].reshape(stop - start, K)
+            rel = (ids >= 0) & (d[np.maximum(ids, 0)] == q[start:stop, None])
+            cum = np.cumsum(rel, axis=1)
+            ranks = np.arange(1, K + 1)
+            nr = n_rel[start:stop]
+            has = nr > 0
+            ap_sum = (rel * cum / ranks).sum(axis=1)
+            ap[start:stop][has] = ap_sum[has] / nr[has]
+            for j, kk in enumerate(ks):
+                hits[start:stop, j] = cum[:, kk - 1]
+            if bar is not None:
+                bar.update(stop - start)
+    finally:
+        if bar is not None:
+            bar.close()
+    out = {("map" if K == n_avail else f"map_at_{K}"): _mean_ap(ap, func)}
+    for j, kk in enumerate(ks):
+        out[f"precision_at_{kk}"] = float(hits[:, j].mean() / kk)
+    if recall:
+        out.update(_recall(hits, ks, n_rel))
     return out
 
 

@@ -70,6 +70,15 @@ class FactoredBilinearMixin(BilinearMixin):
     def _pair_score(self, X1, X2):
         return np.einsum("ij,ij->i", np.asarray(X1 @ self.A_), np.asarray(X2 @ self.B_))
 
+    def _embed_queries(self, X):
+        """``S(q, x) = (A^T q) . (B^T x)``: queries become rows of ``X A``
+        (k dims; a CSR X stays sparse until this product, W is never formed)."""
+        return X @ self.A_
+
+    def _embed_database(self, X):
+        """Database rows become rows of ``X B`` (k dims)."""
+        return X @ self.B_
+
     def _bilinear_matrix(self) -> np.ndarray:
         """``W = A_ B_^T`` (d x d: large for many features; prefer the factors)."""
         return self.A_ @ self.B_.T

@@ -1,0 +1,357 @@
+"""tripletml.index: exact search equals the brute-force top k of
+``model.similarity`` (tie rule: lower index first), the faiss backends agree
+with it, save/load round trips, and clear errors."""
+import json
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError
+
+import tripletml.index as tindex
+from tripletml import DotProduct, LORETA, LowRankDML, OASIS
+from tripletml.index import SimilarityIndex, build, faiss_available, load_index
+
+from _estimators import ESTIMATORS, toy_data
+
+# faiss is in the dev extra: CI runs the faiss tests, never skips them
+import faiss  # noqa: F401,E402
+
+
+def brute_topk(model, Q, D, k):
+    S = model.similarity(Q, D)
+    S = S.toarray() if sp.issparse(S) else np.asarray(S)
+    ids = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    return ids, np.take_along_axis(S, ids, axis=1), S
+
+
+def mixture(n, d=6, seed=0, n_classes=4):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, size=n)
+    centres = rng.normal(scale=3.0, size=(n_classes, d))
+    return centres[y] + rng.normal(size=(n, d)), y
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Tiny scan blocks, so that every boundary of the blockwise scan is hit."""
+    monkeypatch.setattr(tindex, "_Q_BLOCK", 5)
+    monkeypatch.setattr(tindex, "_DB_BLOCK", 7)
+    monkeypatch.setattr(tindex, "_MERGE_ROWS", 16)
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_exact_numpy_search_equals_brute_force(factory, alt, sparse, small_blocks):
+    X, y = toy_data(seed=0, n=30, d=5)
+    model = factory().fit(X, y)
+    D, _ = mixture(160, d=5, seed=1)
+    Q, _ = mixture(13, d=5, seed=2)
+    if sparse:
+        D, Q = sp.csr_matrix(D * (D > 0)), sp.csr_matrix(Q * (Q > 0))
+    index = SimilarityIndex(model, backend="numpy")
+    for s in range(0, 160, 50):               # ids continue across add calls
+        index.add(D[s:s + 50], batch_size=17)
+    assert index.ntotal == 160 and index.is_exact
+    for k in (1, 4, 140):                     # 140 > _LARGE_K: the whole-row path
+        ids, scores = index.search(Q, k, batch_size=6)
+        ref_ids, ref_scores, _ = brute_topk(model, Q, D, k)
+        np.testing.assert_array_equal(ids, ref_ids)
+        scale = max(1.0, np.abs(ref_scores).max())
+        np.testing.assert_allclose(scores, ref_scores, rtol=1e-10, atol=1e-10 * scale)
+
+
+@pytest.mark.parametrize("model_factory", [
+    lambda: DotProduct(),
+    lambda: LowRankDML(n_triplets=200, max_iter=20, batch_size=20, eta0=0.1, alpha=0.01,
+                       random_state=0)], ids=["inner_product", "neg_squared_l2"])
+def test_ties_lower_index_first(model_factory, small_blocks):
+    rng = np.random.default_rng(0)
+    base = rng.integers(-2, 3, size=(6, 4)).astype(float)
+    D = base[rng.integers(0, 6, size=90)]      # many exact duplicates: many ties
+    X, y = toy_data(seed=0, n=30, d=4)
+    model = model_factory().fit(X, y)
+    index = build(model, D, backend="numpy")
+    for k in (1, 5, 30, 89):
+        ids, scores = index.search(base, k)
+        ref_ids, ref_scores, _ = brute_topk(model, base, D, k)
+        np.testing.assert_array_equal(ids, ref_ids)
+        np.testing.assert_allclose(scores, ref_scores, atol=1e-9)
+
+
+def test_float32_numpy_storage_is_close():
+    X, y = mixture(300, seed=3)
+    model = OASIS(n_triplets=500, random_state=0).fit(X, y)
+    index = build(model, X, backend="numpy", dtype="float32")
+    ids, scores = index.search(X[:20], 10)
+    _, _, S = brute_topk(model, X[:20], X, 10)
+    np.testing.assert_allclose(scores, np.take_along_axis(S, ids, axis=1), rtol=1e-4, atol=1e-4)
+    kth = np.sort(S, axis=1)[:, -10]
+    assert (scores[:, -1] >= kth - 1e-4 * np.abs(kth).max()).all()
+
+
+def _check_near_exact(model, Q, D, ids, scores, k, tol=1e-4):
+    """ids are a top k up to float32 rounding; scores are their similarities."""
+    _, _, S = brute_topk(model, Q, D, k)
+    assert (ids >= 0).all()
+    got = np.take_along_axis(S, ids, axis=1)
+    scale = max(1.0, np.abs(S).max())
+    np.testing.assert_allclose(scores, got, atol=tol * scale)
+    kth = -np.sort(-S, axis=1)[:, k - 1]
+    assert (got.min(axis=1) >= kth - tol * scale).all()
+    assert all(len(set(r)) == k for r in ids)
+
+
+@pytest.mark.parametrize("model_factory", [
+    lambda: OASIS(n_triplets=500, random_state=0),
+    lambda: LORETA(rank=3, n_triplets=500, eta0=0.05, random_state=0),
+    lambda: LowRankDML(n_triplets=300, max_iter=30, batch_size=20, eta0=0.1, alpha=0.01,
+                       random_state=0)], ids=["OASIS", "LORETA", "LowRankDML"])
+def test_faiss_flat_is_exact_up_to_float32(model_factory):
+    X, y = mixture(400, seed=4)
+    model = model_factory().fit(X, y)
+    index = build(model, X[:300], backend="faiss", kind="flat")
+    assert index.backend == "faiss" and index.dtype == np.float32
+    ids, scores = index.search(X[300:], 10)
+    _check_near_exact(model, X[300:], X[:300], ids, scores, 10)
+
+
+@pytest.mark.parametrize("kind, params", [("ivf", dict(nlist=8)), ("hnsw", dict(hnsw_m=16))])
+@pytest.mark.parametrize("model_factory", [
+    lambda: OASIS(n_triplets=500, random_state=0),
+    lambda: LowRankDML(n_triplets=300, max_iter=30, batch_size=20, eta0=0.1, alpha=0.01,
+                       random_state=0)], ids=["ip", "l2"])
+def test_faiss_approximate_kinds(kind, params, model_factory):
+    X, y = mixture(2000, seed=5)
+    model = model_factory().fit(X[:300], y[:300])
+    D, Q = X[:1900], X[1900:]
+    index = build(model, D, kind=kind, random_state=0, **params)
+    exact_ids, _, _ = brute_topk(model, Q, D, 10)
+    if kind == "ivf":
+        index.nprobe = index.nlist            # every cell visited: exact
+        ids, scores = index.search(Q, 10)
+        _check_near_exact(model, Q, D, ids, scores, 10)
+        index.nprobe = 1
+    ids, scores = index.search(Q, 10)
+    found = ids >= 0
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)])
+    assert recall >= 0.5, recall
+    _, _, S = brute_topk(model, Q, D, 10)
+    np.testing.assert_allclose(scores[found], np.take_along_axis(S, np.where(found, ids, 0),
+                                                                 axis=1)[found],
+                               atol=1e-4 * max(1, np.abs(S).max()))
+    if kind == "hnsw":
+        index.ef_search = 400
+        ids, _ = index.search(Q, 10)
+        recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)])
+        assert recall >= 0.95, recall
+
+
+@pytest.mark.parametrize("backend, kind", [("numpy", "flat"), ("faiss", "flat"),
+                                           ("faiss", "ivf"), ("faiss", "hnsw")])
+def test_save_load_round_trip(tmp_path, backend, kind):
+    X, y = mixture(600, seed=6)
+    model = LORETA(rank=3, n_triplets=500, eta0=0.05, random_state=0).fit(X, y)
+    params = dict(nlist=4, nprobe=2) if kind == "ivf" else {}
+    index = build(model, sp.csr_matrix(X), kind=kind, backend=backend, random_state=0, **params)
+    ids, scores = index.search(X[:25], 7)
+    path = tmp_path / "idx"
+    index.save(path)
+    index.save(path)                          # replacing an index directory is allowed
+    files = sorted(p.name for p in path.iterdir())
+    assert files == sorted(["index.json", "model.npz",
+                            "vectors.npy" if backend == "numpy" else "index.faiss"])
+    loaded = load_index(path)
+    assert (loaded.backend, loaded.kind, loaded.metric, loaded.ntotal, loaded.dim) == \
+        (backend, kind, "inner_product", 600, 3)
+    np.testing.assert_array_equal(loaded.model.A_, model.A_)
+    ids2, scores2 = loaded.search(X[:25], 7)
+    np.testing.assert_array_equal(ids2, ids)
+    np.testing.assert_array_equal(scores2, scores)
+    # the loaded index keeps working: more rows
+    loaded.add(X[:10])
+    assert loaded.ntotal == 610
+
+
+def test_load_refuses_inconsistent_files(tmp_path):
+    X, y = mixture(100, seed=7)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    path = tmp_path / "idx"
+    build(model, X, backend="numpy").save(path)
+    meta = json.loads((path / "index.json").read_text())
+    with pytest.raises(FileNotFoundError, match="load_index"):
+        load_index(tmp_path / "nothing")
+    bad = dict(meta, ntotal=99)
+    (path / "index.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="vectors.npy"):
+        load_index(path)
+    (path / "index.json").write_text(json.dumps(dict(meta, metric="neg_squared_l2")))
+    with pytest.raises(ValueError, match="metric"):
+        load_index(path)
+    (path / "index.json").write_text(json.dumps(dict(meta, format="other")))
+    with pytest.raises(ValueError, match="not a tripletml index"):
+        load_index(path)
+    (path / "index.json").write_text(json.dumps(meta))
+    np.save(path / "vectors.npy", np.array([{"a": 1}] * 100, dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="vectors.npy"):
+        load_index(path)
+    other = tmp_path / "file.txt"
+    other.write_text("keep me")
+    with pytest.raises(ValueError, match="refusing"):
+        build(model, X, backend="numpy").save(other)
+    assert other.read_text() == "keep me"
+
+
+def test_without_faiss(monkeypatch):
+    monkeypatch.setitem(sys.modules, "faiss", None)     # import faiss -> ImportError
+    assert not faiss_available()
+    X, y = mixture(100, seed=8)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    for kw in (dict(kind="hnsw"), dict(kind="ivf"), dict(backend="faiss")):
+        with pytest.raises(ImportError, match=r"pip install tripletml\[index\]"):
+            build(model, X, **kw)
+    index = build(model, X)                   # auto -> exact numpy
+    assert index.backend == "numpy"
+    ref_ids, _, _ = brute_topk(model, X[:5], X, 3)
+    np.testing.assert_array_equal(index.search(X[:5], 3)[0], ref_ids)
+
+
+def test_input_errors():
+    X, y = mixture(50, seed=9)
+    with pytest.raises(NotFittedError):
+        build(OASIS(), X)
+    with pytest.raises(TypeError, match="SimilarityIndex: model must be a tripletml triplet"):
+        build(object(), X)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="kind"):
+        build(model, X, kind="lsh")
+    with pytest.raises(ValueError, match="backend"):
+        build(model, X, backend="annoy")
+    with pytest.raises(ValueError, match="numpy backend is exact"):
+        build(model, X, backend="numpy", kind="hnsw")
+    with pytest.raises(ValueError, match="float32"):
+        build(model, X, backend="faiss", dtype="float64")
+    with pytest.raises(TypeError, match="unknown parameter"):
+        build(model, X, n_lists=3)
+    with pytest.raises(ValueError, match="nlist"):
+        build(model, X, kind="ivf", nlist=0)
+    with pytest.raises(ValueError, match="needs at least 60"):
+        build(model, X, kind="ivf", nlist=60)
+    index = SimilarityIndex(model, backend="numpy")
+    with pytest.raises(ValueError, match="empty"):
+        index.search(X, 1)
+    with pytest.raises(ValueError, match="no rows"):
+        index.add(X[:0])
+    with pytest.raises(ValueError, match="2-D"):
+        index.add(X[0])
+    index.add(X)
+    with pytest.raises(ValueError, match="1 <= k <= ntotal=50"):
+        index.search(X, 51)
+    with pytest.raises(ValueError, match="1 <= k"):
+        index.search(X, 0)
+    with pytest.raises(TypeError, match="k must be an int"):
+        index.search(X, 2.0)
+    with pytest.raises(ValueError, match="OASIS.*features"):
+        index.search(X[:, :3], 2)
+    with pytest.raises(ValueError, match="batch_size"):
+        index.search(X, 2, batch_size=0)
+
+
+# --------------------------------------------------------------------------
+# command line: tripletml index build / tripletml search
+# --------------------------------------------------------------------------
+def _cli_main(monkeypatch):
+    """tripletml.cli.main with the search subcommands registered (as cli.py
+    does with tripletml._cli_search.add_subcommands; no-op once it does)."""
+    import argparse
+
+    import tripletml.cli as cli
+    from tripletml._cli_search import add_subcommands
+
+    original = cli.build_parser
+
+    def build_parser():
+        p = original()
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        if "search" not in sub.choices:
+            add_subcommands(sub)
+        return p
+
+    monkeypatch.setattr(cli, "build_parser", build_parser)
+    return cli.main, build_parser
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_cli_index_build_and_search(tmp_path, capsys, monkeypatch, kind):
+    from sklearn.datasets import dump_svmlight_file
+
+    from tripletml import load_model
+
+    main, _ = _cli_main(monkeypatch)
+    X, y = mixture(300, d=5, seed=11)
+    X = np.abs(X)
+    dump_svmlight_file(X, y, str(tmp_path / "db.svm"), zero_based=False)
+    dump_svmlight_file(X[:7], y[:7], str(tmp_path / "q.svm"), zero_based=False)
+    model_path, index_path = tmp_path / "m.npz", tmp_path / "idx"
+    assert main(["fit", "loreta", str(tmp_path / "db.svm"), "-o", str(model_path),
+                 "--param", "rank=3", "--param", "n_triplets=500", "--param", "eta0=0.05",
+                 "--seed", "0"]) == 0
+    capsys.readouterr()
+    args = ["index", "build", str(model_path), str(tmp_path / "db.svm"), "-o", str(index_path),
+            "--kind", kind]
+    if kind == "hnsw":
+        args += ["--ef-search", "400"]
+    assert main(args) == 0
+    assert "indexed 300 rows" in capsys.readouterr().out
+    assert main(["search", str(index_path), str(tmp_path / "q.svm"), "-k", "4"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "query\trank\tid\tscore" and len(lines) == 1 + 7 * 4
+    got = np.array([int(line.split("\t")[2]) for line in lines[1:]]).reshape(7, 4)
+    model = load_model(model_path)
+    S = model.similarity(X[:7], X)
+    ref = np.argsort(-S, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(got, ref)
+    out = tmp_path / "res.npz"
+    assert main(["search", str(index_path), str(tmp_path / "q.svm"), "-k", "4", "-o",
+                 str(out)]) == 0
+    with np.load(out, allow_pickle=False) as f:
+        np.testing.assert_array_equal(f["ids"], ref)
+        np.testing.assert_allclose(f["scores"], np.take_along_axis(S, ref, axis=1),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_cli_search_errors_and_help(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    main, build_parser = _cli_main(monkeypatch)
+    assert main(["search", str(tmp_path / "nothing"), "q.svm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tripletml: error:") and "not a tripletml index" in err
+    X, y = mixture(100, d=4, seed=12)
+    from sklearn.datasets import dump_svmlight_file
+    dump_svmlight_file(X, y, str(tmp_path / "db.svm"), zero_based=False)
+    assert main(["fit", "oasis", str(tmp_path / "db.svm"), "-o", str(tmp_path / "m.npz"),
+                 "--param", "n_triplets=200"]) == 0
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    assert main(["index", "build", str(tmp_path / "m.npz"), str(tmp_path / "db.svm"), "-o",
+                 str(tmp_path / "idx"), "--kind", "hnsw"]) == 2
+    assert "pip install tripletml[index]" in capsys.readouterr().err
+    # every argument of the two subcommands has help text
+    missing = []
+
+    def walk(parser, where):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    if name in ("index", "search", "build") and not helps.get(name):
+                        missing.append(f"{where} {name}")
+                    if name in ("index", "search", "build"):
+                        walk(sub, f"{where} {name}")
+            elif not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "tripletml")
+    missing = [m for m in missing if m.startswith(("tripletml index", "tripletml search"))]
+    assert missing == []

@@ -1,0 +1,144 @@
+"""The ``index build`` and ``search`` subcommands of the command line.
+
+``tripletml index build MODEL DATA -o INDEX [--kind flat|ivf|hnsw]`` embeds
+the rows of DATA with a saved model and writes an index directory
+(:mod:`tripletml.index`); ``tripletml search INDEX QUERIES -k 10`` prints the
+k most similar database rows of each query (or writes them with ``-o``).
+:func:`add_subcommands` registers both on the main parser's subparsers.
+
+Errors are raised as ValueError / FileNotFoundError (a missing faiss too), so
+the main command line reports them in one line with exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_subcommands", "cmd_index_build", "cmd_search"]
+
+
+def _verbosity(args) -> int:
+    """-v: always a progress bar (2); otherwise only on a terminal (1)."""
+    return 2 if getattr(args, "verbose", False) else 1
+
+
+def _load(source: str, args, n_features: int):
+    from .cli import _load_data
+
+    X, _ = _load_data(source, args.data_home, args.subset, n_features=n_features,
+                      zero_based=args.zero_based)
+    return X
+
+
+def cmd_index_build(args: argparse.Namespace) -> None:
+    """Handler of ``tripletml index build``."""
+    from . import load_model
+    from .index import build
+
+    model = load_model(args.model)
+    if not callable(getattr(model, "embed_queries", None)):
+        raise ValueError(f"{args.model} holds a {type(model).__name__}, which ranks labels, "
+                         "not samples; an index needs a triplet learner.")
+    X = _load(args.data, args, model.n_features_in_)
+    params = {k: v for k, v in (("nlist", args.nlist), ("nprobe", args.nprobe),
+                                ("hnsw_m", args.hnsw_m), ("ef_search", args.ef_search),
+                                ("random_state", args.seed)) if v is not None}
+    try:
+        index = build(model, X, kind=args.kind, backend=args.backend,
+                      batch_size=args.batch_size, verbose=_verbosity(args), **params)
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    index.save(args.output)
+    print(f"indexed {index.ntotal} rows ({index.kind}, {index.backend}, {index.metric}, "
+          f"{index.dim} dims) in {args.output}")
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    """Handler of ``tripletml search``."""
+    from .index import load_index
+
+    try:
+        index = load_index(args.index)
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    if args.nprobe is not None:
+        index.nprobe = args.nprobe
+    if args.ef_search is not None:
+        index.ef_search = args.ef_search
+    Q = _load(args.queries, args, index.model.n_features_in_)
+    if args.k < 1:
+        raise ValueError(f"-k must be >= 1, got {args.k}")
+    k = min(args.k, index.ntotal)
+    ids, scores = index.search(Q, k, verbose=_verbosity(args))
+    out = args.output
+    if out is not None and Path(out).suffix == ".npz":
+        np.savez(out, ids=ids, scores=scores)
+        print(f"wrote ids and scores of {ids.shape[0]} queries (k={k}) to {out}")
+        return
+    fh = open(out, "w") if out is not None else sys.stdout
+    try:
+        fh.write("query\trank\tid\tscore\n")
+        for i in range(ids.shape[0]):
+            for r in range(k):
+                fh.write(f"{i}\t{r + 1}\t{ids[i, r]}\t{scores[i, r]:.6g}\n")
+    finally:
+        if out is not None:
+            fh.close()
+    if out is not None:
+        print(f"wrote ids and scores of {ids.shape[0]} queries (k={k}) to {out}")
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subset", default="all",
+                   help="data-set subset of a registered data set: train, test or all")
+    p.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
+    p.add_argument("--zero-based", action="store_true",
+                   help="a LIBSVM file with 0-based feature indices")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="always show a progress bar (default: only on a terminal)")
+
+
+def add_subcommands(subparsers) -> None:
+    """Register ``index`` (with ``index build``) and ``search`` on the
+    ``add_subparsers()`` object of the main parser."""
+    ix = subparsers.add_parser("index", help="build a nearest-neighbour index with a model")
+    ix_sub = ix.add_subparsers(dest="index_command", title="index commands", metavar="ACTION")
+    ix.set_defaults(func=lambda args: ix.print_help())
+    b = ix_sub.add_parser("build", help="embed DATA with MODEL and write an index directory")
+    b.add_argument("model", metavar="MODEL", help="model file written by 'tripletml fit'")
+    b.add_argument("data", metavar="DATA",
+                   help="database rows: registered data-set name or LIBSVM file")
+    b.add_argument("-o", "--output", required=True, metavar="INDEX",
+                   help="index directory to write (model, metadata and vectors)")
+    b.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
+                   help="flat: exact; ivf: inverted file; hnsw: graph (ivf/hnsw need "
+                        "faiss: pip install tripletml[index]); default flat")
+    b.add_argument("--backend", choices=("auto", "faiss", "numpy"), default="auto",
+                   help="auto: faiss when installed, else the exact numpy scan")
+    b.add_argument("--nlist", type=int, help="IVF: number of cells (default ~4 sqrt(n))")
+    b.add_argument("--nprobe", type=int, help="IVF: cells visited per query "
+                                              "(default nlist/16)")
+    b.add_argument("--hnsw-m", type=int, help="HNSW: links per node (default 32)")
+    b.add_argument("--ef-search", type=int, help="HNSW: search beam width (default 128)")
+    b.add_argument("--batch-size", type=int, default=65536,
+                   help="rows embedded at a time (default 65536)")
+    b.add_argument("--seed", type=int, help="random seed of the IVF training sample")
+    _data_options(b)
+    b.set_defaults(func=cmd_index_build)
+    s = subparsers.add_parser("search", help="k most similar indexed rows of each query")
+    s.add_argument("index", metavar="INDEX", help="index directory written by "
+                                                  "'tripletml index build'")
+    s.add_argument("queries", metavar="QUERIES",
+                   help="query rows: registered data-set name or LIBSVM file")
+    s.add_argument("-k", type=int, default=10,
+                   help="neighbours per query (default 10; at most the index size)")
+    s.add_argument("-o", "--output",
+                   help="write the results here instead of printing them: .npz (arrays ids "
+                        "and scores) or a tab-separated text file")
+    s.add_argument("--nprobe", type=int, help="IVF: cells visited per query (override)")
+    s.add_argument("--ef-search", type=int, help="HNSW: search beam width (override)")
+    _data_options(s)
+    s.set_defaults(func=cmd_search)

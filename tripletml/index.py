@@ -1,0 +1,670 @@
+"""Nearest-neighbour search with a learned similarity.
+
+A fitted triplet learner maps queries and database items to dense vectors
+(:meth:`~tripletml.base.BilinearMixin.embed_queries`,
+``embed_database``) whose inner product -- or minus squared Euclidean
+distance, for Mahalanobis learners (``model.embedding_similarity``) -- is the
+learned similarity.  :class:`SimilarityIndex` stores the database embeddings
+and finds, for each query, the ``k`` items of highest similarity:
+
+* ``backend="faiss"`` (``pip install tripletml[index]``): ``kind="flat"``
+  (exact, ``IndexFlatIP`` / ``IndexFlatL2``), ``"ivf"`` (``IndexIVFFlat``:
+  ``nlist`` k-means cells, ``nprobe`` visited per query) or ``"hnsw"``
+  (``IndexHNSWFlat``: ``hnsw_m`` links, ``ef_construction``, ``ef_search``).
+  Vectors are stored as float32, so scores are float32-rounded.
+* ``backend="numpy"``: exact search, ``kind="flat"`` only.  The database is
+  scanned in blocks: one GEMM per block of queries x block of items, then a
+  compiled pass keeps each query's running top k.  Exact under
+  :mod:`tripletml.metrics`' tie rule (equal scores: lower index first), so
+  with float64 storage (the default) ``search`` returns the top k of
+  ``model.similarity``.
+* ``backend="auto"`` (default): faiss when it can be imported, else numpy
+  (``kind="flat"`` only).
+
+Every method takes raw feature rows (dense or CSR): the model's validation
+and embedding are applied inside.  Memory is ``O(n_total * n_dims)`` for the
+database plus one block of scores; for a factored model (LORETA, rank k) the
+embeddings have k dimensions and a d x d matrix is never formed.
+
+``save(path)`` writes a directory: the model (``model.npz``, tripletml's own
+format), ``index.json`` (metadata) and the vectors (``vectors.npy``, read
+back with ``allow_pickle=False``) or the faiss index (``index.faiss``, faiss's
+own format).  :func:`load_index` reads it back.  No pickle anywhere.
+"""
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+from ._progress import progress_bar
+from ._validation import check_choice_param, check_random_state, check_scalar_param
+
+__all__ = ["SimilarityIndex", "build", "load_index", "faiss_available", "KINDS", "BACKENDS"]
+
+KINDS = ("flat", "ivf", "hnsw")
+BACKENDS = ("auto", "faiss", "numpy")
+FORMAT_NAME = "tripletml-index"
+FORMAT_VERSION = 1
+_INSTALL = "pip install tripletml[index]  (or: pip install faiss-cpu)"
+#: rows per query block and per database block of the exact NumPy scan
+_Q_BLOCK = 256
+_DB_BLOCK = 16384
+#: above this k the exact scan ranks whole rows instead of a running top k
+_LARGE_K = 128
+#: a database block is merged with the next added rows while smaller than this
+_MERGE_ROWS = 1 << 16
+_SCORE_BYTES = 64 * 2**20
+
+
+def faiss_available() -> bool:
+    """Whether ``faiss`` (the ``faiss-cpu`` wheel) can be imported."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _faiss(func: str):
+    try:
+        import faiss
+    except ImportError:
+        raise ImportError(f"{func}: the faiss backend needs faiss, which is not installed; "
+                          f"{_INSTALL}.") from None
+    return faiss
+
+
+# ---------------------------------------------------------------------------
+# exact top-k kernel
+# ---------------------------------------------------------------------------
+@njit(parallel=True, cache=True, nogil=True)
+def _topk_update(S, offset, l2, qn, xn, vals, ids):  # pragma: no cover - compiled
+    """Merge one block of scores into each query's running top k.
+
+    ``S`` holds inner products (rows: queries, columns: database items
+    ``offset + j``); with ``l2`` the score is ``-(qn_i - 2 S_ij + xn_j)``,
+    clamped to <= 0 as scikit-learn's ``euclidean_distances``.  ``vals`` is
+    sorted decreasingly; an item enters only with a strictly larger score
+    than the k-th, and goes after the items of equal score already there:
+    as columns are visited in increasing index order, equal scores keep the
+    lower index first (the tie rule of :mod:`tripletml.metrics`).
+    """
+    n_q, n_b = S.shape
+    k = vals.shape[1]
+    for i in prange(n_q):
+        thr = vals[i, k - 1]
+        for j in range(n_b):
+            s = np.float64(S[i, j])
+            if l2:
+                s = -((qn[i] - 2.0 * s) + xn[j])
+                if s > 0.0:
+                    s = 0.0
+            if s > thr:
+                p = k - 1
+                while p > 0 and vals[i, p - 1] < s:
+                    vals[i, p] = vals[i, p - 1]
+                    ids[i, p] = ids[i, p - 1]
+                    p -= 1
+                vals[i, p] = s
+                ids[i, p] = offset + j
+                thr = vals[i, k - 1]
+
+
+def _take(X, rows):
+    """Rows of X (a DataFrame by position)."""
+    return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+
+
+class SimilarityIndex:
+    """k-nearest-neighbour index over a fitted model's database embeddings.
+
+    Parameters
+    ----------
+    model : fitted tripletml triplet learner
+        Any learner with ``embed_queries`` / ``embed_database`` (every
+        registry triplet learner).  Its similarity defines the neighbours.
+    kind : {"flat", "ivf", "hnsw"}, default="flat"
+        Exact scan, inverted file (k-means cells) or HNSW graph.  "ivf" and
+        "hnsw" need faiss.
+    backend : {"auto", "faiss", "numpy"}, default="auto"
+        "auto": faiss when importable, else numpy (exact, "flat" only).
+    dtype : {"float32", "float64"} or None, default=None
+        Storage of the numpy backend (None: float64, exact scores).  faiss
+        always stores float32 (None or "float32").
+    nlist : int or None, default=None
+        IVF cells (None: ``clip(4 sqrt(n), 1, n / 39)`` at training).
+    nprobe : int or None, default=None
+        IVF cells visited per query (None: ``max(1, nlist // 16)``).
+    hnsw_m : int, default=32
+        HNSW links per node (M).
+    ef_construction : int, default=200
+        HNSW build beam width.
+    ef_search : int, default=128
+        HNSW search beam width (raised to k when smaller).
+    train_size : int or None, default=None
+        IVF training rows sampled from the first ``add`` (None:
+        ``min(n, 256 nlist)``).
+    random_state : None, int or numpy Generator
+        Sampling of the IVF training rows.
+
+    Attributes
+    ----------
+    model : the learner
+    metric : {"inner_product", "neg_squared_l2"}
+        ``model.embedding_similarity``.
+    dim : int or None
+        Embedding dimensions (None before the first ``add``).
+    ntotal : int
+        Database rows added.
+    backend : {"faiss", "numpy"}
+        The backend in use ("auto" resolved).
+    """
+
+    def __init__(self, model: Any, *, kind: str = "flat", backend: str = "auto",
+                 dtype: str | None = None, nlist: int | None = None,
+                 nprobe: int | None = None, hnsw_m: int = 32, ef_construction: int = 200,
+                 ef_search: int = 128, train_size: int | None = None,
+                 random_state: Any = None):
+        who = "SimilarityIndex"
+        _check_model(model, who)
+        check_choice_param(kind, "kind", who, KINDS)
+        check_choice_param(backend, "backend", who, BACKENDS)
+        if backend == "auto":
+            backend = "faiss" if faiss_available() else "numpy"
+            if backend == "numpy" and kind != "flat":
+                _faiss(f"{who}(kind={kind!r})")
+        elif backend == "faiss":
+            _faiss(who)
+        if backend == "numpy" and kind != "flat":
+            raise ValueError(f"{who}: the numpy backend is exact (kind='flat' only); kind="
+                             f"{kind!r} needs backend='faiss' ({_INSTALL}).")
+        if dtype is not None:
+            check_choice_param(dtype, "dtype", who, ("float32", "float64"))
+        if backend == "faiss" and dtype == "float64":
+            raise ValueError(f"{who}: faiss stores float32 vectors; use dtype=None or "
+                             "'float32', or backend='numpy' for float64.")
+        for name, value in (("nlist", nlist), ("nprobe", nprobe), ("train_size", train_size)):
+            check_scalar_param(value, name, who, kind="int", low=1, allow_none=True)
+        for name, value in (("hnsw_m", hnsw_m), ("ef_construction", ef_construction),
+                            ("ef_search", ef_search)):
+            check_scalar_param(value, name, who, kind="int", low=1)
+        self.model = model
+        self.kind = kind
+        self.backend = backend
+        self.metric = str(model.embedding_similarity)
+        self.dtype = np.dtype(dtype or ("float32" if backend == "faiss" else "float64"))
+        self.nlist = None if nlist is None else int(nlist)
+        self.nprobe = None if nprobe is None else int(nprobe)
+        self.hnsw_m = int(hnsw_m)
+        self.ef_construction = int(ef_construction)
+        self.ef_search = int(ef_search)
+        self.train_size = None if train_size is None else int(train_size)
+        self._rng = check_random_state(random_state, who)
+        self.dim: int | None = None
+        self._blocks: list[np.ndarray] = []      # numpy backend: database rows
+        self._norms: list[np.ndarray] = []       # their squared norms (L2)
+        self._faiss_index = None
+        self._quantizer = None
+
+    # ------------------------------------------------------------ properties
+    @property
+    def ntotal(self) -> int:
+        """Number of database rows in the index."""
+        if self.backend == "faiss":
+            return 0 if self._faiss_index is None else int(self._faiss_index.ntotal)
+        return int(sum(b.shape[0] for b in self._blocks))
+
+    @property
+    def is_exact(self) -> bool:
+        """True for ``kind="flat"`` (exact search)."""
+        return self.kind == "flat"
+
+    def __repr__(self) -> str:
+        return (f"SimilarityIndex({type(self.model).__name__}, kind={self.kind!r}, "
+                f"backend={self.backend!r}, metric={self.metric!r}, dim={self.dim}, "
+                f"ntotal={self.ntotal})")
+
+    # ----------------------------------------------------------------- build
+    def _new_faiss(self, dim: int, n_train: int):
+        faiss = _faiss("SimilarityIndex")
+        metric = faiss.METRIC_INNER_PRODUCT if self.metric == "inner_product" else faiss.METRIC_L2
+        if self.kind == "flat":
+            return faiss.IndexFlatIP(dim) if metric == faiss.METRIC_INNER_PRODUCT \
+                else faiss.IndexFlatL2(dim)
+        if self.kind == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, self.hnsw_m, metric)
+            index.hnsw.efConstruction = self.ef_construction
+            index.hnsw.efSearch = self.ef_search
+            return index
+        if self.nlist is None:
+            self.nlist = int(max(1, min(4 * np.sqrt(n_train), n_train // 39, 65536)))
+        if self.nprobe is None:
+            self.nprobe = max(1, self.nlist // 16)
+        self._quantizer = faiss.IndexFlatIP(dim) if metric == faiss.METRIC_INNER_PRODUCT \
+            else faiss.IndexFlatL2(dim)
+        index = faiss.IndexIVFFlat(self._quantizer, dim, self.nlist, metric)
+        index.nprobe = self.nprobe
+        return index
+
+    def _train_ivf(self, X, func: str) -> None:
+        n = X.shape[0]
+        nlist = self.nlist or int(max(1, min(4 * np.sqrt(n), n // 39, 65536)))
+        if n < nlist:
+            raise ValueError(f"{func}: an IVF index with nlist={nlist} needs at least {nlist} "
+                             f"rows in its first add, got {n}.")
+        size = min(n, self.train_size or 256 * nlist)
+        rows = np.sort(self._rng.choice(n, size=size, replace=False)) if size < n \
+            else np.arange(n)
+        E = self._embed(_take(X, rows), "database")
+        self.nlist = nlist
+        self._faiss_index = self._new_faiss(E.shape[1], n)
+        self._faiss_index.train(E)
+
+    def _embed(self, X, side: str) -> np.ndarray:
+        fn = self.model.embed_queries if side == "query" else self.model.embed_database
+        E = fn(X)
+        return np.ascontiguousarray(E, dtype=self.dtype)
+
+    def add(self, X, *, batch_size: int = 65536, verbose: Any = 0) -> "SimilarityIndex":
+        """Embed and add database rows (in batches of ``batch_size``).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Raw feature rows; ids continue from ``ntotal``.
+        batch_size : int, default=65536
+            Rows embedded at a time (bounds the working memory).
+        verbose : int, default=0
+            Progress bar (on a terminal; ``>= 2`` always).
+
+        Returns
+        -------
+        self
+        """
+        func = "SimilarityIndex.add"
+        X = _check_rows(X, func)
+        batch_size = check_scalar_param(batch_size, "batch_size", func, kind="int", low=1)
+        n = X.shape[0]
+        if n == 0:
+            raise ValueError(f"{func}: X has no rows.")
+        if self.backend == "faiss" and self._faiss_index is None and self.kind == "ivf":
+            self._train_ivf(X, func)
+        bar = progress_bar(n, verbose=verbose, desc="index add", unit="row")
+        try:
+            for s in range(0, n, batch_size):
+                E = self._embed(_take(X, slice(s, s + batch_size)), "database")
+                if self.dim is None:
+                    self.dim = int(E.shape[1])
+                if self.backend == "faiss":
+                    if self._faiss_index is None:
+                        self._faiss_index = self._new_faiss(self.dim, n)
+                    self._faiss_index.add(E)
+                else:
+                    self._add_block(E)
+                if bar is not None:
+                    bar.update(E.shape[0])
+        finally:
+            if bar is not None:
+                bar.close()
+        return self
+
+    def _add_block(self, E: np.ndarray) -> None:
+        if self._blocks and self._blocks[-1].shape[0] < _MERGE_ROWS:
+            E = np.concatenate([self._blocks.pop(), E])
+            self._norms.pop()
+        self._blocks.append(E)
+        self._norms.append(np.einsum("ij,ij->i", E, E, dtype=np.float64))
+
+    # ---------------------------------------------------------------- search
+    def search(self, Q, k: int = 10, *, batch_size: int = 4096,
+               verbose: Any = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` database rows of highest similarity to each query.
+
+        Parameters
+        ----------
+        Q : array-like or scipy.sparse matrix of shape (n_queries, n_features)
+            Raw query rows.
+        k : int, default=10
+            Neighbours per query, ``1 <= k <= ntotal``.
+        batch_size : int, default=4096
+            Queries embedded and searched at a time.
+        verbose : int, default=0
+            Progress bar (on a terminal; ``>= 2`` always).
+
+        Returns
+        -------
+        ids : ndarray of shape (n_queries, k), int64
+            Database row ids, best first (exact index, numpy backend: ties
+            by lower id).  An approximate index may find fewer than k: the
+            missing slots hold -1.
+        scores : ndarray of shape (n_queries, k), float64
+            The model's similarities ``S(q, x)`` (``-inf`` in missing slots).
+        """
+        func = "SimilarityIndex.search"
+        Q = _check_rows(Q, func, name="Q")
+        n_total = self.ntotal
+        if n_total == 0:
+            raise ValueError(f"{func}: the index is empty; add database rows first.")
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+            raise TypeError(f"{func}: k must be an int, got {k!r}.")
+        if not 1 <= k <= n_total:
+            raise ValueError(f"{func}: k must satisfy 1 <= k <= ntotal={n_total}, got k={k}.")
+        k = int(k)
+        batch_size = check_scalar_param(batch_size, "batch_size", func, kind="int", low=1)
+        n_q = Q.shape[0]
+        ids = np.full((n_q, k), -1, dtype=np.int64)
+        scores = np.full((n_q, k), -np.inf)
+        bar = progress_bar(n_q, verbose=verbose, desc="search", unit="query")
+        try:
+            for s in range(0, n_q, batch_size):
+                E = self._embed(_take(Q, slice(s, s + batch_size)), "query")
+                t = slice(s, s + E.shape[0])
+                if self.backend == "faiss":
+                    ids[t], scores[t] = self._search_faiss(E, k)
+                elif k > _LARGE_K:
+                    ids[t], scores[t] = self._search_numpy_rank(E, k)
+                else:
+                    ids[t], scores[t] = self._search_numpy(E, k)
+                if bar is not None:
+                    bar.update(E.shape[0])
+        finally:
+            if bar is not None:
+                bar.close()
+        return ids, scores
+
+    def _search_faiss(self, E, k):
+        index = self._faiss_index
+        if self.kind == "hnsw":
+            index.hnsw.efSearch = max(self.ef_search, k)
+        elif self.kind == "ivf":
+            index.nprobe = self.nprobe
+        D, ids = index.search(E, k)
+        scores = D.astype(np.float64)
+        if self.metric == "neg_squared_l2":
+            scores = -scores
+        missing = ids < 0
+        scores[missing] = -np.inf
+        return ids.astype(np.int64), scores
+
+    def _search_numpy(self, E, k):
+        """Blockwise GEMM + running top k (exact, tie rule)."""
+        l2 = self.metric == "neg_squared_l2"
+        n_q = E.shape[0]
+        vals = np.full((n_q, k), -np.inf)
+        ids = np.full((n_q, k), -1, dtype=np.int64)
+        qn = np.einsum("ij,ij->i", E, E, dtype=np.float64) if l2 else np.zeros(n_q)
+        buf = np.empty(_Q_BLOCK * _DB_BLOCK, dtype=self.dtype)
+        for q0 in range(0, n_q, _Q_BLOCK):
+            q1 = min(q0 + _Q_BLOCK, n_q)
+            Eq = E[q0:q1]
+            offset = 0
+            for block, norms in zip(self._blocks, self._norms):
+                for b0 in range(0, block.shape[0], _DB_BLOCK):
+                    b1 = min(b0 + _DB_BLOCK, block.shape[0])
+                    S = buf[:(q1 - q0) * (b1 - b0)].reshape(q1 - q0, b1 - b0)
+                    np.dot(Eq, block[b0:b1].T, out=S)
+                    _topk_update(S, offset + b0, l2, qn[q0:q1], norms[b0:b1],
+                                 vals[q0:q1], ids[q0:q1])
+                offset += block.shape[0]
+        return ids, vals
+
+    def _search_numpy_rank(self, E, k):
+        """Large k: whole rows of scores, exact top k under the tie rule."""
+        from .metrics import _topk_sorted
+
+        l2 = self.metric == "neg_squared_l2"
+        n_total = self.ntotal
+        n_q = E.shape[0]
+        ids = np.empty((n_q, k), dtype=np.int64)
+        vals = np.empty((n_q, k))
+        chunk = max(1, min(n_q, _SCORE_BYTES // (8 * n_total)))
+        qn = np.einsum("ij,ij->i", E, E, dtype=np.float64)
+        for q0 in range(0, n_q, chunk):
+            q1 = min(q0 + chunk, n_q)
+            S = np.empty((q1 - q0, n_total))
+            offset = 0
+            for block, norms in zip(self._blocks, self._norms):
+                part = (E[q0:q1] @ block.T).astype(np.float64)
+                if l2:
+                    part = -((qn[q0:q1, None] - 2.0 * part) + norms[None, :])
+                    np.minimum(part, 0.0, out=part)
+                S[:, offset:offset + block.shape[0]] = part
+                offset += block.shape[0]
+            neg = np.negative(S, out=S)
+            top = _topk_sorted(neg, k)
+            ids[q0:q1] = top
+            vals[q0:q1] = -np.take_along_axis(neg, top, axis=1)
+        return ids, vals
+
+    # ------------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Write the index and its model to the directory ``path``.
+
+        Files: ``model.npz`` (the model, :func:`tripletml.load_model` format),
+        ``index.json`` (metadata) and ``vectors.npy`` (numpy backend) or
+        ``index.faiss`` (faiss's own format).  The directory is written
+        beside ``path`` and renamed into place; an existing ``path`` is
+        replaced only when it is a tripletml index directory.
+        """
+        func = "SimilarityIndex.save"
+        if self.ntotal == 0:
+            raise ValueError(f"{func}: the index is empty; add database rows first.")
+        path = Path(path)
+        if path.exists() and not (path.is_dir() and (path / "index.json").is_file()):
+            raise ValueError(f"{func}: {path} exists and is not a tripletml index directory; "
+                             "refusing to overwrite it.")
+        parent = path.parent if str(path.parent) else Path(".")
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=parent))
+        try:
+            self.model.save(tmp / "model.npz")
+            meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+                    "backend": self.backend, "kind": self.kind, "metric": self.metric,
+                    "dim": self.dim, "ntotal": self.ntotal, "dtype": self.dtype.name,
+                    "model_class": type(self.model).__name__,
+                    "params": {"nlist": self.nlist, "nprobe": self.nprobe,
+                               "hnsw_m": self.hnsw_m, "ef_construction": self.ef_construction,
+                               "ef_search": self.ef_search, "train_size": self.train_size}}
+            if self.backend == "faiss":
+                _faiss(func).write_index(self._faiss_index, str(tmp / "index.faiss"))
+            else:
+                out = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+",
+                                                dtype=self.dtype, shape=(self.ntotal, self.dim))
+                offset = 0
+                for block in self._blocks:
+                    out[offset:offset + block.shape[0]] = block
+                    offset += block.shape[0]
+                out.flush()
+                del out
+            (tmp / "index.json").write_text(json.dumps(meta, indent=1))
+            os.chmod(tmp, 0o777 & ~_umask())
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=parent))
+                os.replace(path, old / "index")
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, path) -> "SimilarityIndex":
+        """Read an index written by :meth:`save` (see :func:`load_index`)."""
+        return load_index(path)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _check_model(model: Any, func: str) -> None:
+    from .base import EMBEDDING_SIMILARITIES
+
+    if not (callable(getattr(model, "embed_queries", None))
+            and callable(getattr(model, "embed_database", None))
+            and getattr(model, "embedding_similarity", None) in EMBEDDING_SIMILARITIES):
+        raise TypeError(f"{func}: model must be a tripletml triplet learner (with "
+                        f"embed_queries / embed_database), got {type(model).__name__}.")
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(model)
+
+
+def _check_rows(X, func: str, name: str = "X"):
+    if X is None:
+        raise ValueError(f"{func}: {name} must not be None.")
+    if sp.issparse(X):
+        X = X.tocsr()
+    elif not hasattr(X, "shape") or not hasattr(X, "__getitem__"):
+        X = np.asarray(X)
+    if len(X.shape) != 2:
+        raise ValueError(f"{func}: {name} must be 2-D (n_samples, n_features), got shape "
+                         f"{X.shape}.")
+    return X
+
+
+def build(model: Any, X, *, kind: str = "flat", backend: str = "auto",
+          batch_size: int = 65536, verbose: Any = 0, **params: Any) -> SimilarityIndex:
+    """Build a :class:`SimilarityIndex` over the rows of ``X``.
+
+    Parameters
+    ----------
+    model : fitted tripletml triplet learner
+    X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+        Database rows (raw features; the model embeds them).
+    kind : {"flat", "ivf", "hnsw"}, default="flat"
+    backend : {"auto", "faiss", "numpy"}, default="auto"
+    batch_size : int, default=65536
+        Rows embedded at a time.
+    verbose : int, default=0
+        Progress bar (on a terminal; ``>= 2`` always).
+    **params
+        ``dtype``, ``nlist``, ``nprobe``, ``hnsw_m``, ``ef_construction``,
+        ``ef_search``, ``train_size``, ``random_state`` (see
+        :class:`SimilarityIndex`).
+
+    Returns
+    -------
+    SimilarityIndex
+
+    Raises
+    ------
+    ImportError
+        ``kind`` "ivf"/"hnsw" or ``backend="faiss"`` without faiss.
+    TypeError, ValueError
+        On a model that is not a fitted triplet learner, bad parameters or X.
+    """
+    allowed = {"dtype", "nlist", "nprobe", "hnsw_m", "ef_construction", "ef_search",
+               "train_size", "random_state"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise TypeError(f"build: unknown parameter(s) {unknown}; allowed: {sorted(allowed)}.")
+    index = SimilarityIndex(model, kind=kind, backend=backend, **params)
+    return index.add(X, batch_size=batch_size, verbose=verbose)
+
+
+def load_index(path) -> SimilarityIndex:
+    """Load an index directory written by :meth:`SimilarityIndex.save`.
+
+    The model is read with :func:`tripletml.load_model`, the vectors with
+    ``np.load(..., allow_pickle=False)`` or faiss's ``read_index``; shapes,
+    dtypes, the metric and the row count are checked against ``index.json``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such directory or file in it.
+    ValueError
+        A file that is not a tripletml index or is inconsistent.
+    ImportError
+        A faiss index and faiss not installed.
+    """
+    from .persistence import load_model
+
+    func = "load_index"
+    path = Path(path)
+    if not (path / "index.json").is_file():
+        raise FileNotFoundError(f"{func}: {path} is not a tripletml index directory "
+                                "(no index.json).")
+    try:
+        meta = json.loads((path / "index.json").read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{func}: {path}/index.json is not valid JSON ({exc}).") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise ValueError(f"{func}: {path} is not a tripletml index.")
+    version = meta.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"{func}: {path} has format version {version!r}; this tripletml "
+                         f"reads versions <= {FORMAT_VERSION}.")
+    model = load_model(path / "model.npz")
+    backend, kind, metric = meta.get("backend"), meta.get("kind"), meta.get("metric")
+    dim, ntotal, dtype = meta.get("dim"), meta.get("ntotal"), meta.get("dtype")
+    params = meta.get("params")
+    if backend not in ("faiss", "numpy") or kind not in KINDS or dtype not in (
+            "float32", "float64") or not isinstance(params, dict):
+        raise ValueError(f"{func}: {path}/index.json has malformed metadata.")
+    for name, v in (("dim", dim), ("ntotal", ntotal)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{func}: {path}/index.json: {name}={v!r} is not a positive int.")
+    if metric != model.embedding_similarity or meta.get("model_class") != type(model).__name__:
+        raise ValueError(f"{func}: {path}: the index metric {metric!r} / class "
+                         f"{meta.get('model_class')!r} do not match the saved model "
+                         f"({type(model).__name__}, {model.embedding_similarity!r}).")
+    known = {"nlist", "nprobe", "hnsw_m", "ef_construction", "ef_search", "train_size"}
+    if set(params) - known:
+        raise ValueError(f"{func}: {path}/index.json has unknown parameters "
+                         f"{sorted(set(params) - known)}.")
+    try:
+        index = SimilarityIndex(model, kind=kind, backend=backend,
+                                dtype=dtype if backend == "numpy" else None, **params)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{func}: {path}/index.json has invalid parameters: {exc}") from None
+    probe = model.embed_queries(np.zeros((1, model.n_features_in_)))
+    if probe.shape[1] != dim:
+        raise ValueError(f"{func}: {path}: the model embeds into {probe.shape[1]} dimensions, "
+                         f"the index holds {dim}.")
+    index.dim = dim
+    if backend == "faiss":
+        faiss = _faiss(func)
+        file = path / "index.faiss"
+        if not file.is_file():
+            raise FileNotFoundError(f"{func}: {file} is missing.")
+        try:
+            fi = faiss.read_index(str(file))
+        except RuntimeError as exc:
+            raise ValueError(f"{func}: {file} is not a readable faiss index "
+                             f"({str(exc).splitlines()[0][:200]}).") from None
+        want = faiss.METRIC_INNER_PRODUCT if metric == "inner_product" else faiss.METRIC_L2
+        if fi.d != dim or fi.ntotal != ntotal or fi.metric_type != want:
+            raise ValueError(f"{func}: {file} (d={fi.d}, ntotal={fi.ntotal}) does not match "
+                             f"index.json (dim={dim}, ntotal={ntotal}, metric={metric}).")
+        index._faiss_index = fi
+    else:
+        file = path / "vectors.npy"
+        if not file.is_file():
+            raise FileNotFoundError(f"{func}: {file} is missing.")
+        try:
+            V = np.load(file, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"{func}: {file} is not a readable .npy file ({exc}).") from None
+        if V.shape != (ntotal, dim) or V.dtype != np.dtype(dtype):
+            raise ValueError(f"{func}: {file} holds {V.dtype} {V.shape}, index.json declares "
+                             f"{dtype} ({ntotal}, {dim}).")
+        if not np.isfinite(V).all():
+            raise ValueError(f"{func}: {file} holds non-finite values.")
+        index._blocks = [np.ascontiguousarray(V)]
+        index._norms = [np.einsum("ij,ij->i", V, V, dtype=np.float64)]
+    return index
