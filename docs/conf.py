@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+# the repository (tests build a copy of docs/ elsewhere and point here with the variable)
+ROOT = Path(os.environ.get("TRIPLETML_DOCS_ROOT", HERE.parent)).resolve()
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
 

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 import tripletml as tm
 from tripletml import datasets
-from tripletml.plot import plot_history, plot_precision_at_k
+from tripletml.plot import plot_precision_at_k
 
 GROUPS = ["comp.graphics", "rec.sport.hockey", "sci.space", "talk.politics.mideast"]
 home = datasets.get_data_home()
@@ -43,6 +43,7 @@ if corpus is not None:
     X_test = vec.transform(list(docs[keep & ~train]))
     y_train, y_test = y_all[keep & train], y_all[keep & ~train]
     title = "20 Newsgroups, 4 groups, 5000 tf-idf terms"
+    baseline = "cosine (tf-idf)"
     # a random 600 of the test messages query each other (keeps it fast)
     pick = np.random.default_rng(0).choice(X_test.shape[0], 600, replace=False)
     X_test, y_test = X_test[pick], y_test[pick]
@@ -55,6 +56,7 @@ else:
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y,
                                                         random_state=0)
     title = "digits as CSR (20 Newsgroups not in the data home)"
+    baseline = "dot product (pixels)"
 print(f"{title}: train {X_train.shape[0]} x {X_train.shape[1]} "
       f"({X_train.nnz / X_train.shape[0]:.0f} non-zeros per row), test {X_test.shape[0]}")
 
@@ -69,7 +71,7 @@ print(f"memory of the model: {lor.n_features_in_} x {lor.rank} x 2 numbers")
 # Precision@k of the held-out messages against each other: the learned
 # rank-10 similarity against the cosine similarity of the tf-idf vectors
 # (``DotProduct``: rows are l2-normalised).
-fig = plot_precision_at_k({"cosine (tf-idf)": tm.DotProduct().fit(X_train),
+fig = plot_precision_at_k({baseline: tm.DotProduct().fit(X_train),
                            "LORETA k=10": lor}, X_test, y_test,
                           ks=(1, 2, 5, 10, 20, 50), title=title)
 plt.show()

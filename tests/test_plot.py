@@ -38,6 +38,9 @@ def test_history_curves_are_the_recorded_values():
     assert np.allclose(fig.axes[0].lines[0].get_xdata(), [0.1, 0.2, 0.3, 0.4])
     with pytest.raises(ValueError, match="no column"):
         plot_history(hist, ["gap"])
+    # a column asked for by name that holds no number is refused, not an empty panel
+    with pytest.raises(ValueError, match=r"\['empty'\] hold no number"):
+        plot_history({**hist, "empty": [None] * 4}, ["objective", "empty"])
     with pytest.raises(ValueError, match="x must be"):
         plot_history(hist, x="epoch")
     with pytest.raises(TypeError, match="plot_history"):
@@ -95,3 +98,12 @@ def test_pictures_save(tmp_path):
         p = tmp_path / f"{i}.png"
         fig.savefig(p, dpi=60)
         assert p.stat().st_size > 1000
+
+
+def test_embedding_legend_sits_beside_the_points():
+    X, y = load_iris(return_X_y=True)
+    fig = plot_embedding(tm.Euclidean().fit(X), X, y)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    leg = ax.get_legend().get_window_extent()
+    assert leg.x0 >= ax.get_window_extent().x1 - 1      # right of the axes, not over them
