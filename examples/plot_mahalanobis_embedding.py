@@ -21,7 +21,7 @@ X = X / 16.0
 X_train, X_test, y_train, y_test = train_test_split(
     X, y, test_size=0.3, stratify=y, random_state=0)
 
-model = tm.LowRankDML(n_triplets=10_000, max_iter=300, eval_every=0,
+model = tm.LowRankDML(n_triplets=10_000, max_iter=150, eval_every=0,
                       random_state=0).fit(X_train, y_train)
 print(f"rank of M: {model.components_.shape[0]} of {X.shape[1]}; "
       f"held-out mAP {model.score(X_test, y_test):.3f} "

@@ -34,10 +34,10 @@ plt.show()
 # positive semi-definite matrices; its trace-norm regulariser drives the
 # rank of M down as it converges (``rank_`` at the end).  One point per
 # iteration; ``gap`` is the smoothed duality gap.
-sml = tm.SML(alpha=1e-2, n_triplets=1000, max_iter=150, tol=None,
-             random_state=0).fit(X[:600], y[:600])
+sml = tm.SML(alpha=1e-2, n_triplets=600, max_iter=100, tol=None,
+             random_state=0).fit(X[:400], y[:400])
 fig = plot_history(sml, ["objective", "gap"],
-                   title=f"SML on 600 digits (150 iterations, final rank {sml.rank_} of 64)")
+                   title=f"SML on 400 digits (100 iterations, final rank {sml.rank_} of 64)")
 for ax in fig.axes:
     ax.set_xlabel("iteration")
 plt.show()
@@ -46,7 +46,7 @@ plt.show()
 # The rank along the way: LowRankDML records the rank of its iterate at
 # every iteration (the incremental SVD keeps only the non-zero part), and
 # its objective every ``eval_every`` iterations.  Here against seconds.
-dml = tm.LowRankDML(n_triplets=5000, max_iter=120, eval_every=5,
+dml = tm.LowRankDML(n_triplets=5000, max_iter=80, eval_every=4,
                     random_state=0).fit(X, y)
 fig = plot_history(dml, ["objective", "rank"], x="seconds",
                    title="LowRankDML on digits against time")

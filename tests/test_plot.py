@@ -34,6 +34,8 @@ def test_history_curves_are_the_recorded_values():
     assert fig.axes[0].get_yscale() == "log"                 # spans > 2 decades
     r = fig.axes[1].lines[0]
     assert np.array_equal(r.get_xdata(), [1, 2, 4]) and np.array_equal(r.get_ydata(), [1, 2, 3])
+    fig.canvas.draw()                                        # a count gets whole-number ticks
+    assert all(float(t).is_integer() for t in fig.axes[1].get_yticks())
     fig = plot_history(hist, ["objective"], x="seconds")
     assert np.allclose(fig.axes[0].lines[0].get_xdata(), [0.1, 0.2, 0.3, 0.4])
     with pytest.raises(ValueError, match="no column"):

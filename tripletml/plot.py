@@ -104,6 +104,9 @@ def plot_history(model_or_history: Any, keys: Sequence[str] | None = None, *,
         pos = ys[ok][ys[ok] > 0]
         if pos.size == ok.sum() and pos.size > 1 and pos.max() / pos.min() > 100:
             ax.set_yscale("log")
+        if ok.any() and np.all(ys[ok] == np.round(ys[ok])):   # counts (rank): whole ticks
+            from matplotlib.ticker import MaxNLocator
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("seconds" if x == "seconds" else "step")
         ax.set_title(key.replace("_", " "))
         ax.grid(alpha=0.3)
