@@ -1,6 +1,6 @@
 """
-Training curves: SDCA's duality gap, SML's objective and rank
-=============================================================
+Training curves: duality gap, objective and rank
+================================================
 
 Every learner records what its solver tracks in ``history_`` (a dict of
 equal-length lists with a ``step`` and a ``seconds`` column).
