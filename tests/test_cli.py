@@ -141,6 +141,149 @@ def test_fit_a_multilabel_learner_from_a_libsvm_file(tmp_path, capsys):
 
 
 
+def _toy_file(path, n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, 4)) + y[:, None]
+    dump_svmlight_file(X, y, str(path), zero_based=False)
+    return X, y
+
+
+def test_every_command_takes_verbose():
+    import argparse
+
+    from tripletml.cli import build_parser
+    subs = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)][0]
+    assert set(subs.choices) == {"demo", "reproduce", "fit", "evaluate", "datasets", "fetch"}
+    for name, sub in subs.choices.items():
+        flags = {o for a in sub._actions for o in a.option_strings}
+        assert {"-v", "--verbose"} <= flags, name
+        v = [a for a in sub._actions if "-v" in a.option_strings][0]
+        assert isinstance(v, argparse._CountAction) and v.default == 0, name
+
+
+def test_datasets_shows_the_data_home_and_what_is_present(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TRIPLETML_DATA", str(tmp_path))
+    (tmp_path / "vehicle").mkdir()
+    (tmp_path / "vehicle" / "vehicle.scale").write_text("1 1:0.5\n")  # the plain original
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert f"data home: {tmp_path} (from the TRIPLETML_DATA environment variable)" in out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:-1]}
+    assert rows["vehicle"] == "yes" and rows["digits"] == "bundled"
+    assert rows["vowel"] == "no" and rows["letter"] == "no"
+    assert "3 of 14 available" not in out and "4 of" in out   # digits, iris, wine, vehicle
+    other = tmp_path / "elsewhere"
+    assert main(["datasets", "--data-home", str(other), "-v"]) == 0
+    out = capsys.readouterr().out
+    assert f"data home: {other} (does not exist) (from --data-home)" in out
+    assert "missing" in out and str(other / "vehicle" / "vehicle.scale.gz") in out
+
+
+def test_missing_file_is_file_not_found_not_unknown_data_set(tmp_path, capsys):
+    _toy_file(tmp_path / "toy.svm")
+    for argv in (["fit", "oasis", str(tmp_path / "nope.svm"), "-o", str(tmp_path / "m.npz")],
+                 ["fit", "oasis", "nope.svm", "-o", str(tmp_path / "m.npz")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "file not found: " in err and "nope.svm" in err
+        assert "unknown data set" not in err and err.count("\n") == 1
+    assert main(["fit", "oasis", "vehcle", "-o", str(tmp_path / "m.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown data set 'vehcle'" in err and "vehicle" in err
+    assert main(["fit", "oasis", str(tmp_path), "-o", str(tmp_path / "m.npz")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_evaluate_says_what_it_scores_on(tmp_path, capsys):
+    X, y = _toy_file(tmp_path / "toy.svm")
+    data, model = str(tmp_path / "toy.svm"), str(tmp_path / "m.npz")
+    fit = ["fit", "oasis", data, "-o", model, "--param", "n_triplets=300"]
+    # fitted on everything: evaluate says it is in-sample and how to hold out
+    assert main(fit + ["--seed", "0"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", model, data]) == 0
+    err = capsys.readouterr().err
+    assert "tripletml: note: scoring on the data the model was fitted on" in err
+    assert "--test-size 0.3 --seed S" in err
+    assert main(["evaluate", model, data, "--test-size", "0.3", "--seed", "0"]) == 0
+    assert "seen in training" in capsys.readouterr().err
+    # fitted on a held-out split: the same options score on the 18 held-out rows
+    assert main(fit + ["--seed", "4", "--test-size", "0.3"]) == 0
+    m = tm.load_model(model)
+    assert m.training_data_["n_samples"] == 42 and m.training_data_["test_size"] == 0.3
+    assert m.training_data_["seed"] == 4
+    capsys.readouterr()
+    assert main(["evaluate", model, data, "--test-size", "0.3", "--seed", "4"]) == 0
+    cap = capsys.readouterr()
+    assert "held-out part of" in cap.err and "(18 rows) that the model was not fitted on" \
+        in cap.err
+    heldout_map = float(cap.out.split()[1])
+    assert main(["evaluate", model, data]) == 0
+    cap = capsys.readouterr()
+    assert "includes the 42 rows the model was fitted on" in cap.err
+    assert "--test-size 0.3 --seed 4" in cap.err
+    assert float(cap.out.split()[1]) != heldout_map      # a different set of queries
+    assert main(["evaluate", model, data, "--test-size", "0.3", "--seed", "5"]) == 0
+    assert "not the one the model was fitted with" in capsys.readouterr().err
+    # a model saved from Python carries no record
+    tm.OASIS(n_triplets=300, random_state=0).fit(X, y).save(tmp_path / "py.npz")
+    assert main(["evaluate", str(tmp_path / "py.npz"), data]) == 0
+    err = capsys.readouterr().err
+    assert f"scoring on {data}; pass --test-size 0.3 --seed S for a held-out split" in err
+    # bad fractions are usage errors
+    for bad in ("0", "1", "x"):
+        with pytest.raises(SystemExit) as info:
+            main(["evaluate", model, data, "--test-size", bad])
+        assert info.value.code == 2
+    capsys.readouterr()
+
+
+def test_fingerprint_dense_and_sparse_agree():
+    import scipy.sparse as sp
+
+    from tripletml.cli import fingerprint
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    X[0, 1] = 0.0
+    assert fingerprint(X) == fingerprint(sp.csr_matrix(X)) == fingerprint(X.tolist())
+    Y = X.copy()
+    Y[4, 2] += 1e-12
+    assert fingerprint(Y) != fingerprint(X)
+    assert fingerprint(X[:4]) != fingerprint(X)
+
+
+def test_fit_verbose_bar_advances_within_one_pass(tmp_path, capsys, monkeypatch):
+    """``fit -v`` forces the bar (verbose=2) and a single pass of an online
+    learner updates it once per block, not once per pass."""
+    import tripletml.learners._online as online
+
+    calls = []
+
+    class Bar:
+        def __init__(self, total, verbose, desc, unit):
+            calls.append({"total": total, "verbose": verbose, "updates": []})
+
+        def update(self, k):
+            calls[-1]["updates"].append(k)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(online, "progress_bar",
+                        lambda total, *, verbose=0, desc=None, unit="it": Bar(total, verbose,
+                                                                             desc, unit))
+    _toy_file(tmp_path / "toy.svm")
+    for learner in ("loreta", "oasis"):
+        calls.clear()
+        assert main(["fit", learner, str(tmp_path / "toy.svm"), "-o", str(tmp_path / "m.npz"),
+                     "--param", "n_triplets=5000", "--param", "max_iter=1", "--seed", "0",
+                     "-v"] + (["--param", "rank=2"] if learner == "loreta" else [])) == 0
+        assert len(calls) == 1 and calls[0]["verbose"] == 2 and calls[0]["total"] == 5000
+        assert len(calls[0]["updates"]) >= 5 and sum(calls[0]["updates"]) == 5000, calls
+    err = capsys.readouterr().err
+    assert "fitting OASIS on" in err and "stopped by max_iter" in err
+
+
 def test_reproduce_list(capsys):
     assert main(["reproduce", "list"]) == 0
     out = capsys.readouterr().out

@@ -34,10 +34,15 @@ def test_history_curves_are_the_recorded_values():
     assert fig.axes[0].get_yscale() == "log"                 # spans > 2 decades
     r = fig.axes[1].lines[0]
     assert np.array_equal(r.get_xdata(), [1, 2, 4]) and np.array_equal(r.get_ydata(), [1, 2, 3])
+    fig.canvas.draw()                                        # a count gets whole-number ticks
+    assert all(float(t).is_integer() for t in fig.axes[1].get_yticks())
     fig = plot_history(hist, ["objective"], x="seconds")
     assert np.allclose(fig.axes[0].lines[0].get_xdata(), [0.1, 0.2, 0.3, 0.4])
     with pytest.raises(ValueError, match="no column"):
         plot_history(hist, ["gap"])
+    # a column asked for by name that holds no number is refused, not an empty panel
+    with pytest.raises(ValueError, match=r"\['empty'\] hold no number"):
+        plot_history({**hist, "empty": [None] * 4}, ["objective", "empty"])
     with pytest.raises(ValueError, match="x must be"):
         plot_history(hist, x="epoch")
     with pytest.raises(TypeError, match="plot_history"):
@@ -95,3 +100,12 @@ def test_pictures_save(tmp_path):
         p = tmp_path / f"{i}.png"
         fig.savefig(p, dpi=60)
         assert p.stat().st_size > 1000
+
+
+def test_embedding_legend_sits_beside_the_points():
+    X, y = load_iris(return_X_y=True)
+    fig = plot_embedding(tm.Euclidean().fit(X), X, y)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    leg = ax.get_legend().get_window_extent()
+    assert leg.x0 >= ax.get_window_extent().x1 - 1      # right of the axes, not over them

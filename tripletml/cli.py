@@ -1,21 +1,31 @@
-"""Command line: ``tripletml {demo,reproduce,fit,evaluate,datasets,fetch}``.
+"""Command line: ``tripletml {demo,reproduce,fit,evaluate,datasets,fetch,index,search}``.
 
 Exit status: 0 on success; 2 for a usage or input error (bad arguments, an
 unknown learner or parameter, a missing or malformed file or data set); 1 for
 a runtime failure (training diverged, a download failed, out of memory).
 Every error is one line on stderr, ``tripletml: error: <message>``, never a
-traceback.
+traceback.  Notes that qualify a result (``tripletml evaluate`` scoring on the
+data the model was fitted on) are lines ``tripletml: note: <message>`` on
+stderr, so the results on stdout stay machine-readable.
+
+Every command takes ``-v`` / ``--verbose`` (repeatable): progress bars even
+when stderr is not a terminal, and more detail (``fit``: the data, the
+stopping reason and the fit time; ``datasets``: the files of every set).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from ._registry import entries, get_entry
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "fingerprint"]
 
 
 def _learner_name(value: str) -> str:
@@ -28,13 +38,32 @@ def _learner_name(value: str) -> str:
             "(any case)") from None
 
 
+#: suffixes that mark a DATA argument as a file path rather than a data-set name
+_FILE_SUFFIXES = (".svm", ".libsvm", ".svmlight", ".txt", ".dat", ".data", ".gz", ".scale",
+                  ".csv", ".t", ".tr", ".train", ".test")
+
+
+def _looks_like_path(source: str) -> bool:
+    """True when ``source`` is meant as a file (a separator, a leading dot or
+    tilde, or a data-file suffix), not as a registered data-set name."""
+    return (os.sep in source or "/" in source or source.startswith((".", "~"))
+            or source.lower().endswith(_FILE_SUFFIXES))
+
+
 def _load_data(source: str, data_home, subset: str = "all", *, n_features=None,
                zero_based: bool = False, multilabel: bool = False):
     """A registered data-set name or a LIBSVM/svmlight file path (1-based
     feature indices as LIBSVM writes them, unless ``zero_based``).  With
-    ``multilabel`` the target is a binary indicator matrix."""
+    ``multilabel`` the target is a binary indicator matrix.
+
+    A path that does not exist raises FileNotFoundError ("file not found"),
+    a name that is neither a file nor a registered set a ValueError listing
+    the registered names."""
     from . import datasets
-    p = Path(source)
+    p = Path(source).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{source} is a folder; give a LIBSVM file or a registered data-set "
+                         "name (tripletml datasets lists them).")
     if p.exists():
         import gzip
 
@@ -47,6 +76,13 @@ def _load_data(source: str, data_home, subset: str = "all", *, n_features=None,
             from sklearn.preprocessing import MultiLabelBinarizer
             y = MultiLabelBinarizer().fit_transform(y)
         return X.tocsr(), y
+    names = datasets.list_datasets()
+    if source not in names:
+        if _looks_like_path(source):
+            raise FileNotFoundError(f"file not found: {source} (and it is not a registered "
+                                    "data set; 'tripletml datasets' lists them)")
+        raise ValueError(f"unknown data set {source!r} and no file of that name; known data "
+                         f"sets: {', '.join(names)}")
     b = datasets.load(source, data_home=data_home, subset=subset)
     if isinstance(b.data, list):
         raise ValueError(f"{source} is raw text; vectorise it first (tripletml.datasets.text).")
@@ -54,6 +90,61 @@ def _load_data(source: str, data_home, subset: str = "all", *, n_features=None,
         raise ValueError(f"{source} has one class label per sample; a multi-label learner "
                          "needs a multi-label data set (e.g. yeast, scene).")
     return b.data, b.target
+
+
+def fingerprint(X) -> str:
+    """SHA-256 (first 16 hex digits) of a data matrix's shape and values.
+
+    Dense and sparse copies of the same matrix (float64 values, explicit
+    zeros dropped) have the same fingerprint, so ``tripletml evaluate`` can
+    tell whether it scores on the rows a model was fitted on, whatever the
+    labels are called (a LIBSVM file and its registered data set agree).
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    A = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    A.eliminate_zeros()
+    A.sort_indices()
+    h = hashlib.sha256()
+    h.update(np.asarray(A.shape, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(A.indptr, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(A.indices, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(A.data, dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _split(X, y, test_size: float, seed: int | None):
+    """The held-out split of ``fit``/``evaluate --test-size``: stratified by
+    class when every class has two members (single-label data), seeded."""
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    yy = np.asarray(y)
+    stratify = None
+    if yy.ndim == 1:
+        _, counts = np.unique(yy, return_counts=True)
+        n_test = int(np.ceil(test_size * yy.shape[0]))
+        if counts.min() >= 2 and counts.size <= min(n_test, yy.shape[0] - n_test):
+            stratify = yy
+    return train_test_split(X, y, test_size=test_size, random_state=seed, stratify=stratify)
+
+
+def _test_size(value: str) -> float:
+    """argparse type of ``--test-size``: a fraction in (0, 1)."""
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--test-size expects a fraction such as 0.3, got "
+                                         f"{value!r}") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"--test-size must lie strictly between 0 and 1, "
+                                         f"got {v}")
+    return v
+
+
+def _note(msg: str) -> None:
+    print(f"tripletml: note: {msg}", file=sys.stderr)
 
 
 def _parse_params(pairs):
@@ -70,8 +161,18 @@ def _parse_params(pairs):
 
 
 def _cmd_demo(args):
-    from .demo import run_demo
-    run_demo(random_state=args.seed)
+    from .demo import DEMO_LEARNERS, run_demo
+    learners = None
+    if args.verbose:
+        def verbose_factory(factory):
+            def make(seed):
+                m = factory(seed)
+                if "verbose" in m.get_params():
+                    m.set_params(verbose=1 + args.verbose)
+                return m
+            return make
+        learners = [(name, verbose_factory(f)) for name, f in DEMO_LEARNERS]
+    run_demo(random_state=args.seed, learners=learners)
 
 
 def _cmd_reproduce(args):
@@ -81,10 +182,10 @@ def _cmd_reproduce(args):
         for r in repros.values():
             print(f"{r.name:24s} {r.description}")
         return
-    out = Path(args.out or Path("results") / args.name)
     only = args.only.split(",") if args.only else None
+    out = Path(args.out) if args.out else reproduce.default_out_dir(args.name, args.quick)
     reproduce.run(args.name, out, quick=args.quick, seeds=args.seeds,
-                  data_home=args.data_home, verbose=1, only=only)
+                  data_home=args.data_home, verbose=1 + args.verbose, only=only)
     print(f"outputs written to {out}")
 
 
@@ -98,14 +199,72 @@ def _cmd_fit(args):
                          f"parameters: {', '.join(model.get_params())}")
     X, y = _load_data(args.data, args.data_home, args.subset, zero_based=args.zero_based,
                       multilabel=entry.kind == "multilabel")
+    record: dict[str, Any] = {"data": args.data, "subset": args.subset,
+                              "source_fingerprint": fingerprint(X)}
+    if args.test_size is not None:
+        X, X_test, y, y_test = _split(X, y, args.test_size, args.seed)
+        record.update(test_size=args.test_size, seed=args.seed,
+                      heldout_fingerprint=fingerprint(X_test))
+    record.update(n_samples=int(X.shape[0]), fingerprint=fingerprint(X))
     if args.seed is not None and "random_state" in model.get_params():
         params.setdefault("random_state", args.seed)
     if "verbose" in model.get_params():
-        params.setdefault("verbose", 1)
+        params.setdefault("verbose", 1 + args.verbose)
     model.set_params(**params)
+    if args.verbose:
+        held = (f" (held out {args.test_size:g} of the rows, seed {args.seed})"
+                if args.test_size is not None else "")
+        print(f"fitting {entry.name} on {args.data}: {X.shape[0]} x {X.shape[1]}{held}",
+              file=sys.stderr)
+    t0 = time.perf_counter()
     model.fit(X, y)
+    secs = time.perf_counter() - t0
+    # the fingerprint of the rows fitted on travels with the model file, so
+    # that 'tripletml evaluate' can say when it scores on them
+    model.training_data_ = record
     model.save(args.output)
+    if args.verbose:
+        stop = getattr(model, "stop_reason_", None)
+        its = getattr(model, "n_iter_", None)
+        more = f", {its} iterations, stopped by {stop}" if stop is not None else ""
+        print(f"fit in {secs:.2f} s{more}", file=sys.stderr)
     print(f"saved {type(model).__name__} ({model.n_features_in_} features) to {args.output}")
+
+
+def _evaluation_note(args, model, X_all, y_all, X, y) -> str:
+    """What ``evaluate`` scores on, relative to what the model was fitted on."""
+    rec = getattr(model, "training_data_", None)
+    split = (f"--test-size {args.test_size:g} --seed {args.seed}"
+             if args.test_size is not None else None)
+    if not isinstance(rec, dict) or "fingerprint" not in rec:
+        if split is None:
+            return (f"scoring on {args.data}; pass --test-size 0.3 --seed S for a held-out "
+                    "split (and fit with the same options: this model carries no record of "
+                    "its training data).")
+        return (f"scoring on the held-out part of {args.data} ({split}, {X.shape[0]} rows); "
+                "the model carries no record of its training data: fit it with the same "
+                f"{split} for a true held-out score.")
+    fp = fingerprint(X)
+    if fp == rec["fingerprint"]:
+        return (f"scoring on the data the model was fitted on ({args.data}, {X.shape[0]} "
+                "rows): an optimistic, in-sample score. For a held-out score fit and evaluate "
+                "with --test-size 0.3 --seed S.")
+    if fp == rec.get("heldout_fingerprint"):
+        return (f"scoring on the held-out part of {args.data} ({X.shape[0]} rows) that the "
+                "model was not fitted on.")
+    if rec.get("test_size") is not None and fingerprint(X_all) == rec.get(
+            "source_fingerprint"):
+        if split is None:
+            return (f"{args.data} includes the {rec.get('n_samples')} rows the model was fitted "
+                    f"on; pass --test-size {rec['test_size']:g} --seed {rec.get('seed')} to "
+                    "score on the held-out part only.")
+        return (f"this split ({split}) is not the one the model was fitted with (--test-size "
+                f"{rec['test_size']:g} --seed {rec.get('seed')}): its test rows overlap the "
+                "training rows.")
+    if split is not None and fingerprint(X_all) == rec.get("source_fingerprint"):
+        return (f"the model was fitted on all of {args.data}, so these {X.shape[0]} 'held-out' "
+                "rows were seen in training; refit with the same " + split + ".")
+    return f"scoring on {args.data} ({X.shape[0]} rows), not the data the model was fitted on."
 
 
 def _cmd_evaluate(args):
@@ -113,23 +272,59 @@ def _cmd_evaluate(args):
     from .metrics import evaluate_retrieval, knn_error
     model = load_model(args.model)
     multilabel = get_entry(type(model).__name__).kind == "multilabel"
-    X, y = _load_data(args.data, args.data_home, args.subset,
-                      n_features=model.n_features_in_, zero_based=args.zero_based,
-                      multilabel=multilabel)
+    X_all, y_all = _load_data(args.data, args.data_home, args.subset,
+                              n_features=model.n_features_in_, zero_based=args.zero_based,
+                              multilabel=multilabel)
+    X, y = X_all, y_all
+    if args.test_size is not None:
+        _, X, _, y = _split(X_all, y_all, args.test_size, args.seed)
+    _note(_evaluation_note(args, model, X_all, y_all, X, y))
     if multilabel:
         print(f"{'label_ranking_map':18s} {model.score(X, y):.4f}")
         return
-    r = evaluate_retrieval(model, X, y, k=tuple(args.k), verbose=1)
-    r["knn_error"] = float(knn_error(model, X, y, k=1))
+    r = evaluate_retrieval(model, X, y, k=tuple(args.k), verbose=1 + args.verbose)
+    r["knn_error"] = float(knn_error(model, X, y, k=1, verbose=1 + args.verbose))
     for k, v in r.items():
         print(f"{k:18s} {v:.4f}")
 
 
+def _present(rec, home: Path) -> str:
+    """``bundled``, ``yes``, ``partial`` or ``no``: whether the data home holds
+    every file of data set ``rec`` (stored or uncompressed; not verified)."""
+    if rec.kind == "sklearn" or not rec.files:
+        return "bundled"
+    found = [(home / f.path).is_file() or (home / f.original_path).is_file()
+             for f in rec.files]
+    return "yes" if all(found) else ("partial" if any(found) else "no")
+
+
 def _cmd_datasets(args):
     from . import datasets
+    home = datasets.get_data_home(args.data_home)
+    how = ("--data-home" if args.data_home else
+           "the TRIPLETML_DATA environment variable" if os.environ.get("TRIPLETML_DATA")
+           else "the default; set TRIPLETML_DATA or pass --data-home to change it")
+    exists = "" if home.is_dir() else " (does not exist)"
+    print(f"data home: {home}{exists} (from {how})")
+    print(f"{'name':14s} {'present':8s} description")
+    n_yes = 0
     for name in datasets.list_datasets():
         rec = datasets.info(name)
-        print(f"{name:14s} {rec.description}")
+        state = _present(rec, home)
+        n_yes += state in ("yes", "bundled")
+        desc = " ".join(rec.description.split())
+        if not args.verbose and len(desc) > 72:
+            desc = desc[:71].rstrip() + "..."
+        print(f"{name:14s} {state:8s} {desc}")
+        if args.verbose:
+            for f in rec.files:
+                where = home / f.path
+                if not where.is_file() and (home / f.original_path).is_file():
+                    where = home / f.original_path
+                mark = "ok" if where.is_file() else "missing"
+                print(f"{'':14s} {'':8s}   {mark:7s} {where}")
+    print(f"{n_yes} of {len(datasets.list_datasets())} available; "
+          "'tripletml fetch NAME' downloads a missing one.")
 
 
 def _cmd_fetch(args):
@@ -146,7 +341,19 @@ def _fit_epilog() -> str:
     return "\n".join(lines)
 
 
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more output: progress bars even when stderr is not a "
+                             "terminal, and details (repeat for more)")
+
+
+_DATA_HELP = ("a registered data-set name ('tripletml datasets' lists them) or the path of "
+              "a LIBSVM/svmlight file (.gz accepted)")
+_HOME_HELP = "data folder (default: $TRIPLETML_DATA, else ~/tripletml_data)"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``tripletml`` argument parser (every argument has help text)."""
     from . import __version__
 
     p = argparse.ArgumentParser(prog="tripletml", description="tripletml: metric and similarity learning from triplets.",
@@ -156,46 +363,72 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
     d = sub.add_parser("demo", help="learn similarities on digits with every learner")
     d.add_argument("--seed", type=int, default=0, help="random seed of the split and learners")
+    _verbose(d)
     d.set_defaults(func=_cmd_demo)
     r = sub.add_parser("reproduce", help="rerun a paper reproduction ('list' to list)")
-    r.add_argument("name", nargs="?", help="reproduction name, or 'list'")
-    r.add_argument("--out", help="output folder (default results/NAME)")
+    r.add_argument("name", nargs="?",
+                   help="reproduction name (e.g. sdca-table2), or 'list' to list them")
+    r.add_argument("--out", help="output folder (default results/NAME, or results/quick/NAME "
+                                 "with --quick)")
     r.add_argument("--quick", action="store_true", help="fewer seeds / smaller runs")
-    r.add_argument("--seeds", type=int, help="number of seeds (default: the paper's)")
+    r.add_argument("--seeds", type=int, metavar="N",
+                   help="number of random splits / seeds to average over (default: the "
+                        "paper's)")
     r.add_argument("--only", help="comma-separated data sets (a subset of the run's)")
-    r.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
+    r.add_argument("--data-home", help=_HOME_HELP)
+    _verbose(r)
     r.set_defaults(func=_cmd_reproduce)
     f = sub.add_parser("fit", help="fit a learner on a data set and save it",
                        epilog=_fit_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("learner", type=_learner_name, metavar="LEARNER",
                    help="learner class name, any case (listed below)")
-    f.add_argument("data", help="registered data-set name or LIBSVM file")
+    f.add_argument("data", metavar="DATA", help=_DATA_HELP)
     f.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
-    f.add_argument("--param", action="append",
-                   help="NAME=VALUE constructor parameter (JSON value), repeatable")
-    f.add_argument("--subset", default="all", help="data-set subset: train, test or all")
-    f.add_argument("--seed", type=int, help="random_state of the learner")
-    f.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
+    f.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="constructor parameter, VALUE read as JSON (e.g. --param "
+                        "max_iter=3); repeatable")
+    f.add_argument("--subset", default="all",
+                   help="part of a registered data set: train, test or all (default all)")
+    f.add_argument("--seed", type=int,
+                   help="random_state of the learner and of the --test-size split")
+    f.add_argument("--test-size", type=_test_size, metavar="FRACTION",
+                   help="hold out this fraction of the rows (stratified, seeded by --seed) "
+                        "and fit on the rest; evaluate with the same options")
+    f.add_argument("--data-home", help=_HOME_HELP)
     f.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
+    _verbose(f)
     f.set_defaults(func=_cmd_fit)
     e = sub.add_parser("evaluate", help="mAP, P@k and 1-NN error of a saved model")
-    e.add_argument("model", help="model file written by 'tripletml fit'")
-    e.add_argument("data", help="registered data-set name or LIBSVM file")
-    e.add_argument("--subset", default="all", help="data-set subset: train, test or all")
-    e.add_argument("-k", type=int, nargs="+", default=[1, 5, 10],
+    e.add_argument("model", metavar="MODEL", help="model file written by 'tripletml fit'")
+    e.add_argument("data", metavar="DATA", help=_DATA_HELP)
+    e.add_argument("--subset", default="all",
+                   help="part of a registered data set: train, test or all (default all)")
+    e.add_argument("--test-size", type=_test_size, metavar="FRACTION",
+                   help="score on the held-out FRACTION of the rows only (the split 'fit "
+                        "--test-size FRACTION --seed S' held out)")
+    e.add_argument("--seed", type=int, help="seed of the --test-size split")
+    e.add_argument("-k", type=int, nargs="+", default=[1, 5, 10], metavar="K",
                    help="cut-offs of precision@k (default 1 5 10)")
-    e.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
+    e.add_argument("--data-home", help=_HOME_HELP)
     e.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
+    _verbose(e)
     e.set_defaults(func=_cmd_evaluate)
-    ds = sub.add_parser("datasets", help="list the registered data sets")
+    ds = sub.add_parser("datasets", help="list the registered data sets, which are present "
+                                         "in the data home, and where that is")
+    ds.add_argument("--data-home", help=_HOME_HELP)
+    _verbose(ds)
     ds.set_defaults(func=_cmd_datasets)
     fe = sub.add_parser("fetch", help="download a data set into the data home")
-    fe.add_argument("name", help="registered data-set name")
-    fe.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
+    fe.add_argument("name", metavar="NAME", help="registered data-set name ('tripletml "
+                                                  "datasets' lists them)")
+    fe.add_argument("--data-home", help=_HOME_HELP)
     fe.add_argument("--mirror", help="base URL of a mirror with the data-home layout")
+    _verbose(fe)
     fe.set_defaults(func=_cmd_fetch)
+    from ._cli_search import add_subcommands
+    add_subcommands(sub)
     return p
 
 
@@ -212,7 +445,7 @@ def main(argv=None) -> int:
         return 0
     try:
         args.func(args)
-    except (FileNotFoundError, ValueError, TypeError, KeyError) as exc:
+    except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError) as exc:
         print(f"tripletml: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:              # network, disk: a runtime failure

@@ -79,6 +79,10 @@ def plot_history(model_or_history: Any, keys: Sequence[str] | None = None, *,
         if missing:
             raise ValueError(f"plot_history: history_ has no column(s) {missing}; it has "
                              f"{sorted(hist)}.")
+        empty = [k for k in keys if not np.isfinite(_numeric(hist[k])).any()]
+        if empty:
+            raise ValueError(f"plot_history: history_ column(s) {empty} hold no number (None "
+                             "or NaN at every step); nothing to draw.")
     if not keys:
         raise ValueError("plot_history: history_ holds no numeric curve to draw.")
     plt = _plt()
@@ -100,6 +104,9 @@ def plot_history(model_or_history: Any, keys: Sequence[str] | None = None, *,
         pos = ys[ok][ys[ok] > 0]
         if pos.size == ok.sum() and pos.size > 1 and pos.max() / pos.min() > 100:
             ax.set_yscale("log")
+        if ok.any() and np.all(ys[ok] == np.round(ys[ok])):   # counts (rank): whole ticks
+            from matplotlib.ticker import MaxNLocator
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("seconds" if x == "seconds" else "step")
         ax.set_title(key.replace("_", " "))
         ax.grid(alpha=0.3)
@@ -196,15 +203,16 @@ def plot_embedding(model: Any, X, y, *, method: str = "pca", ax=None,
     elif Z.shape[1] < 2:
         Z = np.hstack([Z, np.zeros((Z.shape[0], 2 - Z.shape[1]))])
     plt = _plt()
-    fig, ax = (plt.subplots(figsize=(4.6, 4.0), layout="constrained") if ax is None
+    fig, ax = (plt.subplots(figsize=(5.2, 4.0), layout="constrained") if ax is None
                else (ax.figure, ax))
     classes = np.unique(y)
     cmap = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")
     for i, c in enumerate(classes):
         sel = y == c
         ax.scatter(Z[sel, 0], Z[sel, 1], s=8, color=cmap(i % cmap.N), label=str(c), alpha=0.8)
-    if len(classes) <= 20:
-        ax.legend(fontsize="x-small", markerscale=2, title="class", loc="best")
+    if len(classes) <= 20:          # beside the axes, never over the points
+        ax.legend(fontsize="x-small", markerscale=2, title="class", loc="center left",
+                  bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.set_xlabel(f"{method.upper()} 1")
     ax.set_ylabel(f"{method.upper()} 2")
     ax.set_title(title or f"{type(model).__name__}: transform(X)")

@@ -197,15 +197,22 @@ def _plot_curves(c, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    for ax, key, title in [(axes[0], "loss", "average hinge loss"),
-                           (axes[1], "mistakes", "online mistake rate")]:
+    def thousands(v, _pos):       # 250000 -> "250k": short tick labels never overlap
+        return f"{v / 1000:g}k" if v else "0"
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
+    for ax, key, title, ylabel in [(axes[0], "loss", "average hinge loss", "loss"),
+                                   (axes[1], "mistakes", "online mistake rate", "rate")]:
         ax.plot(c["step"], c[f"sdca_{key}"], label="SDCA")
         ax.plot(c["step"], c[f"oasis_{key}"], label="OASIS")
-        ax.set_xlabel("steps")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.xaxis.set_major_formatter(FuncFormatter(thousands))
+        ax.set_xlabel("triplet steps")
+        ax.set_ylabel(ylabel)
         ax.set_title(title + " (vehicle)")
+        ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
     fig.savefig(out_dir / "sdca_oasis_convergence.png", dpi=120)
     plt.close(fig)
