@@ -127,9 +127,6 @@ for corrupt in CORRUPTIONS:
                if ln.startswith("REFUSED")), proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="metrics._check_X converts CSC/COO with SciPy's tocsr "
-                   "before any check: it must call tripletml._validation.check_X "
-                   "(metrics.py is not owned by this branch; see the report)")
 def test_evaluate_retrieval_malformed_csc_is_refused():
     proc = _run("""
 from tripletml import Euclidean

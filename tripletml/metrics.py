@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from ._progress import progress_bar
-from ._validation import check_triplets
+from ._validation import check_triplets, check_X
 
 __all__ = [
     "average_precision_per_query",
@@ -178,7 +178,8 @@ def _check_X(X: Any, name: str, func: str) -> np.ndarray | sp.csr_matrix:
     if X is None:
         raise ValueError(f"{func}: {name} must not be None")
     if sp.issparse(X):
-        X = X.tocsr() if X.format != "csr" else X
+        # structure verified in O(nnz) before SciPy's compiled tocsr sees it
+        X = check_X(X, func, name=name)
     else:
         X = np.asarray(X)
     if X.ndim != 2:
