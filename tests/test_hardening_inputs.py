@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tripletml import OASIS, Euclidean
+from tripletml import OASIS
 from tripletml._validation import MAX_ABS_VALUE, check_X
 from tripletml.linalg import as_csr
 from tripletml.triplets import knn_triplets
