@@ -153,13 +153,25 @@ def test_every_command_takes_verbose():
     import argparse
 
     from tripletml.cli import build_parser
-    subs = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)][0]
-    assert set(subs.choices) == {"demo", "reproduce", "fit", "evaluate", "datasets", "fetch"}
-    for name, sub in subs.choices.items():
+
+    def leaves(parser, path):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield path, parser
+            return
+        for name, sub in subs[0].choices.items():
+            yield from leaves(sub, path + (name,))
+
+    top = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)][0]
+    assert set(top.choices) == {"demo", "reproduce", "fit", "evaluate", "datasets", "fetch",
+                                "index", "search"}
+    found = list(leaves(build_parser(), ()))
+    assert ("index", "build") in [p for p, _ in found]
+    for path, sub in found:
         flags = {o for a in sub._actions for o in a.option_strings}
-        assert {"-v", "--verbose"} <= flags, name
+        assert {"-v", "--verbose"} <= flags, " ".join(path)
         v = [a for a in sub._actions if "-v" in a.option_strings][0]
-        assert isinstance(v, argparse._CountAction) and v.default == 0, name
+        assert isinstance(v, argparse._CountAction) and v.default == 0, " ".join(path)
 
 
 def test_datasets_shows_the_data_home_and_what_is_present(tmp_path, capsys, monkeypatch):

@@ -97,7 +97,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
     p.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
-    p.add_argument("-v", "--verbose", action="store_true",
+    p.add_argument("-v", "--verbose", action="count", default=0,
                    help="always show a progress bar (default: only on a terminal)")
 
 
