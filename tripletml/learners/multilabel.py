@@ -538,7 +538,11 @@ class IterativePAMultilabel(_MultilabelRanker):
         Passes over the samples.
     init : {"identity", "random"}, default="identity"
     fit_intercept : bool, default=True""" + _TOL + """
-    random_state, verbose
+    random_state : None, int or numpy Generator, default=None
+        Order of the samples in each pass.
+    verbose : int, default=0
+        Progress bar: on a terminal when >= 1, always when >= 2 (it advances
+        within a pass).
 """ + _ATTRIBUTES + """
     A_ : ndarray (n_labels, rank)
     B_ : ndarray (n_features [+ 1], rank)
@@ -586,7 +590,11 @@ class MatrixPerceptron(_MultilabelRanker):
     max_iter : int, default=10
         Passes over the samples.
     fit_intercept : bool, default=True""" + _TOL + """
-    random_state, verbose
+    random_state : None, int or numpy Generator, default=None
+        Order of the samples in each pass.
+    verbose : int, default=0
+        Progress bar: on a terminal when >= 1, always when >= 2 (it advances
+        within a pass).
 """ + _ATTRIBUTES + """
     W_ : ndarray (n_labels, n_features [+ 1])
     """
