@@ -46,7 +46,11 @@ Protocol (identical for every method)
 * Per-fit timeout (``--timeout``, default 300 s): each fit runs in a child
   process forked from the worker (``multiprocessing`` "fork" context, result
   sent back through a pipe); a child that has not answered in time is
-  terminated (SIGTERM, then SIGKILL) and the row gets status ``timeout``.  A
+  terminated (SIGTERM, then SIGKILL) and the row gets status ``timeout``.  The
+  timeout covers the warm-up, the fit and the scoring.  Each child's address
+  space is capped (``--mem-limit``, default 8 GiB) so that a method building
+  n x n matrices on letter fails with MemoryError instead of starving the
+  machine.  A
   child that raises gives ``error`` (with the message); one that dies
   (e.g. killed for memory) gives ``error`` with its exit code.
 * BLAS / OpenMP / Numba threads are pinned to ``--threads`` (default 1) in the
@@ -356,14 +360,31 @@ def fit_and_score(method: str, seed: int, Xtr, ytr, Xte, yte) -> dict:
     return {"map": score_map(est, method, Xtr, Xte, yte), "fit_s": fit_s, "message": message}
 
 
-def _child(conn, method, seed, Xtr, ytr, Xte, yte):
+def _limit_memory(gib: float) -> None:
+    """Cap the child's address space (RLIMIT_AS) so that a method that builds
+    n x n matrices on a large set fails with MemoryError instead of starving
+    the machine."""
+    if gib and gib > 0:
+        try:
+            import resource
+            cap = int(gib * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        except (ImportError, ValueError, OSError):
+            pass
+
+
+def _child(conn, method, seed, Xtr, ytr, Xte, yte, mem_gib=0.0):
+    _limit_memory(mem_gib)
     try:
         res = {"status": "ok", **fit_and_score(method, seed, Xtr, ytr, Xte, yte)}
         if not math.isfinite(res["map"]):
             res["status"] = "error"
             res["message"] = "non-finite mAP"
     except BaseException as exc:            # noqa: BLE001 - reported as a row
-        res = {"status": "error", "message": f"{type(exc).__name__}: {exc}"[:300],
+        msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, MemoryError) and mem_gib:
+            msg += f" (address space capped at {mem_gib:g} GiB, --mem-limit)"
+        res = {"status": "error", "message": msg[:300],
                "traceback": traceback.format_exc()[-2000:]}
     try:
         conn.send(res)
@@ -371,12 +392,14 @@ def _child(conn, method, seed, Xtr, ytr, Xte, yte):
         conn.close()
 
 
-def run_one_with_timeout(method: str, seed: int, data: tuple, timeout: float) -> dict:
+def run_one_with_timeout(method: str, seed: int, data: tuple, timeout: float,
+                         mem_gib: float = 0.0) -> dict:
     """Fit in a forked child; a child silent after ``timeout`` s is killed ("timeout")."""
     import multiprocessing as mp
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, method, seed, *data), daemon=True)
+    proc = ctx.Process(target=_child, args=(send, method, seed, *data, mem_gib),
+                       daemon=True)
     t0 = time.perf_counter()
     proc.start()
     send.close()
@@ -405,7 +428,8 @@ def run_one_with_timeout(method: str, seed: int, data: tuple, timeout: float) ->
 
 
 def worker(set_name: str, methods: Sequence[str], seeds: Sequence[int], timeout: float,
-           rows_file: Path, skip: Iterable[tuple[str, str, int]] = ()) -> None:
+           rows_file: Path, skip: Iterable[tuple[str, str, int]] = (),
+           mem_gib: float = 0.0) -> None:
     tripletml = _import_checkout_tripletml(REPO)
     import numpy as np
     skip = {(s, m, int(sd)) for s, m, sd in skip}
@@ -426,7 +450,8 @@ def worker(set_name: str, methods: Sequence[str], seeds: Sequence[int], timeout:
                 row.update(status="absent", message="tripletml.AutoSimilarity does not exist "
                                                     "in this checkout")
             else:
-                res = run_one_with_timeout(method, seed, (Xtr, ytr, Xte, yte), timeout)
+                res = run_one_with_timeout(method, seed, (Xtr, ytr, Xte, yte), timeout,
+                                           mem_gib)
                 tb = res.pop("traceback", None)
                 if tb:
                     print(tb, file=sys.stderr, flush=True)
@@ -707,6 +732,7 @@ def plot(summary: dict, path: Path) -> None:
         if eu and eu["map"] is not None:
             ax.axhline(eu["map"], color="gray", linestyle="--", linewidth=1)
         ax.set_xscale("log")
+        ax.margins(x=0.12, y=0.08)
         ax.set_title(s, fontsize=11)
         ax.set_xlabel("mean fit time (s, log scale)")
         ax.set_ylabel("test mAP")
@@ -791,6 +817,8 @@ def parse_args(argv=None):
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fit (default 300)")
     ap.add_argument("--threads", type=int, default=1,
                     help="BLAS/OpenMP/Numba threads in the workers (default 1)")
+    ap.add_argument("--mem-limit", type=float, default=8.0,
+                    help="address-space cap per fit in GiB (default 8; 0: none)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--rebuild-venv", action="store_true")
@@ -828,7 +856,8 @@ def main(argv=None) -> int:
         skip = []
         if args.skip_file and args.skip_file.exists():
             skip = [tuple(k) for k in json.loads(args.skip_file.read_text())]
-        worker(args.worker, args.methods, args.seeds, args.timeout, args.rows_file, skip)
+        worker(args.worker, args.methods, args.seeds, args.timeout, args.rows_file, skip,
+               args.mem_limit)
         return 0
 
     command = "python " + " ".join(shlex.quote(a) for a in
@@ -885,7 +914,8 @@ def main(argv=None) -> int:
         skip_file.write_text(json.dumps([list(k) for k in done if k[0] == s]))
         cmd = [str(py), str(Path(__file__).resolve()), "--worker", s,
                "--methods", ",".join(args.methods), "--seeds", ",".join(map(str, args.seeds)),
-               "--timeout", str(args.timeout), "--rows-file", str(rows_dir / f"{s}.jsonl"),
+               "--timeout", str(args.timeout), "--mem-limit", str(args.mem_limit),
+               "--rows-file", str(rows_dir / f"{s}.jsonl"),
                "--skip-file", str(skip_file), "--sets", s]
         log(f"{s}: starting worker ({len(todo)} fits)")
         res = subprocess.run(cmd, env=env, cwd=str(REPO))
@@ -900,6 +930,7 @@ def main(argv=None) -> int:
     runs.append({"command": command, "date": _dt.datetime.now(_dt.timezone.utc)
                  .strftime("%Y-%m-%d %H:%M:%S UTC"), "sets": args.sets, "seeds": args.seeds,
                  "methods": args.methods, "timeout_s": args.timeout, "threads": args.threads,
+                 "mem_limit_gib": args.mem_limit,
                  "resume": args.resume, "wall_s": round(elapsed, 1),
                  "git": git_revision(REPO)})
     prov = {"runs": runs, "machine": machine_info(),
