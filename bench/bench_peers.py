@@ -314,6 +314,9 @@ def score_map(est, method: str, Xtr, Xte, yte) -> float:
     from tripletml.metrics import evaluate_retrieval
     if method in ML_METHODS:
         ztr, zte = est.transform(Xtr), est.transform(Xte)
+        if ztr.ndim != 2 or ztr.shape[1] == 0:
+            raise ValueError(f"{type(est).__name__} learned a zero metric: transform gives "
+                             f"{ztr.shape[-1]} components (no ranking to score)")
         est = Euclidean().fit(ztr)
         Xte = zte
     return float(evaluate_retrieval(est, Xte, yte, k=())["map"])
