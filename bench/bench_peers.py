@@ -310,6 +310,7 @@ def make_estimator(method: str, seed: int):
 
 def score_map(est, method: str, Xtr, Xte, yte) -> float:
     """Test-vs-test retrieval mAP with tripletml's evaluate_retrieval."""
+    import numpy as np
     from tripletml import Euclidean
     from tripletml.metrics import evaluate_retrieval
     if method in ML_METHODS:
@@ -317,6 +318,8 @@ def score_map(est, method: str, Xtr, Xte, yte) -> float:
         if ztr.ndim != 2 or ztr.shape[1] == 0:
             raise ValueError(f"{type(est).__name__} learned a zero metric: transform gives "
                              f"{ztr.shape[-1]} components (no ranking to score)")
+        if not (np.all(np.isfinite(ztr)) and np.all(np.isfinite(zte))):
+            raise ValueError(f"{type(est).__name__}.transform gave NaN or infinite values")
         est = Euclidean().fit(ztr)
         Xte = zte
     return float(evaluate_retrieval(est, Xte, yte, k=())["map"])
