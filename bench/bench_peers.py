@@ -119,6 +119,8 @@ ML_METHODS = {
 TML_METHODS = ("Euclidean", "DotProduct", "OASIS", "SDCA", "COMET", "SparseCOMET", "LORETA",
                "IterativePA", "NaivePA", "FactoredGD", "LowRankDML", "SML")
 AUTO = "AutoSimilarity"
+#: no-learning baselines: not "learners" for the goal "no default learner below Euclidean"
+BASELINES = ("Euclidean", "DotProduct")
 ML_FAMILY, TML_FAMILY, AUTO_FAMILY = "metric-learn", "tripletml", "auto"
 
 METRIC_LEARN_VERSION = "0.7.0"
@@ -594,8 +596,8 @@ def goals(summary: dict, bilinear: Sequence[str] = ()) -> dict:
                 g["auto_map"] = {"ok": auto["map"] >= ml["map"],
                                  "text": f"auto {auto['map']:.3f} vs {mlb} {ml['map']:.3f}"}
                 g["auto_time"] = {"ok": auto["fit_s"] <= ml["fit_s"],
-                                  "text": f"auto {auto['fit_s']:.3g} s vs {mlb} "
-                                          f"{ml['fit_s']:.3g} s"}
+                                  "text": f"auto {_fmt_s(auto['fit_s'])} vs {mlb} "
+                                          f"{_fmt_s(ml['fit_s'])}"}
             else:
                 g["auto_map"] = g["auto_time"] = {"ok": None, "text": "no AutoSimilarity result"}
             reach = [(s["fit_s"], m) for m, s in methods.items()
@@ -605,22 +607,23 @@ def goals(summary: dict, bilinear: Sequence[str] = ()) -> dict:
             if reach:
                 t, m = min(reach)
                 g["fifth"] = {"ok": t <= limit,
-                              "text": f"{m} {methods[m]['map']:.3f} in {t:.3g} s; limit "
-                                      f"{limit:.3g} s ({mlb} {ml['map']:.3f} in "
-                                      f"{ml['fit_s']:.3g} s)"}
+                              "text": f"{m} {methods[m]['map']:.3f} in {_fmt_s(t)}; limit "
+                                      f"{_fmt_s(limit)} ({mlb} {ml['map']:.3f} in "
+                                      f"{_fmt_s(ml['fit_s'])})"}
             else:
-                tbt = (f"best {tb} {methods[tb]['map']:.3f} ({methods[tb]['fit_s']:.3g} s)"
+                tbt = (f"best {tb} {methods[tb]['map']:.3f} ({_fmt_s(methods[tb]['fit_s'])})"
                        if tb else "no tripletml result")
                 g["fifth"] = {"ok": False, "text": f"none reaches {mlb} {ml['map']:.3f}; {tbt}"}
         if eu is None or eu["map"] is None:
             g["below_eucl"] = {"ok": None, "text": "no Euclidean result"}
         else:
             below = sorted((s["map"], m) for m, s in methods.items()
-                           if s["family"] in (TML_FAMILY, AUTO_FAMILY) and m != "Euclidean"
+                           if s["family"] in (TML_FAMILY, AUTO_FAMILY) and m not in BASELINES
                            and s["map"] is not None and s["map"] < eu["map"])
             # also failed default learners count as "below"
             failed = sorted(m for m, s in methods.items()
-                            if s["family"] == TML_FAMILY and s["map"] is None)
+                            if s["family"] == TML_FAMILY and m not in BASELINES
+                            and s["map"] is None)
             items = [f"{m} {v:.3f}" for v, m in below] + [f"{m} (no result)" for m in failed]
             g["below_eucl"] = {"ok": bool(items),
                                "text": (f"Euclidean {eu['map']:.3f}; below: " + ", ".join(items))
@@ -639,12 +642,23 @@ def goals(summary: dict, bilinear: Sequence[str] = ()) -> dict:
     return res
 
 
+def _fmt_s(t: Optional[float]) -> str:
+    """Seconds, readable from microseconds to minutes."""
+    if t is None or not math.isfinite(t):
+        return "-"
+    if t < 1e-3:
+        return "<1 ms"
+    if t < 1:
+        return f"{t * 1000:.3g} ms"
+    return f"{t:.3g} s"
+
+
 def _fmt_stats(s: Optional[dict]) -> str:
     if s is None:
         return "-"
     if s["map"] is None:
         return "/".join(sorted(set(s["bad"]))) or "-"
-    txt = f"{s['map']:.3f} ± {s['map_sd']:.3f} ({s['fit_s']:.3g} s)"
+    txt = f"{s['map']:.3f} ± {s['map_sd']:.3f} ({_fmt_s(s['fit_s'])})"
     if s["n_ok"] < s["n"]:
         txt += f" [{s['n_ok']}/{s['n']} ok: {', '.join(sorted(set(s['bad'])))}]"
     return txt

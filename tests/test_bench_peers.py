@@ -62,6 +62,7 @@ def test_summarise_and_goals(bp):
     assert ga["fifth"]["ok"] is True and "SML" in ga["fifth"]["text"]
     assert ga["below_eucl"]["ok"] is True and "OASIS" in ga["below_eucl"]["text"]
     assert "SML" not in ga["below_eucl"]["text"]
+    assert "DotProduct" not in ga["below_eucl"]["text"]   # a baseline, not a learner
     assert ga["below_dot"]["ok"] is True and "OASIS" in ga["below_dot"]["text"]
     assert gb["ml_best"] == "NCA"
     assert gb["auto_map"]["ok"] is False and gb["auto_time"]["ok"] is False
@@ -114,3 +115,10 @@ def test_cli_validation(bp):
     a = bp.parse_args(["--sets", "iris,wine", "--methods", "ITML,SML", "--seeds", "3,4"])
     assert a.sets == ["iris", "wine"] and a.methods == ["ITML", "SML"] and a.seeds == [3, 4]
     assert bp.parse_args([]).methods == bp.all_methods()
+
+
+def test_seconds_format(bp):
+    assert bp._fmt_s(5e-5) == "<1 ms"
+    assert bp._fmt_s(0.0123) == "12.3 ms"
+    assert bp._fmt_s(24.04) == "24 s"
+    assert bp._fmt_s(None) == "-"
