@@ -658,7 +658,10 @@ def _fmt_stats(s: Optional[dict]) -> str:
         return "-"
     if s["map"] is None:
         return "/".join(sorted(set(s["bad"]))) or "-"
-    txt = f"{s['map']:.3f} ± {s['map_sd']:.3f} ({_fmt_s(s['fit_s'])})"
+    if s["n_ok"] == 1:
+        txt = f"{s['map']:.3f} (1 seed; {_fmt_s(s['fit_s'])})"
+    else:
+        txt = f"{s['map']:.3f} ± {s['map_sd']:.3f} ({_fmt_s(s['fit_s'])})"
     if s["n_ok"] < s["n"]:
         txt += f" [{s['n_ok']}/{s['n']} ok: {', '.join(sorted(set(s['bad'])))}]"
     return txt
