@@ -442,6 +442,7 @@ class AutoSimilarity(BaseEstimator):
         rows: list[dict] = []
         hist = {"step": [], "seconds": [], "n_candidates": [], "best_validation_score": []}
         last_scores: dict[int, float] = {}
+        reached: dict[int, int] = {}         # last round a candidate was ranked in
         stop = "max_iter"
         for r in range(n_rounds):
             frac = float(self.eta) ** -(n_rounds - 1 - r)
@@ -516,6 +517,8 @@ class AutoSimilarity(BaseEstimator):
                 alive = [c for c in alive if c in last_scores]
                 break
             best_now = scored[0]
+            for c in scored:
+                reached[c] = r
             hist["step"].append(r)
             hist["seconds"].append(time.time() - t_start)
             hist["n_candidates"].append(len(scored))
@@ -538,7 +541,7 @@ class AutoSimilarity(BaseEstimator):
         win = min(pool, key=lambda c: (-last_scores[c], c))
         win_rows = [row for row in rows if row["candidate"] == win]
         win_budget = win_rows[-1]["budget"] if cands[win].budget else None
-        self.cv_results_ = self._results(rows, len(splits), win)
+        self.cv_results_ = self._results(rows, len(splits), win, reached)
         self.history_ = hist
         self.stop_reason_ = stop
         # refit on all training rows (seeded as the winner's last round)
@@ -573,11 +576,16 @@ class AutoSimilarity(BaseEstimator):
                              "numpy RandomState.") from None
 
     @staticmethod
-    def _results(rows: list[dict], n_splits: int, win: int) -> dict:
+    def _results(rows: list[dict], n_splits: int, win: int, reached: dict) -> dict:
         def neg(v):
             return -v if np.isfinite(v) else np.inf
 
-        order = sorted(range(len(rows)), key=lambda i: (-rows[i]["round"],
+        def eff(row):    # a candidate fitted once competes up to the round it left
+            last = max((r["round"] for r in rows if r["candidate"] == row["candidate"]))
+            return reached.get(row["candidate"], row["round"]) if row["round"] == last \
+                else row["round"]
+
+        order = sorted(range(len(rows)), key=lambda i: (-eff(rows[i]),
                                                         neg(rows[i]["mean_validation_score"]),
                                                         rows[i]["candidate"] != win,
                                                         rows[i]["candidate"]))
@@ -600,6 +608,10 @@ class AutoSimilarity(BaseEstimator):
         return out
 
     # -------------------------------------------------------- delegation
+    def _best(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_
+
     def _pre(self, X):
         check_is_fitted(self, "best_estimator_")
         if self._prep is None:
@@ -612,16 +624,16 @@ class AutoSimilarity(BaseEstimator):
 
     def similarity(self, X, Y=None) -> np.ndarray:
         """Similarity matrix of the winner (higher = more similar)."""
-        return self.best_estimator_.similarity(self._pre(X), None if Y is None
+        return self._best().similarity(self._pre(X), None if Y is None
                                                else self._pre(Y))
 
     def pair_score(self, X1, X2) -> np.ndarray:
         """Row-wise similarity ``S(X1[i], X2[i])`` of the winner."""
-        return self.best_estimator_.pair_score(self._pre(X1), self._pre(X2))
+        return self._best().pair_score(self._pre(X1), self._pre(X2))
 
     def decision_function(self, X, triplets) -> np.ndarray:
         """``S(q, p+) - S(q, p-)`` per triplet, from the winner."""
-        return self.best_estimator_.decision_function(self._pre(X), triplets)
+        return self._best().decision_function(self._pre(X), triplets)
 
     def score(self, X, y) -> float:
         """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""
@@ -636,15 +648,15 @@ class AutoSimilarity(BaseEstimator):
     @available_if(_winner_has_transform)
     def transform(self, X) -> np.ndarray:
         """The winner's embedding (available when the winner has ``transform``)."""
-        return self.best_estimator_.transform(self._pre(X))
+        return self._best().transform(self._pre(X))
 
     def embed_queries(self, X) -> np.ndarray:
         """Query embedding of the winner (see ``embedding_similarity``)."""
-        return self.best_estimator_.embed_queries(self._pre(X))
+        return self._best().embed_queries(self._pre(X))
 
     def embed_database(self, X) -> np.ndarray:
         """Database embedding of the winner."""
-        return self.best_estimator_.embed_database(self._pre(X))
+        return self._best().embed_database(self._pre(X))
 
     @property
     def embedding_similarity(self) -> str:
