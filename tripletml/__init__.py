@@ -4,7 +4,8 @@ Learners share one scikit-learn style API (see :mod:`tripletml.base`):
 ``fit(X, y=None, *, triplets=None)``, ``similarity``, ``pair_score``,
 ``decision_function``, ``score`` (leave-one-out mAP), ``save``.  The list of
 learners is :mod:`tripletml._registry`; every public learner class is
-importable from here.
+importable from here.  :class:`AutoSimilarity` (not a learner of the
+registry: a search over them) picks and tunes one by validation.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import importlib
 
 from ._registry import REGISTRY as _REGISTRY
 from .base import BilinearMixin, LearnerBase, MahalanobisMixin, TripletLearner
+from .auto import AutoSimilarity
 from .persistence import load_model
 
 __version__ = "0.1.0"
@@ -23,7 +25,7 @@ del _entry
 __all__ = [
     "LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
     *(e.name for e in _REGISTRY),
-    "load_model", "datasets", "metrics", "triplets", "__version__",
+    "AutoSimilarity", "load_model", "datasets", "metrics", "triplets", "__version__",
 ]
 
 _SUBMODULES = {"datasets", "metrics", "triplets", "linalg", "reproduce", "cli"}

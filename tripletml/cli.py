@@ -28,14 +28,21 @@ from ._registry import entries, get_entry
 __all__ = ["main", "build_parser", "fingerprint"]
 
 
+#: ``tripletml fit auto``: race the learners with :class:`tripletml.AutoSimilarity`
+_AUTO = "auto"
+
+
 def _learner_name(value: str) -> str:
-    """argparse type of ``fit LEARNER``: a registry class name, any case."""
+    """argparse type of ``fit LEARNER``: a registry class name, any case, or
+    ``auto`` (:class:`tripletml.AutoSimilarity`)."""
+    if value.lower() in (_AUTO, "autosimilarity"):
+        return _AUTO
     try:
         return get_entry(value, case_sensitive=False).name
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"unknown learner {value!r}; choose from {', '.join(e.name for e in entries())} "
-            "(any case)") from None
+            f"unknown learner {value!r}; choose from auto, "
+            f"{', '.join(e.name for e in entries())} (any case)") from None
 
 
 #: suffixes that mark a DATA argument as a file path rather than a data-set name
@@ -190,15 +197,27 @@ def _cmd_reproduce(args):
 
 
 def _cmd_fit(args):
-    entry = get_entry(args.learner, case_sensitive=False)
-    model = entry.cls()
     params = _parse_params(args.param)
+    if args.learner == _AUTO:
+        from .auto import AutoSimilarity
+        name, kind, model = "AutoSimilarity", "triplet", AutoSimilarity()
+        if args.time_budget is not None:
+            params["time_budget"] = args.time_budget
+        if args.n_jobs is not None:
+            params["n_jobs"] = args.n_jobs
+    else:
+        entry = get_entry(args.learner, case_sensitive=False)
+        name, kind, model = entry.name, entry.kind, entry.cls()
+        for opt, flag in (("time_budget", "--time-budget"), ("n_jobs", "--n-jobs")):
+            if getattr(args, opt) is not None:
+                raise ValueError(f"{flag} applies to 'tripletml fit auto' only, not to "
+                                 f"{name}.")
     unknown = sorted(set(params) - set(model.get_params()))
     if unknown:
-        raise ValueError(f"{entry.name} has no parameter(s) {', '.join(unknown)}; its "
+        raise ValueError(f"{name} has no parameter(s) {', '.join(unknown)}; its "
                          f"parameters: {', '.join(model.get_params())}")
     X, y = _load_data(args.data, args.data_home, args.subset, zero_based=args.zero_based,
-                      multilabel=entry.kind == "multilabel")
+                      multilabel=kind == "multilabel")
     record: dict[str, Any] = {"data": args.data, "subset": args.subset,
                               "source_fingerprint": fingerprint(X)}
     if args.test_size is not None:
@@ -209,12 +228,13 @@ def _cmd_fit(args):
     if args.seed is not None and "random_state" in model.get_params():
         params.setdefault("random_state", args.seed)
     if "verbose" in model.get_params():
-        params.setdefault("verbose", 1 + args.verbose)
+        params.setdefault("verbose", (1 + args.verbose) if args.learner != _AUTO
+                          else int(args.verbose > 0))
     model.set_params(**params)
     if args.verbose:
         held = (f" (held out {args.test_size:g} of the rows, seed {args.seed})"
                 if args.test_size is not None else "")
-        print(f"fitting {entry.name} on {args.data}: {X.shape[0]} x {X.shape[1]}{held}",
+        print(f"fitting {name} on {args.data}: {X.shape[0]} x {X.shape[1]}{held}",
               file=sys.stderr)
     t0 = time.perf_counter()
     model.fit(X, y)
@@ -226,8 +246,16 @@ def _cmd_fit(args):
     if args.verbose:
         stop = getattr(model, "stop_reason_", None)
         its = getattr(model, "n_iter_", None)
-        more = f", {its} iterations, stopped by {stop}" if stop is not None else ""
+        more = ("" if stop is None else f", stopped by {stop}" if its is None
+                else f", {its} iterations, stopped by {stop}")
         print(f"fit in {secs:.2f} s{more}", file=sys.stderr)
+    if args.learner == _AUTO:
+        print(f"AutoSimilarity chose {model.best_params_['learner']} "
+              f"{json.dumps({k: v for k, v in model.best_params_.items() if k != 'learner'})} "
+              f"(validation mAP {model.best_score_:.4f}, stopped by {model.stop_reason_})")
+        print(f"saved {model.best_params_['learner']} ({model.n_features_in_} features) to "
+              f"{args.output}")
+        return
     print(f"saved {type(model).__name__} ({model.n_features_in_} features) to {args.output}")
 
 
@@ -334,7 +362,9 @@ def _cmd_fetch(args):
 
 
 def _fit_epilog() -> str:
-    lines = ["learners (class names, any case):"]
+    lines = ["learners (class names, any case):",
+             f"  {'auto':22s} {'triplet':10s} AutoSimilarity: race the learners, keep the best "
+             "(--time-budget, --n-jobs)"]
     for e in entries():
         doc = (e.cls.__doc__ or "").strip().splitlines()
         lines.append(f"  {e.name:22s} {e.kind:10s} {doc[0] if doc else ''}")
@@ -381,7 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="fit a learner on a data set and save it",
                        epilog=_fit_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("learner", type=_learner_name, metavar="LEARNER",
-                   help="learner class name, any case (listed below)")
+                   help="learner class name, any case (listed below), or 'auto' to let "
+                        "AutoSimilarity pick and tune one (the file then holds the winner)")
     f.add_argument("data", metavar="DATA", help=_DATA_HELP)
     f.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
     f.add_argument("--param", action="append", metavar="NAME=VALUE",
@@ -397,6 +428,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--data-home", help=_HOME_HELP)
     f.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
+    f.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="auto only: seconds for the race of candidates (default 60); the "
+                        "best so far is refitted when they are spent")
+    f.add_argument("--n-jobs", type=int, metavar="N",
+                   help="auto only: candidates fitted in parallel (joblib; -1: all cores)")
     _verbose(f)
     f.set_defaults(func=_cmd_fit)
     e = sub.add_parser("evaluate", help="mAP, P@k and 1-NN error of a saved model")

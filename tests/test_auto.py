@@ -1,0 +1,398 @@
+"""AutoSimilarity: the race, its validation by items, its budget, its fitted model."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+
+import tripletml as tm
+from tripletml import AutoSimilarity, load_model
+from tripletml.learners.oasis import OASIS
+from tripletml.metrics import evaluate_retrieval
+
+NATIVE_PREP = "preprocessing" in tm.OASIS().get_params()
+
+
+def iris():
+    X, y = load_iris(return_X_y=True)
+    return X, y
+
+
+#: quick candidates (no preprocessing: valid before and after learners got a
+#: preprocessing parameter)
+QUICK = [
+    {"learner": "Euclidean"},
+    {"learner": "DotProduct"},
+    {"learner": "SDCA", "grid": {"alpha": [1e-1, 1e-2, 1e-3], "tol": [None], "max_iter": [2]},
+     "budget": ("n_triplets", 900)},
+    {"learner": "OASIS", "grid": {"C": [0.01, 0.1, 1.0]}, "budget": ("n_triplets", 900)},
+]
+
+
+def _quick(**kw):
+    kw.setdefault("random_state", 0)
+    kw.setdefault("time_budget", 60.0)
+    return AutoSimilarity(candidates=QUICK, **kw)
+
+
+# --------------------------------------------------------------------------
+# no validation item ever reaches a training triplet
+# --------------------------------------------------------------------------
+EVENTS: list[tuple[str, set]] = []
+
+
+class RecordingOASIS(OASIS):
+    """OASIS that records the ids (column 0) of the rows it is fitted on, of
+    the rows its triplets name, and of the rows it scores."""
+
+    def fit(self, X, y=None, *, triplets=None):
+        self._ids = np.asarray(X)[:, 0].copy()
+        EVENTS.append(("fit", set(self._ids.tolist())))
+        return super().fit(X, y, triplets=triplets)
+
+    def _fit(self, X, triplets, rng):
+        EVENTS.append(("triplets", set(self._ids[np.unique(triplets)].tolist())))
+        return super()._fit(X, triplets, rng)
+
+    def partial_fit(self, X, triplets):
+        ids = np.asarray(X)[:, 0]
+        EVENTS.append(("partial_fit", set(ids.tolist())))
+        EVENTS.append(("triplets", set(ids[np.unique(np.asarray(triplets))].tolist())))
+        return super().partial_fit(X, triplets)
+
+    def similarity(self, X, Y=None):
+        EVENTS.append(("score", set(np.asarray(X)[:, 0].tolist())
+                       | set(np.asarray(X if Y is None else Y)[:, 0].tolist())))
+        return super().similarity(X, Y)
+
+
+def test_validation_items_never_in_a_training_triplet():
+    X, y = iris()
+    ids = np.arange(X.shape[0], dtype=float) * 1000.0     # a unique id per row
+    Xi = np.column_stack([ids, X])
+    params = {"C": [0.01, 0.1, 1.0], "max_iter": [1]}
+    if NATIVE_PREP:
+        params["preprocessing"] = [None]                  # keep column 0 readable
+    learner = RecordingOASIS(random_state=0)
+    auto = AutoSimilarity(candidates=[{"learner": learner, "grid": params,
+                                       "budget": ("n_triplets", 450)}],
+                          n_splits=2, eta=2, random_state=0)
+    EVENTS.clear()
+    auto.fit(Xi, y)
+    racing = EVENTS[:-2]        # the last fit + triplets: the refit on all rows
+    assert [e[0] for e in EVENTS[-2:]] == ["fit", "triplets"]
+    assert EVENTS[-2][1] == set(ids.tolist())
+    fitted, n_checked, n_warm = None, 0, 0
+    for kind, seen in racing:
+        if kind in ("fit", "partial_fit"):
+            n_warm += kind == "partial_fit"
+            fitted = seen
+        elif kind == "triplets":
+            assert seen <= fitted
+        else:
+            assert fitted is not None and not (seen & fitted), "validation item fitted on"
+            assert len(fitted) + len(seen) == X.shape[0]
+            n_checked += 1
+    n_rows = len(auto.cv_results_["candidate"])
+    assert n_checked >= 2 * n_rows        # every (candidate, round, split) was scored
+    assert n_warm >= 2                    # OASIS (one pass) continued by partial_fit
+    assert auto.cv_results_["warm_start"][auto.cv_results_["round"] > 0].all()
+
+
+# --------------------------------------------------------------------------
+# the race
+# --------------------------------------------------------------------------
+def test_halving_discards_candidates_and_budget_grows():
+    X, y = iris()
+    auto = _quick(eta=3).fit(X, y)
+    res = auto.cv_results_
+    n_cand = 2 + 3 + 3
+    n_rounds = math.ceil(math.log(n_cand, 3))
+    assert sorted(set(res["round"].tolist())) == list(range(n_rounds))
+    r0 = res["candidate"][res["round"] == 0]
+    assert len(r0) == n_cand
+    s0 = res["mean_validation_score"][res["round"] == 0]
+    keep = math.ceil(n_cand / 3)
+    expected = set(r0[np.lexsort((r0, -s0))][:keep].tolist())     # the top third
+    seen_later = set(res["candidate"][res["round"] == 1].tolist())
+    baselines = {0, 1}
+    assert seen_later == expected - baselines       # baselines are fitted once
+    assert seen_later
+    # the budget of a survivor grows by eta
+    for c in seen_later:
+        b = res["budget"][res["candidate"] == c]
+        assert b[1] == 3 * b[0]
+    win = res["rank_validation_score"] == 1
+    if res["budget_param"][win][0]:
+        assert auto.best_params_[res["budget_param"][win][0]] == res["budget"][win][0]
+    assert res["round"].max() == n_rounds - 1
+    assert auto.stop_reason_ == "max_iter"
+
+
+def test_cv_results_shape_and_keys():
+    X, y = iris()
+    auto = _quick(n_splits=2).fit(X, y)
+    res = auto.cv_results_
+    keys = {"candidate", "learner", "params", "preprocessing", "round", "budget_param",
+            "budget", "split0_validation_score", "split1_validation_score",
+            "mean_validation_score", "std_validation_score", "mean_fit_time", "warm_start",
+            "error", "rank_validation_score"}
+    assert set(res) == keys
+    n = len(res["candidate"])
+    for k, v in res.items():
+        assert isinstance(v, np.ndarray) and v.shape == (n,), k
+    assert sorted(res["rank_validation_score"].tolist()) == list(range(1, n + 1))
+    best = res["rank_validation_score"] == 1
+    assert res["learner"][best][0] == auto.best_params_["learner"]
+    assert res["mean_validation_score"][best][0] == pytest.approx(auto.best_score_)
+    assert res["params"][best][0] == auto.best_params_
+    m = (res["split0_validation_score"] + res["split1_validation_score"]) / 2
+    np.testing.assert_allclose(res["mean_validation_score"], m)
+    assert np.all((res["mean_validation_score"] >= 0) & (res["mean_validation_score"] <= 1))
+    assert set(auto.history_) == {"step", "seconds", "n_candidates", "best_validation_score"}
+    assert auto.history_["n_candidates"][0] == 8
+
+
+def test_best_score_is_the_validation_map_of_a_reference_fit():
+    """The score of a row equals a plain fit on the fit items, scored by the
+    mAP of the validation items (brute force, same split and seed)."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+    X, y = iris()
+    X = X + 1e-3 * np.random.default_rng(0).standard_normal(X.shape)   # no tied scores
+    auto = AutoSimilarity(candidates=[{"learner": "Euclidean"}, {"learner": "DotProduct"}],
+                          random_state=3).fit(X, y)
+    seed = int(np.random.SeedSequence(3).generate_state(1)[0])
+    fit, val = next(StratifiedShuffleSplit(1, test_size=0.3, random_state=seed).split(X, y))
+    S = -((X[val, None, :] - X[None, val, :]) ** 2).sum(-1)
+    ref = tm.metrics.mean_average_precision(S, y[val])
+    res = auto.cv_results_
+    assert res["mean_validation_score"][res["learner"] == "Euclidean"][0] == pytest.approx(ref)
+    ref_dot = tm.metrics.mean_average_precision(X[val] @ X[val].T, y[val])
+    assert res["mean_validation_score"][res["learner"] == "DotProduct"][0] == pytest.approx(
+        ref_dot)
+    assert auto.best_score_ == pytest.approx(max(ref, ref_dot))
+
+
+def test_reproducible_with_random_state():
+    X, y = iris()
+    a = _quick(random_state=7).fit(X, y)
+    b = _quick(random_state=7).fit(X, y)
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_array_equal(a.cv_results_["mean_validation_score"],
+                                  b.cv_results_["mean_validation_score"])
+    np.testing.assert_array_equal(a.similarity(X[:10]), b.similarity(X[:10]))
+
+
+def test_n_jobs_2_same_as_1():
+    X, y = iris()
+    a = _quick(n_jobs=1).fit(X, y)
+    b = _quick(n_jobs=2).fit(X, y)
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_array_equal(a.cv_results_["candidate"], b.cv_results_["candidate"])
+    np.testing.assert_allclose(a.cv_results_["mean_validation_score"],
+                               b.cv_results_["mean_validation_score"], rtol=1e-9)
+    np.testing.assert_allclose(a.similarity(X[:10]), b.similarity(X[:10]), rtol=1e-9)
+
+
+def test_time_budget_stops_the_race():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 30))
+    y = np.repeat(np.arange(6), 100)
+    slow = [{"learner": "Euclidean"},
+            {"learner": "SDCA", "grid": {"alpha": list(np.geomspace(1e-4, 1e-1, 9)),
+                                         "tol": [None], "max_iter": [3]},
+             "budget": ("n_triplets", 900_000)}]
+    t0 = time.perf_counter()
+    auto = AutoSimilarity(candidates=slow, time_budget=1.0, random_state=0).fit(X, y)
+    elapsed = time.perf_counter() - t0
+    assert auto.stop_reason_ == "max_time"
+    assert elapsed < 30.0                 # generous: one running fit + the refit
+    res = auto.cv_results_
+    assert len(res["candidate"]) < 1 + 9 + 3    # the race was cut short
+    assert hasattr(auto, "best_estimator_") and auto.n_features_in_ == 30
+
+
+# --------------------------------------------------------------------------
+# an ordinary fitted model
+# --------------------------------------------------------------------------
+def test_delegation_and_save_load(tmp_path):
+    X, y = iris()
+    auto = _quick().fit(X, y)
+    best = auto.best_estimator_
+    assert auto.n_features_in_ == 4
+    np.testing.assert_allclose(auto.similarity(X[:5], X), best.similarity(X[:5], X))
+    np.testing.assert_allclose(auto.pair_score(X[:5], X[5:10]), best.pair_score(X[:5], X[5:10]))
+    t = np.array([[0, 1, 60], [50, 51, 0]])
+    np.testing.assert_allclose(auto.decision_function(X, t), best.decision_function(X, t))
+    assert auto.score(X, y) == pytest.approx(evaluate_retrieval(best, X, y, k=())["map"])
+    np.testing.assert_allclose(auto.embed_queries(X[:3]), best.embed_queries(X[:3]))
+    np.testing.assert_allclose(auto.embed_database(X[:3]), best.embed_database(X[:3]))
+    assert auto.embedding_similarity == best.embedding_similarity
+    assert hasattr(auto, "transform") == hasattr(best, "transform")
+    path = tmp_path / "auto.npz"
+    auto.save(path)
+    loaded = load_model(path)
+    assert type(loaded) is type(best)
+    assert loaded.auto_search_["best_params"] == auto.best_params_
+    assert loaded.auto_search_["best_score"] == pytest.approx(auto.best_score_)
+    np.testing.assert_allclose(loaded.similarity(X[:5], X), auto.similarity(X[:5], X))
+
+
+def test_transform_when_the_winner_has_one():
+    X, y = iris()
+    auto = AutoSimilarity(candidates=[{"learner": "Euclidean"}], random_state=0).fit(X, y)
+    assert not hasattr(AutoSimilarity(), "transform")       # unfitted: not available
+    np.testing.assert_allclose(auto.transform(X), X)
+    auto = AutoSimilarity(candidates=[{"learner": "DotProduct"}], random_state=0).fit(X, y)
+    assert not hasattr(auto, "transform")
+
+
+@pytest.mark.skipif(NATIVE_PREP, reason="learners have preprocessing: no fallback path")
+def test_fallback_preprocessing_applied_and_not_saveable(tmp_path):
+    X, y = iris()
+    X = X * np.array([1.0, 100.0, 0.01, 5.0])
+    auto = AutoSimilarity(candidates=[{"learner": "Euclidean",
+                                       "grid": {"preprocessing": ["standardize"]}}],
+                          random_state=0).fit(X, y)
+    Z = (X - X.mean(0)) / X.std(0)
+    S = -((Z[:5, None, :] - Z[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(auto.similarity(X[:5], X), S, atol=1e-9)
+    with pytest.raises(ValueError, match="AutoSimilarity: .*cannot be saved"):
+        auto.save(tmp_path / "m.npz")
+
+
+@pytest.mark.skipif(not NATIVE_PREP, reason="learners have no preprocessing parameter yet")
+def test_native_preprocessing_saved_with_the_winner(tmp_path):
+    X, y = iris()
+    X = X * np.array([1.0, 100.0, 0.01, 5.0])
+    auto = AutoSimilarity(candidates=[{"learner": "Euclidean",
+                                       "grid": {"preprocessing": ["whiten"]}}],
+                          random_state=0).fit(X, y)
+    assert auto.best_estimator_.get_params()["preprocessing"] == "whiten"
+    auto.save(tmp_path / "m.npz")
+    np.testing.assert_allclose(load_model(tmp_path / "m.npz").similarity(X[:5], X),
+                               auto.similarity(X[:5], X))
+
+
+def test_params_round_trip_and_clone():
+    a = AutoSimilarity(candidates=QUICK, time_budget=5.0, n_splits=2, validation_size=0.25,
+                       eta=2, n_jobs=2, random_state=3, verbose=1)
+    p = a.get_params()
+    b = AutoSimilarity().set_params(**p)
+    assert b.get_params() == p
+    c = clone(a)
+    assert c.get_params()["candidates"] == QUICK and c.get_params()["eta"] == 2
+    assert AutoSimilarity().candidates is None
+
+
+def test_default_candidates_valid_and_quick_on_iris():
+    X, y = iris()
+    auto = AutoSimilarity(random_state=0, time_budget=30.0).fit(X, y)
+    eu = tm.Euclidean().fit(X, y)
+    assert auto.best_score_ >= auto.cv_results_["mean_validation_score"][
+        auto.cv_results_["learner"] == "Euclidean"].max() - 1e-12
+    assert auto.score(X, y) > 0.5 and eu.n_features_in_ == 4
+
+
+def test_verbose_prints_rounds(capsys):
+    X, y = iris()
+    _quick(verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    assert "AutoSimilarity round 1/" in err and "refit in" in err
+
+
+# --------------------------------------------------------------------------
+# bad input
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("params, exc, msg", [
+    (dict(time_budget=0), ValueError, "AutoSimilarity: parameter time_budget=0 must be > 0"),
+    (dict(time_budget=-1.0), ValueError, "time_budget"),
+    (dict(time_budget="10"), TypeError, "AutoSimilarity: parameter time_budget"),
+    (dict(n_splits=0), ValueError, "n_splits"),
+    (dict(n_splits=1.5), TypeError, "n_splits"),
+    (dict(validation_size=1.0), ValueError, "validation_size"),
+    (dict(eta=1), ValueError, "eta"),
+    (dict(n_jobs=0), ValueError, "n_jobs=0"),
+    (dict(candidates="SDCA"), TypeError, "candidates must be None or a list"),
+    (dict(candidates=[]), ValueError, "candidates is empty"),
+    (dict(candidates=[{"learner": "Nope"}]), ValueError, r"AutoSimilarity: candidates\[0\]"),
+    (dict(candidates=[{"learner": "MatrixPerceptron"}]), ValueError, "multi-label"),
+    (dict(candidates=[{"learner": "SDCA", "grid": {"lam": [1]}}]), ValueError,
+     "SDCA has no parameter 'lam'"),
+    (dict(candidates=[{"learner": "SDCA", "grid": {"alpha": 0.1}}]), TypeError,
+     "non-empty list"),
+    (dict(candidates=[{"learner": "SDCA", "budget": ("epochs", 3)}]), ValueError,
+     "budget parameter 'epochs'"),
+    (dict(candidates=[{"learner": "SDCA", "budget": ("n_triplets", 0)}]), ValueError,
+     "budget"),
+    (dict(candidates=[{"learner": "SDCA", "grid": {"preprocessing": ["zca"]}}]), ValueError,
+     "preprocessing values"),
+    (dict(candidates=[{"learner": "SDCA", "oops": 1}]), ValueError, "unknown key"),
+    (dict(candidates=[{"learner": 3}]), TypeError, "'learner' must be"),
+])
+def test_bad_parameters(params, exc, msg):
+    X, y = iris()
+    with pytest.raises(exc, match=msg):
+        AutoSimilarity(**params).fit(X, y)
+
+
+def test_bad_data():
+    X, y = iris()
+    with pytest.raises(ValueError, match="AutoSimilarity: y has one class only"):
+        AutoSimilarity().fit(X, np.zeros(150))
+    y2 = y.copy()
+    y2[:2] = 7                       # a class of two items
+    with pytest.raises(ValueError, match=r"AutoSimilarity: class\(es\) \[7\] have fewer than"):
+        AutoSimilarity().fit(X, y2)
+    with pytest.raises(ValueError, match="AutoSimilarity: fit needs class labels"):
+        AutoSimilarity().fit(X, None)
+    with pytest.raises(ValueError, match="AutoSimilarity: X has 150 rows but y has 10"):
+        AutoSimilarity().fit(X, y[:10])
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="AutoSimilarity"):
+        AutoSimilarity().fit(Xn, y)
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        AutoSimilarity().similarity(X)
+    auto = AutoSimilarity(candidates=[{"learner": "Euclidean"}]).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        auto.similarity(X[:, :3])
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+def test_cli_fit_auto_then_evaluate_and_index(tmp_path, capsys):
+    import json
+
+    from sklearn.datasets import dump_svmlight_file
+
+    from tripletml.cli import main
+    X, y = iris()
+    data = tmp_path / "iris.svm"
+    dump_svmlight_file(X, y, str(data), zero_based=False)
+    model = tmp_path / "auto.npz"
+    cands = json.dumps([{"learner": "Euclidean"},
+                        {"learner": "SDCA", "grid": {"alpha": [0.01, 0.001], "tol": [None]},
+                         "budget": ["n_triplets", 600]}])
+    rc = main(["fit", "auto", str(data), "-o", str(model), "--time-budget", "20",
+               "--n-jobs", "1", "--seed", "0", "--param", f"candidates={cands}", "-v"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "AutoSimilarity chose" in cap.out and "saved" in cap.out
+    assert "AutoSimilarity round 1/" in cap.err
+    loaded = load_model(model)
+    assert loaded.auto_search_["n_candidates"] == 3
+    assert main(["evaluate", str(model), str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "map" in out
+    assert main(["index", "build", str(model), str(data), "-o", str(tmp_path / "ix"),
+                 "--backend", "numpy"]) == 0
+    assert main(["fit", "OASIS", str(data), "-o", str(tmp_path / "o.npz"),
+                 "--time-budget", "3"]) == 2
+    assert "--time-budget applies to 'tripletml fit auto' only" in capsys.readouterr().err

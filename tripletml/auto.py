@@ -1,0 +1,713 @@
+"""``AutoSimilarity``: one call that picks the learner and tunes it.
+
+The search is a race (successive halving) among *candidates* -- a learner,
+fixed values of its key hyper-parameters, and a *budget* parameter
+(``n_triplets`` or ``max_iter``) that grows from round to round -- scored by
+triplet-aware validation on the training data:
+
+1. **Split by items.**  The training rows are split, stratified by class, into
+   *fit items* and *validation items* (``n_splits`` such splits, each with
+   ``validation_size`` of the rows held out).  A candidate is fitted on the fit
+   items only: the learner receives ``X[fit]`` and triplets sampled among those
+   rows, so a validation item never appears in a training triplet (nor in the
+   statistics of a ``preprocessing`` step).
+2. **Score.**  Retrieval mAP of the validation items against the validation
+   items (leave-one-out, :func:`tripletml.metrics.evaluate_retrieval`), the
+   mean over the splits.
+3. **Race.**  Round ``r`` (of ``R``) fits every surviving candidate with the
+   fraction ``eta ** -(R - 1 - r)`` of its full budget and keeps the best
+   ``ceil(n / eta)``; the last round uses the full budget.  Online learners
+   fitted in one pass (``partial_fit`` and ``max_iter == 1``, e.g. OASIS) are
+   *warm-started*: a later round continues the previous round's model with
+   ``partial_fit`` on the extra triplets instead of refitting.  The others
+   (SDCA, SML, ...) are refitted from scratch with the larger budget.
+   Candidates without a budget (the no-learning baselines) are fitted once.
+4. **Refit.**  The winner is refitted on all training rows with the
+   parameters and budget it won with, and becomes ``best_estimator_``.
+
+Persistence: :meth:`AutoSimilarity.save` writes the *winning learner* (a
+plain registered learner file, no pickle) with the search summary in its
+metadata as the fitted attribute ``auto_search_``; :func:`tripletml.load_model`
+of that file returns the winning learner, not an ``AutoSimilarity``.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+import os
+import sys
+import time
+from typing import Any, Optional
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_scalar_param, check_X
+
+__all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES"]
+
+_WHO = "AutoSimilarity"
+
+#: The default race (chosen from measurements on vehicle, vowel, svmguide4 and
+#: segment; see docs/user_guide/auto.rst).  ``grid`` lists values to cross,
+#: ``budget`` is ``(parameter, full value)`` or None (fitted once).
+DEFAULT_CANDIDATES: tuple[dict, ...] = (
+    {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
+     "budget": None},
+    {"learner": "SDCA", "grid": {"preprocessing": ["standardize", "whiten"],
+                                 "alpha": [1e-2, 1e-3], "tol": [None]},
+     "budget": ("n_triplets", 10000)},
+    {"learner": "OASIS", "grid": {"preprocessing": ["whiten"], "C": [0.1]},
+     "budget": ("n_triplets", 20000)},
+    {"learner": "SML", "grid": {"preprocessing": [None, "standardize", "whiten"],
+                                "n_triplets": [3000], "tol": [None]},
+     "budget": ("max_iter", 300)},
+)
+
+_PREP_MODES = (None, "center", "standardize", "whiten")
+
+
+# --------------------------------------------------------------------------
+# preprocessing applied by AutoSimilarity itself, only for a learner without
+# a ``preprocessing`` parameter (before that parameter existed)
+# --------------------------------------------------------------------------
+def _fit_prep(mode: Optional[str], X) -> Optional[dict]:
+    if mode is None:
+        return None
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
+    mean = X.mean(axis=0)
+    out = {"mean": mean, "scale": None, "whitener": None}
+    Xc = X - mean
+    if mode == "standardize":
+        s = Xc.std(axis=0)
+        s[s <= 10 * np.finfo(float).eps * np.maximum(np.abs(mean), 1.0)] = 1.0
+        out["scale"] = s
+    elif mode == "whiten":
+        C = Xc.T @ Xc / max(X.shape[0] - 1, 1)
+        w, U = np.linalg.eigh(C)
+        keep = w > 1e-10 * max(w.max(), 0.0)
+        f = np.zeros_like(w)
+        f[keep] = 1.0 / np.sqrt(w[keep])
+        out["whitener"] = (U * f) @ U.T
+    return out
+
+
+def _apply_prep(prep: Optional[dict], X):
+    if prep is None:
+        return X
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
+    Z = X - prep["mean"]
+    if prep["scale"] is not None:
+        Z = Z / prep["scale"]
+    if prep["whitener"] is not None:
+        Z = Z @ prep["whitener"]
+    return Z
+
+
+# --------------------------------------------------------------------------
+# candidates
+# --------------------------------------------------------------------------
+class _Candidate:
+    """One racer: a learner, fixed parameters, a budget parameter."""
+
+    def __init__(self, name: str, template, params: dict, budget: Optional[tuple]):
+        self.name = name
+        self.template = template            # an unfitted estimator (cloned per fit)
+        self.params = params                # including "preprocessing" when given
+        self.budget = budget                # (param, full) or None
+        has = template.get_params()
+        self.native_prep = "preprocessing" in has
+        self.prep = params.get("preprocessing") if "preprocessing" in params else None
+        self.warm = (budget is not None and budget[0] == "n_triplets"
+                     and hasattr(template, "partial_fit")
+                     and params.get("max_iter", has.get("max_iter", 1)) == 1)
+
+    def make(self, budget_value: Optional[int], seed: int):
+        est = clone(self.template)
+        p = dict(self.params)
+        if not self.native_prep:
+            p.pop("preprocessing", None)
+        if self.budget is not None:
+            p[self.budget[0]] = budget_value
+        if "random_state" in est.get_params():
+            p["random_state"] = seed
+        return est.set_params(**p)
+
+    def describe(self, budget_value) -> dict:
+        d = {"learner": self.name, **self.params}
+        if self.budget is not None:
+            d[self.budget[0]] = budget_value
+        return d
+
+
+def _learner_template(spec_learner, where: str):
+    if isinstance(spec_learner, str):
+        from ._registry import get_entry
+        try:
+            entry = get_entry(spec_learner, case_sensitive=False)
+        except ValueError as exc:
+            raise ValueError(f"{_WHO}: {where}: {exc}") from None
+        if entry.kind != "triplet":
+            raise ValueError(f"{_WHO}: {where}: {entry.name} is a multi-label ranker; "
+                             "AutoSimilarity races triplet learners only.")
+        return entry.name, entry.cls()
+    if isinstance(spec_learner, BaseEstimator) and hasattr(spec_learner, "similarity"):
+        return type(spec_learner).__name__, spec_learner
+    raise TypeError(f"{_WHO}: {where}: 'learner' must be a learner name or an unfitted "
+                    f"triplet learner instance, got {type(spec_learner).__name__}.")
+
+
+def _expand_candidates(candidates) -> list[_Candidate]:
+    import itertools
+
+    specs = DEFAULT_CANDIDATES if candidates is None else candidates
+    if isinstance(specs, (str, bytes, dict)) or not hasattr(specs, "__iter__"):
+        raise TypeError(f"{_WHO}: parameter candidates must be None or a list of dicts "
+                        f"with keys 'learner', 'grid', 'budget'; got {type(specs).__name__}.")
+    out: list[_Candidate] = []
+    for i, spec in enumerate(specs):
+        where = f"candidates[{i}]"
+        if not isinstance(spec, dict) or "learner" not in spec:
+            raise TypeError(f"{_WHO}: {where} must be a dict with a 'learner' key, got "
+                            f"{spec!r}.")
+        extra = set(spec) - {"learner", "grid", "budget"}
+        if extra:
+            raise ValueError(f"{_WHO}: {where} has unknown key(s) {sorted(extra)}; the keys "
+                             "are 'learner', 'grid' and 'budget'.")
+        name, template = _learner_template(spec["learner"], where)
+        has = template.get_params()
+        grid = spec.get("grid") or {}
+        if not isinstance(grid, dict):
+            raise TypeError(f"{_WHO}: {where}['grid'] must be a dict of lists.")
+        for k, v in grid.items():
+            if k == "preprocessing":
+                bad = [m for m in v if m not in _PREP_MODES]
+                if bad:
+                    raise ValueError(f"{_WHO}: {where}: preprocessing values {bad} are not "
+                                     f"among {list(_PREP_MODES)}.")
+            elif k not in has:
+                raise ValueError(f"{_WHO}: {where}: {name} has no parameter {k!r}; its "
+                                 f"parameters: {', '.join(has) or 'none'}.")
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") or len(list(v)) == 0:
+                raise TypeError(f"{_WHO}: {where}['grid'][{k!r}] must be a non-empty list "
+                                "of values.")
+        budget = spec.get("budget")
+        if budget is not None:
+            if (not isinstance(budget, (tuple, list)) or len(budget) != 2
+                    or not isinstance(budget[0], str)):
+                raise TypeError(f"{_WHO}: {where}['budget'] must be None or (parameter, "
+                                f"full value), got {budget!r}.")
+            if budget[0] not in has:
+                raise ValueError(f"{_WHO}: {where}: budget parameter {budget[0]!r} is not a "
+                                 f"parameter of {name}.")
+            check_scalar_param(budget[1], f"{where} budget", _WHO, kind="int", low=1)
+            budget = (budget[0], int(budget[1]))
+        keys = list(grid)
+        for values in itertools.product(*(list(grid[k]) for k in keys)):
+            out.append(_Candidate(name, template, dict(zip(keys, values)), budget))
+    if not out:
+        raise ValueError(f"{_WHO}: candidates is empty; give at least one learner.")
+    return out
+
+
+# --------------------------------------------------------------------------
+# one job: fit a candidate on the fit items of one split, score it
+# --------------------------------------------------------------------------
+def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
+             previous, deadline: Optional[float], blas_threads: Optional[int]):
+    """Returns (score, seconds, model-state for warm start) or None when the
+    deadline had passed before it started."""
+    if deadline is not None and cand.budget is not None and time.time() > deadline:
+        return None
+    from threadpoolctl import threadpool_limits
+
+    from .metrics import evaluate_retrieval
+    from .triplets import random_class_triplets
+
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    with threadpool_limits(limits=blas_threads), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)   # a short round is not a bug
+        t0 = time.perf_counter()
+        X_fit, y_fit, X_val, y_val = X[fit_idx], y[fit_idx], X[val_idx], y[val_idx]
+        try:
+            prep = None if cand.native_prep else _fit_prep(cand.prep, X_fit)
+            Z_fit, Z_val = _apply_prep(prep, X_fit), _apply_prep(prep, X_val)
+            if cand.warm and previous is not None:
+                # warm start: continue last round's model on the extra triplets,
+                # sampled among the fit items only
+                model, done = previous
+                extra = budget_value - done
+                if extra > 0:
+                    t = random_class_triplets(y_fit, extra,
+                                              random_state=np.random.default_rng(seed))
+                    model.partial_fit(Z_fit, t)
+            else:
+                # the learner sees the fit items only: its triplets cannot
+                # name a validation item
+                model = cand.make(budget_value, seed)
+                model.fit(Z_fit, y_fit)
+            secs = time.perf_counter() - t0
+            score = float(evaluate_retrieval(model, Z_val, y_val, k=())["map"])
+            error = ""
+        except (FloatingPointError, ArithmeticError, ValueError,
+                np.linalg.LinAlgError) as exc:   # a diverged or failed racer drops out
+            secs, score, model = time.perf_counter() - t0, float("nan"), None
+            error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    state = (model, budget_value) if cand.warm and model is not None else None
+    return score, secs, state, error
+
+
+class AutoSimilarity(BaseEstimator):
+    """Pick and tune a similarity learner by triplet-aware validation.
+
+    A race (successive halving) among candidate learners and hyper-parameters,
+    scored by the retrieval mAP of held-out training *items* (a validation
+    item never appears in a training triplet); the winner is refitted on all
+    of ``X`` and every method (``similarity``, ``pair_score``,
+    ``decision_function``, ``score``, ``transform`` when the winner has it,
+    ``embed_queries``, ``embed_database``, ``save``) delegates to it.
+
+    Parameters
+    ----------
+    candidates : list of dict or None, default=None
+        The racers.  Each dict has ``"learner"`` (a registered triplet learner
+        name, any case, or an unfitted learner instance), ``"grid"`` (dict
+        ``{parameter: [values]}``, crossed; ``"preprocessing"`` may be given
+        for every learner: a learner with that parameter receives it, for one
+        without it AutoSimilarity fits and applies the map itself) and
+        ``"budget"`` (``(parameter, full value)``, e.g. ``("n_triplets",
+        20000)`` or ``("max_iter", 300)``, the resource that grows per round;
+        None: fitted once).  None: :data:`DEFAULT_CANDIDATES` (Euclidean raw /
+        standardised / whitened, SDCA, OASIS, SML).
+    time_budget : float, default=60.0
+        Seconds for the race (> 0).  Guarantee: no round starts when the
+        rounds so far predict that it would end after the budget, and no
+        candidate fit *starts* after it (a fit already running finishes); the
+        race then stops, ``stop_reason_ = "max_time"``, and the best candidate
+        of the last completed round is refitted.  So the whole ``fit`` takes
+        at most about ``time_budget`` + one candidate fit + the final refit.
+        The no-learning candidates (no budget) are always scored (milliseconds),
+        so there is always a winner.
+    n_splits : int, default=1
+        Number of stratified fit/validation splits (scores are averaged).
+    validation_size : float, default=0.3
+        Fraction of the training items held out for validation, in (0, 1).
+    eta : int, default=3
+        Halving factor: each round keeps ``ceil(n / eta)`` candidates and
+        multiplies the budget by ``eta``.
+    n_jobs : int or None, default=None
+        Parallel fits through :class:`joblib.Parallel` (no backend is forced:
+        ``with joblib.parallel_backend("dask"): auto.fit(X, y)`` runs them on a
+        Dask cluster).  BLAS threads are limited per worker to
+        ``max(1, cpu_count // n_workers)`` with :func:`threadpoolctl.threadpool_limits`.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the splits, the triplets and every candidate; with an int the
+        race and the winner are reproducible (unless the time budget cuts it)
+        and do not depend on ``n_jobs``.
+    verbose : int, default=0
+        1: one line per round on stderr.
+
+    Attributes
+    ----------
+    best_estimator_ : learner
+        The winner refitted on all rows (when AutoSimilarity applied the
+        preprocessing itself, the learner works on preprocessed rows; use the
+        AutoSimilarity methods, which apply it).
+    best_params_ : dict
+        ``{"learner": name, **parameters, budget parameter: value}``.
+    best_score_ : float
+        Mean validation mAP of the winner in its last round.
+    cv_results_ : dict of ndarray
+        One entry per (candidate, round) fitted: ``candidate``, ``learner``,
+        ``params``, ``preprocessing``, ``round``, ``budget_param``,
+        ``budget``, ``split<i>_validation_score``, ``mean_validation_score``,
+        ``std_validation_score``, ``mean_fit_time``, ``warm_start``,
+        ``rank_validation_score`` (1 = the winner: ranked by round reached,
+        then score).  ``pandas.DataFrame(cv_results_)`` reads it.
+    history_ : dict
+        One record per round: ``step`` (round), ``seconds``, ``n_candidates``,
+        ``best_validation_score``.
+    n_features_in_ : int
+    stop_reason_ : {"max_iter", "max_time"}
+        ``"max_iter"``: every round ran; ``"max_time"``: the time budget
+        stopped the race.
+    refit_time_ : float
+        Seconds of the final refit.
+    """
+
+    def __init__(self, candidates=None, *, time_budget: float = 60.0, n_splits: int = 1,
+                 validation_size: float = 0.3, eta: int = 3, n_jobs: Optional[int] = None,
+                 random_state=None, verbose: int = 0):
+        self.candidates = candidates
+        self.time_budget = time_budget
+        self.n_splits = n_splits
+        self.validation_size = validation_size
+        self.eta = eta
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ checks
+    def _validate_params(self) -> None:
+        check_scalar_param(self.time_budget, "time_budget", _WHO, low=0, low_inclusive=False)
+        check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
+        check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
+                           low_inclusive=False, high_inclusive=False)
+        check_scalar_param(self.eta, "eta", _WHO, kind="int", low=2)
+        check_scalar_param(self.n_jobs, "n_jobs", _WHO, kind="int", allow_none=True)
+        if self.n_jobs == 0:
+            raise ValueError(f"{_WHO}: parameter n_jobs=0 is not allowed (None, -1 or a "
+                             "positive number of workers).")
+        check_scalar_param(self.verbose, "verbose", _WHO, kind="int", low=0)
+
+    def _check_y(self, y, n: int) -> np.ndarray:
+        if y is None:
+            raise ValueError(f"{_WHO}: fit needs class labels y (the validation splits and "
+                             "triplets are drawn from them).")
+        if sp.issparse(y):
+            raise TypeError(f"{_WHO}: y must be a 1-D array of class labels, got a sparse "
+                            "matrix.")
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"{_WHO}: y must be 1-D class labels, got shape {y.shape}.")
+        if y.shape[0] != n:
+            raise ValueError(f"{_WHO}: X has {n} rows but y has {y.shape[0]} labels.")
+        if y.dtype.kind == "f" and not np.isfinite(y).all():
+            raise ValueError(f"{_WHO}: y holds NaN or infinite labels.")
+        classes, counts = np.unique(y, return_counts=True)
+        if classes.size < 2:
+            raise ValueError(f"{_WHO}: y has one class only ({classes[0]!r}); similarity "
+                             "learning from class triplets needs at least 2 classes.")
+        need = self._min_per_class()
+        small = classes[counts < need]
+        if small.size:
+            raise ValueError(
+                f"{_WHO}: class(es) {small[:5].tolist()} have fewer than {need} items, too "
+                f"few for a fit/validation split by items with validation_size="
+                f"{self.validation_size} (each class needs 2 fit items and 1 validation "
+                "item); merge or drop rare classes.")
+        return y
+
+    def _min_per_class(self) -> int:
+        v = float(self.validation_size)
+        # at least one validation item and two fit items per class
+        return max(3, math.ceil(1.0 / v), math.ceil(2.0 / (1.0 - v)))
+
+    # --------------------------------------------------------------- fit
+    def fit(self, X, y):
+        """Race the candidates on ``(X, y)`` and refit the winner on all rows.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self
+        """
+        from joblib import Parallel, delayed, effective_n_jobs
+        from sklearn.model_selection import StratifiedShuffleSplit
+
+        t_start = time.time()
+        for a in ("n_features_in_", "best_estimator_"):
+            if hasattr(self, a):
+                delattr(self, a)
+        self._validate_params()
+        cands = _expand_candidates(self.candidates)
+        X = check_X(X, _WHO, accept_sparse=True)
+        if sp.issparse(X):
+            X = X.tocsr()
+        y = self._check_y(y, X.shape[0])
+        deadline = t_start + float(self.time_budget)
+        seed0 = self._seed()
+        ss = np.random.SeedSequence(seed0)
+        split_seed = int(ss.generate_state(1)[0])
+        splits = list(StratifiedShuffleSplit(n_splits=self.n_splits,
+                                             test_size=self.validation_size,
+                                             random_state=split_seed).split(np.zeros(len(y)), y))
+        n_workers = max(1, int(effective_n_jobs(self.n_jobs)))
+        blas = max(1, (os.cpu_count() or 1) // n_workers) if n_workers > 1 else None
+        n_rounds = max(1, math.ceil(math.log(len(cands)) / math.log(self.eta) - 1e-9))
+        alive = list(range(len(cands)))
+        states: dict = {}
+        rows: list[dict] = []
+        hist = {"step": [], "seconds": [], "n_candidates": [], "best_validation_score": []}
+        last_scores: dict[int, float] = {}
+        reached: dict[int, int] = {}         # last round a candidate was ranked in
+        stop = "max_iter"
+        for r in range(n_rounds):
+            frac = float(self.eta) ** -(n_rounds - 1 - r)
+            if r > 0:
+                # predict this round's wall time from the last one (budget x eta)
+                prev = [row for row in rows if row["round"] == r - 1 and row["candidate"] in alive]
+                est = sum(row["mean_fit_time"] * self.n_splits
+                          * (self.eta if cands[row["candidate"]].budget else 0)
+                          for row in prev) / n_workers
+                if time.time() + est > deadline:
+                    stop = "max_time"
+                    break
+            tasks, keys = [], []
+            for c in alive:
+                cand = cands[c]
+                if cand.budget is not None:
+                    bv = max(1, int(round(cand.budget[1] * frac)))
+                elif r > 0:
+                    continue                 # fitted once: its score stands
+                else:
+                    bv = None
+                for s, (fi, vi) in enumerate(splits):
+                    seed = int(np.random.SeedSequence([seed0, c, s, r]).generate_state(1)[0])
+                    tasks.append(delayed(_run_job)(cand, X, y, fi, vi, bv, seed,
+                                                   states.get((c, s)), deadline, blas))
+                    keys.append((c, s, bv))
+            results = Parallel(n_jobs=self.n_jobs)(tasks) if tasks else []
+            per: dict[int, dict] = {}
+            for (c, s, bv), res in zip(keys, results):
+                entry = per.setdefault(c, {"scores": [None] * len(splits), "secs": [],
+                                           "budget": bv, "error": ""})
+                if res is None:
+                    continue
+                score, secs, state, error = res
+                entry["scores"][s] = score
+                entry["secs"].append(secs)
+                entry["error"] = entry["error"] or error
+                if state is not None:
+                    states[(c, s)] = state
+            fresh = [c for c in alive if cands[c].budget is None and c in last_scores]
+            n_done = 0
+            for c, entry in per.items():
+                if any(v is None for v in entry["scores"]):
+                    stop = "max_time"        # not finished before the deadline
+                    continue
+                sc = np.asarray(entry["scores"], dtype=float)
+                cand = cands[c]
+                row = {"candidate": c, "learner": cand.name,
+                       "params": cand.describe(entry["budget"]),
+                       "preprocessing": str(cand.prep), "round": r,
+                       "budget_param": cand.budget[0] if cand.budget else "",
+                       "budget": entry["budget"] if entry["budget"] is not None else 0,
+                       "mean_validation_score": float(sc.mean()),
+                       "std_validation_score": float(sc.std()),
+                       "mean_fit_time": float(np.mean(entry["secs"])),
+                       "warm_start": bool(cand.warm and r > 0), "error": entry["error"]}
+                for s in range(len(splits)):
+                    row[f"split{s}_validation_score"] = float(sc[s])
+                rows.append(row)
+                n_done += cands[c].budget is not None
+                if np.isfinite(sc).all():
+                    last_scores[c] = float(sc.mean())
+                    if c not in fresh:
+                        fresh.append(c)
+                else:
+                    last_scores.pop(c, None)
+            if r > 0 and n_done == 0 and stop == "max_time":
+                break                        # nothing finished: last round's survivors stand
+            # survivors: the candidates scored in this round (or fitted once)
+            scored = sorted((c for c in alive if c in fresh), key=lambda c: (-last_scores[c], c))
+            if not scored:
+                alive = [c for c in alive if c in last_scores]
+                break
+            best_now = scored[0]
+            for c in scored:
+                reached[c] = r
+            hist["step"].append(r)
+            hist["seconds"].append(time.time() - t_start)
+            hist["n_candidates"].append(len(scored))
+            hist["best_validation_score"].append(last_scores[best_now])
+            if self.verbose:
+                print(f"AutoSimilarity round {r + 1}/{n_rounds}: {len(scored)} candidates at "
+                      f"{frac:.3g} of the budget, best {last_scores[best_now]:.4f} "
+                      f"({cands[best_now].describe(per[best_now]['budget'] if best_now in per else None)}"
+                      f"), {time.time() - t_start:.1f} s",
+                      file=sys.stderr)
+            if stop == "max_time" or r == n_rounds - 1:
+                alive = scored
+                break
+            alive = scored[:max(1, math.ceil(len(scored) / self.eta))]
+            if len(alive) == 1 and cands[alive[0]].budget is None:
+                break                        # a no-learning winner: nothing left to race
+        if not last_scores:                  # pragma: no cover - baselines always score
+            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
+        pool = [c for c in alive if c in last_scores] or list(last_scores)
+        win = min(pool, key=lambda c: (-last_scores[c], c))
+        win_rows = [row for row in rows if row["candidate"] == win]
+        win_budget = win_rows[-1]["budget"] if cands[win].budget else None
+        self.cv_results_ = self._results(rows, len(splits), win, reached)
+        self.history_ = hist
+        self.stop_reason_ = stop
+        # refit on all training rows (seeded as the winner's last round)
+        cand = cands[win]
+        t0 = time.perf_counter()
+        seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
+        prep = None if cand.native_prep else _fit_prep(cand.prep, X)
+        model = cand.make(win_budget, seed)
+        model.fit(_apply_prep(prep, X), y)
+        self.refit_time_ = time.perf_counter() - t0
+        self._prep = prep
+        self.preprocessing_applied_ = prep is not None
+        self.best_estimator_ = model
+        self.best_params_ = cand.describe(win_budget)
+        self.best_score_ = last_scores[win]
+        self.n_features_in_ = X.shape[1]
+        if self.verbose:
+            print(f"AutoSimilarity: {self.best_params_} (validation mAP {self.best_score_:.4f})"
+                  f", refit in {self.refit_time_:.2f} s, total {time.time() - t_start:.1f} s, "
+                  f"stopped by {stop}", file=sys.stderr)
+        return self
+
+    def _seed(self) -> int:
+        rs = self.random_state
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
+            return int(rs) % (2**32)
+        from sklearn.utils import check_random_state
+        try:
+            return int(check_random_state(rs).randint(0, 2**31 - 1))
+        except ValueError:
+            raise ValueError(f"{_WHO}: random_state={rs!r} must be None, an int or a "
+                             "numpy RandomState.") from None
+
+    @staticmethod
+    def _results(rows: list[dict], n_splits: int, win: int, reached: dict) -> dict:
+        def neg(v):
+            return -v if np.isfinite(v) else np.inf
+
+        def eff(row):    # a candidate fitted once competes up to the round it left
+            last = max((r["round"] for r in rows if r["candidate"] == row["candidate"]))
+            return reached.get(row["candidate"], row["round"]) if row["round"] == last \
+                else row["round"]
+
+        order = sorted(range(len(rows)), key=lambda i: (-eff(rows[i]),
+                                                        neg(rows[i]["mean_validation_score"]),
+                                                        rows[i]["candidate"] != win,
+                                                        rows[i]["candidate"]))
+        rank = np.empty(len(rows), dtype=int)
+        rank[order] = np.arange(1, len(rows) + 1)
+        keys = ["candidate", "learner", "params", "preprocessing", "round", "budget_param",
+                "budget", *(f"split{s}_validation_score" for s in range(n_splits)),
+                "mean_validation_score", "std_validation_score", "mean_fit_time",
+                "warm_start", "error"]
+        out: dict[str, np.ndarray] = {}
+        for k in keys:
+            vals = [row[k] for row in rows]
+            if k == "params":
+                arr = np.empty(len(vals), dtype=object)
+                arr[:] = vals
+            else:
+                arr = np.asarray(vals)
+            out[k] = arr
+        out["rank_validation_score"] = rank
+        return out
+
+    # -------------------------------------------------------- delegation
+    def _best(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_
+
+    def _pre(self, X):
+        check_is_fitted(self, "best_estimator_")
+        if self._prep is None:
+            return X
+        X = check_X(X, _WHO, accept_sparse=True)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"{_WHO}: X has {X.shape[1]} features, but AutoSimilarity is "
+                             f"expecting {self.n_features_in_} features as input.")
+        return _apply_prep(self._prep, X)
+
+    def similarity(self, X, Y=None) -> np.ndarray:
+        """Similarity matrix of the winner (higher = more similar)."""
+        return self._best().similarity(self._pre(X), None if Y is None
+                                               else self._pre(Y))
+
+    def pair_score(self, X1, X2) -> np.ndarray:
+        """Row-wise similarity ``S(X1[i], X2[i])`` of the winner."""
+        return self._best().pair_score(self._pre(X1), self._pre(X2))
+
+    def decision_function(self, X, triplets) -> np.ndarray:
+        """``S(q, p+) - S(q, p-)`` per triplet, from the winner."""
+        return self._best().decision_function(self._pre(X), triplets)
+
+    def score(self, X, y) -> float:
+        """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""
+        from .metrics import evaluate_retrieval
+
+        check_is_fitted(self, "best_estimator_")
+        return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
+
+    def _winner_has_transform(self) -> bool:
+        return hasattr(self.best_estimator_, "transform")
+
+    @available_if(_winner_has_transform)
+    def transform(self, X) -> np.ndarray:
+        """The winner's embedding (available when the winner has ``transform``)."""
+        return self._best().transform(self._pre(X))
+
+    def embed_queries(self, X) -> np.ndarray:
+        """Query embedding of the winner (see ``embedding_similarity``)."""
+        return self._best().embed_queries(self._pre(X))
+
+    def embed_database(self, X) -> np.ndarray:
+        """Database embedding of the winner."""
+        return self._best().embed_database(self._pre(X))
+
+    @property
+    def embedding_similarity(self) -> str:
+        """The winner's ``embedding_similarity`` ("inner_product" or
+        "neg_squared_l2")."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.embedding_similarity
+
+    def search_summary(self) -> dict:
+        """The JSON-able summary stored with a saved model (``auto_search_``)."""
+        check_is_fitted(self, "best_estimator_")
+        res = self.cv_results_
+        return {"best_params": self.best_params_, "best_score": float(self.best_score_),
+                "stop_reason": self.stop_reason_,
+                "n_candidates": int(len(set(res["candidate"].tolist()))),
+                "n_fits": int(len(res["candidate"])),
+                "n_rounds": int(len(self.history_["step"])),
+                "time_budget": float(self.time_budget), "n_splits": int(self.n_splits),
+                "validation_size": float(self.validation_size), "eta": int(self.eta)}
+
+    def save(self, path) -> None:
+        """Save the winning learner (a registered learner file, no pickle)
+        with :meth:`search_summary` as its fitted attribute ``auto_search_``;
+        :func:`tripletml.load_model` returns that learner.
+
+        Raises
+        ------
+        ValueError
+            When AutoSimilarity applied the winner's preprocessing itself (a
+            learner without a ``preprocessing`` parameter): the learner file
+            could not hold it.
+        """
+        check_is_fitted(self, "best_estimator_")
+        if self._prep is not None:
+            raise ValueError(
+                f"{_WHO}: the winner ({self.best_params_['learner']}) uses preprocessing="
+                f"{self.best_params_.get('preprocessing')!r} applied by AutoSimilarity "
+                "because the learner has no preprocessing parameter; such a model cannot be "
+                "saved as a learner file. Race candidates without preprocessing, or use a "
+                "tripletml whose learners have the preprocessing parameter.")
+        model = copy.copy(self.best_estimator_)
+        model.auto_search_ = self.search_summary()
+        if isinstance(getattr(self, "training_data_", None), dict):
+            model.training_data_ = self.training_data_
+        model.save(path)
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "best_estimator_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        return tags
