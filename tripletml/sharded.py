@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import os
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
