@@ -7,7 +7,28 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["per_class_split", "write_table", "markdown_table", "mean_std"]
+__all__ = ["per_class_split", "write_table", "markdown_table", "mean_std", "run_jobs"]
+
+
+def run_jobs(func, jobs, n_jobs: int | None = 1):
+    """``[func(*args, **kwargs) for args, kwargs in jobs]``, in order.
+
+    Each job is ``(args, kwargs)`` or a plain tuple of args.  Serial by
+    default; inside :func:`tripletml.cluster.use_cluster` (``tripletml
+    reproduce --scheduler ...``) the jobs go through joblib's Dask backend
+    (``n_jobs=-1``), and with ``n_jobs != 1`` through joblib's local backend.
+    Jobs are pure functions of their arguments (data, settings, seed), so
+    every path gives the same numbers.  Returns a list.
+    """
+    jobs = [j if (len(j) == 2 and isinstance(j[0], tuple) and isinstance(j[1], dict))
+            else (tuple(j), {}) for j in jobs]
+    from ..cluster import active_client
+    if active_client() is not None:
+        n_jobs = -1
+    if n_jobs == 1:
+        return [func(*a, **kw) for a, kw in jobs]
+    from joblib import Parallel, delayed
+    return list(Parallel(n_jobs=n_jobs)(delayed(func)(*a, **kw) for a, kw in jobs))
 
 
 def per_class_split(y, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

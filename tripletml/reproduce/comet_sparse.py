@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.preprocessing import normalize
 
 from .. import datasets
+from ..cluster import active_client
 from ..datasets.text import InfoGainSelector, NewsgroupsVectorizer
 from ..learners.baselines import Euclidean
 from ..learners.comet import COMET, SparseCOMET
@@ -32,7 +33,7 @@ from ..metrics import evaluate_retrieval
 from ..solvers.comet import COMETSolver
 from ..triplets import random_class_triplets
 from . import register
-from ._common import mean_std, per_class_split, write_table
+from ._common import mean_std, per_class_split, run_jobs, write_table
 
 KS = tuple(range(1, 11))
 LAM_FRACTIONS = (0.02, 0.1, 0.3)
@@ -119,18 +120,22 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1, only=Non
     settings = {name: QUICK if quick else FULL.get(name, DEFAULT_FULL) for name in sets}
     t_start = time.perf_counter()
     raw = []
-    for name in sets:
+    grid = [(name, s) for name in sets for s in range(seeds)]
+    parallel = active_client() is not None    # serial: partial tables after each split
+    done = run_jobs(run_split, [(name, s, *settings[name][:2], data_home, settings[name][2])
+                                for name, s in grid]) if parallel else None
+    for i, (name, s) in enumerate(grid):
         n_triplets, max_iter, fractions = settings[name]
-        for s in range(seeds):
-            new = run_split(name, s, n_triplets, max_iter, data_home, fractions)
-            raw += new
-            write_table(raw, out_dir, "comet_sparse_all", RAW_COLUMNS,   # partial results
-                        title="COMET reproduction: every split (so far)")
-            if verbose:
-                for r in new:
-                    print(f"{name:12s} seed {s} {r['method']:13s} {r['lam']!s:>14s} "
-                          f"P@1 {r['p@1']:.4f} P@10 {r['p@10']:.4f} density {r['density']:.2f}"
-                          f" {r['fit_seconds']:.1f}s", flush=True)
+        new = done[i] if parallel else run_split(name, s, n_triplets, max_iter, data_home,
+                                                 fractions)
+        raw += new
+        write_table(raw, out_dir, "comet_sparse_all", RAW_COLUMNS,   # partial results
+                    title="COMET reproduction: every split (so far)")
+        if verbose:
+            for r in new:
+                print(f"{name:12s} seed {s} {r['method']:13s} {r['lam']!s:>14s} "
+                      f"P@1 {r['p@1']:.4f} P@10 {r['p@10']:.4f} density {r['density']:.2f}"
+                      f" {r['fit_seconds']:.1f}s", flush=True)
     rows = []
     keys = sorted({(r["dataset"], r["method"], r["lam"]) for r in raw},
                   key=lambda k: (sets.index(k[0]), k[1] != "Euclidean", k[1], k[2]))

@@ -9,7 +9,7 @@ from .. import datasets
 from ..learners.baselines import Euclidean
 from ..metrics import evaluate_retrieval
 from . import register
-from ._common import mean_std, per_class_split, write_table
+from ._common import mean_std, per_class_split, run_jobs, write_table
 
 #: Table 2, row "Eucl", of sdca-relative-similarity.md
 PAPER_EUCL = {"vehicle": 0.3697, "vowel": 0.2920, "letter": 0.2135, "svmguide4": 0.2088,
@@ -29,8 +29,10 @@ def euclidean_map(name: str, seed: int, data_home=None) -> float:
 def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
     seeds = seeds or (2 if quick else 5)
     rows = []
-    for name, paper in PAPER_EUCL.items():
-        vals = [euclidean_map(name, s, data_home) for s in range(seeds)]
+    maps = run_jobs(euclidean_map, [(name, s, data_home) for name in PAPER_EUCL
+                                    for s in range(seeds)])
+    for i, (name, paper) in enumerate(PAPER_EUCL.items()):
+        vals = maps[i * seeds:(i + 1) * seeds]
         m, s = mean_std(vals)
         rows.append({"dataset": name, "paper": paper, "ours_mean": m, "ours_std": s,
                      "diff": m - paper, "seeds": seeds})

@@ -37,7 +37,7 @@ from ..learners.oasis import OASIS
 from ..metrics import evaluate_retrieval
 from ..triplets import random_class_triplets
 from . import register
-from ._common import mean_std, per_class_split, write_table
+from ._common import mean_std, per_class_split, run_jobs, write_table
 
 #: (rank, number of features): features x rank = 500,000
 CONFIGS = [(10, 50_000), (25, 20_000), (50, 10_000), (100, 5_000)]
@@ -97,8 +97,7 @@ def _job(method: str, seed: int, rank: int, n_features: int, param: float, n_ste
 
 
 def _parallel(jobs, n_jobs):
-    from joblib import Parallel, delayed
-    return Parallel(n_jobs=n_jobs)(delayed(_job)(*a, **kw) for a, kw in jobs)
+    return run_jobs(_job, jobs, n_jobs=n_jobs)
 
 
 @register("loreta-20ng", "LORETA paper Fig. 2a-b: 20 Newsgroups, LORETA vs iterative PA "

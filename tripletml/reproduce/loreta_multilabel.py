@@ -19,7 +19,7 @@ import numpy as np
 from .. import datasets
 from ..learners.multilabel import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
 from . import register
-from ._common import mean_std, write_table
+from ._common import mean_std, run_jobs, write_table
 
 RANKS = {"yeast": (1, 2, 4, 6, 8, 10), "scene": (1, 2, 3, 4, 5)}
 ETA_GRID = (0.003, 0.01, 0.03, 0.1)
@@ -72,8 +72,9 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
                      "param": "", "fit_seconds": 0.0})
         configs = [("perceptron", "full")] + [(m, r) for m in ("loreta", "pa") for r in ranks]
         for method, rank in configs:
-            res = [_fit_score(method, rank if rank != "full" else None, tr.data, tr.target,
-                              te.data, te.target, s) for s in range(seeds)]
+            res = run_jobs(_fit_score, [(method, rank if rank != "full" else None, tr.data,
+                                         tr.target, te.data, te.target, s)
+                                        for s in range(seeds)])
             m, sd = mean_std([r[0] for r in res])
             label = {"loreta": "LORETA", "pa": "iterative PA",
                      "perceptron": "matrix perceptron (full rank)"}[method]

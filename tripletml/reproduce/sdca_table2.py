@@ -38,7 +38,7 @@ from ..learners.oasis import OASIS
 from ..learners.sdca import SDCA
 from ..metrics import evaluate_retrieval
 from . import register
-from ._common import markdown_table, mean_std, per_class_split, write_table
+from ._common import markdown_table, mean_std, per_class_split, run_jobs, write_table
 
 #: Table 2 of sdca-relative-similarity.md: (Eucl, OASIS, SDCA)
 PAPER = {"vehicle": (0.3697, 0.5318, 0.5955), "vowel": (0.2920, 0.3383, 0.3564),
@@ -143,8 +143,10 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
     seeds = seeds or (2 if quick else 5)
     rows = []
     t_start = time.perf_counter()
-    for label, name, scale in VARIANTS:
-        res = [run_split(name, s, scale, data_home) for s in range(seeds)]
+    splits = run_jobs(run_split, [(name, s, scale, data_home) for _, name, scale in VARIANTS
+                                  for s in range(seeds)])
+    for i, (label, name, scale) in enumerate(VARIANTS):
+        res = splits[i * seeds:(i + 1) * seeds]
         pe, po, ps = PAPER[name]
         row = {"dataset": label, "paper_eucl": pe, "paper_oasis": po, "paper_sdca": ps}
         for key in ("eucl", "oasis_1pass", "oasis_tuned", "sdca", "sdca_wide"):

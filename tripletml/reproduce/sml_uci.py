@@ -38,7 +38,7 @@ from ..learners.sml import SML
 from ..metrics import knn_error
 from ..triplets import random_class_triplets
 from . import register
-from ._common import mean_std, write_table
+from ._common import mean_std, run_jobs, write_table
 
 SETS = ("wine", "iris", "balance-scale", "ionosphere")
 GRID = tuple(10.0 ** e for e in range(-5, 3))
@@ -164,14 +164,13 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1, only=Non
     sets = tuple(s for s in SETS if not only or s in only)
     t_start = time.perf_counter()
     raw = []
-    for name in sets:
-        for s in range(seeds):
-            new = run_split(name, s, data_home)
-            raw += new
-            if verbose:
-                for r in new:
-                    print(f"{name:14s} seed {s} {r['method']:11s} reg {r['reg']!s:>7s} k {r['k']} "
-                          f"error {r['error']:.4f} dim {r['dim']} {r['seconds']:.1f}s", flush=True)
+    grid = [(name, s) for name in sets for s in range(seeds)]
+    for (name, s), new in zip(grid, run_jobs(run_split, [(n, s_, data_home) for n, s_ in grid])):
+        raw += new
+        if verbose:
+            for r in new:
+                print(f"{name:14s} seed {s} {r['method']:11s} reg {r['reg']!s:>7s} k {r['k']} "
+                      f"error {r['error']:.4f} dim {r['dim']} {r['seconds']:.1f}s", flush=True)
     rows = []
     for name in sets:
         for method in ("Euclidean", "SML", "SMLgd", "LowRankDML"):
