@@ -13,7 +13,8 @@ def add_scheduler_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--scheduler ADDRESS`` and ``--blas-threads N`` to ``parser``."""
     parser.add_argument(
         "--scheduler", metavar="ADDRESS", default=None,
-        help="run the seeds x data sets x settings on a Dask cluster: a scheduler address "
+        help="run the parallel work (reproduce: seeds x data sets x settings; fit auto: the "
+             "candidate race) on a Dask cluster: a scheduler address "
              "(tcp://host:8786) or 'local:N' for N local worker processes. Needs "
              'pip install "tripletml[dask]"; the workers must reach the data (--data-home).')
     parser.add_argument(

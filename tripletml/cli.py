@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._cli_cluster import add_scheduler_argument, scheduler_context
 from ._registry import entries, get_entry
 
 __all__ = ["main", "build_parser", "fingerprint"]
@@ -191,8 +192,9 @@ def _cmd_reproduce(args):
         return
     only = args.only.split(",") if args.only else None
     out = Path(args.out) if args.out else reproduce.default_out_dir(args.name, args.quick)
-    reproduce.run(args.name, out, quick=args.quick, seeds=args.seeds,
-                  data_home=args.data_home, verbose=1 + args.verbose, only=only)
+    with scheduler_context(args):
+        reproduce.run(args.name, out, quick=args.quick, seeds=args.seeds,
+                      data_home=args.data_home, verbose=1 + args.verbose, only=only)
     print(f"outputs written to {out}")
 
 
@@ -237,7 +239,8 @@ def _cmd_fit(args):
         print(f"fitting {name} on {args.data}: {X.shape[0]} x {X.shape[1]}{held}",
               file=sys.stderr)
     t0 = time.perf_counter()
-    model.fit(X, y)
+    with scheduler_context(args):      # AutoSimilarity's race runs on the cluster
+        model.fit(X, y)
     secs = time.perf_counter() - t0
     # the fingerprint of the rows fitted on travels with the model file, so
     # that 'tripletml evaluate' can say when it scores on them
@@ -406,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "paper's)")
     r.add_argument("--only", help="comma-separated data sets (a subset of the run's)")
     r.add_argument("--data-home", help=_HOME_HELP)
+    add_scheduler_argument(r)
     _verbose(r)
     r.set_defaults(func=_cmd_reproduce)
     f = sub.add_parser("fit", help="fit a learner on a data set and save it",
@@ -426,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hold out this fraction of the rows (stratified, seeded by --seed) "
                         "and fit on the rest; evaluate with the same options")
     f.add_argument("--data-home", help=_HOME_HELP)
+    add_scheduler_argument(f)
     f.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
     f.add_argument("--time-budget", type=float, metavar="SECONDS",
