@@ -407,7 +407,7 @@ def test_long_run_rank_and_pinv_drift(init):
         if y[q] == y[p] and y[q] != y[m]:
             T.append((q, p, m))
     T = np.array(T)
-    model = LORETA(rank=k, eta0=eta, init=init, pinv_check_every=10**9, random_state=0)
+    model = LORETA(preprocessing=None, rank=k, eta0=eta, init=init, pinv_check_every=10**9, random_state=0)
     model.partial_fit(X, T[:1])
     A0, B0 = model.A_.copy(), model.B_.copy()
     if init == "identity":

@@ -72,6 +72,14 @@ class SML(MahalanobisMixin, TripletLearner):
     rank_tol : float, default=1e-6
         Eigenvalues below ``rank_tol * max eigenvalue`` do not count in
         ``rank_`` and ``components_``.
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -109,7 +117,8 @@ class SML(MahalanobisMixin, TripletLearner):
 
     def __init__(self, alpha=1e-2, mu=1.0, solver="smooth", max_iter=1000, tol=1e-5,
                  n_triplets=1500, sampling="random", line_search=True, eta0=1e-2,
-                 rank_tol=1e-6, random_state=None, verbose=0):
+                 rank_tol=1e-6, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.mu = mu
         self.solver = solver
@@ -120,6 +129,7 @@ class SML(MahalanobisMixin, TripletLearner):
         self.line_search = line_search
         self.eta0 = eta0
         self.rank_tol = rank_tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 
