@@ -20,11 +20,13 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     zero (to rounding: below ``10 eps max(|mean|, 1)``) keeps scale 1, so it
     becomes 0, never NaN.
 ``"whiten"``
-    ``z = (x - mean) P`` with the ZCA whitener ``P = U diag(lambda^-1/2) U^T``
-    of the covariance ``U diag(lambda) U^T`` (the training rows then have
-    identity covariance).  Eigenvalues below ``1e-10 lambda_max`` (directions
-    without variance) get factor 0.  Needs a d x d matrix: refused above
-    :data:`MAX_WHITEN_FEATURES` features.
+    Standardise, then ZCA-whiten (ZCA on the correlation matrix):
+    ``z = ((x - mean) / std) P`` with ``P = U diag(lambda^-1/2) U^T`` where
+    ``U diag(lambda) U^T`` is the covariance of the standardised training
+    rows (which then have identity covariance).  Constant columns keep
+    std 1; eigenvalues below ``1e-10 lambda_max`` (directions without
+    variance) get factor 0.  Stored as one d x d matrix
+    ``diag(1/std) P``; refused above :data:`MAX_WHITEN_FEATURES` features.
 ``"auto"``
     Decided from the training X by :func:`resolve_preprocessing`:
     ``"standardize"`` unless X is sparse with more than
