@@ -157,6 +157,9 @@ def test_M_is_psd_with_bounded_trace_and_rank(solver):
     np.testing.assert_allclose(m.components_.T @ m.components_, m.M_,
                                atol=1e-5 * np.abs(m.M_).max())
     assert m.transform(X).shape == (X.shape[0], m.rank_)
+    # history_ records the rank of every iterate; the last one is rank_
+    assert all(r == int(r) and 0 <= r <= 5 for r in m.history_["rank"])
+    assert m.history_["rank"][-1] == m.rank_
 
 
 # (short budgets: convergence is not what these tests check)

@@ -100,7 +100,8 @@ class SML(MahalanobisMixin, TripletLearner):
     history_ : dict of lists
         Per iteration: ``step``, ``seconds``, ``objective`` (eq. 4 at the
         primal iterate), ``gap`` (smooth solver: ``f(M^(t)) + phi(z^(t))``),
-        ``rank``.
+        ``rank`` (of the iterate M, counted as ``rank_``: eigenvalues above
+        ``rank_tol`` times the largest).
 
     Notes
     -----
@@ -186,7 +187,7 @@ class SML(MahalanobisMixin, TripletLearner):
                                          "lower eta0 (solver='subgradient') or scale the "
                                          "features down.")
             watch.update(f, f"iteration {it}")
-            hist.record(it, objective=f, gap=gap, rank=None)
+            hist.record(it, objective=f, gap=gap, rank=_rank(solver.M, self.rank_tol))
             criterion = self._criterion(hist.data["objective"], f, gap)
             if self.tol is not None and criterion <= self.tol:
                 reason = "tol"
@@ -213,6 +214,14 @@ class SML(MahalanobisMixin, TripletLearner):
         if len(obj) >= 2:
             crit = min(crit, abs(obj[-2] - f) / scale)
         return float(crit)
+
+
+def _rank(M: np.ndarray, rank_tol: float) -> int:
+    """Eigenvalues of the symmetric part of M above ``rank_tol`` times the
+    largest (0 when no eigenvalue is positive), as ``rank_``."""
+    ev = np.linalg.eigvalsh(0.5 * (M + M.T))
+    top = float(ev.max()) if ev.size else 0.0
+    return int(np.sum(ev > rank_tol * top)) if top > 0 else 0
 
 
 def _check_knn_scale(X) -> None:
