@@ -203,7 +203,7 @@ def test_factored_baselines_match_loops(cls, method, sparse):
     t = tm.triplets.random_class_triplets(y, 300, random_state=0)
     Xin = sp.csr_matrix(X) if sparse else X
     step = {"eta0": 0.01} if cls is tm.FactoredGD else {"C": 0.5}   # only what the rule uses
-    m = cls(rank=3, init="random", random_state=0, **step)
+    m = cls(preprocessing=None, rank=3, init="random", random_state=0, **step)
     m.partial_fit(Xin, [[0, 0, 0]])
     A0, B0 = m.A_.copy(), m.B_.copy()
     m.partial_fit(Xin, t)
