@@ -103,7 +103,7 @@ def test_fit_lowers_objective_and_embeds():
     from sklearn.datasets import load_digits
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = tm.COMET(n_triplets=5000, max_iter=5, tol=None, random_state=0).fit(X[:1000], y[:1000])
+    m = tm.COMET(preprocessing=None, n_triplets=5000, max_iter=5, tol=None, random_state=0).fit(X[:1000], y[:1000])
     obj = m.history_["objective"]
     assert obj[-1] < obj[0]
     assert np.linalg.eigvalsh(m.W_).min() > 0
@@ -145,10 +145,10 @@ def test_sparse_comet_is_monotone_pd_and_sparse():
     X, y = load_digits(return_X_y=True)
     X = X[:800] / 16.0
     y = y[:800]
-    dense = tm.COMET(n_triplets=4000, max_iter=3, tol=None, random_state=0).fit(X, y)
+    dense = tm.COMET(preprocessing=None, n_triplets=4000, max_iter=3, tol=None, random_state=0).fit(X, y)
     scores = {}
     for lam in (0.0, 100.0, 1e4):
-        m = tm.SparseCOMET(group_alpha=lam, n_triplets=4000, max_iter=3, tol=None,
+        m = tm.SparseCOMET(preprocessing=None, group_alpha=lam, n_triplets=4000, max_iter=3, tol=None,
                            random_state=0).fit(X, y)
         obj = m.history_["objective"]
         assert all(b <= a + 1e-9 for a, b in zip(obj, obj[1:]))      # monotone
@@ -222,7 +222,7 @@ def test_w_is_pd_for_every_accepted_setting():
         Xin = sp.csr_matrix(X) if sparse else X
         common = dict(alpha=alpha, beta=beta, loss=loss, step_fraction=step_fraction,
                       eta0=eta0, max_iter=4, tol=None, random_state=seed)
-        for m in (tm.COMET(**common), tm.SparseCOMET(group_alpha=group_alpha, **common)):
+        for m in (tm.COMET(preprocessing=None, **common), tm.SparseCOMET(preprocessing=None, group_alpha=group_alpha, **common)):
             _assert_pd(m.fit(Xin, triplets=t).W_)
 
     check()
@@ -284,12 +284,12 @@ def test_convergence_warning_and_stop_reason(cls):
 
 def test_tol_is_the_relative_change_of_the_objective():
     X, t = _problem(seed=8)
-    full = tm.SparseCOMET(max_iter=8, tol=None, random_state=0).fit(X, triplets=t)
+    full = tm.SparseCOMET(preprocessing=None, max_iter=8, tol=None, random_state=0).fit(X, triplets=t)
     obj = np.array(full.history_["objective"])
     change = np.abs(np.diff(obj)) / np.maximum(np.abs(obj[:-1]), np.abs(obj[1:]))
     tol = float(np.sort(change)[len(change) // 2]) * 1.0001
     first = int(np.flatnonzero(change < tol)[0]) + 2     # epochs run when it stops
-    m = tm.SparseCOMET(max_iter=8, tol=tol, random_state=0).fit(X, triplets=t)
+    m = tm.SparseCOMET(preprocessing=None, max_iter=8, tol=tol, random_state=0).fit(X, triplets=t)
     assert (m.n_iter_, m.stop_reason_) == (first, "tol")
     # the same path as the full run, cut where the criterion first fell below tol
     np.testing.assert_array_equal(m.history_["objective"], obj[:first])
@@ -300,21 +300,26 @@ def test_divergence_stops_with_advice(cls):
     X, t = _problem(seed=9)
     with pytest.raises(FloatingPointError, match=f"{cls.__name__}: training diverged.*scale "
                                                  "the features down"):
-        cls(max_iter=2, tol=None, random_state=0).fit(X * 1e100, triplets=t)
+        cls(max_iter=2, tol=None, random_state=0, preprocessing=None).fit(X * 1e100,
+                                                                          triplets=t)
 
 
 @pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
 def test_fitted_arrays_are_declared(cls):
     from tripletml._arrayspec import ArraySpec
     X, t = _problem(seed=10, d=5)
+    from tripletml.base import PREPROCESSING_ARRAYS
     m = cls(max_iter=2, tol=None, group_alpha=0.0, random_state=0) if cls is tm.SparseCOMET \
         else cls(max_iter=2, tol=None, random_state=0)
+    m.set_params(preprocessing=None)
     m.fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
-    assert arrays == set(cls._fitted_arrays)
+    assert arrays == set(cls._fitted_arrays) - set(PREPROCESSING_ARRAYS)
     assert not hasattr(cls, "_square_attrs") or cls._square_attrs == ()
     for name, spec in cls._fitted_arrays.items():
         assert isinstance(spec, ArraySpec)
+        if name in PREPROCESSING_ARRAYS:
+            continue
         arr = getattr(m, name)
         dims = {"d": 5}
         assert arr.ndim == len(spec.shape)
@@ -329,12 +334,12 @@ def test_fitted_arrays_are_declared(cls):
 
 def test_renamed_parameters_are_gone():
     for old in ("n_epochs", "step_size", "theta", "lam"):
-        assert old not in tm.COMET().get_params()
-        assert old not in tm.SparseCOMET().get_params()
+        assert old not in tm.COMET(preprocessing=None).get_params()
+        assert old not in tm.SparseCOMET(preprocessing=None).get_params()
     X, t = _problem()
     with pytest.raises(ValueError, match="SparseCOMET.*group_alpha"):
-        tm.SparseCOMET(group_alpha=-1.0).fit(X, triplets=t)
+        tm.SparseCOMET(preprocessing=None, group_alpha=-1.0).fit(X, triplets=t)
     with pytest.raises(ValueError, match="COMET.*eta0"):
-        tm.COMET(eta0=0.0).fit(X, triplets=t)
+        tm.COMET(preprocessing=None, eta0=0.0).fit(X, triplets=t)
     with pytest.raises(ValueError, match="COMET.*tol"):
-        tm.COMET(tol=-1.0).fit(X, triplets=t)
+        tm.COMET(preprocessing=None, tol=-1.0).fit(X, triplets=t)

@@ -53,7 +53,7 @@ def test_sides_matter_for_a_non_symmetric_W():
     """Swapping query and database sides of OASIS must change the result
     (so the test above would catch a transposed W)."""
     X, y = toy_data(seed=2, n=30, d=5)
-    model = OASIS(n_triplets=300, random_state=0).fit(X, y)
+    model = OASIS(preprocessing=None, n_triplets=300, random_state=0).fit(X, y)
     W = model.get_bilinear_matrix()
     assert not np.allclose(W, W.T)
     Q, D = X[:4], X[4:9]
@@ -67,7 +67,7 @@ def test_factored_embedding_has_rank_dims_and_never_forms_w():
     d, n = 20000, 60
     X = sp.random(n, d, density=5e-4, format="csr", random_state=1) + sp.eye(n, d, format="csr")
     y = np.arange(n) % 3
-    model = LORETA(rank=3, n_triplets=200, eta0=0.05, random_state=0).fit(X, y)
+    model = LORETA(preprocessing=None, rank=3, n_triplets=200, eta0=0.05, random_state=0).fit(X, y)
     Q = sp.random(5, d, density=1e-3, format="csr", random_state=2)
     tracemalloc.start()
     EQ = model.embed_queries(Q)
@@ -84,7 +84,7 @@ def test_factored_embedding_has_rank_dims_and_never_forms_w():
 
 def test_mahalanobis_embedding_is_transform():
     X, y = toy_data(seed=3, n=30, d=5)
-    model = LowRankDML(n_triplets=200, max_iter=20, batch_size=20, eta0=0.1, alpha=0.01,
+    model = LowRankDML(preprocessing=None, n_triplets=200, max_iter=20, batch_size=20, eta0=0.1, alpha=0.01,
                        random_state=0).fit(X, y)
     np.testing.assert_allclose(model.embed_queries(X), model.transform(X))
     np.testing.assert_allclose(model.embed_database(X), model.transform(X))
@@ -93,7 +93,7 @@ def test_mahalanobis_embedding_is_transform():
 @pytest.mark.parametrize("method", ["embed_queries", "embed_database"])
 def test_embedding_input_errors(method):
     X, y = toy_data(seed=0, n=30, d=5)
-    model = OASIS(n_triplets=100, random_state=0)
+    model = OASIS(preprocessing=None, n_triplets=100, random_state=0)
     with pytest.raises(NotFittedError):
         getattr(model, method)(X)
     model.fit(X, y)

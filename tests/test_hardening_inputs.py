@@ -82,16 +82,16 @@ def _assert_all_refused(proc: subprocess.CompletedProcess, n: int) -> None:
 
 
 _ENTRY_POINTS = {
-    "OASIS.fit": "from tripletml import OASIS\ncall = lambda X: OASIS(random_state=0).fit(X, y)",
+    "OASIS.fit": "from tripletml import OASIS\ncall = lambda X: OASIS(preprocessing=None, random_state=0).fit(X, y)",
     "LORETA.fit": ("from tripletml import LORETA\n"
-                   "call = lambda X: LORETA(rank=2, random_state=0).fit(X, y)"),
+                   "call = lambda X: LORETA(preprocessing=None, rank=2, random_state=0).fit(X, y)"),
     "MatrixPerceptron.fit": ("from tripletml import MatrixPerceptron\n"
                              "call = lambda X: MatrixPerceptron(random_state=0).fit(X, np.eye(3, dtype=int)[y])"),
     "Euclidean.similarity": ("from tripletml import Euclidean\n"
                              "m = Euclidean().fit(base().toarray(), y)\n"
                              "call = lambda X: m.similarity(X, X)"),
     "OASIS.partial_fit": ("from tripletml import OASIS\n"
-                          "m = OASIS(random_state=0).fit(base(), y)\n"
+                          "m = OASIS(preprocessing=None, random_state=0).fit(base(), y)\n"
                           "t = np.array([[0, 3, 1], [1, 4, 2]])\n"
                           "call = lambda X: m.partial_fit(X, triplets=t)"),
     "knn_triplets": ("from tripletml.triplets import knn_triplets\n"
@@ -193,8 +193,8 @@ def test_unsorted_duplicate_csr_is_canonicalised_on_a_copy():
     np.testing.assert_array_equal(X.data, before[1])
     # a learner fitted on the messy matrix equals one fitted on the clean one
     y = np.arange(30) % 3
-    a = OASIS(random_state=0).fit(X, y)
-    b = OASIS(random_state=0).fit(sp.csr_matrix(D), y)
+    a = OASIS(preprocessing=None, random_state=0).fit(X, y)
+    b = OASIS(preprocessing=None, random_state=0).fit(sp.csr_matrix(D), y)
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-12)
 
 

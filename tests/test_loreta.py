@@ -37,7 +37,7 @@ def _violated_triplet(X, A, B):
 
 def _model_at(X, A, B, **params):
     """A LORETA model initialised on X, then set to the factors A, B."""
-    m = tm.LORETA(rank=A.shape[1], **params).partial_fit(X, [[0, 0, 0]])  # v = 0: no step
+    m = tm.LORETA(preprocessing=None, rank=A.shape[1], **params).partial_fit(X, [[0, 0, 0]])  # v = 0: no step
     m.A_, m.B_ = A.copy(), B.copy()
     m.pinv_A_, m.pinv_B_ = np.linalg.pinv(A).T.copy(), np.linalg.pinv(B).T.copy()
     return m
@@ -115,7 +115,7 @@ def test_rank_stays_k_and_pinv_drift_is_bounded_over_1e5_steps():
     X = rng.normal(size=(60, n)) / np.sqrt(n)
     y = np.arange(60) % 3
     t = tm.triplets.random_class_triplets(y, 100_000, random_state=0)
-    m = tm.LORETA(rank=k, eta0=0.05, pinv_check_every=1000, pinv_tol=1e-8,
+    m = tm.LORETA(preprocessing=None, rank=k, eta0=0.05, pinv_check_every=1000, pinv_tol=1e-8,
                   init="random", random_state=0)
     m.partial_fit(X, t)
     s = np.linalg.svd(m.A_ @ m.B_.T, compute_uv=False)
@@ -133,7 +133,7 @@ def test_pinv_drift_without_refresh_stays_small():
     X = rng.normal(size=(60, n)) / np.sqrt(n)
     y = np.arange(60) % 3
     t = tm.triplets.random_class_triplets(y, 20_000, random_state=1)
-    m = tm.LORETA(rank=k, eta0=0.05, pinv_check_every=10**9, init="random",
+    m = tm.LORETA(preprocessing=None, rank=k, eta0=0.05, pinv_check_every=10**9, init="random",
                   random_state=0).partial_fit(X, t)
     assert m.n_pinv_refresh_ == 0
     drift = np.linalg.norm(m.pinv_A_.T @ m.A_ - np.eye(k))
@@ -147,7 +147,7 @@ def test_refresh_rebalances_without_changing_W():
     rng = np.random.default_rng(11)
     X = rng.normal(size=(30, 8))
     y = np.arange(30) % 3
-    m = tm.LORETA(rank=3, eta0=0.05, n_triplets=60_000, pinv_check_every=1000,
+    m = tm.LORETA(preprocessing=None, rank=3, eta0=0.05, n_triplets=60_000, pinv_check_every=1000,
                   pinv_tol=1e-8, random_state=0).fit(X, y)
     assert m.n_pinv_refresh_ > 0
     assert max(m.history_["pinv_drift"]) < 1e-6
@@ -162,10 +162,10 @@ def test_refresh_rebalances_without_changing_W():
 
 def test_identity_init_and_errors():
     X = np.random.default_rng(0).normal(size=(10, 6))
-    m = tm.LORETA(rank=2).partial_fit(X, [[0, 0, 0]])
+    m = tm.LORETA(preprocessing=None, rank=2).partial_fit(X, [[0, 0, 0]])
     np.testing.assert_array_equal(m.A_ @ m.B_.T, np.diag([1, 1, 0, 0, 0, 0]))
     with pytest.raises(ValueError, match="LORETA: rank=7 exceeds the number of features"):
-        tm.LORETA(rank=7).partial_fit(X, [[0, 1, 2]])
+        tm.LORETA(preprocessing=None, rank=7).partial_fit(X, [[0, 1, 2]])
 
 
 # ---------------------------------------------------------------- baselines
@@ -203,7 +203,7 @@ def test_factored_baselines_match_loops(cls, method, sparse):
     t = tm.triplets.random_class_triplets(y, 300, random_state=0)
     Xin = sp.csr_matrix(X) if sparse else X
     step = {"eta0": 0.01} if cls is tm.FactoredGD else {"C": 0.5}   # only what the rule uses
-    m = cls(rank=3, init="random", random_state=0, **step)
+    m = cls(preprocessing=None, rank=3, init="random", random_state=0, **step)
     m.partial_fit(Xin, [[0, 0, 0]])
     A0, B0 = m.A_.copy(), m.B_.copy()
     m.partial_fit(Xin, t)
@@ -217,7 +217,7 @@ def test_loreta_learns_on_digits():
     from sklearn.datasets import load_digits
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = tm.LORETA(rank=10, eta0=0.01, n_triplets=30000, random_state=0)
+    m = tm.LORETA(preprocessing=None, rank=10, eta0=0.01, n_triplets=30000, random_state=0)
     m.fit(X[:1200], y[:1200])
     e = tm.Euclidean().fit(X[:1200])
     assert m.score(X[1200:], y[1200:]) > e.score(X[1200:], y[1200:]) + 0.05
@@ -234,10 +234,10 @@ def test_loreta_defaults_on_vowel_stop_with_advice(data_home):
     X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
     with pytest.raises(FloatingPointError, match=r"LORETA: training diverged .*steps 1-5000.*"
                                                  r"lower the step size \(eta0\)"):
-        tm.LORETA(random_state=0).fit(X, b.target)
+        tm.LORETA(preprocessing=None, random_state=0).fit(X, b.target)
     with pytest.raises(FloatingPointError, match="LORETA: training diverged"):
-        tm.LORETA(n_triplets=10_000, random_state=0).fit(X, b.target)
-    m = tm.LORETA(rank=5, random_state=0).fit(X, b.target)      # a sane setting passes
+        tm.LORETA(preprocessing=None, n_triplets=10_000, random_state=0).fit(X, b.target)
+    m = tm.LORETA(preprocessing=None, rank=5, random_state=0).fit(X, b.target)      # a sane setting passes
     assert m.score(X, b.target) > tm.Euclidean().fit(X).score(X, b.target)
 
 
@@ -246,14 +246,14 @@ def test_a_blow_up_within_the_first_steps_is_caught_by_the_initial_loss():
     X = rng.normal(size=(40, 6)) * 3
     y = np.arange(40) % 3
     with pytest.raises(FloatingPointError, match="FactoredGD: training diverged"):
-        tm.FactoredGD(rank=3, eta0=1.0, n_triplets=2000, random_state=0).fit(X, y)
+        tm.FactoredGD(preprocessing=None, rank=3, eta0=1.0, n_triplets=2000, random_state=0).fit(X, y)
 
 
 @pytest.mark.parametrize("make", [
-    lambda **kw: tm.LORETA(rank=2, eta0=0.01, **kw),
-    lambda **kw: tm.FactoredGD(rank=2, eta0=0.01, **kw),
-    lambda **kw: tm.IterativePA(rank=2, **kw),
-    lambda **kw: tm.NaivePA(rank=2, **kw)])
+    lambda **kw: tm.LORETA(preprocessing=None, rank=2, eta0=0.01, **kw),
+    lambda **kw: tm.FactoredGD(preprocessing=None, rank=2, eta0=0.01, **kw),
+    lambda **kw: tm.IterativePA(preprocessing=None, rank=2, **kw),
+    lambda **kw: tm.NaivePA(preprocessing=None, rank=2, **kw)])
 def test_online_convergence_warning_only_with_tol(make):
     import warnings
 
@@ -277,7 +277,7 @@ def test_online_convergence_warning_only_with_tol(make):
 
 def test_removed_parameters_are_gone():
     # only what the update rule uses (issue 12): no C in GD, no eta0 in the PAs
-    assert "C" not in tm.FactoredGD().get_params() and "eta0" in tm.FactoredGD().get_params()
+    assert "C" not in tm.FactoredGD(preprocessing=None).get_params() and "eta0" in tm.FactoredGD(preprocessing=None).get_params()
     for cls in (tm.IterativePA, tm.NaivePA):
         assert "eta0" not in cls().get_params() and "C" in cls().get_params()
     for cls in (tm.LORETA, tm.FactoredGD, tm.IterativePA, tm.NaivePA, tm.OASIS, tm.SDCA):
@@ -297,7 +297,7 @@ def test_property_rank_stays_exactly_k(seed, d, k, batch, init):
     X = rng.normal(size=(25, d)) / np.sqrt(d)
     y = rng.integers(0, 3, size=25)
     y[:3] = [0, 1, 2]
-    m = tm.LORETA(rank=k, eta0=0.1, batch_size=batch, init=init, n_triplets=300,
+    m = tm.LORETA(preprocessing=None, rank=k, eta0=0.1, batch_size=batch, init=init, n_triplets=300,
                   random_state=seed)
     try:
         m.fit(X, y)

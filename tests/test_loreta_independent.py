@@ -173,7 +173,7 @@ def primed(cls, X, A, B, **params):
     the factors (and, for LORETA, the transposed pseudo-inverses it keeps) are
     overwritten with ours.
     """
-    model = cls(**params)
+    model = cls(preprocessing=None, **params)
     model.partial_fit(X, [[0, 0, 0]])
     model.A_, model.B_ = A.copy(), B.copy()
     if cls is LORETA:
@@ -407,7 +407,7 @@ def test_long_run_rank_and_pinv_drift(init):
         if y[q] == y[p] and y[q] != y[m]:
             T.append((q, p, m))
     T = np.array(T)
-    model = LORETA(rank=k, eta0=eta, init=init, pinv_check_every=10**9, random_state=0)
+    model = LORETA(preprocessing=None, rank=k, eta0=eta, init=init, pinv_check_every=10**9, random_state=0)
     model.partial_fit(X, T[:1])
     A0, B0 = model.A_.copy(), model.B_.copy()
     if init == "identity":
@@ -529,7 +529,7 @@ def test_baselines_step_by_step(kind, cls, init):
         model = primed(cls, X, A, B, rank=k, **step)
     else:
         A = B = np.vstack([np.eye(k), np.zeros((n - k, k))])
-        model = cls(rank=k, init="identity", **step)
+        model = cls(preprocessing=None, rank=k, init="identity", **step)
     trace = []
     n_moves = 0
     for (Ar, Br), t in zip(baseline_ref(kind, X, T, A, B, eta, C, trace), T):
@@ -603,7 +603,7 @@ def test_sparse_and_dense_give_same_model(cls, params):
     y = rng.integers(0, 3, 40)
     T = np.array([t for t in (rng.choice(40, 3, replace=False) for _ in range(3000))
                   if y[t[0]] == y[t[1]] != y[t[2]]][:300])
-    common = dict(rank=k, max_iter=2, random_state=3, **params)
+    common = dict(preprocessing=None, rank=k, max_iter=2, random_state=3, **params)
     md = cls(**common).fit(X, triplets=T)
     ms = cls(**common).fit(Xs.copy(), triplets=T)
     np.testing.assert_allclose(ms.A_, md.A_, rtol=1e-9, atol=1e-12)

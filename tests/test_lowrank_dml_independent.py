@@ -149,7 +149,7 @@ def fitted_W(model):
 
 
 def fit(X, T, **kw):
-    model = LowRankDML(**kw)
+    model = LowRankDML(preprocessing=None, **kw)
     model.fit(X, triplets=T)
     return model
 

@@ -38,7 +38,7 @@ def test_partial_fit_matches_reference_step_by_step(sparse, C):
     t = random_class_triplets(y, 60, random_state=1)
     Xin = sp.csr_matrix(X) if sparse else X
     _, trace = reference_oasis(X, t, C, np.eye(X.shape[1]))
-    model = OASIS(C=C)
+    model = OASIS(preprocessing=None, C=C)
     for i in range(t.shape[0]):
         model.partial_fit(Xin, t[i:i + 1])
         np.testing.assert_allclose(model.W_, trace[i], rtol=1e-10, atol=1e-12)
@@ -51,7 +51,7 @@ def test_single_step_is_one_pa_update():
     X[2] = X[0]  # margin q'(p - q) = q'p - ||q||^2 < 1: the step is not passive
     t = np.array([[0, 1, 2]])
     assert X[0] @ (X[1] - X[2]) < 1
-    model = OASIS(C=10.0).partial_fit(X, t)
+    model = OASIS(preprocessing=None, C=10.0).partial_fit(X, t)
     W, _ = reference_oasis(X, t, 10.0, np.eye(5))
     np.testing.assert_allclose(model.W_, W, rtol=1e-12)
     assert not np.allclose(model.W_, np.eye(5))  # the step did something
@@ -60,7 +60,7 @@ def test_single_step_is_one_pa_update():
 def test_fit_equals_reference_in_fit_order():
     X, y = _data(seed=3)
     t = random_class_triplets(y, 80, random_state=2)
-    model = OASIS(C=0.5, max_iter=2, random_state=7).fit(X, triplets=t)
+    model = OASIS(preprocessing=None, C=0.5, max_iter=2, random_state=7).fit(X, triplets=t)
     rng = np.random.default_rng(7)
     order = np.concatenate([rng.permutation(80), rng.permutation(80)])
     W, _ = reference_oasis(X, t[order], 0.5, np.eye(X.shape[1]))
@@ -69,8 +69,8 @@ def test_fit_equals_reference_in_fit_order():
 
 def test_dense_and_csr_give_same_model():
     X, y = _data(seed=4, sparse=True)
-    a = OASIS(random_state=0, n_triplets=300, max_iter=2).fit(X, y)
-    b = OASIS(random_state=0, n_triplets=300, max_iter=2).fit(sp.csr_matrix(X), y)
+    a = OASIS(preprocessing=None, random_state=0, n_triplets=300, max_iter=2).fit(X, y)
+    b = OASIS(preprocessing=None, random_state=0, n_triplets=300, max_iter=2).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-12)
 
 
@@ -84,7 +84,7 @@ def test_history_statistics_match_reference():
         losses.append(max(0, 1 - m))
         mistakes.append(m <= 0)
         W, _ = reference_oasis(X, [(q, p, n)], 0.1, W)
-    model = OASIS().partial_fit(X, t[:20]).partial_fit(X, t[20:])
+    model = OASIS(preprocessing=None).partial_fit(X, t[:20]).partial_fit(X, t[20:])
     h = model.history_
     assert h["step"] == [20, 50]
     assert h["avg_loss"][-1] == pytest.approx(np.mean(losses), rel=1e-10)
@@ -96,7 +96,7 @@ def test_oasis_improves_triplet_accuracy_on_held_out():
     from sklearn.datasets import load_digits
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = OASIS(n_triplets=20000, random_state=0).fit(X[:1200], y[:1200])
+    m = OASIS(preprocessing=None, n_triplets=20000, random_state=0).fit(X[:1200], y[:1200])
     t = random_class_triplets(y[1200:], 3000, random_state=1)
     acc = np.mean(m.decision_function(X[1200:], t) > 0)
     base = np.mean(np.einsum("ij,ij->i", X[1200:][t[:, 0]],
@@ -108,7 +108,7 @@ def test_divergence_stops_with_message():
     # ||q||^2 overflows: the PA step becomes inf - inf and W leaves the reals
     X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0]])
     with pytest.raises(FloatingPointError, match="OASIS: training diverged"):
-        OASIS(C=1.0).partial_fit(X, [[0, 1, 2]])
+        OASIS(preprocessing=None, C=1.0).partial_fit(X, [[0, 1, 2]])
 
 
 # ---------------------------------------------------- stopping rule (issue 12)
@@ -117,7 +117,7 @@ def test_tol_none_is_a_fixed_budget_without_warning():
     X, y = _data(seed=6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        m = OASIS(max_iter=1, n_triplets=100, random_state=0).fit(X, y)
+        m = OASIS(preprocessing=None, max_iter=1, n_triplets=100, random_state=0).fit(X, y)
     assert (m.n_iter_, m.stop_reason_, m.t_) == (1, "max_iter", 100)
 
 
@@ -125,9 +125,9 @@ def test_tol_not_met_warns_and_tol_met_stops():
     from sklearn.exceptions import ConvergenceWarning
     X, y = _data(seed=7)
     with pytest.warns(ConvergenceWarning, match="OASIS: stopped at max_iter=1"):
-        m = OASIS(max_iter=1, tol=1e-3, n_triplets=100, random_state=0).fit(X, y)
+        m = OASIS(preprocessing=None, max_iter=1, tol=1e-3, n_triplets=100, random_state=0).fit(X, y)
     assert m.stop_reason_ == "max_iter" and m.n_iter_ == 1
-    m = OASIS(max_iter=50, tol=0.5, n_triplets=100, random_state=0).fit(X, y)
+    m = OASIS(preprocessing=None, max_iter=50, tol=0.5, n_triplets=100, random_state=0).fit(X, y)
     losses = m.history_["loss"]
     assert m.stop_reason_ == "tol" and m.n_iter_ == len(losses) < 50
     assert abs(losses[-1] - losses[-2]) / max(losses[-1], losses[-2]) <= 0.5
@@ -138,5 +138,5 @@ def test_tol_not_met_warns_and_tol_met_stops():
 def test_history_is_per_pass_and_the_watch_sees_blocks():
     # one history record per pass even when a pass runs in several blocks
     X, y = _data(seed=8)
-    m = OASIS(max_iter=2, n_triplets=2500, random_state=0).fit(X, y)
+    m = OASIS(preprocessing=None, max_iter=2, n_triplets=2500, random_state=0).fit(X, y)
     assert m.history_["step"] == [2500, 5000]

@@ -29,9 +29,6 @@ _COMPLEX = "check_X raises TypeError (not ValueError) for complex X"
 _PARTIAL = "partial_fit(X, triplets) takes a triplet index array; the check passes labels"
 _RANK = ("the test rank (2) exceeds the check's single feature; the learner's ValueError "
          "does not use the check's wording 'n_features=1'")
-_SCALE = ("LORETA's constant step (eta0) diverges on the check's uncentred data "
-          "(N(100, 1) features): the divergence watch stops fit with a FloatingPointError, "
-          "as it should; steps that adapt to the data's scale are issue 14")
 _INDICATOR = ("fit(X, Y) needs a binary indicator matrix Y with >= 2 label columns; the "
               "check passes a 1-D target")
 
@@ -79,9 +76,6 @@ def _expected_failed_checks(est):
         expected["check_fit_score_takes_y"] = _PARTIAL
     if "rank" in est.get_params():
         expected["check_fit2d_1feature"] = _RANK
-    if type(est).__name__ == "LORETA":
-        expected["check_fit_check_is_fitted"] = _SCALE
-        expected["check_n_features_in"] = _SCALE
     return expected
 
 

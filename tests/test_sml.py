@@ -43,7 +43,7 @@ def _X_tau(X, t):
 @pytest.mark.parametrize("sparse", [False, True])
 def test_objective_equals_a_plain_loop(sparse):
     X, t = _data(sparse=sparse)
-    m = SML(alpha=0.05, mu=1e-2, max_iter=30).fit(X, triplets=t)
+    m = SML(preprocessing=None, alpha=0.05, mu=1e-2, max_iter=30).fit(X, triplets=t)
     assert np.isclose(m.objective(X, t), _f_loop(X, t, m.M_, 0.05), rtol=1e-12)
     assert np.isclose(m.history_["objective"][-1], _f_loop(X, t, m.M_, 0.05), rtol=1e-10)
 
@@ -125,9 +125,9 @@ def test_smooth_converges_faster_than_subgradient():
     subgradient method (best step of a grid) is slower."""
     X, t = _data(seed=5, d=3, m=30)
     gamma = 0.1
-    ref = SML(alpha=gamma, mu=1e-3, max_iter=3000, tol=None).fit(X, triplets=t)
-    sm = SML(alpha=gamma, mu=1e-2, max_iter=400, tol=None).fit(X, triplets=t)
-    gds = [SML(alpha=gamma, solver="subgradient", eta0=e, max_iter=400,
+    ref = SML(preprocessing=None, alpha=gamma, mu=1e-3, max_iter=3000, tol=None).fit(X, triplets=t)
+    sm = SML(preprocessing=None, alpha=gamma, mu=1e-2, max_iter=400, tol=None).fit(X, triplets=t)
+    gds = [SML(preprocessing=None, alpha=gamma, solver="subgradient", eta0=e, max_iter=400,
                tol=None).fit(X, triplets=t)
            for e in (0.01, 0.05, 0.2)]
     fstar = min(min(m.history_["objective"]) for m in [ref, sm] + gds)
@@ -138,7 +138,7 @@ def test_smooth_converges_faster_than_subgradient():
     assert 400 * es[399] <= 50 * es[49]
     assert es[99] < eg[99] and es[399] < eg[399]
     # the paper's conservative L (no line search) still converges, more slowly
-    slow = SML(alpha=gamma, mu=1e-2, max_iter=400, tol=None, line_search=False).fit(X, triplets=t)
+    slow = SML(preprocessing=None, alpha=gamma, mu=1e-2, max_iter=400, tol=None, line_search=False).fit(X, triplets=t)
     assert slow.lipschitz_final_ == slow.lipschitz_ > sm.lipschitz_final_
     assert slow.history_["objective"][-1] - fstar < 0.5 * (slow.history_["objective"][49] - fstar)
 
@@ -149,7 +149,7 @@ def test_smooth_converges_faster_than_subgradient():
 def test_M_is_psd_with_bounded_trace_and_rank(solver):
     X, t = _data(seed=6, d=5)
     gamma = 0.05
-    m = SML(alpha=gamma, solver=solver, mu=1e-2, eta0=0.01, max_iter=200).fit(X, triplets=t)
+    m = SML(preprocessing=None, alpha=gamma, solver=solver, mu=1e-2, eta0=0.01, max_iter=200).fit(X, triplets=t)
     ev = np.linalg.eigvalsh(m.M_)
     assert ev.min() > -1e-10
     assert np.trace(m.M_) <= np.sqrt(len(t) / gamma) + 1e-9
@@ -157,20 +157,23 @@ def test_M_is_psd_with_bounded_trace_and_rank(solver):
     np.testing.assert_allclose(m.components_.T @ m.components_, m.M_,
                                atol=1e-5 * np.abs(m.M_).max())
     assert m.transform(X).shape == (X.shape[0], m.rank_)
+    # history_ records the rank of every iterate; the last one is rank_
+    assert all(r == int(r) and 0 <= r <= 5 for r in m.history_["rank"])
+    assert m.history_["rank"][-1] == m.rank_
 
 
 # (short budgets: convergence is not what these tests check)
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_large_gamma_gives_lower_rank():
     X, t = _data(seed=7, d=6, m=60)
-    r = [SML(alpha=g, mu=1e-2, max_iter=300).fit(X, triplets=t).rank_
+    r = [SML(preprocessing=None, alpha=g, mu=1e-2, max_iter=300).fit(X, triplets=t).rank_
          for g in (1e-3, 10.0)]
     assert r[1] <= r[0] and r[1] >= 1
 
 
 def test_duality_gap_is_nonnegative_and_shrinks():
     X, t = _data(seed=8, d=4)
-    m = SML(alpha=0.1, mu=1e-2, max_iter=300, tol=None).fit(X, triplets=t)
+    m = SML(preprocessing=None, alpha=0.1, mu=1e-2, max_iter=300, tol=None).fit(X, triplets=t)
     g = np.array(m.history_["gap"])
     assert np.all(g >= -1e-8)
     assert g[-1] < 0.2 * g[0]
@@ -181,7 +184,7 @@ def test_duality_gap_is_nonnegative_and_shrinks():
 def test_knn_sampling_and_label_fit():
     X, t = _data(seed=9)
     y = np.arange(X.shape[0]) % 3
-    m = SML(sampling="knn", n_triplets=50, max_iter=20, random_state=0).fit(X, y)
+    m = SML(preprocessing=None, sampling="knn", n_triplets=50, max_iter=20, random_state=0).fit(X, y)
     assert m.rank_ >= 1
 
 
@@ -196,7 +199,7 @@ def test_knn_sampling_and_label_fit():
 def test_bad_parameters(params, err, msg):
     X, t = _data()
     with pytest.raises(err, match="SML: " + msg):
-        SML(**params).fit(X, triplets=t)
+        SML(preprocessing=None, **params).fit(X, triplets=t)
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -227,7 +230,7 @@ from sklearn.datasets import load_iris
 from tripletml import SML
 X, y = load_iris(return_X_y=True)
 try:
-    SML(random_state=0).fit(X * 1e76, y)
+    SML(preprocessing=None, random_state=0).fit(X * 1e76, y)
 except FloatingPointError as e:
     print("FloatingPointError:", e)
 """
@@ -255,9 +258,9 @@ def test_overflowing_features_stop_with_advice(scale):
     X, t = _data()
     with pytest.raises(FloatingPointError, match=r"SML: training diverged .*not finite.*scale "
                                                  r"the features down"):
-        SML().fit(X * scale, triplets=t)
+        SML(preprocessing=None).fit(X * scale, triplets=t)
     with pytest.raises(FloatingPointError, match="SML: training diverged"):
-        SML(solver="subgradient").fit(X * scale, triplets=t)
+        SML(preprocessing=None, solver="subgradient").fit(X * scale, triplets=t)
 
 
 def test_knn_sampling_refuses_features_whose_squares_overflow():
@@ -265,16 +268,16 @@ def test_knn_sampling_refuses_features_whose_squares_overflow():
     y = np.arange(X.shape[0]) % 3
     with pytest.raises(FloatingPointError, match="SML: the features are too large for k-NN "
                                                  "sampling"):
-        SML(sampling="knn").fit(X * 1e155, y)
+        SML(preprocessing=None, sampling="knn").fit(X * 1e155, y)
     with pytest.raises(FloatingPointError, match="SML: the features are too large"):
-        SML(sampling="knn").fit(sp.csr_matrix(X * 1e160), y)
+        SML(preprocessing=None, sampling="knn").fit(sp.csr_matrix(X * 1e160), y)
 
 
 def test_huge_alpha_gives_the_zero_metric():
     """alpha = 1e300 (radius sqrt(T / alpha) ~ 1e-149) raised an IndexError
     in solve_lemma3; M is now feasible (tr M <= radius), i.e. zero."""
     X, t = _data()
-    m = SML(alpha=1e300).fit(X, triplets=t)
+    m = SML(preprocessing=None, alpha=1e300).fit(X, triplets=t)
     assert np.trace(m.M_) <= np.sqrt(len(t) / 1e300) and np.linalg.eigvalsh(m.M_).min() >= 0
     assert m.rank_ == 0 and m.transform(X).shape == (X.shape[0], 0)
     assert np.isclose(m.objective(X, t), _f_loop(X, t, m.M_, 1e300), rtol=1e-12)
@@ -302,13 +305,13 @@ def test_a_blow_up_of_the_subgradient_method_stops_with_advice():
     X, t = _data()
     with pytest.raises(FloatingPointError, match=r"SML: training diverged \(loss .* more than "
                                                  r"1000 times .*\); lower eta0"):
-        SML(solver="subgradient", eta0=1e3, max_iter=50).fit(X, triplets=t)
+        SML(preprocessing=None, solver="subgradient", eta0=1e3, max_iter=50).fit(X, triplets=t)
 
 
 # ---------------------------------------------------------------- stopping
 def test_tol_stops_at_the_first_small_change_or_gap():
     X, t = _data(seed=10)
-    m = SML(alpha=0.1, mu=1e-2, tol=1e-3, max_iter=2000).fit(X, triplets=t)
+    m = SML(preprocessing=None, alpha=0.1, mu=1e-2, tol=1e-3, max_iter=2000).fit(X, triplets=t)
     f, g = np.array(m.history_["objective"]), np.array(m.history_["gap"])
     crit = np.minimum(g / np.abs(f), np.r_[np.inf, np.abs(np.diff(f)) / np.abs(f[1:])])
     assert m.stop_reason_ == "tol" and m.n_iter_ == len(f) < 2000
@@ -322,11 +325,11 @@ def test_convergence_warning_and_fixed_budget():
     X, t = _data()
     for solver in ("smooth", "subgradient"):
         with pytest.warns(ConvergenceWarning, match=r"SML: stopped at max_iter=3 .*tol=1e-12"):
-            m = SML(solver=solver, tol=1e-12, max_iter=3).fit(X, triplets=t)
+            m = SML(preprocessing=None, solver=solver, tol=1e-12, max_iter=3).fit(X, triplets=t)
         assert (m.stop_reason_, m.n_iter_) == ("max_iter", 3)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            m = SML(solver=solver, tol=None, max_iter=3).fit(X, triplets=t)
+            m = SML(preprocessing=None, solver=solver, tol=None, max_iter=3).fit(X, triplets=t)
         assert (m.stop_reason_, m.n_iter_) == ("max_iter", 3)
 
 
@@ -338,14 +341,15 @@ def test_convergence_warning_and_fixed_budget():
 def test_more_bad_parameters(params, err, msg):
     X, t = _data()
     with pytest.raises(err, match="SML: " + msg):
-        SML(**params).fit(X, triplets=t)
+        SML(preprocessing=None, **params).fit(X, triplets=t)
 
 
 def test_every_fitted_array_is_declared():
     X, t = _data()
-    m = SML(max_iter=5, tol=None).fit(X, triplets=t)
+    m = SML(preprocessing=None, max_iter=5, tol=None).fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
-    assert arrays == set(SML._fitted_arrays) == {"M_", "components_"}
+    from tripletml.base import PREPROCESSING_ARRAYS
+    assert arrays == set(SML._fitted_arrays) - set(PREPROCESSING_ARRAYS) == {"M_", "components_"}
     assert SML._fitted_arrays["M_"].shape == ("d", "d")
     assert SML._fitted_arrays["components_"].shape == ("rank_", "d")
 
@@ -363,7 +367,7 @@ def test_reproduction_refuses_unknown_data_sets_before_writing(tmp_path):
        solver=st.sampled_from(["smooth", "subgradient"]), mu=st.floats(1e-2, 10.0))
 def test_M_is_psd_on_random_problems(seed, d, alpha, solver, mu):
     X, t = _data(seed=seed % 1000, n=15, d=d, m=25)
-    m = SML(alpha=alpha, mu=mu, solver=solver, eta0=1e-2, max_iter=20, tol=None).fit(
+    m = SML(preprocessing=None, alpha=alpha, mu=mu, solver=solver, eta0=1e-2, max_iter=20, tol=None).fit(
         X, triplets=t)
     scale = max(1.0, float(np.abs(m.M_).max()))
     assert np.linalg.eigvalsh(m.M_).min() >= -1e-10 * scale

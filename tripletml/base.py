@@ -17,6 +17,15 @@ inner product (``embedding_similarity == "inner_product"``) or minus squared
 Euclidean distance (``"neg_squared_l2"``) is the learned similarity, so a
 nearest-neighbour index (:mod:`tripletml.index`) can search with it.
 
+Every triplet learner has a ``preprocessing`` parameter (see
+:mod:`tripletml.preprocessing`): ``fit`` fits centring / standardisation /
+whitening statistics on the training X and runs the solver on the
+preprocessed rows; every method that takes X applies the same map first.
+The learned matrices (``W_``, ``M_``, ``components_``,
+``get_bilinear_matrix()``) therefore live in the preprocessed coordinates,
+and ``similarity(X)`` on raw X equals the solver's similarity on the
+preprocessed X.
+
 ``fit(X, y=None, *, triplets=None)`` samples ``n_triplets`` random class
 triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 ``(m, 3)`` triplet index array is given, in which case ``y`` is ignored.
@@ -33,6 +42,8 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
+from .preprocessing import (apply_preprocessing, check_preprocessing, fit_preprocessing,
+                            resolve_preprocessing)
 from ._validation import check_random_state, check_triplets, check_X
 from .linalg import rowwise_dot
 from .triplets import random_class_triplets
@@ -171,16 +182,83 @@ class LearnerBase(BaseEstimator):
         check_fitted_arrays(self)
 
 
+#: the fitted preprocessing statistics every triplet learner may hold
+#: (see :mod:`tripletml.preprocessing`), merged into each subclass's
+#: ``_fitted_arrays``
+PREPROCESSING_ARRAYS: dict[str, ArraySpec] = {
+    "preprocessing_mean_": ArraySpec(("d",), optional=True),
+    "preprocessing_scale_": ArraySpec(("d",), optional=True),
+    "preprocessing_whitener_": ArraySpec(("d", "d"), optional=True),
+}
+#: which statistics each resolved mode stores
+_PREP_KEYS = {None: (), "center": ("mean",), "standardize": ("mean", "scale"),
+              "whiten": ("mean", "whitener")}
+
+
 class TripletLearner(LearnerBase):
-    """Base class of the triplet learners: validation, triplet handling and
-    scoring.
+    """Base class of the triplet learners: validation, preprocessing, triplet
+    handling and scoring.
 
     Subclasses implement ``_fit(X, triplets, rng)`` and the similarity
-    primitives of their mixin.
+    primitives of their mixin; they receive X already preprocessed (see
+    :mod:`tripletml.preprocessing`) and never see the raw rows.  Subclasses
+    store the ``preprocessing`` parameter; ``_fitted_arrays`` of every
+    subclass is extended with :data:`PREPROCESSING_ARRAYS`.
     """
 
     #: whether fit needs supervision (labels or triplets)
     _needs_triplets: bool = True
+    _fitted_arrays: ClassVar[dict[str, ArraySpec]] = dict(PREPROCESSING_ARRAYS)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # the declarations found through the MRO (a mixin's included)
+        cls._fitted_arrays = {**cls._fitted_arrays, **PREPROCESSING_ARRAYS}
+
+    # --------------------------------------------------------- preprocessing
+    def _reset_fitted(self) -> None:
+        super()._reset_fitted()
+        self._clear_preprocessing()
+
+    def _clear_preprocessing(self) -> None:
+        for name in PREPROCESSING_ARRAYS:
+            if name in vars(self):
+                delattr(self, name)
+        if "preprocessing_" in vars(self):
+            del self.preprocessing_
+
+    def _fit_preprocessing(self, X) -> None:
+        """Resolve ``preprocessing`` on the training X and store the fitted
+        mode (``preprocessing_``) and statistics."""
+        self._clear_preprocessing()
+        mode = resolve_preprocessing(getattr(self, "preprocessing", None), X, self)
+        stats = fit_preprocessing(mode, X, self)
+        self.preprocessing_ = mode
+        for key, value in stats.items():
+            setattr(self, f"preprocessing_{key}_", value)
+
+    def _preprocess(self, X):
+        """Apply the fitted preprocessing to validated X (unchanged when none)."""
+        return apply_preprocessing(X, getattr(self, "preprocessing_mean_", None),
+                                   getattr(self, "preprocessing_scale_", None),
+                                   getattr(self, "preprocessing_whitener_", None))
+
+    def _check_loaded(self) -> None:
+        check_preprocessing(getattr(self, "preprocessing", None), self)
+        if "preprocessing_" not in vars(self):
+            present = [n for n in PREPROCESSING_ARRAYS if n in vars(self)]
+            if present:
+                raise ValueError(f"{present} are stored without preprocessing_")
+            self.preprocessing_ = None        # a file of tripletml <= 0.x before #14
+        mode = self.preprocessing_
+        if mode not in _PREP_KEYS:
+            raise ValueError(f"preprocessing_={mode!r} is not a fitted preprocessing mode")
+        want = {f"preprocessing_{k}_" for k in _PREP_KEYS[mode]}
+        have = {n for n in PREPROCESSING_ARRAYS if n in vars(self)}
+        if want != have:
+            raise ValueError(f"preprocessing_={mode!r} needs the arrays {sorted(want)}, "
+                             f"the model holds {sorted(have)}")
+        super()._check_loaded()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -191,8 +269,11 @@ class TripletLearner(LearnerBase):
     def _prepare_fit(self, X, y=None, triplets=None):
         """Validate inputs, sample triplets; returns (X, triplets, rng)."""
         self._validate_params()
+        check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
         rng = check_random_state(getattr(self, "random_state", None), self)
+        self._fit_preprocessing(X)
+        X = self._preprocess(X)
         if not self._needs_triplets:
             return X, None, rng
         if triplets is not None:
@@ -237,7 +318,9 @@ class TripletLearner(LearnerBase):
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):
-        return self._validate_X(X, reset=False, name=name, accept_sparse=True)
+        """Validated and preprocessed X (what the fitted solver expects)."""
+        X = self._validate_X(X, reset=False, name=name, accept_sparse=True)
+        return self._preprocess(X)
 
     def pair_score(self, X1, X2) -> np.ndarray:
         """Row-wise similarity ``S(X1[i], X2[i])`` (higher = more similar)."""
@@ -276,7 +359,7 @@ class TripletLearner(LearnerBase):
         """Leave-one-out mean average precision of retrieval within X."""
         from .metrics import evaluate_retrieval
 
-        X = self._check_fitted_X(X)
+        X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
 
@@ -479,7 +562,9 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         check_is_fitted(self)
 
         def metric(u, v):
-            diff = self._transform(np.atleast_2d(np.asarray(u, float) - np.asarray(v, float)))
+            pre = getattr(self, "_preprocess", lambda x: x)
+            u2, v2 = (pre(np.atleast_2d(np.asarray(w, float))) for w in (u, v))
+            diff = self._transform(u2 - v2)
             d2 = float(np.sum(np.asarray(diff) ** 2))
             return d2 if squared else float(np.sqrt(d2))
 

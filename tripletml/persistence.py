@@ -18,7 +18,10 @@ Loading trusts nothing in the file:
   zip entry's before its data is read, so a member cannot inflate beyond the
   shape it declares; then finiteness and integer bounds are checked;
 * the parameters go through the learner's own ``_validate_params`` and the
-  whole model through ``_check_loaded``;
+  whole model through ``_check_loaded``; a triplet learner's fitted
+  preprocessing (``preprocessing_`` and its statistics, plain arrays) is
+  checked there too.  A file written before the ``preprocessing`` parameter
+  existed loads as ``preprocessing=None`` (raw features);
 * RecursionError, MemoryError, NotImplementedError, AttributeError (and other
   errors of odd files) become one ``ValueError`` naming the file.
 
@@ -217,6 +220,9 @@ def _load(path: Path):
         if not isinstance(params, dict) or not isinstance(attrs, dict):
             raise _Refused(f"load_model: {path} has malformed metadata (params/attributes).")
         model = cls()
+        if "preprocessing" in model.get_params() and "preprocessing" not in params:
+            # written before preprocessing existed (issue 14): raw features
+            params = {**params, "preprocessing": None}
         unknown = set(params) - set(model.get_params())
         if unknown:
             raise _Refused(f"load_model: {path} sets unknown {cls.__name__} parameters "

@@ -56,6 +56,7 @@ from .._validation import check_random_state, check_scalar_param, check_triplets
 from ..base import History, TripletLearner
 from ..linalg.sparse_rows import as_csr
 from ..losses import triplet_hinge_array
+from ..preprocessing import check_preprocessing
 
 __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH"]
 
@@ -299,6 +300,10 @@ class OnlineTripletLearner(TripletLearner):
         X = check_X(X, self, accept_sparse=self._accepts_sparse,
                     n_features=None if first else self.n_features_in_)
         triplets = check_triplets(triplets, X.shape[0], self)
+        if first:    # the first call fits the preprocessing on its X
+            check_preprocessing(self.preprocessing, self)
+            self._fit_preprocessing(X)
+        X = self._preprocess(X)
         if first:
             self._init_model(X.shape[1], check_random_state(self.random_state, self))
             self.n_features_in_ = X.shape[1]
@@ -320,6 +325,7 @@ class OnlineTripletLearner(TripletLearner):
         except Exception:
             if first:  # a failed first call leaves the model unfitted
                 del self.n_features_in_
+                self._clear_preprocessing()
             raise
         self.history_ = hist.data
         self._finalize()

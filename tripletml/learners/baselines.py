@@ -16,14 +16,23 @@ class Euclidean(MahalanobisMixin, TripletLearner):
 
     ``fit(X, y=None)`` only records ``n_features_in_``; labels and triplets
     are accepted and ignored so the baseline drops into any pipeline.
-    ``transform`` is the identity (sparse input stays sparse).
+    ``transform`` is the identity (sparse input stays sparse) after the
+    preprocessing.
+
+    Parameters
+    ----------
+    preprocessing : {None, "auto", "standardize", "center", "whiten"}, default=None
+        Feature scaling fitted on the training X (see
+        :mod:`tripletml.preprocessing`).  The default ``None`` is the
+        baseline on raw features ("no learning"); ``"standardize"`` gives the
+        Euclidean distance of standardised features.
     """
 
     _needs_triplets = False
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
 
-    def __init__(self):
-        pass
+    def __init__(self, preprocessing=None):
+        self.preprocessing = preprocessing
 
     def _fit(self, X, triplets, rng):
         self.history_ = {"step": [0], "seconds": [0.0]}
@@ -39,13 +48,22 @@ class Euclidean(MahalanobisMixin, TripletLearner):
 
 
 class DotProduct(BilinearMixin, TripletLearner):
-    """Plain inner product ``x^T y`` (W = I); cosine for normalised rows."""
+    """Plain inner product ``x^T y`` (W = I); cosine for normalised rows.
+
+    Parameters
+    ----------
+    preprocessing : {None, "auto", "standardize", "center", "whiten"}, default=None
+        Feature scaling fitted on the training X (see
+        :mod:`tripletml.preprocessing`).  The default ``None`` is the
+        baseline on raw features ("no learning"); ``"standardize"`` gives the
+        inner product of standardised features.
+    """
 
     _needs_triplets = False
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
 
-    def __init__(self):
-        pass
+    def __init__(self, preprocessing=None):
+        self.preprocessing = preprocessing
 
     def _fit(self, X, triplets, rng):
         self.history_ = {"step": [0], "seconds": [0.0]}

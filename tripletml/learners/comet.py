@@ -78,6 +78,14 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     refactor_every : int or None, default=None
         Steps between exact refactorisations of W^-1, the Cholesky root and
         the cache of linear terms (None: d, once per epoch).
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -107,7 +115,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
 
     def __init__(self, alpha=1.0, beta=1e-3, loss="hinge", max_iter=5, tol=1e-4,
                  n_triplets=10000, step_fraction=0.5, eta0=1.0, refactor_every=None,
-                 random_state=None, verbose=0):
+                 preprocessing="auto", random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.loss = loss
@@ -117,6 +126,7 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         self.step_fraction = step_fraction
         self.eta0 = eta0
         self.refactor_every = refactor_every
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 
@@ -223,7 +233,7 @@ class SparseCOMET(COMET):
     Parameters
     ----------
     alpha, beta, loss, max_iter, n_triplets, step_fraction, refactor_every,
-    random_state, verbose
+    preprocessing, random_state, verbose
         As :class:`COMET`.
     group_alpha : float, default=1.0
         Group-lasso coefficient (lambda in eq. 7 and 8; >= 0).
@@ -253,7 +263,8 @@ class SparseCOMET(COMET):
 
     def __init__(self, alpha=1.0, beta=1e-3, loss="hinge", group_alpha=1.0, max_iter=5,
                  tol=1e-4, n_triplets=10000, eta0=1.0, step_fraction=0.5,
-                 refactor_every=None, random_state=None, verbose=0):
+                 refactor_every=None, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.loss = loss
@@ -264,6 +275,7 @@ class SparseCOMET(COMET):
         self.eta0 = eta0
         self.step_fraction = step_fraction
         self.refactor_every = refactor_every
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 

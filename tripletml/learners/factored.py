@@ -190,6 +190,14 @@ _DOC_COMMON = """
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
         relative to the previous pass.
+    preprocessing : {{"auto", "standardize", "center", "whiten"}} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -221,13 +229,15 @@ class FactoredGD(_FactoredBaseline):
     _method = _GD
 
     def __init__(self, rank=10, eta0=0.1, max_iter=1, n_triplets=100000, init="identity",
-                 tol=None, random_state=None, verbose=0):
+                 tol=None, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.init = init
         self.tol = tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 
@@ -236,13 +246,15 @@ class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
     def __init__(self, rank=10, C=0.1, max_iter=1, n_triplets=100000, init="identity",
-                 tol=None, random_state=None, verbose=0):
+                 tol=None, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.rank = rank
         self.C = C
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.init = init
         self.tol = tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 

@@ -78,6 +78,14 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
         relative to the previous pass.
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -120,7 +128,8 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
 
     def __init__(self, rank=10, eta0=0.1, max_iter=1, n_triplets=100000, batch_size=1,
                  algorithm="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
-                 tol=None, random_state=None, verbose=0):
+                 tol=None, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
@@ -131,6 +140,7 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
         self.pinv_check_every = pinv_check_every
         self.pinv_tol = pinv_tol
         self.tol = tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 

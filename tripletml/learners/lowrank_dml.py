@@ -94,6 +94,14 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     eval_every : int, default=10
         Iterations between records of the objective in ``history_`` (0: only
         at the end; the rank is recorded every iteration).
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -141,7 +149,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     def __init__(self, alpha=0.1, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
                  max_iter=500, tol=None, constraint="frobenius", tau=1.0, n_triplets=10000,
                  learning_rate="auto", push_weight=1.0, max_time=None, eval_every=10,
-                 random_state=None, verbose=0):
+                 preprocessing="auto", random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.solver = solver
         self.loss = loss
@@ -156,6 +165,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.push_weight = push_weight
         self.max_time = max_time
         self.eval_every = eval_every
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 

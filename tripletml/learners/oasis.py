@@ -64,6 +64,14 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         float: stop after the first pass whose mean hinge loss changed by
         less than ``tol`` relative to the previous pass (ConvergenceWarning
         if ``max_iter`` passes end first).
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
         Seeds triplet sampling and the step order.
     verbose : int, default=0
@@ -95,12 +103,14 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _advice = "lower C or scale the features down"
 
     def __init__(self, C=0.1, max_iter=1, n_triplets=10000, init="identity", tol=None,
-                 random_state=None, verbose=0):
+                 preprocessing="auto", random_state=None,
+                 verbose=0):
         self.C = C
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.init = init
         self.tol = tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 

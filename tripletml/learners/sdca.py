@@ -77,6 +77,14 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         after each pass) is at most ``tol``; a ConvergenceWarning when
         ``max_iter`` passes end first.  None: run all passes (the gap is
         still recorded).
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -139,13 +147,15 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     _criterion_name = "relative duality gap"
 
     def __init__(self, alpha=0.01, max_iter=10, n_triplets=10000, output="average",
-                 average_start=0.5, tol=1e-3, random_state=None, verbose=0):
+                 average_start=0.5, tol=1e-3, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.output = output
         self.average_start = average_start
         self.tol = tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 

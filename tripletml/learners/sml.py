@@ -72,6 +72,14 @@ class SML(MahalanobisMixin, TripletLearner):
     rank_tol : float, default=1e-6
         Eigenvalues below ``rank_tol * max eigenvalue`` do not count in
         ``rank_`` and ``components_``.
+    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -92,7 +100,8 @@ class SML(MahalanobisMixin, TripletLearner):
     history_ : dict of lists
         Per iteration: ``step``, ``seconds``, ``objective`` (eq. 4 at the
         primal iterate), ``gap`` (smooth solver: ``f(M^(t)) + phi(z^(t))``),
-        ``rank``.
+        ``rank`` (of the iterate M, counted as ``rank_``: eigenvalues above
+        ``rank_tol`` times the largest).
 
     Notes
     -----
@@ -109,7 +118,8 @@ class SML(MahalanobisMixin, TripletLearner):
 
     def __init__(self, alpha=1e-2, mu=1.0, solver="smooth", max_iter=1000, tol=1e-5,
                  n_triplets=1500, sampling="random", line_search=True, eta0=1e-2,
-                 rank_tol=1e-6, random_state=None, verbose=0):
+                 rank_tol=1e-6, preprocessing="auto", random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.mu = mu
         self.solver = solver
@@ -120,6 +130,7 @@ class SML(MahalanobisMixin, TripletLearner):
         self.line_search = line_search
         self.eta0 = eta0
         self.rank_tol = rank_tol
+        self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
 
@@ -176,7 +187,7 @@ class SML(MahalanobisMixin, TripletLearner):
                                          "lower eta0 (solver='subgradient') or scale the "
                                          "features down.")
             watch.update(f, f"iteration {it}")
-            hist.record(it, objective=f, gap=gap, rank=None)
+            hist.record(it, objective=f, gap=gap, rank=_rank(solver.M, self.rank_tol))
             criterion = self._criterion(hist.data["objective"], f, gap)
             if self.tol is not None and criterion <= self.tol:
                 reason = "tol"
@@ -203,6 +214,14 @@ class SML(MahalanobisMixin, TripletLearner):
         if len(obj) >= 2:
             crit = min(crit, abs(obj[-2] - f) / scale)
         return float(crit)
+
+
+def _rank(M: np.ndarray, rank_tol: float) -> int:
+    """Eigenvalues of the symmetric part of M above ``rank_tol`` times the
+    largest (0 when no eigenvalue is positive), as ``rank_``."""
+    ev = np.linalg.eigvalsh(0.5 * (M + M.T))
+    top = float(ev.max()) if ev.size else 0.0
+    return int(np.sum(ev > rank_tol * top)) if top > 0 else 0
 
 
 def _check_knn_scale(X) -> None:

@@ -96,12 +96,14 @@ def run_split(name, seed, n_triplets, max_iter, data_home=None, lam_fractions=LA
 
     record("Euclidean", Euclidean().fit(Xtr), 0.0, 0.0)
     t0 = time.perf_counter()
-    dense = COMET(max_iter=max_iter, tol=None, random_state=seed).fit(Xtr, triplets=t)
+    dense = COMET(preprocessing=None,
+                  max_iter=max_iter, tol=None, random_state=seed).fit(Xtr, triplets=t)
     record("dense COMET", dense, time.perf_counter() - t0, 1.0)
     lmax = _lam_max(Xtr, t)
     for f in lam_fractions:
         t0 = time.perf_counter()
-        m = SparseCOMET(group_alpha=f * lmax, max_iter=max_iter, tol=None, random_state=seed)
+        m = SparseCOMET(preprocessing=None,
+                        group_alpha=f * lmax, max_iter=max_iter, tol=None, random_state=seed)
         m.fit(Xtr, triplets=t)
         record("sparse COMET", m, time.perf_counter() - t0, m.density_, f"{f:g} lam_max")
     return out

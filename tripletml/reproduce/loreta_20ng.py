@@ -68,11 +68,11 @@ def _job(method: str, seed: int, rank: int, n_features: int, param: float, n_ste
     Xtr, ytr, Xte, yte = _split_features(seed, n_features, data_home, validation)
     t = random_class_triplets(ytr, n_steps, random_state=seed)
     if method == "loreta":
-        model = LORETA(rank=rank, eta0=param, random_state=seed)
+        model = LORETA(preprocessing=None, rank=rank, eta0=param, random_state=seed)
     elif method == "pa":
-        model = IterativePA(rank=rank, C=param, random_state=seed)
+        model = IterativePA(preprocessing=None, rank=rank, C=param, random_state=seed)
     elif method == "oasis":
-        model = OASIS(C=param, random_state=seed)
+        model = OASIS(preprocessing=None, C=param, random_state=seed)
     else:
         return {"map": _map(DotProduct().fit(Xtr), Xte, yte), "seconds": 0.0, "curve": []}
     chunks = max(1, curve_points)

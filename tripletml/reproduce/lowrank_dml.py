@@ -80,7 +80,8 @@ def load(name: str, data_home=None, seed: int = 0):
 
 
 def _fit(X, t, solver, lam, c, max_iter, max_time=None, eval_every=10, seed=0):
-    m = LowRankDML(solver=solver, alpha=lam, eta0=c, max_iter=max_iter, max_time=max_time,
+    m = LowRankDML(preprocessing=None,
+                   solver=solver, alpha=lam, eta0=c, max_iter=max_iter, max_time=max_time,
                    eval_every=eval_every, random_state=seed)
     t0 = time.perf_counter()
     m.fit(X, triplets=t)

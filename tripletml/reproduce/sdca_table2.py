@@ -86,10 +86,12 @@ def run_split(name: str, seed: int, scale: bool = False, data_home=None) -> dict
     ytr, yte = y[tr], y[te]
 
     def sdca(lam):
-        return SDCA(alpha=lam, n_triplets=N_TRIPLETS, max_iter=N_EPOCHS, random_state=seed)
+        return SDCA(preprocessing=None,
+                    alpha=lam, n_triplets=N_TRIPLETS, max_iter=N_EPOCHS, random_state=seed)
 
     def oasis(C):
-        return OASIS(C=C, n_triplets=N_TRIPLETS, max_iter=N_EPOCHS, random_state=seed)
+        return OASIS(preprocessing=None,
+                     C=C, n_triplets=N_TRIPLETS, max_iter=N_EPOCHS, random_state=seed)
 
     lam, scores = _select(sdca, LAMBDAS, Xtr, ytr, seed)
     C, _ = _select(oasis, C_GRID, Xtr, ytr, seed)
@@ -102,7 +104,8 @@ def run_split(name: str, seed: int, scale: bool = False, data_home=None) -> dict
     t0 = time.perf_counter()
     m_oasis = oasis(C).fit(Xtr, ytr)
     t_oasis = time.perf_counter() - t0
-    m_oasis1 = OASIS(C=0.1, n_triplets=N_TRIPLETS, max_iter=1, random_state=seed).fit(Xtr, ytr)
+    m_oasis1 = OASIS(preprocessing=None,
+                     C=0.1, n_triplets=N_TRIPLETS, max_iter=1, random_state=seed).fit(Xtr, ytr)
     return {"eucl": _map(Euclidean().fit(Xtr), Xte, yte), "oasis_1pass": _map(m_oasis1, Xte, yte),
             "oasis_tuned": _map(m_oasis, Xte, yte),
             "sdca": _map(m_sdca, Xte, yte),
@@ -126,8 +129,8 @@ def convergence_curves(name: str = "vehicle", lam: float = 0.0025, C: float = 0.
     rng = np.random.default_rng(seed)
     t = random_class_triplets(y, N_TRIPLETS, random_state=rng)
     stream = rng.integers(0, N_TRIPLETS, size=n_steps)
-    sdca = SDCA(alpha=lam, n_triplets=N_TRIPLETS, output="last")
-    oasis = OASIS(C=C)
+    sdca = SDCA(preprocessing=None, alpha=lam, n_triplets=N_TRIPLETS, output="last")
+    oasis = OASIS(preprocessing=None, C=C)
     for s in range(0, n_steps, chunk):
         ids = stream[s:s + chunk]
         sdca.partial_fit(X, t[ids], triplet_ids=ids)

@@ -65,11 +65,14 @@ def _xnorm(X, t):
 
 def _model(method, reg, X, t, max_iter, seed):
     if method == "SML":
-        return SML(alpha=reg, mu=SMOOTH_MU, max_iter=max_iter, tol=1e-6, random_state=seed)
+        return SML(preprocessing=None,
+                   alpha=reg, mu=SMOOTH_MU, max_iter=max_iter, tol=1e-6, random_state=seed)
     if method == "SMLgd":
-        return SML(alpha=reg, solver="subgradient", eta0=1.0 / _xnorm(X, t), max_iter=max_iter,
+        return SML(preprocessing=None,
+                   alpha=reg, solver="subgradient", eta0=1.0 / _xnorm(X, t), max_iter=max_iter,
                    tol=1e-6, random_state=seed)
-    return LowRankDML(alpha=reg, constraint=None, eta0=1.0, batch_size=100, max_iter=max_iter,
+    return LowRankDML(preprocessing=None,
+                      alpha=reg, constraint=None, eta0=1.0, batch_size=100, max_iter=max_iter,
                       eval_every=0, random_state=seed)
 
 

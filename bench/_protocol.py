@@ -1,0 +1,80 @@
+"""The defaults protocol, importable by any bench script (public names only).
+
+For one data set and seed: a stratified 70/30 split
+(``train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)``),
+``fit`` on the training part (timed with ``time.perf_counter``), and the
+test-vs-test retrieval mAP ``tripletml.metrics.evaluate_retrieval(model, Xte,
+yte)["map"]`` (each test row queries the other test rows).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+import tripletml
+from tripletml import datasets
+from tripletml.metrics import evaluate_retrieval
+
+__all__ = ["DEFAULT_SETS", "BASELINES", "triplet_learners", "load_set", "split",
+           "fit_timed", "retrieval_map", "run_one"]
+
+#: the shipped data sets of issue 14 (LIBSVM sets as stored: CSR)
+DEFAULT_SETS = ("vehicle", "vowel", "svmguide4", "segment", "letter", "balance-scale",
+                "ionosphere", "iris", "wine", "digits")
+#: the no-learning baselines every learner is compared with
+BASELINES = ("Euclidean", "DotProduct")
+
+
+def triplet_learners() -> dict[str, type]:
+    """Every public triplet learner class of tripletml, by name, in the
+    order of ``tripletml.__all__`` (baselines first)."""
+    out = {}
+    for name in tripletml.__all__:
+        obj = getattr(tripletml, name, None)
+        if (isinstance(obj, type) and issubclass(obj, tripletml.TripletLearner)
+                and obj is not tripletml.TripletLearner):
+            out[name] = obj
+    return out
+
+
+def load_set(name: str):
+    """``(X, y)`` of a registered data set (``tripletml.datasets.load``)."""
+    b = datasets.load(name)
+    return b.data, np.asarray(b.target)
+
+
+def split(X, y, seed: int):
+    """The stratified 70/30 split of the protocol: ``Xtr, Xte, ytr, yte``."""
+    return train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
+
+
+def fit_timed(model, X, y) -> float:
+    """Fit ``model`` on ``(X, y)``; the wall-clock seconds of ``fit``
+    (ConvergenceWarnings silenced: the defaults are what is measured)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        model.fit(X, y)
+        return time.perf_counter() - t0
+
+
+def retrieval_map(model, X, y) -> float:
+    """Test-vs-test retrieval mAP of a fitted model."""
+    return float(evaluate_retrieval(model, X, y)["map"])
+
+
+def run_one(make: Callable[[int], Any], X, y, seed: int) -> dict:
+    """Split with ``seed``, fit ``make(seed)``, measure: ``{"map", "seconds",
+    "error"}`` (``error``: the message when fit or scoring raised)."""
+    Xtr, Xte, ytr, yte = split(X, y, seed)
+    model = make(seed)
+    try:
+        secs = fit_timed(model, Xtr, ytr)
+        return {"map": retrieval_map(model, Xte, yte), "seconds": secs, "error": None}
+    except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        return {"map": float("nan"), "seconds": float("nan"),
+                "error": f"{type(exc).__name__}: {exc}"[:200]}
