@@ -28,7 +28,8 @@ __all__ = [
     "AutoSimilarity", "load_model", "datasets", "metrics", "triplets", "__version__",
 ]
 
-_SUBMODULES = {"datasets", "metrics", "triplets", "linalg", "reproduce", "cli"}
+_SUBMODULES = {"datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
+               "index", "neighbors", "plot", "cluster", "sharded", "streaming"}
 
 
 def __getattr__(name):  # lazy submodules: `tripletml.datasets.load(...)`

@@ -46,6 +46,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from .preprocessing import PREPROCESSING_MODES
 from ._validation import check_scalar_param, check_X
 
 __all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES"]
@@ -68,46 +69,6 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
      "budget": ("max_iter", 300)},
 )
 
-_PREP_MODES = (None, "center", "standardize", "whiten")
-
-
-# --------------------------------------------------------------------------
-# preprocessing applied by AutoSimilarity itself, only for a learner without
-# a ``preprocessing`` parameter (before that parameter existed)
-# --------------------------------------------------------------------------
-def _fit_prep(mode: Optional[str], X) -> Optional[dict]:
-    if mode is None:
-        return None
-    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
-    mean = X.mean(axis=0)
-    out = {"mean": mean, "scale": None, "whitener": None}
-    Xc = X - mean
-    if mode == "standardize":
-        s = Xc.std(axis=0)
-        s[s <= 10 * np.finfo(float).eps * np.maximum(np.abs(mean), 1.0)] = 1.0
-        out["scale"] = s
-    elif mode == "whiten":
-        C = Xc.T @ Xc / max(X.shape[0] - 1, 1)
-        w, U = np.linalg.eigh(C)
-        keep = w > 1e-10 * max(w.max(), 0.0)
-        f = np.zeros_like(w)
-        f[keep] = 1.0 / np.sqrt(w[keep])
-        out["whitener"] = (U * f) @ U.T
-    return out
-
-
-def _apply_prep(prep: Optional[dict], X):
-    if prep is None:
-        return X
-    X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=float)
-    Z = X - prep["mean"]
-    if prep["scale"] is not None:
-        Z = Z / prep["scale"]
-    if prep["whitener"] is not None:
-        Z = Z @ prep["whitener"]
-    return Z
-
-
 # --------------------------------------------------------------------------
 # candidates
 # --------------------------------------------------------------------------
@@ -120,7 +81,6 @@ class _Candidate:
         self.params = params                # including "preprocessing" when given
         self.budget = budget                # (param, full) or None
         has = template.get_params()
-        self.native_prep = "preprocessing" in has
         self.prep = params.get("preprocessing") if "preprocessing" in params else None
         self.warm = (budget is not None and budget[0] == "n_triplets"
                      and hasattr(template, "partial_fit")
@@ -129,8 +89,6 @@ class _Candidate:
     def make(self, budget_value: Optional[int], seed: int):
         est = clone(self.template)
         p = dict(self.params)
-        if not self.native_prep:
-            p.pop("preprocessing", None)
         if self.budget is not None:
             p[self.budget[0]] = budget_value
         if "random_state" in est.get_params():
@@ -184,14 +142,14 @@ def _expand_candidates(candidates) -> list[_Candidate]:
         if not isinstance(grid, dict):
             raise TypeError(f"{_WHO}: {where}['grid'] must be a dict of lists.")
         for k, v in grid.items():
-            if k == "preprocessing":
-                bad = [m for m in v if m not in _PREP_MODES]
-                if bad:
-                    raise ValueError(f"{_WHO}: {where}: preprocessing values {bad} are not "
-                                     f"among {list(_PREP_MODES)}.")
-            elif k not in has:
+            if k not in has:
                 raise ValueError(f"{_WHO}: {where}: {name} has no parameter {k!r}; its "
                                  f"parameters: {', '.join(has) or 'none'}.")
+            if k == "preprocessing":
+                bad = [m for m in v if m not in PREPROCESSING_MODES]
+                if bad:
+                    raise ValueError(f"{_WHO}: {where}: preprocessing values {bad} are not "
+                                     f"among {list(PREPROCESSING_MODES)}.")
             if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") or len(list(v)) == 0:
                 raise TypeError(f"{_WHO}: {where}['grid'][{k!r}] must be a non-empty list "
                                 "of values.")
@@ -237,8 +195,8 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
         t0 = time.perf_counter()
         X_fit, y_fit, X_val, y_val = X[fit_idx], y[fit_idx], X[val_idx], y[val_idx]
         try:
-            prep = None if cand.native_prep else _fit_prep(cand.prep, X_fit)
-            Z_fit, Z_val = _apply_prep(prep, X_fit), _apply_prep(prep, X_val)
+            # the learner fits its own preprocessing (if any) on the fit items
+            Z_fit, Z_val = X_fit, X_val
             if cand.warm and previous is not None:
                 # warm start: continue last round's model on the extra triplets,
                 # sampled among the fit items only
@@ -317,9 +275,8 @@ class AutoSimilarity(BaseEstimator):
     Attributes
     ----------
     best_estimator_ : learner
-        The winner refitted on all rows (when AutoSimilarity applied the
-        preprocessing itself, the learner works on preprocessed rows; use the
-        AutoSimilarity methods, which apply it).
+        The winner refitted on all rows; its ``preprocessing`` (a learner
+        parameter) is part of it, so it works on raw features.
     best_params_ : dict
         ``{"learner": name, **parameters, budget parameter: value}``.
     best_score_ : float
@@ -548,12 +505,9 @@ class AutoSimilarity(BaseEstimator):
         cand = cands[win]
         t0 = time.perf_counter()
         seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
-        prep = None if cand.native_prep else _fit_prep(cand.prep, X)
         model = cand.make(win_budget, seed)
-        model.fit(_apply_prep(prep, X), y)
+        model.fit(X, y)
         self.refit_time_ = time.perf_counter() - t0
-        self._prep = prep
-        self.preprocessing_applied_ = prep is not None
         self.best_estimator_ = model
         self.best_params_ = cand.describe(win_budget)
         self.best_score_ = last_scores[win]
@@ -612,28 +566,17 @@ class AutoSimilarity(BaseEstimator):
         check_is_fitted(self, "best_estimator_")
         return self.best_estimator_
 
-    def _pre(self, X):
-        check_is_fitted(self, "best_estimator_")
-        if self._prep is None:
-            return X
-        X = check_X(X, _WHO, accept_sparse=True)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"{_WHO}: X has {X.shape[1]} features, but AutoSimilarity is "
-                             f"expecting {self.n_features_in_} features as input.")
-        return _apply_prep(self._prep, X)
-
     def similarity(self, X, Y=None) -> np.ndarray:
         """Similarity matrix of the winner (higher = more similar)."""
-        return self._best().similarity(self._pre(X), None if Y is None
-                                               else self._pre(Y))
+        return self._best().similarity(X, Y)
 
     def pair_score(self, X1, X2) -> np.ndarray:
         """Row-wise similarity ``S(X1[i], X2[i])`` of the winner."""
-        return self._best().pair_score(self._pre(X1), self._pre(X2))
+        return self._best().pair_score(X1, X2)
 
     def decision_function(self, X, triplets) -> np.ndarray:
         """``S(q, p+) - S(q, p-)`` per triplet, from the winner."""
-        return self._best().decision_function(self._pre(X), triplets)
+        return self._best().decision_function(X, triplets)
 
     def score(self, X, y) -> float:
         """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""
@@ -648,15 +591,15 @@ class AutoSimilarity(BaseEstimator):
     @available_if(_winner_has_transform)
     def transform(self, X) -> np.ndarray:
         """The winner's embedding (available when the winner has ``transform``)."""
-        return self._best().transform(self._pre(X))
+        return self._best().transform(X)
 
     def embed_queries(self, X) -> np.ndarray:
         """Query embedding of the winner (see ``embedding_similarity``)."""
-        return self._best().embed_queries(self._pre(X))
+        return self._best().embed_queries(X)
 
     def embed_database(self, X) -> np.ndarray:
         """Database embedding of the winner."""
-        return self._best().embed_database(self._pre(X))
+        return self._best().embed_database(X)
 
     @property
     def embedding_similarity(self) -> str:
@@ -682,21 +625,8 @@ class AutoSimilarity(BaseEstimator):
         with :meth:`search_summary` as its fitted attribute ``auto_search_``;
         :func:`tripletml.load_model` returns that learner.
 
-        Raises
-        ------
-        ValueError
-            When AutoSimilarity applied the winner's preprocessing itself (a
-            learner without a ``preprocessing`` parameter): the learner file
-            could not hold it.
         """
         check_is_fitted(self, "best_estimator_")
-        if self._prep is not None:
-            raise ValueError(
-                f"{_WHO}: the winner ({self.best_params_['learner']}) uses preprocessing="
-                f"{self.best_params_.get('preprocessing')!r} applied by AutoSimilarity "
-                "because the learner has no preprocessing parameter; such a model cannot be "
-                "saved as a learner file. Race candidates without preprocessing, or use a "
-                "tripletml whose learners have the preprocessing parameter.")
         model = copy.copy(self.best_estimator_)
         model.auto_search_ = self.search_summary()
         if isinstance(getattr(self, "training_data_", None), dict):

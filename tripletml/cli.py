@@ -214,6 +214,8 @@ def _cmd_fit(args):
             if getattr(args, opt) is not None:
                 raise ValueError(f"{flag} applies to 'tripletml fit auto' only, not to "
                                  f"{name}.")
+    if getattr(args, "preprocessing", None) is not None:
+        params["preprocessing"] = None if args.preprocessing == "none" else args.preprocessing
     unknown = sorted(set(params) - set(model.get_params()))
     if unknown:
         raise ValueError(f"{name} has no parameter(s) {', '.join(unknown)}; its "
@@ -430,6 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hold out this fraction of the rows (stratified, seeded by --seed) "
                         "and fit on the rest; evaluate with the same options")
     f.add_argument("--data-home", help=_HOME_HELP)
+    f.add_argument("--preprocessing", choices=["none", "auto", "center", "standardize", "whiten"],
+                   help="feature preprocessing fitted with the model and saved in its file "
+                        "(default: the learner's, 'auto' = standardise unless X is sparse "
+                        "with more than 2000 features; 'none' for raw features)")
     add_scheduler_argument(f)
     f.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
