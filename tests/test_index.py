@@ -406,9 +406,12 @@ def test_cli_index_build_and_search(tmp_path, capsys, monkeypatch, kind):
     args = ["index", "build", str(model_path), str(tmp_path / "db.svm"), "-o", str(index_path),
             "--kind", kind]
     if kind == "hnsw":
-        args += ["--ef-search", "400"]
+        args += ["--ef-search", "400", "--ef-construction", "100", "--ip-to-l2"]
     assert main(args) == 0
     assert "indexed 300 rows" in capsys.readouterr().out
+    if kind == "hnsw":
+        saved = load_index(index_path)
+        assert saved.ip_to_l2 and saved.ef_construction == 100
     assert main(["search", str(index_path), str(tmp_path / "q.svm"), "-k", "4"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "query\trank\tid\tscore" and len(lines) == 1 + 7 * 4
