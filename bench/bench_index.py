@@ -135,7 +135,6 @@ def main(argv=None):
     (ids_f, _), t_flat = timed(flat.search, Xq, 10)
     print(f"faiss flat: build {t_b:.1f} s, search {t_flat:.2f} s ({a.n_queries / t_flat:.0f} "
           f"q/s), recall@10 vs numpy exact {recall_at(ids_f, ids_exact):.4f}")
-    del flat
     t_best = min(t_exact, t_flat)
     for aug in (False, True):
         ivf, t_b = timed(build, model, Xdb, kind="ivf", nlist=a.nlist, random_state=a.seed,
@@ -153,12 +152,20 @@ def main(argv=None):
                           ef_construction=a.ef_construction, ip_to_l2=a.ip_to_l2)
         print(f"faiss HNSW M={a.hnsw_m} efC={a.ef_construction} ip_to_l2={a.ip_to_l2}: "
               f"build {t_b:.1f} s")
+        # the machine's load changes during a long build: exact search is
+        # timed again right after, and the faster exact time of the run counts
+        rows = []
         for ef in a.ef_search:
             hnsw.ef_search = ef
             (ids, _), t = timed(hnsw.search, Xq, 10)
+            rows.append((ef, t, recall_at(ids, ids_exact)))
+        (_, _), t_flat2 = timed(flat.search, Xq, 10)
+        t_best = min(t_best, t_flat2)
+        print(f"faiss flat again after the HNSW searches: {t_flat2:.2f} s "
+              f"({a.n_queries / t_flat2:.0f} q/s); best exact {t_best:.2f} s")
+        for ef, t, rec in rows:
             print(f"  ef_search={ef:4d}: {a.n_queries / t:8.0f} q/s, recall@10 "
-                  f"{recall_at(ids, ids_exact):.4f}, speed-up over the best exact "
-                  f"{t_best / t:.1f}x")
+                  f"{rec:.4f}, speed-up over the best exact {t_best / t:.1f}x")
 
 
 if __name__ == "__main__":
