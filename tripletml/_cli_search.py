@@ -45,7 +45,10 @@ def cmd_index_build(args: argparse.Namespace) -> None:
     X = _load(args.data, args, model.n_features_in_)
     params = {k: v for k, v in (("nlist", args.nlist), ("nprobe", args.nprobe),
                                 ("hnsw_m", args.hnsw_m), ("ef_search", args.ef_search),
+                                ("ef_construction", args.ef_construction),
                                 ("random_state", args.seed)) if v is not None}
+    if args.ip_to_l2 is not None:
+        params["ip_to_l2"] = args.ip_to_l2
     try:
         index = build(model, X, kind=args.kind, backend=args.backend,
                       batch_size=args.batch_size, verbose=_verbosity(args), **params)
@@ -122,7 +125,13 @@ def add_subcommands(subparsers) -> None:
     b.add_argument("--nprobe", type=int, help="IVF: cells visited per query "
                                               "(default nlist/16)")
     b.add_argument("--hnsw-m", type=int, help="HNSW: links per node (default 32)")
+    b.add_argument("--ef-construction", type=int,
+                   help="HNSW: build beam width (default 200)")
     b.add_argument("--ef-search", type=int, help="HNSW: search beam width (default 128)")
+    b.add_argument("--ip-to-l2", action=argparse.BooleanOptionalAction, default=None,
+                   help="faiss, inner-product models: search as L2 after appending "
+                        "sqrt(M^2 - |x|^2) to the database vectors (default: on for "
+                        "ivf/hnsw; check recall on your data)")
     b.add_argument("--batch-size", type=int, default=65536,
                    help="rows embedded at a time (default 65536)")
     b.add_argument("--seed", type=int, help="random seed of the IVF training sample")
