@@ -26,9 +26,9 @@ from ..base import BilinearMixin
 from ..linalg.sparse_rows import csr_row_diff, diff_buffers
 from ..losses import triplet_hinge
 from ..solvers.loreta import factored_margin
-from ._online import OnlineTripletLearner
+from ._online import AutoStepMixin, OnlineTripletLearner, check_eta0
 
-__all__ = ["FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
+__all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
            "factored_margin", "check_lowrank_params"]
 
 
@@ -47,9 +47,24 @@ def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np
     return rng.standard_normal((n, k)) * scale, rng.standard_normal((m, k)) * scale
 
 
+#: the rank used when ``rank=None`` (capped at the number of features)
+DEFAULT_RANK = 10
+
+
+def resolve_rank(est, n_features: int) -> int:
+    """The rank to fit: ``min(DEFAULT_RANK, n_features)`` for ``rank=None``;
+    an explicit ``rank`` as it is, ValueError when it exceeds ``n_features``."""
+    if est.rank is None:
+        return int(min(DEFAULT_RANK, n_features))
+    if est.rank > n_features:
+        raise ValueError(f"{type(est).__name__}: rank={est.rank} exceeds the number of "
+                         f"features ({n_features}).")
+    return int(est.rank)
+
+
 def check_lowrank_params(est, pinv: bool = False) -> None:
     """Validate ``rank`` and ``init`` (and the pseudo-inverse drift controls)."""
-    check_scalar_param(est.rank, "rank", est, kind="int", low=1)
+    check_scalar_param(est.rank, "rank", est, kind="int", low=1, allow_none=True)
     check_choice_param(est.init, "init", est, ("identity", "random"))
     if pinv:
         check_scalar_param(est.pinv_check_every, "pinv_check_every", est, kind="int", low=1)
@@ -83,13 +98,11 @@ class FactoredBilinearMixin(BilinearMixin):
         """``W = A_ B_^T`` (d x d: large for many features; prefer the factors)."""
         return self.A_ @ self.B_.T
 
-    _fitted_arrays = {"A_": ArraySpec(("d", "rank")), "B_": ArraySpec(("d", "rank"))}
+    _fitted_arrays = {"A_": ArraySpec(("d", "rank_")), "B_": ArraySpec(("d", "rank_"))}
 
     def _init_factors(self, n_features, rng):
-        if self.rank > n_features:
-            raise ValueError(f"{type(self).__name__}: rank={self.rank} exceeds the number of "
-                             f"features ({n_features}).")
-        self.A_, self.B_ = init_factors(n_features, n_features, int(self.rank), self.init, rng)
+        self.rank_ = resolve_rank(self, n_features)
+        self.A_, self.B_ = init_factors(n_features, n_features, self.rank_, self.init, rng)
 
     def _model_finite(self):
         return bool(np.isfinite(self.A_).all() and np.isfinite(self.B_).all())
@@ -158,8 +171,7 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
     def _validate_params(self):
         check_lowrank_params(self)
         if "eta0" in self._get_param_names():
-            check_scalar_param(self.eta0, "eta0", self, kind="real", low=0,
-                               low_inclusive=False)
+            check_eta0(self)
         if "C" in self._get_param_names():
             check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
         self._validate_common()
@@ -171,7 +183,7 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
         m = triplets.shape[0]
         losses, margins = np.zeros(m), np.zeros(m)
         bad = _factored_steps(self.A_, self.B_, Xc.indptr, Xc.indices, Xc.data, triplets,
-                              self._method, float(getattr(self, "eta0", 0.0)),
+                              self._method, self._step_size() if self._method == _GD else 0.0,
                               float(getattr(self, "C", 0.0)), losses, margins,
                               *diff_buffers(Xc))
         if bad >= 0:
@@ -216,7 +228,7 @@ _DOC_COMMON = """
 """
 
 
-class FactoredGD(_FactoredBaseline):
+class FactoredGD(AutoStepMixin, _FactoredBaseline):
     __doc__ = ("""Stochastic gradient descent on the factors of ``W = A B^T`` (LORETA paper,
     baseline GD): ``A += eta0 q (B^T v)^T``, ``B += eta0 v (A^T q)^T``.
 
@@ -228,7 +240,7 @@ class FactoredGD(_FactoredBaseline):
         The constant step size (eta in the paper).""" + _DOC_COMMON.format())
     _method = _GD
 
-    def __init__(self, rank=10, eta0=0.1, max_iter=1, n_triplets=100000, init="identity",
+    def __init__(self, rank=None, eta0="auto", max_iter=1, n_triplets=100000, init="identity",
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.rank = rank
@@ -245,7 +257,7 @@ class FactoredGD(_FactoredBaseline):
 class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=10, C=0.1, max_iter=1, n_triplets=100000, init="identity",
+    def __init__(self, rank=None, C=0.1, max_iter=1, n_triplets=100000, init="identity",
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.rank = rank

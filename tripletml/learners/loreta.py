@@ -41,13 +41,13 @@ from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
 from ..solvers.loreta import loreta1_triplet_steps, loreta_general_step
 from ._pinv_owner import PinvFactorsOwner
-from ._online import OnlineTripletLearner
+from ._online import AutoStepMixin, OnlineTripletLearner, check_eta0
 from .factored import FactoredBilinearMixin, check_lowrank_params
 
 __all__ = ["LORETA"]
 
 
-class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
+class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
     """Low-rank bilinear similarity by Riemannian SGD (LORETA).
 
     Parameters
@@ -123,10 +123,10 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
 
     _history_keys = ("loss", "avg_loss", "mistake_rate", "pinv_drift")
     _advice = "lower the step size (eta0) or the rank, or scale the features down"
-    _fitted_arrays = {name: ArraySpec(("d", "rank"))
+    _fitted_arrays = {name: ArraySpec(("d", "rank_"))
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
-    def __init__(self, rank=10, eta0=0.1, max_iter=1, n_triplets=100000, batch_size=1,
+    def __init__(self, rank=None, eta0="auto", max_iter=1, n_triplets=100000, batch_size=1,
                  algorithm="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
@@ -146,7 +146,7 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
 
     def _validate_params(self):
         check_lowrank_params(self, pinv=True)
-        check_scalar_param(self.eta0, "eta0", self, kind="real", low=0, low_inclusive=False)
+        check_eta0(self)
         check_scalar_param(self.batch_size, "batch_size", self, kind="int", low=1)
         check_choice_param(self.algorithm, "algorithm", self, ("auto", "general"))
         self._validate_common()
@@ -177,7 +177,7 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
         n = self.A_.shape[0]
         work = [np.empty(n) for _ in range(4)]
         vidx, vval = diff_buffers(Xc)
-        eta = float(self.eta0)
+        eta = self._step_size()
 
         def kernel(f, start, stop):
             return loreta1_triplet_steps(f.A, f.PA, f.B, f.PB, Xc.indptr, Xc.indices, Xc.data,
@@ -188,7 +188,7 @@ class LORETA(PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
 
     def _general(self, Xc, triplets, losses, margins):
         r = int(self.batch_size)
-        eta = float(self.eta0)
+        eta = self._step_size()
         f = self._factors
         for s in range(0, triplets.shape[0], r):
             blk = triplets[s:s + r]
