@@ -81,14 +81,15 @@ AUTO_ETA_HEAD = 1000
 
 
 def auto_step_size(Xc, triplets, c: float) -> float:
-    """The scale-adaptive step ``c / (mean ||q||^2 * mean ||p+ - p-||^2)``
+    """The scale-adaptive step ``c / (median ||q||^2 * median ||p+ - p-||^2)``
     over the first :data:`AUTO_ETA_HEAD` triplets (rows of the CSR ``Xc``, as
     the solver sees them, i.e. after preprocessing).
 
     ``||q||^2 ||v||^2`` is the squared norm of the rank-one gradient
     ``q v^T`` of the triplet hinge, the denominator of the unfactored
     passive-aggressive step: ``c`` is a fraction of the step that would
-    correct an average unit loss in one update.  Data without any
+    correct a typical unit loss in one update (medians, so that a few
+    outlying rows do not shrink the step for all).  Data without any
     variation (all norms zero) give ``c``.
     """
     t = np.asarray(triplets)[:AUTO_ETA_HEAD]
@@ -121,7 +122,7 @@ class AutoStepMixin:
     start of ``fit`` (or the first ``partial_fit`` call) and stored in
     ``eta_``; a numeric ``eta0`` is used as it is (``eta_ = eta0``)."""
 
-    _auto_eta_c = 1.0
+    _auto_eta_c = 0.01
 
     def _resolve_data_params(self, Xc, triplets) -> None:
         if isinstance(self.eta0, str):          # "auto" (validated)

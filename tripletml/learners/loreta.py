@@ -52,10 +52,19 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
 
     Parameters
     ----------
-    rank : int, default=10
-        k, the rank of ``W = A B^T`` (at most the number of features).
-    eta0 : float, default=0.1
-        The constant step size (eta in the paper, Algorithms 2-3).
+    rank : int or None, default=None
+        k, the rank of ``W = A B^T`` (at most the number of features: a
+        larger explicit rank raises ValueError).  None: ``min(10,
+        n_features)``; the rank used is ``rank_``.
+    eta0 : "auto" or float, default="auto"
+        The constant step size (eta in the paper, Algorithms 2-3).  "auto":
+        resolved once at the start of ``fit`` (or the first ``partial_fit``)
+        from the preprocessed rows of the first 1000 triplets as
+        ``0.003 / (median ||q||^2 * median ||p+ - p-||^2)``, a fixed fraction
+        of the passive-aggressive step of the unfactored model (see
+        :func:`tripletml.learners._online.auto_step_size`), so that the step
+        follows the scale of the data; the update itself is the paper's.
+        The value used is ``eta_``.
     max_iter : int, default=1
         Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=100000
@@ -91,9 +100,13 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
 
     Attributes
     ----------
-    A_, B_ : ndarray of shape (n_features, rank)
+    rank_ : int
+        The rank k used (``rank``, or ``min(10, n_features)`` for None).
+    eta_ : float
+        The step size used (``eta0``, or its resolved value for "auto").
+    A_, B_ : ndarray of shape (n_features, rank_)
         Factors, ``W = A_ B_^T``; the similarity is ``(x^T A_) (B_^T y)``.
-    pinv_A_, pinv_B_ : ndarray of shape (n_features, rank)
+    pinv_A_, pinv_B_ : ndarray of shape (n_features, rank_)
         ``(A_^+)^T`` and ``(B_^+)^T`` (LORETA-1 state).
     t_ : int
         Triplets processed (over all calls).
@@ -123,6 +136,10 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
 
     _history_keys = ("loss", "avg_loss", "mistake_rate", "pinv_drift")
     _advice = "lower the step size (eta0) or the rank, or scale the features down"
+    #: eta0="auto": eta_ = 0.003 / (median ||q||^2 median ||v||^2) over the first 1000
+    #: triplets; measured (3 seeds, standardised): c=0.01 diverged on vowel after 30,000
+    #: steps, c=0.003 learned on vowel (.305 vs Euclidean .283) and svmguide4 (.359 vs .205)
+    _auto_eta_c = 0.003
     _fitted_arrays = {name: ArraySpec(("d", "rank_"))
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
