@@ -353,7 +353,7 @@ def test_explicit_eta0_is_used_as_is():
     m = tm.LORETA(preprocessing=None, rank=2, eta0=0.005, n_triplets=300, random_state=0).fit(X, y)
     assert m.eta_ == 0.005
     for bad in ("fast", -1.0, 0.0):
-        with pytest.raises(ValueError, match="LORETA"):
+        with pytest.raises((TypeError, ValueError), match="LORETA: parameter eta0"):
             tm.LORETA(eta0=bad).fit(X, y)
 
 

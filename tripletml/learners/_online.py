@@ -110,7 +110,7 @@ def check_eta0(est) -> None:
     the estimator otherwise)."""
     if isinstance(est.eta0, str):
         if est.eta0 != "auto":
-            raise ValueError(f"{type(est).__name__}: parameter eta0={est.eta0!r} must be "
+            raise TypeError(f"{type(est).__name__}: parameter eta0={est.eta0!r} must be "
                              "'auto' or a positive float.")
         return
     check_scalar_param(est.eta0, "eta0", est, kind="real", low=0, low_inclusive=False)
