@@ -52,10 +52,11 @@ DEFAULT_RANK = 10
 
 
 def resolve_rank(est, n_features: int) -> int:
-    """The rank to fit: ``min(DEFAULT_RANK, n_features)`` for ``rank=None``;
-    an explicit ``rank`` as it is, ValueError when it exceeds ``n_features``."""
+    """The rank to fit: for ``rank=None`` the class's ``_default_rank(d)``
+    (``min(DEFAULT_RANK, d)`` unless the class says otherwise); an explicit
+    ``rank`` as it is, ValueError when it exceeds ``n_features``."""
     if est.rank is None:
-        return int(min(DEFAULT_RANK, n_features))
+        return int(type(est)._default_rank(int(n_features)))
     if est.rank > n_features:
         raise ValueError(f"{type(est).__name__}: rank={est.rank} exceeds the number of "
                          f"features ({n_features}).")
@@ -99,6 +100,11 @@ class FactoredBilinearMixin(BilinearMixin):
         return self.A_ @ self.B_.T
 
     _fitted_arrays = {"A_": ArraySpec(("d", "rank_")), "B_": ArraySpec(("d", "rank_"))}
+
+    @staticmethod
+    def _default_rank(n_features: int) -> int:
+        """The rank used for ``rank=None``: ``min(10, n_features)``."""
+        return min(DEFAULT_RANK, n_features)
 
     def _init_factors(self, n_features, rng):
         self.rank_ = resolve_rank(self, n_features)
@@ -243,12 +249,13 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         The constant step size (eta in the paper).  "auto": resolved once at
         the start of ``fit`` (or the first ``partial_fit``) from the
         preprocessed rows of the first 1000 triplets as
-        ``0.03 / (median ||q||^2 * median ||p+ - p-||^2)`` (see
+        ``0.3 / (median ||q||^2 * median ||p+ - p-||^2)`` (see
         :func:`tripletml.learners._online.auto_step_size`); the value used is
         the fitted attribute ``eta_``.""" + _DOC_COMMON.format())
-    #: measured (3 seeds, standardised): c=0.03 beat c=0.003 on vowel, segment,
-    #: svmguide4 and letter (.350/.573/.510/.227 against .314/.475/.381/.170)
-    _auto_eta_c = 0.03
+    #: measured (3 seeds, standardised, k = min(10, d)): c=0.03 was too small on segment
+    #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
+    #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
+    _auto_eta_c = 0.3
     _method = _GD
 
     def __init__(self, rank=None, eta0="auto", max_iter=1, n_triplets=100000, init="identity",
