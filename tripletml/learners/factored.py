@@ -275,7 +275,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
 class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=None, C=0.1, max_iter=1, n_triplets=100000, init="identity",
+    def __init__(self, rank=None, C=0.001, max_iter=1, n_triplets=100000, init="identity",
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.rank = rank
@@ -296,8 +296,13 @@ _DOC_PA = """
     rank : int or None, default=None
         k, the rank of ``W = A B^T`` (an explicit rank above the number of
         features raises ValueError).  None: ``min(10, n_features)``.
-    C : float, default=0.1
-        Cap on the passive-aggressive step sizes (C in the paper, PA-I)."""
+    C : float, default=0.001
+        Cap on the passive-aggressive step sizes (C in the paper, PA-I).
+        The default was chosen on standardised features
+        (``preprocessing="auto"``), 3 seeds: IterativePA with C = 0.1 / 0.01
+        / 0.001 gave vowel .198 / .210 / .347, segment .484 / .557 / .775,
+        digits .290 / .550 / .776 (Euclidean .283, .664, .662); NaivePA at
+        C=0.001: letter .294, digits .757 (Euclidean .223, .662)."""
 
 
 class IterativePA(_PABaseline):
