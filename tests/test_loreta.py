@@ -234,10 +234,11 @@ def test_loreta_defaults_on_vowel_stop_with_advice(data_home):
     X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
     with pytest.raises(FloatingPointError, match=r"LORETA: training diverged .*steps 1-5000.*"
                                                  r"lower the step size \(eta0\)"):
-        tm.LORETA(preprocessing=None, random_state=0).fit(X, b.target)
+        tm.LORETA(preprocessing=None, rank=10, eta0=0.1, random_state=0).fit(X, b.target)
     with pytest.raises(FloatingPointError, match="LORETA: training diverged"):
-        tm.LORETA(preprocessing=None, n_triplets=10_000, random_state=0).fit(X, b.target)
-    m = tm.LORETA(preprocessing=None, rank=5, random_state=0).fit(X, b.target)      # a sane setting passes
+        tm.LORETA(preprocessing=None, rank=10, eta0=0.1, n_triplets=10_000,
+                  random_state=0).fit(X, b.target)
+    m = tm.LORETA(preprocessing=None, rank=5, eta0=0.1, random_state=0).fit(X, b.target)  # a sane setting passes
     assert m.score(X, b.target) > tm.Euclidean().fit(X).score(X, b.target)
 
 
@@ -308,3 +309,61 @@ def test_property_rank_stays_exactly_k(seed, d, k, batch, init):
     assert k == d or s[k] <= 1e-10 * s[0]                # and no more
     assert m.A_.shape == m.B_.shape == (d, k)
     np.testing.assert_allclose(m.pinv_A_.T @ m.A_, np.eye(k), atol=1e-6)
+
+
+# ------------------------------------------- defaults (issue 14 item 1)
+def _blobs(d, scale, shift, n=90, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    centres = rng.normal(size=(3, d)) * 2.0
+    return shift + scale * (centres[y] + rng.normal(size=(n, d))), y
+
+
+@pytest.mark.parametrize("cls", [tm.LORETA, tm.FactoredGD])
+def test_eta0_auto_resolves_to_a_finite_step_that_does_not_diverge(cls):
+    # N(100, 1)-scale raw features: a constant step of 0.1 blows up at once
+    X, y = _blobs(6, 1.0, 100.0)
+    with pytest.raises(FloatingPointError, match=f"{cls.__name__}: training diverged"):
+        cls(preprocessing=None, rank=3, eta0=0.1, n_triplets=3000, random_state=0).fit(X, y)
+    m = cls(preprocessing=None, rank=3, n_triplets=3000, random_state=0).fit(X, y)
+    assert m.eta0 == "auto" and np.isfinite(m.eta_) and m.eta_ > 0
+    # the resolved step is the formula on the (unpreprocessed) sampled triplets
+    from tripletml.learners._online import AUTO_ETA_HEAD
+    assert np.isfinite(m.A_).all() and np.isfinite(m.B_).all()
+    # the same step for a data set scaled by s is s^-4 times the step
+    m2 = cls(preprocessing=None, rank=3, n_triplets=3000, random_state=0).fit(X * 10.0, y)
+    assert m2.eta_ == pytest.approx(m.eta_ * 1e-4, rel=1e-9)
+    assert AUTO_ETA_HEAD == 1000
+
+
+def test_eta0_auto_formula_against_a_dense_loop():
+    from tripletml.learners._online import auto_step_size
+    from tripletml.linalg.sparse_rows import as_csr
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 4)) * 3 + 1
+    T = rng.integers(0, 50, size=(1500, 3))
+    head = T[:1000]
+    qq = np.median([X[a] @ X[a] for a, _, _ in head])
+    vv = np.median([(X[b] - X[c]) @ (X[b] - X[c]) for _, b, c in head])
+    assert auto_step_size(as_csr(X), T, 0.2) == pytest.approx(0.2 / (qq * vv), rel=1e-12)
+
+
+def test_explicit_eta0_is_used_as_is():
+    X, y = _blobs(5, 1.0, 0.0)
+    m = tm.LORETA(preprocessing=None, rank=2, eta0=0.005, n_triplets=300, random_state=0).fit(X, y)
+    assert m.eta_ == 0.005
+    for bad in ("fast", -1.0, 0.0):
+        with pytest.raises((TypeError, ValueError), match="LORETA: parameter eta0"):
+            tm.LORETA(eta0=bad).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [tm.LORETA, tm.FactoredGD, tm.IterativePA, tm.NaivePA])
+def test_default_rank_on_four_features(cls):
+    X, y = _blobs(4, 1.0, 5.0)
+    m = cls(n_triplets=500, random_state=0).fit(X, y)
+    k = 2 if cls is tm.LORETA else 4          # LORETA: min(10, d // 2), below d
+    assert m.rank is None and m.rank_ == k and m.A_.shape == (4, k)
+    X12, y12 = _blobs(12, 1.0, 0.0)
+    assert cls(n_triplets=300, random_state=0).fit(X12, y12).rank_ == (6 if cls is tm.LORETA else 10)
+    with pytest.raises(ValueError, match=f"{cls.__name__}: rank=5 exceeds the number of features"):
+        cls(rank=5, n_triplets=100).fit(X, y)

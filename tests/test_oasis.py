@@ -84,7 +84,7 @@ def test_history_statistics_match_reference():
         losses.append(max(0, 1 - m))
         mistakes.append(m <= 0)
         W, _ = reference_oasis(X, [(q, p, n)], 0.1, W)
-    model = OASIS(preprocessing=None).partial_fit(X, t[:20]).partial_fit(X, t[20:])
+    model = OASIS(preprocessing=None, C=0.1).partial_fit(X, t[:20]).partial_fit(X, t[20:])
     h = model.history_
     assert h["step"] == [20, 50]
     assert h["avg_loss"][-1] == pytest.approx(np.mean(losses), rel=1e-10)

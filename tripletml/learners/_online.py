@@ -58,7 +58,8 @@ from ..linalg.sparse_rows import as_csr
 from ..losses import triplet_hinge_array
 from ..preprocessing import check_preprocessing
 
-__all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH"]
+__all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH",
+           "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "check_eta0"]
 
 #: a block's mean loss above ``WATCH_FACTOR * (smallest mean so far + WATCH_FLOOR)``
 #: stops training.  The triplet hinge of a centred model is about 1 and a
@@ -73,6 +74,71 @@ BLOCK_MIN = 1000
 BLOCKS_PER_EPOCH = 20
 #: triplets on which the initial model's loss (the watch's first value) is taken
 WATCH_HEAD = 100
+
+
+#: triplets (the first ones of the sample) from which ``eta0="auto"`` is resolved
+AUTO_ETA_HEAD = 1000
+
+
+def auto_step_size(Xc, triplets, c: float) -> float:
+    """The scale-adaptive step ``c / (median ||q||^2 * median ||p+ - p-||^2)``
+    over the first :data:`AUTO_ETA_HEAD` triplets (rows of the CSR ``Xc``, as
+    the solver sees them, i.e. after preprocessing).
+
+    ``||q||^2 ||v||^2`` is the squared norm of the rank-one gradient
+    ``q v^T`` of the triplet hinge, the denominator of the unfactored
+    passive-aggressive step: ``c`` is a fraction of the step that would
+    correct a typical unit loss in one update (medians, so that a few
+    outlying rows do not shrink the step for all).  Data without any
+    variation (all norms zero) give ``c``.
+    """
+    t = np.asarray(triplets)[:AUTO_ETA_HEAD]
+    if t.shape[0] == 0:
+        return float(c)
+    q = Xc[t[:, 0]]
+    v = Xc[t[:, 1]] - Xc[t[:, 2]]
+    qq = float(np.median(np.asarray(q.multiply(q).sum(axis=1)).ravel()))
+    vv = float(np.median(np.asarray(v.multiply(v).sum(axis=1)).ravel()))
+    den = qq * vv
+    if not (math.isfinite(den) and den > 0.0):
+        return float(c)
+    return float(c) / den
+
+
+def check_eta0(est) -> None:
+    """``eta0`` is ``"auto"`` or a positive real (ValueError/TypeError naming
+    the estimator otherwise)."""
+    if isinstance(est.eta0, str):
+        if est.eta0 != "auto":
+            raise TypeError(f"{type(est).__name__}: parameter eta0={est.eta0!r} must be "
+                             "'auto' or a positive float.")
+        return
+    check_scalar_param(est.eta0, "eta0", est, kind="real", low=0, low_inclusive=False)
+
+
+class AutoStepMixin:
+    """``eta0="auto"`` for a constant-step online learner: the step
+    :func:`auto_step_size` with the class's ``_auto_eta_c`` is resolved at the
+    start of ``fit`` (or the first ``partial_fit`` call) and stored in
+    ``eta_``; a numeric ``eta0`` is used as it is (``eta_ = eta0``)."""
+
+    _auto_eta_c = 0.01
+
+    def _resolve_data_params(self, Xc, triplets) -> None:
+        if isinstance(self.eta0, str):          # "auto" (validated)
+            self.eta_ = auto_step_size(Xc, triplets, self._auto_eta_c)
+        else:
+            self.eta_ = float(self.eta0)
+
+    def _step_size(self) -> float:
+        """The step of the update: ``eta_`` (fitted), or a numeric ``eta0``."""
+        eta = getattr(self, "eta_", None)
+        if eta is None:
+            if isinstance(self.eta0, str):
+                raise ValueError(f"{type(self).__name__}: eta0='auto' is resolved at the "
+                                 "first fit/partial_fit; this model has no eta_.")
+            eta = float(self.eta0)
+        return float(eta)
 
 
 def block_size(m: int) -> int:
@@ -151,6 +217,12 @@ class OnlineTripletLearner(TripletLearner):
         with np.errstate(all="ignore"):
             mg = self._pair_score(Q, Xc[t[:, 1]]) - self._pair_score(Q, Xc[t[:, 2]])
         return float(np.mean(triplet_hinge_array(mg)))
+
+    def _resolve_data_params(self, Xc, triplets) -> None:
+        """Called once per ``fit`` (and at the first ``partial_fit`` call)
+        after ``_init_model``, with the preprocessed rows and the triplets:
+        learners with data-dependent defaults (``eta0="auto"``) resolve them
+        here into fitted attributes."""
 
     def _block_multiple(self) -> int:
         """Blocks are a multiple of this many steps (LORETA's mini-batches)."""
@@ -240,6 +312,7 @@ class OnlineTripletLearner(TripletLearner):
         self.t_ = 0
         self._t_recorded = 0
         Xc = as_csr(X)
+        self._resolve_data_params(Xc, triplets)
         m = triplets.shape[0]
         self._watch = _BlockWatch(self, block_size(m), self._advice,
                                   self._initial_loss(Xc, triplets))
@@ -319,6 +392,7 @@ class OnlineTripletLearner(TripletLearner):
         hist = History(self.history_, keys=self._history_keys)
         try:
             if first:
+                self._resolve_data_params(as_csr(X), triplets)
                 self._watch = _BlockWatch(self, BLOCK_MIN, self._advice,
                                           self._initial_loss(as_csr(X), triplets))
             self._partial_steps(as_csr(X), triplets, hist, **kwargs)

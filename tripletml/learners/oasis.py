@@ -51,8 +51,13 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
 
     Parameters
     ----------
-    C : float, default=0.1
+    C : float, default=0.01
         Aggressiveness cap on the step ``tau`` (C in the paper, PA-I, eq. 6).
+        The default (formerly 0.1) was chosen on standardised features
+        (``preprocessing="auto"``), 3 seeds: C=0.01 against C=0.1 gave
+        vowel .311 / .275, segment .706 / .632, vehicle .527 / .493,
+        digits .720 / .720, letter .213 / .187 (Euclidean .283, .664, .382,
+        .662, .223).
     max_iter : int, default=1
         Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=10000
@@ -102,7 +107,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
 
-    def __init__(self, C=0.1, max_iter=1, n_triplets=10000, init="identity", tol=None,
+    def __init__(self, C=0.01, max_iter=1, n_triplets=10000, init="identity", tol=None,
                  preprocessing="auto", random_state=None,
                  verbose=0):
         self.C = C
