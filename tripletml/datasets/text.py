@@ -113,7 +113,7 @@ class InfoGainSelector(SelectorMixin, BaseEstimator):
 
     Attributes
     ----------
-    scores_ : ndarray of shape (n_features_in_,)
+    scores_ : ndarray of shape (``n_features_in_``,)
         Information gain (nats) of every input feature.
     ranking_ : ndarray
         Column indices sorted by decreasing score (ties: lower index first).

@@ -107,11 +107,11 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
 
     Attributes
     ----------
-    U_ : ndarray (d, rank_)
+    U_ : ndarray of shape (d, ``rank_``)
         Orthonormal eigenvectors of W (decreasing eigenvalues).
-    s_ : ndarray (rank_,)
+    s_ : ndarray of shape (``rank_``,)
         Positive eigenvalues.
-    components_ : ndarray (rank_, d)
+    components_ : ndarray of shape (``rank_``, d)
         ``diag(sqrt(s_)) U_^T``: ``transform(X) = X U diag(sqrt(s))``.
     rank_ : int
     n_iter_ : int

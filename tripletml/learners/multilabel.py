@@ -225,7 +225,7 @@ class _MultilabelRanker(LearnerBase):
     @property
     def n_columns_(self) -> int:
         """Columns of W: ``n_features_in_`` plus one with ``fit_intercept``
-        (derived, never stored; the shape of B_ / W_ is checked against it)."""
+        (derived, never stored; the shape of ``B_`` / ``W_`` is checked against it)."""
         return int(self.n_features_in_) + bool(self.fit_intercept)
 
     _advice = "lower the step size (eta0) or scale the features down"
@@ -461,8 +461,8 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
 """ + _ATTRIBUTES + """
     A_ : ndarray (n_labels, rank)
     B_ : ndarray (n_features [+ 1], rank)
-        ``W = A_ B_^T`` (the last row of B_ belongs to the intercept feature).
-    pinv_A_, pinv_B_ : transposed pseudo-inverses of A_, B_
+        ``W = A_ B_^T`` (the last row of ``B_`` belongs to the intercept feature).
+    pinv_A_, pinv_B_ : transposed pseudo-inverses of ``A_``, ``B_``
     n_pinv_refresh_ : int
         Re-factorings by the drift control.
     """

@@ -87,7 +87,7 @@ class SML(MahalanobisMixin, TripletLearner):
     ----------
     M_ : ndarray (d, d)
         The learned PSD matrix.
-    components_ : ndarray (rank_, d)
+    components_ : ndarray of shape (``rank_``, d)
         ``diag(sqrt(s)) U^T`` over the surviving eigenvalues: ``transform``
         maps to the reduced dimension.
     rank_ : int

@@ -131,7 +131,7 @@ class TripletDMLProblem:
         """``(A, signs)`` with ``A diag(signs) A^T = -scale * g_B`` (the
         minibatch gradient over triplets ``idx`` at W = L L^T or the dense
         W), keeping only triplets with non-zero weight: c = the number of
-        non-zero columns <= 2 |idx|.  A is CSC for sparse X."""
+        non-zero columns <= ``2 |idx|``.  A is CSC for sparse X."""
         Da, Db = self.diffs(idx)
         da2, db2 = self._sq(Da, Db, L, W)
         wa, wb = self.weights(da2, db2)
@@ -184,7 +184,7 @@ class TripletDMLProblem:
 
 #: iterations between orthonormality checks of U (incsvd)
 ORTHO_CHECK_EVERY = 50
-#: re-orthonormalise U when max |U^T U - I| exceeds this
+#: re-orthonormalise U when ``max |U^T U - I|`` exceeds this
 ORTHO_TOL = 1e-12
 
 
