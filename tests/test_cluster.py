@@ -181,7 +181,12 @@ def test_sharded_sparse_equals_exact_index(client, data, tmp_path):
     assert got == _loo_subset(m, Xs, y, 60, (1, 5))
     with dask.config.set(scheduler="sync"):
         full = sharded.evaluate_retrieval(m, coll, Xs, y, k=(1, 5), query_ids=np.arange(230))
-    assert full == local_evaluate(None, Xs, y, k=(1, 5), index=index)
+    local = local_evaluate(None, Xs, y, k=(1, 5), index=index)
+    # ranks and P@k are equal; the mean of the APs may differ in its last bit
+    # (scores of the standardised rows come from GEMMs of different shapes)
+    assert {k: v for k, v in full.items() if k != "map"} == \
+        {k: v for k, v in local.items() if k != "map"}
+    assert full["map"] == pytest.approx(local["map"], rel=1e-12, abs=0)
     np.testing.assert_array_equal(ids, index.search(Xs[:30], 6)[0])
 
 
