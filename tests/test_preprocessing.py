@@ -253,3 +253,22 @@ def test_objective_takes_raw_X():
         reference("standardize", X, X), triplets=t)
     assert a.objective(X, t) == pytest.approx(b.objective(reference("standardize", X, X), t),
                                               rel=1e-8)
+
+
+def test_every_learner_documents_preprocessing_once():
+    """The shared parameter text lands in each docstring exactly once, with
+    no placeholder left (``document_preprocessing`` / the factored template)."""
+    from tripletml._registry import entries
+    for entry in entries():
+        if entry.kind != "triplet" or entry.name in ("Euclidean", "DotProduct"):
+            continue
+        doc = entry.cls.__doc__
+        assert "{preprocessing}" not in doc, entry.name
+        params = doc.split("Parameters\n    ----------\n")[1].split("\n\n")[0]
+        own = params.count("\n    preprocessing : ") + params.startswith("    preprocessing : ")
+        grouped = [line for line in params.splitlines()
+                   if line.startswith("    ") and not line.startswith("     ")
+                   and "preprocessing" in line and " : " not in line]
+        assert own == 1 or grouped, entry.name      # its own entry, or "..., preprocessing, ...: As X."
+        if own:
+            assert 'default="auto"' in params, entry.name

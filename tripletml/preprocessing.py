@@ -51,7 +51,27 @@ import scipy.sparse as sp
 
 __all__ = ["PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
            "check_preprocessing", "resolve_preprocessing", "fit_preprocessing",
-           "apply_preprocessing"]
+           "apply_preprocessing", "PREPROCESSING_PARAM_DOC", "document_preprocessing"]
+
+#: The numpydoc entry of the ``preprocessing`` parameter, written once for
+#: every learner whose default is ``"auto"`` (see :func:`document_preprocessing`).
+PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
+        Feature scaling fitted on the training X and applied to every X the
+        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
+        ``"standardize"`` (centre, divide by the column standard deviation;
+        constant columns become 0), except scipy.sparse X with more than
+        2000 features, left as it is (``None``).  The fitted mode is
+        ``preprocessing_``; the learned matrix lives in the preprocessed
+        coordinates.  ``None`` reproduces the paper's setting on raw features.
+"""
+
+
+def document_preprocessing(cls: type) -> type:
+    """Class decorator: replace the line ``    {preprocessing}`` of the
+    class docstring by :data:`PREPROCESSING_PARAM_DOC`."""
+    if cls.__doc__ and "    {preprocessing}\n" in cls.__doc__:
+        cls.__doc__ = cls.__doc__.replace("    {preprocessing}\n", PREPROCESSING_PARAM_DOC)
+    return cls
 
 #: the values of every triplet learner's ``preprocessing`` parameter
 PREPROCESSING_MODES = (None, "center", "standardize", "whiten", "auto")

@@ -27,6 +27,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import document_preprocessing
 from .._progress import progress
 from .._stopping import LossWatch, finish, relative_change
 from .._validation import check_choice_param, check_scalar_param
@@ -36,6 +37,7 @@ from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
 
 __all__ = ["COMET", "SparseCOMET", "group_prox", "comet_loss", "comet_loss_derivative"]
 
+@document_preprocessing
 class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     """Dense COMET (Algorithm 1): a PD bilinear similarity by block-coordinate
     descent inside the PD cone.
@@ -78,14 +80,7 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     refactor_every : int or None, default=None
         Steps between exact refactorisations of W^-1, the Cholesky root and
         the cache of linear terms (None: d, once per epoch).
-    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 

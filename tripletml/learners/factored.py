@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import PREPROCESSING_PARAM_DOC
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import csr_row_diff, diff_buffers
@@ -208,14 +209,7 @@ _DOC_COMMON = """
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
         relative to the previous pass.
-    preprocessing : {{"auto", "standardize", "center", "whiten"}} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -251,7 +245,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         preprocessed rows of the first 1000 triplets as
         ``0.3 / (median ||q||^2 * median ||p+ - p-||^2)`` (see
         :func:`tripletml.learners._online.auto_step_size`); the value used is
-        the fitted attribute ``eta_``.""" + _DOC_COMMON.format())
+        the fitted attribute ``eta_``.""" + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
     #: measured (3 seeds, standardised, k = min(10, d)): c=0.03 was too small on segment
     #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
     #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
@@ -309,12 +303,12 @@ class IterativePA(_PABaseline):
     __doc__ = ("Passive-aggressive steps alternating over A and B (LORETA paper, "
                "baseline PA): ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)``, then "
                "``eta_B = min(l' / (||v||^2 ||A^T q||^2), C)`` with the loss l' after the "
-               "A step." + _DOC_PA + _DOC_COMMON.format())
+               "A step." + _DOC_PA + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
     _method = _ITER_PA
 
 
 class NaivePA(_PABaseline):
     __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
                "``eta = min(l / (||q||^2 ||v||^2), C)`` (LORETA paper, baseline PA v2)."
-               + _DOC_PA + _DOC_COMMON.format())
+               + _DOC_PA + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
     _method = _NAIVE_PA

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import document_preprocessing
 from .._validation import check_choice_param, check_scalar_param
 from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
@@ -47,6 +48,7 @@ from .factored import DEFAULT_RANK, FactoredBilinearMixin, check_lowrank_params
 __all__ = ["LORETA"]
 
 
+@document_preprocessing
 class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
     """Low-rank bilinear similarity by Riemannian SGD (LORETA).
 
@@ -88,14 +90,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
         relative to the previous pass.
-    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 

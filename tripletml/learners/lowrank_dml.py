@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import document_preprocessing
 from .._progress import progress
 from .._stopping import LossWatch, finish, relative_change
 from .._validation import (check_choice_param, check_dense_memory, check_scalar_param,
@@ -41,6 +42,7 @@ WATCH_BLOCK = 10
 _ADVICE = "lower eta0 or scale the features down"
 
 
+@document_preprocessing
 class LowRankDML(MahalanobisMixin, TripletLearner):
     """Low-rank Mahalanobis metric ``d_W(x, y) = (x - y)^T W (x - y)``.
 
@@ -94,14 +96,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     eval_every : int, default=10
         Iterations between records of the objective in ``history_`` (0: only
         at the end; the rank is recorded every iteration).
-    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 

@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import document_preprocessing
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import (csr_row_diff, diff_buffers, sparse_bilinear,
@@ -46,6 +47,7 @@ def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, v
     return -1
 
 
+@document_preprocessing
 class OASIS(BilinearMixin, OnlineTripletLearner):
     """Online passive-aggressive bilinear similarity learning (OASIS).
 
@@ -69,14 +71,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         float: stop after the first pass whose mean hinge loss changed by
         less than ``tol`` relative to the previous pass (ConvergenceWarning
         if ``max_iter`` passes end first).
-    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
         Seeds triplet sampling and the step order.
     verbose : int, default=0

@@ -43,6 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import document_preprocessing
 from .._validation import check_choice_param, check_random_state, check_scalar_param
 from ..base import BilinearMixin
 from ..solvers.sdca import SDCASolver, relative_gap, sdca_objectives  # noqa: F401
@@ -51,6 +52,7 @@ from ._online import OnlineTripletLearner
 __all__ = ["SDCA", "sdca_objectives"]
 
 
+@document_preprocessing
 class SDCA(BilinearMixin, OnlineTripletLearner):
     """Stochastic dual coordinate ascent for bilinear relative similarity.
 
@@ -77,14 +79,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         after each pass) is at most ``tol``; a ConvergenceWarning when
         ``max_iter`` passes end first.  None: run all passes (the gap is
         still recorded).
-    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
+from ..preprocessing import document_preprocessing
 from .._progress import progress
 from .._stopping import LossWatch, finish
 from .._validation import check_choice_param, check_scalar_param, check_triplets
@@ -30,6 +31,7 @@ from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
 __all__ = ["SML"]
 
 
+@document_preprocessing
 class SML(MahalanobisMixin, TripletLearner):
     """Sparse (low-rank) Mahalanobis metric by smooth optimisation.
 
@@ -72,14 +74,7 @@ class SML(MahalanobisMixin, TripletLearner):
     rank_tol : float, default=1e-6
         Eigenvalues below ``rank_tol * max eigenvalue`` do not count in
         ``rank_`` and ``components_``.
-    preprocessing : {"auto", "standardize", "center", "whiten"} or None, default="auto"
-        Feature scaling fitted on the training X and applied to every X the
-        model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"standardize"`` (centre, divide by the column standard deviation;
-        constant columns become 0), except scipy.sparse X with more than
-        2000 features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates.  ``None`` reproduces the paper's setting on raw features.
+    {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
