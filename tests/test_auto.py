@@ -78,7 +78,7 @@ def test_validation_items_never_in_a_training_triplet():
     learner = RecordingOASIS(random_state=0)
     auto = AutoSimilarity(candidates=[{"learner": learner, "grid": params,
                                        "budget": ("n_triplets", 450)}],
-                          n_splits=2, eta=2, random_state=0)
+                          n_splits=2, factor=2, random_state=0)
     EVENTS.clear()
     auto.fit(Xi, y)
     racing = EVENTS[:-2]        # the last fit + triplets: the refit on all rows
@@ -106,7 +106,7 @@ def test_validation_items_never_in_a_training_triplet():
 # --------------------------------------------------------------------------
 def test_halving_discards_candidates_and_budget_grows():
     X, y = iris()
-    auto = _quick(eta=3).fit(X, y)
+    auto = _quick(factor=3).fit(X, y)
     res = auto.cv_results_
     n_cand = 2 + 3 + 3
     n_rounds = math.ceil(math.log(n_cand, 3))
@@ -120,7 +120,7 @@ def test_halving_discards_candidates_and_budget_grows():
     baselines = {0, 1}
     assert seen_later == expected - baselines       # baselines are fitted once
     assert seen_later
-    # the budget of a survivor grows by eta
+    # the budget of a survivor grows by factor
     for c in seen_later:
         b = res["budget"][res["candidate"] == c]
         assert b[1] == 3 * b[0]
@@ -277,12 +277,12 @@ def test_native_preprocessing_saved_with_the_winner(tmp_path):
 
 def test_params_round_trip_and_clone():
     a = AutoSimilarity(candidates=QUICK, time_budget=5.0, n_splits=2, validation_size=0.25,
-                       eta=2, n_jobs=2, random_state=3, verbose=1)
+                       factor=2, n_jobs=2, random_state=3, verbose=1)
     p = a.get_params()
     b = AutoSimilarity().set_params(**p)
     assert b.get_params() == p
     c = clone(a)
-    assert c.get_params()["candidates"] == QUICK and c.get_params()["eta"] == 2
+    assert c.get_params()["candidates"] == QUICK and c.get_params()["factor"] == 2
     assert AutoSimilarity().candidates is None
 
 
@@ -312,7 +312,7 @@ def test_verbose_prints_rounds(capsys):
     (dict(n_splits=0), ValueError, "n_splits"),
     (dict(n_splits=1.5), TypeError, "n_splits"),
     (dict(validation_size=1.0), ValueError, "validation_size"),
-    (dict(eta=1), ValueError, "eta"),
+    (dict(factor=1), ValueError, "factor"),
     (dict(n_jobs=0), ValueError, "n_jobs=0"),
     (dict(candidates="SDCA"), TypeError, "candidates must be None or a list"),
     (dict(candidates=[]), ValueError, "candidates is empty"),

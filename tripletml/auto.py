@@ -15,8 +15,8 @@ triplet-aware validation on the training data:
    items (leave-one-out, :func:`tripletml.metrics.evaluate_retrieval`), the
    mean over the splits.
 3. **Race.**  Round ``r`` (of ``R``) fits every surviving candidate with the
-   fraction ``eta ** -(R - 1 - r)`` of its full budget and keeps the best
-   ``ceil(n / eta)``; the last round uses the full budget.  Online learners
+   fraction ``factor ** -(R - 1 - r)`` of its full budget and keeps the best
+   ``ceil(n / factor)``; the last round uses the full budget.  Online learners
    fitted in one pass (``partial_fit`` and ``max_iter == 1``, e.g. OASIS) are
    *warm-started*: a later round continues the previous round's model with
    ``partial_fit`` on the extra triplets instead of refitting.  The others
@@ -257,9 +257,9 @@ class AutoSimilarity(BaseEstimator):
         Number of stratified fit/validation splits (scores are averaged).
     validation_size : float, default=0.3
         Fraction of the training items held out for validation, in (0, 1).
-    eta : int, default=3
-        Halving factor: each round keeps ``ceil(n / eta)`` candidates and
-        multiplies the budget by ``eta``.
+    factor : int, default=3
+        Halving factor (as scikit-learn's ``HalvingGridSearchCV``): each round keeps ``ceil(n / factor)`` candidates and
+        multiplies the budget by ``factor``.
     n_jobs : int or None, default=None
         Parallel fits through :class:`joblib.Parallel` (no backend is forced:
         ``with joblib.parallel_backend("dask"): auto.fit(X, y)`` runs them on a
@@ -300,13 +300,13 @@ class AutoSimilarity(BaseEstimator):
     """
 
     def __init__(self, candidates=None, *, time_budget: float = 60.0, n_splits: int = 1,
-                 validation_size: float = 0.3, eta: int = 3, n_jobs: Optional[int] = None,
+                 validation_size: float = 0.3, factor: int = 3, n_jobs: Optional[int] = None,
                  random_state=None, verbose: int = 0):
         self.candidates = candidates
         self.time_budget = time_budget
         self.n_splits = n_splits
         self.validation_size = validation_size
-        self.eta = eta
+        self.factor = factor
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -317,7 +317,7 @@ class AutoSimilarity(BaseEstimator):
         check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
         check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
                            low_inclusive=False, high_inclusive=False)
-        check_scalar_param(self.eta, "eta", _WHO, kind="int", low=2)
+        check_scalar_param(self.factor, "factor", _WHO, kind="int", low=2)
         check_scalar_param(self.n_jobs, "n_jobs", _WHO, kind="int", allow_none=True)
         if self.n_jobs == 0:
             raise ValueError(f"{_WHO}: parameter n_jobs=0 is not allowed (None, -1 or a "
@@ -393,7 +393,7 @@ class AutoSimilarity(BaseEstimator):
                                              random_state=split_seed).split(np.zeros(len(y)), y))
         n_workers = max(1, int(effective_n_jobs(self.n_jobs)))
         blas = max(1, (os.cpu_count() or 1) // n_workers) if n_workers > 1 else None
-        n_rounds = max(1, math.ceil(math.log(len(cands)) / math.log(self.eta) - 1e-9))
+        n_rounds = max(1, math.ceil(math.log(len(cands)) / math.log(self.factor) - 1e-9))
         alive = list(range(len(cands)))
         states: dict = {}
         rows: list[dict] = []
@@ -402,12 +402,12 @@ class AutoSimilarity(BaseEstimator):
         reached: dict[int, int] = {}         # last round a candidate was ranked in
         stop = "max_iter"
         for r in range(n_rounds):
-            frac = float(self.eta) ** -(n_rounds - 1 - r)
+            frac = float(self.factor) ** -(n_rounds - 1 - r)
             if r > 0:
-                # predict this round's wall time from the last one (budget x eta)
+                # predict this round's wall time from the last one (budget x factor)
                 prev = [row for row in rows if row["round"] == r - 1 and row["candidate"] in alive]
                 est = sum(row["mean_fit_time"] * self.n_splits
-                          * (self.eta if cands[row["candidate"]].budget else 0)
+                          * (self.factor if cands[row["candidate"]].budget else 0)
                           for row in prev) / n_workers
                 if time.time() + est > deadline:
                     stop = "max_time"
@@ -489,7 +489,7 @@ class AutoSimilarity(BaseEstimator):
             if stop == "max_time" or r == n_rounds - 1:
                 alive = scored
                 break
-            alive = scored[:max(1, math.ceil(len(scored) / self.eta))]
+            alive = scored[:max(1, math.ceil(len(scored) / self.factor))]
             if len(alive) == 1 and cands[alive[0]].budget is None:
                 break                        # a no-learning winner: nothing left to race
         if not last_scores:                  # pragma: no cover - baselines always score
@@ -618,7 +618,7 @@ class AutoSimilarity(BaseEstimator):
                 "n_fits": int(len(res["candidate"])),
                 "n_rounds": int(len(self.history_["step"])),
                 "time_budget": float(self.time_budget), "n_splits": int(self.n_splits),
-                "validation_size": float(self.validation_size), "eta": int(self.eta)}
+                "validation_size": float(self.validation_size), "factor": int(self.factor)}
 
     def save(self, path) -> None:
         """Save the winning learner (a registered learner file, no pickle)
