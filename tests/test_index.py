@@ -11,7 +11,8 @@ from sklearn.exceptions import NotFittedError
 
 import tripletml.index as tindex
 from tripletml import DotProduct, LORETA, LowRankDML, OASIS
-from tripletml.index import SimilarityIndex, build, faiss_available, load_index
+from tripletml.index import (IP_TO_L2_CONE, SimilarityIndex, build, embedding_cone,
+                             faiss_available, load_index)
 
 from _estimators import ESTIMATORS, toy_data
 
@@ -168,7 +169,9 @@ def test_save_load_round_trip(tmp_path, backend, kind):
     assert (loaded.backend, loaded.kind, loaded.metric, loaded.ntotal, loaded.dim) == \
         (backend, kind, "inner_product", 600, 3)
     assert (loaded.ip_to_l2, loaded.max_norm) == (index.ip_to_l2, index.max_norm)
-    assert loaded.ip_to_l2 == (kind != "flat")       # the default for IVF / HNSW
+    # the default: IVF / HNSW decide from the embeddings (standardised model: centred)
+    assert loaded.ip_to_l2 is False
+    assert embedding_cone(model.embed_database(X)) < IP_TO_L2_CONE
     np.testing.assert_array_equal(loaded.model.A_, model.A_)
     ids2, scores2 = loaded.search(X[:25], 7)
     np.testing.assert_array_equal(ids2, ids)
@@ -218,10 +221,12 @@ def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
     ip_model = OASIS(n_triplets=300, random_state=0).fit(X, y)
     l2_model = LowRankDML(n_triplets=200, max_iter=10, batch_size=20, eta0=0.1, alpha=0.01,
                           random_state=0).fit(X, y)
-    # None: on for the approximate kinds of an inner-product model only
-    assert SimilarityIndex(ip_model, kind="hnsw").ip_to_l2
-    assert SimilarityIndex(ip_model, kind="ivf").ip_to_l2
-    assert not SimilarityIndex(ip_model, kind="flat").ip_to_l2
+    # None: decided at the first add for the approximate kinds of an
+    # inner-product model (below), off for everything else
+    assert SimilarityIndex(ip_model, kind="hnsw").ip_to_l2 is None
+    assert SimilarityIndex(ip_model, kind="ivf").ip_to_l2 is None
+    assert SimilarityIndex(ip_model, kind="hnsw", max_norm=2.0).ip_to_l2 is True
+    assert SimilarityIndex(ip_model, kind="flat").ip_to_l2 is False
     assert SimilarityIndex(ip_model, kind="flat", ip_to_l2=True).ip_to_l2
     assert not SimilarityIndex(ip_model, kind="hnsw", ip_to_l2=False).ip_to_l2
     assert not SimilarityIndex(l2_model, kind="hnsw").ip_to_l2
@@ -236,6 +241,8 @@ def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
         SimilarityIndex(ip_model, kind="hnsw", max_norm=0.0)
     with pytest.raises(ValueError, match="max_norm.*needs ip_to_l2"):
         SimilarityIndex(ip_model, kind="flat", max_norm=3.0)
+    with pytest.raises(ValueError, match="max_norm.*needs ip_to_l2"):
+        SimilarityIndex(ip_model, kind="hnsw", ip_to_l2=False, max_norm=3.0)
     # M is fixed by the first add: larger rows later are refused, nothing added
     D = _uneven_norms(400, 6, seed=17)
     norms = np.linalg.norm(ip_model.embed_database(D), axis=1)
@@ -259,32 +266,51 @@ def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
     np.testing.assert_array_equal(loaded.search(X[:20], 5)[0], ids)
 
 
-def test_hnsw_ip_to_l2_recovers_the_recall_raw_inner_product_loses_on_digits():
-    """Why ip_to_l2 is the default for graphs: on digits an HNSW graph over
-    OASIS's raw inner product misses neighbours that no ef_search finds
-    (measured 0.83 at 64, 0.86 at 256); augmented, recall@10 -> 1."""
+def test_embedding_cone_against_its_formula():
+    rng = np.random.default_rng(3)
+    E = rng.normal(size=(50, 4)) + [3.0, 0, 0, 0]
+    ref = np.linalg.norm(E.mean(0)) / np.mean([np.linalg.norm(e) for e in E])
+    assert embedding_cone(E) == pytest.approx(ref, rel=1e-12)
+    assert embedding_cone(np.tile([[1.0, 2.0]], (5, 1))) == pytest.approx(1.0)
+    assert embedding_cone(np.vstack([E, -E])) == pytest.approx(0.0, abs=1e-12)
+    assert embedding_cone(np.zeros((3, 2))) == 0.0 and embedding_cone(np.zeros((0, 2))) == 0.0
+
+
+def test_hnsw_default_picks_the_better_graph_on_digits():
+    """ip_to_l2=None decides from the embeddings' cone.  A model on raw
+    non-negative pixels (cone ~0.8): an HNSW graph over the raw inner product
+    misses neighbours no ef_search finds (measured 0.83 at 64, 0.86 at 256),
+    the augmentation (chosen) reaches 1.  A standardised model (centred
+    embeddings, cone ~0): the raw inner product (chosen) is the better graph."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, Xte, ytr = X[:1300], X[1300:], y[:1300]
-    # the model of the measurement: raw features, C=0.1 (the defaults then);
-    # with other models raw inner product may do as well, which is why the
-    # bench keeps ip_to_l2 switchable
-    model = OASIS(n_triplets=20000, C=0.1, preprocessing=None, random_state=0).fit(Xtr, ytr)
-    exact, _ = build(model, Xtr, backend="numpy").search(Xte, 10)
 
-    def recall(index, ef):
+    def recall(model, index, ef):
+        exact, _ = build(model, Xtr, backend="numpy").search(Xte, 10)
         index.ef_search = ef
         ids, _ = index.search(Xte, 10)
         return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact)])
 
-    aug = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128)
+    # raw features, C=0.1: the model of the first measurement
+    model = OASIS(n_triplets=20000, C=0.1, preprocessing=None, random_state=0).fit(Xtr, ytr)
+    assert embedding_cone(model.embed_database(Xtr)) > IP_TO_L2_CONE
+    chosen = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128)
     raw = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128, ip_to_l2=False)
-    assert aug.ip_to_l2 and not raw.ip_to_l2
-    assert recall(aug, 64) >= 0.98
-    assert recall(aug, 1300) == 1.0
-    assert recall(raw, 64) < recall(aug, 64)
+    assert chosen.ip_to_l2 and not raw.ip_to_l2
+    assert recall(model, chosen, 64) >= 0.98
+    assert recall(model, chosen, 1300) == 1.0
+    assert recall(model, raw, 64) < recall(model, chosen, 64)
+    # the default standardisation: centred embeddings, raw inner product
+    model = OASIS(n_triplets=20000, random_state=0).fit(Xtr, ytr)
+    assert embedding_cone(model.embed_database(Xtr)) < 0.05
+    chosen = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128)
+    aug = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128, ip_to_l2=True)
+    assert chosen.ip_to_l2 is False and aug.ip_to_l2
+    assert recall(model, chosen, 64) >= 0.98
+    assert recall(model, chosen, 64) > recall(model, aug, 64)
 
 
 def test_load_reads_a_version_1_index(tmp_path):

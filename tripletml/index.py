@@ -18,16 +18,21 @@ and finds, for each query, the ``k`` items of highest similarity:
   and each query ``q`` a 0, so that ``||q' - x'||^2 = ||q||^2 + M^2 - 2 <q,
   x>`` ranks items exactly as the inner product does (maximum inner-product
   search as nearest-neighbour search; Bachrach et al., RecSys 2014).  Scores
-  are returned as inner products.  By default (``ip_to_l2=None``) it is on
-  for IVF and HNSW over an inner-product model: on digits (OASIS, LORETA) it
-  lifts HNSW recall@10 at ``ef_search=64`` from 0.83 / 0.93 to 0.997 / 0.998,
-  and an HNSW graph on the raw inner product can plateau below the target
-  however large ``ef_search`` is (0.86 at 256 on digits), while in L2 a
-  larger ``ef_search`` always converges to the exact answer.  It can also
-  lose: on the synthetic LORETA embeddings of ``bench/bench_index.py``
-  (low cosines between queries and their neighbours) the raw inner product
-  is far better (recall 0.96 against about 0.5 at the same speed), hence
-  the option.  Measure recall against ``kind="flat"`` on your data.
+  are returned as inner products.  By default (``ip_to_l2=None``) IVF and
+  HNSW over an inner-product model decide at the first ``add`` from the
+  database embeddings ``E`` (its first ``batch_size`` rows): the
+  augmentation is used when they lie in a narrow cone,
+  ``||mean(E)|| / mean(||E||) >`` :data:`IP_TO_L2_CONE` (0.5), as they do
+  for a model fitted on raw non-negative features (``preprocessing=None``
+  on pixels or counts: 0.83-0.89 on digits, where an HNSW graph on the raw
+  inner product plateaus: recall@10 at ``ef_search=64``, M 32, 0.87 /
+  0.53 / 0.88 for OASIS / LORETA / SDCA against 0.996 / 0.999 / 0.993
+  augmented).  Centred embeddings (the learners' default standardisation
+  gives 0.00; the million-row LORETA benchmark 0.01) are searched on the
+  raw inner product, which is then the better graph: 0.994 / 0.997 / 0.996
+  against 0.970 / 0.960 / 0.957 on standardised digits, and 0.95 against
+  0.70 on ``bench/bench_index.py``'s embeddings.  Measure recall against
+  ``kind="flat"`` on your data.
 * ``backend="numpy"``: exact search, ``kind="flat"`` only.  The database is
   scanned in blocks: one GEMM per block of queries x block of items, then a
   compiled pass keeps each query's running top k.  Exact under
@@ -64,7 +69,8 @@ from numba import njit, prange
 from ._progress import progress_bar
 from ._validation import check_choice_param, check_random_state, check_scalar_param
 
-__all__ = ["SimilarityIndex", "build", "load_index", "faiss_available", "KINDS", "BACKENDS"]
+__all__ = ["SimilarityIndex", "build", "load_index", "faiss_available", "embedding_cone",
+           "IP_TO_L2_CONE", "KINDS", "BACKENDS"]
 
 KINDS = ("flat", "ivf", "hnsw")
 BACKENDS = ("auto", "faiss", "numpy")
@@ -79,6 +85,30 @@ _LARGE_K = 128
 #: a database block is merged with the next added rows while smaller than this
 _MERGE_ROWS = 1 << 16
 _SCORE_BYTES = 64 * 2**20
+
+
+#: ``ip_to_l2=None`` uses the augmentation when the first database
+#: embeddings' ``||mean|| / mean ||.||`` (:func:`embedding_cone`) exceeds this
+IP_TO_L2_CONE = 0.5
+
+
+def embedding_cone(E) -> float:
+    """``||mean(E)|| / mean(||E_i||)`` of embedding rows: 0 for centred
+    rows, 1 when they all point the same way (0 for no or all-zero rows).
+
+    Parameters
+    ----------
+    E : array-like of shape (n, k)
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    E = np.asarray(E, dtype=np.float64)
+    if E.ndim != 2 or E.shape[0] == 0:
+        return 0.0
+    mean_norm = float(np.sqrt(np.einsum("ij,ij->i", E, E)).mean())
+    return float(np.linalg.norm(E.mean(axis=0)) / mean_norm) if mean_norm > 0 else 0.0
 
 
 def faiss_available() -> bool:
@@ -175,9 +205,12 @@ class SimilarityIndex:
         Search an inner-product model as L2 after the augmentation
         ``x -> [x, sqrt(M^2 - ||x||^2)]``, ``q -> [q, 0]`` (faiss only; the
         ranking is the inner product's; see the module docstring for when it
-        helps).  None: on for ``kind="ivf"`` and ``"hnsw"`` with an
-        inner-product model, off otherwise.  True with an L2 model or the
-        numpy backend is a ValueError.
+        helps).  None: off for ``kind="flat"``, an L2 model or the numpy
+        backend; for ``"ivf"`` / ``"hnsw"`` over an inner-product model,
+        decided at the first ``add`` (on when the database embeddings lie
+        in a narrow cone, :func:`embedding_cone` > :data:`IP_TO_L2_CONE`;
+        on at once when ``max_norm`` is given).  True with an L2 model or
+        the numpy backend is a ValueError.
     max_norm : float or None, default=None
         ``M`` of the augmentation: None takes the largest database
         embedding norm of the first ``add``.  Rows added later must not
@@ -194,8 +227,9 @@ class SimilarityIndex:
         Database rows added.
     backend : {"faiss", "numpy"}
         The backend in use ("auto" resolved).
-    ip_to_l2 : bool
-        Whether the augmentation is in use (None resolved).
+    ip_to_l2 : bool or None
+        Whether the augmentation is in use (None: not decided yet, before
+        the first ``add``).
     max_norm : float or None
         ``M`` of the augmentation (set by the first ``add`` when None).
     """
@@ -233,7 +267,12 @@ class SimilarityIndex:
             raise TypeError(f"{who}: ip_to_l2 must be True, False or None, got {ip_to_l2!r}.")
         metric = str(model.embedding_similarity)
         if ip_to_l2 is None:
-            ip_to_l2 = backend == "faiss" and kind != "flat" and metric == "inner_product"
+            # decided from the data at the first add (None until then); a
+            # max_norm asks for the augmentation
+            if not (backend == "faiss" and kind != "flat" and metric == "inner_product"):
+                ip_to_l2 = False
+            elif max_norm is not None:
+                ip_to_l2 = True
         elif ip_to_l2 and (backend != "faiss" or metric != "inner_product"):
             raise ValueError(f"{who}: ip_to_l2=True turns an inner-product search into an L2 "
                              f"one for faiss; it needs backend='faiss' and an inner-product "
@@ -245,7 +284,7 @@ class SimilarityIndex:
                              "needs ip_to_l2 in use.")
         self.model = model
         self.kind = kind
-        self.ip_to_l2 = bool(ip_to_l2)
+        self.ip_to_l2 = None if ip_to_l2 is None else bool(ip_to_l2)
         self.max_norm = None if max_norm is None else float(max_norm)
         self.backend = backend
         self.metric = metric
@@ -375,6 +414,9 @@ class SimilarityIndex:
         n = X.shape[0]
         if n == 0:
             raise ValueError(f"{func}: X has no rows.")
+        if self.ip_to_l2 is None:
+            self.ip_to_l2 = bool(embedding_cone(self.model.embed_database(
+                _take(X, slice(0, batch_size)))) > IP_TO_L2_CONE)
         if self.ip_to_l2:
             self._fix_max_norm(X, batch_size, func)
         if self.backend == "faiss" and self._faiss_index is None and self.kind == "ivf":
