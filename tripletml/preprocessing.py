@@ -284,7 +284,7 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
     m = np.where(np.isfinite(m) & (m > 1.0), m, 1.0)[:, None]
     Wn = U / m
     t = np.einsum("ij,ij->i", Wn, Wn)[:, None]
-    c = 1.0 / (m * m)
+    c = (1.0 / m) ** 2                       # underflows to 0, never overflows
     out = np.empty((U.shape[0], U.shape[1] + 1))
     out[:, :-1] = 2.0 * Wn / (m * (t + c))
     out[:, -1:] = (t - c) / (t + c)
