@@ -4,8 +4,9 @@ The reference is plain NumPy: the learner with ``preprocessing=mode`` on raw
 X must equal the same learner with ``preprocessing=None`` fitted on the
 manually preprocessed X (same triplets, same seed), through every public
 method that takes X.  ``"sphere"`` (standardise, then the inverse
-stereographic lift onto the unit sphere in d + 1 dimensions) is written here
-from its formula ``phi(z) = [2u, ||u||^2 - 1] / (||u||^2 + 1)``, ``u = z / s``.
+stereographic lift onto the sphere of radius s in d + 1 dimensions) is
+written here from its formula ``phi(z) = s [2u, ||u||^2 - 1] / (||u||^2 + 1)``,
+``u = z / s``, s the median norm of the standardised training rows.
 """
 import numpy as np
 import pytest
@@ -42,12 +43,12 @@ def _data(seed=0, n=36, d=5):
 
 def stereographic(Z, s):
     """The inverse stereographic projection of the rows of Z, from the
-    formula: u = z / s, phi = [2u, |u|^2 - 1] / (|u|^2 + 1)."""
+    formula: u = z / s, phi = s [2u, |u|^2 - 1] / (|u|^2 + 1)."""
     out = []
     for z in np.asarray(Z, float):
         u = z / s
         n2 = float(u @ u)
-        out.append(np.concatenate([2 * u, [n2 - 1]]) / (n2 + 1))
+        out.append(s * np.concatenate([2 * u, [n2 - 1]]) / (n2 + 1))
     return np.array(out).reshape(len(out), np.asarray(Z).shape[1] + 1)
 
 
@@ -336,26 +337,29 @@ def test_every_learner_documents_preprocessing_once():
 
 
 # ---------------------------------------------------------------- "sphere"
-def test_sphere_lift_matches_formula_and_has_unit_norm():
+def test_sphere_lift_matches_formula_and_has_norm_s():
     from tripletml.preprocessing import sphere_lift
     rng = np.random.default_rng(0)
     Z = np.vstack([rng.normal(size=(20, 4)) * 3, np.zeros((1, 4)), [[1e3, -2e3, 0, 5]]])
     for s in (0.3, 1.0, 2.5):
         P = sphere_lift(Z, s)
         np.testing.assert_allclose(P, stereographic(Z, s), rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(np.linalg.norm(P, axis=1), 1.0, rtol=1e-12)
-    # phi(q).phi(x) = 1 - |phi(q) - phi(x)|^2 / 2 and the closed form of the chord
+        np.testing.assert_allclose(np.linalg.norm(P, axis=1), s, rtol=1e-12)
+    # phi(q).phi(x) = s^2 - |phi(q) - phi(x)|^2 / 2 and the closed form of the chord
     s = 1.7
     P = sphere_lift(Z[:10], s)
     G = P @ P.T
     D2 = ((Z[:10, None, :] - Z[None, :10, :]) ** 2).sum(-1)
     n = 1 + (Z[:10] ** 2).sum(1) / s ** 2
-    np.testing.assert_allclose(1 - G, 2 * D2 / s ** 2 / np.outer(n, n), rtol=1e-9, atol=1e-12)
-    # the origin goes to the south pole, huge rows tend to the north pole, no overflow
-    np.testing.assert_allclose(sphere_lift(np.zeros((1, 4)), s), [[0, 0, 0, 0, -1.0]])
-    big = sphere_lift(np.array([[1e200, -1e200, 0.0, 3.0]]), 1.0)
+    np.testing.assert_allclose(s ** 2 - G, 2 * D2 / np.outer(n, n), rtol=1e-9, atol=1e-12)
+    # a row of norm s keeps its coordinates; the origin goes to the south
+    # pole, huge rows tend to the north pole, without overflow
+    z = np.array([[0.6, -0.8, 0.0, 0.0]]) * s
+    np.testing.assert_allclose(sphere_lift(z, s), np.hstack([z, [[0.0]]]), atol=1e-15)
+    np.testing.assert_allclose(sphere_lift(np.zeros((1, 4)), s), [[0, 0, 0, 0, -s]])
+    big = sphere_lift(np.array([[1e200, -1e200, 0.0, 3.0]]), 2.0)
     assert np.isfinite(big).all()
-    np.testing.assert_allclose(big, [[0, 0, 0, 0, 1.0]], atol=1e-150)
+    np.testing.assert_allclose(big, [[0, 0, 0, 0, 2.0]], atol=1e-150)
 
 
 def test_sphere_identity_ranks_like_reweighted_euclidean():
@@ -370,8 +374,8 @@ def test_sphere_identity_ranks_like_reweighted_euclidean():
     S = m.similarity(X[:8], X)
     D2 = ((Z[:8, None, :] - Z[None, :, :]) ** 2).sum(-1)
     nq, nx = 1 + (Z[:8] ** 2).sum(1) / s ** 2, 1 + (Z ** 2).sum(1) / s ** 2
-    np.testing.assert_allclose(S, 1 - 2 * D2 / s ** 2 / np.outer(nq, nx), rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(S, s ** 2 - 2 * D2 / np.outer(nq, nx), rtol=1e-9,
+                               atol=1e-12 * s ** 2)
     key = D2 / nx[None, :]
     for i in range(8):
         np.testing.assert_array_equal(np.argsort(-S[i], kind="stable"),

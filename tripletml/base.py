@@ -25,7 +25,7 @@ The learned matrices (``W_``, ``M_``, ``components_``,
 ``get_bilinear_matrix()``) therefore live in the preprocessed coordinates,
 and ``similarity(X)`` on raw X equals the solver's similarity on the
 preprocessed X.  ``preprocessing="sphere"`` adds a column (the rows are
-lifted onto the unit sphere in d + 1 dimensions): ``n_features_in_`` stays
+lifted onto a sphere in d + 1 dimensions): ``n_features_in_`` stays
 the raw d, the learned matrices have ``n_features_preprocessed_`` = d + 1
 rows, and in a triplet learner's ``_fitted_arrays`` the shape symbol
 ``"d"`` is rewritten to ``"n_features_preprocessed_"`` (the width the

@@ -28,18 +28,20 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     variance) get factor 0.  Stored as one d x d matrix
     ``diag(1/std) P``; refused above :data:`MAX_WHITEN_FEATURES` features.
 ``"sphere"``
-    Standardise, then lift each row onto the unit sphere of dimension d + 1
-    by the inverse stereographic projection.  With ``z`` the standardised
-    row and ``u = z / s``::
+    Standardise, then lift each row onto the sphere of radius ``s`` in
+    d + 1 dimensions by the inverse stereographic projection.  With ``z``
+    the standardised row and ``u = z / s``::
 
-        phi(z) = [2 u, ||u||^2 - 1] / (||u||^2 + 1)        (||phi(z)|| = 1)
+        phi(z) = s [2 u, ||u||^2 - 1] / (||u||^2 + 1)        (||phi(z)|| = s)
 
-    ``s`` (``preprocessing_radius_``) is :data:`SPHERE_RADIUS_FACTOR` times
-    the median Euclidean norm of the standardised training rows (1 when that
-    median is 0).  Since the lifted rows have unit norm,
-    ``phi(q) . phi(x) = 1 - ||phi(q) - phi(x)||^2 / 2`` and::
+    ``s`` (``preprocessing_radius_``) is the median Euclidean norm of the
+    standardised training rows (1 when that median is 0).  A row of that
+    median norm keeps its coordinates (``phi(z) = [z, 0]``), so the lifted
+    rows have the scale the learners' step sizes and margins were tuned on;
+    the centre goes to the pole ``[0, -s]``.  Since every lifted row has
+    norm s, ``phi(q) . phi(x) = s^2 - ||phi(q) - phi(x)||^2 / 2`` and::
 
-        ||phi(q) - phi(x)||^2 = 4 ||q - x||^2 / s^2
+        ||phi(q) - phi(x)||^2 = 4 ||q - x||^2
                                 / ((1 + ||q / s||^2) (1 + ||x / s||^2)),
 
     so a bilinear similarity ``phi(q)^T W phi(x)`` with ``W = I`` ranks the
@@ -53,10 +55,12 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     direction, every bilinear learner stayed below the Euclidean distance
     (mAP .80 vs .89) with ``"standardize"``.  On the sphere the inner
     product is a decreasing function of a (reweighted) distance, and a
-    learned ``W`` adds curvature a linear score lacks.  The model's
-    internal dimension is d + 1: ``W_`` and the factors have d + 1 rows
-    (``n_features_preprocessed_``) while ``n_features_in_`` stays the raw
-    d.  Stored as the standardisation arrays plus the float ``s``.
+    learned ``W`` adds curvature a linear score lacks.  The measurements
+    behind the radius (unit sphere, 0.5 / 1 / 2 times the median norm, and
+    the map ``[z, s] / ||[z, s]||``) are in ``results/defaults/README.md``.
+    The model's internal dimension is d + 1: ``W_`` and the factors have
+    d + 1 rows (``n_features_preprocessed_``) while ``n_features_in_`` stays
+    the raw d.  Stored as the standardisation arrays plus the float ``s``.
 ``"auto"``
     Decided from the training X and the learner by
     :func:`resolve_preprocessing`: None when X is sparse with more than
@@ -84,7 +88,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
-           "SPHERE_RADIUS_FACTOR", "check_preprocessing", "n_added_features",
+           "check_preprocessing", "n_added_features",
            "resolve_preprocessing", "fit_preprocessing", "apply_preprocessing",
            "sphere_radius", "sphere_lift", "PREPROCESSING_PARAM_DOC",
            "document_preprocessing"]
@@ -95,8 +99,8 @@ PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center
         Feature scaling fitted on the training X and applied to every X the
         model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
         ``"sphere"`` for a bilinear learner (standardise, then lift the rows
-        onto the unit sphere in d + 1 dimensions, so that ``W = I`` ranks
-        like the Euclidean distance) and ``"standardize"`` (centre, divide
+        onto a sphere in d + 1 dimensions, so that ``W = I`` ranks like the
+        Euclidean distance) and ``"standardize"`` (centre, divide
         by the column standard deviation; constant columns become 0) for a
         Mahalanobis learner, except scipy.sparse X with more than 2000
         features, left as it is (``None``).  The fitted mode is
@@ -121,10 +125,6 @@ MAX_DENSIFY_FEATURES = 2000
 MAX_WHITEN_FEATURES = 2000
 #: relative eigenvalue floor of the whitener
 _WHITEN_RTOL = 1e-10
-#: "sphere": the radius s is this factor times the median norm of the
-#: standardised training rows (chosen from bench/bench_defaults.py runs;
-#: see results/defaults/README.md)
-SPHERE_RADIUS_FACTOR = 1.0
 #: the mode "auto" picks for a dense or low-dimensional X when the learner
 #: class declares no ``_auto_preprocessing``
 _AUTO_DEFAULT = "standardize"
@@ -249,24 +249,23 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.nd
 
 
 def sphere_radius(Z: np.ndarray) -> float:
-    """The radius s of ``"sphere"``: :data:`SPHERE_RADIUS_FACTOR` times the
-    median Euclidean norm of the standardised training rows Z (1.0 when that
-    is 0 or Z has no rows)."""
+    """The radius s of ``"sphere"``: the median Euclidean norm of the
+    standardised training rows Z (1.0 when that is 0 or Z has no rows)."""
     if Z.shape[0] == 0:
         return 1.0
     norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
-    med = float(np.median(norms)) * SPHERE_RADIUS_FACTOR
+    med = float(np.median(norms))
     return med if np.isfinite(med) and med > 0 else 1.0
 
 
 def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
-    """Inverse stereographic projection of the rows of Z onto the unit
-    sphere in one more dimension: with ``u = z / radius``,
-    ``phi(z) = [2 u, ||u||^2 - 1] / (||u||^2 + 1)``.
+    """Inverse stereographic projection of the rows of Z onto the sphere of
+    radius ``s = radius`` in one more dimension: with ``u = z / s``,
+    ``phi(z) = s [2 u, ||u||^2 - 1] / (||u||^2 + 1)``.
 
     Computed without overflow for any finite row: with ``m = max(1,
     max_i |u_i|)``, ``w = u / m``, ``t = ||w||^2`` and ``c = 1 / m^2``,
-    ``phi = [2 w / (m (t + c)), (t - c) / (t + c)]``.
+    ``phi = s [2 w / (m (t + c)), (t - c) / (t + c)]``.
 
     Parameters
     ----------
@@ -277,7 +276,7 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
 
     Returns
     -------
-    ndarray of shape (n, d + 1), float64, rows of unit norm.
+    ndarray of shape (n, d + 1), float64, rows of norm ``radius``.
     """
     U = np.asarray(Z, dtype=np.float64) / float(radius)
     m = np.max(np.abs(U), axis=1, initial=0.0)
@@ -288,7 +287,7 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
     out = np.empty((U.shape[0], U.shape[1] + 1))
     out[:, :-1] = 2.0 * Wn / (m * (t + c))
     out[:, -1:] = (t - c) / (t + c)
-    return out
+    return out * float(radius)
 
 
 def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
