@@ -24,7 +24,12 @@ preprocessed rows; every method that takes X applies the same map first.
 The learned matrices (``W_``, ``M_``, ``components_``,
 ``get_bilinear_matrix()``) therefore live in the preprocessed coordinates,
 and ``similarity(X)`` on raw X equals the solver's similarity on the
-preprocessed X.
+preprocessed X.  ``preprocessing="sphere"`` adds a column (the rows are
+lifted onto a sphere in d + 1 dimensions): ``n_features_in_`` stays
+the raw d, the learned matrices have ``n_features_preprocessed_`` = d + 1
+rows, and in a triplet learner's ``_fitted_arrays`` the shape symbol
+``"d"`` is rewritten to ``"n_features_preprocessed_"`` (the width the
+solver saw) for every array but the preprocessing statistics.
 
 ``fit(X, y=None, *, triplets=None)`` samples ``n_triplets`` random class
 triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
@@ -32,6 +37,7 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, ClassVar
 
@@ -43,7 +49,7 @@ from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
 from .preprocessing import (apply_preprocessing, check_preprocessing, fit_preprocessing,
-                            resolve_preprocessing)
+                            n_added_features, resolve_preprocessing)
 from ._validation import check_random_state, check_triplets, check_X
 from .linalg import rowwise_dot
 from .triplets import random_class_triplets
@@ -190,9 +196,25 @@ PREPROCESSING_ARRAYS: dict[str, ArraySpec] = {
     "preprocessing_scale_": ArraySpec(("d",), optional=True),
     "preprocessing_whitener_": ArraySpec(("d", "d"), optional=True),
 }
-#: which statistics each resolved mode stores
+#: the fitted preprocessing scalars (float attributes, saved as metadata)
+PREPROCESSING_SCALARS = ("preprocessing_radius_",)
+#: which statistics (arrays and scalars) each resolved mode stores
 _PREP_KEYS = {None: (), "center": ("mean",), "standardize": ("mean", "scale"),
-              "whiten": ("mean", "whitener")}
+              "whiten": ("mean", "whitener"), "sphere": ("mean", "scale", "radius")}
+
+
+def _solver_width_spec(spec: ArraySpec) -> ArraySpec:
+    """``spec`` with the shape symbol ``"d"`` (also inside a sum such as
+    ``"d+fit_intercept"``, and in ``high``) replaced by
+    ``"n_features_preprocessed_"``: a learner's arrays live in the
+    preprocessed coordinates."""
+    def fix(dim):
+        if not isinstance(dim, str) or dim.startswith("="):
+            return dim
+        return "+".join("n_features_preprocessed_" if t.strip() == "d" else t.strip()
+                        for t in dim.split("+"))
+    return dataclasses.replace(spec, shape=tuple(fix(x) for x in spec.shape),
+                               high=fix(spec.high))
 
 
 class TripletLearner(LearnerBase):
@@ -203,17 +225,65 @@ class TripletLearner(LearnerBase):
     primitives of their mixin; they receive X already preprocessed (see
     :mod:`tripletml.preprocessing`) and never see the raw rows.  Subclasses
     store the ``preprocessing`` parameter; ``_fitted_arrays`` of every
-    subclass is extended with :data:`PREPROCESSING_ARRAYS`.
+    subclass is extended with :data:`PREPROCESSING_ARRAYS`, and its own
+    declarations are read in the preprocessed coordinates (``"d"`` becomes
+    ``"n_features_preprocessed_"``, see :func:`_solver_width_spec`).
+
+    ``n_features_in_`` is always the raw number of features (what every X
+    passed to the model must have); ``n_features_preprocessed_`` is the
+    width of the preprocessed rows (d + 1 with ``"sphere"``, else d).
     """
 
     #: whether fit needs supervision (labels or triplets)
     _needs_triplets: bool = True
+    #: what ``preprocessing="auto"`` resolves to on dense or low-dimensional
+    #: X (see :func:`tripletml.preprocessing.resolve_preprocessing`);
+    #: :class:`BilinearMixin` declares ``"sphere"``
+    _auto_preprocessing: ClassVar[str] = "standardize"
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = dict(PREPROCESSING_ARRAYS)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # the declarations found through the MRO (a mixin's included)
-        cls._fitted_arrays = {**cls._fitted_arrays, **PREPROCESSING_ARRAYS}
+        own = {name: _solver_width_spec(spec) for name, spec in cls._fitted_arrays.items()
+               if name not in PREPROCESSING_ARRAYS}
+        cls._fitted_arrays = {**own, **PREPROCESSING_ARRAYS}
+
+    # ------------------------------------------------------------- widths
+    @property
+    def n_features_in_(self) -> int:
+        """Number of raw features seen in fit (before preprocessing)."""
+        try:
+            return self.__dict__["n_features_in_"]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                 "'n_features_in_'") from None
+
+    @n_features_in_.setter
+    def n_features_in_(self, value) -> None:
+        # Solver code records the width of the rows it was given
+        # (``X.shape[1]`` after preprocessing, e.g. the first partial_fit of
+        # an online learner); with a mode that adds columns that width is
+        # mapped back to the raw one, read off ``preprocessing_mean_``.
+        added = n_added_features(self.__dict__.get("preprocessing_"))
+        mean = self.__dict__.get("preprocessing_mean_")
+        if added and isinstance(mean, np.ndarray) and value == mean.shape[0] + added:
+            value = int(mean.shape[0])
+        self.__dict__["n_features_in_"] = value
+
+    @n_features_in_.deleter
+    def n_features_in_(self) -> None:
+        try:
+            del self.__dict__["n_features_in_"]
+        except KeyError:
+            raise AttributeError("n_features_in_") from None
+
+    @property
+    def n_features_preprocessed_(self) -> int:
+        """Width of the preprocessed rows the solver works on: the dimension
+        of ``W_`` / ``M_`` / the factors (``n_features_in_ + 1`` with
+        ``preprocessing_ == "sphere"``, else ``n_features_in_``)."""
+        return self.n_features_in_ + n_added_features(getattr(self, "preprocessing_", None))
 
     # --------------------------------------------------------- preprocessing
     def _reset_fitted(self) -> None:
@@ -221,7 +291,7 @@ class TripletLearner(LearnerBase):
         self._clear_preprocessing()
 
     def _clear_preprocessing(self) -> None:
-        for name in PREPROCESSING_ARRAYS:
+        for name in (*PREPROCESSING_ARRAYS, *PREPROCESSING_SCALARS):
             if name in vars(self):
                 delattr(self, name)
         if "preprocessing_" in vars(self):
@@ -241,12 +311,14 @@ class TripletLearner(LearnerBase):
         """Apply the fitted preprocessing to validated X (unchanged when none)."""
         return apply_preprocessing(X, getattr(self, "preprocessing_mean_", None),
                                    getattr(self, "preprocessing_scale_", None),
-                                   getattr(self, "preprocessing_whitener_", None))
+                                   getattr(self, "preprocessing_whitener_", None),
+                                   getattr(self, "preprocessing_radius_", None))
 
     def _check_loaded(self) -> None:
         check_preprocessing(getattr(self, "preprocessing", None), self)
         if "preprocessing_" not in vars(self):
-            present = [n for n in PREPROCESSING_ARRAYS if n in vars(self)]
+            present = [n for n in (*PREPROCESSING_ARRAYS, *PREPROCESSING_SCALARS)
+                       if n in vars(self)]
             if present:
                 raise ValueError(f"{present} are stored without preprocessing_")
             self.preprocessing_ = None        # a file of tripletml <= 0.x before #14
@@ -254,10 +326,16 @@ class TripletLearner(LearnerBase):
         if mode not in _PREP_KEYS:
             raise ValueError(f"preprocessing_={mode!r} is not a fitted preprocessing mode")
         want = {f"preprocessing_{k}_" for k in _PREP_KEYS[mode]}
-        have = {n for n in PREPROCESSING_ARRAYS if n in vars(self)}
+        have = {n for n in (*PREPROCESSING_ARRAYS, *PREPROCESSING_SCALARS) if n in vars(self)}
         if want != have:
             raise ValueError(f"preprocessing_={mode!r} needs the arrays {sorted(want)}, "
                              f"the model holds {sorted(have)}")
+        if "preprocessing_radius_" in want:
+            r = self.preprocessing_radius_
+            if (isinstance(r, bool) or not isinstance(r, (float, int))
+                    or not np.isfinite(r) or r <= 0):
+                raise ValueError(f"preprocessing_radius_={r!r} must be a positive finite float")
+            self.preprocessing_radius_ = float(r)
         super()._check_loaded()
 
     def __sklearn_tags__(self):
@@ -310,7 +388,7 @@ class TripletLearner(LearnerBase):
         self._reset_fitted()  # a failed refit must not look fitted
         X, triplets, rng = self._prepare_fit(X, y, triplets)
         self._fit(X, triplets, rng)
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = X.shape[1] - n_added_features(self.preprocessing_)  # raw d
         return self
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
@@ -455,6 +533,10 @@ class BilinearMixin(_EmbedMixin):
 
     similarity_kind = "similarity"
     embedding_similarity = "inner_product"
+    #: ``preprocessing="auto"`` lifts dense rows onto the sphere (see
+    #: :mod:`tripletml.preprocessing`): a bilinear score is linear in x for a
+    #: fixed query, and on the sphere ``W = I`` ranks like Euclidean distance
+    _auto_preprocessing: ClassVar[str] = "sphere"
 
     def _embed_queries(self, X):
         """``S(q, x) = q^T W x = (W^T q) . x``: a query row becomes ``q^T W``
@@ -472,7 +554,9 @@ class BilinearMixin(_EmbedMixin):
         raise NotImplementedError
 
     def get_bilinear_matrix(self) -> np.ndarray:
-        """The d x d matrix W of ``S(x, y) = x^T W y`` (a new array)."""
+        """The matrix W of ``S(x, y) = x^T W y`` (a new array), in the
+        preprocessed coordinates: ``n_features_preprocessed_`` square (d + 1
+        with ``preprocessing_ == "sphere"``)."""
         check_is_fitted(self)
         return np.array(self._bilinear_matrix(), dtype=float, copy=True)
 
