@@ -218,7 +218,8 @@ def test_ip_to_l2_flat_returns_the_exact_inner_product_neighbours(model_factory)
 
 def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
     X, y = mixture(300, seed=16)
-    ip_model = OASIS(n_triplets=300, random_state=0).fit(X, y)
+    # standardised, not "sphere" (whose embeddings all have one norm)
+    ip_model = OASIS(n_triplets=300, preprocessing="standardize", random_state=0).fit(X, y)
     l2_model = LowRankDML(n_triplets=200, max_iter=10, batch_size=20, eta0=0.1, alpha=0.01,
                           random_state=0).fit(X, y)
     # None: decided at the first add for the approximate kinds of an
@@ -281,7 +282,7 @@ def test_hnsw_default_picks_the_better_graph_on_digits():
     non-negative pixels (cone ~0.8): an HNSW graph over the raw inner product
     misses neighbours no ef_search finds (measured 0.83 at 64, 0.86 at 256),
     the augmentation (chosen) reaches 1.  A standardised model (centred
-    embeddings, cone ~0): the raw inner product (chosen) is the better graph."""
+    embeddings, cone < 0.1): the raw inner product (chosen) is the better graph."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
@@ -303,9 +304,13 @@ def test_hnsw_default_picks_the_better_graph_on_digits():
     assert recall(model, chosen, 64) >= 0.98
     assert recall(model, chosen, 1300) == 1.0
     assert recall(model, raw, 64) < recall(model, chosen, 64)
-    # the default standardisation: centred embeddings, raw inner product
-    model = OASIS(n_triplets=20000, random_state=0).fit(Xtr, ytr)
-    assert embedding_cone(model.embed_database(Xtr)) < 0.05
+    # standardised rows: centred embeddings, raw inner product (the default
+    # "sphere" also gives a cone below 0.1, and all its database embeddings
+    # have one norm, so there the augmentation changes nothing)
+    model = OASIS(n_triplets=20000, preprocessing="standardize", random_state=0).fit(Xtr, ytr)
+    assert embedding_cone(model.embed_database(Xtr)) < 0.1
+    sphere = OASIS(n_triplets=2000, random_state=0).fit(Xtr, ytr)
+    assert embedding_cone(sphere.embed_database(Xtr)) < 0.1
     chosen = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128)
     aug = build(model, Xtr, kind="hnsw", hnsw_m=16, ef_construction=128, ip_to_l2=True)
     assert chosen.ip_to_l2 is False and aug.ip_to_l2

@@ -359,11 +359,13 @@ def test_explicit_eta0_is_used_as_is():
 
 @pytest.mark.parametrize("cls", [tm.LORETA, tm.FactoredGD, tm.IterativePA, tm.NaivePA])
 def test_default_rank_on_four_features(cls):
+    # the rank rule counts the preprocessed features: pinned to d ("sphere" adds one)
+    pp = dict(preprocessing="standardize")
     X, y = _blobs(4, 1.0, 5.0)
-    m = cls(n_triplets=500, random_state=0).fit(X, y)
+    m = cls(n_triplets=500, random_state=0, **pp).fit(X, y)
     k = 2 if cls is tm.LORETA else 4          # LORETA: min(10, d // 2), below d
     assert m.rank is None and m.rank_ == k and m.A_.shape == (4, k)
     X12, y12 = _blobs(12, 1.0, 0.0)
-    assert cls(n_triplets=300, random_state=0).fit(X12, y12).rank_ == (6 if cls is tm.LORETA else 10)
+    assert cls(n_triplets=300, random_state=0, **pp).fit(X12, y12).rank_ == (6 if cls is tm.LORETA else 10)
     with pytest.raises(ValueError, match=f"{cls.__name__}: rank=5 exceeds the number of features"):
-        cls(rank=5, n_triplets=100).fit(X, y)
+        cls(rank=5, n_triplets=100, **pp).fit(X, y)

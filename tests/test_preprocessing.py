@@ -22,14 +22,6 @@ TRIPLET = entries("triplet")
 BASELINES = ("Euclidean", "DotProduct")
 BILINEAR = tuple(e for e in TRIPLET if issubclass(e.cls, BilinearMixin)
                  and e.name not in BASELINES)
-#: the baselines build their identity matrix from n_features_in_ (the raw d):
-#: with "sphere" get_bilinear_matrix / get_mahalanobis_matrix have the wrong
-#: size until learners/baselines.py uses n_features_preprocessed_ (reported)
-_BASELINE_MATRIX_XFAIL = pytest.mark.xfail(
-    strict=True, raises=(AssertionError, ValueError),
-    reason="baselines: np.eye(n_features_in_) should be np.eye(n_features_preprocessed_)")
-
-
 def _data(seed=0, n=36, d=5):
     """Classes shifted along the features, columns on very different scales
     and offsets (what preprocessing is for)."""
@@ -84,14 +76,8 @@ def _pair(entry, mode):
 
 
 def _matrix_cases():
-    """(entry, mode) pairs; the baselines' matrix with "sphere" is xfail."""
-    out = []
-    for mode in MODES:
-        for e in TRIPLET:
-            marks = (_BASELINE_MATRIX_XFAIL,) if (mode == "sphere" and e.name in BASELINES) \
-                else ()
-            out.append(pytest.param(e, mode, marks=marks, id=f"{e.name}-{mode}"))
-    return out
+    """(entry, mode) pairs."""
+    return [pytest.param(e, mode, id=f"{e.name}-{mode}") for mode in MODES for e in TRIPLET]
 
 
 @pytest.mark.parametrize("entry,mode", _matrix_cases())

@@ -10,8 +10,9 @@ file cannot hand a Numba kernel an array of the wrong shape or dtype::
         "A_": ArraySpec(("d", "rank")),
     }
 
-Shape entries: an int (exact), None (any length), ``"d"`` (=
-``n_features_in_``), the name of an int parameter or fitted attribute of the
+Shape entries: an int (exact), None (any length), ``"d"`` (the width
+of the rows the solver saw: ``n_features_preprocessed_`` when the model has
+it, d + 1 with a lifting preprocessing, else ``n_features_in_``), the name of an int parameter or fitted attribute of the
 model (``"rank"``, ``"n_labels_"``, ``"rank_"``), or ``"=sym"``: every
 entry with the same symbol must have the same length.  A name entry may be a
 sum of names, ``"d+fit_intercept"`` (a bool counts 0 or 1).  ``dtype`` is a
@@ -58,7 +59,11 @@ class ArraySpec:
 def _int_value(model: Any, name: str) -> int:
     """The value of one term of a shape entry (``"d"``, a parameter or a
     fitted attribute): a non-negative int (a bool counts 0/1)."""
-    attr = "n_features_in_" if name == "d" else name
+    if name == "d":     # the width of the rows the solver saw
+        attr = ("n_features_preprocessed_" if hasattr(model, "n_features_preprocessed_")
+                else "n_features_in_")
+    else:
+        attr = name
     if not hasattr(model, attr):
         raise ValueError(f"shape symbol {name!r} names no parameter or attribute")
     value = getattr(model, attr)

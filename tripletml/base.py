@@ -28,8 +28,8 @@ preprocessed X.  ``preprocessing="sphere"`` adds a column (the rows are
 lifted onto a sphere in d + 1 dimensions): ``n_features_in_`` stays
 the raw d, the learned matrices have ``n_features_preprocessed_`` = d + 1
 rows, and in a triplet learner's ``_fitted_arrays`` the shape symbol
-``"d"`` is rewritten to ``"n_features_preprocessed_"`` (the width the
-solver saw) for every array but the preprocessing statistics.
+``"d"`` means that width (the width the solver saw); the preprocessing
+statistics are declared in ``n_features_in_``.
 
 ``fit(X, y=None, *, triplets=None)`` samples ``n_triplets`` random class
 triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
@@ -37,7 +37,6 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, ClassVar
 
@@ -192,29 +191,15 @@ class LearnerBase(BaseEstimator):
 #: (see :mod:`tripletml.preprocessing`), merged into each subclass's
 #: ``_fitted_arrays``
 PREPROCESSING_ARRAYS: dict[str, ArraySpec] = {
-    "preprocessing_mean_": ArraySpec(("d",), optional=True),
-    "preprocessing_scale_": ArraySpec(("d",), optional=True),
-    "preprocessing_whitener_": ArraySpec(("d", "d"), optional=True),
+    "preprocessing_mean_": ArraySpec(("n_features_in_",), optional=True),
+    "preprocessing_scale_": ArraySpec(("n_features_in_",), optional=True),
+    "preprocessing_whitener_": ArraySpec(("n_features_in_", "n_features_in_"), optional=True),
 }
 #: the fitted preprocessing scalars (float attributes, saved as metadata)
 PREPROCESSING_SCALARS = ("preprocessing_radius_",)
 #: which statistics (arrays and scalars) each resolved mode stores
 _PREP_KEYS = {None: (), "center": ("mean",), "standardize": ("mean", "scale"),
               "whiten": ("mean", "whitener"), "sphere": ("mean", "scale", "radius")}
-
-
-def _solver_width_spec(spec: ArraySpec) -> ArraySpec:
-    """``spec`` with the shape symbol ``"d"`` (also inside a sum such as
-    ``"d+fit_intercept"``, and in ``high``) replaced by
-    ``"n_features_preprocessed_"``: a learner's arrays live in the
-    preprocessed coordinates."""
-    def fix(dim):
-        if not isinstance(dim, str) or dim.startswith("="):
-            return dim
-        return "+".join("n_features_preprocessed_" if t.strip() == "d" else t.strip()
-                        for t in dim.split("+"))
-    return dataclasses.replace(spec, shape=tuple(fix(x) for x in spec.shape),
-                               high=fix(spec.high))
 
 
 class TripletLearner(LearnerBase):
@@ -225,9 +210,10 @@ class TripletLearner(LearnerBase):
     primitives of their mixin; they receive X already preprocessed (see
     :mod:`tripletml.preprocessing`) and never see the raw rows.  Subclasses
     store the ``preprocessing`` parameter; ``_fitted_arrays`` of every
-    subclass is extended with :data:`PREPROCESSING_ARRAYS`, and its own
-    declarations are read in the preprocessed coordinates (``"d"`` becomes
-    ``"n_features_preprocessed_"``, see :func:`_solver_width_spec`).
+    subclass is extended with :data:`PREPROCESSING_ARRAYS` (raw width
+    ``n_features_in_``); its own declarations' ``"d"`` is the width of the
+    preprocessed rows, ``n_features_preprocessed_`` (see
+    :mod:`tripletml._arrayspec`).
 
     ``n_features_in_`` is always the raw number of features (what every X
     passed to the model must have); ``n_features_preprocessed_`` is the
@@ -245,39 +231,11 @@ class TripletLearner(LearnerBase):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # the declarations found through the MRO (a mixin's included)
-        own = {name: _solver_width_spec(spec) for name, spec in cls._fitted_arrays.items()
+        own = {name: spec for name, spec in cls._fitted_arrays.items()
                if name not in PREPROCESSING_ARRAYS}
         cls._fitted_arrays = {**own, **PREPROCESSING_ARRAYS}
 
     # ------------------------------------------------------------- widths
-    @property
-    def n_features_in_(self) -> int:
-        """Number of raw features seen in fit (before preprocessing)."""
-        try:
-            return self.__dict__["n_features_in_"]
-        except KeyError:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                 "'n_features_in_'") from None
-
-    @n_features_in_.setter
-    def n_features_in_(self, value) -> None:
-        # Solver code records the width of the rows it was given
-        # (``X.shape[1]`` after preprocessing, e.g. the first partial_fit of
-        # an online learner); with a mode that adds columns that width is
-        # mapped back to the raw one, read off ``preprocessing_mean_``.
-        added = n_added_features(self.__dict__.get("preprocessing_"))
-        mean = self.__dict__.get("preprocessing_mean_")
-        if added and isinstance(mean, np.ndarray) and value == mean.shape[0] + added:
-            value = int(mean.shape[0])
-        self.__dict__["n_features_in_"] = value
-
-    @n_features_in_.deleter
-    def n_features_in_(self) -> None:
-        try:
-            del self.__dict__["n_features_in_"]
-        except KeyError:
-            raise AttributeError("n_features_in_") from None
-
     @property
     def n_features_preprocessed_(self) -> int:
         """Width of the preprocessed rows the solver works on: the dimension

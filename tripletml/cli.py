@@ -25,6 +25,7 @@ from typing import Any
 
 from ._cli_cluster import add_scheduler_argument, scheduler_context
 from ._registry import entries, get_entry
+from .preprocessing import PREPROCESSING_MODES
 
 __all__ = ["main", "build_parser", "fingerprint"]
 
@@ -432,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hold out this fraction of the rows (stratified, seeded by --seed) "
                         "and fit on the rest; evaluate with the same options")
     f.add_argument("--data-home", help=_HOME_HELP)
-    f.add_argument("--preprocessing", choices=["none", "auto", "center", "standardize", "whiten"],
+    f.add_argument("--preprocessing", choices=["none"] + [m for m in PREPROCESSING_MODES if m],
                    help="feature preprocessing fitted with the model and saved in its file "
                         "(default: the learner's, 'auto' = standardise unless X is sparse "
                         "with more than 2000 features; 'none' for raw features)")

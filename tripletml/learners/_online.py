@@ -373,13 +373,14 @@ class OnlineTripletLearner(TripletLearner):
         X = check_X(X, self, accept_sparse=self._accepts_sparse,
                     n_features=None if first else self.n_features_in_)
         triplets = check_triplets(triplets, X.shape[0], self)
+        n_raw = X.shape[1]
         if first:    # the first call fits the preprocessing on its X
             check_preprocessing(self.preprocessing, self)
             self._fit_preprocessing(X)
         X = self._preprocess(X)
         if first:
             self._init_model(X.shape[1], check_random_state(self.random_state, self))
-            self.n_features_in_ = X.shape[1]
+            self.n_features_in_ = n_raw
             self.t_ = 0
             self.history_ = {}
             self._watch = None

@@ -41,7 +41,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     def components_(self) -> np.ndarray:
         """Identity L (d x d), built on demand."""
         check_is_fitted(self)
-        return np.eye(self.n_features_in_)
+        return np.eye(self.n_features_preprocessed_)
 
     def _transform(self, X):
         return X
@@ -79,4 +79,4 @@ class DotProduct(BilinearMixin, TripletLearner):
         return rowwise_dot(X1, X2)
 
     def _bilinear_matrix(self) -> np.ndarray:
-        return np.eye(self.n_features_in_)
+        return np.eye(self.n_features_preprocessed_)
