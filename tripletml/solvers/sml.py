@@ -32,6 +32,7 @@ intermediate value raises SML's FloatingPointError with advice.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..linalg.eig_update import project_psd, solve_lemma3
 from ..losses import triplet_hinge_array
@@ -84,15 +85,43 @@ class SMLProblem:
             total = float(np.sum(self.tau_norms2))
         if not np.isfinite(total):
             raise _overflow("sum_tau ||X_tau||_F^2")
+        self._C = self._S = None                # built at the first A(u)
 
     def lipschitz(self, mu: float) -> float:
         """The paper's Lipschitz constant of grad phi_mu, ``sum ||X_tau||_F^2
         / (2 mu)``."""
         return float(np.sum(self.tau_norms2)) / (2.0 * mu)
 
+    def _build_C(self) -> None:
+        """The fixed sparsity pattern of the n x n ``C`` of :meth:`A` and the
+        sparse map ``S`` (nnz(C) x T) with ``C.data = S u``: the triplets do
+        not change during a fit, so ``C`` is assembled once and only its
+        values are recomputed per call (assembling a scipy.sparse matrix
+        from coordinates, with its sort and duplicate sum, cost more than
+        the products themselves)."""
+        t = self.dml.t
+        i, j, k = t[:, 0], t[:, 1], t[:, 2]
+        # C = sum_tau u_tau [(e_i - e_j)(e_i - e_j)^T - (e_i - e_k)(e_i - e_k)^T]
+        #   = sum_tau u_tau [e_j e_j^T - e_k e_k^T - e_i e_j^T - e_j e_i^T
+        #                    + e_i e_k^T + e_k e_i^T]   (the e_i e_i^T terms cancel)
+        rows = np.concatenate([j, k, i, j, i, k])
+        cols = np.concatenate([j, k, j, i, k, i])
+        sign = np.repeat([1.0, -1.0, -1.0, -1.0, 1.0, 1.0], self.m)
+        tau = np.tile(np.arange(self.m), 6)
+        n = self.X.shape[0]
+        keys, slot = np.unique(rows * n + cols, return_inverse=True)   # CSR order
+        self._S = sp.csr_matrix((sign, (slot.ravel(), tau)), shape=(keys.size, self.m))
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys // n, minlength=n), out=indptr[1:])
+        self._C = sp.csr_matrix((np.zeros(keys.size), (keys % n).astype(np.int64), indptr),
+                                shape=(n, n))
+
     def A(self, u: np.ndarray) -> np.ndarray:
         """``A u = sum_tau u_tau X_tau = -(X^T C X)`` (dense d x d)."""
-        C = self.dml.sample_matrix(np.arange(self.m), u, u)
+        if self._C is None:
+            self._build_C()
+        C = self._C
+        C.data[:] = self._S @ u
         CX = C @ self.X
         CX = CX.toarray() if hasattr(CX, "toarray") else np.asarray(CX)
         G = -np.asarray(self.X.T @ CX)
@@ -148,21 +177,24 @@ class SmoothSolver:
         self.it = 0
 
     def _search(self, u, grad, phi_u):
-        """Step 3 with the backtracking estimate of L; returns z."""
+        """Step 3 with the backtracking estimate of L; returns ``(z, eig)``
+        with ``eig`` the ``eigh`` of ``A z`` when the search computed it
+        (reused for the duality gap), else None."""
         for _ in range(MAX_BACKTRACKS):
             z = np.clip(u - grad / self.L, 0.0, 1.0)
             if not self.line_search:
-                return z
-            phi_z, _ = self.problem.phi(z, self.mu)
+                return z, None
+            eig = np.linalg.eigh(self.problem.A(z))
+            phi_z, _ = self.problem.phi(z, self.mu, eig)
             if not np.isfinite(phi_z):
                 raise _overflow("phi_mu in the line search")
             dz = z - u
             if phi_z <= phi_u + grad @ dz + 0.5 * self.L * dz @ dz + 1e-12 * abs(phi_u):
-                return z
+                return z, eig
             if self.L >= self.lipschitz:        # the paper's L: the test holds (round-off)
-                return z
+                return z, eig
             self.L = min(2.0 * self.L, self.lipschitz)
-        return z                                # pragma: no cover - L reaches the paper's
+        return z, eig                           # pragma: no cover - L reaches the paper's
 
     def step(self, t: int | None = None):
         """One iteration of Table 1 (steps 2-5; ``t`` is ignored, the solver
@@ -174,11 +206,11 @@ class SmoothSolver:
             raise _overflow("phi_mu")
         grad = -1.0 + p.margins(Mmu)                                  # eq. (13)
         self.M = (it / (it + 2.0)) * self.M + (2.0 / (it + 2.0)) * Mmu
-        z = self._search(u, grad, phi_u)
+        z, eig_z = self._search(u, grad, phi_u)
         self.acc += 0.5 * (it + 1.0) * grad
         v = np.clip(self.u0 - self.acc / self.L, 0.0, 1.0)             # step 4
         f = p.objective(self.M)
-        gap = f + p.phi(z)[0]
+        gap = f + p.phi(z, 0.0, eig_z)[0]
         self.u = (2.0 / (it + 3.0)) * v + ((it + 1.0) / (it + 3.0)) * z  # step 5
         self.it += 1
         return f, gap
