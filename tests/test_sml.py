@@ -399,3 +399,25 @@ def test_A_reuses_its_pattern_and_matches_outer_products_on_every_call(sparse):
             a, b = Xd[p] - Xd[q], Xd[n] - Xd[q]
             ref += w * (np.outer(b, b) - np.outer(a, a))
         np.testing.assert_allclose(prob.A(u), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("ratio", [0.0, 1e9])          # direct form / through used rows
+def test_margins_equal_a_plain_loop_on_both_paths(sparse, ratio, monkeypatch):
+    """``<X_tau, M>`` by either form equals the loop over triplets, also for a
+    non-symmetric M (the quadratic form only sees its symmetric part) and
+    degenerate triplets."""
+    import tripletml.solvers.sml as sml_solver
+    monkeypatch.setattr(sml_solver, "MARGIN_ROWS_RATIO", ratio)
+    X, t = _data(seed=22, sparse=sparse)
+    t = t.copy()
+    t[:2, 1] = t[:2, 0]
+    t[2:4, 2] = t[2:4, 1]
+    prob = SMLProblem(X, t, 0.1)
+    assert (prob._XU is None) == (ratio == 0.0)
+    Xd = X.toarray() if sparse else X
+    M = np.random.default_rng(4).normal(size=(X.shape[1], X.shape[1]))
+    ref = [(Xd[n] - Xd[q]) @ M @ (Xd[n] - Xd[q]) - (Xd[p] - Xd[q]) @ M @ (Xd[p] - Xd[q])
+           for q, p, n in t]
+    np.testing.assert_allclose(prob.margins(M), ref, rtol=1e-12, atol=1e-12)
+    assert np.isclose(prob.objective(M), _f_loop(X, t, M, 0.1), rtol=1e-12)
