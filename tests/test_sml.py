@@ -421,3 +421,16 @@ def test_margins_equal_a_plain_loop_on_both_paths(sparse, ratio, monkeypatch):
            for q, p, n in t]
     np.testing.assert_allclose(prob.margins(M), ref, rtol=1e-12, atol=1e-12)
     assert np.isclose(prob.objective(M), _f_loop(X, t, M, 0.1), rtol=1e-12)
+
+
+def test_smooth_solver_margins_of_the_averaged_iterate_are_exact():
+    """The margins of ``M^(t)`` kept by linearity equal a fresh evaluation,
+    and the recorded objective is eq. (4) at M^(t), after many iterations."""
+    from tripletml.solvers.sml import SmoothSolver
+    X, t = _data(seed=23)
+    prob = SMLProblem(X, t, 0.05)
+    solver = SmoothSolver(prob, mu=0.5)
+    for _ in range(300):
+        f, _ = solver.step()
+    np.testing.assert_allclose(solver.margins_M, prob.margins(solver.M), rtol=1e-9, atol=1e-11)
+    assert f == pytest.approx(_f_loop(X, t, solver.M, 0.05), rel=1e-10)

@@ -159,10 +159,11 @@ class SMLProblem:
         quad = rowwise_dot(XS, self._XU)
         return quad[self._tn] - quad[self._tp] - 2.0 * rowwise_dot(XS[self._tq], self._Dnp)
 
-    def objective(self, M: np.ndarray) -> float:
-        """Eq. (4) at M (a sum over triplets, not a mean)."""
-        return float(np.sum(triplet_hinge_array(self.margins(M)))
-                     + self.alpha * np.trace(M) ** 2)
+    def objective(self, M: np.ndarray, margins: np.ndarray | None = None) -> float:
+        """Eq. (4) at M (a sum over triplets, not a mean); ``margins``: the
+        margins of M when known."""
+        mg = self.margins(M) if margins is None else margins
+        return float(np.sum(triplet_hinge_array(mg)) + self.alpha * np.trace(M) ** 2)
 
     def phi(self, u: np.ndarray, mu: float = 0.0, eig=None):
         """``phi_mu(u)`` (mu = 0: the exact phi of eq. 7) and its maximiser
@@ -198,6 +199,8 @@ class SmoothSolver:
         self.u0 = np.zeros(T)
         self.u = self.u0.copy()
         self.M = np.zeros((problem.d, problem.d))
+        #: ``<X_tau, M>`` of the primal iterate (kept by linearity, no product)
+        self.margins_M = np.zeros(T)
         self.acc = np.zeros(T)                  # sum_i (i + 1)/2 grad_i
         self.it = 0
 
@@ -229,12 +232,17 @@ class SmoothSolver:
         phi_u, Mmu = p.phi(u, self.mu, eig)
         if not np.isfinite(phi_u):
             raise _overflow("phi_mu")
-        grad = -1.0 + p.margins(Mmu)                                  # eq. (13)
-        self.M = (it / (it + 2.0)) * self.M + (2.0 / (it + 2.0)) * Mmu
+        mg = p.margins(Mmu)
+        grad = -1.0 + mg                                              # eq. (13)
+        a, b = it / (it + 2.0), 2.0 / (it + 2.0)
+        self.M = a * self.M + b * Mmu
+        # the margins are linear in M: those of the averaged iterate follow
+        # the same recursion (exact at it = 0, where a = 0)
+        self.margins_M = a * self.margins_M + b * mg
         z, eig_z = self._search(u, grad, phi_u)
         self.acc += 0.5 * (it + 1.0) * grad
         v = np.clip(self.u0 - self.acc / self.L, 0.0, 1.0)             # step 4
-        f = p.objective(self.M)
+        f = p.objective(self.M, self.margins_M)
         gap = f + p.phi(z, 0.0, eig_z)[0]
         self.u = (2.0 / (it + 3.0)) * v + ((it + 1.0) / (it + 3.0)) * z  # step 5
         self.it += 1
