@@ -229,3 +229,69 @@ def test_matrix_perceptron_without_its_matrix_is_refused():
         m.partial_fit(X[:2], Y[:2])
     assert tm.MatrixPerceptron._fitted_arrays["W_"].shape == ("n_labels_", "n_columns_")
     assert not tm.MatrixPerceptron._fitted_arrays["W_"].optional
+
+
+# ---------------------------------------------------- eta0="auto" (LORETAMultilabel)
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_loreta_multilabel_eta0_auto_is_the_formula_on_the_first_rows(sparse, fit_intercept):
+    """eta_ = c / (2 median ||p||^2) over the first 1000 rows as the kernel
+    sees them (with the intercept feature), from a plain loop; c = 0.3."""
+    from tripletml.learners._online import AUTO_ETA_HEAD
+    from tripletml.learners.multilabel import auto_step_size_multilabel
+    from tripletml.linalg.sparse_rows import as_csr
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(1200, 6)) * 3.0 + 1.0
+    X[rng.random(X.shape) < 0.3] = 0.0
+    X[1100:] *= 5.0                            # rows past the head do not count
+    Y = (rng.random((1200, 4)) < 0.4).astype(int)
+    Y[np.arange(1200), rng.integers(0, 4, 1200)] = 1
+    rows = [np.append(x, 1.0) if fit_intercept else x for x in X[:AUTO_ETA_HEAD]]
+    ref = 0.3 / (2.0 * np.median([r @ r for r in rows]))
+    m = tm.LORETAMultilabel(rank=2, max_iter=1, fit_intercept=fit_intercept, random_state=0)
+    m.fit(sp.csr_matrix(X) if sparse else X, Y)
+    assert m.eta0 == "auto" and tm.LORETAMultilabel._auto_eta_c == 0.3
+    assert m.eta_ == pytest.approx(ref, rel=1e-12)
+    assert auto_step_size_multilabel(as_csr(np.zeros((3, 2))), 0.7) == 0.7   # no variation
+    # partial_fit resolves it at the first call, from that call's rows
+    p = tm.LORETAMultilabel(rank=2, fit_intercept=fit_intercept, random_state=0)
+    p.partial_fit(X[:50], Y[:50])
+    rows = rows[:50]
+    assert p.eta_ == pytest.approx(0.3 / (2.0 * np.median([r @ r for r in rows])), rel=1e-12)
+    eta = p.eta_
+    p.partial_fit(X[1100:], Y[1100:])          # later calls keep the step
+    assert p.eta_ == eta
+
+
+def test_loreta_multilabel_eta0_auto_follows_the_scale_and_explicit_eta0_is_used():
+    X, Y = _data(seed=8, n=60)
+    a = tm.LORETAMultilabel(rank=2, max_iter=2, fit_intercept=False, random_state=0).fit(X, Y)
+    b = tm.LORETAMultilabel(rank=2, max_iter=2, fit_intercept=False,
+                            random_state=0).fit(X * 100.0, Y)
+    assert b.eta_ == pytest.approx(a.eta_ * 1e-4, rel=1e-9)
+    assert np.isfinite(b.A_).all() and np.isfinite(b.B_).all()
+    # a constant step of 0.1 diverges on these large features; "auto" does not
+    with pytest.raises(FloatingPointError, match="LORETAMultilabel: training diverged"):
+        tm.LORETAMultilabel(rank=2, eta0=0.1, max_iter=2, fit_intercept=False,
+                            random_state=0).fit(X * 100.0, Y)
+    c = tm.LORETAMultilabel(rank=2, eta0=0.005, max_iter=2, random_state=0).fit(X, Y)
+    assert c.eta_ == 0.005
+    for bad in ("fast", -1.0, 0.0, None):
+        with pytest.raises((TypeError, ValueError), match="LORETAMultilabel: parameter eta0"):
+            tm.LORETAMultilabel(eta0=bad).fit(X, Y)
+    # the perceptron keeps a numeric eta0 only
+    with pytest.raises((TypeError, ValueError), match="MatrixPerceptron: parameter eta0"):
+        tm.MatrixPerceptron(eta0="auto").fit(X, Y)
+
+
+def test_loreta_multilabel_eta_survives_save_and_resume(tmp_path):
+    X, Y = _data(seed=9, n=60)
+    m = tm.LORETAMultilabel(rank=2, max_iter=2, random_state=0).fit(X, Y)
+    m.save(tmp_path / "m.npz")
+    back = tm.load_model(tmp_path / "m.npz")
+    assert back.eta_ == m.eta_
+    m.partial_fit(X[:20] * 50.0, Y[:20])
+    back.partial_fit(X[:20] * 50.0, Y[:20])
+    assert back.eta_ == m.eta_
+    np.testing.assert_allclose(back.A_, m.A_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(back.B_, m.B_, rtol=1e-12, atol=1e-14)

@@ -140,3 +140,24 @@ def test_history_is_per_pass_and_the_watch_sees_blocks():
     X, y = _data(seed=8)
     m = OASIS(preprocessing=None, max_iter=2, n_triplets=2500, random_state=0).fit(X, y)
     assert m.history_["step"] == [2500, 5000]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_initial_loss_is_the_mean_hinge_of_the_initial_W_on_the_first_triplets(sparse):
+    """The divergence watch's reference: mean ``[1 - q^T W (p+ - p-)]_+`` of
+    the initial W over the first 100 triplets (a plain loop), for both
+    inits."""
+    import scipy.sparse as sp
+    from tripletml.linalg.sparse_rows import as_csr
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 6))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    t = rng.integers(0, 40, size=(150, 3))
+    for init in ("identity", "zeros"):
+        m = OASIS(preprocessing=None, init=init)
+        m._init_model(6, rng)
+        W = m.W_.copy()
+        ref = np.mean([max(0.0, 1.0 - X[q] @ W @ (X[p] - X[n])) for q, p, n in t[:100]])
+        got = m._initial_loss(as_csr(sp.csr_matrix(X) if sparse else X), t)
+        assert got == pytest.approx(ref, rel=1e-12, abs=1e-12)
+    assert m._initial_loss(as_csr(X), t[:0]) is None

@@ -221,6 +221,23 @@ def test_relative_gap_tol_warns_when_not_met_and_stops_when_met():
         SDCA(preprocessing=None, alpha=0.05, max_iter=1, tol=None, random_state=0).fit(X, triplets=t)
 
 
+def test_default_is_a_fixed_budget_with_the_gap_recorded():
+    """tol=None by default: max_iter passes, no ConvergenceWarning although
+    the relative gap is still far above 1e-3, and the gap of every pass is
+    recorded (the same fit with tol=1e-3 warns)."""
+    import warnings
+    from sklearn.exceptions import ConvergenceWarning
+    X, t = _problem(seed=12, m=80)
+    assert SDCA().get_params()["tol"] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = SDCA(preprocessing=None, alpha=0.001, max_iter=2, random_state=0).fit(X, triplets=t)
+    assert (m.n_iter_, m.stop_reason_) == (2, "max_iter")
+    assert len(m.history_["rel_gap"]) == 2 and m.history_["rel_gap"][-1] > 1e-3
+    with pytest.warns(ConvergenceWarning, match="relative duality gap"):
+        SDCA(preprocessing=None, alpha=0.001, max_iter=2, tol=1e-3, random_state=0).fit(X, triplets=t)
+
+
 @pytest.mark.parametrize("output", ["average", "random"])
 def test_a_loaded_state_with_missing_or_inconsistent_arrays_is_refused(output):
     from tripletml.solvers.sdca import SDCASolver

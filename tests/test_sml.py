@@ -291,14 +291,17 @@ def test_line_search_stops_at_the_papers_lipschitz_constant():
     prob = SMLProblem(X, t, 0.1)
     solver = SmoothSolver(prob, mu=0.5)
     real_phi = prob.phi
+    # the line search evaluates phi_mu at its trial points z, never at the
+    # solver's current u (step 2 does)
     prob.phi = lambda u, mu=0.0, eig=None: (
-        (1e300, None) if eig is None and mu > 0 else real_phi(u, mu, eig))
+        (1e300, None) if u is not solver.u and mu > 0 else real_phi(u, mu, eig))
     f, gap = solver.step()
     assert solver.L == solver.lipschitz and np.isfinite(f)
+    solver = SmoothSolver(prob, mu=0.5)
     prob.phi = lambda u, mu=0.0, eig=None: (
-        (np.nan, None) if eig is None and mu > 0 else real_phi(u, mu, eig))
+        (np.nan, None) if u is not solver.u and mu > 0 else real_phi(u, mu, eig))
     with pytest.raises(FloatingPointError, match="SML: training diverged .*line search"):
-        SmoothSolver(prob, mu=0.5).step()
+        solver.step()
 
 
 def test_a_blow_up_of_the_subgradient_method_stops_with_advice():
@@ -373,3 +376,61 @@ def test_M_is_psd_on_random_problems(seed, d, alpha, solver, mu):
     assert np.linalg.eigvalsh(m.M_).min() >= -1e-10 * scale
     if solver == "smooth":                  # an average of points of Q2
         assert np.trace(m.M_) <= np.sqrt(len(t) / alpha) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_A_reuses_its_pattern_and_matches_outer_products_on_every_call(sparse):
+    """``A u`` (C's pattern assembled once, values per call) equals the sum
+    of ``u_tau (x_kj x_kj^T - x_ij x_ij^T)`` for several u in a row, with
+    repeated rows, degenerate triplets (query = positive, positive =
+    negative) and zero weights."""
+    X, t = _data(seed=21, sparse=sparse)
+    t = t.copy()
+    t[:3, 1] = t[:3, 0]
+    t[3:5, 2] = t[3:5, 1]
+    t[5:8] = t[8:11]                         # repeated triplets
+    prob = SMLProblem(X, t, 0.1)
+    Xd = X.toarray() if sparse else X
+    rng = np.random.default_rng(3)
+    for u in (rng.random(len(t)), np.zeros(len(t)), (rng.random(len(t)) > 0.5) * 1.0,
+              rng.random(len(t))):
+        ref = np.zeros((X.shape[1], X.shape[1]))
+        for (q, p, n), w in zip(t, u):
+            a, b = Xd[p] - Xd[q], Xd[n] - Xd[q]
+            ref += w * (np.outer(b, b) - np.outer(a, a))
+        np.testing.assert_allclose(prob.A(u), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("ratio", [0.0, 1e9])          # direct form / through used rows
+def test_margins_equal_a_plain_loop_on_both_paths(sparse, ratio, monkeypatch):
+    """``<X_tau, M>`` by either form equals the loop over triplets, also for a
+    non-symmetric M (the quadratic form only sees its symmetric part) and
+    degenerate triplets."""
+    import tripletml.solvers.sml as sml_solver
+    monkeypatch.setattr(sml_solver, "MARGIN_ROWS_RATIO", ratio)
+    X, t = _data(seed=22, sparse=sparse)
+    t = t.copy()
+    t[:2, 1] = t[:2, 0]
+    t[2:4, 2] = t[2:4, 1]
+    prob = SMLProblem(X, t, 0.1)
+    assert (prob._XU is None) == (ratio == 0.0)
+    Xd = X.toarray() if sparse else X
+    M = np.random.default_rng(4).normal(size=(X.shape[1], X.shape[1]))
+    ref = [(Xd[n] - Xd[q]) @ M @ (Xd[n] - Xd[q]) - (Xd[p] - Xd[q]) @ M @ (Xd[p] - Xd[q])
+           for q, p, n in t]
+    np.testing.assert_allclose(prob.margins(M), ref, rtol=1e-12, atol=1e-12)
+    assert np.isclose(prob.objective(M), _f_loop(X, t, M, 0.1), rtol=1e-12)
+
+
+def test_smooth_solver_margins_of_the_averaged_iterate_are_exact():
+    """The margins of ``M^(t)`` kept by linearity equal a fresh evaluation,
+    and the recorded objective is eq. (4) at M^(t), after many iterations."""
+    from tripletml.solvers.sml import SmoothSolver
+    X, t = _data(seed=23)
+    prob = SMLProblem(X, t, 0.05)
+    solver = SmoothSolver(prob, mu=0.5)
+    for _ in range(300):
+        f, _ = solver.step()
+    np.testing.assert_allclose(solver.margins_M, prob.margins(solver.M), rtol=1e-9, atol=1e-11)
+    assert f == pytest.approx(_f_loop(X, t, solver.M, 0.05), rel=1e-10)

@@ -19,8 +19,8 @@ from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import (csr_row_diff, diff_buffers, sparse_bilinear,
                                   sparse_rank_one_update)
-from ..losses import triplet_hinge
-from ._online import OnlineTripletLearner
+from ..losses import triplet_hinge, triplet_hinge_array
+from ._online import WATCH_HEAD, OnlineTripletLearner
 
 __all__ = ["OASIS"]
 
@@ -45,6 +45,17 @@ def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, v
             tau = min(C, loss / nrm)                          # PA-I step (eq. 6)
             sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _oasis_margins(W, indptr, indices, data, triplets, out, vidx, vval):
+    """Margins ``q^T W (p+ - p-)`` of the given triplets at W (no update),
+    computed as in :func:`_oasis_steps`."""
+    for t in range(triplets.shape[0]):
+        q = triplets[t, 0]
+        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        out[t] = sparse_bilinear(W, indices[indptr[q]:indptr[q + 1]],
+                                 data[indptr[q]:indptr[q + 1]], vidx[:k], vval[:k])
 
 
 @document_preprocessing
@@ -132,6 +143,19 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         if bad >= 0:
             raise self._diverged(self.t_ + bad + 1)
         return losses, margins
+
+    def _initial_loss(self, Xc, triplets):
+        """Mean hinge loss of the initial W on the first ``WATCH_HEAD``
+        triplets (the divergence watch's reference), by the step kernel's
+        margin: a compiled loop instead of sparse row indexing (it was 0.4
+        of svmguide4's 4.7 ms fit)."""
+        t = triplets[:WATCH_HEAD]
+        if t.shape[0] == 0:
+            return None
+        mg = np.empty(t.shape[0])
+        with np.errstate(all="ignore"):
+            _oasis_margins(self.W_, Xc.indptr, Xc.indices, Xc.data, t, mg, *diff_buffers(Xc))
+            return float(np.mean(triplet_hinge_array(mg)))
 
     def _model_finite(self):
         return bool(np.isfinite(self.W_).all())

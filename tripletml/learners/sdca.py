@@ -73,12 +73,23 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         ``T0`` as a fraction of the planned ``T = max_iter * n`` steps (the
         paper's remark uses ``T = 2 T0``).  If training stops (on ``tol``)
         before ``T0``, the window is empty and ``M_`` is the last iterate.
-    tol : float or None, default=1e-3
+    tol : float or None, default=None
         Stop after the first pass whose *relative* duality gap
         ``(P - D) / max(|P|, 1e-12)`` (eq. 8 over the primal, evaluated
         after each pass) is at most ``tol``; a ConvergenceWarning when
-        ``max_iter`` passes end first.  None: run all passes (the gap is
-        still recorded).
+        ``max_iter`` passes end first.  None (default): the fixed budget of
+        ``max_iter`` passes, as the paper's experiments (a fixed number of
+        steps); the gap is still recorded in ``history_``.  Why no default
+        tolerance: with standardised features and ``alpha=0.01`` the
+        relative gap after 10 passes ranges from 2e-4 (iris) to 0.67
+        (digits) over the ten shipped data sets (it shrinks by a factor
+        ``~exp(-1 / (1 + ||X_i||^2 / (lambda n)))`` per pass, slow when
+        ``||x||^2 ~ d``), while the retrieval mAP moves by less than 0.01
+        between 5 and 30 passes; the former default ``tol=1e-3`` warned on
+        nine of the ten sets (24 of 28 fits, 3 seeds) with nothing wrong.
+        Set it to ask for an accurate solution of eq. (4) (e.g.
+        ``tol=1e-3, max_iter=30`` on features scaled to [-1, 1], as the
+        reproduction of Table 2).
     {preprocessing}
     random_state : None, int or numpy Generator
     verbose : int, default=0
@@ -142,7 +153,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     _criterion_name = "relative duality gap"
 
     def __init__(self, alpha=0.01, max_iter=10, n_triplets=10000, output="average",
-                 average_start=0.5, tol=1e-3, preprocessing="auto", random_state=None,
+                 average_start=0.5, tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.alpha = alpha
         self.max_iter = max_iter

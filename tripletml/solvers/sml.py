@@ -32,13 +32,15 @@ intermediate value raises SML's FloatingPointError with advice.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..linalg.eig_update import project_psd, solve_lemma3
+from ..linalg.sparse_rows import rowwise_dot
 from ..losses import triplet_hinge_array
 from .lowrank_dml import TripletDMLProblem
 
 __all__ = ["SMLProblem", "SmoothSolver", "SubgradientSolver", "LINE_SEARCH_START",
-           "MAX_BACKTRACKS"]
+           "MAX_BACKTRACKS", "MARGIN_ROWS_RATIO"]
 
 #: the backtracking line search starts from this fraction of the paper's
 #: Lipschitz constant ``L = sum ||X_tau||_F^2 / (2 mu)``
@@ -46,6 +48,10 @@ LINE_SEARCH_START = 1e-4
 #: cap on the doublings of one line search (the paper's L is reached after
 #: log2(1 / LINE_SEARCH_START) < 14 of them and always satisfies the test)
 MAX_BACKTRACKS = 64
+#: :meth:`SMLProblem.margins` goes through the rows the triplets use when
+#: they are fewer than this many times the number of triplets T (the direct
+#: form multiplies the 2T difference rows)
+MARGIN_ROWS_RATIO = 1.5
 _SCALE_ADVICE = "scale the features down (e.g. StandardScaler)"
 
 
@@ -84,15 +90,52 @@ class SMLProblem:
             total = float(np.sum(self.tau_norms2))
         if not np.isfinite(total):
             raise _overflow("sum_tau ||X_tau||_F^2")
+        self._C = self._S = None                # built at the first A(u)
+        # margins through the rows the triplets use when they are fewer than
+        # the 2T difference rows (see :meth:`margins`)
+        used = np.unique(self.dml.t)
+        self._XU = None
+        if used.size < MARGIN_ROWS_RATIO * self.m:
+            pos = np.searchsorted(used, self.dml.t)
+            self._XU = X[used]
+            self._tq, self._tp, self._tn = pos[:, 0], pos[:, 1], pos[:, 2]
+            self._Dnp = self.Da - self.Db       # x_neg - x_pos
 
     def lipschitz(self, mu: float) -> float:
         """The paper's Lipschitz constant of grad phi_mu, ``sum ||X_tau||_F^2
         / (2 mu)``."""
         return float(np.sum(self.tau_norms2)) / (2.0 * mu)
 
+    def _build_C(self) -> None:
+        """The fixed sparsity pattern of the n x n ``C`` of :meth:`A` and the
+        sparse map ``S`` (nnz(C) x T) with ``C.data = S u``: the triplets do
+        not change during a fit, so ``C`` is assembled once and only its
+        values are recomputed per call (assembling a scipy.sparse matrix
+        from coordinates, with its sort and duplicate sum, cost more than
+        the products themselves)."""
+        t = self.dml.t
+        i, j, k = t[:, 0], t[:, 1], t[:, 2]
+        # C = sum_tau u_tau [(e_i - e_j)(e_i - e_j)^T - (e_i - e_k)(e_i - e_k)^T]
+        #   = sum_tau u_tau [e_j e_j^T - e_k e_k^T - e_i e_j^T - e_j e_i^T
+        #                    + e_i e_k^T + e_k e_i^T]   (the e_i e_i^T terms cancel)
+        rows = np.concatenate([j, k, i, j, i, k])
+        cols = np.concatenate([j, k, j, i, k, i])
+        sign = np.repeat([1.0, -1.0, -1.0, -1.0, 1.0, 1.0], self.m)
+        tau = np.tile(np.arange(self.m), 6)
+        n = self.X.shape[0]
+        keys, slot = np.unique(rows * n + cols, return_inverse=True)   # CSR order
+        self._S = sp.csr_matrix((sign, (slot.ravel(), tau)), shape=(keys.size, self.m))
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys // n, minlength=n), out=indptr[1:])
+        self._C = sp.csr_matrix((np.zeros(keys.size), (keys % n).astype(np.int64), indptr),
+                                shape=(n, n))
+
     def A(self, u: np.ndarray) -> np.ndarray:
         """``A u = sum_tau u_tau X_tau = -(X^T C X)`` (dense d x d)."""
-        C = self.dml.sample_matrix(np.arange(self.m), u, u)
+        if self._C is None:
+            self._build_C()
+        C = self._C
+        C.data[:] = self._S @ u
         CX = C @ self.X
         CX = CX.toarray() if hasattr(CX, "toarray") else np.asarray(CX)
         G = -np.asarray(self.X.T @ CX)
@@ -102,13 +145,25 @@ class SMLProblem:
         return G
 
     def margins(self, M: np.ndarray) -> np.ndarray:
-        """``<X_tau, M> = x_kj^T M x_kj - x_ij^T M x_ij`` for every triplet."""
-        return self.dml.sq_dists_dense(self.Db, M) - self.dml.sq_dists_dense(self.Da, M)
+        """``<X_tau, M> = x_kj^T M x_kj - x_ij^T M x_ij`` for every triplet.
 
-    def objective(self, M: np.ndarray) -> float:
-        """Eq. (4) at M (a sum over triplets, not a mean)."""
-        return float(np.sum(triplet_hinge_array(self.margins(M)))
-                     + self.alpha * np.trace(M) ** 2)
+        With ``S = (M + M^T) / 2`` (the same quadratic form) this is
+        ``x_n^T S x_n - x_p^T S x_p - 2 x_q^T S (x_n - x_p)`` for the triplet
+        ``(q, p, n)``: one product ``X_U S`` over the rows U the triplets use
+        instead of the two products with the 2T difference rows, when U has
+        fewer than ``MARGIN_ROWS_RATIO * T`` rows (small training sets)."""
+        if self._XU is None:
+            return self.dml.sq_dists_dense(self.Db, M) - self.dml.sq_dists_dense(self.Da, M)
+        S = 0.5 * (M + M.T)
+        XS = np.asarray(self._XU @ S)
+        quad = rowwise_dot(XS, self._XU)
+        return quad[self._tn] - quad[self._tp] - 2.0 * rowwise_dot(XS[self._tq], self._Dnp)
+
+    def objective(self, M: np.ndarray, margins: np.ndarray | None = None) -> float:
+        """Eq. (4) at M (a sum over triplets, not a mean); ``margins``: the
+        margins of M when known."""
+        mg = self.margins(M) if margins is None else margins
+        return float(np.sum(triplet_hinge_array(mg)) + self.alpha * np.trace(M) ** 2)
 
     def phi(self, u: np.ndarray, mu: float = 0.0, eig=None):
         """``phi_mu(u)`` (mu = 0: the exact phi of eq. 7) and its maximiser
@@ -144,25 +199,30 @@ class SmoothSolver:
         self.u0 = np.zeros(T)
         self.u = self.u0.copy()
         self.M = np.zeros((problem.d, problem.d))
+        #: ``<X_tau, M>`` of the primal iterate (kept by linearity, no product)
+        self.margins_M = np.zeros(T)
         self.acc = np.zeros(T)                  # sum_i (i + 1)/2 grad_i
         self.it = 0
 
     def _search(self, u, grad, phi_u):
-        """Step 3 with the backtracking estimate of L; returns z."""
+        """Step 3 with the backtracking estimate of L; returns ``(z, eig)``
+        with ``eig`` the ``eigh`` of ``A z`` when the search computed it
+        (reused for the duality gap), else None."""
         for _ in range(MAX_BACKTRACKS):
             z = np.clip(u - grad / self.L, 0.0, 1.0)
             if not self.line_search:
-                return z
-            phi_z, _ = self.problem.phi(z, self.mu)
+                return z, None
+            eig = np.linalg.eigh(self.problem.A(z))
+            phi_z, _ = self.problem.phi(z, self.mu, eig)
             if not np.isfinite(phi_z):
                 raise _overflow("phi_mu in the line search")
             dz = z - u
             if phi_z <= phi_u + grad @ dz + 0.5 * self.L * dz @ dz + 1e-12 * abs(phi_u):
-                return z
+                return z, eig
             if self.L >= self.lipschitz:        # the paper's L: the test holds (round-off)
-                return z
+                return z, eig
             self.L = min(2.0 * self.L, self.lipschitz)
-        return z                                # pragma: no cover - L reaches the paper's
+        return z, eig                           # pragma: no cover - L reaches the paper's
 
     def step(self, t: int | None = None):
         """One iteration of Table 1 (steps 2-5; ``t`` is ignored, the solver
@@ -172,13 +232,18 @@ class SmoothSolver:
         phi_u, Mmu = p.phi(u, self.mu, eig)
         if not np.isfinite(phi_u):
             raise _overflow("phi_mu")
-        grad = -1.0 + p.margins(Mmu)                                  # eq. (13)
-        self.M = (it / (it + 2.0)) * self.M + (2.0 / (it + 2.0)) * Mmu
-        z = self._search(u, grad, phi_u)
+        mg = p.margins(Mmu)
+        grad = -1.0 + mg                                              # eq. (13)
+        a, b = it / (it + 2.0), 2.0 / (it + 2.0)
+        self.M = a * self.M + b * Mmu
+        # the margins are linear in M: those of the averaged iterate follow
+        # the same recursion (exact at it = 0, where a = 0)
+        self.margins_M = a * self.margins_M + b * mg
+        z, eig_z = self._search(u, grad, phi_u)
         self.acc += 0.5 * (it + 1.0) * grad
         v = np.clip(self.u0 - self.acc / self.L, 0.0, 1.0)             # step 4
-        f = p.objective(self.M)
-        gap = f + p.phi(z)[0]
+        f = p.objective(self.M, self.margins_M)
+        gap = f + p.phi(z, 0.0, eig_z)[0]
         self.u = (2.0 / (it + 3.0)) * v + ((it + 1.0) / (it + 3.0)) * z  # step 5
         self.it += 1
         return f, gap
