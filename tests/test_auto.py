@@ -135,10 +135,10 @@ def test_cv_results_shape_and_keys():
     X, y = iris()
     auto = _quick(n_splits=2).fit(X, y)
     res = auto.cv_results_
-    keys = {"candidate", "learner", "params", "preprocessing", "round", "budget_param",
-            "budget", "split0_validation_score", "split1_validation_score",
+    keys = {"candidate", "learner", "params", "preprocessing", "stage", "round",
+            "budget_param", "budget", "split0_validation_score", "split1_validation_score",
             "mean_validation_score", "std_validation_score", "mean_fit_time", "warm_start",
-            "error", "rank_validation_score"}
+            "error", "stopped", "rank_validation_score"}
     assert set(res) == keys
     n = len(res["candidate"])
     for k, v in res.items():

@@ -53,20 +53,26 @@ __all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES"]
 
 _WHO = "AutoSimilarity"
 
-#: The default race (chosen from measurements on vehicle, vowel, svmguide4 and
-#: segment; see docs/user_guide/auto.rst).  ``grid`` lists values to cross,
-#: ``budget`` is ``(parameter, full value)`` or None (fitted once).
+#: The default race (chosen from measurements on the ten shipped sets; see
+#: docs/user_guide/auto.rst and results/auto/).  ``grid`` lists values to
+#: cross, ``budget`` is ``(parameter, full value)`` or None (fitted once),
+#: ``stage`` orders the candidates by cost: stage 0 is the cheap rung (tens of
+#: milliseconds per fit on the shipped sets), stage 1 the costly family, raced
+#: only while it beats the cheap rung's best validation score.  The
+#: preprocessing of every candidate is explicit (not the learners' "auto").
 DEFAULT_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
-     "budget": None},
+     "budget": None, "stage": 0},
+    {"learner": "OASIS", "grid": {"preprocessing": ["standardize", "whiten"], "C": [0.1]},
+     "budget": ("n_triplets", 10000), "stage": 0},
     {"learner": "SDCA", "grid": {"preprocessing": ["standardize", "whiten"],
-                                 "alpha": [1e-2, 1e-3], "tol": [None]},
-     "budget": ("n_triplets", 10000)},
-    {"learner": "OASIS", "grid": {"preprocessing": ["whiten"], "C": [0.1]},
-     "budget": ("n_triplets", 20000)},
+                                 "alpha": [1e-2, 1e-3], "max_iter": [3], "tol": [None]},
+     "budget": ("n_triplets", 10000), "stage": 0},
+    {"learner": "COMET", "grid": {"preprocessing": ["whiten"]},
+     "budget": ("n_triplets", 10000), "stage": 0},
     {"learner": "SML", "grid": {"preprocessing": [None, "standardize", "whiten"],
-                                "n_triplets": [3000], "tol": [None]},
-     "budget": ("max_iter", 300)},
+                                "n_triplets": [1500], "tol": [None]},
+     "budget": ("max_iter", 300), "stage": 1},
 )
 
 # --------------------------------------------------------------------------
@@ -75,8 +81,10 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 class _Candidate:
     """One racer: a learner, fixed parameters, a budget parameter."""
 
-    def __init__(self, name: str, template, params: dict, budget: Optional[tuple]):
+    def __init__(self, name: str, template, params: dict, budget: Optional[tuple],
+                 stage: int = 0):
         self.name = name
+        self.stage = stage                  # 0: the cheap rung; higher: costlier, later
         self.template = template            # an unfitted estimator (cloned per fit)
         self.params = params                # including "preprocessing" when given
         self.budget = budget                # (param, full) or None
@@ -132,10 +140,12 @@ def _expand_candidates(candidates) -> list[_Candidate]:
         if not isinstance(spec, dict) or "learner" not in spec:
             raise TypeError(f"{_WHO}: {where} must be a dict with a 'learner' key, got "
                             f"{spec!r}.")
-        extra = set(spec) - {"learner", "grid", "budget"}
+        extra = set(spec) - {"learner", "grid", "budget", "stage"}
         if extra:
             raise ValueError(f"{_WHO}: {where} has unknown key(s) {sorted(extra)}; the keys "
-                             "are 'learner', 'grid' and 'budget'.")
+                             "are 'learner', 'grid', 'budget' and 'stage'.")
+        stage = spec.get("stage", 0)
+        check_scalar_param(stage, f"{where} stage", _WHO, kind="int", low=0)
         name, template = _learner_template(spec["learner"], where)
         has = template.get_params()
         grid = spec.get("grid") or {}
@@ -166,7 +176,8 @@ def _expand_candidates(candidates) -> list[_Candidate]:
             budget = (budget[0], int(budget[1]))
         keys = list(grid)
         for values in itertools.product(*(list(grid[k]) for k in keys)):
-            out.append(_Candidate(name, template, dict(zip(keys, values)), budget))
+            out.append(_Candidate(name, template, dict(zip(keys, values)), budget,
+                                  int(stage)))
     if not out:
         raise ValueError(f"{_WHO}: candidates is empty; give at least one learner.")
     return out
@@ -300,12 +311,14 @@ class AutoSimilarity(BaseEstimator):
     """
 
     def __init__(self, candidates=None, *, time_budget: float = 60.0, n_splits: int = 1,
-                 validation_size: float = 0.3, factor: int = 3, n_jobs: Optional[int] = None,
-                 random_state=None, verbose: int = 0):
+                 validation_size: float = 0.3, max_validation_items: Optional[int] = 1000,
+                 factor: int = 3, n_jobs: Optional[int] = None, random_state=None,
+                 verbose: int = 0):
         self.candidates = candidates
         self.time_budget = time_budget
         self.n_splits = n_splits
         self.validation_size = validation_size
+        self.max_validation_items = max_validation_items
         self.factor = factor
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -317,6 +330,8 @@ class AutoSimilarity(BaseEstimator):
         check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
         check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
                            low_inclusive=False, high_inclusive=False)
+        check_scalar_param(self.max_validation_items, "max_validation_items", _WHO,
+                           kind="int", low=2, allow_none=True)
         check_scalar_param(self.factor, "factor", _WHO, kind="int", low=2)
         check_scalar_param(self.n_jobs, "n_jobs", _WHO, kind="int", allow_none=True)
         if self.n_jobs == 0:
@@ -371,7 +386,7 @@ class AutoSimilarity(BaseEstimator):
         -------
         self
         """
-        from joblib import Parallel, delayed, effective_n_jobs
+        from joblib import effective_n_jobs
         from sklearn.model_selection import StratifiedShuffleSplit
 
         t_start = time.time()
@@ -391,40 +406,149 @@ class AutoSimilarity(BaseEstimator):
         splits = list(StratifiedShuffleSplit(n_splits=self.n_splits,
                                              test_size=self.validation_size,
                                              random_state=split_seed).split(np.zeros(len(y)), y))
+        splits = [(fi, self._cap_validation(vi, y, split_seed + s))
+                  for s, (fi, vi) in enumerate(splits)]
         n_workers = max(1, int(effective_n_jobs(self.n_jobs)))
         blas = max(1, (os.cpu_count() or 1) // n_workers) if n_workers > 1 else None
-        n_rounds = max(1, math.ceil(math.log(len(cands)) / math.log(self.factor) - 1e-9))
-        alive = list(range(len(cands)))
-        states: dict = {}
-        rows: list[dict] = []
-        hist = {"step": [], "seconds": [], "n_candidates": [], "best_validation_score": []}
-        last_scores: dict[int, float] = {}
-        reached: dict[int, int] = {}         # last round a candidate was ranked in
+        ctx = {"cands": cands, "X": X, "y": y, "splits": splits, "seed0": seed0,
+               "deadline": deadline, "blas": blas, "n_workers": n_workers,
+               "t_start": t_start, "states": {}, "rows": [],
+               "hist": {"step": [], "seconds": [], "n_candidates": [],
+                        "best_validation_score": []},
+               "last_scores": {}, "reached": {}}
+        stages = sorted({c.stage for c in cands})
+        champions: list[int] = []           # the survivors of every stage raced
+        stop, r0, bar = "max_iter", 0, -np.inf
+        for k, st in enumerate(stages):
+            members = [i for i, c in enumerate(cands) if c.stage == st]
+            if k > 0 and time.time() >= deadline:
+                stop = "max_time"
+                self._note_skipped(ctx, members, r0, "max_time: time_budget spent before "
+                                   f"stage {st} started")
+                continue
+            survivors, r0, st_stop = self._race_stage(ctx, members, r0, bar if k else None,
+                                                      pilot=k > 0)
+            if st_stop == "max_time":
+                stop = "max_time"
+            champions += survivors
+            scored = [c for c in champions if c in ctx["last_scores"]]
+            if scored:
+                bar = max(ctx["last_scores"][c] for c in scored)
+        last_scores, rows = ctx["last_scores"], ctx["rows"]
+        if not last_scores:                  # pragma: no cover - baselines always score
+            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
+        pool = [c for c in champions if c in last_scores] or list(last_scores)
+        win = min(pool, key=lambda c: (-last_scores[c], c))
+        win_rows = [row for row in rows if row["candidate"] == win
+                    and np.isfinite(row["mean_validation_score"])]
+        win_budget = win_rows[-1]["budget"] if cands[win].budget else None
+        for row in rows:                     # the winner's last row: no 'stopped' note
+            if row is win_rows[-1]:
+                row["stopped"] = ""
+        self.cv_results_ = self._results(rows, len(splits), win_rows[-1], ctx["reached"])
+        self.history_ = ctx["hist"]
+        self.stop_reason_ = stop
+        # refit on all training rows (seeded as the winner's last round)
+        cand = cands[win]
+        t0 = time.perf_counter()
+        seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
+        model = cand.make(win_budget, seed)
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y)
+        self.refit_time_ = time.perf_counter() - t0
+        self.best_estimator_ = model
+        self.best_params_ = cand.describe(win_budget)
+        self.best_score_ = last_scores[win]
+        self.n_features_in_ = X.shape[1]
+        if self.verbose:
+            print(f"AutoSimilarity: {self.best_params_} (validation mAP {self.best_score_:.4f})"
+                  f", refit in {self.refit_time_:.2f} s, total {time.time() - t_start:.1f} s, "
+                  f"stopped by {stop}", file=sys.stderr)
+        return self
+
+    def _cap_validation(self, vi: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
+        """At most ``max_validation_items`` validation items (a stratified
+        subset): scoring is quadratic in their number."""
+        cap = self.max_validation_items
+        if cap is None or len(vi) <= cap:
+            return vi
+        from sklearn.model_selection import train_test_split
+        try:
+            keep, _ = train_test_split(vi, train_size=int(cap), stratify=y[vi],
+                                       random_state=seed % (2**32))
+        except ValueError:                   # a class too small to stratify
+            keep = np.random.default_rng(seed).choice(vi, size=int(cap), replace=False)
+        return np.sort(keep)
+
+    @staticmethod
+    def _note_skipped(ctx: dict, members: list, r: int, why: str) -> None:
+        """A row (no score) for each candidate of a stage that was never fitted."""
+        nan = float("nan")
+        for c in members:
+            cand = ctx["cands"][c]
+            row = {"candidate": c, "learner": cand.name, "params": cand.describe(None),
+                   "preprocessing": str(cand.prep), "stage": cand.stage, "round": r,
+                   "budget_param": cand.budget[0] if cand.budget else "", "budget": 0,
+                   "mean_validation_score": nan, "std_validation_score": nan,
+                   "mean_fit_time": 0.0, "warm_start": False, "error": "", "stopped": why}
+            for s in range(len(ctx["splits"])):
+                row[f"split{s}_validation_score"] = nan
+            ctx["rows"].append(row)
+
+    def _race_stage(self, ctx: dict, members: list, r0: int, bar: Optional[float],
+                    pilot: bool) -> tuple[list, int, str]:
+        """Successive halving among ``members`` (global round numbers from
+        ``r0``).  ``bar``: the best validation score of the earlier stages; a
+        candidate scoring below it after any round leaves the race
+        (``stopped = "below_bar"``).  ``pilot``: at least two rounds, so the
+        first (at ``1 / factor`` of the budget) is a pilot.  Returns the
+        survivors, the next free round number and ``"max_time"`` or
+        ``"max_iter"``."""
+        from joblib import Parallel, delayed
+
+        cands, splits, seed0 = ctx["cands"], ctx["splits"], ctx["seed0"]
+        rows, states, last_scores = ctx["rows"], ctx["states"], ctx["last_scores"]
+        reached, hist, deadline = ctx["reached"], ctx["hist"], ctx["deadline"]
+        factor = self.factor
+        n_rounds = max(1, math.ceil(math.log(len(members)) / math.log(factor) - 1e-9))
+        if pilot and any(cands[c].budget is not None for c in members):
+            n_rounds = max(2, n_rounds)
+        alive = list(members)
         stop = "max_iter"
-        for r in range(n_rounds):
-            frac = float(self.factor) ** -(n_rounds - 1 - r)
-            if r > 0:
+        stage_rows: list[dict] = []
+        last_round = r0
+        for rr in range(n_rounds):
+            r = r0 + rr
+            frac = float(factor) ** -(n_rounds - 1 - rr)
+            if rr > 0:
                 # predict this round's wall time from the last one (budget x factor)
-                prev = [row for row in rows if row["round"] == r - 1 and row["candidate"] in alive]
-                est = sum(row["mean_fit_time"] * self.n_splits
-                          * (self.factor if cands[row["candidate"]].budget else 0)
-                          for row in prev) / n_workers
+                prev = [row for row in stage_rows if row["round"] == r - 1
+                        and row["candidate"] in alive]
+                est = sum(row["mean_fit_time"] * len(splits)
+                          * (factor if cands[row["candidate"]].budget else 0)
+                          for row in prev) / ctx["n_workers"]
                 if time.time() + est > deadline:
                     stop = "max_time"
+                    for row in prev:
+                        row["stopped"] = "max_time: the next round would end after time_budget"
                     break
             tasks, keys = [], []
             for c in alive:
                 cand = cands[c]
                 if cand.budget is not None:
                     bv = max(1, int(round(cand.budget[1] * frac)))
-                elif r > 0:
+                elif rr > 0:
                     continue                 # fitted once: its score stands
                 else:
                     bv = None
                 for s, (fi, vi) in enumerate(splits):
                     seed = int(np.random.SeedSequence([seed0, c, s, r]).generate_state(1)[0])
-                    tasks.append(delayed(_run_job)(cand, X, y, fi, vi, bv, seed,
-                                                   states.get((c, s)), deadline, blas))
+                    tasks.append(delayed(_run_job)(cand, ctx["X"], ctx["y"], fi, vi, bv, seed,
+                                                   states.get((c, s)), deadline, ctx["blas"]))
                     keys.append((c, s, bv))
             results = Parallel(n_jobs=self.n_jobs)(tasks) if tasks else []
             per: dict[int, dict] = {}
@@ -449,16 +573,18 @@ class AutoSimilarity(BaseEstimator):
                 cand = cands[c]
                 row = {"candidate": c, "learner": cand.name,
                        "params": cand.describe(entry["budget"]),
-                       "preprocessing": str(cand.prep), "round": r,
+                       "preprocessing": str(cand.prep), "stage": cand.stage, "round": r,
                        "budget_param": cand.budget[0] if cand.budget else "",
                        "budget": entry["budget"] if entry["budget"] is not None else 0,
                        "mean_validation_score": float(sc.mean()),
                        "std_validation_score": float(sc.std()),
                        "mean_fit_time": float(np.mean(entry["secs"])),
-                       "warm_start": bool(cand.warm and r > 0), "error": entry["error"]}
+                       "warm_start": bool(cand.warm and rr > 0), "error": entry["error"],
+                       "stopped": ""}
                 for s in range(len(splits)):
                     row[f"split{s}_validation_score"] = float(sc[s])
                 rows.append(row)
+                stage_rows.append(row)
                 n_done += cands[c].budget is not None
                 if np.isfinite(sc).all():
                     last_scores[c] = float(sc.mean())
@@ -466,57 +592,59 @@ class AutoSimilarity(BaseEstimator):
                         fresh.append(c)
                 else:
                     last_scores.pop(c, None)
-            if r > 0 and n_done == 0 and stop == "max_time":
+                    row["stopped"] = "error"
+            last_round = r
+            if rr > 0 and n_done == 0 and stop == "max_time":
                 break                        # nothing finished: last round's survivors stand
             # survivors: the candidates scored in this round (or fitted once)
             scored = sorted((c for c in alive if c in fresh), key=lambda c: (-last_scores[c], c))
+            if bar is not None:
+                # escalation pays off only above the cheaper stages' best score
+                below = [c for c in scored if last_scores[c] < bar]
+                for c in below:
+                    self._mark(stage_rows, c, r, f"below_bar: {last_scores[c]:.4f} < "
+                               f"{bar:.4f}, the best of the cheaper stage(s)")
+                scored = [c for c in scored if c not in below]
+                for c in below:
+                    reached[c] = r
             if not scored:
-                alive = [c for c in alive if c in last_scores]
+                alive = []
                 break
             best_now = scored[0]
             for c in scored:
                 reached[c] = r
             hist["step"].append(r)
-            hist["seconds"].append(time.time() - t_start)
+            hist["seconds"].append(time.time() - ctx["t_start"])
             hist["n_candidates"].append(len(scored))
             hist["best_validation_score"].append(last_scores[best_now])
             if self.verbose:
-                print(f"AutoSimilarity round {r + 1}/{n_rounds}: {len(scored)} candidates at "
+                print(f"AutoSimilarity round {rr + 1}/{n_rounds} of stage "
+                      f"{cands[best_now].stage}: {len(scored)} candidates at "
                       f"{frac:.3g} of the budget, best {last_scores[best_now]:.4f} "
                       f"({cands[best_now].describe(per[best_now]['budget'] if best_now in per else None)}"
-                      f"), {time.time() - t_start:.1f} s",
+                      f"), {time.time() - ctx['t_start']:.1f} s",
                       file=sys.stderr)
-            if stop == "max_time" or r == n_rounds - 1:
+            if stop == "max_time" or rr == n_rounds - 1:
                 alive = scored
                 break
-            alive = scored[:max(1, math.ceil(len(scored) / self.factor))]
+            keep = scored[:max(1, math.ceil(len(scored) / factor))]
+            for c in scored[len(keep):]:
+                self._mark(stage_rows, c, r, f"halved: not in the best 1/{factor} of round {r}")
+            alive = keep
             if len(alive) == 1 and cands[alive[0]].budget is None:
                 break                        # a no-learning winner: nothing left to race
-        if not last_scores:                  # pragma: no cover - baselines always score
-            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
-        pool = [c for c in alive if c in last_scores] or list(last_scores)
-        win = min(pool, key=lambda c: (-last_scores[c], c))
-        win_rows = [row for row in rows if row["candidate"] == win]
-        win_budget = win_rows[-1]["budget"] if cands[win].budget else None
-        self.cv_results_ = self._results(rows, len(splits), win, reached)
-        self.history_ = hist
-        self.stop_reason_ = stop
-        # refit on all training rows (seeded as the winner's last round)
-        cand = cands[win]
-        t0 = time.perf_counter()
-        seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
-        model = cand.make(win_budget, seed)
-        model.fit(X, y)
-        self.refit_time_ = time.perf_counter() - t0
-        self.best_estimator_ = model
-        self.best_params_ = cand.describe(win_budget)
-        self.best_score_ = last_scores[win]
-        self.n_features_in_ = X.shape[1]
-        if self.verbose:
-            print(f"AutoSimilarity: {self.best_params_} (validation mAP {self.best_score_:.4f})"
-                  f", refit in {self.refit_time_:.2f} s, total {time.time() - t_start:.1f} s, "
-                  f"stopped by {stop}", file=sys.stderr)
-        return self
+        survivors = [c for c in alive if c in last_scores]
+        for c in survivors:                  # raced to the end of its stage
+            self._mark(stage_rows, c, reached.get(c, last_round),
+                       "stage_end: lost to the final comparison of the stages' survivors")
+        return survivors, last_round + 1, stop
+
+    @staticmethod
+    def _mark(rows: list, c: int, r: int, why: str) -> None:
+        """Record on candidate ``c``'s last row up to round ``r`` why it left."""
+        mine = [row for row in rows if row["candidate"] == c and row["round"] <= r]
+        if mine and not mine[-1]["stopped"]:
+            mine[-1]["stopped"] = why
 
     def _seed(self) -> int:
         rs = self.random_state
@@ -530,25 +658,28 @@ class AutoSimilarity(BaseEstimator):
                              "numpy RandomState.") from None
 
     @staticmethod
-    def _results(rows: list[dict], n_splits: int, win: int, reached: dict) -> dict:
+    def _results(rows: list[dict], n_splits: int, win_row: dict, reached: dict) -> dict:
         def neg(v):
             return -v if np.isfinite(v) else np.inf
 
-        def eff(row):    # a candidate fitted once competes up to the round it left
-            last = max((r["round"] for r in rows if r["candidate"] == row["candidate"]))
-            return reached.get(row["candidate"], row["round"]) if row["round"] == last \
+        last = {}
+        for i, row in enumerate(rows):
+            last[row["candidate"]] = i
+
+        def eff(i):      # a candidate fitted once competes up to the round it left
+            row = rows[i]
+            return reached.get(row["candidate"], row["round"]) if last[row["candidate"]] == i \
                 else row["round"]
 
-        order = sorted(range(len(rows)), key=lambda i: (-eff(rows[i]),
+        order = sorted(range(len(rows)), key=lambda i: (rows[i] is not win_row, -eff(i),
                                                         neg(rows[i]["mean_validation_score"]),
-                                                        rows[i]["candidate"] != win,
                                                         rows[i]["candidate"]))
         rank = np.empty(len(rows), dtype=int)
         rank[order] = np.arange(1, len(rows) + 1)
-        keys = ["candidate", "learner", "params", "preprocessing", "round", "budget_param",
-                "budget", *(f"split{s}_validation_score" for s in range(n_splits)),
+        keys = ["candidate", "learner", "params", "preprocessing", "stage", "round",
+                "budget_param", "budget", *(f"split{s}_validation_score" for s in range(n_splits)),
                 "mean_validation_score", "std_validation_score", "mean_fit_time",
-                "warm_start", "error"]
+                "warm_start", "error", "stopped"]
         out: dict[str, np.ndarray] = {}
         for k in keys:
             vals = [row[k] for row in rows]
