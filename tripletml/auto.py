@@ -504,8 +504,10 @@ class AutoSimilarity(BaseEstimator):
         """Successive halving among ``members`` (global round numbers from
         ``r0``).  ``bar``: the best validation score of the earlier stages; a
         candidate scoring below it after any round leaves the race
-        (``stopped = "below_bar"``).  ``pilot``: at least two rounds, so the
-        first (at ``1 / factor`` of the budget) is a pilot.  Returns the
+        (``stopped = "below_bar"``).  ``pilot``: at least three rounds, so the
+        first (at ``1 / factor**2`` of the budget) is a cheap pilot.  A lone
+        survivor with a budget skips the intermediate rounds and is fitted at
+        its full budget next.  Returns the
         survivors, the next free round number and ``"max_time"`` or
         ``"max_iter"``."""
         from joblib import Parallel, delayed
@@ -516,20 +518,21 @@ class AutoSimilarity(BaseEstimator):
         factor = self.factor
         n_rounds = max(1, math.ceil(math.log(len(members)) / math.log(factor) - 1e-9))
         if pilot and any(cands[c].budget is not None for c in members):
-            n_rounds = max(2, n_rounds)
+            n_rounds = max(3, n_rounds)
         alive = list(members)
         stop = "max_iter"
         stage_rows: list[dict] = []
         last_round = r0
-        for rr in range(n_rounds):
-            r = r0 + rr
+        rr, prev_rr, r = 0, 0, r0 - 1
+        while rr < n_rounds:                 # rr strictly increases: at most n_rounds rounds
+            r += 1
             frac = float(factor) ** -(n_rounds - 1 - rr)
             if rr > 0:
-                # predict this round's wall time from the last one (budget x factor)
+                # predict this round's wall time from the last one (budget x factor per round)
                 prev = [row for row in stage_rows if row["round"] == r - 1
                         and row["candidate"] in alive]
                 est = sum(row["mean_fit_time"] * len(splits)
-                          * (factor if cands[row["candidate"]].budget else 0)
+                          * (factor ** (rr - prev_rr) if cands[row["candidate"]].budget else 0)
                           for row in prev) / ctx["n_workers"]
                 if time.time() + est > deadline:
                     stop = "max_time"
@@ -633,6 +636,11 @@ class AutoSimilarity(BaseEstimator):
             alive = keep
             if len(alive) == 1 and cands[alive[0]].budget is None:
                 break                        # a no-learning winner: nothing left to race
+            prev_rr = rr
+            if sum(cands[c].budget is not None for c in alive) == 1:
+                rr = n_rounds - 1            # a lone racer: straight to its full budget
+            else:
+                rr += 1
         survivors = [c for c in alive if c in last_scores]
         for c in survivors:                  # raced to the end of its stage
             self._mark(stage_rows, c, reached.get(c, last_round),
