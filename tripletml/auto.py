@@ -3,27 +3,40 @@
 The search is a race (successive halving) among *candidates* -- a learner,
 fixed values of its key hyper-parameters, and a *budget* parameter
 (``n_triplets`` or ``max_iter``) that grows from round to round -- scored by
-triplet-aware validation on the training data:
+triplet-aware validation on the training data, and ordered by cost:
 
 1. **Split by items.**  The training rows are split, stratified by class, into
    *fit items* and *validation items* (``n_splits`` such splits, each with
-   ``validation_size`` of the rows held out).  A candidate is fitted on the fit
-   items only: the learner receives ``X[fit]`` and triplets sampled among those
-   rows, so a validation item never appears in a training triplet (nor in the
-   statistics of a ``preprocessing`` step).
+   ``validation_size`` of the rows held out; at most ``max_validation_items``
+   of them, a stratified subset, are scored).  A candidate is fitted on the
+   fit items only: the learner receives ``X[fit]`` and triplets sampled among
+   those rows, so a validation item never appears in a training triplet (nor
+   in the statistics of a ``preprocessing`` step).
 2. **Score.**  Retrieval mAP of the validation items against the validation
    items (leave-one-out, :func:`tripletml.metrics.evaluate_retrieval`), the
    mean over the splits.
-3. **Race.**  Round ``r`` (of ``R``) fits every surviving candidate with the
-   fraction ``factor ** -(R - 1 - r)`` of its full budget and keeps the best
-   ``ceil(n / factor)``; the last round uses the full budget.  Online learners
+3. **Stages, cheapest first.**  Every candidate has a ``stage`` (0 = the cheap
+   rung: Euclidean variants, OASIS, SDCA with few passes, COMET; 1 = the
+   costly family: SML).  The stages are raced one after the other.  The best
+   validation score of the stages already raced is the *bar*: a candidate of
+   a later stage that scores below it after any of its rounds leaves the race
+   (``stopped = "below_bar: ..."`` in ``cv_results_``), so the costly family
+   is only paid for while it can still win.  A later stage always starts with
+   a *pilot* round at ``factor**-2`` of its full budget (SML: 33 of 300
+   iterations); a stage that would start after ``time_budget`` is not raced
+   (``stopped = "max_time: ..."``).
+4. **Race within a stage.**  Round ``r`` (of ``R``) fits every surviving
+   candidate with the fraction ``factor ** -(R - 1 - r)`` of its full budget
+   and keeps the best ``ceil(n / factor)``; the last round uses the full
+   budget, and a lone surviving racer skips straight to it.  Online learners
    fitted in one pass (``partial_fit`` and ``max_iter == 1``, e.g. OASIS) are
    *warm-started*: a later round continues the previous round's model with
    ``partial_fit`` on the extra triplets instead of refitting.  The others
    (SDCA, SML, ...) are refitted from scratch with the larger budget.
    Candidates without a budget (the no-learning baselines) are fitted once.
-4. **Refit.**  The winner is refitted on all training rows with the
-   parameters and budget it won with, and becomes ``best_estimator_``.
+5. **Refit.**  The best survivor of all stages is refitted on all training
+   rows with the parameters and budget it won with, and becomes
+   ``best_estimator_``.
 
 Persistence: :meth:`AutoSimilarity.save` writes the *winning learner* (a
 plain registered learner file, no pickle) with the search summary in its
@@ -243,6 +256,26 @@ class AutoSimilarity(BaseEstimator):
     ``decision_function``, ``score``, ``transform`` when the winner has it,
     ``embed_queries``, ``embed_database``, ``save``) delegates to it.
 
+    The schedule is cost-aware (see the module docstring and
+    docs/user_guide/auto.rst):
+
+    * **stage 0, the cheap rung** (every default candidate fits in
+      milliseconds to a few hundred milliseconds): Euclidean raw /
+      standardised / whitened, OASIS (standardised, whitened), SDCA (3
+      passes; standardised / whitened, alpha 1e-2 / 1e-3), COMET (whitened),
+      raced by successive halving over ``n_triplets`` (1111, 3333, 10000);
+    * **the bar**: the best validation score of stage 0;
+    * **stage 1, the costly family** (SML with ``preprocessing`` None /
+      standardised / whitened, budget ``max_iter`` 300): a pilot round at 33
+      iterations; candidates below the bar leave (``stopped`` says so), a
+      lone survivor goes straight to 300 iterations and must still beat the
+      bar there;
+    * the best survivor of both stages is refitted on all rows.
+
+    On a set where the cheap rung already wins (balance-scale, wine), the
+    costly family costs three 33-iteration pilots; the whole fit then takes a
+    few hundred milliseconds.
+
     Parameters
     ----------
     candidates : list of dict or None, default=None
@@ -253,8 +286,13 @@ class AutoSimilarity(BaseEstimator):
         without it AutoSimilarity fits and applies the map itself) and
         ``"budget"`` (``(parameter, full value)``, e.g. ``("n_triplets",
         20000)`` or ``("max_iter", 300)``, the resource that grows per round;
-        None: fitted once).  None: :data:`DEFAULT_CANDIDATES` (Euclidean raw /
-        standardised / whitened, SDCA, OASIS, SML).
+        None: fitted once) and optionally ``"stage"`` (int >= 0, default 0:
+        the candidates of stage 0 are raced first, each later stage only above
+        the bar of the earlier ones, see above).  None:
+        :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardised /
+        whitened, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
+        sets ``preprocessing`` explicitly (the learners' ``"auto"`` is not
+        used).
     time_budget : float, default=60.0
         Seconds for the race (> 0).  Guarantee: no round starts when the
         rounds so far predict that it would end after the budget, and no
@@ -263,11 +301,18 @@ class AutoSimilarity(BaseEstimator):
         of the last completed round is refitted.  So the whole ``fit`` takes
         at most about ``time_budget`` + one candidate fit + the final refit.
         The no-learning candidates (no budget) are always scored (milliseconds),
-        so there is always a winner.
+        so there is always a winner.  A stage that would start after the
+        budget is not raced (its candidates get a row with no score and
+        ``stopped = "max_time: ..."``).
     n_splits : int, default=1
         Number of stratified fit/validation splits (scores are averaged).
     validation_size : float, default=0.3
         Fraction of the training items held out for validation, in (0, 1).
+    max_validation_items : int or None, default=1000
+        At most this many validation items (a stratified subset of the held-out
+        ones) are scored: scoring is quadratic in their number (4,200 letter
+        items take 3 s per score, 1,000 take 0.1 s).  The held-out items that
+        are not scored are not fitted on either.  None: score all.
     factor : int, default=3
         Halving factor (as scikit-learn's ``HalvingGridSearchCV``): each round keeps ``ceil(n / factor)`` candidates and
         multiplies the budget by ``factor``.
@@ -294,11 +339,18 @@ class AutoSimilarity(BaseEstimator):
         Mean validation mAP of the winner in its last round.
     cv_results_ : dict of ndarray
         One entry per (candidate, round) fitted: ``candidate``, ``learner``,
-        ``params``, ``preprocessing``, ``round``, ``budget_param``,
-        ``budget``, ``split<i>_validation_score``, ``mean_validation_score``,
+        ``params``, ``preprocessing``, ``stage``, ``round`` (numbered across
+        the stages), ``budget_param``, ``budget``,
+        ``split<i>_validation_score``, ``mean_validation_score``,
         ``std_validation_score``, ``mean_fit_time``, ``warm_start``,
-        ``rank_validation_score`` (1 = the winner: ranked by round reached,
-        then score).  ``pandas.DataFrame(cv_results_)`` reads it.
+        ``error``, ``stopped`` (why the candidate's race ended after this
+        entry: ``"halved: ..."``, ``"below_bar: ..."``, ``"max_time: ..."``,
+        ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
+        comparison), ``""`` for the winner's last entry and for entries the
+        candidate went on from), ``rank_validation_score`` (1 = the winner;
+        then by round reached and score).  A stage skipped for time gets one
+        entry per candidate with NaN scores.  ``pandas.DataFrame(cv_results_)``
+        reads it.
     history_ : dict
         One record per round: ``step`` (round), ``seconds``, ``n_candidates``,
         ``best_validation_score``.
