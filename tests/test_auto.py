@@ -259,11 +259,48 @@ def test_costly_stage_above_the_bar_pilot_then_full_budget():
     assert res["candidate"][later].tolist() == [best]
     assert res["budget"][later].tolist() == [900] and res["round"][later].tolist() == [2]
     assert res["mean_validation_score"][later][0] > bar
-    assert auto.best_params_["learner"] == "SDCA" and auto.best_params_["n_triplets"] == 900
     halved = pilot & (res["candidate"] != best)
     assert all(w.startswith("halved") for w in res["stopped"][halved])
-    assert res["stopped"][later][0] == ""             # the winner's last row
+    # the winner is refitted at the budget of its best validation score
+    mine = res["candidate"] == best
+    top = np.flatnonzero(mine)[np.argmax(res["mean_validation_score"][mine])]
+    assert auto.best_params_["learner"] == "SDCA"
+    assert auto.best_params_["n_triplets"] == res["budget"][top]
+    assert auto.best_score_ == res["mean_validation_score"][top]
+    assert res["rank_validation_score"][top] == 1 and res["stopped"][top] == ""
     assert auto.stop_reason_ == "max_iter"
+
+
+class OverfitsAtLargeBudget(tm.Euclidean):
+    """Euclidean up to ``n_triplets=100``, its opposite above (a racer whose
+    validation score collapses at the larger budget)."""
+
+    def __init__(self, n_triplets=100, preprocessing=None):
+        super().__init__(preprocessing=preprocessing)
+        self.n_triplets = n_triplets
+
+    def similarity(self, X, Y=None):
+        S = super().similarity(X, Y)
+        return -S if self.n_triplets > 100 else S
+
+
+def test_winner_refitted_at_its_best_validated_budget():
+    """Validated early stopping: when a racer's score falls at the larger
+    budget, the smaller budget that scored best is refitted."""
+    X, y = iris()
+    cands = [{"learner": "DotProduct"},
+             {"learner": OverfitsAtLargeBudget(), "budget": ("n_triplets", 900), "stage": 1}]
+    auto = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    res = auto.cv_results_
+    mine = res["learner"] == "OverfitsAtLargeBudget"
+    assert res["budget"][mine].tolist() == [100, 900]      # pilot, then the full budget
+    s = res["mean_validation_score"][mine]
+    assert s[0] > res["mean_validation_score"][res["learner"] == "DotProduct"][0] > s[1]
+    assert auto.best_params_ == {"learner": "OverfitsAtLargeBudget", "n_triplets": 100}
+    assert auto.best_estimator_.n_triplets == 100 and auto.best_score_ == s[0]
+    assert res["stopped"][mine][0] == ""
+    assert res["stopped"][mine][1].startswith("below_bar")   # not escalated further
+    assert res["rank_validation_score"][mine][0] == 1
 
 
 def test_stage_not_started_after_the_time_budget_is_recorded():

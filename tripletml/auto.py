@@ -483,21 +483,28 @@ class AutoSimilarity(BaseEstimator):
             if st_stop == "max_time":
                 stop = "max_time"
             champions += survivors
-            scored = [c for c in champions if c in ctx["last_scores"]]
+            scored = [self._best_row(ctx["rows"], c) for c in champions
+                      if c in ctx["last_scores"]]
             if scored:
-                bar = max(ctx["last_scores"][c] for c in scored)
+                bar = max(row["mean_validation_score"] for row in scored)
         last_scores, rows = ctx["last_scores"], ctx["rows"]
         if not last_scores:                  # pragma: no cover - baselines always score
             raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
         pool = [c for c in champions if c in last_scores] or list(last_scores)
-        win = min(pool, key=lambda c: (-last_scores[c], c))
-        win_rows = [row for row in rows if row["candidate"] == win
-                    and np.isfinite(row["mean_validation_score"])]
-        win_budget = win_rows[-1]["budget"] if cands[win].budget else None
-        for row in rows:                     # the winner's last row: no 'stopped' note
-            if row is win_rows[-1]:
-                row["stopped"] = ""
-        self.cv_results_ = self._results(rows, len(splits), win_rows[-1], ctx["reached"])
+        # the final comparison: each survivor at its best validated budget
+        # (validated early stopping: a racer whose score fell at a larger
+        # budget is refitted with the budget that scored best)
+        best_rows = {c: self._best_row(rows, c) for c in pool}
+        win = min(pool, key=lambda c: (-best_rows[c]["mean_validation_score"], c))
+        win_row = best_rows[win]
+        win_budget = win_row["budget"] if cands[win].budget else None
+        mine = [row for row in rows if row["candidate"] == win]
+        win_row["stopped"] = ""
+        if mine[-1] is not win_row and (not mine[-1]["stopped"]
+                                        or mine[-1]["stopped"].startswith("stage_end")):
+            mine[-1]["stopped"] = (f"not_best_budget: refitted with {win_row['budget_param']}="
+                                   f"{win_row['budget']}, which scored higher")
+        self.cv_results_ = self._results(rows, len(splits), win_row, ctx["reached"])
         self.history_ = ctx["hist"]
         self.stop_reason_ = stop
         # refit on all training rows (seeded as the winner's last round)
@@ -514,7 +521,7 @@ class AutoSimilarity(BaseEstimator):
         self.refit_time_ = time.perf_counter() - t0
         self.best_estimator_ = model
         self.best_params_ = cand.describe(win_budget)
-        self.best_score_ = last_scores[win]
+        self.best_score_ = float(win_row["mean_validation_score"])
         self.n_features_in_ = X.shape[1]
         if self.verbose:
             print(f"AutoSimilarity: {self.best_params_} (validation mAP {self.best_score_:.4f})"
@@ -574,6 +581,7 @@ class AutoSimilarity(BaseEstimator):
         alive = list(members)
         stop = "max_iter"
         stage_rows: list[dict] = []
+        fallen: list[int] = []               # fell below the bar after beating it
         last_round = r0
         rr, prev_rr, r = 0, 0, r0 - 1
         while rr < n_rounds:                 # rr strictly increases: at most n_rounds rounds
@@ -662,6 +670,8 @@ class AutoSimilarity(BaseEstimator):
                 scored = [c for c in scored if c not in below]
                 for c in below:
                     reached[c] = r
+                    if self._best_row(rows, c)["mean_validation_score"] >= bar:
+                        fallen.append(c)     # above the bar at an earlier budget
             if not scored:
                 alive = []
                 break
@@ -697,7 +707,18 @@ class AutoSimilarity(BaseEstimator):
         for c in survivors:                  # raced to the end of its stage
             self._mark(stage_rows, c, reached.get(c, last_round),
                        "stage_end: lost to the final comparison of the stages' survivors")
+        # a racer that fell below the bar at a larger budget still competes
+        # at the earlier budget where it beat the bar
+        survivors += [c for c in fallen if c not in survivors]
         return survivors, last_round + 1, stop
+
+    @staticmethod
+    def _best_row(rows: list, c: int) -> dict:
+        """Candidate ``c``'s row with the highest finite validation score (the
+        larger budget on a tie)."""
+        mine = [row for row in rows if row["candidate"] == c
+                and np.isfinite(row["mean_validation_score"])]
+        return max(mine, key=lambda row: (row["mean_validation_score"], row["budget"]))
 
     @staticmethod
     def _mark(rows: list, c: int, r: int, why: str) -> None:
