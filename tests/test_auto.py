@@ -367,6 +367,17 @@ def test_default_candidates_set_preprocessing_explicitly_and_are_staged():
     assert costly == {"SML"}
 
 
+def test_fast_candidates_one_stage_of_cheap_racers():
+    from tripletml.auto import FAST_CANDIDATES
+    X, y = iris()
+    auto = AutoSimilarity(candidates=FAST_CANDIDATES, random_state=0).fit(X, y)
+    res = auto.cv_results_
+    assert set(res["stage"].tolist()) == {0}
+    assert set(res["learner"].tolist()) == {"Euclidean", "OASIS"}
+    assert len(set(res["candidate"].tolist())) == 5
+    assert auto.best_score_ == res["mean_validation_score"].max()
+
+
 # --------------------------------------------------------------------------
 # an ordinary fitted model
 # --------------------------------------------------------------------------

@@ -62,7 +62,7 @@ from sklearn.utils.validation import check_is_fitted
 from .preprocessing import PREPROCESSING_MODES
 from ._validation import check_scalar_param, check_X
 
-__all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES"]
+__all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
 
 _WHO = "AutoSimilarity"
 
@@ -86,6 +86,19 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
     {"learner": "SML", "grid": {"preprocessing": [None, "standardize", "whiten"],
                                 "n_triplets": [1500], "tol": [None]},
      "budget": ("max_iter", 300), "stage": 1},
+)
+
+#: The cheapest race that still validates: the no-learning baselines and
+#: OASIS (standardised, whitened), one stage.  ``AutoSimilarity(candidates=
+#: FAST_CANDIDATES)`` takes 50-75 ms on the small shipped sets (ionosphere,
+#: svmguide4, balance-scale; results/auto/auto_floor.md) -- the floor of a
+#: validated search -- at a lower mAP than the default race where the costly
+#: family wins (iris, vowel, segment, digits, letter).
+FAST_CANDIDATES: tuple[dict, ...] = (
+    {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
+     "budget": None, "stage": 0},
+    {"learner": "OASIS", "grid": {"preprocessing": ["standardize", "whiten"], "C": [0.1]},
+     "budget": ("n_triplets", 10000), "stage": 0},
 )
 
 # --------------------------------------------------------------------------
