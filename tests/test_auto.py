@@ -303,6 +303,22 @@ def test_winner_refitted_at_its_best_validated_budget():
     assert res["rank_validation_score"][mine][0] == 1
 
 
+def test_staged_race_independent_of_n_jobs():
+    X, y = iris()
+    cands = QUICK + [{"learner": "SDCA", "grid": {"alpha": [1e-2, 1e-3], "tol": [None],
+                                                  "max_iter": [2],
+                                                  "preprocessing": ["standardize", "whiten"]},
+                      "budget": ("n_triplets", 900), "stage": 1}]
+    a = AutoSimilarity(candidates=cands, random_state=5, time_budget=1e4, n_jobs=1).fit(X, y)
+    b = AutoSimilarity(candidates=cands, random_state=5, time_budget=1e4, n_jobs=2).fit(X, y)
+    assert (a.cv_results_["stage"] == 1).any()
+    assert a.best_params_ == b.best_params_
+    for k in ("candidate", "round", "budget", "stopped"):
+        np.testing.assert_array_equal(a.cv_results_[k], b.cv_results_[k])
+    np.testing.assert_allclose(a.cv_results_["mean_validation_score"],
+                               b.cv_results_["mean_validation_score"], rtol=1e-9)
+
+
 def test_stage_not_started_after_the_time_budget_is_recorded():
     X, y = iris()
     cands = [{"learner": "Euclidean"},
