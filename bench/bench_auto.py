@@ -16,6 +16,9 @@ one BLAS thread); "before" is AutoSimilarity of that run.  Run it with
 ``tripletml.auto.FAST_CANDIDATES``: Euclidean raw / standardised / whitened
 and OASIS (standardised, whitened) on one fit/validation split, with the
 refit of the winner.
+The same script measures an older checkout (``PYTHONPATH=<old tree>``; its
+AutoSimilarity has no ``stage``): results/auto/auto_before.md is the tree
+before the cost-aware schedule (commit 660bdce) in this harness.
 Public names only.
 """
 from __future__ import annotations
@@ -31,7 +34,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tripletml  # noqa: E402
-from tripletml.auto import FAST_CANDIDATES  # noqa: E402
 from _protocol import DEFAULT_SETS, load_set, retrieval_map, split, warm_up  # noqa: E402
 
 #: metric-learn's best learner per set (mAP, fit seconds) and AutoSimilarity
@@ -52,6 +54,7 @@ PEERS = {
 def _make(floor: bool):
     def make(seed):
         if floor:
+            from tripletml.auto import FAST_CANDIDATES
             return tripletml.AutoSimilarity(candidates=FAST_CANDIDATES, random_state=seed)
         return tripletml.AutoSimilarity(random_state=seed)
     return make
@@ -67,7 +70,8 @@ def run(make, X, y, seed: int) -> dict:
         model.fit(Xtr, ytr)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     res = model.cv_results_
-    stages = Counter(int(s) for s, sc in zip(res["stage"], res["mean_validation_score"])
+    stage = res.get("stage", np.zeros(len(res["candidate"]), dtype=int))  # older trees: none
+    stages = Counter(int(s) for s, sc in zip(stage, res["mean_validation_score"])
                      if np.isfinite(sc))
     bp = model.best_params_
     win = bp["learner"] + (f"/{bp['preprocessing']}" if "preprocessing" in bp else "")
