@@ -51,7 +51,7 @@ import numbers
 import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
