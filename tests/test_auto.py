@@ -135,10 +135,10 @@ def test_cv_results_shape_and_keys():
     X, y = iris()
     auto = _quick(n_splits=2).fit(X, y)
     res = auto.cv_results_
-    keys = {"candidate", "learner", "params", "preprocessing", "round", "budget_param",
-            "budget", "split0_validation_score", "split1_validation_score",
+    keys = {"candidate", "learner", "params", "preprocessing", "stage", "round",
+            "budget_param", "budget", "split0_validation_score", "split1_validation_score",
             "mean_validation_score", "std_validation_score", "mean_fit_time", "warm_start",
-            "error", "rank_validation_score"}
+            "error", "stopped", "rank_validation_score"}
     assert set(res) == keys
     n = len(res["candidate"])
     for k, v in res.items():
@@ -212,6 +212,186 @@ def test_time_budget_stops_the_race():
     res = auto.cv_results_
     assert len(res["candidate"]) < 1 + 9 + 3    # the race was cut short
     assert hasattr(auto, "best_estimator_") and auto.n_features_in_ == 30
+
+
+# --------------------------------------------------------------------------
+# the cost-aware schedule: stages, bar, pilot, lone survivor, skipped stages
+# --------------------------------------------------------------------------
+def test_costly_stage_below_the_bar_leaves_after_its_pilot():
+    """Stage 1 racers scoring below the best of stage 0 are not escalated."""
+    X, y = iris()
+    cands = [{"learner": "Euclidean", "stage": 0},
+             {"learner": "OASIS", "grid": {"C": [1e-4, 1e-3], "preprocessing": [None]},
+              "budget": ("n_triplets", 900), "stage": 1}]
+    auto = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    res = auto.cv_results_
+    bar = res["mean_validation_score"][res["learner"] == "Euclidean"][0]
+    st1 = res["stage"] == 1
+    assert st1.sum() == 2                             # the pilot only
+    assert (res["mean_validation_score"][st1] < bar).all()
+    assert (res["budget"][st1] == 100).all()          # 900 / 3**2: the pilot budget
+    assert (res["round"][st1] == 1).all()             # numbered after stage 0's round 0
+    for why in res["stopped"][st1]:
+        assert why.startswith("below_bar") and f"{bar:.4f}" in why
+    assert auto.best_params_ == {"learner": "Euclidean"}
+    assert res["rank_validation_score"][res["learner"] == "Euclidean"][0] == 1
+
+
+def test_costly_stage_above_the_bar_pilot_then_full_budget():
+    """Three stage-1 racers: a pilot at 1/9 of the budget, the best goes
+    straight to the full budget (a lone racer skips the middle round) and
+    wins when it beats the bar there."""
+    X, y = iris()
+    cands = [{"learner": "DotProduct"},                  # the bar (poor on raw iris)
+             {"learner": "SDCA", "grid": {"alpha": [1e-1, 1e-2, 1e-3], "tol": [None],
+                                          "max_iter": [2], "preprocessing": ["standardize"]},
+              "budget": ("n_triplets", 900), "stage": 1}]
+    auto = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    res = auto.cv_results_
+    bar = res["mean_validation_score"][res["learner"] == "DotProduct"][0]
+    st1 = res["stage"] == 1
+    pilot = st1 & (res["round"] == 1)
+    assert pilot.sum() == 3 and (res["budget"][pilot] == 100).all()
+    s = res["mean_validation_score"][pilot]
+    c = res["candidate"][pilot]
+    best = c[np.lexsort((c, -s))][0]
+    later = st1 & (res["round"] > 1)
+    assert res["candidate"][later].tolist() == [best]
+    assert res["budget"][later].tolist() == [900] and res["round"][later].tolist() == [2]
+    assert res["mean_validation_score"][later][0] > bar
+    halved = pilot & (res["candidate"] != best)
+    assert all(w.startswith("halved") for w in res["stopped"][halved])
+    # the winner is refitted at the budget of its best validation score
+    mine = res["candidate"] == best
+    top = np.flatnonzero(mine)[np.argmax(res["mean_validation_score"][mine])]
+    assert auto.best_params_["learner"] == "SDCA"
+    assert auto.best_params_["n_triplets"] == res["budget"][top]
+    assert auto.best_score_ == res["mean_validation_score"][top]
+    assert res["rank_validation_score"][top] == 1 and res["stopped"][top] == ""
+    assert auto.stop_reason_ == "max_iter"
+
+
+class OverfitsAtLargeBudget(tm.Euclidean):
+    """Euclidean up to ``n_triplets=100``, its opposite above (a racer whose
+    validation score collapses at the larger budget)."""
+
+    def __init__(self, n_triplets=100, preprocessing=None):
+        super().__init__(preprocessing=preprocessing)
+        self.n_triplets = n_triplets
+
+    def similarity(self, X, Y=None):
+        S = super().similarity(X, Y)
+        return -S if self.n_triplets > 100 else S
+
+
+def test_winner_refitted_at_its_best_validated_budget():
+    """Validated early stopping: when a racer's score falls at the larger
+    budget, the smaller budget that scored best is refitted."""
+    X, y = iris()
+    cands = [{"learner": "DotProduct"},
+             {"learner": OverfitsAtLargeBudget(), "budget": ("n_triplets", 900), "stage": 1}]
+    auto = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    res = auto.cv_results_
+    mine = res["learner"] == "OverfitsAtLargeBudget"
+    assert res["budget"][mine].tolist() == [100, 900]      # pilot, then the full budget
+    s = res["mean_validation_score"][mine]
+    assert s[0] > res["mean_validation_score"][res["learner"] == "DotProduct"][0] > s[1]
+    assert auto.best_params_ == {"learner": "OverfitsAtLargeBudget", "n_triplets": 100}
+    assert auto.best_estimator_.n_triplets == 100 and auto.best_score_ == s[0]
+    assert res["stopped"][mine][0] == ""
+    assert res["stopped"][mine][1].startswith("below_bar")   # not escalated further
+    assert res["rank_validation_score"][mine][0] == 1
+
+
+def test_staged_race_independent_of_n_jobs():
+    X, y = iris()
+    cands = QUICK + [{"learner": "SDCA", "grid": {"alpha": [1e-2, 1e-3], "tol": [None],
+                                                  "max_iter": [2],
+                                                  "preprocessing": ["standardize", "whiten"]},
+                      "budget": ("n_triplets", 900), "stage": 1}]
+    a = AutoSimilarity(candidates=cands, random_state=5, time_budget=1e4, n_jobs=1).fit(X, y)
+    b = AutoSimilarity(candidates=cands, random_state=5, time_budget=1e4, n_jobs=2).fit(X, y)
+    assert (a.cv_results_["stage"] == 1).any()
+    assert a.best_params_ == b.best_params_
+    for k in ("candidate", "round", "budget", "stopped"):
+        np.testing.assert_array_equal(a.cv_results_[k], b.cv_results_[k])
+    np.testing.assert_allclose(a.cv_results_["mean_validation_score"],
+                               b.cv_results_["mean_validation_score"], rtol=1e-9)
+
+
+def test_stage_not_started_after_the_time_budget_is_recorded():
+    X, y = iris()
+    cands = [{"learner": "Euclidean"},
+             {"learner": "SML", "grid": {"tol": [None]}, "budget": ("max_iter", 300),
+              "stage": 1}]
+    auto = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e-9).fit(X, y)
+    res = auto.cv_results_
+    st1 = res["stage"] == 1
+    assert st1.sum() == 1 and np.isnan(res["mean_validation_score"][st1]).all()
+    assert res["stopped"][st1][0].startswith("max_time")
+    assert auto.stop_reason_ == "max_time" and auto.best_params_ == {"learner": "Euclidean"}
+
+
+def test_bad_stage():
+    X, y = iris()
+    with pytest.raises(ValueError, match=r"candidates\[0\] stage"):
+        AutoSimilarity(candidates=[{"learner": "Euclidean", "stage": -1}]).fit(X, y)
+    with pytest.raises(TypeError, match=r"candidates\[0\] stage"):
+        AutoSimilarity(candidates=[{"learner": "Euclidean", "stage": 0.5}]).fit(X, y)
+
+
+def test_max_validation_items_caps_the_scored_items_stratified():
+    """Scored validation items: at most the cap, a stratified subset of the
+    held-out rows, never fitted on; the score equals a brute-force mAP on
+    exactly the scored items."""
+    X, y = iris()
+    ids = np.arange(X.shape[0], dtype=float) * 1000.0
+    Xi = np.column_stack([ids, X])
+    learner = RecordingOASIS(random_state=0)
+    auto = AutoSimilarity(candidates=[{"learner": learner,
+                                       "grid": {"max_iter": [1], "preprocessing": [None]},
+                                       "budget": ("n_triplets", 90)}],
+                          max_validation_items=21, random_state=0)
+    EVENTS.clear()
+    auto.fit(Xi, y)
+    scored = [seen for kind, seen in EVENTS[:-2] if kind == "score"]
+    fitted = [seen for kind, seen in EVENTS[:-2] if kind == "fit"]
+    assert scored and all(len(s) == 21 for s in scored)
+    for f, s in zip(fitted, scored):
+        assert not (f & s) and len(f) == 105          # fit items: 70 % of 150
+        rows = np.sort(np.array(sorted(s)) / 1000.0).astype(int)
+        assert np.bincount(y[rows]).tolist() == [7, 7, 7]
+    # the Euclidean score is the mAP of exactly those items
+    eu = AutoSimilarity(candidates=[{"learner": "Euclidean"}], max_validation_items=21,
+                        random_state=0).fit(X, y)
+    rows = (np.array(sorted(scored[0])) / 1000.0).astype(int)
+    S = -((X[rows, None, :] - X[None, rows, :]) ** 2).sum(-1)
+    ref = tm.metrics.mean_average_precision(S, y[rows])
+    assert eu.best_score_ == pytest.approx(ref)
+    with pytest.raises(ValueError, match="max_validation_items"):
+        AutoSimilarity(max_validation_items=1).fit(X, y)
+
+
+def test_default_candidates_set_preprocessing_explicitly_and_are_staged():
+    from tripletml.auto import DEFAULT_CANDIDATES
+    for spec in DEFAULT_CANDIDATES:
+        assert spec["stage"] in (0, 1)
+        if spec["learner"] != "Euclidean" or "grid" in spec:
+            assert "auto" not in spec["grid"]["preprocessing"]
+            assert spec["grid"]["preprocessing"]
+    costly = {s["learner"] for s in DEFAULT_CANDIDATES if s["stage"] == 1}
+    assert costly == {"SML"}
+
+
+def test_fast_candidates_one_stage_of_cheap_racers():
+    from tripletml.auto import FAST_CANDIDATES
+    X, y = iris()
+    auto = AutoSimilarity(candidates=FAST_CANDIDATES, random_state=0).fit(X, y)
+    res = auto.cv_results_
+    assert set(res["stage"].tolist()) == {0}
+    assert set(res["learner"].tolist()) == {"Euclidean", "OASIS"}
+    assert len(set(res["candidate"].tolist())) == 5
+    assert auto.best_score_ == res["mean_validation_score"].max()
 
 
 # --------------------------------------------------------------------------

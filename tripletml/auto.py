@@ -3,27 +3,40 @@
 The search is a race (successive halving) among *candidates* -- a learner,
 fixed values of its key hyper-parameters, and a *budget* parameter
 (``n_triplets`` or ``max_iter``) that grows from round to round -- scored by
-triplet-aware validation on the training data:
+triplet-aware validation on the training data, and ordered by cost:
 
 1. **Split by items.**  The training rows are split, stratified by class, into
    *fit items* and *validation items* (``n_splits`` such splits, each with
-   ``validation_size`` of the rows held out).  A candidate is fitted on the fit
-   items only: the learner receives ``X[fit]`` and triplets sampled among those
-   rows, so a validation item never appears in a training triplet (nor in the
-   statistics of a ``preprocessing`` step).
+   ``validation_size`` of the rows held out; at most ``max_validation_items``
+   of them, a stratified subset, are scored).  A candidate is fitted on the
+   fit items only: the learner receives ``X[fit]`` and triplets sampled among
+   those rows, so a validation item never appears in a training triplet (nor
+   in the statistics of a ``preprocessing`` step).
 2. **Score.**  Retrieval mAP of the validation items against the validation
    items (leave-one-out, :func:`tripletml.metrics.evaluate_retrieval`), the
    mean over the splits.
-3. **Race.**  Round ``r`` (of ``R``) fits every surviving candidate with the
-   fraction ``factor ** -(R - 1 - r)`` of its full budget and keeps the best
-   ``ceil(n / factor)``; the last round uses the full budget.  Online learners
+3. **Stages, cheapest first.**  Every candidate has a ``stage`` (0 = the cheap
+   rung: Euclidean variants, OASIS, SDCA with few passes, COMET; 1 = the
+   costly family: SML).  The stages are raced one after the other.  The best
+   validation score of the stages already raced is the *bar*: a candidate of
+   a later stage that scores below it after any of its rounds leaves the race
+   (``stopped = "below_bar: ..."`` in ``cv_results_``), so the costly family
+   is only paid for while it can still win.  A later stage always starts with
+   a *pilot* round at ``factor**-2`` of its full budget (SML: 33 of 300
+   iterations); a stage that would start after ``time_budget`` is not raced
+   (``stopped = "max_time: ..."``).
+4. **Race within a stage.**  Round ``r`` (of ``R``) fits every surviving
+   candidate with the fraction ``factor ** -(R - 1 - r)`` of its full budget
+   and keeps the best ``ceil(n / factor)``; the last round uses the full
+   budget, and a lone surviving racer skips straight to it.  Online learners
    fitted in one pass (``partial_fit`` and ``max_iter == 1``, e.g. OASIS) are
    *warm-started*: a later round continues the previous round's model with
    ``partial_fit`` on the extra triplets instead of refitting.  The others
    (SDCA, SML, ...) are refitted from scratch with the larger budget.
    Candidates without a budget (the no-learning baselines) are fitted once.
-4. **Refit.**  The winner is refitted on all training rows with the
-   parameters and budget it won with, and becomes ``best_estimator_``.
+5. **Refit.**  The best survivor of all stages is refitted on all training
+   rows with the parameters and budget it won with, and becomes
+   ``best_estimator_``.
 
 Persistence: :meth:`AutoSimilarity.save` writes the *winning learner* (a
 plain registered learner file, no pickle) with the search summary in its
@@ -38,7 +51,7 @@ import numbers
 import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,24 +62,43 @@ from sklearn.utils.validation import check_is_fitted
 from .preprocessing import PREPROCESSING_MODES
 from ._validation import check_scalar_param, check_X
 
-__all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES"]
+__all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
 
 _WHO = "AutoSimilarity"
 
-#: The default race (chosen from measurements on vehicle, vowel, svmguide4 and
-#: segment; see docs/user_guide/auto.rst).  ``grid`` lists values to cross,
-#: ``budget`` is ``(parameter, full value)`` or None (fitted once).
+#: The default race (chosen from measurements on the ten shipped sets; see
+#: docs/user_guide/auto.rst and results/auto/).  ``grid`` lists values to
+#: cross, ``budget`` is ``(parameter, full value)`` or None (fitted once),
+#: ``stage`` orders the candidates by cost: stage 0 is the cheap rung (tens of
+#: milliseconds per fit on the shipped sets), stage 1 the costly family, raced
+#: only while it beats the cheap rung's best validation score.  The
+#: preprocessing of every candidate is explicit (not the learners' "auto").
 DEFAULT_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
-     "budget": None},
+     "budget": None, "stage": 0},
+    {"learner": "OASIS", "grid": {"preprocessing": ["standardize", "whiten"], "C": [0.1]},
+     "budget": ("n_triplets", 10000), "stage": 0},
     {"learner": "SDCA", "grid": {"preprocessing": ["standardize", "whiten"],
-                                 "alpha": [1e-2, 1e-3], "tol": [None]},
-     "budget": ("n_triplets", 10000)},
-    {"learner": "OASIS", "grid": {"preprocessing": ["whiten"], "C": [0.1]},
-     "budget": ("n_triplets", 20000)},
+                                 "alpha": [1e-2, 1e-3], "max_iter": [3], "tol": [None]},
+     "budget": ("n_triplets", 10000), "stage": 0},
+    {"learner": "COMET", "grid": {"preprocessing": ["whiten"]},
+     "budget": ("n_triplets", 10000), "stage": 0},
     {"learner": "SML", "grid": {"preprocessing": [None, "standardize", "whiten"],
-                                "n_triplets": [3000], "tol": [None]},
-     "budget": ("max_iter", 300)},
+                                "n_triplets": [1500], "tol": [None]},
+     "budget": ("max_iter", 300), "stage": 1},
+)
+
+#: The cheapest race that still validates: the no-learning baselines and
+#: OASIS (standardised, whitened), one stage.  ``AutoSimilarity(candidates=
+#: FAST_CANDIDATES)`` takes 50-75 ms on the small shipped sets (ionosphere,
+#: svmguide4, balance-scale; results/auto/auto_floor.md) -- the floor of a
+#: validated search -- at a lower mAP than the default race where the costly
+#: family wins (iris, vowel, segment, digits, letter).
+FAST_CANDIDATES: tuple[dict, ...] = (
+    {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
+     "budget": None, "stage": 0},
+    {"learner": "OASIS", "grid": {"preprocessing": ["standardize", "whiten"], "C": [0.1]},
+     "budget": ("n_triplets", 10000), "stage": 0},
 )
 
 # --------------------------------------------------------------------------
@@ -75,8 +107,10 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 class _Candidate:
     """One racer: a learner, fixed parameters, a budget parameter."""
 
-    def __init__(self, name: str, template, params: dict, budget: Optional[tuple]):
+    def __init__(self, name: str, template, params: dict, budget: Optional[tuple],
+                 stage: int = 0):
         self.name = name
+        self.stage = stage                  # 0: the cheap rung; higher: costlier, later
         self.template = template            # an unfitted estimator (cloned per fit)
         self.params = params                # including "preprocessing" when given
         self.budget = budget                # (param, full) or None
@@ -132,10 +166,12 @@ def _expand_candidates(candidates) -> list[_Candidate]:
         if not isinstance(spec, dict) or "learner" not in spec:
             raise TypeError(f"{_WHO}: {where} must be a dict with a 'learner' key, got "
                             f"{spec!r}.")
-        extra = set(spec) - {"learner", "grid", "budget"}
+        extra = set(spec) - {"learner", "grid", "budget", "stage"}
         if extra:
             raise ValueError(f"{_WHO}: {where} has unknown key(s) {sorted(extra)}; the keys "
-                             "are 'learner', 'grid' and 'budget'.")
+                             "are 'learner', 'grid', 'budget' and 'stage'.")
+        stage = spec.get("stage", 0)
+        check_scalar_param(stage, f"{where} stage", _WHO, kind="int", low=0)
         name, template = _learner_template(spec["learner"], where)
         has = template.get_params()
         grid = spec.get("grid") or {}
@@ -166,7 +202,8 @@ def _expand_candidates(candidates) -> list[_Candidate]:
             budget = (budget[0], int(budget[1]))
         keys = list(grid)
         for values in itertools.product(*(list(grid[k]) for k in keys)):
-            out.append(_Candidate(name, template, dict(zip(keys, values)), budget))
+            out.append(_Candidate(name, template, dict(zip(keys, values)), budget,
+                                  int(stage)))
     if not out:
         raise ValueError(f"{_WHO}: candidates is empty; give at least one learner.")
     return out
@@ -232,6 +269,26 @@ class AutoSimilarity(BaseEstimator):
     ``decision_function``, ``score``, ``transform`` when the winner has it,
     ``embed_queries``, ``embed_database``, ``save``) delegates to it.
 
+    The schedule is cost-aware (see the module docstring and
+    docs/user_guide/auto.rst):
+
+    * **stage 0, the cheap rung** (every default candidate fits in
+      milliseconds to a few hundred milliseconds): Euclidean raw /
+      standardised / whitened, OASIS (standardised, whitened), SDCA (3
+      passes; standardised / whitened, alpha 1e-2 / 1e-3), COMET (whitened),
+      raced by successive halving over ``n_triplets`` (1111, 3333, 10000);
+    * **the bar**: the best validation score of stage 0;
+    * **stage 1, the costly family** (SML with ``preprocessing`` None /
+      standardised / whitened, budget ``max_iter`` 300): a pilot round at 33
+      iterations; candidates below the bar leave (``stopped`` says so), a
+      lone survivor goes straight to 300 iterations and must still beat the
+      bar there;
+    * the best survivor of both stages is refitted on all rows.
+
+    On a set where the cheap rung already wins (balance-scale, wine), the
+    costly family costs three 33-iteration pilots; the whole fit then takes a
+    few hundred milliseconds.
+
     Parameters
     ----------
     candidates : list of dict or None, default=None
@@ -242,8 +299,13 @@ class AutoSimilarity(BaseEstimator):
         without it AutoSimilarity fits and applies the map itself) and
         ``"budget"`` (``(parameter, full value)``, e.g. ``("n_triplets",
         20000)`` or ``("max_iter", 300)``, the resource that grows per round;
-        None: fitted once).  None: :data:`DEFAULT_CANDIDATES` (Euclidean raw /
-        standardised / whitened, SDCA, OASIS, SML).
+        None: fitted once) and optionally ``"stage"`` (int >= 0, default 0:
+        the candidates of stage 0 are raced first, each later stage only above
+        the bar of the earlier ones, see above).  None:
+        :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardised /
+        whitened, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
+        sets ``preprocessing`` explicitly (the learners' ``"auto"`` is not
+        used).
     time_budget : float, default=60.0
         Seconds for the race (> 0).  Guarantee: no round starts when the
         rounds so far predict that it would end after the budget, and no
@@ -252,11 +314,18 @@ class AutoSimilarity(BaseEstimator):
         of the last completed round is refitted.  So the whole ``fit`` takes
         at most about ``time_budget`` + one candidate fit + the final refit.
         The no-learning candidates (no budget) are always scored (milliseconds),
-        so there is always a winner.
+        so there is always a winner.  A stage that would start after the
+        budget is not raced (its candidates get a row with no score and
+        ``stopped = "max_time: ..."``).
     n_splits : int, default=1
         Number of stratified fit/validation splits (scores are averaged).
     validation_size : float, default=0.3
         Fraction of the training items held out for validation, in (0, 1).
+    max_validation_items : int or None, default=1000
+        At most this many validation items (a stratified subset of the held-out
+        ones) are scored: scoring is quadratic in their number (4,200 letter
+        items take 3 s per score, 1,000 take 0.1 s).  The held-out items that
+        are not scored are not fitted on either.  None: score all.
     factor : int, default=3
         Halving factor (as scikit-learn's ``HalvingGridSearchCV``): each round keeps ``ceil(n / factor)`` candidates and
         multiplies the budget by ``factor``.
@@ -283,11 +352,18 @@ class AutoSimilarity(BaseEstimator):
         Mean validation mAP of the winner in its last round.
     cv_results_ : dict of ndarray
         One entry per (candidate, round) fitted: ``candidate``, ``learner``,
-        ``params``, ``preprocessing``, ``round``, ``budget_param``,
-        ``budget``, ``split<i>_validation_score``, ``mean_validation_score``,
+        ``params``, ``preprocessing``, ``stage``, ``round`` (numbered across
+        the stages), ``budget_param``, ``budget``,
+        ``split<i>_validation_score``, ``mean_validation_score``,
         ``std_validation_score``, ``mean_fit_time``, ``warm_start``,
-        ``rank_validation_score`` (1 = the winner: ranked by round reached,
-        then score).  ``pandas.DataFrame(cv_results_)`` reads it.
+        ``error``, ``stopped`` (why the candidate's race ended after this
+        entry: ``"halved: ..."``, ``"below_bar: ..."``, ``"max_time: ..."``,
+        ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
+        comparison), ``""`` for the winner's last entry and for entries the
+        candidate went on from), ``rank_validation_score`` (1 = the winner;
+        then by round reached and score).  A stage skipped for time gets one
+        entry per candidate with NaN scores.  ``pandas.DataFrame(cv_results_)``
+        reads it.
     history_ : dict
         One record per round: ``step`` (round), ``seconds``, ``n_candidates``,
         ``best_validation_score``.
@@ -300,12 +376,14 @@ class AutoSimilarity(BaseEstimator):
     """
 
     def __init__(self, candidates=None, *, time_budget: float = 60.0, n_splits: int = 1,
-                 validation_size: float = 0.3, factor: int = 3, n_jobs: Optional[int] = None,
-                 random_state=None, verbose: int = 0):
+                 validation_size: float = 0.3, max_validation_items: Optional[int] = 1000,
+                 factor: int = 3, n_jobs: Optional[int] = None, random_state=None,
+                 verbose: int = 0):
         self.candidates = candidates
         self.time_budget = time_budget
         self.n_splits = n_splits
         self.validation_size = validation_size
+        self.max_validation_items = max_validation_items
         self.factor = factor
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -317,6 +395,8 @@ class AutoSimilarity(BaseEstimator):
         check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
         check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
                            low_inclusive=False, high_inclusive=False)
+        check_scalar_param(self.max_validation_items, "max_validation_items", _WHO,
+                           kind="int", low=2, allow_none=True)
         check_scalar_param(self.factor, "factor", _WHO, kind="int", low=2)
         check_scalar_param(self.n_jobs, "n_jobs", _WHO, kind="int", allow_none=True)
         if self.n_jobs == 0:
@@ -371,7 +451,7 @@ class AutoSimilarity(BaseEstimator):
         -------
         self
         """
-        from joblib import Parallel, delayed, effective_n_jobs
+        from joblib import effective_n_jobs
         from sklearn.model_selection import StratifiedShuffleSplit
 
         t_start = time.time()
@@ -391,40 +471,160 @@ class AutoSimilarity(BaseEstimator):
         splits = list(StratifiedShuffleSplit(n_splits=self.n_splits,
                                              test_size=self.validation_size,
                                              random_state=split_seed).split(np.zeros(len(y)), y))
+        splits = [(fi, self._cap_validation(vi, y, split_seed + s))
+                  for s, (fi, vi) in enumerate(splits)]
         n_workers = max(1, int(effective_n_jobs(self.n_jobs)))
         blas = max(1, (os.cpu_count() or 1) // n_workers) if n_workers > 1 else None
-        n_rounds = max(1, math.ceil(math.log(len(cands)) / math.log(self.factor) - 1e-9))
-        alive = list(range(len(cands)))
-        states: dict = {}
-        rows: list[dict] = []
-        hist = {"step": [], "seconds": [], "n_candidates": [], "best_validation_score": []}
-        last_scores: dict[int, float] = {}
-        reached: dict[int, int] = {}         # last round a candidate was ranked in
+        ctx = {"cands": cands, "X": X, "y": y, "splits": splits, "seed0": seed0,
+               "deadline": deadline, "blas": blas, "n_workers": n_workers,
+               "t_start": t_start, "states": {}, "rows": [],
+               "hist": {"step": [], "seconds": [], "n_candidates": [],
+                        "best_validation_score": []},
+               "last_scores": {}, "reached": {}}
+        stages = sorted({c.stage for c in cands})
+        champions: list[int] = []           # the survivors of every stage raced
+        stop, r0, bar = "max_iter", 0, -np.inf
+        for k, st in enumerate(stages):
+            members = [i for i, c in enumerate(cands) if c.stage == st]
+            if k > 0 and time.time() >= deadline:
+                stop = "max_time"
+                self._note_skipped(ctx, members, r0, "max_time: time_budget spent before "
+                                   f"stage {st} started")
+                continue
+            survivors, r0, st_stop = self._race_stage(ctx, members, r0, bar if k else None,
+                                                      pilot=k > 0)
+            if st_stop == "max_time":
+                stop = "max_time"
+            champions += survivors
+            scored = [self._best_row(ctx["rows"], c) for c in champions
+                      if c in ctx["last_scores"]]
+            if scored:
+                bar = max(row["mean_validation_score"] for row in scored)
+        last_scores, rows = ctx["last_scores"], ctx["rows"]
+        if not last_scores:                  # pragma: no cover - baselines always score
+            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
+        pool = [c for c in champions if c in last_scores] or list(last_scores)
+        # the final comparison: each survivor at its best validated budget
+        # (validated early stopping: a racer whose score fell at a larger
+        # budget is refitted with the budget that scored best)
+        best_rows = {c: self._best_row(rows, c) for c in pool}
+        win = min(pool, key=lambda c: (-best_rows[c]["mean_validation_score"], c))
+        win_row = best_rows[win]
+        win_budget = win_row["budget"] if cands[win].budget else None
+        mine = [row for row in rows if row["candidate"] == win]
+        win_row["stopped"] = ""
+        if mine[-1] is not win_row and (not mine[-1]["stopped"]
+                                        or mine[-1]["stopped"].startswith("stage_end")):
+            mine[-1]["stopped"] = (f"not_best_budget: refitted with {win_row['budget_param']}="
+                                   f"{win_row['budget']}, which scored higher")
+        self.cv_results_ = self._results(rows, len(splits), win_row, ctx["reached"])
+        self.history_ = ctx["hist"]
+        self.stop_reason_ = stop
+        # refit on all training rows (seeded as the winner's last round)
+        cand = cands[win]
+        t0 = time.perf_counter()
+        seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
+        model = cand.make(win_budget, seed)
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y)
+        self.refit_time_ = time.perf_counter() - t0
+        self.best_estimator_ = model
+        self.best_params_ = cand.describe(win_budget)
+        self.best_score_ = float(win_row["mean_validation_score"])
+        self.n_features_in_ = X.shape[1]
+        if self.verbose:
+            print(f"AutoSimilarity: {self.best_params_} (validation mAP {self.best_score_:.4f})"
+                  f", refit in {self.refit_time_:.2f} s, total {time.time() - t_start:.1f} s, "
+                  f"stopped by {stop}", file=sys.stderr)
+        return self
+
+    def _cap_validation(self, vi: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
+        """At most ``max_validation_items`` validation items (a stratified
+        subset): scoring is quadratic in their number."""
+        cap = self.max_validation_items
+        if cap is None or len(vi) <= cap:
+            return vi
+        from sklearn.model_selection import train_test_split
+        try:
+            keep, _ = train_test_split(vi, train_size=int(cap), stratify=y[vi],
+                                       random_state=seed % (2**32))
+        except ValueError:                   # a class too small to stratify
+            keep = np.random.default_rng(seed).choice(vi, size=int(cap), replace=False)
+        return np.sort(keep)
+
+    @staticmethod
+    def _note_skipped(ctx: dict, members: list, r: int, why: str) -> None:
+        """A row (no score) for each candidate of a stage that was never fitted."""
+        nan = float("nan")
+        for c in members:
+            cand = ctx["cands"][c]
+            row = {"candidate": c, "learner": cand.name, "params": cand.describe(None),
+                   "preprocessing": str(cand.prep), "stage": cand.stage, "round": r,
+                   "budget_param": cand.budget[0] if cand.budget else "", "budget": 0,
+                   "mean_validation_score": nan, "std_validation_score": nan,
+                   "mean_fit_time": 0.0, "warm_start": False, "error": "", "stopped": why}
+            for s in range(len(ctx["splits"])):
+                row[f"split{s}_validation_score"] = nan
+            ctx["rows"].append(row)
+
+    def _race_stage(self, ctx: dict, members: list, r0: int, bar: Optional[float],
+                    pilot: bool) -> tuple[list, int, str]:
+        """Successive halving among ``members`` (global round numbers from
+        ``r0``).  ``bar``: the best validation score of the earlier stages; a
+        candidate scoring below it after any round leaves the race
+        (``stopped = "below_bar"``).  ``pilot``: at least three rounds, so the
+        first (at ``1 / factor**2`` of the budget) is a cheap pilot.  A lone
+        survivor with a budget skips the intermediate rounds and is fitted at
+        its full budget next.  Returns the
+        survivors, the next free round number and ``"max_time"`` or
+        ``"max_iter"``."""
+        from joblib import Parallel, delayed
+
+        cands, splits, seed0 = ctx["cands"], ctx["splits"], ctx["seed0"]
+        rows, states, last_scores = ctx["rows"], ctx["states"], ctx["last_scores"]
+        reached, hist, deadline = ctx["reached"], ctx["hist"], ctx["deadline"]
+        factor = self.factor
+        n_rounds = max(1, math.ceil(math.log(len(members)) / math.log(factor) - 1e-9))
+        if pilot and any(cands[c].budget is not None for c in members):
+            n_rounds = max(3, n_rounds)
+        alive = list(members)
         stop = "max_iter"
-        for r in range(n_rounds):
-            frac = float(self.factor) ** -(n_rounds - 1 - r)
-            if r > 0:
-                # predict this round's wall time from the last one (budget x factor)
-                prev = [row for row in rows if row["round"] == r - 1 and row["candidate"] in alive]
-                est = sum(row["mean_fit_time"] * self.n_splits
-                          * (self.factor if cands[row["candidate"]].budget else 0)
-                          for row in prev) / n_workers
+        stage_rows: list[dict] = []
+        fallen: list[int] = []               # fell below the bar after beating it
+        last_round = r0
+        rr, prev_rr, r = 0, 0, r0 - 1
+        while rr < n_rounds:                 # rr strictly increases: at most n_rounds rounds
+            r += 1
+            frac = float(factor) ** -(n_rounds - 1 - rr)
+            if rr > 0:
+                # predict this round's wall time from the last one (budget x factor per round)
+                prev = [row for row in stage_rows if row["round"] == r - 1
+                        and row["candidate"] in alive]
+                est = sum(row["mean_fit_time"] * len(splits)
+                          * (factor ** (rr - prev_rr) if cands[row["candidate"]].budget else 0)
+                          for row in prev) / ctx["n_workers"]
                 if time.time() + est > deadline:
                     stop = "max_time"
+                    for row in prev:
+                        row["stopped"] = "max_time: the next round would end after time_budget"
                     break
             tasks, keys = [], []
             for c in alive:
                 cand = cands[c]
                 if cand.budget is not None:
                     bv = max(1, int(round(cand.budget[1] * frac)))
-                elif r > 0:
+                elif rr > 0:
                     continue                 # fitted once: its score stands
                 else:
                     bv = None
                 for s, (fi, vi) in enumerate(splits):
                     seed = int(np.random.SeedSequence([seed0, c, s, r]).generate_state(1)[0])
-                    tasks.append(delayed(_run_job)(cand, X, y, fi, vi, bv, seed,
-                                                   states.get((c, s)), deadline, blas))
+                    tasks.append(delayed(_run_job)(cand, ctx["X"], ctx["y"], fi, vi, bv, seed,
+                                                   states.get((c, s)), deadline, ctx["blas"]))
                     keys.append((c, s, bv))
             results = Parallel(n_jobs=self.n_jobs)(tasks) if tasks else []
             per: dict[int, dict] = {}
@@ -449,16 +649,18 @@ class AutoSimilarity(BaseEstimator):
                 cand = cands[c]
                 row = {"candidate": c, "learner": cand.name,
                        "params": cand.describe(entry["budget"]),
-                       "preprocessing": str(cand.prep), "round": r,
+                       "preprocessing": str(cand.prep), "stage": cand.stage, "round": r,
                        "budget_param": cand.budget[0] if cand.budget else "",
                        "budget": entry["budget"] if entry["budget"] is not None else 0,
                        "mean_validation_score": float(sc.mean()),
                        "std_validation_score": float(sc.std()),
                        "mean_fit_time": float(np.mean(entry["secs"])),
-                       "warm_start": bool(cand.warm and r > 0), "error": entry["error"]}
+                       "warm_start": bool(cand.warm and rr > 0), "error": entry["error"],
+                       "stopped": ""}
                 for s in range(len(splits)):
                     row[f"split{s}_validation_score"] = float(sc[s])
                 rows.append(row)
+                stage_rows.append(row)
                 n_done += cands[c].budget is not None
                 if np.isfinite(sc).all():
                     last_scores[c] = float(sc.mean())
@@ -466,57 +668,77 @@ class AutoSimilarity(BaseEstimator):
                         fresh.append(c)
                 else:
                     last_scores.pop(c, None)
-            if r > 0 and n_done == 0 and stop == "max_time":
+                    row["stopped"] = "error"
+            last_round = r
+            if rr > 0 and n_done == 0 and stop == "max_time":
                 break                        # nothing finished: last round's survivors stand
             # survivors: the candidates scored in this round (or fitted once)
             scored = sorted((c for c in alive if c in fresh), key=lambda c: (-last_scores[c], c))
+            if bar is not None:
+                # escalation pays off only above the cheaper stages' best score
+                below = [c for c in scored if last_scores[c] < bar]
+                for c in below:
+                    self._mark(stage_rows, c, r, f"below_bar: {last_scores[c]:.4f} < "
+                               f"{bar:.4f}, the best of the cheaper stage(s)")
+                scored = [c for c in scored if c not in below]
+                for c in below:
+                    reached[c] = r
+                    if self._best_row(rows, c)["mean_validation_score"] >= bar:
+                        fallen.append(c)     # above the bar at an earlier budget
             if not scored:
-                alive = [c for c in alive if c in last_scores]
+                alive = []
                 break
             best_now = scored[0]
             for c in scored:
                 reached[c] = r
             hist["step"].append(r)
-            hist["seconds"].append(time.time() - t_start)
+            hist["seconds"].append(time.time() - ctx["t_start"])
             hist["n_candidates"].append(len(scored))
             hist["best_validation_score"].append(last_scores[best_now])
             if self.verbose:
-                print(f"AutoSimilarity round {r + 1}/{n_rounds}: {len(scored)} candidates at "
+                print(f"AutoSimilarity round {rr + 1}/{n_rounds} of stage "
+                      f"{cands[best_now].stage}: {len(scored)} candidates at "
                       f"{frac:.3g} of the budget, best {last_scores[best_now]:.4f} "
                       f"({cands[best_now].describe(per[best_now]['budget'] if best_now in per else None)}"
-                      f"), {time.time() - t_start:.1f} s",
+                      f"), {time.time() - ctx['t_start']:.1f} s",
                       file=sys.stderr)
-            if stop == "max_time" or r == n_rounds - 1:
+            if stop == "max_time" or rr == n_rounds - 1:
                 alive = scored
                 break
-            alive = scored[:max(1, math.ceil(len(scored) / self.factor))]
+            keep = scored[:max(1, math.ceil(len(scored) / factor))]
+            for c in scored[len(keep):]:
+                self._mark(stage_rows, c, r, f"halved: not in the best 1/{factor} of round {r}")
+            alive = keep
             if len(alive) == 1 and cands[alive[0]].budget is None:
                 break                        # a no-learning winner: nothing left to race
-        if not last_scores:                  # pragma: no cover - baselines always score
-            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
-        pool = [c for c in alive if c in last_scores] or list(last_scores)
-        win = min(pool, key=lambda c: (-last_scores[c], c))
-        win_rows = [row for row in rows if row["candidate"] == win]
-        win_budget = win_rows[-1]["budget"] if cands[win].budget else None
-        self.cv_results_ = self._results(rows, len(splits), win, reached)
-        self.history_ = hist
-        self.stop_reason_ = stop
-        # refit on all training rows (seeded as the winner's last round)
-        cand = cands[win]
-        t0 = time.perf_counter()
-        seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
-        model = cand.make(win_budget, seed)
-        model.fit(X, y)
-        self.refit_time_ = time.perf_counter() - t0
-        self.best_estimator_ = model
-        self.best_params_ = cand.describe(win_budget)
-        self.best_score_ = last_scores[win]
-        self.n_features_in_ = X.shape[1]
-        if self.verbose:
-            print(f"AutoSimilarity: {self.best_params_} (validation mAP {self.best_score_:.4f})"
-                  f", refit in {self.refit_time_:.2f} s, total {time.time() - t_start:.1f} s, "
-                  f"stopped by {stop}", file=sys.stderr)
-        return self
+            prev_rr = rr
+            if sum(cands[c].budget is not None for c in alive) == 1:
+                rr = n_rounds - 1            # a lone racer: straight to its full budget
+            else:
+                rr += 1
+        survivors = [c for c in alive if c in last_scores]
+        for c in survivors:                  # raced to the end of its stage
+            self._mark(stage_rows, c, reached.get(c, last_round),
+                       "stage_end: lost to the final comparison of the stages' survivors")
+        # a racer that fell below the bar at a larger budget still competes
+        # at the earlier budget where it beat the bar
+        survivors += [c for c in fallen if c not in survivors]
+        return survivors, last_round + 1, stop
+
+    @staticmethod
+    def _best_row(rows: list, c: int) -> dict:
+        """Candidate ``c``'s row with the highest finite validation score (the
+        larger budget on a tie)."""
+        mine = [row for row in rows if row["candidate"] == c
+                and np.isfinite(row["mean_validation_score"])]
+        return max(mine, key=lambda row: (row["mean_validation_score"], row["budget"]))
+
+    @staticmethod
+    def _mark(rows: list, c: int, r: int, why: str) -> None:
+        """Record on candidate ``c``'s last row up to round ``r`` why it left."""
+        mine = [row for row in rows if row["candidate"] == c and row["round"] <= r]
+        if mine and not mine[-1]["stopped"]:
+            mine[-1]["stopped"] = why
 
     def _seed(self) -> int:
         rs = self.random_state
@@ -530,25 +752,28 @@ class AutoSimilarity(BaseEstimator):
                              "numpy RandomState.") from None
 
     @staticmethod
-    def _results(rows: list[dict], n_splits: int, win: int, reached: dict) -> dict:
+    def _results(rows: list[dict], n_splits: int, win_row: dict, reached: dict) -> dict:
         def neg(v):
             return -v if np.isfinite(v) else np.inf
 
-        def eff(row):    # a candidate fitted once competes up to the round it left
-            last = max((r["round"] for r in rows if r["candidate"] == row["candidate"]))
-            return reached.get(row["candidate"], row["round"]) if row["round"] == last \
+        last = {}
+        for i, row in enumerate(rows):
+            last[row["candidate"]] = i
+
+        def eff(i):      # a candidate fitted once competes up to the round it left
+            row = rows[i]
+            return reached.get(row["candidate"], row["round"]) if last[row["candidate"]] == i \
                 else row["round"]
 
-        order = sorted(range(len(rows)), key=lambda i: (-eff(rows[i]),
+        order = sorted(range(len(rows)), key=lambda i: (rows[i] is not win_row, -eff(i),
                                                         neg(rows[i]["mean_validation_score"]),
-                                                        rows[i]["candidate"] != win,
                                                         rows[i]["candidate"]))
         rank = np.empty(len(rows), dtype=int)
         rank[order] = np.arange(1, len(rows) + 1)
-        keys = ["candidate", "learner", "params", "preprocessing", "round", "budget_param",
-                "budget", *(f"split{s}_validation_score" for s in range(n_splits)),
+        keys = ["candidate", "learner", "params", "preprocessing", "stage", "round",
+                "budget_param", "budget", *(f"split{s}_validation_score" for s in range(n_splits)),
                 "mean_validation_score", "std_validation_score", "mean_fit_time",
-                "warm_start", "error"]
+                "warm_start", "error", "stopped"]
         out: dict[str, np.ndarray] = {}
         for k in keys:
             vals = [row[k] for row in rows]

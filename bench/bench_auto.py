@@ -1,0 +1,128 @@
+"""AutoSimilarity against metric-learn's best learner per set (issue 14).
+
+    OPENBLAS_NUM_THREADS=1 python bench/bench_auto.py [--sets iris,wine]
+        [--seeds 0,1,2] [--floor] [-o results/auto/auto.md]
+
+Protocol (``bench/_protocol.py``, as ``bench/bench_peers.py``): per data set
+and seed a stratified 70/30 split, an untimed warm-up fit on 50 rows (Numba
+compiles its kernels), ``AutoSimilarity(random_state=seed).fit`` on the
+training part (wall seconds and CPU seconds of the process), the
+test-vs-test retrieval mAP.  letter runs seed 0 only (as the peer benchmark).
+The peer columns are copied from results/peers/peers.md (metric-learn 0.7.0,
+one BLAS thread); "before" is AutoSimilarity of that run.  Run it with
+``OPENBLAS_NUM_THREADS=1`` (the peers ran single-threaded).
+
+``--floor`` measures the cheapest search that still validates,
+``tripletml.auto.FAST_CANDIDATES``: Euclidean raw / standardised / whitened
+and OASIS (standardised, whitened) on one fit/validation split, with the
+refit of the winner.
+The same script measures an older checkout (``PYTHONPATH=<old tree>``; its
+AutoSimilarity has no ``stage``): results/auto/auto_before.md is the tree
+before the cost-aware schedule (commit 660bdce) in this harness.
+Public names only.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tripletml  # noqa: E402
+from _protocol import DEFAULT_SETS, load_set, retrieval_map, split, warm_up  # noqa: E402
+
+#: metric-learn's best learner per set (mAP, fit seconds) and AutoSimilarity
+#: before the cost-aware search (mAP, fit seconds), from results/peers/peers.md
+PEERS = {
+    "vehicle": ("ITML", .558, 4.55, .661, 3.14),
+    "vowel": ("ITML", .370, 32.6, .426, 4.21),
+    "svmguide4": ("RCA", .456, .0111, .587, 4.12),
+    "segment": ("ITML", .804, 17.1, .831, 6.83),
+    "letter": ("RCA", .325, .0268, .364, 48.1),
+    "balance-scale": ("NCA", .740, .921, .871, 1.03),
+    "ionosphere": ("ITML", .738, .102, .763, 12.0),
+    "iris": ("ITML", .977, 1.83, .969, 5.56),
+    "wine": ("ITML", .946, 3.23, .970, 1.74),
+    "digits": ("ITML", .792, 27.9, .792, 15.6),
+}
+
+def _make(floor: bool):
+    def make(seed):
+        if floor:
+            from tripletml.auto import FAST_CANDIDATES
+            return tripletml.AutoSimilarity(candidates=FAST_CANDIDATES, random_state=seed)
+        return tripletml.AutoSimilarity(random_state=seed)
+    return make
+
+
+def run(make, X, y, seed: int) -> dict:
+    Xtr, Xte, ytr, yte = split(X, y, seed)
+    warm_up(make, Xtr, ytr, seed)
+    model = make(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c0, t0 = time.process_time(), time.perf_counter()
+        model.fit(Xtr, ytr)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    res = model.cv_results_
+    stage = res.get("stage", np.zeros(len(res["candidate"]), dtype=int))  # older trees: none
+    stages = Counter(int(s) for s, sc in zip(stage, res["mean_validation_score"])
+                     if np.isfinite(sc))
+    bp = model.best_params_
+    win = bp["learner"] + (f"/{bp['preprocessing']}" if "preprocessing" in bp else "")
+    return {"map": retrieval_map(model, Xte, yte), "wall": wall, "cpu": cpu, "win": win,
+            "fits_by_stage": dict(sorted(stages.items())), "refit": model.refit_time_}
+
+
+def _fmt_t(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default=",".join(DEFAULT_SETS))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--floor", action="store_true",
+                    help="the cheapest validated search (Euclidean x3 + OASIS x2)")
+    ap.add_argument("-o", "--output", default=None, help="append the table (markdown) here")
+    args = ap.parse_args(argv)
+    sets = [s for s in args.sets.split(",") if s]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    head = ("| set | peer (mAP, fit) | auto before (mAP, fit) | auto now mAP | wall s "
+            "| CPU s | mAP >= peer | time <= peer | winners (seeds) | fits per stage |")
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    print(lines[0], flush=True)
+    for ds in sets:
+        X, y = load_set(ds)
+        sd = seeds[:1] if ds == "letter" else seeds
+        runs = [run(_make(args.floor), X, y, s) for s in sd]
+        m = np.mean([r["map"] for r in runs])
+        wall = np.mean([r["wall"] for r in runs])
+        cpu = np.mean([r["cpu"] for r in runs])
+        peer, pm, pt, bm, bt = PEERS.get(ds, ("?", np.nan, np.nan, np.nan, np.nan))
+        line = (f"| {ds} | {peer} {pm:.3f} ({_fmt_t(pt)}) | {bm:.3f} ({_fmt_t(bt)}) | "
+                f"{m:.4f}{' (1 seed)' if len(sd) == 1 else ''} | {wall:.3f} | {cpu:.3f} | "
+                f"{'yes' if m >= pm else 'no'} | {'yes' if wall <= pt else 'no'} | "
+                f"{', '.join(r['win'] for r in runs)} | "
+                f"{'; '.join(str(r['fits_by_stage']) for r in runs)} |")
+        lines.append(line)
+        print(line, flush=True)
+    if args.output:
+        with open(args.output, "a") as fh:
+            fh.write(f"\n`{' '.join(['python', 'bench/bench_auto.py', *(argv or sys.argv[1:])])}`"
+                     f" ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                     f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
+                     f"load average at the end {os.getloadavg()[0]:.1f} on "
+                     f"{os.cpu_count()} cores, "
+                     f"tripletml {tripletml.__file__})\n\n")
+            fh.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
