@@ -14,7 +14,7 @@ one BLAS thread); "before" is AutoSimilarity of that run.  Run it with
 
 ``--floor`` measures the cheapest search that still validates,
 ``tripletml.auto.FAST_CANDIDATES``: Euclidean raw / standardised / whitened
-and OASIS (standardised, whitened) on one fit/validation split, with the
+and OASIS (sphere, whitened) on one fit/validation split, with the
 refit of the winner.
 The same script measures an older checkout (``PYTHONPATH=<old tree>``; its
 AutoSimilarity has no ``stage``): results/auto/auto_before.md is the tree

@@ -169,8 +169,8 @@ def test_save_load_round_trip(tmp_path, backend, kind):
     assert (loaded.backend, loaded.kind, loaded.metric, loaded.ntotal, loaded.dim) == \
         (backend, kind, "inner_product", 600, 3)
     assert (loaded.ip_to_l2, loaded.max_norm) == (index.ip_to_l2, index.max_norm)
-    # the default: IVF / HNSW decide from the embeddings (standardised model: centred)
-    assert loaded.ip_to_l2 is False
+    # the default: IVF augments; HNSW decides from the embeddings (centred here)
+    assert loaded.ip_to_l2 is (kind == "ivf")
     assert embedding_cone(model.embed_database(X)) < IP_TO_L2_CONE
     np.testing.assert_array_equal(loaded.model.A_, model.A_)
     ids2, scores2 = loaded.search(X[:25], 7)
@@ -222,10 +222,10 @@ def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
     ip_model = OASIS(n_triplets=300, preprocessing="standardize", random_state=0).fit(X, y)
     l2_model = LowRankDML(n_triplets=200, max_iter=10, batch_size=20, eta0=0.1, alpha=0.01,
                           random_state=0).fit(X, y)
-    # None: decided at the first add for the approximate kinds of an
-    # inner-product model (below), off for everything else
+    # None: on for IVF over an inner-product model, decided at the first add
+    # for HNSW (below), off for everything else
     assert SimilarityIndex(ip_model, kind="hnsw").ip_to_l2 is None
-    assert SimilarityIndex(ip_model, kind="ivf").ip_to_l2 is None
+    assert SimilarityIndex(ip_model, kind="ivf").ip_to_l2 is True
     assert SimilarityIndex(ip_model, kind="hnsw", max_norm=2.0).ip_to_l2 is True
     assert SimilarityIndex(ip_model, kind="flat").ip_to_l2 is False
     assert SimilarityIndex(ip_model, kind="flat", ip_to_l2=True).ip_to_l2

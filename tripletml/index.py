@@ -18,21 +18,27 @@ and finds, for each query, the ``k`` items of highest similarity:
   and each query ``q`` a 0, so that ``||q' - x'||^2 = ||q||^2 + M^2 - 2 <q,
   x>`` ranks items exactly as the inner product does (maximum inner-product
   search as nearest-neighbour search; Bachrach et al., RecSys 2014).  Scores
-  are returned as inner products.  By default (``ip_to_l2=None``) IVF and
-  HNSW over an inner-product model decide at the first ``add`` from the
-  database embeddings ``E`` (its first ``batch_size`` rows): the
-  augmentation is used when they lie in a narrow cone,
-  ``||mean(E)|| / mean(||E||) >`` :data:`IP_TO_L2_CONE` (0.5), as they do
-  for a model fitted on raw non-negative features (``preprocessing=None``
-  on pixels or counts: 0.83-0.89 on digits, where an HNSW graph on the raw
-  inner product plateaus: recall@10 at ``ef_search=64``, M 32, 0.87 /
-  0.53 / 0.88 for OASIS / LORETA / SDCA against 0.996 / 0.999 / 0.993
-  augmented).  Centred embeddings (the learners' default standardisation
-  gives 0.00; the million-row LORETA benchmark 0.01) are searched on the
-  raw inner product, which is then the better graph: 0.994 / 0.997 / 0.996
-  against 0.970 / 0.960 / 0.957 on standardised digits, and 0.95 against
-  0.70 on ``bench/bench_index.py``'s embeddings.  Measure recall against
-  ``kind="flat"`` on your data.
+  are returned as inner products.  By default (``ip_to_l2=None``):
+
+  - IVF over an inner-product model uses it: k-means cells and the
+    assignment of rows to them are then Euclidean, where on the raw inner
+    product large-norm centroids swallow the rows (million-row LORETA
+    benchmark: recall@10 0.9997 against 0.87 at ``nprobe=16``; never worse
+    in the runs of ``bench/bench_index.py``);
+  - HNSW decides at the first ``add`` from the database embeddings ``E``
+    (its first ``batch_size`` rows): the augmentation when they lie in a
+    narrow cone, ``||mean(E)|| / mean(||E||) >`` :data:`IP_TO_L2_CONE`
+    (0.5), as for a model fitted on raw non-negative features
+    (``preprocessing=None`` on pixels or counts: 0.83-0.89 on digits,
+    where a graph on the raw inner product plateaus: recall@10 at
+    ``ef_search=64``, M 32, 0.87 / 0.53 / 0.88 for OASIS / LORETA / SDCA
+    against 0.996 / 0.999 / 0.993 augmented); the raw inner product for
+    centred embeddings (standardised digits 0.00, the learners' default
+    ``"sphere"`` below 0.1, the million-row benchmark 0.01), where it is
+    the better graph: 0.994 / 0.997 / 0.996 against 0.970 / 0.960 / 0.957
+    on standardised digits, 0.95 against 0.70 on the benchmark.
+
+  Measure recall against ``kind="flat"`` on your data.
 * ``backend="numpy"``: exact search, ``kind="flat"`` only.  The database is
   scanned in blocks: one GEMM per block of queries x block of items, then a
   compiled pass keeps each query's running top k.  Exact under
@@ -206,10 +212,10 @@ class SimilarityIndex:
         ``x -> [x, sqrt(M^2 - ||x||^2)]``, ``q -> [q, 0]`` (faiss only; the
         ranking is the inner product's; see the module docstring for when it
         helps).  None: off for ``kind="flat"``, an L2 model or the numpy
-        backend; for ``"ivf"`` / ``"hnsw"`` over an inner-product model,
-        decided at the first ``add`` (on when the database embeddings lie
-        in a narrow cone, :func:`embedding_cone` > :data:`IP_TO_L2_CONE`;
-        on at once when ``max_norm`` is given).  True with an L2 model or
+        backend; on for ``"ivf"`` over an inner-product model; for
+        ``"hnsw"`` decided at the first ``add`` (on when the database
+        embeddings lie in a narrow cone, :func:`embedding_cone` >
+        :data:`IP_TO_L2_CONE`; on at once when ``max_norm`` is given).  True with an L2 model or
         the numpy backend is a ValueError.
     max_norm : float or None, default=None
         ``M`` of the augmentation: None takes the largest database
@@ -267,11 +273,11 @@ class SimilarityIndex:
             raise TypeError(f"{who}: ip_to_l2 must be True, False or None, got {ip_to_l2!r}.")
         metric = str(model.embedding_similarity)
         if ip_to_l2 is None:
-            # decided from the data at the first add (None until then); a
-            # max_norm asks for the augmentation
+            # IVF: always; HNSW: decided from the data at the first add (None
+            # until then; a max_norm asks for the augmentation)
             if not (backend == "faiss" and kind != "flat" and metric == "inner_product"):
                 ip_to_l2 = False
-            elif max_norm is not None:
+            elif kind == "ivf" or max_norm is not None:
                 ip_to_l2 = True
         elif ip_to_l2 and (backend != "faiss" or metric != "inner_product"):
             raise ValueError(f"{who}: ip_to_l2=True turns an inner-product search into an L2 "

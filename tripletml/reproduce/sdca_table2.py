@@ -87,7 +87,8 @@ def run_split(name: str, seed: int, scale: bool = False, data_home=None) -> dict
 
     def sdca(lam):
         return SDCA(preprocessing=None,
-                    alpha=lam, n_triplets=N_TRIPLETS, max_iter=N_EPOCHS, random_state=seed)
+                    alpha=lam, n_triplets=N_TRIPLETS, max_iter=N_EPOCHS, tol=1e-3,
+                    random_state=seed)
 
     def oasis(C):
         return OASIS(preprocessing=None,
