@@ -131,7 +131,8 @@ def add_subcommands(subparsers) -> None:
     b.add_argument("--ip-to-l2", action=argparse.BooleanOptionalAction, default=None,
                    help="faiss, inner-product models: search as L2 after appending "
                         "sqrt(M^2 - |x|^2) to the database vectors (default: on for "
-                        "ivf/hnsw; check recall on your data)")
+                        "ivf; for hnsw when the embeddings lie in a narrow cone; check "
+                        "recall on your data)")
     b.add_argument("--batch-size", type=int, default=65536,
                    help="rows embedded at a time (default 65536)")
     b.add_argument("--seed", type=int, help="random seed of the IVF training sample")

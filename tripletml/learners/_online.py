@@ -132,13 +132,20 @@ class AutoStepMixin:
 
     def _step_size(self) -> float:
         """The step of the update: ``eta_`` (fitted), or a numeric ``eta0``."""
-        eta = getattr(self, "eta_", None)
-        if eta is None:
-            if isinstance(self.eta0, str):
-                raise ValueError(f"{type(self).__name__}: eta0='auto' is resolved at the "
-                                 "first fit/partial_fit; this model has no eta_.")
-            eta = float(self.eta0)
-        return float(eta)
+        return fitted_step_size(self)
+
+
+def fitted_step_size(est) -> float:
+    """``est.eta_`` (the step ``eta0="auto"`` resolved at the first
+    fit/partial_fit), or a numeric ``est.eta0``; ValueError for an
+    unresolved ``"auto"``."""
+    eta = getattr(est, "eta_", None)
+    if eta is None:
+        if isinstance(est.eta0, str):
+            raise ValueError(f"{type(est).__name__}: eta0='auto' is resolved at the "
+                             "first fit/partial_fit; this model has no eta_.")
+        eta = float(est.eta0)
+    return float(eta)
 
 
 def block_size(m: int) -> int:

@@ -41,6 +41,7 @@ from .._arrayspec import ArraySpec
 from .._progress import progress_bar
 from .._stopping import finish, relative_change
 from .._validation import check_random_state, check_scalar_param, check_X
+from ._online import fitted_step_size
 from ..base import History, LearnerBase
 from ..linalg._flags import FAST
 from ..linalg.sparse_rows import as_csr
@@ -240,13 +241,7 @@ class _MultilabelRanker(LearnerBase):
         learners, else ``eta0`` (0 for learners without one)."""
         if self._auto_eta_c is None:
             return float(getattr(self, "eta0", 0.0))
-        eta = getattr(self, "eta_", None)
-        if eta is None:
-            if isinstance(self.eta0, str):
-                raise ValueError(f"{type(self).__name__}: eta0='auto' is resolved at the first "
-                                 "fit/partial_fit; this model has no eta_.")
-            eta = float(self.eta0)
-        return float(eta)
+        return fitted_step_size(self)
 
     def _check_loaded(self) -> None:
         super()._check_loaded()
