@@ -73,8 +73,13 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         .662, .223).
     max_iter : int, default=1
         Passes over the triplets in ``fit`` (each in a new random order).
-    n_triplets : int, default=10000
+    n_triplets : int, default=30000
         Random class triplets sampled by ``fit`` when labels are given.
+        Chosen on the ten shipped sets (defaults otherwise, 3 seeds): 30,000
+        against 10,000 gave vehicle .578 / .536, svmguide4 .512 / .492,
+        segment .725 / .706, letter .249 / .240 (seed 0: .252 / .218,
+        Euclidean .221), digits .762 / .725, vowel .361 / .367, the others
+        within .005; a fit takes milliseconds either way.
     init : {"identity", "zeros"}, default="identity"
         Initial W (the paper uses the identity).
     tol : float or None, default=None
@@ -113,7 +118,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
 
-    def __init__(self, C=0.01, max_iter=1, n_triplets=10000, init="identity", tol=None,
+    def __init__(self, C=0.01, max_iter=1, n_triplets=30000, init="identity", tol=None,
                  preprocessing="auto", random_state=None,
                  verbose=0):
         self.C = C
