@@ -553,3 +553,29 @@ def test_loreta_50000_features_rank_25_index_memory_is_o_n_plus_d_times_k(tmp_pa
     np.testing.assert_array_equal(ids2, ids)
     ref_ids, _, _ = brute_topk(model, Xq, Xdb, 10)
     np.testing.assert_array_equal(ids, ref_ids)
+
+
+def test_hnsw_default_needs_enough_rows_to_read_the_cone():
+    """One row's cone is always 1: a first add below IP_TO_L2_MIN_ROWS keeps
+    the raw inner product, and later adds of ordinary rows still work."""
+    X, y = mixture(300, seed=21)
+    model = OASIS(n_triplets=300, preprocessing=None, random_state=0).fit(X, y)
+    index = SimilarityIndex(model, kind="hnsw")
+    index.add(X[:1])
+    assert index.ip_to_l2 is False
+    index.add(X[1:])
+    assert index.ntotal == 300
+    assert embedding_cone(model.embed_database(X[:1])) == pytest.approx(1.0)
+
+
+def test_index_over_autosimilarity_is_the_winners(tmp_path):
+    from tripletml import AutoSimilarity
+    from tripletml.auto import FAST_CANDIDATES
+
+    X, y = mixture(240, seed=22)
+    auto = AutoSimilarity(candidates=FAST_CANDIDATES, random_state=0).fit(X, y)
+    index = build(auto, X, kind="hnsw")
+    assert type(index.model) is type(auto.best_estimator_)
+    ids, _ = index.search(X[:5], 3)
+    index.save(tmp_path / "idx")
+    np.testing.assert_array_equal(load_index(tmp_path / "idx").search(X[:5], 3)[0], ids)

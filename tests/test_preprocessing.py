@@ -293,14 +293,23 @@ def test_baselines_default_to_raw_features():
             assert e.cls().get_params()["preprocessing"] == "auto", e.name
 
 
-def test_objective_takes_raw_X():
+@pytest.mark.parametrize("name,mode,params", [
+    ("SML", "standardize", dict(n_triplets=60, max_iter=10, tol=None)),
+    ("COMET", "sphere", dict(max_iter=2, tol=None)),
+    ("COMET", "standardize", dict(max_iter=2, tol=None)),
+    ("SparseCOMET", "sphere", dict(max_iter=2, tol=None)),
+])
+def test_objective_takes_raw_X(name, mode, params):
     X, y, t = _data(seed=7)
-    a = tm.SML(preprocessing="standardize", n_triplets=60, max_iter=10, tol=None).fit(
-        X, triplets=t)
-    b = tm.SML(preprocessing=None, n_triplets=60, max_iter=10, tol=None).fit(
-        reference("standardize", X, X), triplets=t)
-    assert a.objective(X, t) == pytest.approx(b.objective(reference("standardize", X, X), t),
-                                              rel=1e-8)
+    cls = getattr(tm, name)
+    a = cls(preprocessing=mode, random_state=0, **params).fit(X, triplets=t)
+    Z = reference(mode, X, X)
+    b = cls(preprocessing=None, random_state=0, **params).fit(Z, triplets=t)
+    assert a.objective(X, t) == pytest.approx(b.objective(Z, t), rel=1e-8)
+    with pytest.raises(ValueError, match=name):
+        a.objective(X[:, :-1], t)
+    with pytest.raises(ValueError, match=name):
+        a.objective(X, [[0, 1, X.shape[0]]])
 
 
 def test_every_learner_documents_preprocessing_once():
@@ -452,3 +461,18 @@ def test_sphere_bad_radius_refused_on_load(tmp_path):
                 zf.writestr(n, data)
         with pytest.raises(ValueError, match=msg):
             tm.load_model(tmp_path / "bad.npz")
+
+
+def test_tiny_columns_are_standardised_not_taken_for_constant():
+    """The constant-column floor is relative to the column: features in
+    units of 1e-15 are standardised like the same features in units of 1."""
+    X, y, t = _data(seed=11)
+    a = tm.OASIS(n_triplets=200, random_state=0).fit(X, triplets=t)
+    b = tm.OASIS(n_triplets=200, random_state=0).fit(X * 1e-15, triplets=t)
+    np.testing.assert_allclose(b.preprocessing_scale_, a.preprocessing_scale_ * 1e15, rtol=1e-9)
+    np.testing.assert_allclose(b.similarity(X[:6] * 1e-15), a.similarity(X[:6]), rtol=1e-7,
+                               atol=1e-9)
+    Xc = X.copy()
+    Xc[:, 1] = 0.1                               # constant (to rounding): scale 1
+    assert tm.SML(preprocessing="standardize", max_iter=2).fit(
+        Xc, triplets=t).preprocessing_scale_[1] == 1.0

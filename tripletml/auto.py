@@ -115,7 +115,9 @@ class _Candidate:
         self.params = params                # including "preprocessing" when given
         self.budget = budget                # (param, full) or None
         has = template.get_params()
-        self.prep = params.get("preprocessing") if "preprocessing" in params else None
+        # as the learner gets it: the grid's value, else the template's own
+        self.prep = params["preprocessing"] if "preprocessing" in params \
+            else has.get("preprocessing")
         self.warm = (budget is not None and budget[0] == "n_triplets"
                      and hasattr(template, "partial_fit")
                      and params.get("max_iter", has.get("max_iter", 1)) == 1)
@@ -274,8 +276,9 @@ class AutoSimilarity(BaseEstimator):
 
     * **stage 0, the cheap rung** (every default candidate fits in
       milliseconds to a few hundred milliseconds): Euclidean raw /
-      standardised / whitened, OASIS (standardised, whitened), SDCA (3
-      passes; standardised / whitened, alpha 1e-2 / 1e-3), COMET (whitened),
+      standardised / whitened, OASIS (``"sphere"``, whitened), SDCA (3
+      passes; ``"sphere"`` / whitened, alpha 1e-2 / 1e-3), COMET
+      (``"sphere"``, whitened),
       raced by successive halving over ``n_triplets`` (1111, 3333, 10000);
     * **the bar**: the best validation score of stage 0;
     * **stage 1, the costly family** (SML with ``preprocessing`` None /

@@ -435,8 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--data-home", help=_HOME_HELP)
     f.add_argument("--preprocessing", choices=["none"] + [m for m in PREPROCESSING_MODES if m],
                    help="feature preprocessing fitted with the model and saved in its file "
-                        "(default: the learner's, 'auto' = standardise unless X is sparse "
-                        "with more than 2000 features; 'none' for raw features)")
+                        "(default: the learner's, 'auto' = 'sphere' for bilinear learners, "
+                        "'standardize' for Mahalanobis ones, none for sparse X with more "
+                        "than 2000 features; 'none' for raw features)")
     add_scheduler_argument(f)
     f.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")

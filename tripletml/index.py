@@ -26,7 +26,9 @@ and finds, for each query, the ``k`` items of highest similarity:
     benchmark: recall@10 0.9997 against 0.87 at ``nprobe=16``; never worse
     in the runs of ``bench/bench_index.py``);
   - HNSW decides at the first ``add`` from the database embeddings ``E``
-    (its first ``batch_size`` rows): the augmentation when they lie in a
+    (its first ``batch_size`` rows, at least :data:`IP_TO_L2_MIN_ROWS` = 32;
+    a smaller first ``add`` keeps the raw inner product): the augmentation
+    when they lie in a
     narrow cone, ``||mean(E)|| / mean(||E||) >`` :data:`IP_TO_L2_CONE`
     (0.5), as for a model fitted on raw non-negative features
     (``preprocessing=None`` on pixels or counts: 0.83-0.89 on digits,
@@ -76,7 +78,7 @@ from ._progress import progress_bar
 from ._validation import check_choice_param, check_random_state, check_scalar_param
 
 __all__ = ["SimilarityIndex", "build", "load_index", "faiss_available", "embedding_cone",
-           "IP_TO_L2_CONE", "KINDS", "BACKENDS"]
+           "IP_TO_L2_CONE", "IP_TO_L2_MIN_ROWS", "KINDS", "BACKENDS"]
 
 KINDS = ("flat", "ivf", "hnsw")
 BACKENDS = ("auto", "faiss", "numpy")
@@ -96,6 +98,9 @@ _SCORE_BYTES = 64 * 2**20
 #: ``ip_to_l2=None`` uses the augmentation when the first database
 #: embeddings' ``||mean|| / mean ||.||`` (:func:`embedding_cone`) exceeds this
 IP_TO_L2_CONE = 0.5
+#: ... measured on at least this many rows; a smaller first ``add`` keeps the
+#: raw inner product
+IP_TO_L2_MIN_ROWS = 32
 
 
 def embedding_cone(E) -> float:
@@ -215,7 +220,11 @@ class SimilarityIndex:
         backend; on for ``"ivf"`` over an inner-product model; for
         ``"hnsw"`` decided at the first ``add`` (on when the database
         embeddings lie in a narrow cone, :func:`embedding_cone` >
-        :data:`IP_TO_L2_CONE`; on at once when ``max_norm`` is given).  True with an L2 model or
+        :data:`IP_TO_L2_CONE`, measured on at least
+        :data:`IP_TO_L2_MIN_ROWS` rows, else off; on at once when
+        ``max_norm`` is given).  With the augmentation, ``max_norm`` is
+        fixed by the first ``add``: later rows with larger embeddings are
+        refused (pass ``max_norm`` to leave room).  True with an L2 model or
         the numpy backend is a ValueError.
     max_norm : float or None, default=None
         ``M`` of the augmentation: None takes the largest database
@@ -247,6 +256,10 @@ class SimilarityIndex:
                  random_state: Any = None, ip_to_l2: bool | None = None,
                  max_norm: float | None = None):
         who = "SimilarityIndex"
+        # a fitted AutoSimilarity is indexed as its winner (what its save writes)
+        from .auto import AutoSimilarity
+        if isinstance(model, AutoSimilarity) and hasattr(model, "best_estimator_"):
+            model = model.best_estimator_
         _check_model(model, who)
         check_choice_param(kind, "kind", who, KINDS)
         check_choice_param(backend, "backend", who, BACKENDS)
@@ -322,7 +335,7 @@ class SimilarityIndex:
         return self.kind == "flat"
 
     def __repr__(self) -> str:
-        aug = ", ip_to_l2=True" if self.ip_to_l2 else ""
+        aug = {True: ", ip_to_l2=True", None: ", ip_to_l2=None"}.get(self.ip_to_l2, "")
         return (f"SimilarityIndex({type(self.model).__name__}, kind={self.kind!r}, "
                 f"backend={self.backend!r}, metric={self.metric!r}{aug}, dim={self.dim}, "
                 f"ntotal={self.ntotal})")
@@ -421,8 +434,10 @@ class SimilarityIndex:
         if n == 0:
             raise ValueError(f"{func}: X has no rows.")
         if self.ip_to_l2 is None:
-            self.ip_to_l2 = bool(embedding_cone(self.model.embed_database(
-                _take(X, slice(0, batch_size)))) > IP_TO_L2_CONE)
+            # the cone of a few rows says nothing (one row: always 1)
+            first = _take(X, slice(0, max(batch_size, IP_TO_L2_MIN_ROWS)))
+            self.ip_to_l2 = bool(first.shape[0] >= IP_TO_L2_MIN_ROWS and embedding_cone(
+                self.model.embed_database(first)) > IP_TO_L2_CONE)
         if self.ip_to_l2:
             self._fix_max_norm(X, batch_size, func)
         if self.backend == "faiss" and self._faiss_index is None and self.kind == "ivf":
@@ -772,6 +787,9 @@ def load_index(path) -> SimilarityIndex:
         raise ValueError(f"{func}: {path}/index.json has invalid parameters: {exc}") from None
     if index.ip_to_l2 and index.max_norm is None:
         raise ValueError(f"{func}: {path}/index.json: ip_to_l2 without max_norm.")
+    if index.ip_to_l2 is None:     # decided by the first add, which a saved index had
+        raise ValueError(f"{func}: {path}/index.json: ip_to_l2 is null in an index that "
+                         "holds rows.")
     probe = model.embed_queries(np.zeros((1, model.n_features_in_)))
     if probe.shape[1] != dim:
         raise ValueError(f"{func}: {path}: the model embeds into {probe.shape[1]} dimensions, "

@@ -17,7 +17,8 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     ``z = x - mean``.
 ``"standardize"``
     ``z = (x - mean) / std`` per column; a column whose standard deviation is
-    zero (to rounding: below ``10 eps max(|mean|, 1)``) keeps scale 1, so it
+    zero (to rounding: below ``10 eps |mean|``, or below the smallest normal
+    float) keeps scale 1, so it
     becomes 0, never NaN.
 ``"whiten"``
     Standardise, then ZCA-whiten (ZCA on the correlation matrix):
@@ -228,7 +229,10 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.nd
     if mode == "center":
         return {"mean": mean}
     if mode in ("standardize", "sphere"):
-        const = std <= 10 * np.finfo(float).eps * np.maximum(np.abs(mean), 1.0)
+        # constant to rounding, relative to the column's own magnitude (a
+        # column of tiny values is still standardised); 1 / std must be finite
+        fi = np.finfo(float)
+        const = (std <= 10 * fi.eps * np.abs(mean)) | (std < fi.tiny)
         scale = np.where(const, 1.0, 1.0 / np.where(const, 1.0, std))
         if mode == "standardize":
             return {"mean": mean, "scale": scale}

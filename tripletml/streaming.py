@@ -16,6 +16,11 @@ The stream is deterministic given ``random_state``:
   triplets; a checkpoint is written after every ``checkpoint_every`` steps
   (a multiple of ``batch_size``) and at the end.
 
+The learner's ``preprocessing`` statistics (mean, scale, the ``"sphere"``
+radius) are fitted by the first ``partial_fit``, that is on the first shard
+of pass 0: for features whose scale varies between shards, make that shard
+representative or pass ``preprocessing=None`` and scale the shards yourself.
+
 A checkpoint is a directory: the model, saved with the library's own
 ``save`` (``.npz`` + JSON, no pickle), and ``state.json`` (the position in
 the stream and the stream's settings, checked on resume).  The model is

@@ -362,6 +362,12 @@ class OnlineTripletLearner(TripletLearner):
     def partial_fit(self, X, triplets):
         """One step per given triplet, in order (the first call initialises).
 
+        The first call also fits the ``preprocessing`` statistics (mean,
+        scale, the ``"sphere"`` radius) on its X, and later calls reuse them:
+        give the first call a representative sample of rows (with very few
+        rows the statistics are poor; with one row every scale is 1), or
+        fit the model on such a sample first.
+
         Parameters
         ----------
         X : array-like or CSR matrix of shape (n_samples, n_features)

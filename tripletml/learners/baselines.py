@@ -21,7 +21,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
 
     Parameters
     ----------
-    preprocessing : {None, "auto", "standardize", "center", "whiten"}, default=None
+    preprocessing : {None, "auto", "standardize", "center", "whiten", "sphere"}, default=None
         Feature scaling fitted on the training X (see
         :mod:`tripletml.preprocessing`).  The default ``None`` is the
         baseline on raw features ("no learning"); ``"standardize"`` gives the
@@ -52,7 +52,7 @@ class DotProduct(BilinearMixin, TripletLearner):
 
     Parameters
     ----------
-    preprocessing : {None, "auto", "standardize", "center", "whiten"}, default=None
+    preprocessing : {None, "auto", "standardize", "center", "whiten", "sphere"}, default=None
         Feature scaling fitted on the training X (see
         :mod:`tripletml.preprocessing`).  The default ``None`` is the
         baseline on raw features ("no learning"); ``"standardize"`` gives the

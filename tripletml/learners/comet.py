@@ -30,7 +30,7 @@ from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
 from .._progress import progress
 from .._stopping import LossWatch, finish, relative_change
-from .._validation import check_choice_param, check_scalar_param
+from .._validation import check_choice_param, check_scalar_param, check_triplets
 from ..base import BilinearMixin, EmbeddingMixin, History, TripletLearner
 from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
                              comet_loss_derivative, group_prox, linear_terms)
@@ -86,7 +86,7 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
 
     Attributes
     ----------
-    W_ : ndarray (d, d)
+    W_ : ndarray (n_features_preprocessed_, n_features_preprocessed_)
         The learned PD matrix; ``S(x, y) = x^T W_ y``.
     W_inv_ : ndarray (d, d)
         Its inverse (Woodbury-maintained).
@@ -196,8 +196,9 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     def objective(self, X, triplets) -> float:
         """Eq. (2) at the fitted W for the given triplets (a dense
         evaluation; without the group penalty of sparse COMET)."""
-        check_is_fitted(self, "W_")
-        lam = linear_terms(X, self.W_, np.asarray(triplets))
+        check_is_fitted(self, "n_features_in_")
+        X = self._check_fitted_X(X)           # validated and preprocessed
+        lam = linear_terms(X, self.W_, check_triplets(triplets, X.shape[0], self))
         logdet = 2.0 * np.sum(np.log(np.diag(np.linalg.cholesky(self.W_))))
         return float(np.sum(comet_loss(lam, self.loss)) - self.alpha * logdet
                      + 0.5 * self.beta * np.sum(self.W_ * self.W_))

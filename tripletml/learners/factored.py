@@ -217,7 +217,7 @@ _DOC_COMMON = """
     ----------
     rank_ : int
         The rank k used (``rank``, or ``min(10, n_features)`` for None).
-    A_, B_ : ndarray of shape (n_features, rank_)
+    A_, B_ : ndarray of shape (n_features_preprocessed_, rank_)
         ``W = A_ B_^T``.
     t_ : int
         Triplets processed (over all calls).

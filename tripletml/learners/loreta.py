@@ -101,9 +101,9 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         for None).
     eta_ : float
         The step size used (``eta0``, or its resolved value for "auto").
-    A_, B_ : ndarray of shape (n_features, rank_)
+    A_, B_ : ndarray of shape (n_features_preprocessed_, rank_)
         Factors, ``W = A_ B_^T``; the similarity is ``(x^T A_) (B_^T y)``.
-    pinv_A_, pinv_B_ : ndarray of shape (n_features, rank_)
+    pinv_A_, pinv_B_ : ndarray of shape (n_features_preprocessed_, rank_)
         ``(A_^+)^T`` and ``(B_^+)^T`` (LORETA-1 state).
     t_ : int
         Triplets processed (over all calls).

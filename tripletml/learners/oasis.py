@@ -99,7 +99,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
 
     Attributes
     ----------
-    W_ : ndarray of shape (n_features, n_features)
+    W_ : ndarray of shape (n_features_preprocessed_, n_features_preprocessed_)
         The learned bilinear matrix.
     n_features_in_ : int
     t_ : int

@@ -96,7 +96,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     Attributes
     ----------
-    M_ : ndarray (d, d)
+    M_ : ndarray (n_features_preprocessed_, n_features_preprocessed_)
         The output matrix chosen by ``output``.
     M_last_ : ndarray (d, d)
         The last iterate ``M^T = M(alpha)``.
