@@ -574,6 +574,11 @@ def test_index_over_autosimilarity_is_the_winners(tmp_path):
 
     X, y = mixture(240, seed=22)
     auto = AutoSimilarity(candidates=FAST_CANDIDATES, random_state=0).fit(X, y)
+    exact = build(auto, X, backend="numpy")
+    ref_ids, ref_scores, _ = brute_topk(auto.best_estimator_, X[:5], X, 3)
+    ids, scores = exact.search(X[:5], 3)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-12, atol=1e-12)
     index = build(auto, X, kind="hnsw")
     assert type(index.model) is type(auto.best_estimator_)
     ids, _ = index.search(X[:5], 3)

@@ -339,7 +339,7 @@ def test_sphere_lift_matches_formula_and_has_norm_s():
     for s in (0.3, 1.0, 2.5):
         P = sphere_lift(Z, s)
         np.testing.assert_allclose(P, stereographic(Z, s), rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(np.linalg.norm(P, axis=1), s, rtol=1e-12)
+        np.testing.assert_allclose(np.linalg.norm(P / s, axis=1), 1.0, rtol=1e-12)  # no underflow
     # phi(q).phi(x) = s^2 - |phi(q) - phi(x)|^2 / 2 and the closed form of the chord
     s = 1.7
     P = sphere_lift(Z[:10], s)
@@ -448,6 +448,10 @@ def test_sphere_bad_radius_refused_on_load(tmp_path):
     meta = json.loads(np.load(io.BytesIO(members["__meta__.npy"])).tobytes().decode())
     for value, msg in ((-1.0, "preprocessing_radius_=-1.0 must be a positive finite float"),
                        ("2", "must be a positive finite float"),
+                       (True, "must be a positive finite float"),
+                       (10 ** 400, "must be a positive finite float"),
+                       (1e-320, "must be a positive finite float"),
+                       (1e300, "must be a positive finite float"),
                        (None, "needs the arrays")):
         bad = json.loads(json.dumps(meta))
         if value is None:
@@ -476,3 +480,36 @@ def test_tiny_columns_are_standardised_not_taken_for_constant():
     Xc[:, 1] = 0.1                               # constant (to rounding): scale 1
     assert tm.SML(preprocessing="standardize", max_iter=2, tol=None).fit(
         Xc, triplets=t).preprocessing_scale_[1] == 1.0
+
+
+def test_sphere_lift_far_rows_reach_the_pole_without_overflow():
+    """|z| up to the largest float and s from 1e-300 to 1e150: finite, norm s,
+    and the limit of the formula (u -> infinity: phi -> [0, s])."""
+    from tripletml.preprocessing import sphere_lift
+    Z = np.array([[1e308, -1e308, 0.0], [0.0, 0.0, 0.0]])
+    for s in (1e-300, 1.0, 1e150):
+        P = sphere_lift(Z, s)
+        assert np.isfinite(P).all()
+        np.testing.assert_allclose(np.linalg.norm(P / s, axis=1), 1.0, rtol=1e-12)  # no underflow
+        np.testing.assert_allclose(P[1], [0.0, 0.0, 0.0, -s])          # the centre: the pole
+    np.testing.assert_allclose(sphere_lift(Z, 1e-300)[0], [0.0, 0.0, 0.0, 1e-300], atol=1e-310)
+
+
+def test_sphere_functions_refuse_bad_input():
+    from tripletml.preprocessing import sphere_lift, sphere_radius
+    from tripletml.index import embedding_cone
+    Z = np.ones((3, 2))
+    for bad, msg in ((np.ones(3), "2-D"), (np.array([[1.0, np.nan]]), "NaN or infinity")):
+        with pytest.raises(ValueError, match=f"sphere_lift: Z .*{msg}|sphere_lift: .*{msg}"):
+            sphere_lift(bad, 1.0)
+        with pytest.raises(ValueError, match=f"sphere_radius: .*{msg}"):
+            sphere_radius(bad)
+        with pytest.raises(ValueError, match=f"embedding_cone: .*{msg}"):
+            embedding_cone(bad)
+    for r in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="sphere_lift: radius"):
+            sphere_lift(Z, r)
+    with pytest.raises(TypeError, match="sphere_lift: radius"):
+        sphere_lift(Z, "1")
+    assert sphere_lift(np.zeros((0, 2)), 1.0).shape == (0, 3)
+    assert sphere_radius(np.zeros((0, 2))) == 1.0 and embedding_cone(np.zeros((0, 2))) == 0.0

@@ -10,10 +10,10 @@ file cannot hand a Numba kernel an array of the wrong shape or dtype::
         "A_": ArraySpec(("d", "rank")),
     }
 
-Shape entries: an int (exact), None (any length), ``"d"`` (the width
-of the rows the solver saw: ``n_features_preprocessed_`` when the model has
-it, d + 1 with a lifting preprocessing, else ``n_features_in_``), the name of an int parameter or fitted attribute of the
-model (``"rank"``, ``"n_labels_"``, ``"rank_"``), or ``"=sym"``: every
+Shape entries: an int (exact), None (any length), ``"d"`` (the width of
+the rows the solver saw: ``n_features_preprocessed_`` when the model has it,
+d + 1 with a lifting preprocessing, else ``n_features_in_``), the name of an
+int parameter or fitted attribute of the model (``"rank"``, ``"n_labels_"``, ``"rank_"``), or ``"=sym"``: every
 entry with the same symbol must have the same length.  A name entry may be a
 sum of names, ``"d+fit_intercept"`` (a bool counts 0 or 1).  ``dtype`` is a
 NumPy kind: ``"f"`` (float64, all finite unless ``finite=False``), ``"i"``

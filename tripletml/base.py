@@ -290,10 +290,18 @@ class TripletLearner(LearnerBase):
                              f"the model holds {sorted(have)}")
         if "preprocessing_radius_" in want:
             r = self.preprocessing_radius_
-            if (isinstance(r, bool) or not isinstance(r, (float, int))
-                    or not np.isfinite(r) or r <= 0):
-                raise ValueError(f"preprocessing_radius_={r!r} must be a positive finite float")
-            self.preprocessing_radius_ = float(r)
+            ok = isinstance(r, (float, int)) and not isinstance(r, bool)
+            if ok:
+                try:
+                    r = float(r)              # an int too large for a float raises
+                except OverflowError:
+                    ok = False
+            # a positive normal float whose square is finite (the lift squares s)
+            if not ok or not (np.finfo(float).tiny <= r <= np.sqrt(np.finfo(float).max)):
+                raise ValueError(f"preprocessing_radius_={self.preprocessing_radius_!r} must "
+                                 "be a positive finite float (at most sqrt of the largest "
+                                 "float)")
+            self.preprocessing_radius_ = r
         super()._check_loaded()
 
     def __sklearn_tags__(self):

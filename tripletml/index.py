@@ -110,14 +110,20 @@ def embedding_cone(E) -> float:
     Parameters
     ----------
     E : array-like of shape (n, k)
+        Finite rows (ValueError otherwise).
 
     Returns
     -------
     float in [0, 1]
     """
     E = np.asarray(E, dtype=np.float64)
-    if E.ndim != 2 or E.shape[0] == 0:
+    if E.ndim != 2:
+        raise ValueError(f"embedding_cone: E must be a 2-D array of embedding rows, got "
+                         f"shape {E.shape}.")
+    if E.shape[0] == 0:
         return 0.0
+    if not np.isfinite(E).all():
+        raise ValueError("embedding_cone: E contains NaN or infinity.")
     mean_norm = float(np.sqrt(np.einsum("ij,ij->i", E, E)).mean())
     return float(np.linalg.norm(E.mean(axis=0)) / mean_norm) if mean_norm > 0 else 0.0
 

@@ -252,9 +252,26 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.nd
     return {"mean": mean, "whitener": np.ascontiguousarray(whitener)}
 
 
+def _check_sphere_args(func: str, Z, radius) -> tuple[np.ndarray, float]:
+    """Z as a finite 2-D float64 array and radius as a positive finite float
+    (ValueError / TypeError naming ``func`` otherwise)."""
+    Z = np.asarray(Z, dtype=np.float64)
+    if Z.ndim != 2:
+        raise ValueError(f"{func}: Z must be a 2-D array of rows, got shape {Z.shape}.")
+    if not np.isfinite(Z).all():
+        raise ValueError(f"{func}: Z contains NaN or infinity.")
+    if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{func}: radius must be a real number, got {radius!r}.")
+    s = float(radius)
+    if not (np.isfinite(s) and s > 0):
+        raise ValueError(f"{func}: radius must be positive and finite, got {radius!r}.")
+    return Z, s
+
+
 def sphere_radius(Z: np.ndarray) -> float:
     """The radius s of ``"sphere"``: the median Euclidean norm of the
     standardised training rows Z (1.0 when that is 0 or Z has no rows)."""
+    Z, _ = _check_sphere_args("sphere_radius", Z, 1.0)
     if Z.shape[0] == 0:
         return 1.0
     norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
@@ -267,9 +284,11 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
     radius ``s = radius`` in one more dimension: with ``u = z / s``,
     ``phi(z) = s [2 u, ||u||^2 - 1] / (||u||^2 + 1)``.
 
-    Computed without overflow for any finite row: with ``m = max(1,
-    max_i |u_i|)``, ``w = u / m``, ``t = ||w||^2`` and ``c = 1 / m^2``,
-    ``phi = s [2 w / (m (t + c)), (t - c) / (t + c)]``.
+    Computed without overflow for any finite row and any ``s > 0``: with
+    ``k = max(s, max_i |z_i|)`` (finite), ``w = z / k`` (entries in
+    [-1, 1]), ``t = ||w||^2`` and ``c = (s / k)^2`` (in (0, 1]),
+    ``phi = s [2 (s / k) w, t - c] / (t + c)`` (numerator and denominator
+    of the formula divided by ``(k / s)^2``).
 
     Parameters
     ----------
@@ -282,16 +301,16 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
     -------
     ndarray of shape (n, d + 1), float64, rows of norm ``radius``.
     """
-    U = np.asarray(Z, dtype=np.float64) / float(radius)
-    m = np.max(np.abs(U), axis=1, initial=0.0)
-    m = np.where(np.isfinite(m) & (m > 1.0), m, 1.0)[:, None]
-    Wn = U / m
+    Z, s = _check_sphere_args("sphere_lift", Z, radius)
+    k = np.maximum(np.max(np.abs(Z), axis=1, initial=0.0), s)[:, None]
+    Wn = Z / k
+    r = s / k                                # in (0, 1]
     t = np.einsum("ij,ij->i", Wn, Wn)[:, None]
-    c = (1.0 / m) ** 2                       # underflows to 0, never overflows
-    out = np.empty((U.shape[0], U.shape[1] + 1))
-    out[:, :-1] = 2.0 * Wn / (m * (t + c))
-    out[:, -1:] = (t - c) / (t + c)
-    return out * float(radius)
+    c = r * r                                # may underflow to 0; t + c > 0
+    out = np.empty((Z.shape[0], Z.shape[1] + 1))
+    out[:, :-1] = (2.0 * s) * (r * Wn) / (t + c)
+    out[:, -1:] = s * ((t - c) / (t + c))
+    return out
 
 
 def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
