@@ -310,8 +310,12 @@ class TripletLearner(LearnerBase):
         return tags
 
     # ------------------------------------------------------------------ fit
-    def _prepare_fit(self, X, y=None, triplets=None):
-        """Validate inputs, sample triplets; returns (X, triplets, rng)."""
+    def _prepare_fit(self, X, y=None, triplets=None, *, sample: bool = True):
+        """Validate inputs, sample triplets; returns (X, triplets, rng).
+
+        ``sample=False`` (a learner that uses the labels directly): when no
+        triplets are given, the validated class codes of y (0..k-1) come back
+        in place of the triplets."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
@@ -331,7 +335,9 @@ class TripletLearner(LearnerBase):
                 raise ValueError(f"{type(self).__name__}: X has {X.shape[0]} samples; at "
                                  "least 3 are needed to form a triplet.")
             from .triplets import check_labels
-            check_labels(y, X.shape[0], self)
+            _, codes = check_labels(y, X.shape[0], self)
+            if not sample:
+                return X, codes, rng
             triplets = random_class_triplets(y, self.n_triplets, random_state=rng)
         return X, triplets, rng
 

@@ -1,0 +1,164 @@
+"""KISSME's closed form (Koestinger, Hirzer, Wohlhart, Roth & Bischof,
+"Large scale metric learning from equivalence constraints", CVPR 2012).
+
+The likelihood-ratio test between two zero-mean Gaussians of pair
+differences, one for similar pairs (covariance ``Sigma_S``), one for
+dissimilar pairs (``Sigma_D``), gives the Mahalanobis matrix of the
+paper's eq. (12),
+
+    M = Sigma_S^{-1} - Sigma_D^{-1},
+
+re-projected onto the PSD cone by clipping its spectrum (Section 3).  A
+triplet ``(q, p+, p-)`` holds one similar pair ``(q, p+)`` and one
+dissimilar pair ``(q, p-)``, so
+
+    Sigma_S = E[(q - p+)(q - p+)^T],    Sigma_D = E[(q - p-)(q - p-)^T].
+
+Two ways to form them:
+
+* :func:`pair_scatter_from_triplets`: the empirical means over given
+  triplets (chunked; X dense or CSR);
+* :func:`pair_scatter_from_labels`: the exact expectation over the class
+  triplets :func:`tripletml.triplets.random_class_triplets` draws (query
+  uniform over the rows of classes with >= 2 members, positive uniform over
+  the rest of its class, negative uniform over the other classes' rows): the
+  limit of the empirical means as the number of triplets grows, in O(n d^2)
+  from class means and class scatters, without a single triplet.
+
+:func:`shrunk_inverse` regularises each covariance toward a scaled identity
+(``shrinkage`` in [0, 1], as scikit-learn's LDA); :func:`kissme_matrix`
+puts it together.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..linalg import project_psd
+
+__all__ = ["pair_scatter_from_labels", "pair_scatter_from_triplets", "shrunk_inverse",
+           "kissme_matrix"]
+
+#: eigenvalues of a shrunk covariance below this fraction of its largest are
+#: treated as zero (the pseudo-inverse drops them)
+EIG_RTOL = 1e-12
+
+
+def _sparse_class_gram(X: sp.csr_matrix, codes: np.ndarray, w_class: np.ndarray,
+                       means: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``sum_c w_c sum_{i in c} (x_i - mu_c)(x_i - mu_c)^T`` for CSR X:
+    ``X^T diag(w) X - sum_c w_c n_c mu_c mu_c^T`` (w_c per class)."""
+    w = w_class[codes]
+    G = (X.T @ X.multiply(w[:, None]).tocsr()).toarray()
+    return G - (means.T * (w_class * counts)) @ means
+
+
+def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact ``(Sigma_S, Sigma_D)`` over random class triplets.
+
+    With ``n_c`` rows in class c (mean ``mu_c`` and covariance ``C_c``,
+    both after centring X on its mean), ``m_c = n - n_c``, ``N`` the rows
+    whose class has >= 2 members, ``T = sum_i x_i x_i^T`` the total scatter:
+
+        Sigma_S = sum_c 2 n_c^2 / ((n_c - 1) N) C_c,
+        Sigma_D = sum_c (n_c / N) [(1 - n_c / m_c) C_c + T / m_c
+                                   + (n / m_c) mu_c mu_c^T],
+
+    sums over the classes with >= 2 members.  (For a query q of class c the
+    positive's term is ``n_c / (n_c - 1) ((q - mu_c)(q - mu_c)^T + C_c)``;
+    the negative's is ``(q - nu_c)(q - nu_c)^T + D_c`` with ``nu_c, D_c``
+    the mean and covariance of the other classes' rows, which the total
+    scatter gives in closed form.)
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, d)
+    codes : ndarray of shape (n,), int
+        Class codes 0..k-1 (every code present); at least two classes and
+        one class with two members.
+
+    Returns
+    -------
+    Sigma_S, Sigma_D : ndarray of shape (d, d)
+    """
+    n, d = X.shape
+    counts = np.bincount(codes)
+    k = counts.size
+    elig = counts >= 2
+    N = float(counts[elig].sum())
+    if N == 0 or k < 2:
+        raise ValueError("pair_scatter_from_labels: needs two classes and a class with two "
+                         "members")
+    onehot = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(k, n))
+    sums = onehot @ X
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    mean = sums.sum(axis=0) / n
+    nc = counts.astype(float)
+    mc = n - nc                                   # > 0: at least two classes
+    raw_means = sums / nc[:, None]
+    means = raw_means - mean                      # class means of the centred rows
+    # per-class weights of C_c (times n_c: C_c = scatter_c / n_c)
+    a = np.where(elig, 2.0 * nc / ((nc - 1.0).clip(1.0) * N), 0.0)           # Sigma_S
+    b = np.where(elig, nc / N, 0.0)
+    bC = b * (1.0 - nc / mc) / nc                                           # Sigma_D's C_c
+    tT = float(np.sum(b / mc))                                              # Sigma_D's T
+    gM = b * (n / mc)                                                       # mu_c mu_c^T
+    between = (means.T * nc) @ means          # sum_c n_c mu_c mu_c^T; T = within + between
+    if sp.issparse(X):
+        S = _sparse_class_gram(X, codes, a, raw_means, nc)
+        Cpart = _sparse_class_gram(X, codes, bC + tT, raw_means, nc)
+    else:
+        Z = X - raw_means[codes]                  # class-centred rows
+        Zs = Z * np.sqrt(a)[codes][:, None]
+        S = Zs.T @ Zs
+        Cpart = Z.T @ (Z * (bC + tT)[codes][:, None])
+    D = Cpart + tT * between + (means.T * gM) @ means
+    return _sym(S), _sym(D)
+
+
+def pair_scatter_from_triplets(X, triplets: np.ndarray,
+                               chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical ``(Sigma_S, Sigma_D)``: the means of ``(q - p+)(q - p+)^T``
+    and ``(q - p-)(q - p-)^T`` over the triplets, ``chunk`` triplets at a
+    time (X dense or CSR; only (chunk, d) differences are formed)."""
+    d = X.shape[1]
+    S = np.zeros((d, d))
+    D = np.zeros((d, d))
+    m = triplets.shape[0]
+    for s in range(0, m, chunk):
+        t = triplets[s:s + chunk]
+        Q = X[t[:, 0]]
+        for acc, col in ((S, 1), (D, 2)):
+            E = Q - X[t[:, col]]
+            G = E.T @ E
+            acc += G.toarray() if sp.issparse(G) else G
+    return _sym(S / m), _sym(D / m)
+
+
+def shrunk_inverse(C: np.ndarray, shrinkage: float) -> np.ndarray:
+    """Pseudo-inverse of ``(1 - shrinkage) C + shrinkage (tr C / d) I``.
+
+    Eigenvalues below :data:`EIG_RTOL` times the largest count as zero (the
+    directions a covariance does not see get no weight); ``shrinkage > 0``
+    makes the matrix positive definite whenever ``tr C > 0``.
+    """
+    d = C.shape[0]
+    A = (1.0 - shrinkage) * C
+    if shrinkage:
+        A = A + (shrinkage * float(np.trace(C)) / d) * np.eye(d)
+    w, V = np.linalg.eigh(_sym(A))
+    top = float(w.max()) if w.size else 0.0
+    keep = w > EIG_RTOL * top if top > 0 else np.zeros(w.shape, bool)
+    Vk = V[:, keep]
+    return (Vk / w[keep]) @ Vk.T
+
+
+def kissme_matrix(Sigma_S: np.ndarray, Sigma_D: np.ndarray, shrinkage: float) -> np.ndarray:
+    """``M = P_psd(Sigma_S^{-1} - Sigma_D^{-1})`` (eq. 12 and the paper's
+    spectrum clipping), each inverse by :func:`shrunk_inverse`."""
+    M = shrunk_inverse(Sigma_S, shrinkage) - shrunk_inverse(Sigma_D, shrinkage)
+    return project_psd(M)
+
+
+def _sym(A: np.ndarray) -> np.ndarray:
+    return 0.5 * (A + A.T)
