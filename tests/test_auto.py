@@ -389,8 +389,8 @@ def test_fast_candidates_one_stage_of_cheap_racers():
     auto = AutoSimilarity(candidates=FAST_CANDIDATES, random_state=0).fit(X, y)
     res = auto.cv_results_
     assert set(res["stage"].tolist()) == {0}
-    assert set(res["learner"].tolist()) == {"Euclidean", "OASIS"}
-    assert len(set(res["candidate"].tolist())) == 5
+    assert set(res["learner"].tolist()) == {"Euclidean", "KISSME", "OASIS"}
+    assert len(set(res["candidate"].tolist())) == 8
     assert auto.best_score_ == res["mean_validation_score"].max()
 
 

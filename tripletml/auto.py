@@ -76,6 +76,9 @@ _WHO = "AutoSimilarity"
 DEFAULT_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
      "budget": None, "stage": 0},
+    {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
+                                   "shrinkage": [0.0, 0.01, 0.1]},
+     "budget": None, "stage": 0},
     {"learner": "OASIS", "grid": {"preprocessing": ["sphere", "whiten"], "C": [0.1]},
      "budget": ("n_triplets", 10000), "stage": 0},
     {"learner": "SDCA", "grid": {"preprocessing": ["sphere", "whiten"],
@@ -96,6 +99,9 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 #: family wins (iris, vowel, segment, digits, letter).
 FAST_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
+     "budget": None, "stage": 0},
+    {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
+                                   "shrinkage": [0.0, 0.01, 0.1]},
      "budget": None, "stage": 0},
     {"learner": "OASIS", "grid": {"preprocessing": ["sphere", "whiten"], "C": [0.1]},
      "budget": ("n_triplets", 10000), "stage": 0},
