@@ -255,15 +255,20 @@ class TripletLearner(LearnerBase):
         if "preprocessing_" in vars(self):
             del self.preprocessing_
 
-    def _fit_preprocessing(self, X) -> None:
+    def _fit_preprocessing(self, X):
         """Resolve ``preprocessing`` on the training X and store the fitted
-        mode (``preprocessing_``) and statistics."""
+        mode (``preprocessing_``) and statistics.  Returns X, densified once
+        here when a mode applies to sparse X (the preprocessed rows are dense
+        anyway), so that the statistics and :meth:`_preprocess` share it."""
         self._clear_preprocessing()
         mode = resolve_preprocessing(getattr(self, "preprocessing", None), X, self)
+        if mode is not None and sp.issparse(X):
+            X = _dense_float(X)
         stats = fit_preprocessing(mode, X, self)
         self.preprocessing_ = mode
         for key, value in stats.items():
             setattr(self, f"preprocessing_{key}_", value)
+        return X
 
     def _preprocess(self, X):
         """Apply the fitted preprocessing to validated X (unchanged when none)."""
@@ -320,8 +325,7 @@ class TripletLearner(LearnerBase):
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
         rng = check_random_state(getattr(self, "random_state", None), self)
-        self._fit_preprocessing(X)
-        X = self._preprocess(X)
+        X = self._preprocess(self._fit_preprocessing(X))
         if not self._needs_triplets:
             return X, None, rng
         if triplets is not None:

@@ -188,13 +188,35 @@ def _dense(X) -> np.ndarray:
 
 
 def _mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column mean and standard deviation, computed on columns divided by
-    their largest magnitude so that large finite features do not overflow."""
-    mag = np.max(np.abs(X), axis=0) if X.shape[0] else np.zeros(X.shape[1])
+    """Column mean and standard deviation.
+
+    Column sums go through BLAS (``ones @ X``: several times faster than a
+    NumPy reduction over the rows of a narrow array); when a sum overflows,
+    the columns are first divided by their largest magnitude so that large
+    finite features give finite statistics."""
+    n = X.shape[0]
+    if n:
+        ones = np.ones(n)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = (ones @ X) / n        # a constant column's mean is exact
+            Z = X - mean
+            Z *= Z
+            var = (ones @ Z) / n
+        if np.isfinite(mean).all() and np.isfinite(var).all():
+            std = np.sqrt(np.maximum(var, 0.0))
+            # a column constant up to rounding: its first value is its exact mean
+            flat = std <= 100 * np.finfo(float).eps * np.abs(mean)
+            if flat.any():
+                mean[flat] = X[0, flat]
+                std[flat] = np.sqrt(np.mean((X[:, flat] - X[0, flat]) ** 2, axis=0))
+            return mean, std
+    mag = np.maximum(X.max(axis=0), -X.min(axis=0)) if X.shape[0] else np.zeros(X.shape[1])
     mag = np.where(mag > 0, mag, 1.0)
     Z = X / mag
     mean = Z.mean(axis=0)
-    std = np.sqrt(np.maximum(np.mean((Z - mean) ** 2, axis=0), 0.0))
+    Z -= mean                       # in place: one (n, d) temporary in all
+    Z *= Z
+    std = np.sqrt(np.maximum(Z.mean(axis=0), 0.0))
     return mean * mag, std * mag
 
 
@@ -330,7 +352,7 @@ def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
     if mean is not None:
         Z = Z - mean
     if scale is not None:
-        Z = Z * scale
+        Z = Z * scale if Z is X else np.multiply(Z, scale, out=Z)   # never X in place
     if whitener is not None:
         Z = Z @ whitener
     if radius is not None:

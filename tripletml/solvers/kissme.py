@@ -108,10 +108,12 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
         S = _sparse_class_gram(X, codes, a, raw_means, nc)
         Cpart = _sparse_class_gram(X, codes, bC + tT, raw_means, nc)
     else:
-        Z = X - raw_means[codes]                  # class-centred rows
-        Zs = Z * np.sqrt(a)[codes][:, None]
-        S = Zs.T @ Zs
-        Cpart = Z.T @ (Z * (bC + tT)[codes][:, None])
+        Z = raw_means[codes]
+        np.subtract(X, Z, out=Z)                  # class-centred rows
+        W = Z * np.sqrt(a)[codes][:, None]
+        S = W.T @ W
+        np.multiply(Z, (bC + tT)[codes][:, None], out=W)
+        Cpart = Z.T @ W
     D = Cpart + tT * between + (means.T * gM) @ means
     return _sym(S), _sym(D)
 
