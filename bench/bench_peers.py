@@ -65,7 +65,7 @@ needs 100 disjoint same-class pairs in the training part; where fewer exist
 (iris, wine: metric-learn raises) the largest possible number is used and the
 row's message says so.  tripletml: every public :class:`tripletml.TripletLearner`
 subclass in ``tripletml.__all__`` (Euclidean, DotProduct, OASIS, SDCA, COMET,
-SparseCOMET, LORETA, IterativePA, NaivePA, FactoredGD, LowRankDML, SML), with
+SparseCOMET, LORETA, IterativePA, NaivePA, FactoredGD, LowRankDML, SML, KISSME), with
 defaults; and ``tripletml.AutoSimilarity`` with defaults when it exists
 (skipped with a note otherwise).
 
@@ -117,7 +117,7 @@ ML_METHODS = {
     "LSML": "LSML_Supervised",
 }
 TML_METHODS = ("Euclidean", "DotProduct", "OASIS", "SDCA", "COMET", "SparseCOMET", "LORETA",
-               "IterativePA", "NaivePA", "FactoredGD", "LowRankDML", "SML")
+               "IterativePA", "NaivePA", "FactoredGD", "LowRankDML", "SML", "KISSME")
 AUTO = "AutoSimilarity"
 #: no-learning baselines: not "learners" for the goal "no default learner below Euclidean"
 BASELINES = ("Euclidean", "DotProduct")

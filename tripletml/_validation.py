@@ -81,11 +81,10 @@ def _check_compressed(indptr: Any, indices: Any, n_major: int, n_minor: int, n_d
             badv = lo if lo < 0 else hi
             raise ValueError(f"{bad}: {minor} index {badv} is out of range for "
                              f"{n_minor} {minor}s (valid: 0..{n_minor - 1}).")
-        step = np.diff(indices.astype(np.int64, copy=False))
+        inc = indices[1:] > indices[:-1]          # strictly increasing (no int64 copy)
         # positions k where indices[k+1] starts a new slice do not count
         starts = indptr[1:-1]
         starts = starts[(starts > 0) & (starts < nnz)] - 1
-        inc = step > 0
         inc[starts] = True
         canonical = bool(inc.all())
     if indices.dtype not in _INDEX_DTYPES:

@@ -16,7 +16,7 @@ triplet-aware validation on the training data, and ordered by cost:
    items (leave-one-out, :func:`tripletml.metrics.evaluate_retrieval`), the
    mean over the splits.
 3. **Stages, cheapest first.**  Every candidate has a ``stage`` (0 = the cheap
-   rung: Euclidean variants, OASIS, SDCA with few passes, COMET; 1 = the
+   rung: Euclidean variants, KISSME, OASIS, SDCA with few passes, COMET; 1 = the
    costly family: SML).  The stages are raced one after the other.  The best
    validation score of the stages already raced is the *bar*: a candidate of
    a later stage that scores below it after any of its rounds leaves the race
@@ -91,8 +91,8 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
      "budget": ("max_iter", 300), "stage": 1},
 )
 
-#: The cheapest race that still validates: the no-learning baselines and
-#: OASIS (sphere, whitened), one stage.  ``AutoSimilarity(candidates=
+#: The cheapest race that still validates: the no-learning baselines, KISSME
+#: (closed form) and OASIS (sphere, whitened), one stage.  ``AutoSimilarity(candidates=
 #: FAST_CANDIDATES)`` takes 50-75 ms on the small shipped sets (ionosphere,
 #: svmguide4, balance-scale; results/auto/auto_floor.md) -- the floor of a
 #: validated search -- at a lower mAP than the default race where the costly
@@ -282,7 +282,8 @@ class AutoSimilarity(BaseEstimator):
 
     * **stage 0, the cheap rung** (every default candidate fits in
       milliseconds to a few hundred milliseconds): Euclidean raw /
-      standardised / whitened, OASIS (``"sphere"``, whitened), SDCA (3
+      standardised / whitened, KISSME (standardised; ``shrinkage`` 0, 0.01,
+      0.1; a closed form, fitted once), OASIS (``"sphere"``, whitened), SDCA (3
       passes; ``"sphere"`` / whitened, alpha 1e-2 / 1e-3), COMET
       (``"sphere"``, whitened),
       raced by successive halving over ``n_triplets`` (1111, 3333, 10000);
@@ -312,7 +313,7 @@ class AutoSimilarity(BaseEstimator):
         the candidates of stage 0 are raced first, each later stage only above
         the bar of the earlier ones, see above).  None:
         :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardised /
-        whitened, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
+        whitened, KISSME, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
         sets ``preprocessing`` explicitly (the learners' ``"auto"`` is not
         used).
     time_budget : float, default=60.0

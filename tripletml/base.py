@@ -270,12 +270,13 @@ class TripletLearner(LearnerBase):
             setattr(self, f"preprocessing_{key}_", value)
         return X
 
-    def _preprocess(self, X):
-        """Apply the fitted preprocessing to validated X (unchanged when none)."""
+    def _preprocess(self, X, *, copy: bool = True):
+        """Apply the fitted preprocessing to validated X (unchanged when none;
+        ``copy=False``: X is a private array that may be overwritten)."""
         return apply_preprocessing(X, getattr(self, "preprocessing_mean_", None),
                                    getattr(self, "preprocessing_scale_", None),
                                    getattr(self, "preprocessing_whitener_", None),
-                                   getattr(self, "preprocessing_radius_", None))
+                                   getattr(self, "preprocessing_radius_", None), copy=copy)
 
     def _check_loaded(self) -> None:
         check_preprocessing(getattr(self, "preprocessing", None), self)
@@ -325,7 +326,8 @@ class TripletLearner(LearnerBase):
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
         rng = check_random_state(getattr(self, "random_state", None), self)
-        X = self._preprocess(self._fit_preprocessing(X))
+        Xp = self._fit_preprocessing(X)
+        X = self._preprocess(Xp, copy=Xp is X)     # a densified copy is ours to overwrite
         if not self._needs_triplets:
             return X, None, rng
         if triplets is not None:

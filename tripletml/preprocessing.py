@@ -187,6 +187,10 @@ def _dense(X) -> np.ndarray:
     return np.asarray(X, dtype=np.float64)
 
 
+#: rows per block of the variance pass of :func:`_mean_std`
+_STAT_BLOCK_ROWS = 2048
+
+
 def _mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Column mean and standard deviation.
 
@@ -196,12 +200,15 @@ def _mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     finite features give finite statistics."""
     n = X.shape[0]
     if n:
-        ones = np.ones(n)
+        ones = np.ones(min(n, _STAT_BLOCK_ROWS))
         with np.errstate(over="ignore", invalid="ignore"):
-            mean = (ones @ X) / n        # a constant column's mean is exact
-            Z = X - mean
-            Z *= Z
-            var = (ones @ Z) / n
+            mean = (np.ones(n) @ X) / n  # a constant column's mean is exact
+            var = np.zeros(X.shape[1])
+            for s0 in range(0, n, ones.size):    # blocks of rows: small temporaries
+                Z = X[s0:s0 + ones.size] - mean
+                Z *= Z
+                var += ones[:Z.shape[0]] @ Z
+            var /= n
         if np.isfinite(mean).all() and np.isfinite(var).all():
             std = np.sqrt(np.maximum(var, 0.0))
             # a column constant up to rounding: its first value is its exact mean
@@ -338,21 +345,27 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
 def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
                         scale: Optional[np.ndarray] = None,
                         whitener: Optional[np.ndarray] = None,
-                        radius: Optional[float] = None):
+                        radius: Optional[float] = None, *, copy: bool = True):
     """The preprocessed rows ``(X - mean) * scale`` or ``(X - mean) @ whitener``,
     lifted by :func:`sphere_lift` when ``radius`` is given.
 
     With no statistics X is returned unchanged (sparse stays sparse);
     otherwise the result is a dense float64 array (sparse X is densified:
-    callers refuse high-dimensional sparse input at fit time).
+    callers refuse high-dimensional sparse input at fit time).  ``copy=False``
+    lets the centring and scaling overwrite a float64 C-contiguous X that the
+    caller owns (a copy it made); X is never modified otherwise.
     """
     if mean is None and scale is None and whitener is None and radius is None:
         return X
     Z = _dense(X)
+    # in place only on an array that is not the caller's (copy=False: the
+    # caller hands over a float64 C-contiguous X it owns)
+    own = Z is not X or (not copy and Z.flags.c_contiguous and Z.flags.writeable)
     if mean is not None:
-        Z = Z - mean
+        Z = np.subtract(Z, mean, out=Z) if own else Z - mean
+        own = True
     if scale is not None:
-        Z = Z * scale if Z is X else np.multiply(Z, scale, out=Z)   # never X in place
+        Z = np.multiply(Z, scale, out=Z) if own else Z * scale
     if whitener is not None:
         Z = Z @ whitener
     if radius is not None:

@@ -132,7 +132,10 @@ class KISSME(MahalanobisMixin, TripletLearner):
         exact = triplets is None and self.n_triplets is None
         X, got, rng = self._prepare_fit(X, y, triplets, sample=not exact)
         d = X.shape[1]
-        check_dense_memory(6 * d * d * 8, self, f"{d} x {d} covariance matrices")
+        check_dense_memory(6 * d * d * 8, self,
+                           f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
+                           "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
+                           "LowRankDML)")
         if exact:
             if np.bincount(got).max() < 2:
                 raise ValueError("KISSME: every class has a single member; no (query, "

@@ -39,6 +39,10 @@ from ..linalg import project_psd
 __all__ = ["pair_scatter_from_labels", "pair_scatter_from_triplets", "shrunk_inverse",
            "kissme_matrix"]
 
+#: rows per block of the class-centred scatter: blocks of this many matrix
+#: entries (128 KiB) stay in cache and in the allocator's heap
+_BLOCK_ELEMENTS = 16384
+
 #: eigenvalues of a shrunk covariance below this fraction of its largest are
 #: treated as zero (the pseudo-inverse drops them)
 EIG_RTOL = 1e-12
@@ -58,7 +62,7 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
     With ``n_c`` rows in class c (mean ``mu_c`` and covariance ``C_c``,
     both after centring X on its mean), ``m_c = n - n_c``, ``N`` the rows
-    whose class has >= 2 members, ``T = sum_i x_i x_i^T`` the total scatter:
+    whose class has >= 2 members, ``T = sum_i x_i x_i^T`` the total scatter::
 
         Sigma_S = sum_c 2 n_c^2 / ((n_c - 1) N) C_c,
         Sigma_D = sum_c (n_c / N) [(1 - n_c / m_c) C_c + T / m_c
@@ -108,12 +112,18 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
         S = _sparse_class_gram(X, codes, a, raw_means, nc)
         Cpart = _sparse_class_gram(X, codes, bC + tT, raw_means, nc)
     else:
-        Z = raw_means[codes]
-        np.subtract(X, Z, out=Z)                  # class-centred rows
-        W = Z * np.sqrt(a)[codes][:, None]
-        S = W.T @ W
-        np.multiply(Z, (bC + tT)[codes][:, None], out=W)
-        Cpart = Z.T @ W
+        # class-centred rows, a block of rows at a time (small temporaries)
+        S = np.zeros((d, d))
+        Cpart = np.zeros((d, d))
+        ra, wD = np.sqrt(a), bC + tT
+        step = max(1, _BLOCK_ELEMENTS // max(d, 1))
+        for s0 in range(0, n, step):
+            c = codes[s0:s0 + step]
+            Z = X[s0:s0 + step] - raw_means[c]
+            W = Z * ra[c][:, None]
+            S += W.T @ W
+            np.multiply(Z, wD[c][:, None], out=W)
+            Cpart += Z.T @ W
     D = Cpart + tT * between + (means.T * gM) @ means
     return _sym(S), _sym(D)
 
