@@ -9,7 +9,8 @@ compiles its kernels), ``AutoSimilarity(random_state=seed).fit`` on the
 training part (wall seconds and CPU seconds of the process), the
 test-vs-test retrieval mAP.  letter runs seed 0 only (as the peer benchmark).
 The peer columns are copied from results/peers/peers.md (metric-learn 0.7.0,
-one BLAS thread); "before" is AutoSimilarity of that run.  Run it with
+one BLAS thread); "before" is AutoSimilarity before KISSME joined its race
+(the peer run of commit d5bfdc6).  Run it with
 ``OPENBLAS_NUM_THREADS=1`` (the peers ran single-threaded).
 
 ``--floor`` measures the cheapest search that still validates,
@@ -36,19 +37,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tripletml  # noqa: E402
 from _protocol import DEFAULT_SETS, load_set, retrieval_map, split, warm_up  # noqa: E402
 
-#: metric-learn's best learner per set (mAP, fit seconds) and AutoSimilarity
-#: before the cost-aware search (mAP, fit seconds), from results/peers/peers.md
+#: metric-learn's best learner per set (mAP, fit seconds) from
+#: results/peers/peers.md (the run with KISSME), and AutoSimilarity before
+#: KISSME joined its race (mAP, fit seconds; the peer run of commit d5bfdc6)
 PEERS = {
-    "vehicle": ("ITML", .558, 4.55, .661, 3.14),
-    "vowel": ("ITML", .370, 32.6, .426, 4.21),
-    "svmguide4": ("RCA", .456, .0111, .587, 4.12),
-    "segment": ("ITML", .804, 17.1, .831, 6.83),
-    "letter": ("RCA", .325, .0268, .364, 48.1),
-    "balance-scale": ("NCA", .740, .921, .871, 1.03),
-    "ionosphere": ("ITML", .738, .102, .763, 12.0),
-    "iris": ("ITML", .977, 1.83, .969, 5.56),
-    "wine": ("ITML", .946, 3.23, .970, 1.74),
-    "digits": ("ITML", .792, 27.9, .792, 15.6),
+    "vehicle": ("ITML", .558, 2.98, .685, .342),
+    "vowel": ("ITML", .370, 24.8, .429, .429),
+    "svmguide4": ("RCA", .456, .00953, .576, .430),
+    "segment": ("ITML", .804, 10.9, .811, .944),
+    "letter": ("RCA", .325, .0244, .357, 2.27),
+    "balance-scale": ("NCA", .740, .537, .875, .200),
+    "ionosphere": ("ITML", .738, .0433, .873, .467),
+    "iris": ("ITML", .977, 1.37, .967, .352),
+    "wine": ("ITML", .946, 1.93, .962, .273),
+    "digits": ("ITML", .792, 19.6, .796, 1.52),
 }
 
 def _make(floor: bool):
