@@ -146,3 +146,77 @@ def test_mean_std_fast_path_matches_numpy():
     m, s = _mean_std(big)
     assert np.isfinite(m).all() and np.isfinite(s).all()
     np.testing.assert_allclose(m, (big / 1e307).mean(axis=0) * 1e307, rtol=1e-12)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4, 1e8])
+def test_scatter_from_labels_csr_with_a_large_offset(offset):
+    """CSR rows far from the origin (a dense matrix stored sparse): the
+    expanded second moment would cancel, so the class-centred blocks take
+    over; both formats agree with the dense computation."""
+    X, y = _labels_data(seed=5)
+    X = X / np.abs(X).max(axis=0)
+    X[:, 1:3] += offset
+    S, D = pair_scatter_from_labels(X, y)
+    S2, D2 = pair_scatter_from_labels(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(S2, S, rtol=1e-7, atol=1e-9 * np.abs(S).max())
+    np.testing.assert_allclose(D2, D, rtol=1e-7, atol=1e-9 * np.abs(D).max())
+    S0, _ = _expected_by_loop(X - X.mean(axis=0), y)
+    np.testing.assert_allclose(S, S0, rtol=1e-7, atol=1e-9 * np.abs(S0).max())
+
+
+def test_sparse_expansion_is_used_where_it_is_accurate():
+    from tripletml.solvers import kissme as K
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    X = sp.random(300, 40, density=0.1, format="csr", random_state=0)
+    onehot = sp.csr_matrix((np.ones(300), (y, np.arange(300))), shape=(3, 300))
+    counts = np.bincount(y).astype(float)
+    means = (onehot @ X).toarray() / counts[:, None]
+    assert K._sparse_gram_is_accurate(X, onehot, means, counts)
+    Xo = sp.csr_matrix(X.toarray() + 1e6)
+    means_o = (onehot @ Xo).toarray() / counts[:, None]
+    assert not K._sparse_gram_is_accurate(Xo, onehot, means_o, counts)
+
+
+def test_scatter_codes_are_validated_and_reencoded():
+    X, y = _labels_data(seed=6)
+    S, D = pair_scatter_from_labels(X, y)
+    S2, D2 = pair_scatter_from_labels(X, 3 * y + 5)          # unused code values
+    np.testing.assert_allclose(S2, S)
+    np.testing.assert_allclose(D2, D)
+    with pytest.raises(TypeError, match="pair_scatter_from_labels: codes must be"):
+        pair_scatter_from_labels(X, y.astype(float))
+    with pytest.raises(ValueError, match="codes must be >= 0"):
+        pair_scatter_from_labels(X, y - 1)
+
+
+def test_components_in_decreasing_order():
+    X, y = _labels_data(seed=7)
+    m = KISSME(preprocessing=None).fit(X, y)
+    norms = np.linalg.norm(m.components_, axis=1)       # sqrt of M's eigenvalues
+    assert m.rank_ >= 2
+    assert np.all(np.diff(norms) <= 1e-12 * norms[0])
+    np.testing.assert_allclose(norms ** 2, np.sort(np.linalg.eigvalsh(m.M_))[::-1][:m.rank_],
+                               rtol=1e-8)
+
+
+@pytest.mark.parametrize("n", [3000, 10000])
+@pytest.mark.parametrize("c", [0.1, 0.3, 1 / 3, 1e8])
+def test_mean_std_constant_column_is_exact_on_many_rows(n, c):
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=n), np.full(n, c)])
+    m, s = _mean_std(X)
+    assert m[1] == c and s[1] == 0.0
+    np.testing.assert_allclose(m[0], X[:, 0].mean(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(s[0], X[:, 0].std(), rtol=1e-12)
+
+
+def test_mean_std_tiny_and_near_constant_columns():
+    m, s = _mean_std(np.array([[1e-300], [2e-300], [3e-300]]))
+    np.testing.assert_allclose(m, [2e-300], rtol=1e-14)
+    np.testing.assert_allclose(s, [np.sqrt(2 / 3) * 1e-300], rtol=1e-12)
+    rng = np.random.default_rng(1)
+    X = 1e8 + 1e-6 * rng.normal(size=(3000, 1))   # spread ~1e-14 of the mean
+    m, s = _mean_std(X)
+    np.testing.assert_allclose(m, X.mean(axis=0), rtol=1e-15)
+    np.testing.assert_allclose(s, X.std(axis=0), rtol=1e-6)

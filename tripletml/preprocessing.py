@@ -194,29 +194,46 @@ _STAT_BLOCK_ROWS = 2048
 def _mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Column mean and standard deviation.
 
-    Column sums go through BLAS (``ones @ X``: several times faster than a
-    NumPy reduction over the rows of a narrow array); when a sum overflows,
-    the columns are first divided by their largest magnitude so that large
-    finite features give finite statistics."""
-    n = X.shape[0]
-    if n:
-        ones = np.ones(min(n, _STAT_BLOCK_ROWS))
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean = (np.ones(n) @ X) / n  # a constant column's mean is exact
-            var = np.zeros(X.shape[1])
-            for s0 in range(0, n, ones.size):    # blocks of rows: small temporaries
-                Z = X[s0:s0 + ones.size] - mean
-                Z *= Z
-                var += ones[:Z.shape[0]] @ Z
-            var /= n
-        if np.isfinite(mean).all() and np.isfinite(var).all():
-            std = np.sqrt(np.maximum(var, 0.0))
-            # a column constant up to rounding: its first value is its exact mean
-            flat = std <= 100 * np.finfo(float).eps * np.abs(mean)
-            if flat.any():
-                mean[flat] = X[0, flat]
-                std[flat] = np.sqrt(np.mean((X[:, flat] - X[0, flat]) ** 2, axis=0))
-            return mean, std
+    The fast path sums through BLAS (``ones @ Z``: several times faster than
+    a NumPy reduction over the rows of a narrow array), in blocks of rows,
+    about the first row (the shifted-data algorithm: a constant column has
+    the exact mean and a zero deviation).  Columns whose sums overflow, or
+    whose deviation is so small that its squares may underflow (std below
+    1e-150), are recomputed by :func:`_mean_std_scaled`.
+    """
+    n, d = X.shape
+    if not n:
+        return _mean_std_scaled(X)
+    step = min(n, _STAT_BLOCK_ROWS)
+    ones = np.ones(step)
+    x0 = X[0].copy()
+    total = np.zeros(d)
+    var = np.zeros(d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for s0 in range(0, n, step):            # blocks of rows: small temporaries
+            Z = X[s0:s0 + step] - x0
+            total += ones[:Z.shape[0]] @ Z
+        mean = x0 + total / n
+        for s0 in range(0, n, step):
+            Z = X[s0:s0 + step] - mean
+            Z *= Z
+            var += ones[:Z.shape[0]] @ Z
+        var /= n
+        std = np.sqrt(np.maximum(var, 0.0))
+    redo = ~(np.isfinite(mean) & np.isfinite(std)) | (std < _STD_UNDERFLOW)
+    if redo.any():
+        mean[redo], std[redo] = _mean_std_scaled(X[:, redo])
+    return mean, std
+
+
+#: a standard deviation below this may hide squares that underflowed
+_STD_UNDERFLOW = 1e-150
+
+
+def _mean_std_scaled(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column mean and standard deviation computed on columns divided by their
+    largest magnitude, so that large finite features do not overflow and tiny
+    ones do not underflow (exact for a constant column)."""
     mag = np.maximum(X.max(axis=0), -X.min(axis=0)) if X.shape[0] else np.zeros(X.shape[1])
     mag = np.where(mag > 0, mag, 1.0)
     Z = X / mag

@@ -51,10 +51,51 @@ EIG_RTOL = 1e-12
 def _sparse_class_gram(X: sp.csr_matrix, codes: np.ndarray, w_class: np.ndarray,
                        means: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``sum_c w_c sum_{i in c} (x_i - mu_c)(x_i - mu_c)^T`` for CSR X:
-    ``X^T diag(w) X - sum_c w_c n_c mu_c mu_c^T`` (w_c per class)."""
+    ``X^T diag(w) X - sum_c w_c n_c mu_c mu_c^T`` (w_c per class), without
+    densifying X.  The subtraction cancels when a class's mean is large
+    against its spread; :func:`_sparse_gram_is_accurate` guards it."""
     w = w_class[codes]
     G = (X.T @ X.multiply(w[:, None]).tocsr()).toarray()
     return G - (means.T * (w_class * counts)) @ means
+
+
+def _sparse_gram_is_accurate(X: sp.csr_matrix, onehot: sp.csr_matrix, means: np.ndarray,
+                             counts: np.ndarray) -> bool:
+    """Whether the expanded class scatter of :func:`_sparse_class_gram` keeps
+    about 7 digits: every class's second moment of every column is at most
+    :data:`_SPARSE_CANCEL_RATIO` times its scatter about the class mean (the
+    rounding error of the expansion grows as eps times that ratio)."""
+    sq = onehot @ X.multiply(X)
+    sq = sq.toarray() if sp.issparse(sq) else np.asarray(sq)
+    scatter = sq - counts[:, None] * means ** 2
+    used = sq > 0
+    return bool(np.all(sq[used] <= _SPARSE_CANCEL_RATIO * np.maximum(scatter[used], 0.0)))
+
+
+#: largest second moment / scatter ratio the sparse expansion accepts
+#: (eps * 1e6 ~ 2e-10 relative error); above it, class-centred dense blocks
+_SPARSE_CANCEL_RATIO = 1e6
+
+
+def _blocked_class_gram(X, codes: np.ndarray, raw_means: np.ndarray, wS: np.ndarray,
+                        wD: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``sum_i w_{c_i} (x_i - mu_{c_i})(x_i - mu_{c_i})^T`` for the two class
+    weightings ``wS`` (>= 0) and ``wD``, on class-centred rows formed a block
+    of rows at a time (dense X, or CSR X densified block by block)."""
+    n, d = X.shape
+    S = np.zeros((d, d))
+    C = np.zeros((d, d))
+    rS = np.sqrt(wS)
+    step = max(1, _BLOCK_ELEMENTS // max(d, 1))
+    for s0 in range(0, n, step):
+        c = codes[s0:s0 + step]
+        B = X[s0:s0 + step]
+        Z = (B.toarray() if sp.issparse(B) else B) - raw_means[c]
+        W = Z * rS[c][:, None]
+        S += W.T @ W
+        np.multiply(Z, wD[c][:, None], out=W)
+        C += Z.T @ W
+    return S, C
 
 
 def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,15 +119,24 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
     ----------
     X : ndarray or CSR matrix of shape (n, d)
     codes : ndarray of shape (n,), int
-        Class codes 0..k-1 (every code present); at least two classes and
-        one class with two members.
+        Non-negative class codes (re-encoded to 0..k-1 when some value is
+        unused); at least two classes and one class with two members.
 
     Returns
     -------
     Sigma_S, Sigma_D : ndarray of shape (d, d)
     """
     n, d = X.shape
+    codes = np.asarray(codes)
+    if codes.shape != (n,) or codes.dtype.kind not in "iu":
+        raise TypeError(f"pair_scatter_from_labels: codes must be a 1-D integer array of "
+                        f"length {n}, got dtype {codes.dtype} and shape {codes.shape}")
+    if n and codes.min() < 0:
+        raise ValueError("pair_scatter_from_labels: codes must be >= 0")
     counts = np.bincount(codes)
+    if (counts == 0).any():                       # re-encode to 0..k-1
+        codes = np.unique(codes, return_inverse=True)[1].ravel()
+        counts = np.bincount(codes)
     k = counts.size
     elig = counts >= 2
     N = float(counts[elig].sum())
@@ -108,22 +158,11 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
     tT = float(np.sum(b / mc))                                              # Sigma_D's T
     gM = b * (n / mc)                                                       # mu_c mu_c^T
     between = (means.T * nc) @ means          # sum_c n_c mu_c mu_c^T; T = within + between
-    if sp.issparse(X):
+    if sp.issparse(X) and _sparse_gram_is_accurate(X, onehot, raw_means, nc):
         S = _sparse_class_gram(X, codes, a, raw_means, nc)
         Cpart = _sparse_class_gram(X, codes, bC + tT, raw_means, nc)
     else:
-        # class-centred rows, a block of rows at a time (small temporaries)
-        S = np.zeros((d, d))
-        Cpart = np.zeros((d, d))
-        ra, wD = np.sqrt(a), bC + tT
-        step = max(1, _BLOCK_ELEMENTS // max(d, 1))
-        for s0 in range(0, n, step):
-            c = codes[s0:s0 + step]
-            Z = X[s0:s0 + step] - raw_means[c]
-            W = Z * ra[c][:, None]
-            S += W.T @ W
-            np.multiply(Z, wD[c][:, None], out=W)
-            Cpart += Z.T @ W
+        S, Cpart = _blocked_class_gram(X, codes, raw_means, a, bC + tT)
     D = Cpart + tT * between + (means.T * gM) @ means
     return _sym(S), _sym(D)
 
