@@ -318,3 +318,21 @@ def test_lemma3_extreme_settings_do_not_crash(alpha, radius):
 def test_lemma3_satisfies_its_kkt_conditions(lam, alpha, mu, radius):
     lam = np.array(lam)
     _lemma3_kkt(lam, alpha, mu, radius, solve_lemma3(lam, alpha, mu, radius), tol=1e-8)
+
+
+def test_psd_factor_reconstructs_the_kept_spectrum():
+    from tripletml.linalg import psd_factor
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    ev = np.array([5.0, 2.0, 1e-9, 0.0, -1.0, 3.0])
+    M = (Q * ev) @ Q.T
+    L, r = psd_factor(M, 1e-6)
+    assert r == 3 and L.shape == (3, 6)
+    keep = ev > 1e-6 * 5.0
+    want = (Q[:, keep] * ev[keep]) @ Q[:, keep].T          # the kept part, by definition
+    np.testing.assert_allclose(L.T @ L, want, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(L, axis=1) ** 2, [5.0, 3.0, 2.0], rtol=1e-12)
+    L0, r0 = psd_factor(-np.eye(3), 1e-6)                  # nothing positive
+    assert r0 == 0 and L0.shape == (0, 3)
+    L1, r1 = psd_factor(M, 0.5)                            # only eigenvalues > 2.5
+    assert r1 == 2

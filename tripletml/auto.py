@@ -73,14 +73,20 @@ _WHO = "AutoSimilarity"
 #: milliseconds per fit on the shipped sets), stage 1 the costly family, raced
 #: only while it beats the cheap rung's best validation score.  The
 #: preprocessing of every candidate is explicit (not the learners' "auto").
+#: the cheap racers both races share (no-learning baselines, the closed form,
+#: one-pass OASIS)
+_EUCLIDEAN = {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
+              "budget": None, "stage": 0}
+_KISSME = {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
+                                         "shrinkage": [0.0, 0.01, 0.1]},
+           "budget": None, "stage": 0}
+_OASIS = {"learner": "OASIS", "grid": {"preprocessing": ["sphere", "whiten"], "C": [0.1]},
+          "budget": ("n_triplets", 10000), "stage": 0}
+
 DEFAULT_CANDIDATES: tuple[dict, ...] = (
-    {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
-     "budget": None, "stage": 0},
-    {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
-                                   "shrinkage": [0.0, 0.01, 0.1]},
-     "budget": None, "stage": 0},
-    {"learner": "OASIS", "grid": {"preprocessing": ["sphere", "whiten"], "C": [0.1]},
-     "budget": ("n_triplets", 10000), "stage": 0},
+    _EUCLIDEAN,
+    _KISSME,
+    _OASIS,
     {"learner": "SDCA", "grid": {"preprocessing": ["sphere", "whiten"],
                                  "alpha": [1e-2, 1e-3], "max_iter": [3], "tol": [None]},
      "budget": ("n_triplets", 10000), "stage": 0},
@@ -97,15 +103,7 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 #: (0.58 s; results/auto/auto_floor.md) -- the floor of a validated search --
 #: at an mAP within .03 of the default race (lower where SDCA or COMET win:
 #: vehicle, balance-scale, wine).
-FAST_CANDIDATES: tuple[dict, ...] = (
-    {"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize", "whiten"]},
-     "budget": None, "stage": 0},
-    {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
-                                   "shrinkage": [0.0, 0.01, 0.1]},
-     "budget": None, "stage": 0},
-    {"learner": "OASIS", "grid": {"preprocessing": ["sphere", "whiten"], "C": [0.1]},
-     "budget": ("n_triplets", 10000), "stage": 0},
-)
+FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 
 # --------------------------------------------------------------------------
 # candidates

@@ -17,6 +17,7 @@ import numpy as np
 from .._arrayspec import ArraySpec
 from .._validation import check_dense_memory, check_scalar_param
 from ..base import MahalanobisMixin, TripletLearner
+from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing, n_added_features
 from ..solvers.kissme import kissme_matrix, pair_scatter_from_labels, pair_scatter_from_triplets
 
@@ -145,25 +146,22 @@ class KISSME(MahalanobisMixin, TripletLearner):
             S, D = pair_scatter_from_triplets(X, got)
         if not (np.isfinite(S).all() and np.isfinite(D).all()):
             raise FloatingPointError("KISSME: training diverged (the pair covariances are "
-                                     "not finite: the features overflow float64); scale the features down "
-                                     "(e.g. preprocessing='standardize').")
+                                     "not finite: the features overflow float64); scale the "
+                                     "features down (e.g. preprocessing='standardize').")
         if not np.trace(S) > 0 or not np.trace(D) > 0:
             which = "similar" if not np.trace(S) > 0 else "dissimilar"
             raise ValueError(f"KISSME: the {which} pairs have zero scatter (every such pair "
                              "is identical); no metric can be estimated from them.")
         M = kissme_matrix(S, D, float(self.shrinkage))
-        ev, V = np.linalg.eigh(M)
-        top = float(ev.max()) if ev.size else 0.0
-        keep = ev > self.rank_tol * top if top > 0 else np.zeros(ev.shape, bool)
-        if not keep.any():
+        L, rank = psd_factor(M, self.rank_tol)
+        if rank == 0:
             warnings.warn("KISSME: no direction separates the similar pairs from the "
                           "dissimilar ones (M = 0): every distance is 0. Check the labels "
                           "or triplets.", UserWarning, stacklevel=2)
         self.similar_covariance_ = S
         self.dissimilar_covariance_ = D
         self.M_ = M
-        self.components_ = np.ascontiguousarray((V[:, keep] * np.sqrt(ev[keep])).T[::-1])
-        self.rank_ = int(keep.sum())
+        self.components_, self.rank_ = L, rank
         self.history_ = {"step": [0], "seconds": [time.perf_counter() - t0]}
         self.n_features_in_ = d - n_added_features(self.preprocessing_)   # raw d
         return self

@@ -26,6 +26,7 @@ from .._progress import progress
 from .._stopping import LossWatch, finish
 from .._validation import check_choice_param, check_scalar_param, check_triplets
 from ..base import History, MahalanobisMixin, TripletLearner
+from ..linalg import psd_factor
 from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
 
 __all__ = ["SML"]
@@ -190,11 +191,8 @@ class SML(MahalanobisMixin, TripletLearner):
         if self.solver == "smooth":
             self.lipschitz_final_ = solver.L
         M = 0.5 * (solver.M + solver.M.T)
-        ev, V = np.linalg.eigh(M)
-        keep = ev > self.rank_tol * max(float(ev.max()), 0.0) if ev.max() > 0 else ev > np.inf
         self.M_ = M
-        self.components_ = np.ascontiguousarray((V[:, keep] * np.sqrt(ev[keep])).T[::-1])
-        self.rank_ = int(keep.sum())
+        self.components_, self.rank_ = psd_factor(M, self.rank_tol)
         self.history_ = hist.data
         finish(self, it, reason, tol=self.tol, criterion=criterion,
                what="relative objective change / duality gap",

@@ -9,7 +9,8 @@
   and the Schur step bound of a symmetric row-column update, plus the
   conditioning guard that keeps W positive definite in floating point (COMET).
 * :mod:`.eig_update` -- Brand's incremental eigen-update in named steps, PSD
-  projections and the closed form of SML's Lemma 3 (low-rank DML, SML).
+  projections, the PSD factor L of a Mahalanobis matrix and the closed form
+  of SML's Lemma 3 (low-rank DML, SML, KISSME).
 
 Every kernel has its own tests: ``tests/test_linalg.py`` (sparse rows,
 pseudo-inverses, PD updates), ``tests/test_linalg_pd.py``,
@@ -20,7 +21,7 @@ from __future__ import annotations
 from ._flags import FAST
 from .eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
                          orthonormality_error, project_psd, project_spectrum,
-                         reorthonormalize_eig, solve_lemma3)
+                         psd_factor, reorthonormalize_eig, solve_lemma3)
 from .pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
                          chol_update_downdate, inverse_row_column_update, row_column_update,
                          schur_coefficients, schur_step_bound)
@@ -38,6 +39,6 @@ __all__ = [
     "chol_update", "chol_downdate", "chol_update_downdate", "row_column_update",
     "schur_step_bound", "schur_coefficients", "inverse_row_column_update", "PD_COND_LIMIT",
     "RowColumnConditioning",
-    "lowrank_eig_update", "project_spectrum", "project_psd", "orthonormality_error",
+    "lowrank_eig_update", "project_spectrum", "project_psd", "psd_factor", "orthonormality_error",
     "reorthonormalize_eig", "solve_lemma3",
 ]

@@ -321,6 +321,22 @@ def project_psd(X: np.ndarray, shift: float = 0.0, constraint: str | None = None
     return (Vk * lam[keep]) @ Vk.T
 
 
+def psd_factor(M: np.ndarray, rank_tol: float) -> tuple[np.ndarray, int]:
+    """The factor ``L`` (r x d) with ``L^T L`` = the symmetric PSD ``M``
+    restricted to its eigenvalues above ``rank_tol`` times the largest:
+    ``L = diag(sqrt(s)) U^T``, rows in decreasing order of eigenvalue.
+
+    ``r`` = 0 (an empty (0, d) factor) when no eigenvalue is positive.
+    Used for the ``components_`` / ``rank_`` of the Mahalanobis learners
+    (SML, KISSME).  Returns ``(L, r)``.
+    """
+    ev, V = np.linalg.eigh(0.5 * (M + M.T))
+    top = float(ev.max()) if ev.size else 0.0
+    keep = ev > rank_tol * top if top > 0 else np.zeros(ev.shape, bool)
+    L = np.ascontiguousarray((V[:, keep] * np.sqrt(ev[keep])).T[::-1])
+    return L, int(keep.sum())
+
+
 def orthonormality_error(U: np.ndarray) -> float:
     """``max |U^T U - I|`` (0 for an empty U)."""
     if U.shape[1] == 0:
