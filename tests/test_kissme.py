@@ -220,3 +220,58 @@ def test_mean_std_tiny_and_near_constant_columns():
     m, s = _mean_std(X)
     np.testing.assert_allclose(m, X.mean(axis=0), rtol=1e-15)
     np.testing.assert_allclose(s, X.std(axis=0), rtol=1e-6)
+
+
+def test_public_kernels_refuse_bad_input():
+    X, y = _labels_data(seed=8)
+    t = random_class_triplets(y, 20, random_state=0)
+    bad_X = X.copy()
+    bad_X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="pair_scatter_from_labels"):
+        pair_scatter_from_labels(bad_X, y)
+    with pytest.raises(ValueError, match="pair_scatter_from_labels"):
+        pair_scatter_from_labels(X[:0], y[:0])
+    with pytest.raises(TypeError, match="pair_scatter_from_labels: codes"):
+        pair_scatter_from_labels(X, y[:-1])
+    with pytest.raises(ValueError, match="pair_scatter_from_labels: needs two classes"):
+        pair_scatter_from_labels(X, np.zeros(len(y), dtype=int))
+    with pytest.raises(ValueError, match="pair_scatter_from_labels: needs two classes"):
+        pair_scatter_from_labels(X[:3], np.arange(3))          # every class a singleton
+    with pytest.raises(ValueError, match="pair_scatter_from_triplets"):
+        pair_scatter_from_triplets(bad_X, t)
+    with pytest.raises(ValueError, match="pair_scatter_from_triplets.*out of range"):
+        pair_scatter_from_triplets(X, t + len(y))
+    with pytest.raises(ValueError, match="pair_scatter_from_triplets.*shape"):
+        pair_scatter_from_triplets(X, t[:, :2])
+    with pytest.raises(ValueError, match="pair_scatter_from_triplets.*empty"):
+        pair_scatter_from_triplets(X, t[:0])
+    with pytest.raises(ValueError, match="pair_scatter_from_triplets.*chunk"):
+        pair_scatter_from_triplets(X, t, chunk=0)
+    with pytest.raises(ValueError, match="shrunk_inverse: C contains NaN"):
+        shrunk_inverse(np.full((2, 2), np.nan), 0.1)
+    with pytest.raises(ValueError, match="shrunk_inverse: C must be a non-empty square"):
+        shrunk_inverse(np.ones((2, 3)), 0.1)
+    with pytest.raises(ValueError, match="shrunk_inverse.*shrinkage"):
+        shrunk_inverse(np.eye(2), 1.5)
+    with pytest.raises(ValueError, match="kissme_matrix: Sigma_S .* differ"):
+        kissme_matrix(np.eye(2), np.eye(3), 0.0)
+    with pytest.raises(ValueError, match="kissme_matrix: Sigma_D contains NaN"):
+        kissme_matrix(np.eye(2), np.full((2, 2), np.inf), 0.0)
+
+
+@pytest.mark.parametrize("mode", ["standardize", "center", "whiten", "sphere"])
+@pytest.mark.parametrize("fmt", ["dense", "csr", "fortran", "float32"])
+def test_fit_never_modifies_the_callers_X(mode, fmt):
+    """The prelude standardises a densified copy in place: the caller's rows,
+    in any format, must come back untouched."""
+    from tripletml import OASIS
+    X, y = _labels_data(seed=9)
+    Xin = {"dense": X.copy(), "csr": sp.csr_matrix(X), "fortran": np.asfortranarray(X),
+           "float32": X.astype(np.float32)}[fmt]
+    before = Xin.toarray().copy() if sp.issparse(Xin) else Xin.copy()
+    for est in (KISSME(preprocessing=mode), OASIS(preprocessing=mode, n_triplets=50,
+                                                  random_state=0)):
+        est.fit(Xin, y)
+        est.similarity(Xin[:3])
+        after = Xin.toarray() if sp.issparse(Xin) else Xin
+        np.testing.assert_array_equal(after, before)

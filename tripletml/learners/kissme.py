@@ -19,7 +19,7 @@ from .._validation import check_dense_memory, check_scalar_param
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing, n_added_features
-from ..solvers.kissme import kissme_matrix, pair_scatter_from_labels, pair_scatter_from_triplets
+from ..solvers.kissme import _scatter_from_labels, _scatter_from_triplets, kissme_matrix
 
 __all__ = ["KISSME"]
 
@@ -141,9 +141,9 @@ class KISSME(MahalanobisMixin, TripletLearner):
             if np.bincount(got).max() < 2:
                 raise ValueError("KISSME: every class has a single member; no (query, "
                                  "positive) pair of the same class exists.")
-            S, D = pair_scatter_from_labels(X, got)
+            S, D = _scatter_from_labels(X, got)
         else:
-            S, D = pair_scatter_from_triplets(X, got)
+            S, D = _scatter_from_triplets(X, got)
         if not (np.isfinite(S).all() and np.isfinite(D).all()):
             raise FloatingPointError("KISSME: training diverged (the pair covariances are "
                                      "not finite: the features overflow float64); scale the "

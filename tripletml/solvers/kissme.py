@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import check_scalar_param, check_triplets, check_X
 from ..linalg import project_psd
 
 __all__ = ["pair_scatter_from_labels", "pair_scatter_from_triplets", "shrunk_inverse",
@@ -126,23 +127,32 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
     -------
     Sigma_S, Sigma_D : ndarray of shape (d, d)
     """
-    n, d = X.shape
+    who = "pair_scatter_from_labels"
+    X = check_X(X, who)
+    n = X.shape[0]
     codes = np.asarray(codes)
     if codes.shape != (n,) or codes.dtype.kind not in "iu":
-        raise TypeError(f"pair_scatter_from_labels: codes must be a 1-D integer array of "
-                        f"length {n}, got dtype {codes.dtype} and shape {codes.shape}")
-    if n and codes.min() < 0:
-        raise ValueError("pair_scatter_from_labels: codes must be >= 0")
+        raise TypeError(f"{who}: codes must be a 1-D integer array of length {n}, got dtype "
+                        f"{codes.dtype} and shape {codes.shape}")
+    if codes.min() < 0:
+        raise ValueError(f"{who}: codes must be >= 0")
     counts = np.bincount(codes)
     if (counts == 0).any():                       # re-encode to 0..k-1
         codes = np.unique(codes, return_inverse=True)[1].ravel()
         counts = np.bincount(codes)
+    if counts.size < 2 or counts.max() < 2:
+        raise ValueError(f"{who}: needs two classes and a class with two members")
+    return _scatter_from_labels(X, codes.astype(np.int64, copy=False))
+
+
+def _scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_scatter_from_labels` on validated X and codes 0..k-1 (every
+    code used, two classes, a class with two members)."""
+    n, d = X.shape
+    counts = np.bincount(codes)
     k = counts.size
     elig = counts >= 2
     N = float(counts[elig].sum())
-    if N == 0 or k < 2:
-        raise ValueError("pair_scatter_from_labels: needs two classes and a class with two "
-                         "members")
     onehot = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(k, n))
     sums = onehot @ X
     sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
@@ -172,6 +182,16 @@ def pair_scatter_from_triplets(X, triplets: np.ndarray,
     """Empirical ``(Sigma_S, Sigma_D)``: the means of ``(q - p+)(q - p+)^T``
     and ``(q - p-)(q - p-)^T`` over the triplets, ``chunk`` triplets at a
     time (X dense or CSR; only (chunk, d) differences are formed)."""
+    who = "pair_scatter_from_triplets"
+    X = check_X(X, who)
+    triplets = check_triplets(triplets, X.shape[0], who)
+    chunk = check_scalar_param(chunk, "chunk", who, kind="int", low=1)
+    return _scatter_from_triplets(X, triplets, chunk)
+
+
+def _scatter_from_triplets(X, triplets: np.ndarray,
+                           chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_scatter_from_triplets` on validated X and triplets."""
     d = X.shape[1]
     S = np.zeros((d, d))
     D = np.zeros((d, d))
@@ -193,6 +213,9 @@ def shrunk_inverse(C: np.ndarray, shrinkage: float) -> np.ndarray:
     directions a covariance does not see get no weight); ``shrinkage > 0``
     makes the matrix positive definite whenever ``tr C > 0``.
     """
+    C = _check_square(C, "shrunk_inverse", "C")
+    shrinkage = check_scalar_param(shrinkage, "shrinkage", "shrunk_inverse", kind="real",
+                                   low=0, high=1)
     d = C.shape[0]
     A = (1.0 - shrinkage) * C
     if shrinkage:
@@ -207,9 +230,28 @@ def shrunk_inverse(C: np.ndarray, shrinkage: float) -> np.ndarray:
 def kissme_matrix(Sigma_S: np.ndarray, Sigma_D: np.ndarray, shrinkage: float) -> np.ndarray:
     """``M = P_psd(Sigma_S^{-1} - Sigma_D^{-1})`` (eq. 12 and the paper's
     spectrum clipping), each inverse by :func:`shrunk_inverse`."""
+    Sigma_S = _check_square(Sigma_S, "kissme_matrix", "Sigma_S")
+    Sigma_D = _check_square(Sigma_D, "kissme_matrix", "Sigma_D")
+    if Sigma_S.shape != Sigma_D.shape:
+        raise ValueError(f"kissme_matrix: Sigma_S {Sigma_S.shape} and Sigma_D "
+                         f"{Sigma_D.shape} differ in shape")
     M = shrunk_inverse(Sigma_S, shrinkage) - shrunk_inverse(Sigma_D, shrinkage)
     return project_psd(M)
 
 
 def _sym(A: np.ndarray) -> np.ndarray:
     return 0.5 * (A + A.T)
+
+
+def _check_square(C, who: str, name: str) -> np.ndarray:
+    """A finite square float64 matrix, or a ValueError naming ``who``."""
+    try:
+        C = np.asarray(C, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: {name} must be a numeric square matrix") from None
+    if C.ndim != 2 or C.shape[0] != C.shape[1] or C.shape[0] == 0:
+        raise ValueError(f"{who}: {name} must be a non-empty square matrix, got shape "
+                         f"{C.shape}")
+    if not np.isfinite(C).all():
+        raise ValueError(f"{who}: {name} contains NaN or infinity")
+    return C
