@@ -1,0 +1,238 @@
+"""ITML: information-theoretic metric learning (Davis, Kulis, Jain, Sra &
+Dhillon, ICML 2007) on the similar and dissimilar pairs of triplets.
+
+The matrix closest to the prior (the identity in the preprocessed
+coordinates) in the LogDet divergence that pushes similar pairs below a
+distance ``u`` and dissimilar pairs above ``l``, with slack, by cyclic
+Bregman projections (Algorithm 1).  The projections live in
+:mod:`tripletml.solvers.itml` (a Numba kernel, O(d^2) per constraint); the
+estimator validates, samples the constraints and stores.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._arrayspec import ArraySpec
+from .._progress import progress_bar
+from .._stopping import finish
+from .._validation import check_dense_memory, check_scalar_param
+from ..base import History, MahalanobisMixin, TripletLearner
+from ..linalg import psd_factor
+from ..preprocessing import document_preprocessing, n_added_features
+from ..solvers.itml import ITMLSolver, itml_bounds
+from ..triplets import random_class_triplets
+
+__all__ = ["ITML"]
+
+#: triplets per squared class count when sampling from labels (the released
+#: code's and metric-learn's 20 c^2 similar and 20 c^2 dissimilar pairs)
+TRIPLETS_PER_CLASS_PAIR = 20
+#: sweeps per call of the compiled kernel (a progress bar / history record each)
+_SWEEP_BLOCK = 50
+
+
+@document_preprocessing
+class ITML(MahalanobisMixin, TripletLearner):
+    """Information-theoretic metric learning: the Mahalanobis matrix
+    nearest the prior in LogDet divergence that keeps similar pairs close
+    and dissimilar pairs apart.
+
+    Each triplet ``(q, p+, p-)`` gives two constraints: ``d_M(q, p+) <= u``
+    and ``d_M(q, p-) >= l`` (squared distances), each with slack weighted by
+    ``gamma``.  Cyclic Bregman projections (Algorithm 1 of the paper; one
+    O(d^2) rank-one update of M per constraint) solve
+
+        min_M  D_ld(M, I) + gamma D_ld(slack)   s.t. the constraints,
+
+    and keep M positive definite at every step.  ``M`` starts at the
+    identity of the preprocessed coordinates: with the default
+    ``"standardize"`` that is the diagonal inverse-variance metric, and
+    ``preprocessing="whiten"`` gives the inverse-covariance prior
+    (metric-learn's ``prior="covariance"``).
+
+    Parameters
+    ----------
+    gamma : float, default=1.0
+        Slack trade-off: larger values enforce the constraints harder;
+        ``np.inf`` allows no slack.
+    bounds : (float, float) or None, default=None
+        ``(u, l)``, the squared distances (in the preprocessed coordinates)
+        below which similar pairs and above which dissimilar pairs should
+        lie.  None: the 5th and 95th percentiles of the squared distances
+        between the rows the triplets use (fitted ``bounds_``).
+    n_triplets : int or None, default=None
+        Triplets sampled from the labels; None gives ``20 c^2`` for c
+        classes (the paper's code: 20 c^2 similar and 20 c^2 dissimilar
+        pairs).  Ignored when ``triplets`` are passed to ``fit``.
+    max_iter : int, default=1000
+        Sweeps over the constraints.
+    tol : float or None, default=1e-2
+        Stop when ``||lambda - lambda_old||_1 / (||lambda||_2 +
+        ||lambda_old||_2)`` of the dual variables over a sweep falls below
+        ``tol`` (the released code's test and threshold).  None: run
+        ``max_iter`` sweeps.
+    rank_tol : float, default=1e-6
+        Eigenvalues of M below ``rank_tol`` times its largest do not count
+        in ``rank_`` and ``components_``.
+    {preprocessing}
+    random_state : None, int or numpy Generator
+        Samples the triplets and, with more than 1000 rows in the
+        triplets, the rows of the default bounds.
+    verbose : int, default=0
+        A progress bar over the sweeps (on a terminal; 2 forces it).
+
+    Attributes
+    ----------
+    M_ : ndarray of shape (d, d)
+        The learned positive definite matrix (d = ``n_features_preprocessed_``).
+    components_ : ndarray of shape (``rank_``, d)
+        ``diag(sqrt(s)) U^T``: ``transform`` maps into the learned space.
+    rank_ : int
+    bounds_ : ndarray of shape (2,)
+        ``(u, l)`` used.
+    dual_ : ndarray of shape (2 m,)
+        The dual variables, all >= 0: entry ``2 t`` belongs to the similar
+        pair of triplet t, ``2 t + 1`` to its dissimilar pair.
+    n_iter_ : int
+        Sweeps made.
+    stop_reason_ : {"tol", "max_iter"}
+    history_ : dict of lists
+        ``step`` (sweep), ``seconds`` and ``convergence`` (the value compared
+        with ``tol``), one record per block of sweeps.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from tripletml import ITML
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = ITML(random_state=0).fit(X, y)
+    >>> model.M_.shape
+    (4, 4)
+    """
+
+    _fitted_arrays = {
+        "M_": ArraySpec(("d", "d")),
+        "components_": ArraySpec(("rank_", "d")),
+        "bounds_": ArraySpec((2,)),
+        "dual_": ArraySpec((None,)),
+    }
+
+    def __init__(self, gamma=1.0, bounds=None, n_triplets=None, max_iter=1000, tol=1e-2,
+                 rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
+        self.gamma = gamma
+        self.bounds = bounds
+        self.n_triplets = n_triplets
+        self.max_iter = max_iter
+        self.tol = tol
+        self.rank_tol = rank_tol
+        self.preprocessing = preprocessing
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _validate_params(self):
+        g = self.gamma
+        if not (isinstance(g, numbers.Real) and not isinstance(g, (bool, np.bool_))
+                and g == np.inf):
+            check_scalar_param(g, "gamma", self, kind="real", low=0, low_inclusive=False)
+        self._check_bounds()
+        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1,
+                           allow_none=True)
+        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
+        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
+        check_scalar_param(self.rank_tol, "rank_tol", self, kind="real", low=0, high=1)
+        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
+
+    def _check_bounds(self):
+        b = self.bounds
+        if b is None:
+            return None
+        if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) != 2:
+            raise ValueError(f"ITML: parameter bounds={b!r} must be None or a pair (u, l) of "
+                             "squared distances.")
+        u = check_scalar_param(b[0], "bounds[0] (u)", self, kind="real", low=0,
+                               low_inclusive=False)
+        l = check_scalar_param(b[1], "bounds[1] (l)", self, kind="real", low=0,
+                               low_inclusive=False)
+        if not u <= l:
+            raise ValueError(f"ITML: parameter bounds={tuple(b)!r}: the similar pairs' bound "
+                             f"u={u:g} must not exceed the dissimilar pairs' bound l={l:g}.")
+        return u, l
+
+    def fit(self, X, y=None, *, triplets=None):
+        """Fit the metric.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), optional
+            Class labels (``n_triplets`` random class triplets are drawn).
+        triplets : array-like of shape (n_triplets, 3), optional
+            Explicit ``(query, positive, negative)`` row indices into X.
+
+        Returns
+        -------
+        self
+        """
+        self._reset_fitted()
+        X, got, rng = self._prepare_fit(X, y, triplets, sample=False)
+        if triplets is None:
+            n = self.n_triplets
+            if n is None:
+                n = TRIPLETS_PER_CLASS_PAIR * int(got.max() + 1) ** 2
+            triplets = random_class_triplets(got, n, random_state=rng)
+        else:
+            triplets = got
+        d = X.shape[1]
+        check_dense_memory(3 * d * d * 8, self,
+                           f"a {d} x {d} matrix (reduce the dimension first, e.g. with "
+                           "sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
+                           "LowRankDML)")
+        bounds = self._check_bounds()
+        if bounds is None:
+            rows = np.unique(triplets)
+            Xr = X[rows]
+            Xr = Xr.toarray() if hasattr(Xr, "toarray") else np.asarray(Xr)
+            bounds = itml_bounds(Xr, np.arange(len(rows)), rng)
+            if not bounds[0] > 0:
+                raise ValueError("ITML: the default bounds are 0 (at least 5 % of the pairs "
+                                 "of rows the triplets use are identical); pass bounds=(u, l) "
+                                 "explicitly.")
+        solver = ITMLSolver(X, triplets, bounds, float(self.gamma))
+        hist = History(keys=("convergence",))
+        bar = progress_bar(self.max_iter, verbose=self.verbose, desc="ITML", unit="sweep")
+        reason, conv = "max_iter", None
+        try:
+            while solver.sweeps < self.max_iter:
+                block = min(_SWEEP_BLOCK, self.max_iter - solver.sweeps)
+                vals = solver.run(block, self.tol)
+                if not np.isfinite(solver.A).all():
+                    raise FloatingPointError(
+                        "ITML: training diverged (M is not finite); scale the features "
+                        "(preprocessing='standardize') or lower gamma.")
+                if vals.size:
+                    conv = float(vals[-1])
+                hist.record(solver.sweeps, convergence=conv)
+                if bar is not None:
+                    bar.update(len(vals))
+                if self.tol is not None and vals.size and vals[-1] < self.tol:
+                    reason = "tol"
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+        M = 0.5 * (solver.A + solver.A.T)
+        self.M_ = M
+        self.components_, self.rank_ = psd_factor(M, self.rank_tol)
+        self.bounds_ = np.asarray(bounds, dtype=np.float64)
+        self.dual_ = solver.dual.copy()
+        self.history_ = hist.data
+        finish(self, solver.sweeps, reason, tol=self.tol, criterion=conv,
+               what="relative change of the dual variables",
+               advice="increase max_iter or tol")
+        self.n_features_in_ = d - n_added_features(self.preprocessing_)   # raw d
+        return self
+
+    def _fit(self, X, triplets, rng):  # pragma: no cover - fit is overridden
+        raise NotImplementedError
