@@ -116,8 +116,20 @@ ML_METHODS = {
     "SCML": "SCML_Supervised",
     "LSML": "LSML_Supervised",
 }
-TML_METHODS = ("Euclidean", "DotProduct", "OASIS", "SDCA", "COMET", "SparseCOMET", "LORETA",
-               "IterativePA", "NaivePA", "FactoredGD", "LowRankDML", "SML", "KISSME")
+#: tripletml learners whose class name is also a metric-learn method's short name
+#: get a distinct method name here (the table's row) -> class name
+TML_RENAMED = {"ITML (tripletml)": "ITML"}
+
+
+def _tml_methods() -> tuple[str, ...]:
+    """Every triplet learner of tripletml's registry (the checkout's), by row name."""
+    sys.path.insert(0, str(REPO))
+    from tripletml._registry import learner_names
+    rename = {cls: row for row, cls in TML_RENAMED.items()}
+    return tuple(rename.get(n, n) for n in learner_names("triplet"))
+
+
+TML_METHODS = _tml_methods()
 AUTO = "AutoSimilarity"
 #: no-learning baselines: not "learners" for the goal "no default learner below Euclidean"
 BASELINES = ("Euclidean", "DotProduct")
@@ -301,7 +313,7 @@ def make_estimator(method: str, seed: int):
         cls = getattr(metric_learn, ML_METHODS[method])
     else:
         import tripletml
-        cls = getattr(tripletml, method, None)
+        cls = getattr(tripletml, TML_RENAMED.get(method, method), None)
         if cls is None:
             raise LookupError(f"tripletml has no public {method!r}")
     est = cls()
@@ -816,8 +828,9 @@ def _bilinear_methods() -> list[str]:
     try:
         sys.path.insert(0, str(REPO))
         import tripletml
-        return [m for m in TML_METHODS if isinstance(getattr(tripletml, m, None), type)
-                and issubclass(getattr(tripletml, m), tripletml.BilinearMixin)]
+        classes = {m: getattr(tripletml, TML_RENAMED.get(m, m), None) for m in TML_METHODS}
+        return [m for m, c in classes.items() if isinstance(c, type)
+                and issubclass(c, tripletml.BilinearMixin)]
     except Exception:
         return []
 

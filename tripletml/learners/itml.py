@@ -31,6 +31,8 @@ __all__ = ["ITML"]
 TRIPLETS_PER_CLASS_PAIR = 20
 #: sweeps per call of the compiled kernel (a progress bar / history record each)
 _SWEEP_BLOCK = 50
+_OVERFLOW = ("ITML: training diverged (squared distances overflow float64); scale the "
+             "features down (e.g. preprocessing='standardize').")
 
 
 @document_preprocessing
@@ -194,7 +196,10 @@ class ITML(MahalanobisMixin, TripletLearner):
             rows = np.unique(triplets)
             Xr = X[rows]
             Xr = Xr.toarray() if hasattr(Xr, "toarray") else np.asarray(Xr)
-            bounds = itml_bounds(Xr, np.arange(len(rows)), rng)
+            with np.errstate(over="ignore", invalid="ignore"):
+                bounds = itml_bounds(Xr, np.arange(len(rows)), rng)
+            if not np.isfinite(bounds).all():
+                raise FloatingPointError(_OVERFLOW)
             if not bounds[0] > 0:
                 raise ValueError("ITML: the default bounds are 0 (at least 5 % of the pairs "
                                  "of rows the triplets use are identical); pass bounds=(u, l) "
@@ -207,10 +212,8 @@ class ITML(MahalanobisMixin, TripletLearner):
             while solver.sweeps < self.max_iter:
                 block = min(_SWEEP_BLOCK, self.max_iter - solver.sweeps)
                 vals = solver.run(block, self.tol)
-                if not np.isfinite(solver.A).all():
-                    raise FloatingPointError(
-                        "ITML: training diverged (M is not finite); scale the features "
-                        "(preprocessing='standardize') or lower gamma.")
+                if solver.skipped[1] or not np.isfinite(solver.A).all():
+                    raise FloatingPointError(_OVERFLOW)
                 if vals.size:
                     conv = float(vals[-1])
                 hist.record(solver.sweeps, convergence=conv)

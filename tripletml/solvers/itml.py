@@ -54,7 +54,7 @@ BOUND_PERCENTILES = (5.0, 95.0)
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def itml_sweeps(X, pairs, similar, xi, dual, A, gamma, n_sweeps, tol, dual_old,
-                conv_out):  # pragma: no cover - compiled (tested through ITMLSolver)
+                conv_out, skipped):  # pragma: no cover - compiled (tested through ITMLSolver)
     """Up to ``n_sweeps`` cyclic sweeps of Bregman projections, in place.
 
     Parameters
@@ -80,6 +80,9 @@ def itml_sweeps(X, pairs, similar, xi, dual, A, gamma, n_sweeps, tol, dual_old,
         The dual variables at the start of the sweep (updated).
     conv_out : ndarray (>= n_sweeps,)
         The convergence value of each sweep made.
+    skipped : ndarray (2,), int64
+        Incremented per projection skipped: ``[0]`` a zero distance
+        (identical rows), ``[1]`` a distance that is not finite (overflow).
 
     Returns
     -------
@@ -105,8 +108,12 @@ def itml_sweeps(X, pairs, similar, xi, dual, A, gamma, n_sweeps, tol, dual_old,
                     s += A[k, l] * v[l]
                 Av[k] = s
                 p += v[k] * s
-            if not p > 0.0 or math.isinf(p):
-                continue            # identical rows: no direction to project along
+            if not p > 0.0:
+                skipped[0] += 1     # identical rows: no direction to project along
+                continue
+            if math.isinf(p) or math.isnan(p):
+                skipped[1] += 1     # overflow: reported by the caller
+                continue
             if similar[c]:
                 alpha = min(dual[c], gp * (1.0 / p - 1.0 / xi[c]))
                 beta = alpha / (1.0 - alpha * p)
@@ -221,6 +228,8 @@ class ITMLSolver:
         self.A = np.eye(d) if A0 is None else np.array(A0, dtype=np.float64, order="C")
         self.gamma = float(gamma)
         self.sweeps = 0
+        #: projections skipped so far: [identical rows, non-finite distance]
+        self.skipped = np.zeros(2, dtype=np.int64)
 
     def run(self, n_sweeps: int, tol: float | None) -> np.ndarray:
         """Up to ``n_sweeps`` more sweeps (fewer when the convergence value
@@ -228,7 +237,7 @@ class ITMLSolver:
         conv = np.empty(max(int(n_sweeps), 0))
         done = itml_sweeps(self.X, self.pairs, self.similar, self.xi, self.dual, self.A,
                            self.gamma, int(n_sweeps), -1.0 if tol is None else float(tol),
-                           self._dual_old, conv)
+                           self._dual_old, conv, self.skipped)
         self.sweeps += int(done)
         return conv[:done]
 
