@@ -41,6 +41,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
+from scipy.spatial.distance import squareform
 
 from ..linalg._flags import FAST
 
@@ -177,13 +178,17 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
     rows = np.unique(rows)
     if rows.size > max_rows:
         rows = np.sort(rng.choice(rows, size=max_rows, replace=False))
+    if rows.size < 2:
+        return 0.0, 0.0
     Z = X[rows]
     sq = np.einsum("ij,ij->i", Z, Z)
-    D = sq[:, None] + sq[None, :] - 2.0 * (Z @ Z.T)
-    iu = np.triu_indices(len(rows), k=1)
-    dist = np.maximum(D[iu], 0.0)
-    if dist.size == 0:
-        return 0.0, 0.0
+    D = Z @ Z.T
+    D *= -2.0
+    D += sq[:, None]
+    D += sq[None, :]
+    np.fill_diagonal(D, 0.0)
+    dist = squareform(D, checks=False)          # the pairs i < j, as pdist orders them
+    np.maximum(dist, 0.0, out=dist)
     u, l = np.percentile(dist, percentiles)
     return float(u), float(l)
 
