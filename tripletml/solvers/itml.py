@@ -130,13 +130,22 @@ def itml_sweeps(X, pairs, similar, xi, dual, A, gamma, n_sweeps, tol, dual_old,
                     for l in range(d):
                         A[k, l] += bk * Av[l]
         done = sweep + 1
+        # the norms of the duals scaled by their largest entry: the same
+        # ratio, without squares that overflow or underflow at extreme scales
+        big = 0.0
+        for c in range(m):
+            big = max(big, abs(dual[c]), abs(dual_old[c]))
         norm_new = 0.0
         norm_old = 0.0
         diff = 0.0
+        if big > 0.0:
+            for c in range(m):
+                a = dual[c] / big
+                b = dual_old[c] / big
+                norm_new += a * a
+                norm_old += b * b
+                diff += abs(a - b)
         for c in range(m):
-            norm_new += dual[c] * dual[c]
-            norm_old += dual_old[c] * dual_old[c]
-            diff += abs(dual[c] - dual_old[c])
             dual_old[c] = dual[c]
         total = math.sqrt(norm_new) + math.sqrt(norm_old)
         conv = 0.0 if total == 0.0 else diff / total
@@ -181,6 +190,7 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
     if rows.size < 2:
         return 0.0, 0.0
     Z = X[rows]
+    Z = Z - Z.mean(axis=0)       # centred: no cancellation for rows far from the origin
     sq = np.einsum("ij,ij->i", Z, Z)
     D = Z @ Z.T
     D *= -2.0
