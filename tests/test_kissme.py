@@ -275,3 +275,41 @@ def test_fit_never_modifies_the_callers_X(mode, fmt):
         est.similarity(Xin[:3])
         after = Xin.toarray() if sp.issparse(Xin) else Xin
         np.testing.assert_array_equal(after, before)
+
+
+@pytest.mark.filterwarnings("ignore:KISSME. no direction")   # random triplets: M may be 0
+@pytest.mark.parametrize("mode", [None, "center", "standardize", "whiten", "sphere"])
+@pytest.mark.parametrize("given", ["labels", "triplets"])
+def test_statistics_on_raw_rows_equal_those_of_preprocessed_rows(mode, given):
+    """The learner forms the pair statistics on the raw rows and maps them
+    through the (linear) preprocessing: the same as forming them on the
+    preprocessed rows."""
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((60, 4)) * [1.0, 30.0, 0.01, 5.0] + [0.0, 1e4, -3.0, 7.0]
+    y = rng.integers(0, 3, 60)
+    T = np.stack([rng.permutation(60)[:3] for _ in range(40)])   # any (q, p, n) rows
+    est = KISSME(preprocessing=mode)
+    est.fit(X, y) if given == "labels" else est.fit(X, triplets=T)
+    Z = est._preprocess(X)
+    if given == "labels":
+        S, D = pair_scatter_from_labels(Z, np.unique(y, return_inverse=True)[1])
+    else:
+        S, D = pair_scatter_from_triplets(Z, T)
+    scale = np.abs(S).max()
+    np.testing.assert_allclose(est.similar_covariance_, S, rtol=1e-9, atol=1e-12 * scale)
+    np.testing.assert_allclose(est.dissimilar_covariance_, D, rtol=1e-9,
+                               atol=1e-12 * np.abs(D).max())
+
+
+def test_columns_of_extreme_scale_are_standardised_first():
+    """Raw second moments of columns near 1e160 overflow and near 1e-170
+    underflow: such columns take the standardise-first path, with the same
+    result as moderate columns of the same shape."""
+    rng = np.random.default_rng(12)
+    base = rng.standard_normal((50, 3))
+    y = rng.integers(0, 2, 50)
+    X = base * [1e160, 1e-170, 1.0]
+    a = KISSME(preprocessing="standardize").fit(X, y)
+    b = KISSME(preprocessing="standardize").fit(base, y)
+    assert np.isfinite(a.M_).all()
+    np.testing.assert_allclose(a.M_, b.M_, rtol=1e-9, atol=1e-12 * np.abs(b.M_).max())

@@ -270,6 +270,21 @@ class TripletLearner(LearnerBase):
             setattr(self, f"preprocessing_{key}_", value)
         return X
 
+    def _preprocessed_second_moment(self, C: np.ndarray) -> np.ndarray:
+        """``E[(pre(x) - pre(y))(pre(x) - pre(y))^T]`` from the raw
+        ``C = E[(x - y)(x - y)^T]``: the fitted preprocessing is linear on row
+        differences (``(x - y) * scale @ whitener``; the mean cancels), so
+        ``C' = W^T (s s^T * C) W``.  Not defined for ``"sphere"`` (ValueError)."""
+        if getattr(self, "preprocessing_", None) == "sphere":
+            raise ValueError("the 'sphere' preprocessing is not linear on differences")
+        scale = getattr(self, "preprocessing_scale_", None)
+        W = getattr(self, "preprocessing_whitener_", None)
+        if scale is not None:
+            C = C * scale[:, None] * scale[None, :]
+        if W is not None:
+            C = W.T @ C @ W
+        return C
+
     def _preprocess(self, X, *, copy: bool = True):
         """Apply the fitted preprocessing to validated X (unchanged when none;
         ``copy=False``: X is a private array that may be overwritten)."""
@@ -316,18 +331,26 @@ class TripletLearner(LearnerBase):
         return tags
 
     # ------------------------------------------------------------------ fit
-    def _prepare_fit(self, X, y=None, triplets=None, *, sample: bool = True):
+    def _prepare_fit(self, X, y=None, triplets=None, *, sample: bool = True,
+                     preprocess: bool = True):
         """Validate inputs, sample triplets; returns (X, triplets, rng).
 
         ``sample=False`` (a learner that uses the labels directly): when no
         triplets are given, the validated class codes of y (0..k-1) come back
-        in place of the triplets."""
+        in place of the triplets.  ``preprocess=False``: the preprocessing is
+        fitted but not applied; X comes back as validated (densified when a
+        mode applies to sparse X), possibly the caller's own array (read
+        only), for a learner that applies the fitted map to its statistics
+        (see :meth:`_difference_map`)."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
         rng = check_random_state(getattr(self, "random_state", None), self)
         Xp = self._fit_preprocessing(X)
-        X = self._preprocess(Xp, copy=Xp is X)     # a densified copy is ours to overwrite
+        if preprocess:
+            X = self._preprocess(Xp, copy=Xp is X)     # a densified copy is ours to overwrite
+        else:
+            X = Xp
         if not self._needs_triplets:
             return X, None, rng
         if triplets is not None:

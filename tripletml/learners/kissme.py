@@ -23,6 +23,20 @@ from ..solvers.kissme import _scatter_from_labels, _scatter_from_triplets, kissm
 
 __all__ = ["KISSME"]
 
+#: raw columns whose standardising factor lies outside [1 / LIMIT, LIMIT]
+#: are standardised before the statistics (their raw products could
+#: overflow or lose digits in the subnormal range)
+_RAW_SCALE_LIMIT = 1e50
+
+
+def _moderate_scale(scale) -> bool:
+    """Whether second moments of the raw columns are safe to form (no
+    standardising factor, or every non-zero one within the limit)."""
+    if scale is None:
+        return True
+    s = scale[scale > 0]
+    return s.size == 0 or (s.max() <= _RAW_SCALE_LIMIT and s.min() >= 1 / _RAW_SCALE_LIMIT)
+
 
 @document_preprocessing
 class KISSME(MahalanobisMixin, TripletLearner):
@@ -131,19 +145,27 @@ class KISSME(MahalanobisMixin, TripletLearner):
         self._reset_fitted()
         t0 = time.perf_counter()
         exact = triplets is None and self.n_triplets is None
-        X, got, rng = self._prepare_fit(X, y, triplets, sample=not exact)
+        # the statistics of row differences on the validated X, then mapped
+        # through the preprocessing (linear on differences): no preprocessed
+        # copy of X.  Raw columns of extreme scale (whose products could
+        # overflow or underflow) and "sphere" are preprocessed first.
+        X, got, rng = self._prepare_fit(X, y, triplets, sample=not exact, preprocess=False)
+        on_raw = self.preprocessing_ != "sphere" and _moderate_scale(
+            getattr(self, "preprocessing_scale_", None))
+        if not on_raw:
+            X = self._preprocess(X)
         d = X.shape[1]
         check_dense_memory(6 * d * d * 8, self,
                            f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
                            "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
                            "LowRankDML)")
-        if exact:
-            if np.bincount(got).max() < 2:
-                raise ValueError("KISSME: every class has a single member; no (query, "
-                                 "positive) pair of the same class exists.")
-            S, D = _scatter_from_labels(X, got)
-        else:
-            S, D = _scatter_from_triplets(X, got)
+        if exact and np.bincount(got).max() < 2:
+            raise ValueError("KISSME: every class has a single member; no (query, "
+                             "positive) pair of the same class exists.")
+        S, D = _scatter_from_labels(X, got) if exact else _scatter_from_triplets(X, got)
+        if on_raw:
+            S = self._preprocessed_second_moment(S)
+            D = self._preprocessed_second_moment(D)
         if not (np.isfinite(S).all() and np.isfinite(D).all()):
             raise FloatingPointError("KISSME: training diverged (the pair covariances are "
                                      "not finite: the features overflow float64); scale the "
