@@ -124,9 +124,9 @@ TML_RENAMED = {"ITML (tripletml)": "ITML"}
 def _tml_methods() -> tuple[str, ...]:
     """Every triplet learner of tripletml's registry (the checkout's), by row name."""
     sys.path.insert(0, str(REPO))
-    from tripletml._registry import learner_names
+    import tripletml
     rename = {cls: row for row, cls in TML_RENAMED.items()}
-    return tuple(rename.get(n, n) for n in learner_names("triplet"))
+    return tuple(rename.get(n, n) for n in tripletml.learner_names("triplet"))
 
 
 TML_METHODS = _tml_methods()
@@ -848,7 +848,9 @@ def parse_args(argv=None):
     ap.add_argument("--sets", default=",".join(SETS), help="comma-separated data sets")
     ap.add_argument("--methods", default="all",
                     help="comma-separated methods (short metric-learn names "
-                         f"{', '.join(ML_METHODS)}; tripletml class names; {AUTO}) or 'all'")
+                         f"{', '.join(ML_METHODS)}; tripletml class names, with "
+                         "tripletml's ITML as 'ITML (tripletml)' (quote it in a shell); "
+                         f"{AUTO}) or 'all'")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated split seeds")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fit (default 300)")
     ap.add_argument("--threads", type=int, default=1,

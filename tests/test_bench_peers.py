@@ -122,3 +122,15 @@ def test_seconds_format(bp):
     assert bp._fmt_s(0.0123) == "12.3 ms"
     assert bp._fmt_s(24.04) == "24 s"
     assert bp._fmt_s(None) == "-"
+
+
+def test_tripletml_methods_come_from_the_registry(bp):
+    import tripletml
+    names = tripletml.learner_names("triplet")
+    assert len(bp.TML_METHODS) == len(names)
+    # tripletml's ITML has its own row name; metric-learn's keeps "ITML"
+    assert "ITML (tripletml)" in bp.TML_METHODS and "ITML" not in bp.TML_METHODS
+    assert bp.family_of("ITML (tripletml)") == "tripletml" and bp.family_of("ITML") == "metric-learn"
+    est = bp.make_estimator("ITML (tripletml)", 3)
+    assert type(est) is tripletml.ITML and est.random_state == 3
+    assert "ITML (tripletml)" not in bp._bilinear_methods() and "OASIS" in bp._bilinear_methods()

@@ -132,12 +132,95 @@ def test_positive_definite_and_dual_feasible_over_many_sweeps():
         np.testing.assert_allclose(s.A, s.A.T, atol=1e-10 * np.abs(s.A).max())
 
 
-def test_identical_rows_are_skipped_and_counted():
+def test_identical_rows_are_left_out():
     X = np.array([[0.0, 1.0], [0.0, 1.0], [3.0, 0.0]])
     s = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
+    np.testing.assert_array_equal(s.active, [False, True])
     s.run(2, None)
-    assert s.skipped[0] == 2 and s.skipped[1] == 0
+    assert s.skipped.sum() == 0 and s.dual[0] == 0
     assert np.isfinite(s.A).all()
+
+
+def test_near_duplicate_dissimilar_pair_keeps_M_positive_definite():
+    """Rows 1e-12 apart in different classes would need a step of order
+    1e24 (with gamma = inf: M indefinite by rounding); they are left out."""
+    X = np.array([[0, 0], [1e-12, 1e-12], [1, .3], [.2, 1], [2, -1]])
+    T = np.array([[0, 2, 1], [2, 3, 4], [3, 0, 4], [4, 2, 0]])
+    est = ITML(gamma=np.inf, bounds=(1.0, 20.0), preprocessing=None).fit(X, triplets=T)
+    assert np.linalg.eigvalsh(est.M_).min() > 0
+
+
+def test_every_constraint_degenerate_is_refused():
+    X = np.arange(12.0).reshape(6, 2)
+    with pytest.raises(ValueError, match="ITML: every constraint pairs identical rows"):
+        ITML(bounds=(1.0, 4.0)).fit(X, triplets=[[0, 0, 0], [2, 2, 2]])
+
+
+def test_duplicate_rows_are_not_pairs_of_the_default_bounds():
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal((10, 3))
+    X = np.repeat(base, 6, axis=0)
+    y = np.repeat(np.arange(10) % 3, 6)
+    est = ITML(preprocessing=None, random_state=0).fit(X, y)
+    rows = np.unique(random_class_triplets(y, 180, random_state=np.random.default_rng(0)))
+    Z = np.unique(X[rows], axis=0)                  # each distinct row once
+    D = ((Z[:, None] - Z[None]) ** 2).sum(-1)[np.triu_indices(len(Z), 1)]
+    np.testing.assert_allclose(est.bounds_, np.percentile(D, [5, 95]), rtol=1e-10)
+
+
+@pytest.mark.parametrize("gamma", [0.3, 10.0])
+def test_estimator_uses_gamma(gamma):
+    X, _, T = _problem(10)
+    A, *_ = _reference(X, T, (1.0, 9.0), gamma, 6)
+    est = ITML(gamma=gamma, bounds=(1.0, 9.0), max_iter=6, tol=None,
+               preprocessing=None).fit(X, triplets=T)
+    np.testing.assert_allclose(est.M_, 0.5 * (A + A.T), rtol=1e-9, atol=1e-12)
+
+
+def test_stops_at_the_first_sweep_within_tol():
+    X, _, T = _problem(11, m=60)
+    *_, conv = _reference(X, T, (1.0, 9.0), 1.0, 400)
+    first = int(np.argmax(conv <= 1e-2)) + 1
+    assert conv[first - 1] <= 1e-2 and first < 400
+    est = ITML(bounds=(1.0, 9.0), preprocessing=None).fit(X, triplets=T)
+    assert est.n_iter_ == first and est.stop_reason_ == "tol"
+
+
+def test_tol_zero_stops_when_nothing_moves():
+    X = np.array([[0.0, 0.0], [0.5, 0.0], [5.0, 0.0]])
+    est = ITML(bounds=(1.0, 4.0), tol=0.0, preprocessing=None).fit(X, triplets=[[0, 1, 2]])
+    assert est.n_iter_ == 1 and est.stop_reason_ == "tol"
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(triplets=np.array([[0.0, 1.0, 2.0]])), TypeError, "integer array"),
+    (dict(triplets=np.array([[0, 1, 9]])), ValueError, "indices"),
+    (dict(triplets=np.array([[0, 1, -1]])), ValueError, "indices"),
+    (dict(bounds=(0.0, 1.0)), ValueError, "0 < u <= l"),
+    (dict(bounds=(2.0, 1.0)), ValueError, "0 < u <= l"),
+    (dict(bounds=(1.0, np.inf)), ValueError, "0 < u <= l"),
+    (dict(gamma=0.0), ValueError, "gamma"),
+    (dict(gamma=np.nan), ValueError, "gamma"),
+    (dict(A0=np.eye(3)), ValueError, "A0"),
+    (dict(A0=-np.eye(2)), ValueError, "A0"),
+    (dict(A0=np.array([[1.0, 0.5], [0.0, 1.0]])), ValueError, "A0"),
+])
+def test_solver_refuses_bad_input(kw, exc, match):
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    args = dict(triplets=np.array([[0, 1, 2]]), bounds=(1.0, 4.0), gamma=1.0)
+    args.update(kw)
+    with pytest.raises(exc, match=f"ITMLSolver: .*{match}"):
+        ITMLSolver(X, args.pop("triplets"), args.pop("bounds"), args.pop("gamma"), **args)
+
+
+def test_solver_run_refuses_bad_arguments():
+    s = ITMLSolver(np.eye(3), np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
+    for n in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="n_sweeps"):
+            s.run(n, None)
+    for tol in (-1.0, np.nan):
+        with pytest.raises(ValueError, match="tol"):
+            s.run(1, tol)
 
 
 def test_default_bounds_are_distance_percentiles():
@@ -183,10 +266,9 @@ def test_overflow_stops_with_advice():
         ITML(preprocessing=None).fit(X, triplets=[[0, 1, 2]])
 
 
-def test_zero_default_bounds_are_refused():
+def test_identical_rows_give_no_default_bounds():
     X = np.zeros((6, 2))
-    X[5] = 1.0
-    with pytest.raises(ValueError, match=r"ITML: the default bounds are 0.*bounds=\(u, l\)"):
+    with pytest.raises(ValueError, match=r"ITML: the rows the triplets use are all identical"):
         ITML().fit(X, triplets=[[0, 1, 5], [2, 3, 5], [0, 4, 5]])
 
 
@@ -197,7 +279,9 @@ def test_zero_default_bounds_are_refused():
     (dict(gamma="1"), TypeError, "gamma"),
     (dict(gamma=True), TypeError, "gamma"),
     (dict(bounds=(1.0,)), ValueError, "bounds"),
-    (dict(bounds="ab"), ValueError, "bounds"),
+    (dict(bounds="ab"), TypeError, "bounds"),
+    (dict(bounds={1.0, 4.0}), TypeError, "bounds"),
+    (dict(bounds=np.ones((2, 1))), TypeError, "bounds"),
     (dict(bounds=(0.0, 1.0)), ValueError, r"bounds\[0\]"),
     (dict(bounds=(2.0, 1.0)), ValueError, "must not exceed"),
     (dict(bounds=(1.0, np.inf)), ValueError, r"bounds\[1\]"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 from ._registry import REGISTRY as _REGISTRY
+from ._registry import learner_names
 from .base import BilinearMixin, LearnerBase, MahalanobisMixin, TripletLearner
 from .auto import AutoSimilarity
 from .persistence import load_model
@@ -25,7 +26,7 @@ del _entry
 __all__ = [
     "LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
     *(e.name for e in _REGISTRY),
-    "AutoSimilarity", "load_model", "datasets", "metrics", "triplets", "__version__",
+    "AutoSimilarity", "load_model", "learner_names", "datasets", "metrics", "triplets", "__version__",
 ]
 
 _SUBMODULES = {"datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",

@@ -70,6 +70,9 @@ def _jsonable(value: Any, what: str) -> Any:
         return {str(k): _jsonable(v, what) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v, what) for v in value]
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 64 \
+            and value.dtype.kind in "biuf":
+        return [_jsonable(v, what) for v in value.tolist()]   # e.g. ITML's bounds
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     raise TypeError(f"save: cannot store {what} of type {type(value).__name__} as JSON.")

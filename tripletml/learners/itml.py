@@ -26,11 +26,17 @@ from ..triplets import random_class_triplets
 
 __all__ = ["ITML"]
 
-#: triplets per squared class count when sampling from labels (the released
-#: code's and metric-learn's 20 c^2 similar and 20 c^2 dissimilar pairs)
+#: triplets per squared class count when sampling from labels (metric-learn's
+#: 20 c^2 similar and 20 c^2 dissimilar pairs; the released code draws
+#: 40 c (c - 1) random pairs in all)
 TRIPLETS_PER_CLASS_PAIR = 20
 #: sweeps per call of the compiled kernel (a progress bar / history record each)
 _SWEEP_BLOCK = 50
+#: the solver's arrays per constraint (pair, flags, dual variables, targets, ...)
+_BYTES_PER_CONSTRAINT = 80
+_BREAKDOWN = ("ITML: training diverged (M lost positive definiteness to rounding: a pair "
+              "of nearly identical rows needed a huge step); lower gamma, remove "
+              "near-duplicate rows, or pass larger bounds.")
 _OVERFLOW = ("ITML: training diverged (squared distances overflow float64); scale the "
              "features down (e.g. preprocessing='standardize').")
 
@@ -46,9 +52,11 @@ class ITML(MahalanobisMixin, TripletLearner):
     ``gamma``.  Cyclic Bregman projections (Algorithm 1 of the paper; one
     O(d^2) rank-one update of M per constraint) solve
 
-        min_M  D_ld(M, I) + gamma D_ld(slack)   s.t. the constraints,
+        min_M  D_ld(M, I) + gamma D_ld(diag(xi), diag(xi_0))
+        s.t. the constraints with targets xi,
 
-    and keep M positive definite at every step.  ``M`` starts at the
+    and keep M positive definite.  Pairs of (nearly) identical rows are
+    left out.  ``M`` starts at the
     identity of the preprocessed coordinates: with the default
     ``"standardize"`` that is the diagonal inverse-variance metric, and
     ``preprocessing="whiten"`` gives the inverse-covariance prior
@@ -60,14 +68,16 @@ class ITML(MahalanobisMixin, TripletLearner):
         Slack trade-off: larger values enforce the constraints harder;
         ``np.inf`` allows no slack.
     bounds : (float, float) or None, default=None
-        ``(u, l)``, the squared distances (in the preprocessed coordinates)
-        below which similar pairs and above which dissimilar pairs should
-        lie.  None: the 5th and 95th percentiles of the squared distances
-        between the rows the triplets use (fitted ``bounds_``).
+        ``(u, l)`` with ``0 < u <= l``, the squared distances (in the
+        preprocessed coordinates) below which similar pairs and above which
+        dissimilar pairs should lie.  None: the 5th and 95th percentiles of
+        the squared distances between the distinct rows the triplets use
+        (fitted ``bounds_``).
     n_triplets : int or None, default=None
         Triplets sampled from the labels; None gives ``20 c^2`` for c
-        classes (the paper's code: 20 c^2 similar and 20 c^2 dissimilar
-        pairs).  Ignored when ``triplets`` are passed to ``fit``.
+        classes (as metric-learn's ITML_Supervised: 20 c^2 similar and
+        20 c^2 dissimilar pairs).  Ignored when ``triplets`` are passed to
+        ``fit``.
     max_iter : int, default=1000
         Sweeps over the constraints.
     tol : float or None, default=1e-2
@@ -92,6 +102,7 @@ class ITML(MahalanobisMixin, TripletLearner):
     components_ : ndarray of shape (``rank_``, d)
         ``diag(sqrt(s)) U^T``: ``transform`` maps into the learned space.
     rank_ : int
+        Eigenvalues of ``M_`` kept in ``components_`` (``rank_tol``).
     bounds_ : ndarray of shape (2,)
         ``(u, l)`` used.
     dual_ : ndarray of shape (2 m,)
@@ -150,9 +161,12 @@ class ITML(MahalanobisMixin, TripletLearner):
         b = self.bounds
         if b is None:
             return None
-        if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) != 2:
-            raise ValueError(f"ITML: parameter bounds={b!r} must be None or a pair (u, l) of "
-                             "squared distances.")
+        if not isinstance(b, (tuple, list, np.ndarray)) or np.ndim(b) != 1:
+            raise TypeError(f"ITML: parameter bounds={b!r} must be None or a pair (u, l) of "
+                            "squared distances.")
+        if len(b) != 2:
+            raise ValueError(f"ITML: parameter bounds={b!r} must be a pair (u, l); it has "
+                             f"{len(b)} values.")
         u = check_scalar_param(b[0], "bounds[0] (u)", self, kind="real", low=0,
                                low_inclusive=False)
         l = check_scalar_param(b[1], "bounds[1] (l)", self, kind="real", low=0,
@@ -191,6 +205,10 @@ class ITML(MahalanobisMixin, TripletLearner):
                            f"a {d} x {d} matrix (reduce the dimension first, e.g. with "
                            "sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
                            "LowRankDML)")
+        n_used = min(X.shape[0], 3 * len(triplets))
+        check_dense_memory(2 * len(triplets) * _BYTES_PER_CONSTRAINT + 8 * n_used * d, self,
+                           f"{2 * len(triplets)} constraints and the dense rows they use "
+                           "(fewer triplets: n_triplets)")
         bounds = self._check_bounds()
         if bounds is None:
             rows = np.unique(triplets)
@@ -201,10 +219,12 @@ class ITML(MahalanobisMixin, TripletLearner):
             if not np.isfinite(bounds).all():
                 raise FloatingPointError(_OVERFLOW)
             if not bounds[0] > 0:
-                raise ValueError("ITML: the default bounds are 0 (at least 5 % of the pairs "
-                                 "of rows the triplets use are identical); pass bounds=(u, l) "
-                                 "explicitly.")
+                raise ValueError("ITML: the rows the triplets use are all identical (the "
+                                 "default bounds are 0); nothing to learn.")
         solver = ITMLSolver(X, triplets, bounds, float(self.gamma))
+        if not solver.active.any():
+            raise ValueError("ITML: every constraint pairs identical rows (q == p+ and "
+                             "q == p- in every triplet); nothing to learn.")
         hist = History(keys=("convergence",))
         bar = progress_bar(self.max_iter, verbose=self.verbose, desc="ITML", unit="sweep")
         reason, conv = "max_iter", None
@@ -214,18 +234,22 @@ class ITML(MahalanobisMixin, TripletLearner):
                 vals = solver.run(block, self.tol)
                 if solver.skipped[1] or not np.isfinite(solver.A).all():
                     raise FloatingPointError(_OVERFLOW)
+                if solver.skipped[0]:
+                    raise FloatingPointError(_BREAKDOWN)
                 if vals.size:
                     conv = float(vals[-1])
                 hist.record(solver.sweeps, convergence=conv)
                 if bar is not None:
                     bar.update(len(vals))
-                if self.tol is not None and vals.size and vals[-1] < self.tol:
+                if self.tol is not None and vals.size and vals[-1] <= self.tol:
                     reason = "tol"
                     break
         finally:
             if bar is not None:
                 bar.close()
         M = 0.5 * (solver.A + solver.A.T)
+        if not np.linalg.eigvalsh(M)[0] > 0:
+            raise FloatingPointError(_BREAKDOWN)
         self.M_ = M
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
         self.bounds_ = np.asarray(bounds, dtype=np.float64)
