@@ -325,3 +325,12 @@ def test_euclidean_reproduces_sdca_table2_eucl_row(data_home):
     for name in ("vehicle", "vowel", "svmguide4", "segment"):
         ours = np.mean([euclidean_map(name, s, data_home) for s in range(5)])
         assert abs(ours - PAPER_EUCL[name]) < 0.015, (name, ours)
+
+
+def test_param_values_parse_as_json_or_infinity():
+    from tripletml.cli import _parse_params
+    got = _parse_params(["gamma=inf", "g2=-inf", "bounds=[1.0, 30.0]", "n_triplets=500",
+                         "preprocessing=whiten", "tol=null", "name=information"])
+    assert got == {"gamma": float("inf"), "g2": float("-inf"), "bounds": [1.0, 30.0],
+                   "n_triplets": 500, "preprocessing": "whiten", "tol": None,
+                   "name": "information"}

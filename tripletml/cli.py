@@ -165,7 +165,8 @@ def _parse_params(pairs):
         try:
             params[k] = json.loads(v)
         except json.JSONDecodeError:
-            params[k] = v
+            # "inf" / "-inf" (e.g. ITML's gamma=inf): a float, not the string
+            params[k] = float(v) if v.strip().lower() in ("inf", "+inf", "-inf") else v
     return params
 
 
