@@ -310,3 +310,27 @@ def test_iris_beats_euclidean_on_held_out_rows():
     learned = evaluate_retrieval(ITML(random_state=0).fit(Xtr, ytr), Xte, yte, k=())["map"]
     base = evaluate_retrieval(Euclidean().fit(Xtr), Xte, yte, k=())["map"]
     assert learned > base + 0.05
+
+
+@pytest.mark.parametrize("how", ["indefinite", "breakdown"])
+def test_lost_positive_definiteness_stops_with_advice(monkeypatch, how):
+    """Rounding that breaks positive definiteness (an indefinite M after the
+    sweeps, or an active pair with a non-positive distance during them)
+    stops the fit with the learner's FloatingPointError."""
+    import tripletml.learners.itml as mod
+    run = ITMLSolver.run
+
+    def broken(self, n, tol):
+        out = run(self, n, tol)
+        if how == "indefinite":
+            self.A[...] = np.diag(np.r_[-1.0, np.ones(len(self.A) - 1)])
+        else:
+            self.skipped[0] += 1
+        return out
+
+    monkeypatch.setattr(mod.ITMLSolver, "run", broken)
+    X, y, _ = _problem(12)
+    est = ITML(random_state=0, max_iter=3, tol=None)
+    with pytest.raises(FloatingPointError, match="ITML: training diverged .*positive definiteness"):
+        est.fit(X, y)
+    assert not hasattr(est, "n_features_in_")

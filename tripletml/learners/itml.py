@@ -248,8 +248,10 @@ class ITML(MahalanobisMixin, TripletLearner):
             if bar is not None:
                 bar.close()
         M = 0.5 * (solver.A + solver.A.T)
-        if not np.linalg.eigvalsh(M)[0] > 0:
-            raise FloatingPointError(_BREAKDOWN)
+        try:
+            np.linalg.cholesky(M)                   # positive definite (d^3 / 3, not an eigh)
+        except np.linalg.LinAlgError:
+            raise FloatingPointError(_BREAKDOWN) from None
         self.M_ = M
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
         self.bounds_ = np.asarray(bounds, dtype=np.float64)
