@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -573,3 +574,23 @@ def test_cli_fit_auto_then_evaluate_and_index(tmp_path, capsys):
     assert main(["fit", "OASIS", str(data), "-o", str(tmp_path / "o.npz"),
                  "--time-budget", "3"]) == 2
     assert "--time-budget applies to 'tripletml fit auto' only" in capsys.readouterr().err
+
+
+def test_blas_limit_uses_one_cached_controller_per_process():
+    from threadpoolctl import threadpool_info
+
+    from tripletml import auto
+    with auto._blas_limit(None):            # no limit asked: nothing is inspected
+        pass
+    blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+    if not blas:
+        pytest.skip("no BLAS library visible to threadpoolctl")
+    before = {i["filepath"]: i["num_threads"] for i in blas}
+    with auto._blas_limit(1):
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+    ctl = auto._CONTROLLERS[os.getpid()]
+    with auto._blas_limit(1):
+        pass
+    assert auto._CONTROLLERS[os.getpid()] is ctl
+    after = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    assert after == before                  # restored on exit

@@ -45,13 +45,14 @@ of that file returns the winning learner, not an ``AutoSimilarity``.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import numbers
 import os
 import sys
 import time
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -218,14 +219,29 @@ def _expand_candidates(candidates) -> list[_Candidate]:
 # --------------------------------------------------------------------------
 # one job: fit a candidate on the fit items of one split, score it
 # --------------------------------------------------------------------------
+#: one threadpoolctl controller per process (finding the BLAS / OpenMP
+#: libraries reads /proc/self/maps: ~3 ms, once per job before)
+_CONTROLLERS: dict[int, Any] = {}
+
+
+def _blas_limit(n_threads: Optional[int]):
+    """A context limiting BLAS / OpenMP threads to ``n_threads`` (None: no
+    limit, nothing to do), through this process's cached controller."""
+    if n_threads is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import ThreadpoolController
+    ctl = _CONTROLLERS.get(os.getpid())
+    if ctl is None:
+        ctl = _CONTROLLERS[os.getpid()] = ThreadpoolController()
+    return ctl.limit(limits=n_threads)
+
+
 def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
              previous, deadline: Optional[float], blas_threads: Optional[int]):
     """Returns (score, seconds, model-state for warm start) or None when the
     deadline had passed before it started."""
     if deadline is not None and cand.budget is not None and time.time() > deadline:
         return None
-    from threadpoolctl import threadpool_limits
-
     from .metrics import evaluate_retrieval
     from .triplets import random_class_triplets
 
@@ -233,7 +249,7 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
 
     from sklearn.exceptions import ConvergenceWarning
 
-    with threadpool_limits(limits=blas_threads), warnings.catch_warnings():
+    with _blas_limit(blas_threads), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)   # a short round is not a bug
         t0 = time.perf_counter()
         X_fit, y_fit, X_val, y_val = X[fit_idx], y[fit_idx], X[val_idx], y[val_idx]
@@ -341,7 +357,8 @@ class AutoSimilarity(BaseEstimator):
         Parallel fits through :class:`joblib.Parallel` (no backend is forced:
         ``with joblib.parallel_backend("dask"): auto.fit(X, y)`` runs them on a
         Dask cluster).  BLAS threads are limited per worker to
-        ``max(1, cpu_count // n_workers)`` with :func:`threadpoolctl.threadpool_limits`.
+        ``max(1, cpu_count // n_workers)`` through one cached
+        :class:`threadpoolctl.ThreadpoolController` per worker process.
     random_state : int, RandomState instance or None, default=None
         Seeds the splits, the triplets and every candidate; with an int the
         race and the winner are reproducible (unless the time budget cuts it)
