@@ -100,8 +100,8 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 
 #: The cheapest race that still validates: the no-learning baselines, KISSME
 #: (closed form) and OASIS (sphere, whitened), one stage.  ``AutoSimilarity(candidates=
-#: FAST_CANDIDATES)`` takes 29-157 ms of CPU on the shipped sets except letter
-#: (0.58 s; results/auto/auto_floor.md) -- the floor of a validated search --
+#: FAST_CANDIDATES)`` takes 13-140 ms of CPU on the shipped sets except letter
+#: (0.62 s; results/auto/auto_floor.md) -- the floor of a validated search --
 #: at an mAP within .03 of the default race (lower where SDCA or COMET win:
 #: vehicle, balance-scale, wine).
 FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
