@@ -193,9 +193,11 @@ def test_tol_zero_stops_when_nothing_moves():
 
 
 @pytest.mark.parametrize("kw, exc, match", [
-    (dict(triplets=np.array([[0.0, 1.0, 2.0]])), TypeError, "integer array"),
-    (dict(triplets=np.array([[0, 1, 9]])), ValueError, "indices"),
-    (dict(triplets=np.array([[0, 1, -1]])), ValueError, "indices"),
+    (dict(triplets=np.array([[0.0, 1.0, 2.0]])), TypeError, "integer indices"),
+    (dict(triplets=np.array([[0, 1, 9]])), ValueError, "out of range"),
+    (dict(triplets=np.array([[0, 1, -1]])), ValueError, "out of range"),
+    (dict(triplets=np.zeros((0, 3), int)), ValueError, "empty"),
+    (dict(triplets=np.array([[0, 1]])), ValueError, "shape"),
     (dict(bounds=(0.0, 1.0)), ValueError, "0 < u <= l"),
     (dict(bounds=(2.0, 1.0)), ValueError, "0 < u <= l"),
     (dict(bounds=(1.0, np.inf)), ValueError, "0 < u <= l"),
@@ -334,3 +336,42 @@ def test_lost_positive_definiteness_stops_with_advice(monkeypatch, how):
     with pytest.raises(FloatingPointError, match="ITML: training diverged .*positive definiteness"):
         est.fit(X, y)
     assert not hasattr(est, "n_features_in_")
+
+
+@pytest.mark.parametrize("X, exc, match", [
+    (np.array([[0.0, np.nan], [1.0, 0.0], [0.0, 2.0]]), ValueError, "NaN or infinity"),
+    (np.array([[0.0, np.inf], [1.0, 0.0], [0.0, 2.0]]), ValueError, "NaN or infinity"),
+    (np.zeros(3), ValueError, "2-D"),
+])
+def test_solver_refuses_bad_X(X, exc, match):
+    with pytest.raises(exc, match=f"ITMLSolver: .*{match}"):
+        ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: triplet_pairs(np.array([[0.5, 1, 2]])), TypeError, "triplet_pairs: .*integer"),
+    (lambda: triplet_pairs(np.array([[0, -1, 2]])), ValueError, "triplet_pairs: .*out of range"),
+    (lambda: triplet_pairs(np.zeros((0, 3), int)), ValueError, "triplet_pairs: .*empty"),
+    (lambda: itml_bounds(np.array([[np.nan, 0.0], [1.0, 1.0]]), np.array([0, 1]), 0),
+     ValueError, "itml_bounds: .*NaN"),
+    (lambda: itml_bounds(np.eye(3), np.array([0, 3]), 0), ValueError, "itml_bounds: .*rows"),
+    (lambda: itml_bounds(np.eye(3), np.array([0.0, 1.0]), 0), TypeError, "itml_bounds: .*rows"),
+    (lambda: itml_bounds(np.eye(3), np.array([], int), 0), TypeError, "itml_bounds: .*rows"),
+    (lambda: itml_bounds(np.eye(3), np.array([0, 1]), 0, percentiles=(95, 5)), ValueError,
+     "itml_bounds: .*percentiles"),
+    (lambda: itml_bounds(np.eye(3), np.array([0, 1]), 0, max_rows=1), ValueError,
+     "itml_bounds: .*max_rows"),
+])
+def test_public_helpers_refuse_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_overflowing_pair_is_overflow_not_breakdown():
+    """A difference that overflows (finite rows near +-1.7e308) is reported
+    as overflow (the learner's advice: scale the features), not as a loss of
+    positive definiteness."""
+    X = np.array([[1.7e308, 0.0], [-1.7e308, 0.0], [0.0, 1.0]])
+    s = ITMLSolver(X, np.array([[0, 2, 1]]), (1.0, 4.0), 1.0)
+    s.run(1, None)
+    assert s.skipped[1] >= 1 and s.skipped[0] == 0

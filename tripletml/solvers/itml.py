@@ -42,12 +42,14 @@ the same percentiles from 100 random pairs).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 from scipy.spatial.distance import squareform
 
+from .._validation import check_random_state, check_scalar_param, check_triplets, check_X
 from ..linalg._flags import FAST
 
 __all__ = ["itml_bounds", "triplet_pairs", "ITMLSolver"]
@@ -123,11 +125,11 @@ def _itml_sweeps(X, pairs, similar, active, xi, dual, A, gamma, n_sweeps, tol, d
                     s += A[k, l] * v[l]
                 Av[k] = s
                 p += v[k] * s
-            if not p > 0.0:
-                skipped[0] += 1     # a breakdown: reported by the caller
-                continue
             if math.isinf(p) or math.isnan(p):
                 skipped[1] += 1     # overflow: reported by the caller
+                continue
+            if not p > 0.0:
+                skipped[0] += 1     # a breakdown: reported by the caller
                 continue
             if similar[c]:
                 alpha = min(dual[c], gp * (1.0 / p - 1.0 / xi[c]))
@@ -189,7 +191,7 @@ def triplet_pairs(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     similar : ndarray of shape (2 m,), bool
         True on the even rows.
     """
-    t = np.asarray(triplets, dtype=np.int64)
+    t = check_triplets(triplets, np.iinfo(np.int64).max, "triplet_pairs")
     pairs = np.empty((2 * len(t), 2), dtype=np.int64)
     pairs[0::2] = t[:, [0, 1]]
     pairs[1::2] = t[:, [0, 2]]
@@ -198,7 +200,7 @@ def triplet_pairs(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pairs, similar
 
 
-def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
+def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: Any,
                 percentiles: tuple[float, float] = BOUND_PERCENTILES,
                 max_rows: int = BOUND_ROWS) -> tuple[float, float]:
     """The default ``(u, l)``: percentiles of the squared Euclidean
@@ -211,7 +213,7 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
     rows : ndarray of int
         Row indices; a random ``max_rows`` of their distinct rows when
         there are more.
-    rng : numpy Generator
+    rng : None, int or numpy Generator
         Draws that subsample.
     percentiles : (float, float), default=(5, 95)
     max_rows : int, default=1000
@@ -222,6 +224,21 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
         The lower percentile (the similar pairs' bound) and the upper one
         (the dissimilar pairs'); ``(0, 0)`` when no two rows differ.
     """
+    who = "itml_bounds"
+    X = check_X(X, who, accept_sparse=False)
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer) \
+            or rows.dtype == bool:
+        raise TypeError(f"{who}: rows must be a non-empty 1-D integer array, got dtype "
+                        f"{rows.dtype} and shape {rows.shape}.")
+    if rows.min() < 0 or rows.max() >= X.shape[0]:
+        raise ValueError(f"{who}: rows must lie in [0, {X.shape[0]}).")
+    lo_p = check_scalar_param(percentiles[0], "percentiles[0]", who, kind="real", low=0,
+                              high=100)
+    hi_p = check_scalar_param(percentiles[1], "percentiles[1]", who, kind="real", low=lo_p,
+                              high=100)
+    max_rows = check_scalar_param(max_rows, "max_rows", who, kind="int", low=2)
+    rng = check_random_state(rng, who)
     Z = np.unique(X[np.unique(rows)], axis=0)   # distinct rows (by value), sorted
     if len(Z) > max_rows:
         Z = Z[np.sort(rng.choice(len(Z), size=max_rows, replace=False))]
@@ -235,7 +252,7 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
     D += sq[None, :]
     np.fill_diagonal(D, 0.0)
     dist = squareform(D, checks=False)          # the pairs i < j, as pdist orders them
-    u, l = np.percentile(dist, percentiles)
+    u, l = np.percentile(dist, (lo_p, hi_p))
     return float(u), float(l)
 
 
@@ -280,13 +297,9 @@ class ITMLSolver:
     def __init__(self, X, triplets, bounds: tuple[float, float], gamma: float,
                  A0: np.ndarray | None = None):
         who = "ITMLSolver"
-        t = np.asarray(triplets)
-        if t.ndim != 2 or t.shape[1] != 3 or not np.issubdtype(t.dtype, np.integer):
-            raise TypeError(f"{who}: triplets must be an integer array of shape (m, 3), got "
-                            f"dtype {t.dtype} and shape {t.shape}.")
+        X = check_X(X, who)
         n, d = X.shape
-        if t.size == 0 or t.min() < 0 or t.max() >= n:
-            raise ValueError(f"{who}: triplets must be non-empty with indices in [0, {n}).")
+        t = check_triplets(triplets, n, who)
         if len(bounds) != 2:
             raise ValueError(f"{who}: bounds must be a pair (u, l), got {bounds!r}.")
         u, l = float(bounds[0]), float(bounds[1])
@@ -307,8 +320,6 @@ class ITMLSolver:
         Xu = X[used]
         Xu = Xu.toarray() if sp.issparse(Xu) else np.asarray(Xu)
         self.X = np.ascontiguousarray(Xu, dtype=np.float64)
-        if not np.isfinite(self.X).all():
-            raise ValueError(f"{who}: X contains NaN or infinity.")
         self.pairs = np.ascontiguousarray(inverse.reshape(pairs.shape).astype(np.int64))
         self.similar = similar
         self.bounds = (u, l)
