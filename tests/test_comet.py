@@ -63,7 +63,7 @@ def test_w_stays_pd_after_every_step(scale):
     m = _started(X, t, alpha=1e-3, beta=0.0, step_fraction=0.99, eta0=1e6)
     rng = np.random.default_rng(0)
     for _ in range(80):
-        m.step(int(rng.integers(0, 8)))
+        m.coordinate_step(int(rng.integers(0, 8)))
         assert np.linalg.eigvalsh(m.W).min() > 0
 
 
@@ -74,7 +74,7 @@ def test_near_singular_start_stays_pd():
                  step_fraction=0.9, eta0=1e3)
     for k in range(6):
         for _ in range(5):
-            m.step(k)
+            m.coordinate_step(k)
             assert np.linalg.eigvalsh(m.W).min() > 0
 
 
@@ -83,7 +83,7 @@ def test_inverse_and_cholesky_track_w_over_many_steps():
     m = _started(X, t, alpha=0.5, beta=0.1, eta0=10.0)
     rng = np.random.default_rng(2)
     for _ in range(400):
-        m.step(int(rng.integers(0, 7)))
+        m.coordinate_step(int(rng.integers(0, 7)))
     W = m.W
     inv = np.linalg.inv(W)
     assert np.abs(m.W_inv - inv).max() <= 1e-8 * np.abs(inv).max()

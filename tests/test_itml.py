@@ -57,7 +57,7 @@ def test_solver_matches_reference_loop(gamma, seed):
     rows = np.unique(T)
     b = itml_bounds(X[rows], np.arange(len(rows)), np.random.default_rng(0))
     s = ITMLSolver(X, T, b, gamma)
-    conv = s.run(7, None)
+    conv = s.run_sweeps(7, None)
     A, lam, xi, ref_conv = _reference(X, T, b, gamma, 7)
     np.testing.assert_allclose(s.A, A, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(s.dual, lam, rtol=1e-9, atol=1e-12)
@@ -88,7 +88,7 @@ def test_hard_projection_lands_on_the_bound(kind):
     exactly on its bound, by a rank-one change along A v."""
     X, b, c = _one_violated(kind)
     s = ITMLSolver(X, np.array([[0, 1, 2]]), b, np.inf)
-    s.run(1, None)
+    s.run_sweeps(1, None)
     assert s.distances()[c] == pytest.approx(b[c], rel=1e-12)
     assert s.dual[c] > 0 and s.dual[1 - c] == 0
     v = X[0] - X[1 + c]
@@ -105,7 +105,7 @@ def test_slack_projection_meets_its_target(kind):
     X, b, c = _one_violated(kind)
     before = ITMLSolver(X, np.array([[0, 1, 2]]), b, 1.0).distances()[c]
     s = ITMLSolver(X, np.array([[0, 1, 2]]), b, 1.0)
-    s.run(1, None)
+    s.run_sweeps(1, None)
     assert s.distances()[c] == pytest.approx(s.xi[c], rel=1e-12)
     lo, hi = sorted((b[c], before))
     assert lo < s.xi[c] < hi
@@ -114,7 +114,7 @@ def test_slack_projection_meets_its_target(kind):
 def test_satisfied_constraints_leave_A_alone():
     X = np.array([[0.0, 0.0], [0.5, 0.0], [5.0, 0.0]])
     s = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
-    conv = s.run(3, None)
+    conv = s.run_sweeps(3, None)
     np.testing.assert_array_equal(s.A, np.eye(2))
     np.testing.assert_array_equal(s.dual, 0.0)
     np.testing.assert_array_equal(conv, 0.0)
@@ -126,7 +126,7 @@ def test_positive_definite_and_dual_feasible_over_many_sweeps():
     b = itml_bounds(X[rows], np.arange(len(rows)), np.random.default_rng(0))
     s = ITMLSolver(X, T, b, 1.0)
     for _ in range(10):
-        s.run(20, None)
+        s.run_sweeps(20, None)
         assert np.all(s.dual >= 0)
         assert np.linalg.eigvalsh(0.5 * (s.A + s.A.T)).min() > 0
         np.testing.assert_allclose(s.A, s.A.T, atol=1e-10 * np.abs(s.A).max())
@@ -136,7 +136,7 @@ def test_identical_rows_are_left_out():
     X = np.array([[0.0, 1.0], [0.0, 1.0], [3.0, 0.0]])
     s = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
     np.testing.assert_array_equal(s.active, [False, True])
-    s.run(2, None)
+    s.run_sweeps(2, None)
     assert s.skipped.sum() == 0 and s.dual[0] == 0
     assert np.isfinite(s.A).all()
 
@@ -219,10 +219,10 @@ def test_solver_run_refuses_bad_arguments():
     s = ITMLSolver(np.eye(3), np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
     for n in (-1, 1.5, True):
         with pytest.raises(ValueError, match="n_sweeps"):
-            s.run(n, None)
+            s.run_sweeps(n, None)
     for tol in (-1.0, np.nan):
         with pytest.raises(ValueError, match="tol"):
-            s.run(1, tol)
+            s.run_sweeps(1, tol)
 
 
 def test_default_bounds_are_distance_percentiles():
@@ -320,7 +320,7 @@ def test_lost_positive_definiteness_stops_with_advice(monkeypatch, how):
     sweeps, or an active pair with a non-positive distance during them)
     stops the fit with the learner's FloatingPointError."""
     import tripletml.learners.itml as mod
-    run = ITMLSolver.run
+    run = ITMLSolver.run_sweeps
 
     def broken(self, n, tol):
         out = run(self, n, tol)
@@ -330,7 +330,7 @@ def test_lost_positive_definiteness_stops_with_advice(monkeypatch, how):
             self.skipped[0] += 1
         return out
 
-    monkeypatch.setattr(mod.ITMLSolver, "run", broken)
+    monkeypatch.setattr(mod.ITMLSolver, "run_sweeps", broken)
     X, y, _ = _problem(12)
     est = ITML(random_state=0, max_iter=3, tol=None)
     with pytest.raises(FloatingPointError, match="ITML: training diverged .*positive definiteness"):
@@ -373,5 +373,5 @@ def test_overflowing_pair_is_overflow_not_breakdown():
     positive definiteness."""
     X = np.array([[1.7e308, 0.0], [-1.7e308, 0.0], [0.0, 1.0]])
     s = ITMLSolver(X, np.array([[0, 2, 1]]), (1.0, 4.0), 1.0)
-    s.run(1, None)
+    s.run_sweeps(1, None)
     assert s.skipped[1] >= 1 and s.skipped[0] == 0

@@ -171,7 +171,7 @@ def test_solver_matches_reference(gamma, seed):
     A, lam, xi, convs = ref_itml(X, T, u, l, gamma, n_sweeps)
     assert np.max(lam) > 0                              # something was projected
     s = ITMLSolver(X, T, bounds=(u, l), gamma=gamma)
-    out = np.asarray(s.run(n_sweeps, None))
+    out = np.asarray(s.run_sweeps(n_sweeps, None))
     assert out.shape == (n_sweeps,)
     assert s.sweeps == n_sweeps
     close(s.A, A)
@@ -193,8 +193,8 @@ def test_solver_runs_continue_state():
     u, l = ref_bounds(X, T)
     A, lam, xi, convs = ref_itml(X, T, u, l, 1.0, 5)
     s = ITMLSolver(X, T, bounds=(u, l), gamma=1.0)
-    c1 = np.asarray(s.run(2, None))
-    c2 = np.asarray(s.run(3, None))
+    c1 = np.asarray(s.run_sweeps(2, None))
+    c2 = np.asarray(s.run_sweeps(3, None))
     assert s.sweeps == 5
     close(np.concatenate([c1, c2]), convs)
     close(s.A, A)
@@ -209,7 +209,7 @@ def test_solver_tol_stops_at_reference_sweep():
     A, _lam, _xi, convs = ref_itml(X, T, u, l, 1.0, 200, tol=tol)
     assert 2 < len(convs) < 200 and convs[-1] < tol <= convs[-2]
     s = ITMLSolver(X, T, bounds=(u, l), gamma=1.0)
-    out = np.asarray(s.run(200, tol))
+    out = np.asarray(s.run_sweeps(200, tol))
     assert len(out) == len(convs) == s.sweeps
     close(out, convs)
     close(s.A, A)
@@ -223,7 +223,7 @@ def test_solver_non_identity_start():
     u, l = ref_bounds(X, T)
     A, lam, _xi, convs = ref_itml(X, T, u, l, 2.0, 3, A0=A0)
     s = ITMLSolver(X, T, bounds=(u, l), gamma=2.0, A0=A0.copy())
-    close(np.asarray(s.run(3, None)), convs)
+    close(np.asarray(s.run_sweeps(3, None)), convs)
     close(s.A, A)
     close(s.dual, lam)
 
@@ -370,7 +370,7 @@ def test_hard_projection_reaches_bound():
     X, T = axis_problem(9.0, 1.0)
     u, l = 2.0, 5.0
     s = ITMLSolver(X, T, bounds=(u, l), gamma=np.inf)
-    s.run(1, None)
+    s.run_sweeps(1, None)
     np.testing.assert_allclose(s.distances(), [u, l], rtol=1e-13)
     np.testing.assert_allclose(s.A, np.diag([u / 9.0, l / 1.0]), rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(s.xi, [u, l], rtol=1e-15)     # alpha / inf = 0
@@ -386,7 +386,7 @@ def test_soft_projection_reaches_slack(gamma):
     X, T = axis_problem(9.0, 1.0)
     u, l = 2.0, 5.0
     s = ITMLSolver(X, T, bounds=(u, l), gamma=gamma)
-    s.run(1, None)
+    s.run_sweeps(1, None)
     assert np.all(s.dual > 0)
     p = s.distances()
     np.testing.assert_allclose(p, s.xi, rtol=1e-13)
@@ -405,7 +405,7 @@ def test_soft_projection_reaches_slack(gamma):
         p0 = v @ A0 @ v
         bounds = (p0 / 4, p0 / 2) if kind == 0 else (2 * p0, 4 * p0)   # violated
         s = ITMLSolver(X3, np.array(T3), bounds=bounds, gamma=gamma, A0=A0.copy())
-        s.run(1, None)
+        s.run_sweeps(1, None)
         assert s.dual[kind] > 0 and s.dual[1 - kind] == 0
         assert s.distances()[kind] == pytest.approx(s.xi[kind], rel=1e-12)
 
@@ -425,7 +425,7 @@ def test_projection_is_rank_one_along_Av(kind):
     bounds = (p / 3, p / 2) if kind == "similar" else (2 * p, 3 * p)
     for gamma in (0.5, np.inf):
         s = ITMLSolver(X, T, bounds=bounds, gamma=gamma, A0=A0.copy())
-        s.run(1, None)
+        s.run_sweeps(1, None)
         D = s.A - A0
         c = (w @ D @ w) / (w @ w) ** 2
         assert np.linalg.norm(D) > 1e-3 * np.linalg.norm(A0)
@@ -444,7 +444,7 @@ def test_spd_and_nonnegative_duals_over_many_sweeps():
     for gamma in (1.0, np.inf):
         s = ITMLSolver(X, T, bounds=(u, l), gamma=gamma)
         for _ in range(40):
-            s.run(1, None)
+            s.run_sweeps(1, None)
             assert np.all(s.dual >= 0)
             assert np.all(np.isfinite(s.A))
         A = s.A
@@ -459,7 +459,7 @@ def test_satisfied_constraint_with_zero_dual_is_a_no_op():
     X, T = axis_problem(1.0, 9.0)           # similar 1 < u, dissimilar 9 > l
     for gamma in (1.0, np.inf):
         s = ITMLSolver(X, T, bounds=(2.0, 5.0), gamma=gamma)
-        conv = np.asarray(s.run(1, None))
+        conv = np.asarray(s.run_sweeps(1, None))
         np.testing.assert_array_equal(s.A, np.eye(2))
         np.testing.assert_array_equal(s.dual, 0.0)
         np.testing.assert_array_equal(s.xi, [2.0, 5.0])
@@ -479,7 +479,7 @@ def test_satisfied_constraint_with_zero_dual_is_a_no_op():
     T = T[p[~sim] > l]
     assert len(T) >= 3
     s = ITMLSolver(X, T, bounds=(u, l), gamma=1.0, A0=A0.copy())
-    s.run(2, None)
+    s.run_sweeps(2, None)
     np.testing.assert_array_equal(s.A, A0)
     np.testing.assert_array_equal(s.dual, 0.0)
     assert np.max(np.asarray(s.violation())) <= 0
@@ -504,7 +504,7 @@ def test_hard_constraints_feasible_and_complementary_at_convergence():
     d2 = np.einsum("ij,ij->i", V, V)
     assert d2[sim].max() > 10 * u                   # violated at A = I
     s = ITMLSolver(X, T, bounds=(u, l), gamma=np.inf)
-    convs = np.asarray(s.run(500, 1e-10))
+    convs = np.asarray(s.run_sweeps(500, 1e-10))
     assert len(convs) < 500 and convs[-1] < 1e-10
     p = s.distances()
     assert p[sim].max() <= u * (1 + 1e-9) and p[~sim].min() >= l * (1 - 1e-9)
@@ -576,7 +576,7 @@ def test_scale_invariance_extreme_scale(scale):
     assert len(convs) > 1
     close(A, A1, rtol=1e-9)                       # the reference is scale-free
     s = ITMLSolver(scale * X, T, bounds=(u, l), gamma=1.0)
-    out = np.asarray(s.run(1000, 1e-2))
+    out = np.asarray(s.run_sweeps(1000, 1e-2))
     assert len(out) == len(convs)
     close(out, convs)
     m = tripletml.ITML(preprocessing=None, tol=1e-2).fit(scale * X, triplets=T)
@@ -608,7 +608,7 @@ def test_identical_pair_is_skipped():
     A, lam, _xi, _convs = ref_itml(X, T, u, l, 1.0, 4)
     with np.errstate(all="raise"):
         s = ITMLSolver(X, T, bounds=(u, l), gamma=1.0)
-        out = np.asarray(s.run(4, None))
+        out = np.asarray(s.run_sweeps(4, None))
     assert np.all(np.isfinite(s.A)) and np.all(np.isfinite(s.dual))
     assert np.all(np.isfinite(s.xi)) and np.all(np.isfinite(out))
     assert s.dual[0] == 0 and s.xi[0] == u

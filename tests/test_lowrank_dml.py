@@ -11,7 +11,8 @@ import tripletml as tm
 from tripletml import LowRankDML
 from tripletml.linalg.eig_update import orthonormality_error, project_psd
 from tripletml.solvers import lowrank_dml as dml_solvers
-from tripletml.solvers.lowrank_dml import Minibatches, TripletDMLProblem
+from tripletml.solvers.lowrank_dml import Minibatches
+from tripletml.solvers.triplet_dml import TripletDMLProblem
 from tripletml.triplets import random_class_triplets
 
 

@@ -295,13 +295,13 @@ def test_line_search_stops_at_the_papers_lipschitz_constant():
     # solver's current u (step 2 does)
     prob.phi = lambda u, mu=0.0, eig=None: (
         (1e300, None) if u is not solver.u and mu > 0 else real_phi(u, mu, eig))
-    f, gap = solver.step()
+    f, gap = solver.iterate()
     assert solver.L == solver.lipschitz and np.isfinite(f)
     solver = SmoothSolver(prob, mu=0.5)
     prob.phi = lambda u, mu=0.0, eig=None: (
         (np.nan, None) if u is not solver.u and mu > 0 else real_phi(u, mu, eig))
     with pytest.raises(FloatingPointError, match="SML: training diverged .*line search"):
-        solver.step()
+        solver.iterate()
 
 
 def test_a_blow_up_of_the_subgradient_method_stops_with_advice():
@@ -431,6 +431,6 @@ def test_smooth_solver_margins_of_the_averaged_iterate_are_exact():
     prob = SMLProblem(X, t, 0.05)
     solver = SmoothSolver(prob, mu=0.5)
     for _ in range(300):
-        f, _ = solver.step()
+        f, _ = solver.iterate()
     np.testing.assert_allclose(solver.margins_M, prob.margins(solver.M), rtol=1e-9, atol=1e-11)
     assert f == pytest.approx(_f_loop(X, t, solver.M, 0.05), rel=1e-10)

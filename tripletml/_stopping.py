@@ -89,7 +89,7 @@ class LossWatch:
 
     def __init__(self, est: Any, *, factor: float = 1e3, floor: float = 1.0,
                  advice: str = "lower the step size (eta0) or scale the features down"):
-        self.name = type(est).__name__
+        self.name = est if isinstance(est, str) else type(est).__name__
         self.factor, self.floor, self.advice = float(factor), float(floor), advice
         self.best = math.inf
 

@@ -9,9 +9,11 @@ Both minimise eq. (2),
 with the hinge, squared hinge or log loss of eq. (1), over PD matrices W;
 sparse COMET adds the group lasso of eq. (7).  The estimators validate the
 parameters, build a solver (:mod:`tripletml.solvers.comet`: W, W^-1, the
-Cholesky root and the cached linear terms, with ``step``, ``refactor`` and
-``objective``), run epochs of d coordinate steps (one per feature, a random
-permutation per epoch), record the history and store the results.
+Cholesky root and the cached linear terms, with ``coordinate_step``,
+``refactor`` and ``objective``) and hand it to the training driver
+(:func:`tripletml.training.run`), whose steps are epochs of d coordinate steps
+(one per feature, a random permutation per epoch); the driver records the
+history, watches for divergence and stops; the estimator stores the results.
 
 Stopping: after each epoch the objective is compared with the previous
 epoch's (the first epoch with the starting point's): the fit stops when its
@@ -19,7 +21,7 @@ relative change ``|L_prev - L| / max(|L_prev|, |L|)`` falls below ``tol``
 (``stop_reason_ = "tol"``), else after ``max_iter`` epochs with a
 ``ConvergenceWarning`` (none when ``tol=None``: a fixed budget, as the
 paper's "6d to 8d coordinate steps").  The triplet-loss sum is watched for
-divergence (:class:`tripletml._stopping.LossWatch`).
+divergence (:class:`tripletml.training.DivergenceWatch`).
 """
 from __future__ import annotations
 
@@ -28,10 +30,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._progress import progress
-from .._stopping import LossWatch, finish, relative_change
 from .._validation import check_choice_param, check_scalar_param, check_triplets
-from ..base import BilinearMixin, EmbeddingMixin, History, TripletLearner
+from ..base import BilinearMixin, EmbeddingMixin, TripletLearner
+from ..training import DivergenceWatch, History, apply_result, run
 from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
                              comet_loss_derivative, group_prox, linear_terms)
 
@@ -149,46 +150,20 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
                            step_fraction=self.step_fraction, eta0=self.eta0,
                            name=type(self).__name__)
 
-    def _start(self, solver, rng):
-        """Work before the first epoch (sparse COMET's diagonal pass)."""
-
     def _fit(self, X, triplets, rng):
         solver = self._make_solver(X, triplets)
-        self._start(solver, rng)
-        d = X.shape[1]
-        every = self.refactor_every or d
-        hist = History(keys=("objective", "loss", "min_step_bound"))
-        watch = LossWatch(self, advice="lower eta0 or step_fraction, or scale the features "
-                                       "down")
-        prev = solver.objective()
-        reason, change, epoch = "max_iter", np.inf, 0
-        for epoch in progress(range(1, self.max_iter + 1), total=self.max_iter,
-                              verbose=self.verbose, desc=type(self).__name__, unit="epoch"):
-            min_bound = np.inf
-            for k in rng.permutation(d):
-                min_bound = min(min_bound, solver.step(int(k)))
-                if solver.n_steps % every == 0:
-                    solver.refactor()
-            if not np.isfinite(solver.W).all():
-                raise FloatingPointError(f"{type(self).__name__}: training diverged (W became "
-                                         "NaN/inf); lower eta0 or scale the features down.")
-            loss = solver.loss_sum()           # >= 0: the divergence watch's quantity
-            watch.update(loss, f"epoch {epoch}")
-            obj = solver.objective()           # may be < 0 (-alpha log det W): finite only
-            if not np.isfinite(obj):
-                watch.update(np.nan, f"epoch {epoch} (objective)")
-            hist.record(solver.n_steps, loss=loss, min_step_bound=min_bound, objective=obj)
-            change, prev = relative_change(prev, obj), obj
-            if self.tol is not None and change < self.tol:
-                reason = "tol"
-                break
+        solver.start(rng, self.refactor_every)
+        result = run(solver, name=type(self).__name__, max_iter=self.max_iter, tol=self.tol,
+                     history=History(keys=("objective", "loss", "min_step_bound")),
+                     watch=DivergenceWatch(self, advice="lower eta0 or step_fraction, or "
+                                                        "scale the features down"),
+                     verbose=self.verbose, unit="epoch")
         self.W_ = solver.W
         self.W_inv_ = solver.W_inv
         self.components_ = solver.R
-        self.history_ = hist.data
         self._store(solver)
-        finish(self, epoch, reason, tol=self.tol, criterion=change,
-               what="relative change of the objective", advice="increase max_iter or tol")
+        apply_result(self, result, tol=self.tol, what="relative change of the objective",
+                     advice="increase max_iter or tol")
 
     def _store(self, solver):
         """Results beyond W (sparse COMET's groups)."""
@@ -283,10 +258,6 @@ class SparseCOMET(COMET):
                                  loss=self.loss, group_alpha=self.group_alpha,
                                  step_fraction=self.step_fraction, eta0=self.eta0,
                                  name=type(self).__name__)
-
-    def _start(self, solver, rng):
-        for k in rng.permutation(solver.d):        # Algorithm 2, line 3: the diagonal
-            solver.diagonal_step(int(k))
 
     def _store(self, solver):
         self.n_skipped_ = int(solver.n_skipped)

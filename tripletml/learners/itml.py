@@ -15,13 +15,12 @@ import numbers
 import numpy as np
 
 from .._arrayspec import ArraySpec
-from .._progress import progress_bar
-from .._stopping import finish
 from .._validation import check_dense_memory, check_scalar_param
-from ..base import History, MahalanobisMixin, TripletLearner
+from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing, n_added_features
-from ..solvers.itml import ITMLSolver, itml_bounds
+from ..solvers.itml import BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
+from ..training import History, apply_result, run
 from ..triplets import random_class_triplets
 
 __all__ = ["ITML"]
@@ -30,15 +29,8 @@ __all__ = ["ITML"]
 #: 20 c^2 similar and 20 c^2 dissimilar pairs; the released code draws
 #: 40 c (c - 1) random pairs in all)
 TRIPLETS_PER_CLASS_PAIR = 20
-#: sweeps per call of the compiled kernel (a progress bar / history record each)
-_SWEEP_BLOCK = 50
 #: the solver's arrays per constraint (pair, flags, dual variables, targets, ...)
 _BYTES_PER_CONSTRAINT = 80
-_BREAKDOWN = ("ITML: training diverged (M lost positive definiteness to rounding: a pair "
-              "of nearly identical rows needed a huge step); lower gamma, remove "
-              "near-duplicate rows, or pass larger bounds.")
-_OVERFLOW = ("ITML: training diverged (squared distances overflow float64); scale the "
-             "features down (e.g. preprocessing='standardize').")
 
 
 @document_preprocessing
@@ -217,7 +209,7 @@ class ITML(MahalanobisMixin, TripletLearner):
             with np.errstate(over="ignore", invalid="ignore"):
                 bounds = itml_bounds(Xr, np.arange(len(rows)), rng)
             if not np.isfinite(bounds).all():
-                raise FloatingPointError(_OVERFLOW)
+                raise FloatingPointError(OVERFLOW)
             if not bounds[0] > 0:
                 raise ValueError("ITML: the rows the triplets use are all identical (the "
                                  "default bounds are 0); nothing to learn.")
@@ -225,41 +217,21 @@ class ITML(MahalanobisMixin, TripletLearner):
         if not solver.active.any():
             raise ValueError("ITML: every constraint pairs identical rows (q == p+ and "
                              "q == p- in every triplet); nothing to learn.")
-        hist = History(keys=("convergence",))
-        bar = progress_bar(self.max_iter, verbose=self.verbose, desc="ITML", unit="sweep")
-        reason, conv = "max_iter", None
-        try:
-            while solver.sweeps < self.max_iter:
-                block = min(_SWEEP_BLOCK, self.max_iter - solver.sweeps)
-                vals = solver.run(block, self.tol)
-                if solver.skipped[1] or not np.isfinite(solver.A).all():
-                    raise FloatingPointError(_OVERFLOW)
-                if solver.skipped[0]:
-                    raise FloatingPointError(_BREAKDOWN)
-                if vals.size:
-                    conv = float(vals[-1])
-                hist.record(solver.sweeps, convergence=conv)
-                if bar is not None:
-                    bar.update(len(vals))
-                if self.tol is not None and vals.size and vals[-1] <= self.tol:
-                    reason = "tol"
-                    break
-        finally:
-            if bar is not None:
-                bar.close()
+        solver.tol = self.tol
+        result = run(solver, name="ITML", max_iter=self.max_iter, tol=self.tol,
+                     history=History(keys=("convergence",)), verbose=self.verbose,
+                     unit="sweep")
         M = 0.5 * (solver.A + solver.A.T)
         try:
             np.linalg.cholesky(M)                   # positive definite (d^3 / 3, not an eigh)
         except np.linalg.LinAlgError:
-            raise FloatingPointError(_BREAKDOWN) from None
+            raise FloatingPointError(BREAKDOWN) from None
         self.M_ = M
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
         self.bounds_ = np.asarray(bounds, dtype=np.float64)
         self.dual_ = solver.dual.copy()
-        self.history_ = hist.data
-        finish(self, solver.sweeps, reason, tol=self.tol, criterion=conv,
-               what="relative change of the dual variables",
-               advice="increase max_iter or tol")
+        apply_result(self, result, tol=self.tol, what="relative change of the dual variables",
+                     advice="increase max_iter or tol")
         self.n_features_in_ = d - n_added_features(self.preprocessing_)   # raw d
         return self
 

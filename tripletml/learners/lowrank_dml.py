@@ -19,26 +19,21 @@ the result.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._progress import progress
-from .._stopping import LossWatch, finish, relative_change
 from .._validation import (check_choice_param, check_dense_memory, check_scalar_param,
                            check_triplets)
-from ..base import History, MahalanobisMixin, TripletLearner
+from ..base import MahalanobisMixin, TripletLearner
 from ..solvers.lowrank_dml import (AUTO_LEARNING_RATE, DEFAULT_BATCH, LEARNING_RATES, SOLVERS,
-                                   Minibatches, TripletDMLProblem, step_size)
+                                   Iterations, Minibatches, TripletDMLProblem, step_size)
+from ..training import DivergenceWatch, History, apply_result, run
 
 __all__ = ["LowRankDML"]
 
 CONSTRAINTS = (None, "frobenius", "spectral")
-#: iterations per block of minibatch losses fed to the divergence watch
-WATCH_BLOCK = 10
 _ADVICE = "lower eta0 or scale the features down"
 
 
@@ -209,48 +204,17 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         if self.solver in ("gd", "fw") and self.batch_size is None:
             size = None
         batches = Minibatches(prob.m, size, rng)
-        hist = History(keys=("train_seconds", "rank", "eta", "objective", "batch_loss"))
-        watch_obj = LossWatch(self, advice=_ADVICE)
-        watch_batch = LossWatch(self, advice=_ADVICE)
-        block = []
-        train = 0.0
-        t, reason, prev_obj, change = 0, "max_iter", None, None
-        for t in progress(range(1, self.max_iter + 1), total=self.max_iter,
-                          verbose=self.verbose, desc="LowRankDML", unit="it"):
-            eta = self._eta(t)
-            t0 = time.perf_counter()
-            loss = state.step(t, batches.next(), eta)
-            train += time.perf_counter() - t0
-            block.append(loss)
-            if t == 1 or len(block) == WATCH_BLOCK:    # iteration 1 alone: f_B(W_1 = 0)
-                watch_batch.update(float(np.mean(block)), f"iterations {t - len(block) + 1}-{t}")
-                block = []
-            timed_out = self.max_time is not None and train >= self.max_time
-            last = t == self.max_iter or timed_out
-            evaluate = last or (self.eval_every and t % self.eval_every == 0)
-            obj = state.objective() if evaluate else None
-            if obj is not None:
-                if not np.isfinite(obj):
-                    raise FloatingPointError(f"LowRankDML: training diverged at iteration {t} "
-                                             f"(objective {obj}); lower eta0.")
-                watch_obj.update(obj, f"iteration {t}")
-            hist.record(t, train_seconds=train, rank=state.rank, eta=eta, objective=obj,
-                        batch_loss=loss)
-            if obj is not None and self.tol is not None and (self.eval_every and
-                                                             t % self.eval_every == 0):
-                if prev_obj is not None:
-                    change = relative_change(prev_obj, obj)
-                    if change <= self.tol:
-                        reason = "tol"
-                        break
-                prev_obj = obj
-            if last:
-                reason = "max_iter" if t == self.max_iter else "max_time"
-                break
+        result = run(Iterations(state, batches, self._eta, eval_every=self.eval_every),
+                     name="LowRankDML", max_iter=self.max_iter, tol=self.tol,
+                     max_time=self.max_time,
+                     history=History(keys=("train_seconds", "rank", "eta", "objective",
+                                           "batch_loss")),
+                     watch=DivergenceWatch(self, advice=_ADVICE), verbose=self.verbose)
+        hist = result.history
         U, s = state.finish()
         if self.solver == "sgd_one":   # the one projection: record the feasible W
-            hist.data["objective"][-1] = prob.objective_dense(state.W)
-            hist.data["rank"][-1] = int(s.size)
+            hist["objective"][-1] = prob.objective_dense(state.W)
+            hist["rank"][-1] = int(s.size)
         if not (np.isfinite(U).all() and np.isfinite(s).all()):
             raise FloatingPointError("LowRankDML: training diverged (non-finite W); lower eta0.")
         self.U_ = np.ascontiguousarray(U)
@@ -259,10 +223,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.rank_ = int(self.s_.size)
         self.n_reorthonormalizations_ = int(getattr(state, "n_reorth", 0))
         self.n_gram_only_updates_ = int(getattr(state, "n_gram_only", 0))
-        self.history_ = hist.data
-        finish(self, t, reason, tol=self.tol, criterion=change,
-               what="relative change of the objective",
-               advice="increase max_iter (or max_time) or tol")
+        apply_result(self, result, tol=self.tol, what="relative change of the objective",
+                     advice="increase max_iter (or max_time) or tol")
 
     def objective(self, X, triplets) -> float:
         """F(W) = f(W) + alpha tr(W) of the fitted W on ``(X, triplets)``."""

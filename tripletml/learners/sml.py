@@ -11,8 +11,10 @@ negative)`` triplet is ``(j, i, k)``).  ``solver="smooth"`` (SMLsm, Table 1)
 runs Nesterov's optimal scheme on the smoothed saddle form (7) / (12), step 2
 (eq. 15) by Lemma 3; ``solver="subgradient"`` (SMLgd) is projected
 subgradient descent on (4), the paper's baseline.  The problem and both
-solvers live in :mod:`tripletml.solvers.sml`; the estimator validates,
-loops, records ``history_`` and stores the result.
+solvers live in :mod:`tripletml.solvers.sml`; the estimator validates and
+hands the solver to the training driver (:func:`tripletml.training.run`),
+which loops, watches and records ``history_``; the estimator stores the
+result.
 """
 from __future__ import annotations
 
@@ -22,12 +24,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._progress import progress
-from .._stopping import LossWatch, finish
 from .._validation import check_choice_param, check_scalar_param, check_triplets
-from ..base import History, MahalanobisMixin, TripletLearner
+from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
+from ..training import DivergenceWatch, History, apply_result, run
 
 __all__ = ["SML"]
 
@@ -165,56 +166,26 @@ class SML(MahalanobisMixin, TripletLearner):
 
     def _fit(self, X, triplets, rng):
         prob = SMLProblem(X, triplets, self.alpha)
-        hist = History(keys=("objective", "gap", "rank"))
-        watch = LossWatch(self, advice="lower eta0 (solver='subgradient') or scale the "
-                                       "features down")
         if self.solver == "smooth":
             solver = SmoothSolver(prob, self.mu, self.line_search)
             self.lipschitz_ = solver.lipschitz
         else:
             solver = SubgradientSolver(prob, self.eta0)
-        reason, criterion, it = "max_iter", None, 0
-        for it in progress(range(1, self.max_iter + 1), total=self.max_iter,
-                           verbose=self.verbose, desc="SML" if self.solver == "smooth"
-                           else "SMLgd", unit="it"):
-            f, gap = solver.step(it)
-            if not np.isfinite(f):
-                raise FloatingPointError("SML: training diverged (non-finite objective); "
-                                         "lower eta0 (solver='subgradient') or scale the "
-                                         "features down.")
-            watch.update(f, f"iteration {it}")
-            hist.record(it, objective=f, gap=gap, rank=_rank(solver.M, self.rank_tol))
-            criterion = self._criterion(hist.data["objective"], f, gap)
-            if self.tol is not None and criterion <= self.tol:
-                reason = "tol"
-                break
+        solver.rank_tol = self.rank_tol
+        result = run(solver, name="SML" if self.solver == "smooth" else "SMLgd",
+                     max_iter=self.max_iter, tol=self.tol,
+                     history=History(keys=("objective", "gap", "rank")),
+                     watch=DivergenceWatch(self, advice="lower eta0 (solver='subgradient') or "
+                                                        "scale the features down"),
+                     verbose=self.verbose)
         if self.solver == "smooth":
             self.lipschitz_final_ = solver.L
         M = 0.5 * (solver.M + solver.M.T)
         self.M_ = M
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
-        self.history_ = hist.data
-        finish(self, it, reason, tol=self.tol, criterion=criterion,
-               what="relative objective change / duality gap",
-               advice="increase max_iter or tol")
-
-    @staticmethod
-    def _criterion(obj, f, gap) -> float:
-        """The smaller of the relative change of the objective over the last
-        iteration and (smooth solver) the relative duality gap."""
-        scale = max(abs(f), 1e-12)
-        crit = np.inf if gap is None else gap / scale
-        if len(obj) >= 2:
-            crit = min(crit, abs(obj[-2] - f) / scale)
-        return float(crit)
-
-
-def _rank(M: np.ndarray, rank_tol: float) -> int:
-    """Eigenvalues of the symmetric part of M above ``rank_tol`` times the
-    largest (0 when no eigenvalue is positive), as ``rank_``."""
-    ev = np.linalg.eigvalsh(0.5 * (M + M.T))
-    top = float(ev.max()) if ev.size else 0.0
-    return int(np.sum(ev > rank_tol * top)) if top > 0 else 0
+        apply_result(self, result, tol=self.tol,
+                     what="relative objective change / duality gap",
+                     advice="increase max_iter or tol")
 
 
 def _check_knn_scale(X) -> None:

@@ -43,7 +43,9 @@ from ..linalg.pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_upda
                                  inverse_row_column_update, row_column_update,
                                  schur_coefficients, schur_step_bound)
 from ..linalg.sparse_rows import rowwise_dot
+from .._stopping import relative_change
 from ..losses import triplet_hinge_array
+from ..training.driver import StepReport
 
 __all__ = ["COMETSolver", "SparseCOMETSolver", "comet_loss", "comet_loss_derivative",
            "group_prox", "linear_terms", "LOSSES"]
@@ -304,7 +306,7 @@ class COMETSolver:
         self.tr_inv = float(np.trace(self.W_inv))
         return True
 
-    def step(self, k: int) -> float:
+    def coordinate_step(self, k: int) -> float:
         """One coordinate step on feature k (Algorithm 1, lines 5-7).
 
         Moves row and column k along ``u = -grad_k L`` (eq. 3 / 12) by
@@ -328,6 +330,41 @@ class COMETSolver:
                 return bound
             eta *= 0.5
         return bound  # pragma: no cover - eta ~ 1e-18 * bound
+
+    # ---------------------------------------------- the training protocol
+    def start(self, rng: np.random.Generator, refactor_every: int | None = None) -> None:
+        """Prepare the epochs of :meth:`step`: coordinate orders drawn from
+        ``rng``, the exact refactorisation every ``refactor_every``
+        coordinate steps (default d)."""
+        self._rng = rng
+        self._every = int(refactor_every or self.d)
+        self._prev = self.objective()
+        self.epoch = 0
+
+    def step(self, budget: int = 1) -> StepReport:
+        """One epoch (:mod:`tripletml.training` protocol): a coordinate step
+        on every feature in a random order (Algorithm 1, lines 4-8).  Reports
+        the loss sum (watched), the objective of eq. (2), its relative change
+        (the criterion) and the smallest Schur bound of the epoch."""
+        if getattr(self, "_rng", None) is None:
+            raise RuntimeError(f"{self.name}: call start(rng) before step().")
+        min_bound = np.inf
+        for k in self._rng.permutation(self.d):
+            min_bound = min(min_bound, self.coordinate_step(int(k)))
+            if self.n_steps % self._every == 0:
+                self.refactor()
+        self.epoch += 1
+        if not np.isfinite(self.W).all():
+            raise FloatingPointError(f"{self.name}: training diverged (W became NaN/inf); "
+                                     "lower eta0 or scale the features down.")
+        loss = self.loss_sum()                 # >= 0: the divergence watch's quantity
+        obj = self.objective()                 # may be < 0 (-alpha log det W): finite only
+        watch = [(loss, f"epoch {self.epoch}")]
+        if not np.isfinite(obj):
+            watch.append((np.nan, f"epoch {self.epoch} (objective)"))
+        change, self._prev = relative_change(self._prev, obj), obj
+        return StepReport(t=self.n_steps, criterion=change, watch=watch,
+                          record=dict(loss=loss, min_step_bound=min_bound, objective=obj))
 
 
 class SparseCOMETSolver(COMETSolver):
@@ -412,6 +449,12 @@ class SparseCOMETSolver(COMETSolver):
         self.tr_inv = float(np.trace(self.W_inv))
         return True
 
+    def start(self, rng: np.random.Generator, refactor_every: int | None = None) -> None:
+        """Algorithm 2, line 3: a pass over the diagonal, then the epochs."""
+        for k in rng.permutation(self.d):
+            self.diagonal_step(int(k))
+        super().start(rng, refactor_every)
+
     def diagonal_step(self, k: int) -> None:
         """Algorithm 2, line 3, for feature k: a backtracked step on ``W_kk``.
 
@@ -451,7 +494,7 @@ class SparseCOMETSolver(COMETSolver):
                 return
             dk *= 0.5
 
-    def step(self, k: int) -> float:
+    def coordinate_step(self, k: int) -> float:
         """One proximal group step on feature k (Algorithm 2, lines 5-14).
         Returns the Schur bound of the plain step (``inf`` when the group
         stays zero, 0 when it was skipped)."""

@@ -51,6 +51,7 @@ from scipy.spatial.distance import squareform
 
 from .._validation import check_random_state, check_scalar_param, check_triplets, check_X
 from ..linalg._flags import FAST
+from ..training.driver import StepReport
 
 __all__ = ["itml_bounds", "triplet_pairs", "ITMLSolver"]
 
@@ -61,6 +62,14 @@ BOUND_PERCENTILES = (5.0, 95.0)
 #: a pair whose squared distance is at most this fraction of its bound is
 #: left out (its projection would need a step of order 1 / distance^2)
 INACTIVE_RTOL = 1e-12
+
+#: sweeps per :meth:`ITMLSolver.step` (a progress bar / history record each)
+SWEEP_BLOCK = 50
+BREAKDOWN = ("ITML: training diverged (M lost positive definiteness to rounding: a pair "
+             "of nearly identical rows needed a huge step); lower gamma, remove "
+             "near-duplicate rows, or pass larger bounds.")
+OVERFLOW = ("ITML: training diverged (squared distances overflow float64); scale the "
+            "features down (e.g. preprocessing='standardize').")
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -335,8 +344,10 @@ class ITMLSolver:
         self.gamma = gamma
         self.sweeps = 0
         self.skipped = np.zeros(2, dtype=np.int64)
+        #: :meth:`step` stops at the first sweep whose value is at most this
+        self.tol: float | None = None
 
-    def run(self, n_sweeps: int, tol: float | None) -> np.ndarray:
+    def run_sweeps(self, n_sweeps: int, tol: float | None) -> np.ndarray:
         """Up to ``n_sweeps`` more sweeps.
 
         Parameters
@@ -354,9 +365,9 @@ class ITMLSolver:
         """
         if isinstance(n_sweeps, (bool, np.bool_)) or not isinstance(n_sweeps, (int, np.integer)) \
                 or n_sweeps < 0:
-            raise ValueError(f"ITMLSolver.run: n_sweeps={n_sweeps!r} must be an integer >= 0.")
+            raise ValueError(f"ITMLSolver.run_sweeps: n_sweeps={n_sweeps!r} must be an integer >= 0.")
         if tol is not None and not (math.isfinite(float(tol)) and float(tol) >= 0):
-            raise ValueError(f"ITMLSolver.run: tol={tol!r} must be None or a finite number >= 0.")
+            raise ValueError(f"ITMLSolver.run_sweeps: tol={tol!r} must be None or a finite number >= 0.")
         conv = np.empty(int(n_sweeps))
         done = _itml_sweeps(self.X, self.pairs, self.similar, self.active, self.xi, self.dual,
                             self.A, self.gamma, int(n_sweeps),
@@ -364,6 +375,24 @@ class ITMLSolver:
                             self.skipped)
         self.sweeps += int(done)
         return conv[:done]
+
+    # ---------------------------------------------- the training protocol
+    def step(self, budget: int = 1) -> StepReport:
+        """Up to ``min(SWEEP_BLOCK, budget)`` sweeps in one compiled call
+        (:mod:`tripletml.training` protocol), stopping early at the first
+        sweep whose convergence value is at most the attribute ``tol``
+        (None: every sweep).  Raises ITML's FloatingPointError when a
+        projection overflowed or met a non-positive distance.  The criterion
+        is the last sweep's convergence value (the relative change of the
+        dual variables)."""
+        vals = self.run_sweeps(min(SWEEP_BLOCK, int(budget)), self.tol)
+        if self.skipped[1] or not np.isfinite(self.A).all():
+            raise FloatingPointError(OVERFLOW)
+        if self.skipped[0]:
+            raise FloatingPointError(BREAKDOWN)
+        conv = float(vals[-1]) if vals.size else None
+        return StepReport(iterations=int(vals.size), units=int(vals.size), t=self.sweeps,
+                          record=dict(convergence=conv), criterion=conv)
 
     def distances(self) -> np.ndarray:
         """``d_A`` of every constraint's pair (in the order of :func:`triplet_pairs`)."""

@@ -24,162 +24,34 @@ solvers either as a factor ``A diag(signs) A^T`` (columns ``a_t, b_t``; the
 incremental-SVD solver) or densely as ``X^T C X`` with a sparse n x n
 ``C`` (the baselines: one sparse-dense product instead of m outer products).
 
-Each solver keeps its own representation of W and exposes ``step(t, idx,
+Each solver keeps its own representation of W and exposes ``update(t, idx,
 eta) -> float`` (one iteration on the triplets ``idx`` with step size
 ``eta``; returns the minibatch loss ``f_B(W_t)`` before the step), ``rank``
 (None when unknown without an extra eigen-decomposition), ``objective()``
 and ``finish() -> (U, s)`` with ``W = U diag(s) U^T``.  :data:`SOLVERS`
 maps the estimator's ``solver`` names to them, :class:`Minibatches` draws
-the triplets of each iteration and :func:`step_size` gives ``eta_t``.
+the triplets of each iteration and :func:`step_size` gives ``eta_t``;
+:class:`Iterations` runs a solver under the training driver's protocol
+(:mod:`tripletml.training`).  The problem itself is
+:class:`tripletml.solvers.triplet_dml.TripletDMLProblem` (shared with SML).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import scipy.linalg as sla
-import scipy.sparse as sp
 
 from ..linalg.eig_update import (lowrank_eig_update, orthonormality_error, project_psd,
                                  project_spectrum, reorthonormalize_eig)
-from ..linalg.sparse_rows import rowwise_dot
-from ..losses import triplet_hinge_array
+from .._stopping import relative_change
+from ..training.driver import StepReport
+from .triplet_dml import TripletDMLProblem
 
-__all__ = ["TripletDMLProblem", "IncSVDSolver", "DenseProjectedSolver", "FrankWolfeSolver",
+__all__ = ["TripletDMLProblem", "Iterations", "WATCH_BLOCK", "IncSVDSolver",
+           "DenseProjectedSolver", "FrankWolfeSolver",
            "SGDOneProjectionSolver", "Minibatches", "SOLVERS", "AUTO_LEARNING_RATE",
            "DEFAULT_BATCH", "LEARNING_RATES", "step_size", "ORTHO_CHECK_EVERY", "ORTHO_TOL"]
-
-
-class TripletDMLProblem:
-    """Data, triplets and loss of one low-rank DML fit."""
-
-    def __init__(self, X, triplets: np.ndarray, loss: str = "triplet", alpha: float = 0.0,
-                 push_weight: float = 1.0):
-        self.X = X
-        self.t = np.asarray(triplets, dtype=np.int64)
-        self.loss = loss
-        self.alpha = float(alpha)
-        self.c = float(push_weight)
-        self.n, self.d = X.shape
-        self.m = self.t.shape[0]
-        #: the minibatch loss ``f_B(W)`` of the last gradient evaluated
-        #: (:meth:`gradient_factor`, :meth:`dense_gradient`)
-        self.batch_loss = float("nan")
-
-    # ------------------------------------------------------------ pieces
-    def diffs(self, idx):
-        """``a_t = x_i - x_j`` and ``b_t = x_i - x_k`` for triplets ``idx``
-        (rows; CSR for sparse X)."""
-        t = self.t[idx]
-        Xi = self.X[t[:, 0]]
-        return Xi - self.X[t[:, 1]], Xi - self.X[t[:, 2]]
-
-    def weights(self, da2: np.ndarray, db2: np.ndarray):
-        """Per-triplet gradient weights ``(w_a, w_b)`` from the squared
-        distances ``||a_t||_W^2, ||b_t||_W^2`` (a non-finite distance stops
-        training: NaN margins would silently count as inactive)."""
-        if not (np.isfinite(da2).all() and np.isfinite(db2).all()):
-            raise FloatingPointError("LowRankDML: training diverged (non-finite distances "
-                                     "under W); scale the features down or lower eta0.")
-        active = (triplet_hinge_array(db2 - da2) > 0.0).astype(float)
-        if self.loss == "triplet":
-            return active, active
-        return self.c * active + 1.0, self.c * active
-
-    def loss_terms(self, da2: np.ndarray, db2: np.ndarray) -> np.ndarray:
-        """Per-triplet loss from the squared distances: the triplet hinge of
-        the margin ``db2 - da2`` (times c, plus the pull term ``da2``, for
-        lmnn)."""
-        hinge = triplet_hinge_array(db2 - da2)
-        return hinge if self.loss == "triplet" else self.c * hinge + da2
-
-    # ------------------------------------------------- squared distances
-    @staticmethod
-    def sq_dists_factored(D, L: np.ndarray) -> np.ndarray:
-        """``||d||_W^2`` for the rows d of D with ``W = L L^T`` (L: d x r)."""
-        if L.shape[1] == 0:
-            return np.zeros(D.shape[0])
-        Z = np.asarray(D @ L)
-        return np.einsum("ij,ij->i", Z, Z)
-
-    @staticmethod
-    def sq_dists_dense(D, W: np.ndarray) -> np.ndarray:
-        """``d^T W d`` for the rows d of D (dense W)."""
-        return rowwise_dot(np.asarray(D @ W), D)
-
-    def objective_from(self, P, Q, trace: float) -> float:
-        """F(W) over all triplets, given ``x_u^T W x_v = P_u . Q_v`` (P = Q =
-        X L for a factored W; P = X W, Q = X for a dense one)."""
-        qq = rowwise_dot(P, Q)
-        total = 0.0
-        step = 65536
-        for a in range(0, self.m, step):
-            t = self.t[a:a + step]
-            i, j, k = t[:, 0], t[:, 1], t[:, 2]
-            da2 = qq[i] + qq[j] - 2.0 * rowwise_dot(P[i], Q[j])
-            db2 = qq[i] + qq[k] - 2.0 * rowwise_dot(P[i], Q[k])
-            total += float(np.sum(self.loss_terms(da2, db2)))
-        return total / self.m + self.alpha * trace
-
-    def objective_factored(self, L: np.ndarray) -> float:
-        Z = np.asarray(self.X @ L) if L.shape[1] else np.zeros((self.n, 1))
-        return self.objective_from(Z, Z, float(np.sum(L * L)))
-
-    def objective_dense(self, W: np.ndarray) -> float:
-        return self.objective_from(np.asarray(self.X @ W), self.X, float(np.trace(W)))
-
-    # ---------------------------------------------------------- gradients
-    def gradient_factor(self, idx, L=None, W=None, scale: float = 1.0):
-        """``(A, signs)`` with ``A diag(signs) A^T = -scale * g_B`` (the
-        minibatch gradient over triplets ``idx`` at W = L L^T or the dense
-        W), keeping only triplets with non-zero weight: c = the number of
-        non-zero columns <= ``2 |idx|``.  A is CSC for sparse X."""
-        Da, Db = self.diffs(idx)
-        da2, db2 = self._sq(Da, Db, L, W)
-        wa, wb = self.weights(da2, db2)
-        self.batch_loss = float(np.mean(self.loss_terms(da2, db2)))
-        ka, kb = np.flatnonzero(wa), np.flatnonzero(wb)
-        ca = np.sqrt(scale * wa[ka] / len(idx))
-        cb = np.sqrt(scale * wb[kb] / len(idx))
-        if sp.issparse(Da):
-            A = sp.vstack([sp.diags(ca) @ Da[ka], sp.diags(cb) @ Db[kb]]).T.tocsc()
-        else:
-            A = np.vstack([Da[ka] * ca[:, None], Db[kb] * cb[:, None]]).T
-        signs = np.concatenate([-np.ones(ka.size), np.ones(kb.size)])
-        return A, signs
-
-    def _sq(self, Da, Db, L, W):
-        if W is None:
-            return self.sq_dists_factored(Da, L), self.sq_dists_factored(Db, L)
-        return self.sq_dists_dense(Da, W), self.sq_dists_dense(Db, W)
-
-    def sample_matrix(self, idx, wa, wb) -> sp.csr_matrix:
-        """Sparse n x n ``C`` with ``X^T C X = sum_t w_a a a^T - w_b b b^T``
-        over triplets ``idx`` (a_t = x_i - x_j: ``(e_i - e_j)(e_i - e_j)^T``)."""
-        t = self.t[idx]
-        rows, cols, vals = [], [], []
-        for other, w in ((t[:, 1], wa), (t[:, 2], -wb)):
-            i = t[:, 0]
-            rows += [i, other, i, other]
-            cols += [i, other, other, i]
-            vals += [w, w, -w, -w]
-        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows),
-                                                    np.concatenate(cols))),
-                             shape=(self.n, self.n))
-
-    def dense_gradient(self, idx, W: np.ndarray, include_alpha: bool = False) -> np.ndarray:
-        """The (minibatch) gradient of f at the dense W as a dense d x d
-        array, ``X^T C X / |idx|`` (plus ``alpha I`` when asked)."""
-        Da, Db = self.diffs(idx)
-        da2, db2 = self._sq(Da, Db, None, W)
-        wa, wb = self.weights(da2, db2)
-        self.batch_loss = float(np.mean(self.loss_terms(da2, db2)))
-        C = self.sample_matrix(idx, wa, wb) / len(idx)
-        CX = C @ self.X
-        CX = CX.toarray() if sp.issparse(CX) else np.asarray(CX)
-        G = np.asarray(self.X.T @ CX)
-        G = 0.5 * (G + G.T)
-        if include_alpha:
-            G[np.diag_indices_from(G)] += self.alpha
-        return G
 
 
 #: iterations between orthonormality checks of U (incsvd)
@@ -218,7 +90,7 @@ class IncSVDSolver:
     def rank(self) -> int:
         return int(self.s.size)
 
-    def step(self, t: int, idx, eta: float) -> float:
+    def update(self, t: int, idx, eta: float) -> float:
         A, signs = self.prob.gradient_factor(idx, L=self.L, scale=eta)     # -eta g
         shift = eta * self.prob.alpha
 
@@ -260,7 +132,7 @@ class DenseProjectedSolver:
         self._eig = (np.zeros((prob.d, 0)), np.zeros(0))
         self.rank = 0
 
-    def step(self, t: int, idx, eta: float) -> float:
+    def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W)
         G *= -eta
         G += self.W                                     # W - eta g (G reused)
@@ -308,7 +180,7 @@ class FrankWolfeSolver:
         self.prob, self.constraint, self.tau = prob, constraint, tau
         self.W = np.zeros((prob.d, prob.d))
 
-    def step(self, t: int, idx, eta: float) -> float:
+    def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W, include_alpha=True)
         _check_finite(G, t)
         G *= -1.0
@@ -376,7 +248,7 @@ class SGDOneProjectionSolver:
         mu, V = eigsh(self.W, k=1, which="SA", v0=self._v, tol=1e-8)
         return float(mu[0]), V[:, 0]
 
-    def step(self, t: int, idx, eta: float) -> float:
+    def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W, include_alpha=True)
         _check_finite(G, t)
         lmin, v = self._bottom_eig()
@@ -467,3 +339,69 @@ AUTO_LEARNING_RATE = {"incsvd": "invsqrt", "sgd": "invsqrt", "sgd_batch": "const
 #: default triplets per iteration (None: all of them, i.e. full gradient)
 DEFAULT_BATCH = {"incsvd": 100, "sgd": 100, "sgd_batch": 10, "gd": None, "fw": None,
                  "sgd_one": 100}
+
+
+#: the divergence watch sees the mean minibatch loss of this many iterations
+#: (iteration 1 alone: f_B(W_1 = 0), the starting point's loss)
+WATCH_BLOCK = 10
+
+
+class Iterations:
+    """The :mod:`tripletml.training` protocol over one of :data:`SOLVERS`.
+
+    ``step()`` is iteration t: a minibatch from ``batches``, the step size
+    ``eta(t)`` and the solver's ``update``.  It reports the training seconds
+    of the update alone (``max_time`` counts those, not the evaluations),
+    the minibatch loss (watched as the mean over :data:`WATCH_BLOCK`
+    iterations, channel ``"batch"``) and, every ``eval_every`` iterations and
+    at the last one, the objective F(W) (watched, channel ``"objective"``);
+    the criterion is the relative change of F between two evaluations
+    ``eval_every`` iterations apart.  A run stopped by time has its final
+    objective evaluated by :meth:`finish`.
+    """
+
+    def __init__(self, state, batches: Minibatches, eta, *, eval_every: int | None = None):
+        self.state, self.batches, self.eta = state, batches, eta
+        self.eval_every = int(eval_every or 0)
+        self.t, self.train = 0, 0.0
+        self._block: list[float] = []
+        self._prev: float | None = None
+
+    def _objective(self, t: int) -> float:
+        obj = self.state.objective()
+        if not np.isfinite(obj):
+            raise FloatingPointError(f"LowRankDML: training diverged at iteration {t} "
+                                     f"(objective {obj}); lower eta0.")
+        return obj
+
+    def step(self, budget: int = 1) -> StepReport:
+        t = self.t = self.t + 1
+        eta = self.eta(t)
+        t0 = time.perf_counter()
+        loss = self.state.update(t, self.batches.next(), eta)
+        secs = time.perf_counter() - t0
+        self.train += secs
+        watch = []
+        self._block.append(loss)
+        if t == 1 or len(self._block) == WATCH_BLOCK:
+            watch.append((float(np.mean(self._block)),
+                          f"iterations {t - len(self._block) + 1}-{t}", "batch"))
+            self._block = []
+        aligned = bool(self.eval_every) and t % self.eval_every == 0
+        obj = self._objective(t) if (aligned or budget == 1) else None
+        criterion = None
+        if obj is not None:
+            watch.append((obj, f"iteration {t}", "objective"))
+            if aligned:
+                if self._prev is not None:
+                    criterion = relative_change(self._prev, obj)
+                self._prev = obj
+        return StepReport(t=t, seconds=secs, criterion=criterion, watch=watch,
+                          record=dict(train_seconds=self.train, rank=self.state.rank, eta=eta,
+                                      objective=obj, batch_loss=loss))
+
+    def finish(self, result, history) -> None:
+        """The objective of the last iterate when the run stopped between
+        evaluations (``max_time``)."""
+        if len(history) and history.last("objective") is None:
+            history.set_last(objective=self._objective(self.t))

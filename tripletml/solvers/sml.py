@@ -23,8 +23,9 @@ dissimilar (the library's ``(query, positive, negative)`` triplet is
 * :class:`SubgradientSolver` -- SMLgd, projected subgradient descent on (4),
   the paper's baseline.
 
-Each solver has ``step(t)`` (one iteration; returns the objective of its
-primal iterate and the duality gap or None) and ``M`` (the primal iterate).
+Each solver has ``iterate(t)`` (one iteration; returns the objective of its
+primal iterate and the duality gap or None), ``M`` (the primal iterate) and
+``step()``, the training driver's protocol (:mod:`tripletml.training`).
 Every loop is bounded (the line search stops at the paper's Lipschitz
 constant, which satisfies its descent condition) and a non-finite
 intermediate value raises SML's FloatingPointError with advice.
@@ -37,9 +38,10 @@ import scipy.sparse as sp
 from ..linalg.eig_update import project_psd, solve_lemma3
 from ..linalg.sparse_rows import rowwise_dot
 from ..losses import triplet_hinge_array
-from .lowrank_dml import TripletDMLProblem
+from ..training.driver import StepReport
+from .triplet_dml import TripletDMLProblem
 
-__all__ = ["SMLProblem", "SmoothSolver", "SubgradientSolver", "LINE_SEARCH_START",
+__all__ = ["SMLProblem", "SmoothSolver", "SubgradientSolver", "sml_rank", "sml_criterion", "LINE_SEARCH_START",
            "MAX_BACKTRACKS", "MARGIN_ROWS_RATIO"]
 
 #: the backtracking line search starts from this fraction of the paper's
@@ -182,7 +184,49 @@ class SMLProblem:
         return val, (U[:, keep] * s[keep]) @ U[:, keep].T
 
 
-class SmoothSolver:
+def sml_rank(M: np.ndarray, rank_tol: float) -> int:
+    """Eigenvalues of the symmetric part of M above ``rank_tol`` times the
+    largest (0 when no eigenvalue is positive): the history's ``rank``."""
+    ev = np.linalg.eigvalsh(0.5 * (M + M.T))
+    top = float(ev.max()) if ev.size else 0.0
+    return int(np.sum(ev > rank_tol * top)) if top > 0 else 0
+
+
+def sml_criterion(prev: float | None, f: float, gap: float | None) -> float:
+    """The stopping criterion: the smaller of the relative change of the
+    objective over the last iteration and (smooth solver) the relative
+    duality gap ``gap / |f|``."""
+    scale = max(abs(f), 1e-12)
+    crit = np.inf if gap is None else gap / scale
+    if prev is not None:
+        crit = min(crit, abs(prev - f) / scale)
+    return float(crit)
+
+
+class _Iterations:
+    """The :mod:`tripletml.training` protocol of both solvers: ``step()`` is
+    one :meth:`iterate`, reporting the objective (watched), the gap, the
+    rank of the iterate (eigenvalues above ``rank_tol`` times the largest)
+    and :func:`sml_criterion`."""
+
+    rank_tol = 1e-8
+    _prev = None
+
+    def step(self, budget: int = 1) -> StepReport:
+        t = getattr(self, "_t", 0) + 1
+        self._t = t
+        f, gap = self.iterate(t)
+        if not np.isfinite(f):
+            raise FloatingPointError("SML: training diverged (non-finite objective); "
+                                     "lower eta0 (solver='subgradient') or scale the "
+                                     "features down.")
+        crit, self._prev = sml_criterion(self._prev, f, gap), f
+        return StepReport(t=t, record=dict(objective=f, gap=gap,
+                                           rank=sml_rank(self.M, self.rank_tol)),
+                          criterion=crit, watch=[(f, f"iteration {t}")])
+
+
+class SmoothSolver(_Iterations):
     """SMLsm (Table 1): Nesterov's optimal scheme on the smoothed saddle
     form.  ``line_search=True``: start from :data:`LINE_SEARCH_START` times
     the paper's L and double the estimate whenever the descent condition
@@ -224,7 +268,7 @@ class SmoothSolver:
             self.L = min(2.0 * self.L, self.lipschitz)
         return z, eig                           # pragma: no cover - L reaches the paper's
 
-    def step(self, t: int | None = None):
+    def iterate(self, t: int | None = None):
         """One iteration of Table 1 (steps 2-5; ``t`` is ignored, the solver
         counts its own iterations); returns ``(f(M^(t)), gap)``."""
         p, it, u = self.problem, self.it, self.u
@@ -249,15 +293,16 @@ class SmoothSolver:
         return f, gap
 
 
-class SubgradientSolver:
+class SubgradientSolver(_Iterations):
     """SMLgd: ``M <- Pi_PSD[M - eta_t g]``, g a subgradient of (4),
     ``eta_t = eta0 / sqrt(t)``."""
 
     def __init__(self, problem: SMLProblem, eta0: float):
         self.problem, self.eta0 = problem, float(eta0)
         self.M = np.zeros((problem.d, problem.d))
+        self.it = 0
 
-    def step(self, t: int):
+    def iterate(self, t: int):
         """Iteration t (from 1); returns ``(f(M_t), None)``."""
         p, M = self.problem, self.M
         active = triplet_hinge_array(p.margins(M)) > 0
