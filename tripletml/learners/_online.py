@@ -50,13 +50,14 @@ import math
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._progress import progress_bar
-from .._stopping import LossWatch, finish, relative_change
+from .._stopping import finish, relative_change
 from .._validation import check_random_state, check_scalar_param, check_triplets, check_X
-from ..base import History, TripletLearner
+from ..base import TripletLearner
 from ..linalg.sparse_rows import as_csr
 from ..losses import triplet_hinge_array
 from ..preprocessing import check_preprocessing
+from ..training import DivergenceWatch, History, apply_result, run
+from ..training.online import OnlinePasses
 
 __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH",
            "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "check_eta0"]
@@ -153,42 +154,11 @@ def block_size(m: int) -> int:
     return max(BLOCK_MIN, -(-int(m) // BLOCKS_PER_EPOCH))
 
 
-class _BlockWatch:
-    """Feeds a :class:`LossWatch` with the initial model's loss, then the mean
-    loss of consecutive windows of ``block`` steps (a window may span blocks
-    and ``partial_fit`` calls)."""
-
-    def __init__(self, est, block: int, advice: str, initial: float | None = None):
-        self.watch = LossWatch(est, factor=WATCH_FACTOR, floor=WATCH_FLOOR, advice=advice)
-        self.block = int(block)
-        self.total = 0.0
-        self.count = 0
-        self.start = 0
-        if initial is not None:
-            self.watch.update(initial, "the initial model")
-
-    def add(self, losses: np.ndarray, step0: int) -> None:
-        """Add the per-step losses of steps ``step0 + 1 ...``."""
-        i, n = 0, losses.shape[0]
-        while i < n:                      # at most n / block + 1 rounds
-            take = min(self.block - self.count, n - i)
-            self.total += float(np.sum(losses[i:i + take]))
-            if self.count == 0:
-                self.start = step0 + i + 1
-            self.count += take
-            i += take
-            if self.count >= self.block:
-                self.watch.update(self.total / self.count,
-                                  f"steps {self.start}-{self.start + self.count - 1}")
-                self.total, self.count = 0.0, 0
-
-    def flush(self, min_count: int = WATCH_HEAD) -> None:
-        """Check the open window at the end of a fit (when it holds at least
-        ``min_count`` steps), so a run shorter than one block is watched too."""
-        if self.count >= min_count:
-            self.watch.update(self.total / self.count,
-                              f"steps {self.start}-{self.start + self.count - 1}")
-        self.total, self.count = 0.0, 0
+def new_watch(est, window: int, initial: float | None = None) -> DivergenceWatch:
+    """The online learners' divergence watch: windows of ``window`` steps,
+    ``WATCH_FACTOR`` / ``WATCH_FLOOR``, the initial model's loss first."""
+    return DivergenceWatch(est, advice=est._advice, factor=WATCH_FACTOR, floor=WATCH_FLOOR,
+                           window=window, initial=initial)
 
 
 class OnlineTripletLearner(TripletLearner):
@@ -270,94 +240,34 @@ class OnlineTripletLearner(TripletLearner):
             f"step {step}); scale the features down or lower the step size / "
             "aggressiveness.")
 
-    def _record(self, hist: History, losses, margins, cumulative: dict | None = None,
-                **extra) -> None:
-        """Append one history record for the steps just taken.
-
-        ``avg_loss`` and ``mistake_rate`` are running means over all steps
-        so far (the curves of the OASIS and SDCA papers); ``cumulative`` maps
-        further names to per-step arrays kept as running means the same way.
-        """
-        prev = self._t_recorded
-        self._t_recorded = T = prev + losses.shape[0]
-        series = {"avg_loss": losses, "mistake_rate": (margins <= 0).astype(float)}
-        series.update(cumulative or {})
-        values = {}
-        for name, per_step in series.items():
-            before = hist.data[name][-1] * prev if prev else 0.0
-            values[name] = (before + float(np.sum(per_step))) / T
-        hist.record(T, loss=float(losses.mean()) if losses.size else 0.0, **values,
-                    **self._record_extra(), **extra)
-
-    def _run_pass(self, Xc, triplets, idx, bar=None):
-        """All blocks of one pass (or one ``partial_fit`` call) over
-        ``triplets[idx]``; returns the concatenated per-step arrays."""
-        m = idx.shape[0]
+    def _passes(self, Xc, triplets, hist: History, rng=None) -> OnlinePasses:
         r = self._block_multiple()
-        block = -(-self._watch.block // r) * r
-        losses, margins = np.empty(m), np.empty(m)
-        cumulative: dict = {}
-        for s in range(0, m, block):
-            sl = idx[s:s + block]
-            lo, mg, cum = self._run_block(Xc, triplets, sl, s)
-            t0 = self.t_
-            self.t_ = t0 + sl.shape[0]
-            losses[s:s + sl.shape[0]] = lo
-            margins[s:s + sl.shape[0]] = mg
-            for k, v in cum.items():
-                cumulative.setdefault(k, np.empty(m))[s:s + sl.shape[0]] = v
-            self._watch.add(lo, t0)
-            if bar is not None:
-                bar.update(sl.shape[0])
-        # the kernels check every margin; the whole model once per pass (O(size))
-        if not self._model_finite():
-            raise self._diverged(self.t_)
-        return losses, margins, cumulative
+        block = -(-self._watch.window // r) * r
+        return OnlinePasses(self, Xc, triplets, block=block, rng=rng, previous=hist.data)
 
     def _fit(self, X, triplets, rng):
         self._init_model(X.shape[1], rng)
         self.t_ = 0
-        self._t_recorded = 0
         Xc = as_csr(X)
         self._resolve_data_params(Xc, triplets)
         m = triplets.shape[0]
-        self._watch = _BlockWatch(self, block_size(m), self._advice,
-                                  self._initial_loss(Xc, triplets))
+        self._watch = new_watch(self, block_size(m), self._initial_loss(Xc, triplets))
         hist = History(keys=self._history_keys)
-        bar = progress_bar(int(self.max_iter) * m, verbose=self.verbose,
-                           desc=type(self).__name__, unit="triplet")
-        reason, criterion, prev, n_done = "max_iter", None, None, 0
-        try:
-            for _ in range(int(self.max_iter)):
-                idx = self._epoch_indices(rng, m)
-                self._begin_epoch(rng, m)
-                losses, margins, cum = self._run_pass(Xc, triplets, idx, bar)
-                n_done += 1
-                loss = float(losses.mean())
-                criterion, extra = self._end_epoch(Xc, triplets, loss, prev)
-                self._record(hist, losses, margins, cum, **extra)
-                prev = loss
-                if self.tol is not None and criterion is not None and criterion <= self.tol:
-                    reason = "tol"
-                    break
-        finally:
-            if bar is not None:
-                bar.close()
-        self._watch.flush()
-        self.history_ = hist.data
+        result = run(self._passes(Xc, triplets, hist, rng), name=type(self).__name__,
+                     max_iter=int(self.max_iter), tol=self.tol, history=hist,
+                     watch=self._watch, flush_window=WATCH_HEAD, verbose=self.verbose,
+                     total=int(self.max_iter) * m, unit="triplet")
         self._finalize()
-        finish(self, n_done, reason, tol=self.tol,
-               criterion=None if criterion is None or not math.isfinite(criterion)
-               else criterion, what=self._criterion_name,
-               advice="increase max_iter or tol, or set tol=None for a fixed budget")
+        apply_result(self, result, tol=self.tol, what=self._criterion_name,
+                     advice="increase max_iter or tol, or set tol=None for a fixed budget")
 
     def _check_resumable(self) -> None:
         """Raise if the fitted state cannot take more steps (override)."""
 
     def _partial_steps(self, Xc, triplets, hist: History, **kwargs) -> None:
-        idx = np.arange(triplets.shape[0])
-        losses, margins, cum = self._run_pass(Xc, triplets, idx)
-        self._record(hist, losses, margins, cum)
+        """One pass over the given triplets, in order, through the driver."""
+        run(self._passes(Xc, triplets, hist), name=type(self).__name__, max_iter=1,
+            history=hist, watch=self._watch)
 
     def partial_fit(self, X, triplets):
         """One step per given triplet, in order (the first call initialises).
@@ -401,14 +311,12 @@ class OnlineTripletLearner(TripletLearner):
             check_is_fitted(self, "n_features_in_")
             self._check_resumable()
             if getattr(self, "_watch", None) is None:      # e.g. loaded from a file
-                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice)
-        self._t_recorded = self.t_
+                self._watch = new_watch(self, BLOCK_MIN)
         hist = History(self.history_, keys=self._history_keys)
         try:
             if first:
                 self._resolve_data_params(as_csr(X), triplets)
-                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice,
-                                          self._initial_loss(as_csr(X), triplets))
+                self._watch = new_watch(self, BLOCK_MIN, self._initial_loss(as_csr(X), triplets))
             self._partial_steps(as_csr(X), triplets, hist, **kwargs)
         except Exception:
             if first:  # a failed first call leaves the model unfitted

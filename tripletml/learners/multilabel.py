@@ -20,7 +20,9 @@ one, so LORETA-1 applies to the factored ``W = A B^T`` (A: L x k, B: d x k).
 ``decision_function(X)`` returns the (n x L) label scores; ``score(X, Y)`` is
 the label-ranking mAP (:func:`tripletml.metrics.label_ranking_map`).
 
-Training follows the online learners' rules (:mod:`tripletml.learners._online`):
+Training follows the online learners' rules (:mod:`tripletml.learners._online`)
+and runs through the training driver (:func:`tripletml.training.run` over
+:class:`tripletml.training.online.OnlinePasses`):
 ``max_iter`` passes over the samples (``tol=None``: all of them; a ``tol``:
 stop when a pass's mean loss changed by less than ``tol`` relatively),
 ``t_``, ``n_iter_``, ``stop_reason_``, passes run in blocks whose mean loss
@@ -38,17 +40,18 @@ from numba import njit
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
-from .._progress import progress_bar
 from .._stopping import finish, relative_change
 from .._validation import check_random_state, check_scalar_param, check_X
 from ._online import fitted_step_size
-from ..base import History, LearnerBase
+from ..base import LearnerBase
 from ..linalg._flags import FAST
 from ..linalg.sparse_rows import as_csr
 from ..losses import multilabel_hinge
 from ..solvers.loreta import loreta1_update
 from ._pinv_owner import PinvFactorsOwner
-from ._online import AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, _BlockWatch, block_size, check_eta0
+from ._online import AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, block_size, check_eta0, new_watch
+from ..training import History, apply_result, run
+from ..training.online import OnlinePasses
 from .factored import check_lowrank_params, init_factors
 
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
@@ -306,13 +309,30 @@ class _MultilabelRanker(LearnerBase):
                                  Yc.indptr, Yc.indices, order, self._kernel_eta(),
                                  float(getattr(self, "C", 0.0)), losses, *work)
 
-    def _run_block(self, Xc, Yc, order):
-        """Steps on the samples ``order``; returns their losses."""
+    # the hooks of :class:`tripletml.training.online.OnlinePasses` ----------
+    def _run_block(self, Xc, Yc, order, pos=0):
+        """Steps on the samples ``order``; returns ``(losses, None, {})``."""
         losses = np.zeros(order.shape[0])
         t, flags = self._kernel(self._arrays(), Xc, Yc, order, losses)
         if flags < 0:
             raise self._diverged(self.t_ + t + 1)
-        return losses
+        return losses, None, {}
+
+    def _model_finite(self) -> bool:
+        return all(np.isfinite(a).all() for a in self._arrays())
+
+    def _epoch_indices(self, rng, n):
+        return rng.permutation(n)
+
+    def _begin_epoch(self, rng, n):
+        """Nothing to prepare per pass."""
+
+    def _end_epoch(self, Xc, Yc, loss, prev_loss):
+        return (None if prev_loss is None else relative_change(prev_loss, loss)), {}
+
+    def _passes(self, Xc, Yc, hist, rng=None) -> OnlinePasses:
+        return OnlinePasses(self, Xc, Yc, block=self._watch.window, rng=rng,
+                            previous=hist.data)
 
     def _initial_loss(self, Xc, Yc, order):
         """Mean multi-label hinge of the initial model on (up to) the first
@@ -323,31 +343,6 @@ class _MultilabelRanker(LearnerBase):
         with np.errstate(all="ignore"):
             S = np.asarray(self._scores(Xc[rows]), dtype=float)
         return float(np.mean(multilabel_hinge_rows(S, Yc[rows].toarray().astype(bool))))
-
-    def _run_pass(self, Xc, Yc, order, bar=None):
-        m = order.shape[0]
-        losses = np.empty(m)
-        block = self._watch.block
-        for s in range(0, m, block):
-            sl = order[s:s + block]
-            lo = self._run_block(Xc, Yc, sl)
-            t0 = self.t_
-            self.t_ = t0 + sl.shape[0]
-            losses[s:s + sl.shape[0]] = lo
-            self._watch.add(lo, t0)
-            if bar is not None:
-                bar.update(sl.shape[0])
-        if not all(np.isfinite(a).all() for a in self._arrays()):
-            raise FloatingPointError(f"{type(self).__name__}: training diverged (the model "
-                                     f"became NaN/inf); {self._advice}.")
-        return losses
-
-    def _record(self, hist, losses):
-        prev = self._t_recorded
-        self._t_recorded = T = prev + losses.shape[0]
-        before = hist.data["avg_loss"][-1] * prev if prev else 0.0
-        hist.record(T, loss=float(losses.mean()) if losses.size else 0.0,
-                    avg_loss=(before + float(losses.sum())) / T, **self._record_extra())
 
     def _record_extra(self):
         return {}
@@ -371,36 +366,19 @@ class _MultilabelRanker(LearnerBase):
         self._init_model(X.shape[1], Yc.shape[1], rng)
         self.n_labels_ = Yc.shape[1]
         self.t_ = 0
-        self._t_recorded = 0
         n = X.shape[0]
         Xc = as_csr(X)
         self._resolve_data_params(Xc)
-        self._watch = _BlockWatch(self, block_size(n), self._advice,
-                                  self._initial_loss(Xc, Yc, np.arange(n)))
+        self._watch = new_watch(self, block_size(n), self._initial_loss(Xc, Yc, np.arange(n)))
         hist = History(keys=self._history_keys)
-        bar = progress_bar(int(self.max_iter) * n, verbose=self.verbose,
-                           desc=type(self).__name__, unit="sample")
-        reason, criterion, prev, n_done = "max_iter", None, None, 0
-        try:
-            for _ in range(int(self.max_iter)):
-                losses = self._run_pass(Xc, Yc, rng.permutation(n), bar)
-                n_done += 1
-                self._record(hist, losses)
-                loss = float(losses.mean())
-                criterion = None if prev is None else relative_change(prev, loss)
-                prev = loss
-                if self.tol is not None and criterion is not None and criterion <= self.tol:
-                    reason = "tol"
-                    break
-        finally:
-            if bar is not None:
-                bar.close()
-        self._watch.flush()
+        result = run(self._passes(Xc, Yc, hist, rng), name=type(self).__name__,
+                     max_iter=int(self.max_iter), tol=self.tol, history=hist,
+                     watch=self._watch, flush_window=WATCH_HEAD, verbose=self.verbose,
+                     total=int(self.max_iter) * n, unit="sample")
         self.n_features_in_ = d
-        self.history_ = hist.data
-        finish(self, n_done, reason, tol=self.tol, criterion=criterion,
-               what="relative change of the mean loss between passes",
-               advice="increase max_iter or tol, or set tol=None for a fixed budget")
+        apply_result(self, result, tol=self.tol,
+                     what="relative change of the mean loss between passes",
+                     advice="increase max_iter or tol, or set tol=None for a fixed budget")
         return self
 
     _history_keys = ("loss", "avg_loss")
@@ -433,15 +411,15 @@ class _MultilabelRanker(LearnerBase):
                                  f"model {self.n_labels_}.")
             self._check_resumable()
             if getattr(self, "_watch", None) is None:      # e.g. loaded from a file
-                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice)
-        self._t_recorded = self.t_
+                self._watch = new_watch(self, BLOCK_MIN)
         hist = History(self.history_, keys=self._history_keys)
         try:
             if first:
                 self._resolve_data_params(as_csr(X))
-                self._watch = _BlockWatch(self, BLOCK_MIN, self._advice, self._initial_loss(
+                self._watch = new_watch(self, BLOCK_MIN, self._initial_loss(
                     as_csr(X), Yc, np.arange(X.shape[0])))
-            self._record(hist, self._run_pass(as_csr(X), Yc, np.arange(X.shape[0])))
+            run(self._passes(as_csr(X), Yc, hist), name=type(self).__name__, max_iter=1,
+                history=hist, watch=self._watch)
         except Exception:
             if first:
                 del self.n_features_in_
@@ -566,7 +544,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
     def _check_resumable(self):
         self._resume_factors()
 
-    def _run_block(self, Xc, Yc, order):
+    def _run_block(self, Xc, Yc, order, pos=0):
         losses = np.zeros(order.shape[0])
         z = np.zeros((1, 1))
 
@@ -579,7 +557,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
             self._factors.run(kernel, order.shape[0], self._diverged, step0=self.t_)
         finally:
             self._store()
-        return losses
+        return losses, None, {}
 
     def _scores(self, X):
         return np.asarray(X @ self.B_) @ self.A_.T
