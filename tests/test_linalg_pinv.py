@@ -1,5 +1,5 @@
 """Meyer's update in its two passes and LORETA's one drift control
-(tripletml.solvers.loreta.PinvFactors), against dense NumPy references."""
+(tripletml.linalg.pinv.PinvFactors), against dense NumPy references."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from tripletml.linalg.pinv import (balanced_factors, pinv_drift, pinv_full_column_rank,
                                    pinv_update_apply, pinv_update_prepare,
                                    rank_one_update_with_pinv)
-from tripletml.solvers.loreta import PinvFactors
+from tripletml.linalg.pinv import PinvFactors
 
 
 def test_two_passes_equal_the_one_call_and_the_dense_pinv():

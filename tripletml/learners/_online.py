@@ -50,13 +50,13 @@ import math
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .._stopping import finish, relative_change
+from .._stopping import relative_change
 from .._validation import check_random_state, check_scalar_param, check_triplets, check_X
 from ..base import TripletLearner
 from ..linalg.sparse_rows import as_csr
 from ..losses import triplet_hinge_array
 from ..preprocessing import check_preprocessing
-from ..training import DivergenceWatch, History, apply_result, run
+from ..training import DivergenceWatch, History, TrainingResult, apply_result, run
 from ..training.online import OnlinePasses
 
 __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH",
@@ -264,10 +264,10 @@ class OnlineTripletLearner(TripletLearner):
     def _check_resumable(self) -> None:
         """Raise if the fitted state cannot take more steps (override)."""
 
-    def _partial_steps(self, Xc, triplets, hist: History, **kwargs) -> None:
+    def _partial_steps(self, Xc, triplets, hist: History, **kwargs) -> TrainingResult:
         """One pass over the given triplets, in order, through the driver."""
-        run(self._passes(Xc, triplets, hist), name=type(self).__name__, max_iter=1,
-            history=hist, watch=self._watch)
+        return run(self._passes(Xc, triplets, hist), name=type(self).__name__, max_iter=1,
+                   history=hist, watch=self._watch)
 
     def partial_fit(self, X, triplets):
         """One step per given triplet, in order (the first call initialises).
@@ -317,13 +317,13 @@ class OnlineTripletLearner(TripletLearner):
             if first:
                 self._resolve_data_params(as_csr(X), triplets)
                 self._watch = new_watch(self, BLOCK_MIN, self._initial_loss(as_csr(X), triplets))
-            self._partial_steps(as_csr(X), triplets, hist, **kwargs)
+            result = self._partial_steps(as_csr(X), triplets, hist, **kwargs)
         except Exception:
             if first:  # a failed first call leaves the model unfitted
                 del self.n_features_in_
                 self._clear_preprocessing()
             raise
-        self.history_ = hist.data
         self._finalize()
-        finish(self, 1, "max_iter")      # one pass over the given triplets
+        # one pass over the given triplets: one iteration, stopped by max_iter
+        apply_result(self, result, tol=None, what="", advice="")
         return self

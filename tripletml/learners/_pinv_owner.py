@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..solvers.loreta import PinvFactors
+from ..linalg.pinv import PinvFactors
 
 __all__ = ["PinvFactorsOwner"]
 

@@ -109,7 +109,7 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         "components_": ArraySpec(("d", "d")),
     }
 
-    def __init__(self, alpha=1.0, beta=1e-3, loss="hinge", max_iter=5, tol=1e-4,
+    def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", max_iter=5, tol=1e-4,
                  n_triplets=10000, step_fraction=0.5, eta0=1.0, refactor_every=None,
                  preprocessing="auto", random_state=None,
                  verbose=0):
@@ -232,7 +232,7 @@ class SparseCOMET(COMET):
         "active_features_": ArraySpec((None,), dtype="i", low=0, high="d"),
     }
 
-    def __init__(self, alpha=1.0, beta=1e-3, loss="hinge", group_alpha=1.0, max_iter=5,
+    def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", group_alpha=1.0, max_iter=5,
                  tol=1e-4, n_triplets=10000, eta0=1.0, step_fraction=0.5,
                  refactor_every=None, preprocessing="auto", random_state=None,
                  verbose=0):

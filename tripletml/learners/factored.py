@@ -18,19 +18,17 @@ the non-zeros of q and v change.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import PREPROCESSING_PARAM_DOC
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
-from ..linalg.sparse_rows import csr_row_diff, diff_buffers
-from ..losses import triplet_hinge
-from ..solvers.loreta import factored_margin
+from ..linalg.sparse_rows import diff_buffers
+from ..solvers.factored import GD, ITER_PA, NAIVE_PA, factored_steps
 from ._online import AutoStepMixin, OnlineTripletLearner, check_eta0
 
 __all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
-           "factored_margin", "check_lowrank_params"]
+           "check_lowrank_params"]
 
 
 def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -115,65 +113,11 @@ class FactoredBilinearMixin(BilinearMixin):
         return bool(np.isfinite(self.A_).all() and np.isfinite(self.B_).all())
 
 
-_GD, _ITER_PA, _NAIVE_PA = 0, 1, 2
-
-
-@njit(cache=True, nogil=True)
-def _factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losses, margins,
-                    vidx, vval):
-    """The three factored baselines over the triplets, in order.  Returns -1,
-    or the index of the first step whose margin or step was not finite."""
-    k = A.shape[1]
-    aq = np.zeros(k)
-    bv = np.zeros(k)
-    for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        mg = factored_margin(A, B, q_idx, q_val, vidx[:nv], vval[:nv], aq, bv)
-        if not np.isfinite(mg):
-            return t
-        margins[t] = mg
-        loss = triplet_hinge(mg)
-        losses[t] = loss
-        if loss <= 0.0:
-            continue
-        qq = np.dot(q_val, q_val)
-        vv = np.dot(vval[:nv], vval[:nv])
-        if method == 0:      # GD on both factors from the same point
-            ea, eb = eta, eta
-        elif method == 2:    # PA v2: the unfactored PA step
-            e = min(loss / (qq * vv), C) if qq * vv > 0.0 else 0.0
-            ea, eb = e, e
-        else:                # iterative PA: A first
-            den = qq * np.dot(bv, bv)
-            ea = min(loss / den, C) if den > 0.0 else 0.0
-            eb = 0.0
-        aq_old = aq.copy()
-        # A <- A + ea q (B^T v)^T  (rows at the non-zeros of q)
-        for s in range(q_idx.shape[0]):
-            A[q_idx[s]] += (ea * q_val[s]) * bv
-        if method == 1:      # then B, against the loss after the A step
-            for s in range(q_idx.shape[0]):
-                aq += (ea * q_val[s] * q_val[s]) * bv
-            loss2 = triplet_hinge(np.dot(aq, bv))
-            den = vv * np.dot(aq, aq)
-            eb = min(loss2 / den, C) if (loss2 > 0.0 and den > 0.0) else 0.0
-            aq_old[:] = aq
-        # B <- B + eb v (A^T q)^T
-        for s in range(nv):
-            B[vidx[s]] += (eb * vval[s]) * aq_old
-        if not (np.isfinite(ea) and np.isfinite(eb)):
-            return t
-    return -1
-
-
 class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
     """Shared driver of the three baselines; each subclass declares exactly
     the parameters its update rule uses."""
 
-    _method = _GD
+    _method = GD
 
     def _validate_params(self):
         check_lowrank_params(self)
@@ -189,8 +133,8 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
     def _run_steps(self, Xc, triplets):
         m = triplets.shape[0]
         losses, margins = np.zeros(m), np.zeros(m)
-        bad = _factored_steps(self.A_, self.B_, Xc.indptr, Xc.indices, Xc.data, triplets,
-                              self._method, self._step_size() if self._method == _GD else 0.0,
+        bad = factored_steps(self.A_, self.B_, Xc.indptr, Xc.indices, Xc.data, triplets,
+                              self._method, self._step_size() if self._method == GD else 0.0,
                               float(getattr(self, "C", 0.0)), losses, margins,
                               *diff_buffers(Xc))
         if bad >= 0:
@@ -250,9 +194,9 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
     #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
     #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
     _auto_eta_c = 0.3
-    _method = _GD
+    _method = GD
 
-    def __init__(self, rank=None, eta0="auto", max_iter=1, n_triplets=100000, init="identity",
+    def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, init="identity",
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.rank = rank
@@ -269,7 +213,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
 class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=None, C=0.001, max_iter=1, n_triplets=100000, init="identity",
+    def __init__(self, rank=None, *, C=0.001, max_iter=1, n_triplets=100000, init="identity",
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.rank = rank
@@ -304,11 +248,11 @@ class IterativePA(_PABaseline):
                "baseline PA): ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)``, then "
                "``eta_B = min(l' / (||v||^2 ||A^T q||^2), C)`` with the loss l' after the "
                "A step." + _DOC_PA + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
-    _method = _ITER_PA
+    _method = ITER_PA
 
 
 class NaivePA(_PABaseline):
     __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
                "``eta = min(l / (||q||^2 ||v||^2), C)`` (LORETA paper, baseline PA v2)."
                + _DOC_PA + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
-    _method = _NAIVE_PA
+    _method = NAIVE_PA

@@ -124,7 +124,7 @@ class ITML(MahalanobisMixin, TripletLearner):
         "dual_": ArraySpec((None,)),
     }
 
-    def __init__(self, gamma=1.0, bounds=None, n_triplets=None, max_iter=1000, tol=1e-2,
+    def __init__(self, gamma=1.0, *, bounds=None, n_triplets=None, max_iter=1000, tol=1e-2,
                  rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
         self.gamma = gamma
         self.bounds = bounds

@@ -112,7 +112,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         "dissimilar_covariance_": ArraySpec(("d", "d")),
     }
 
-    def __init__(self, shrinkage=0.01, n_triplets=None, rank_tol=1e-6, preprocessing="auto",
+    def __init__(self, shrinkage=0.01, *, n_triplets=None, rank_tol=1e-6, preprocessing="auto",
                  random_state=None):
         self.shrinkage = shrinkage
         self.n_triplets = n_triplets

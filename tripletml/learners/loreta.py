@@ -153,7 +153,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     _fitted_arrays = {name: ArraySpec(("d", "rank_"))
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
-    def __init__(self, rank=None, eta0="auto", max_iter=1, n_triplets=100000, batch_size=1,
+    def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, batch_size=1,
                  algorithm="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
                  tol=None, preprocessing="auto", random_state=None,
                  verbose=0):

@@ -136,7 +136,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         "components_": ArraySpec(("rank_", "d")),
     }
 
-    def __init__(self, alpha=0.1, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
+    def __init__(self, alpha=0.1, *, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
                  max_iter=500, tol=None, constraint="frobenius", tau=1.0, n_triplets=10000,
                  learning_rate="auto", push_weight=1.0, max_time=None, eval_every=10,
                  preprocessing="auto", random_state=None,

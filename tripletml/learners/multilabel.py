@@ -36,18 +36,15 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
-from .._stopping import finish, relative_change
+from .._stopping import relative_change
 from .._validation import check_random_state, check_scalar_param, check_X
 from ._online import fitted_step_size
 from ..base import LearnerBase
-from ..linalg._flags import FAST
 from ..linalg.sparse_rows import as_csr
-from ..losses import multilabel_hinge
-from ..solvers.loreta import loreta1_update
+from ..solvers.multilabel import LORETA, PA, PERCEPTRON, multilabel_steps
 from ._pinv_owner import PinvFactorsOwner
 from ._online import AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, block_size, check_eta0, new_watch
 from ..training import History, apply_result, run
@@ -57,94 +54,6 @@ from .factored import check_lowrank_params, init_factors
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
            "auto_step_size_multilabel"]
 
-_LORETA, _PA, _PERCEPTRON = 0, 1, 2
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _multilabel_steps(method, A, PA, B, PB, W, indptr, indices, data, yptr, yidx, order,
-                      eta, C, losses, work_L, cA, cB, u, h):
-    """Online steps over samples ``order`` (in order).  ``method`` 0: LORETA-1
-    on W = A B^T; 1: iterative PA on A, B; 2: perceptron on the full W.
-    Returns (t, flags): 0 when done; 1/2/3 when Meyer's update failed at
-    sample t - 1 (recompute pseudo-inverses, resume at t); -1 when the
-    scores of sample t were not finite."""
-    L = work_L.shape[0]
-    k = A.shape[1]
-    is_pos = np.zeros(L, dtype=np.bool_)
-    g_idx = np.zeros(L + 1, dtype=np.int64)
-    g_val = np.zeros(L + 1)
-    bp = np.zeros(k)
-    ag = np.zeros(k)
-    Ahat = np.zeros(k)
-    Bhat = np.zeros(k)
-    bv = np.zeros(k)
-    for t in range(order.shape[0]):
-        r = order[t]
-        p_idx = indices[indptr[r]:indptr[r + 1]]
-        p_val = data[indptr[r]:indptr[r + 1]]
-        pos = yidx[yptr[r]:yptr[r + 1]]
-        # scores
-        if method == 2:
-            for i in range(L):
-                s = 0.0
-                for j in range(p_idx.shape[0]):
-                    s += W[i, p_idx[j]] * p_val[j]
-                work_L[i] = s
-        else:
-            bp[:] = 0.0
-            for j in range(p_idx.shape[0]):
-                bp += B[p_idx[j]] * p_val[j]
-            for i in range(L):
-                s = 0.0
-                for j in range(k):
-                    s += A[i, j] * bp[j]
-                work_L[i] = s
-        for i in range(L):
-            if not np.isfinite(work_L[i]):
-                return t, -1
-        for j in range(pos.shape[0]):
-            is_pos[pos[j]] = True
-        loss, nnz = multilabel_hinge(work_L, pos, is_pos, g_idx, g_val)
-        losses[t] = loss
-        if nnz > 0:
-            gi, gv = g_idx[:nnz], g_val[:nnz]
-            if method == 0:
-                flags = loreta1_update(A, PA, B, PB, gi, gv, eta, p_idx, p_val, cA, cB, u, h,
-                                       Ahat, Bhat, bv)
-                if flags:
-                    for j in range(pos.shape[0]):
-                        is_pos[pos[j]] = False
-                    return t + 1, flags
-            elif method == 2:
-                for s in range(nnz):
-                    c = eta * gv[s]
-                    for j in range(p_idx.shape[0]):
-                        W[gi[s], p_idx[j]] += c * p_val[j]
-            else:
-                gg = np.dot(gv, gv)
-                den = gg * np.dot(bp, bp)
-                ea = min(loss / den, C) if den > 0.0 else 0.0
-                for s in range(nnz):
-                    A[gi[s]] += (ea * gv[s]) * bp
-                # loss and g again, with the new A
-                for i in range(L):
-                    s_ = 0.0
-                    for j in range(k):
-                        s_ += A[i, j] * bp[j]
-                    work_L[i] = s_
-                loss2, nnz2 = multilabel_hinge(work_L, pos, is_pos, g_idx, g_val)
-                if nnz2 > 0:
-                    gi, gv = g_idx[:nnz2], g_val[:nnz2]
-                    ag[:] = 0.0
-                    for s in range(nnz2):
-                        ag += A[gi[s]] * gv[s]
-                    den = np.dot(p_val, p_val) * np.dot(ag, ag)
-                    eb = min(loss2 / den, C) if den > 0.0 else 0.0
-                    for j in range(p_idx.shape[0]):
-                        B[p_idx[j]] += (eb * p_val[j]) * ag
-        for j in range(pos.shape[0]):
-            is_pos[pos[j]] = False
-    return order.shape[0], 0
 
 
 def check_indicator(Y, n_samples: int, owner) -> sp.csr_matrix:
@@ -226,7 +135,7 @@ class _MultilabelRanker(LearnerBase):
     give a label-ranking mAP of 0.70).
     """
 
-    _method = _LORETA
+    _method = LORETA
     #: learners with ``eta0="auto"`` set the constant c of :func:`auto_step_size_multilabel`
     _auto_eta_c: float | None = None
 
@@ -300,12 +209,12 @@ class _MultilabelRanker(LearnerBase):
 
     def _kernel(self, arrays, Xc, Yc, order, losses):
         """Steps over samples ``order``; ``(count done, flags)`` as
-        :func:`_multilabel_steps`."""
+        :func:`tripletml.solvers.multilabel.multilabel_steps`."""
         L = Yc.shape[1]
         n_big = max(L, Xc.shape[1])
         work = (np.empty(L), np.empty(L), np.empty(Xc.shape[1]), np.empty(n_big),
                 np.empty(n_big))
-        return _multilabel_steps(self._method, *arrays, Xc.indptr, Xc.indices, Xc.data,
+        return multilabel_steps(self._method, *arrays, Xc.indptr, Xc.indices, Xc.data,
                                  Yc.indptr, Yc.indices, order, self._kernel_eta(),
                                  float(getattr(self, "C", 0.0)), losses, *work)
 
@@ -418,14 +327,14 @@ class _MultilabelRanker(LearnerBase):
                 self._resolve_data_params(as_csr(X))
                 self._watch = new_watch(self, BLOCK_MIN, self._initial_loss(
                     as_csr(X), Yc, np.arange(X.shape[0])))
-            run(self._passes(as_csr(X), Yc, hist), name=type(self).__name__, max_iter=1,
-                history=hist, watch=self._watch)
+            result = run(self._passes(as_csr(X), Yc, hist), name=type(self).__name__,
+                         max_iter=1, history=hist, watch=self._watch)
         except Exception:
             if first:
                 del self.n_features_in_
             raise
-        self.history_ = hist.data
-        finish(self, 1, "max_iter")      # one pass over the given samples
+        # one pass over the given samples: one iteration, stopped by max_iter
+        apply_result(self, result, tol=None, what="", advice="")
         return self
 
     def decision_function(self, X) -> np.ndarray:
@@ -508,7 +417,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
         The step size used (``eta0``, or its resolved value for "auto").
     """
 
-    _method = _LORETA
+    _method = LORETA
     _auto_eta_c = 0.3
     _fitted_arrays = {"A_": ArraySpec(("n_labels_", "rank")),
                       "pinv_A_": ArraySpec(("n_labels_", "rank")),
@@ -516,7 +425,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
                       "pinv_B_": ArraySpec(("n_columns_", "rank"))}
     _history_keys = ("loss", "avg_loss", "pinv_drift")
 
-    def __init__(self, rank=5, eta0="auto", max_iter=10, init="identity", fit_intercept=True,
+    def __init__(self, rank=5, *, eta0="auto", max_iter=10, init="identity", fit_intercept=True,
                  pinv_check_every=1000, pinv_tol=1e-8, tol=None, random_state=None,
                  verbose=0):
         self.rank = rank
@@ -590,12 +499,12 @@ class IterativePAMultilabel(_MultilabelRanker):
     B_ : ndarray (n_features [+ 1], rank)
     """
 
-    _method = _PA
+    _method = PA
     _fitted_arrays = {"A_": ArraySpec(("n_labels_", "rank")),
                       "B_": ArraySpec(("n_columns_", "rank"))}
     _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=5, C=0.1, max_iter=10, init="identity", fit_intercept=True,
+    def __init__(self, rank=5, *, C=0.1, max_iter=10, init="identity", fit_intercept=True,
                  tol=None, random_state=None, verbose=0):
         self.rank = rank
         self.fit_intercept = fit_intercept
@@ -641,10 +550,10 @@ class MatrixPerceptron(_MultilabelRanker):
     W_ : ndarray (n_labels, n_features [+ 1])
     """
 
-    _method = _PERCEPTRON
+    _method = PERCEPTRON
     _fitted_arrays = {"W_": ArraySpec(("n_labels_", "n_columns_"))}
 
-    def __init__(self, eta0=0.1, max_iter=10, fit_intercept=True, tol=None, random_state=None,
+    def __init__(self, eta0=0.1, *, max_iter=10, fit_intercept=True, tol=None, random_state=None,
                  verbose=0):
         self.fit_intercept = fit_intercept
         self.eta0 = eta0

@@ -11,51 +11,17 @@ where ``||V||_F^2 = ||q||^2 ||p+ - p-||^2``.  W starts at the identity.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
 from .._validation import check_choice_param, check_scalar_param
 from ..base import BilinearMixin
-from ..linalg.sparse_rows import (csr_row_diff, diff_buffers, sparse_bilinear,
-                                  sparse_rank_one_update)
-from ..losses import triplet_hinge, triplet_hinge_array
+from ..linalg.sparse_rows import diff_buffers
+from ..losses import triplet_hinge_array
+from ..solvers.oasis import oasis_margins, oasis_steps
 from ._online import WATCH_HEAD, OnlineTripletLearner
 
 __all__ = ["OASIS"]
-
-
-@njit(cache=True, nogil=True)
-def _oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, vval):
-    for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        v_idx = vidx[:k]
-        v_val = vval[:k]
-        m = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
-        nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
-        if not (np.isfinite(m) and np.isfinite(nrm)):
-            return t
-        margins[t] = m
-        loss = triplet_hinge(m)
-        losses[t] = loss
-        if loss > 0.0 and nrm > 0.0:
-            tau = min(C, loss / nrm)                          # PA-I step (eq. 6)
-            sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _oasis_margins(W, indptr, indices, data, triplets, out, vidx, vval):
-    """Margins ``q^T W (p+ - p-)`` of the given triplets at W (no update),
-    computed as in :func:`_oasis_steps`."""
-    for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        out[t] = sparse_bilinear(W, indices[indptr[q]:indptr[q + 1]],
-                                 data[indptr[q]:indptr[q + 1]], vidx[:k], vval[:k])
 
 
 @document_preprocessing
@@ -122,7 +88,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
 
-    def __init__(self, C=0.01, max_iter=1, n_triplets=30000, init="identity", tol=None,
+    def __init__(self, C=0.01, *, max_iter=1, n_triplets=30000, init="identity", tol=None,
                  preprocessing="auto", random_state=None,
                  verbose=0):
         self.C = C
@@ -147,7 +113,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         m = triplets.shape[0]
         losses = np.empty(m)
         margins = np.empty(m)
-        bad = _oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
+        bad = oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
                            losses, margins, *diff_buffers(Xc))
         if bad >= 0:
             raise self._diverged(self.t_ + bad + 1)
@@ -163,7 +129,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
             return None
         mg = np.empty(t.shape[0])
         with np.errstate(all="ignore"):
-            _oasis_margins(self.W_, Xc.indptr, Xc.indices, Xc.data, t, mg, *diff_buffers(Xc))
+            oasis_margins(self.W_, Xc.indptr, Xc.indices, Xc.data, t, mg, *diff_buffers(Xc))
             return float(np.mean(triplet_hinge_array(mg)))
 
     def _model_finite(self):

@@ -152,7 +152,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     _advice = "raise alpha or scale the features down"
     _criterion_name = "relative duality gap"
 
-    def __init__(self, alpha=0.01, max_iter=10, n_triplets=10000, output="average",
+    def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, output="average",
                  average_start=0.5, tol=None, preprocessing="auto", random_state=None,
                  verbose=0):
         self.alpha = alpha
@@ -296,7 +296,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self._pass_slots = s.slots_for(ids)
         self._store()
         self._u = self._rng.random(m) if s.output == "random" else None
-        super()._partial_steps(Xc, triplets, hist)
+        return super()._partial_steps(Xc, triplets, hist)
 
     # ---------------------------------------------------------- scoring
     def _apply(self, X):

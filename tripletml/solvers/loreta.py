@@ -8,8 +8,8 @@ drift control of the maintained pseudo-inverses, used by
   ``PB = (B^+)^T`` (Meyer's rank-one update, O((n + m) k)).
 * :func:`loreta1_triplet_steps` -- LORETA-1 over triplets with the hinge loss.
 * :func:`loreta_general_step` -- Algorithm 2 for rank-r steps.
-* :class:`PinvFactors` -- the factors, their pseudo-inverses and the drift
-  control: every ``check_every`` steps ``||A^+ A - I||_F`` (and the same for
+* :class:`tripletml.linalg.pinv.PinvFactors` (re-exported here) -- the
+  factors, their pseudo-inverses and the drift control: every ``check_every`` steps ``||A^+ A - I||_F`` (and the same for
   B) is measured; when it exceeds ``tol``, or when Meyer's formula is not
   applicable, W is re-factored with balanced factors and exact
   pseudo-inverses (:func:`tripletml.linalg.pinv.balanced_factors`; W itself
@@ -17,14 +17,12 @@ drift control of the maintained pseudo-inverses, used by
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 from numba import njit
 
 from ..linalg._flags import FAST
-from ..linalg.pinv import (balanced_factors, pinv_drift, pinv_full_column_rank,
-                           pinv_update_apply, pinv_update_prepare)
+from ..linalg.pinv import (PinvFactors, pinv_full_column_rank, pinv_update_apply,
+                           pinv_update_prepare)
 from ..linalg.sparse_rows import csr_row_diff
 from ..losses import triplet_hinge
 
@@ -144,104 +142,3 @@ def loreta_general_step(A: np.ndarray, B: np.ndarray, G1: np.ndarray,
     GBproj = (G2.T @ B) @ PB.T             # r x m
     B_delta = -0.5 * GBproj + 0.375 * Q @ GBproj + G2.T - 0.5 * Q @ G2.T
     return A + A_delta @ Bhat.T, B + (Ahat @ B_delta).T
-
-
-class PinvFactors:
-    """``W = A B^T`` with maintained pseudo-inverses and their drift control.
-
-    Parameters
-    ----------
-    A, B : ndarray (n x k), (m x k)
-        Factors of full column rank (used in place by the kernels).
-    PA, PB : ndarray or None
-        ``(A^+)^T`` and ``(B^+)^T``; None: re-factor now (balanced factors,
-        exact pseudo-inverses).
-    check_every : int
-        Steps between drift measurements.
-    tol : float
-        Re-factor when ``||A^+ A - I||_F`` or ``||B^+ B - I||_F`` exceeds it.
-    owner : str
-        Learner name for error messages.
-
-    Attributes
-    ----------
-    A, B, PA, PB : ndarray
-        Current factors and transposed pseudo-inverses (replaced, not
-        modified, by a re-factoring: read them after :meth:`run`).
-    n_refresh : int
-        Re-factorings made (by drift or by an inapplicable Meyer update).
-    drift : float
-        Largest drift measured since :meth:`reset_drift`.
-    """
-
-    def __init__(self, A: np.ndarray, B: np.ndarray, PA: np.ndarray | None = None,
-                 PB: np.ndarray | None = None, *, check_every: int = 1000,
-                 tol: float = 1e-8, owner: str = "LORETA", n_refresh: int = 0):
-        self.A, self.B = A, B
-        self.check_every, self.tol, self.owner = int(check_every), float(tol), owner
-        self.n_refresh = int(n_refresh)
-        self.since_check = 0
-        self.drift = 0.0
-        if PA is None or PB is None:
-            self.refactor(0)
-        else:
-            self.PA, self.PB = PA, PB
-
-    def refactor(self, step: int) -> None:
-        """Balanced factors and exact pseudo-inverses (W unchanged); a W that
-        lost rank stops training with FloatingPointError."""
-        try:
-            self.A, self.B, self.PA, self.PB = balanced_factors(self.A, self.B)
-        except np.linalg.LinAlgError:
-            raise FloatingPointError(
-                f"{self.owner}: W = A B^T lost rank {self.A.shape[1]} after step {step}; "
-                "lower the step size (eta0) or the rank.") from None
-
-    def measure(self) -> float:
-        """``max(||A^+ A - I||_F, ||B^+ B - I||_F)`` now (O((n + m) k^2))."""
-        return max(pinv_drift(self.A, self.PA), pinv_drift(self.B, self.PB))
-
-    def check(self, step: int) -> None:
-        """Measure the drift (recorded in ``drift``) and re-factor above ``tol``."""
-        drift = self.measure()
-        self.drift = max(self.drift, drift)
-        if not drift <= self.tol:
-            self.refactor(step)
-            self.n_refresh += 1
-        self.since_check = 0
-
-    def reset_drift(self) -> None:
-        self.drift = 0.0
-
-    def exact(self) -> None:
-        """Recompute exact pseudo-inverses of the current factors (after
-        steps that do not maintain them, e.g. Algorithm 2)."""
-        self.PA = pinv_full_column_rank(self.A)
-        self.PB = pinv_full_column_rank(self.B)
-
-    def run(self, kernel: Callable[["PinvFactors", int, int], tuple[int, int]], m: int,
-            diverged: Callable[[int], Exception], step0: int = 0) -> None:
-        """Drive ``kernel(self, start, stop) -> (t, flags)`` over steps
-        ``0..m-1`` in chunks that end at the next drift check.
-
-        ``flags`` as :func:`loreta1_triplet_steps`: 0 done up to ``t``;
-        1/2/3 Meyer's update was inapplicable at step ``t - 1`` (re-factor,
-        resume at ``t``); -1 non-finite scores at step ``t`` (raise
-        ``diverged(step0 + t + 1)``).  At most ``m`` re-factorings plus
-        ``m / check_every`` checks: every round makes progress or stops.
-        """
-        t = 0
-        for _ in range(2 * m + 2):         # each round advances t or ends the run
-            if t >= m:
-                break
-            stop = min(m, t + max(1, self.check_every - self.since_check))
-            t_new, flags = kernel(self, t, stop)
-            if flags < 0:
-                raise diverged(step0 + t_new + 1)
-            self.since_check += t_new - t
-            t = t_new
-            if flags > 0:
-                self.refactor(step0 + t)
-                self.n_refresh += 1
-            if self.since_check >= self.check_every:
-                self.check(step0 + t)

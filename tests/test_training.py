@@ -1,0 +1,294 @@
+"""The training driver (tripletml.training): one loop for every iterative
+learner.  Toy solvers check each rule of the driver; registry-driven tests
+check that every iterative learner goes through it and that the old loops
+are gone."""
+import ast
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+import tripletml
+from tripletml.training import DivergenceWatch, History, StepReport, apply_result, run
+from tripletml.training.online import OnlinePasses
+
+PKG = pathlib.Path(tripletml.__file__).parent
+
+
+class Geometric:
+    """Toy solver: the criterion halves each iteration (1, 1/2, 1/4, ...),
+    the loss is constant; records every iteration."""
+
+    def __init__(self, per_step=1, losses=None):
+        self.k = 0
+        self.per_step = per_step
+        self.losses = losses
+        self.finished = None
+
+    def step(self, budget):
+        n = min(self.per_step, budget)
+        self.k += n
+        loss = 1.0 if self.losses is None else self.losses[self.k - 1]
+        return StepReport(iterations=n, units=n, t=self.k, criterion=0.5 ** (self.k - 1),
+                          record={"loss": loss}, watch=[(loss, f"iteration {self.k}")])
+
+    def finish(self, result, history):
+        self.finished = (result.n_iter, result.stop_reason, len(history))
+
+
+def test_stops_at_tol_with_reason_and_history():
+    s = Geometric()
+    res = run(s, name="Toy", max_iter=100, tol=0.1)
+    # criteria 1, .5, .25, .125, .0625 <= .1 at the 5th iteration
+    assert (res.n_iter, res.stop_reason) == (5, "tol")
+    assert res.criterion == pytest.approx(0.0625)
+    assert res.history["step"] == [1, 2, 3, 4, 5]
+    assert res.history["loss"] == [1.0] * 5
+    assert s.finished == (5, "tol", 5)
+
+
+def test_max_iter_and_no_tol():
+    res = run(Geometric(), name="Toy", max_iter=7, tol=None)
+    assert (res.n_iter, res.stop_reason) == (7, "max_iter")
+    res = run(Geometric(), name="Toy", max_iter=3, tol=1e-9)
+    assert (res.n_iter, res.stop_reason) == (3, "max_iter")
+
+
+def test_budget_is_passed_and_respected():
+    """A solver running several iterations per call (ITML's compiled sweeps)
+    gets the iterations left and may not exceed them."""
+    s = Geometric(per_step=4)
+    res = run(s, name="Toy", max_iter=10)
+    assert res.n_iter == 10 and res.history["step"] == [4, 8, 10]
+
+    class Greedy(Geometric):
+        def step(self, budget):
+            return StepReport(iterations=budget + 1)
+
+    with pytest.raises(RuntimeError, match="Toy: the solver reported"):
+        run(Greedy(), name="Toy", max_iter=3)
+
+
+def test_a_step_without_progress_is_refused():
+    class Stuck:
+        def step(self, budget):
+            return StepReport(iterations=0, units=0)
+
+    with pytest.raises(RuntimeError, match="no progress"):
+        run(Stuck(), name="Toy", max_iter=3)
+
+
+def test_max_time_counts_reported_seconds():
+    class Slow(Geometric):
+        def step(self, budget):
+            rep = super().step(budget)
+            rep.seconds = 1.0          # one (reported) second per iteration
+            rep.criterion = 1.0
+            return rep
+
+    res = run(Slow(), name="Toy", max_iter=100, tol=1e-3, max_time=3.5)
+    assert (res.n_iter, res.stop_reason) == (4, "max_time")
+    assert res.seconds == pytest.approx(4.0)
+    # reaching max_iter and max_time together is max_iter
+    res = run(Slow(), name="Toy", max_iter=4, max_time=3.5)
+    assert res.stop_reason == "max_iter"
+
+
+def test_divergence_watch_stops_with_the_learners_message():
+    losses = [1.0, 0.9, 0.8, 5e3]
+    w = DivergenceWatch("Toy", advice="lower eta0")
+    with pytest.raises(FloatingPointError, match=r"Toy: training diverged \(loss 5000 at "
+                                                 r"iteration 4.*lower eta0"):
+        run(Geometric(losses=losses), name="Toy", max_iter=4, watch=w)
+    w = DivergenceWatch("Toy", advice="lower eta0")
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        run(Geometric(losses=[1.0, np.nan]), name="Toy", max_iter=4, watch=w)
+
+
+def test_watch_channels_are_independent():
+    w = DivergenceWatch("Toy", advice="a")
+    w.update(1e-3, "x", "small")
+    w.update(1e3, "y", "large")                  # another channel: no comparison across
+    with pytest.raises(FloatingPointError):
+        w.update(1e5, "z", "small")
+
+
+def test_windowed_watch_spans_calls_and_flushes():
+    w = DivergenceWatch("Toy", advice="a", factor=10, floor=0.5, window=4, initial=1.0)
+    w.add(np.ones(3), 0)
+    w.add(np.ones(3), 3)                        # closes steps 1-4 (mean 1), opens 5-6
+    assert w.count == 2 and w.start == 5
+    w.add(np.array([100.0]), 6)
+    with pytest.raises(FloatingPointError, match="steps 5-7"):
+        w.flush(min_count=1)
+    w = DivergenceWatch("Toy", advice="a")
+    with pytest.raises(ValueError, match="no window"):
+        w.add(np.ones(2), 0)
+
+
+def test_history_extends_previous_records():
+    h = History(keys=("loss",))
+    h.record(3, loss=1.0)
+    h2 = History(h.data, keys=("loss",))
+    h2.record(6, loss=0.5, extra=2)
+    assert h2.data["step"] == [3, 6]
+    assert h2.data["extra"] == [None, 2.0]
+    assert h2.data["seconds"][1] >= h2.data["seconds"][0]
+    h2.set_last(loss=0.25)
+    assert h2.last("loss") == 0.25
+
+
+class _Est:
+    pass
+
+
+def test_run_changes_no_estimator_and_apply_result_records_and_warns():
+    est = _Est()
+    res = run(Geometric(), name="Toy", max_iter=3, tol=1e-6)
+    assert vars(est) == {}
+    with pytest.warns(ConvergenceWarning, match=r"_Est: stopped at max_iter=3 .*tol=1e-06"):
+        apply_result(est, res, tol=1e-6, what="relative change", advice="raise max_iter")
+    assert (est.n_iter_, est.stop_reason_) == (3, "max_iter")
+    assert est.history_ is res.history
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        apply_result(est, res, tol=None, what="", advice="")      # a fixed budget
+
+
+class _Stepper:
+    """A toy online learner for OnlinePasses: loss 1 per step, margin -1 for
+    odd items."""
+
+    _advice = "a"
+
+    def __init__(self):
+        self.t_ = 0
+        self.seen = []
+
+    def _run_block(self, Xc, data, idx, pos):
+        self.seen.append(idx.copy())
+        return np.ones(idx.shape[0]), np.where(idx % 2, -1.0, 1.0), {"sq": np.full(idx.shape, 2.0)}
+
+    def _model_finite(self):
+        return True
+
+    def _diverged(self, t):
+        return FloatingPointError(f"diverged at {t}")
+
+    def _epoch_indices(self, rng, m):
+        return rng.permutation(m)
+
+    def _begin_epoch(self, rng, m):
+        pass
+
+    def _end_epoch(self, Xc, data, loss, prev):
+        return (None if prev is None else 0.0), {"pass_extra": 7}
+
+    def _record_extra(self):
+        return {}
+
+
+def test_online_passes_blocks_records_and_running_means():
+    st = _Stepper()
+    data = np.zeros((10, 3), dtype=np.int64)
+    h = History(keys=("loss", "avg_loss", "mistake_rate"))
+    res = run(OnlinePasses(st, None, data, block=4, rng=np.random.default_rng(0)), name="Toy",
+              max_iter=3, tol=None, history=h)
+    assert res.n_iter == 3 and st.t_ == 30
+    assert [len(s) for s in st.seen] == [4, 4, 2] * 3       # blocks within each pass
+    for p in range(3):
+        assert sorted(np.concatenate(st.seen[3 * p:3 * p + 3])) == list(range(10))
+    assert res.history["step"] == [10, 20, 30]
+    assert res.history["mistake_rate"] == [0.5, 0.5, 0.5]
+    assert res.history["sq"] == [2.0, 2.0, 2.0]
+    assert res.history["pass_extra"] == [7.0, 7.0, 7.0]
+    # partial_fit-like continuation: the given order, running means continue
+    h2 = History(res.history)
+    run(OnlinePasses(st, None, data[:4], block=100, previous=h2.data), name="Toy",
+        max_iter=1, history=h2)
+    assert list(st.seen[-1]) == [0, 1, 2, 3]
+    assert h2.data["step"][-1] == 34
+    assert h2.data["mistake_rate"][-1] == pytest.approx((15 + 2) / 34)
+
+
+# ---------------------------------------------------------------- structure
+@pytest.mark.parametrize("path", sorted((PKG / "learners").glob("*.py"))
+                         + sorted((PKG / "solvers").glob("*.py")), ids=lambda p: p.name)
+def test_no_hand_written_training_loop(path):
+    """Progress bars, divergence watches and stop reasons belong to the
+    driver: no learner or solver makes its own (a solver may compute the
+    criterion it reports, e.g. with relative_change)."""
+    tree = ast.parse(path.read_text())
+    bare = {n.func.id for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    banned = {"progress", "progress_bar", "LossWatch", "finish"} & bare
+    assert not banned, f"{path.name} calls {sorted(banned)}"
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                for a in n.names if (n.module or "").endswith(("_progress", "_stopping"))}
+    assert not imported & {"progress", "progress_bar", "LossWatch", "finish"}, path.name
+    stores = {t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign))
+              for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+              if isinstance(t, ast.Attribute)}
+    assert not stores & {"stop_reason_", "n_iter_"}, path.name
+
+
+def _iterative_entries():
+    from tripletml._registry import entries
+    out = []
+    for e in entries():
+        params = e.cls().get_params()
+        if "max_iter" in params:
+            out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("entry", _iterative_entries(), ids=lambda e: e.name)
+def test_every_iterative_learner_trains_through_the_driver(entry, monkeypatch):
+    """Every learner with ``max_iter`` calls tripletml.training.run during fit
+    and its n_iter_ / stop_reason_ / history_ are the driver's."""
+    import tripletml.training.driver as drv
+    calls = []
+    real = drv.run
+
+    def spy(solver, **kw):
+        res = real(solver, **kw)
+        calls.append(res)
+        return res
+
+    monkeypatch.setattr(drv, "run", spy)
+    for mod in list(__import__("sys").modules.values()):
+        if getattr(mod, "__name__", "").startswith("tripletml.") and getattr(mod, "run", None) is real:
+            monkeypatch.setattr(mod, "run", spy)
+    est = entry.make(0)
+    X, y = _data(entry)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+    assert calls, f"{entry.name}: fit did not go through tripletml.training.run"
+    res = calls[-1]
+    assert est.n_iter_ == res.n_iter and est.stop_reason_ == res.stop_reason
+    assert est.history_ is res.history
+
+
+def _data(entry):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5))
+    if entry.kind == "multilabel":
+        Y = np.zeros((40, 3), dtype=int)
+        Y[np.arange(40), rng.integers(0, 3, 40)] = 1
+        return X, Y
+    y = np.repeat(np.arange(4), 10)
+    X[:, 0] += 3 * y
+    return X, y
+
+
+def test_learner_constructors_are_keyword_only_after_the_first():
+    import inspect
+
+    from tripletml._registry import entries
+    for e in entries():
+        params = list(inspect.signature(e.cls.__init__).parameters.values())[1:]
+        kinds = [p.kind for p in params]
+        assert all(k == inspect.Parameter.KEYWORD_ONLY for k in kinds[1:]), e.name

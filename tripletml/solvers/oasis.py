@@ -1,0 +1,50 @@
+"""OASIS (Chechik, Sharma, Shalit & Bengio, JMLR 2010): the compiled
+passive-aggressive steps of Algorithm 1 on ``W`` over CSR rows.
+
+:func:`oasis_steps` makes one PA-I step per triplet (eq. 6: ``tau = min(C,
+l / ||q v^T||_F^2)``, ``v = p+ - p-``, ``W += tau q v^T``) and records each
+loss and margin before its update; :func:`oasis_margins` evaluates margins
+without updating.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..linalg.sparse_rows import csr_row_diff, sparse_bilinear, sparse_rank_one_update
+from ..losses import triplet_hinge
+
+__all__ = ["oasis_steps", "oasis_margins"]
+
+
+@njit(cache=True, nogil=True)
+def oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, vval):
+    for t in range(triplets.shape[0]):
+        q = triplets[t, 0]
+        q_idx = indices[indptr[q]:indptr[q + 1]]
+        q_val = data[indptr[q]:indptr[q + 1]]
+        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        v_idx = vidx[:k]
+        v_val = vval[:k]
+        m = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
+        nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
+        if not (np.isfinite(m) and np.isfinite(nrm)):
+            return t
+        margins[t] = m
+        loss = triplet_hinge(m)
+        losses[t] = loss
+        if loss > 0.0 and nrm > 0.0:
+            tau = min(C, loss / nrm)                          # PA-I step (eq. 6)
+            sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def oasis_margins(W, indptr, indices, data, triplets, out, vidx, vval):
+    """Margins ``q^T W (p+ - p-)`` of the given triplets at W (no update),
+    computed as in :func:`oasis_steps`."""
+    for t in range(triplets.shape[0]):
+        q = triplets[t, 0]
+        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
+        out[t] = sparse_bilinear(W, indices[indptr[q]:indptr[q + 1]],
+                                 data[indptr[q]:indptr[q + 1]], vidx[:k], vval[:k])
