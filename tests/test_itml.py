@@ -275,7 +275,7 @@ def test_identical_rows_give_no_default_bounds():
 
 
 @pytest.mark.parametrize("params, exc, match", [
-    (dict(gamma=0), ValueError, "gamma=0 must be > 0"),
+    (dict(gamma=0), ValueError, "gamma=0 must be a real number > 0"),
     (dict(gamma=-1.0), ValueError, "gamma"),
     (dict(gamma=np.nan), ValueError, "gamma"),
     (dict(gamma="1"), TypeError, "gamma"),

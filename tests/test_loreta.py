@@ -70,7 +70,7 @@ def test_general_algorithm_agrees_with_loreta1_and_theorem_1():
     A, B = rng.normal(size=(n, k)), rng.normal(size=(n, k))
     t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]])
     a = _model_at(X, A, B, eta0=0.02)
-    b = _model_at(X, A, B, eta0=0.02, algorithm="general")
+    b = _model_at(X, A, B, eta0=0.02, solver="general")
     a.partial_fit(X, t)
     b.partial_fit(X, t)
     np.testing.assert_allclose(a.A_ @ a.B_.T, b.A_ @ b.B_.T, rtol=1e-9, atol=1e-12)
@@ -369,3 +369,25 @@ def test_default_rank_on_four_features(cls):
     assert cls(n_triplets=300, random_state=0, **pp).fit(X12, y12).rank_ == (6 if cls is tm.LORETA else 10)
     with pytest.raises(ValueError, match=f"{cls.__name__}: rank=5 exceeds the number of features"):
         cls(rank=5, n_triplets=100, **pp).fit(X, y)
+
+
+def test_algorithm_is_a_deprecated_alias_of_solver():
+    """``algorithm`` was renamed ``solver``: the old name still works for one
+    release, with a FutureWarning, and gives the same model."""
+    import warnings
+
+    from tripletml import LORETA
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 6))
+    y = np.repeat(np.arange(3), 10)
+    kw = dict(rank=2, n_triplets=200, random_state=0, batch_size=2)
+    with pytest.warns(FutureWarning, match="'algorithm' was renamed 'solver'"):
+        old = LORETA(algorithm="general", **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = LORETA(solver="general", **kw).fit(X, y)
+    np.testing.assert_array_equal(old.A_, new.A_)
+    assert "solver" in LORETA().get_params() and LORETA().get_params()["algorithm"] == \
+        "deprecated"
+    with pytest.raises(ValueError, match="LORETA.*algorithm"):
+        LORETA(algorithm="fast").fit(X, y)

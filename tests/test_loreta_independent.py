@@ -306,7 +306,7 @@ def test_inactive_triplet_leaves_model_unchanged():
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("sparse", [False, True])
 def test_general_rank_one_equals_loreta1(sparse):
-    # Fails if Algorithm 2 (algorithm="general") and Algorithm 3 disagree on
+    # Fails if Algorithm 2 (solver="general") and Algorithm 3 disagree on
     # rank-one gradients, or if either leaves the Theorem 1 retraction; over a
     # 60-step run both are also compared with the dense reference loop.
     rng = np.random.default_rng(20)
@@ -316,7 +316,7 @@ def test_general_rank_one_equals_loreta1(sparse):
     A, B = random_factors(rng, n, k, scale=0.5)
     T = np.array([rng.choice(30, 3, replace=False) for _ in range(60)])
     m1 = primed(LORETA, Xin, A, B, rank=k, eta0=eta)
-    mg = primed(LORETA, Xin, A, B, rank=k, eta0=eta, algorithm="general")
+    mg = primed(LORETA, Xin, A, B, rank=k, eta0=eta, solver="general")
     n_active = 0
     for t in T[:8]:  # step by step
         A0, B0 = m1.A_.copy(), m1.B_.copy()
@@ -337,9 +337,9 @@ def test_general_rank_one_equals_loreta1(sparse):
     assert rel(W_of(mg), W_of(m1)) < 1e-8
 
 
-@pytest.mark.parametrize("algorithm", ["auto", "general"])
+@pytest.mark.parametrize("solver", ["auto", "general"])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_batch3_step_is_theorem1_with_rank3_gradient(algorithm, sparse):
+def test_batch3_step_is_theorem1_with_rank3_gradient(solver, sparse):
     # Fails if a batch step is not R_x(P_x(Z)) with Z = (eta/r) sum_active q v^T:
     # wrong normalisation (sum instead of mean, dividing by the number of
     # active triplets instead of r), inactive triplets contributing, losses
@@ -357,7 +357,7 @@ def test_batch3_step_is_theorem1_with_rank3_gradient(algorithm, sparse):
         blocks = [act[:3], np.vstack([act[:2], ina])]  # 3 active / 2 active + 1 inactive
         for block in blocks:
             model = primed(LORETA, Xin, A, B, rank=k, eta0=eta, batch_size=r,
-                           algorithm=algorithm)
+                           solver=solver)
             model.partial_fit(Xin, block)
             Z = sum(G for loss, G in (triplet_grad(X, t, W) for t in block) if loss > 0)
             expected = retract(A, B, eta / r * Z)
@@ -570,7 +570,7 @@ def test_iterative_pa_b_update_only_when_loss_remains():
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("cls,params", [
     (LORETA, {"eta0": 0.2}),
-    (LORETA, {"eta0": 0.2, "algorithm": "general"}),
+    (LORETA, {"eta0": 0.2, "solver": "general"}),
     (LORETA, {"eta0": 0.2, "batch_size": 3}),
     (LORETA, {"eta0": 0.2, "init": "random"}),
     (FactoredGD, {"eta0": 0.05}),

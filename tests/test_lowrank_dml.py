@@ -253,9 +253,9 @@ def test_dense_solvers_refuse_to_exhaust_memory(monkeypatch):
     ({"solver": "newton"}, ValueError, "parameter solver='newton' must be one of"),
     ({"constraint": "nuclear"}, ValueError, "parameter constraint='nuclear'"),
     ({"solver": "fw", "constraint": None}, ValueError, "solver='fw' needs a bounded"),
-    ({"eta0": 0}, ValueError, "parameter eta0=0 must be > 0"),
+    ({"eta0": 0}, ValueError, "parameter eta0=0 must be a real number > 0"),
     ({"batch_size": 2.5}, TypeError, "parameter batch_size=2.5 must be an integer"),
-    ({"alpha": -1}, ValueError, "parameter alpha=-1 must be >= 0"),
+    ({"alpha": -1}, ValueError, "parameter alpha=-1 must be a real number >= 0"),
     ({"loss": "hinge"}, ValueError, "parameter loss='hinge'"),
 ])
 def test_bad_parameters(params, err, msg):
@@ -370,10 +370,10 @@ def test_history_records_the_minibatch_loss():
 
 
 @pytest.mark.parametrize("params,err,msg", [
-    ({"verbose": -1}, ValueError, "parameter verbose=-1 must be >= 0"),
+    ({"verbose": -1}, ValueError, "parameter verbose=-1 must be an integer >= 0"),
     ({"verbose": 1.5}, TypeError, "parameter verbose=1.5 must be an integer"),
     ({"learning_rate": "optimal"}, ValueError, "parameter learning_rate='optimal' must be one"),
-    ({"tol": -1e-3}, ValueError, "parameter tol=-0.001 must be >= 0"),
+    ({"tol": -1e-3}, ValueError, "parameter tol=-0.001 must be a real number >= 0 or None"),
     ({"tol": 1e-3, "eval_every": 0}, ValueError, "tol needs the objective during training"),
 ])
 def test_more_bad_parameters(params, err, msg):

@@ -78,7 +78,7 @@ def test_fit_matches_dense_algorithm_1_and_dual_ascends():
         for i in rng.integers(0, n, size=n):
             ref.step(i)
             duals.append(ref.dual())
-    np.testing.assert_allclose(model.M_, ref.M, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(model.W_, ref.M, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(model.alpha_, ref.alpha, rtol=1e-10, atol=1e-13)
     assert np.all(np.diff(duals) >= -1e-12)  # coordinate ascent never lowers D
     assert np.ptp(duals) > 0
@@ -115,8 +115,8 @@ def test_average_output_matches_definition():
             ref.step(i)
             iterates.append(ref.M.copy())
     expect = np.mean(iterates[T0:T], axis=0)  # M^{t-1}, t = T0+1..T
-    np.testing.assert_allclose(model.M_, expect, rtol=1e-9, atol=1e-12)
-    assert not np.allclose(model.M_, model.M_last_)
+    np.testing.assert_allclose(model.W_, expect, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(model.W_, model.M_last_)
 
 
 def test_random_output_is_a_uniform_window_iterate():
@@ -134,7 +134,7 @@ def test_random_output_is_a_uniform_window_iterate():
                 ref.step(i)
                 iterates.append(ref.M.copy())
             rng.random(8)  # the reservoir draws of that epoch
-        match = [s for s in range(T0 + 1, T + 1) if np.allclose(model.M_, iterates[s], atol=1e-13)]
+        match = [s for s in range(T0 + 1, T + 1) if np.allclose(model.W_, iterates[s], atol=1e-13)]
         assert match, "random output is not an iterate M^t with T0 < t <= T"
         hits[match[-1]] += 1
     freq = hits[T0 + 1:] / hits.sum()
@@ -147,7 +147,7 @@ def test_dense_and_csr_give_the_same_model(output):
     a = SDCA(preprocessing=None, alpha=0.02, max_iter=3, output=output, random_state=0).fit(X, triplets=t)
     b = SDCA(preprocessing=None, alpha=0.02, max_iter=3, output=output, random_state=0).fit(sp.csr_matrix(X),
                                                                      triplets=t)
-    np.testing.assert_allclose(a.M_, b.M_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=1e-12, atol=1e-14)
 
 
@@ -250,10 +250,10 @@ def test_a_loaded_state_with_missing_or_inconsistent_arrays_is_refused(output):
     with pytest.raises(ValueError, match=f"needs {name}"):
         SDCASolver.from_state(**kw)
     with pytest.raises(ValueError, match="one length"):
-        SDCASolver.from_state(**{**kw, "alpha": m.alpha_[:-1]}, avg=m.M_, rand=m.M_)
+        SDCASolver.from_state(**{**kw, "alpha": m.alpha_[:-1]}, avg=m.W_, rand=m.W_)
     with pytest.raises(ValueError, match="strictly increasing"):
-        SDCASolver.from_state(**{**kw, "dual_ids": m.dual_ids_[::-1].copy()}, avg=m.M_,
-                              rand=m.M_)
+        SDCASolver.from_state(**{**kw, "dual_ids": m.dual_ids_[::-1].copy()}, avg=m.W_,
+                              rand=m.W_)
     # through the estimator: a resumed partial_fit checks the state first
     del m._solver
     setattr(m, name, np.zeros((2, 2)))
@@ -286,3 +286,38 @@ def test_property_gap_nonnegative_and_dual_ascends(seed, n, d, m, alpha, sparse)
         duals.append(ref.dual())
     assert np.all(np.diff(duals) >= -1e-10 * max(1.0, abs(duals[-1])))
     assert P[0] == pytest.approx(ref.primal(), rel=1e-9, abs=1e-12)  # same first pass
+
+
+def test_W_is_the_matrix_and_M_a_deprecated_alias(tmp_path):
+    """SDCA names its bilinear matrix W_ like every bilinear learner; M_
+    still reads (FutureWarning) and files saved with M_ (0.1) still load."""
+    import zipfile
+
+    from tripletml import SDCA, load_model
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4))
+    y = np.repeat(np.arange(3), 10)
+    m = SDCA(n_triplets=100, max_iter=2, random_state=0).fit(X, y)
+    assert "W_" in vars(m) and "M_" not in vars(m)
+    with pytest.warns(FutureWarning, match="M_ was renamed W_"):
+        np.testing.assert_array_equal(m.M_, m.W_)
+    m.save(tmp_path / "new.npz")
+    # a 0.1 file: the same archive with the member named M_
+    with zipfile.ZipFile(tmp_path / "new.npz") as src, \
+            zipfile.ZipFile(tmp_path / "old.npz", "w") as dst:
+        names = src.namelist()
+        assert "W_.npy" in names
+        for name in names:
+            dst.writestr("M_.npy" if name == "W_.npy" else name, src.read(name))
+    for f in ("new.npz", "old.npz"):
+        back = load_model(tmp_path / f)
+        np.testing.assert_array_equal(back.W_, m.W_)
+        np.testing.assert_array_equal(back.similarity(X[:3]), m.similarity(X[:3]))
+    # a file with neither is refused
+    with zipfile.ZipFile(tmp_path / "new.npz") as src, \
+            zipfile.ZipFile(tmp_path / "none.npz", "w") as dst:
+        for name in src.namelist():
+            if name != "W_.npy":
+                dst.writestr(name, src.read(name))
+    with pytest.raises(ValueError, match="W_"):
+        load_model(tmp_path / "none.npz")

@@ -214,7 +214,7 @@ def test_fit_last_matches_reference(kind, max_iter, lam, seed):
     ref, _ = reference_fit(X, T, lam, max_iter, seed)
     m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=max_iter, random_state=seed)
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(m.M_, ref.M, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(m.W_, ref.M, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(m.alpha_, ref.alpha, rtol=RTOL, atol=ATOL)
     # Theta_i = alpha_i X_i and M = M(Theta) (eq. 7) with the library's alphas
     Xs = triplet_matrices(X, T)
@@ -413,7 +413,7 @@ def test_average_output(kind, max_iter, average_start):
     m = fit_lib(as_input(X, kind), T, alpha=lam, max_iter=max_iter, random_state=seed,
                 output="average", average_start=average_start)
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(m.M_, Mbar, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.W_, Mbar, rtol=1e-9, atol=1e-12)
     # the average is not the last iterate (so this test can tell them apart)
     assert not np.allclose(Mbar, ref.M, rtol=1e-6)
 
@@ -430,7 +430,7 @@ def test_random_output_is_one_of_the_iterates(seed):
     np.testing.assert_allclose(m.M_last_, ref.M, rtol=RTOL, atol=ATOL)
     # M^t for some t in {T0+1, ..., T}
     cands = ref.iterates[T0 + 1:Ttot + 1]
-    assert any(np.allclose(m.M_, C, rtol=RTOL, atol=ATOL) for C in cands)
+    assert any(np.allclose(m.W_, C, rtol=RTOL, atol=ATOL) for C in cands)
 
 
 # --------------------------------------------------------------------------

@@ -189,11 +189,11 @@ def test_knn_sampling_and_label_fit():
 
 
 @pytest.mark.parametrize("params,err,msg", [
-    ({"alpha": 0}, ValueError, "parameter alpha=0 must be > 0"),
-    ({"mu": -1.0}, ValueError, "parameter mu=-1.0 must be > 0"),
+    ({"alpha": 0}, ValueError, "parameter alpha=0 must be a real number > 0"),
+    ({"mu": -1.0}, ValueError, "parameter mu=-1.0 must be a real number > 0"),
     ({"solver": "newton"}, ValueError, "parameter solver='newton' must be one of"),
     ({"sampling": "all"}, ValueError, "parameter sampling='all'"),
-    ({"line_search": 1}, TypeError, "parameter line_search=1 must be a bool"),
+    ({"line_search": 1}, TypeError, "parameter line_search=1 must be True or False"),
     ({"max_iter": 2.0}, TypeError, "parameter max_iter=2.0 must be an integer"),
 ])
 def test_bad_parameters(params, err, msg):
@@ -337,9 +337,9 @@ def test_convergence_warning_and_fixed_budget():
 
 
 @pytest.mark.parametrize("params,err,msg", [
-    ({"verbose": -1}, ValueError, "parameter verbose=-1 must be >= 0"),
+    ({"verbose": -1}, ValueError, "parameter verbose=-1 must be an integer >= 0"),
     ({"verbose": "yes"}, TypeError, "parameter verbose='yes' must be an integer"),
-    ({"tol": -1.0}, ValueError, "parameter tol=-1.0 must be >= 0"),
+    ({"tol": -1.0}, ValueError, "parameter tol=-1.0 must be a real number >= 0 or None"),
 ])
 def test_more_bad_parameters(params, err, msg):
     X, t = _data()

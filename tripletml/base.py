@@ -47,6 +47,7 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
+from ._params import validate_constraints
 from .preprocessing import (apply_preprocessing, check_preprocessing, fit_preprocessing,
                             n_added_features, resolve_preprocessing)
 from ._validation import check_random_state, check_triplets, check_X
@@ -113,9 +114,20 @@ class LearnerBase(BaseEstimator):
         tags.target_tags.required = True   # labels, triplets or an indicator Y
         return tags
 
+    #: hyper-parameter declarations with scikit-learn's constraint objects
+    #: (:mod:`tripletml._params`)
+    _parameter_constraints: ClassVar[dict] = {}
+
     def _validate_params(self) -> None:
-        """Check hyper-parameters (override; raise TypeError/ValueError naming
-        the estimator).  Also run on every loaded model."""
+        """Check the hyper-parameters against ``_parameter_constraints``
+        (:func:`tripletml._params.validate_constraints`: TypeError/ValueError
+        naming the estimator), then the rules between parameters of
+        :meth:`_check_params`.  Also run on every loaded model."""
+        validate_constraints(self)
+        self._check_params()
+
+    def _check_params(self) -> None:
+        """Rules between parameters (override)."""
 
     # ------------------------------------------------------------ fitted-ness
     def _reset_fitted(self) -> None:

@@ -15,7 +15,16 @@ knn_triplets
     (target neighbours) paired with its ``n_impostors`` nearest points of
     other classes (impostors), as used by LMNN and SML.
 
-Both are reproducible under ``random_state``.  Papers that write a triplet
+Both are reproducible under ``random_state``.
+
+Sampling policies
+-----------------
+A learner's ``fit(X, y)`` asks its policy (``_sampler()``) what to make of
+class labels: :class:`ClassTriplets` (random class triplets, the default),
+:class:`KNNTriplets` (target neighbours and impostors on the preprocessed
+rows, SML's ``sampling="knn"``) or :class:`AllLabels` (the class codes
+themselves, :class:`ClassCodes`, for a learner with exact label
+statistics: KISSME).  Explicit ``triplets=`` bypass the policy.  Papers that write a triplet
 as ``(i, j, k)`` with anchor ``j`` (e.g. SML's ``x_ij``, ``x_kj``) map onto
 this layout as ``(j, i, k)``.
 """
@@ -30,7 +39,8 @@ from sklearn.neighbors import NearestNeighbors
 from ._validation import (available_memory, check_random_state, check_scalar_param,
                           check_triplets, check_X)
 
-__all__ = ["random_class_triplets", "knn_triplets", "check_triplets", "check_labels"]
+__all__ = ["random_class_triplets", "knn_triplets", "check_triplets", "check_labels",
+           "ClassTriplets", "KNNTriplets", "AllLabels", "ClassCodes"]
 
 
 def check_labels(y: Any, n_samples: int | None = None, owner: Any = None,
@@ -263,3 +273,78 @@ def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
         keep = np.sort(rng.choice(t.shape[0], size=n_triplets, replace=False))
         t = t[keep]
     return np.ascontiguousarray(t)
+
+
+# --------------------------------------------------------------------------
+# Sampling policies: what a learner's ``fit`` turns class labels into.
+# --------------------------------------------------------------------------
+class ClassCodes:
+    """Class labels handed to a learner that uses them directly (KISSME's
+    exact statistics) instead of sampled triplets: ``codes`` are the
+    validated class codes 0..k-1 of the rows."""
+
+    __slots__ = ("codes",)
+
+    def __init__(self, codes: np.ndarray):
+        self.codes = np.asarray(codes, dtype=np.int64)
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.codes.max()) + 1 if self.codes.size else 0
+
+
+class ClassTriplets:
+    """Random class triplets (:func:`random_class_triplets`).
+
+    Parameters
+    ----------
+    n_triplets : int, optional
+        How many; None: ``per_class_pair * n_classes ** 2`` (ITML's
+        metric-learn default of 20 c^2), or the sampler's own default when
+        ``per_class_pair`` is None too.
+    per_class_pair : int, optional
+        See ``n_triplets``.
+    """
+
+    def __init__(self, n_triplets: int | None = None, *, per_class_pair: int | None = None):
+        self.n_triplets, self.per_class_pair = n_triplets, per_class_pair
+
+    def sample(self, X: Any, codes: np.ndarray, rng: np.random.Generator,
+               owner: Any = None) -> np.ndarray:
+        n = self.n_triplets
+        if n is None and self.per_class_pair is not None:
+            n = int(self.per_class_pair) * (int(codes.max()) + 1) ** 2
+        return random_class_triplets(codes, n, random_state=rng)
+
+
+class AllLabels:
+    """No sampling: the learner receives :class:`ClassCodes`."""
+
+    def sample(self, X: Any, codes: np.ndarray, rng: np.random.Generator,
+               owner: Any = None) -> ClassCodes:
+        return ClassCodes(codes)
+
+
+class KNNTriplets:
+    """LMNN-style triplets (:func:`knn_triplets` on the rows the learner
+    trains on, i.e. after preprocessing), at most ``n_triplets`` of them
+    drawn without replacement (SML's ``sampling="knn"``)."""
+
+    def __init__(self, n_triplets: int | None = None):
+        self.n_triplets = n_triplets
+
+    def sample(self, X: Any, codes: np.ndarray, rng: np.random.Generator,
+               owner: Any = None) -> np.ndarray:
+        who = owner if isinstance(owner, str) else type(owner).__name__ if owner else "knn"
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq = (np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X)
+                  else np.einsum("ij,ij->i", X, X))
+            big = float(np.max(sq, initial=0.0)) * 4.0
+        if not np.isfinite(big):
+            raise FloatingPointError(f"{who}: the features are too large for k-NN sampling "
+                                     "(squared distances overflow float64); scale the features "
+                                     "down (e.g. StandardScaler).")
+        t = knn_triplets(X, codes, n_triplets=None, random_state=rng)
+        if self.n_triplets is not None and len(t) > self.n_triplets:
+            t = t[rng.choice(len(t), self.n_triplets, replace=False)]
+        return t

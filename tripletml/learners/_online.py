@@ -46,12 +46,14 @@ update and margin ``S(q, p+) - S(q, p-)`` before the update), plus
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._stopping import relative_change
-from .._validation import check_random_state, check_scalar_param, check_triplets, check_X
+from .._params import COMMON, Interval, StrOptions
+from .._validation import check_random_state, check_triplets, check_X
 from ..base import TripletLearner
 from ..linalg.sparse_rows import as_csr
 from ..losses import triplet_hinge_array
@@ -60,7 +62,7 @@ from ..training import DivergenceWatch, History, TrainingResult, apply_result, r
 from ..training.online import OnlinePasses
 
 __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH",
-           "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "check_eta0"]
+           "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "ETA0_AUTO"]
 
 #: a block's mean loss above ``WATCH_FACTOR * (smallest mean so far + WATCH_FLOOR)``
 #: stops training.  The triplet hinge of a centred model is about 1 and a
@@ -106,15 +108,8 @@ def auto_step_size(Xc, triplets, c: float) -> float:
     return float(c) / den
 
 
-def check_eta0(est) -> None:
-    """``eta0`` is ``"auto"`` or a positive real (ValueError/TypeError naming
-    the estimator otherwise)."""
-    if isinstance(est.eta0, str):
-        if est.eta0 != "auto":
-            raise TypeError(f"{type(est).__name__}: parameter eta0={est.eta0!r} must be "
-                             "'auto' or a positive float.")
-        return
-    check_scalar_param(est.eta0, "eta0", est, kind="real", low=0, low_inclusive=False)
+#: the declaration of ``eta0="auto"`` or a positive real
+ETA0_AUTO = [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")]
 
 
 class AutoStepMixin:
@@ -168,11 +163,7 @@ class OnlineTripletLearner(TripletLearner):
     #: what the divergence advice suggests
     _advice = "lower the step size (eta0) or scale the features down"
 
-    def _validate_common(self) -> None:
-        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
-        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1)
-        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
-        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
+    _parameter_constraints = dict(COMMON)
 
     # model hooks -------------------------------------------------------
     def _init_model(self, n_features: int, rng: np.random.Generator) -> None:

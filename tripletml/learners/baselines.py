@@ -30,6 +30,8 @@ class Euclidean(MahalanobisMixin, TripletLearner):
 
     _needs_triplets = False
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
+    # checked by check_preprocessing in fit
+    _parameter_constraints = {"preprocessing": ["no_validation"]}
 
     def __init__(self, preprocessing=None):
         self.preprocessing = preprocessing
@@ -61,6 +63,8 @@ class DotProduct(BilinearMixin, TripletLearner):
 
     _needs_triplets = False
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
+    # checked by check_preprocessing in fit
+    _parameter_constraints = {"preprocessing": ["no_validation"]}
 
     def __init__(self, preprocessing=None):
         self.preprocessing = preprocessing

@@ -25,12 +25,15 @@ divergence (:class:`tripletml.training.DivergenceWatch`).
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._validation import check_choice_param, check_scalar_param, check_triplets
+from .._params import COMMON, Interval, StrOptions
+from .._validation import check_triplets
 from ..base import BilinearMixin, EmbeddingMixin, TripletLearner
 from ..training import DivergenceWatch, History, apply_result, run
 from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
@@ -126,23 +129,15 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_scalar_param(self.alpha, "alpha", self, kind="real", low=0)
-        check_scalar_param(self.beta, "beta", self, kind="real", low=0)
-        check_choice_param(self.loss, "loss", self, LOSSES)
-        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
-        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
-        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1)
-        check_scalar_param(self.step_fraction, "step_fraction", self, kind="real", low=0,
-                           high=1, low_inclusive=False, high_inclusive=False)
-        check_scalar_param(self.eta0, "eta0", self, kind="real", low=0, low_inclusive=False)
-        self._validate_group_params()
-        check_scalar_param(self.refactor_every, "refactor_every", self, kind="int", low=1,
-                           allow_none=True)
-        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
-
-    def _validate_group_params(self):
-        """Parameters of the sparse variant (none for dense COMET)."""
+    _parameter_constraints = {
+        **COMMON,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="left")],
+        "loss": [StrOptions(set(LOSSES))],
+        "step_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "eta0": [Interval(Real, 0, None, closed="neither")],
+        "refactor_every": [Interval(Integral, 1, None, closed="left"), None],
+    }
 
     # ------------------------------------------------------------------
     def _make_solver(self, X, triplets):
@@ -250,8 +245,10 @@ class SparseCOMET(COMET):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_group_params(self):
-        check_scalar_param(self.group_alpha, "group_alpha", self, kind="real", low=0)
+    _parameter_constraints = {
+        **COMET._parameter_constraints,
+        "group_alpha": [Interval(Real, 0, None, closed="left")],
+    }
 
     def _make_solver(self, X, triplets):
         return SparseCOMETSolver(X, triplets, alpha=self.alpha, beta=self.beta,

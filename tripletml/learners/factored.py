@@ -17,18 +17,20 @@ the non-zeros of q and v change.
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import PREPROCESSING_PARAM_DOC
-from .._validation import check_choice_param, check_scalar_param
+from .._params import Interval, StrOptions
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import diff_buffers
 from ..solvers.factored import GD, ITER_PA, NAIVE_PA, factored_steps
-from ._online import AutoStepMixin, OnlineTripletLearner, check_eta0
+from ._online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
 
 __all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
-           "check_lowrank_params"]
+           "LOWRANK_PARAMS", "PINV_PARAMS"]
 
 
 def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -62,14 +64,16 @@ def resolve_rank(est, n_features: int) -> int:
     return int(est.rank)
 
 
-def check_lowrank_params(est, pinv: bool = False) -> None:
-    """Validate ``rank`` and ``init`` (and the pseudo-inverse drift controls)."""
-    check_scalar_param(est.rank, "rank", est, kind="int", low=1, allow_none=True)
-    check_choice_param(est.init, "init", est, ("identity", "random"))
-    if pinv:
-        check_scalar_param(est.pinv_check_every, "pinv_check_every", est, kind="int", low=1)
-        check_scalar_param(est.pinv_tol, "pinv_tol", est, kind="real", low=0,
-                           low_inclusive=False)
+#: the declarations of ``rank`` and ``init`` of the factored learners
+LOWRANK_PARAMS = {
+    "rank": [Interval(Integral, 1, None, closed="left"), None],
+    "init": [StrOptions({"identity", "random"})],
+}
+#: the declarations of the pseudo-inverse drift controls (LORETA)
+PINV_PARAMS = {
+    "pinv_check_every": [Interval(Integral, 1, None, closed="left")],
+    "pinv_tol": [Interval(Real, 0, None, closed="neither")],
+}
 
 
 class FactoredBilinearMixin(BilinearMixin):
@@ -119,13 +123,12 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
 
     _method = GD
 
-    def _validate_params(self):
-        check_lowrank_params(self)
-        if "eta0" in self._get_param_names():
-            check_eta0(self)
-        if "C" in self._get_param_names():
-            check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
-        self._validate_common()
+    _parameter_constraints = {
+        **OnlineTripletLearner._parameter_constraints,
+        **LOWRANK_PARAMS,
+        "eta0": ETA0_AUTO,                                    # FactoredGD
+        "C": [Interval(Real, 0, None, closed="neither")],    # the PA baselines
+    }
 
     def _init_model(self, n_features, rng):
         self._init_factors(n_features, rng)

@@ -10,11 +10,12 @@ estimator validates, samples the constraints and stores.
 """
 from __future__ import annotations
 
-import numbers
+from numbers import Integral, Real
 
 import numpy as np
 
 from .._arrayspec import ArraySpec
+from .._params import COMMON, Interval, Options
 from .._validation import check_dense_memory, check_scalar_param
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
@@ -136,18 +137,16 @@ class ITML(MahalanobisMixin, TripletLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        g = self.gamma
-        if not (isinstance(g, numbers.Real) and not isinstance(g, (bool, np.bool_))
-                and g == np.inf):
-            check_scalar_param(g, "gamma", self, kind="real", low=0, low_inclusive=False)
+    _parameter_constraints = {
+        **COMMON,
+        "gamma": [Interval(Real, 0, None, closed="neither"), Options(Real, {np.inf})],
+        "bounds": ["no_validation"],                  # a pair: _check_bounds
+        "n_triplets": [Interval(Integral, 1, None, closed="left"), None],
+        "rank_tol": [Interval(Real, 0, 1, closed="both")],
+    }
+
+    def _check_params(self):
         self._check_bounds()
-        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1,
-                           allow_none=True)
-        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
-        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
-        check_scalar_param(self.rank_tol, "rank_tol", self, kind="real", low=0, high=1)
-        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
 
     def _check_bounds(self):
         b = self.bounds

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 
 from .._arrayspec import ArraySpec
-from .._validation import check_dense_memory, check_scalar_param
+from .._params import Interval
+from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing, n_added_features
@@ -120,11 +122,13 @@ class KISSME(MahalanobisMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
 
-    def _validate_params(self):
-        check_scalar_param(self.shrinkage, "shrinkage", self, kind="real", low=0, high=1)
-        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1,
-                           allow_none=True)
-        check_scalar_param(self.rank_tol, "rank_tol", self, kind="real", low=0, high=1)
+    _parameter_constraints = {
+        "shrinkage": [Interval(Real, 0, 1, closed="both")],
+        "n_triplets": [Interval(Integral, 1, None, closed="left"), None],
+        "rank_tol": [Interval(Real, 0, 1, closed="both")],
+        "random_state": ["no_validation"],
+        "preprocessing": ["no_validation"],
+    }
 
     def fit(self, X, y=None, *, triplets=None):
         """Fit the metric.

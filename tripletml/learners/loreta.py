@@ -33,17 +33,20 @@ drift control live in :mod:`tripletml.solvers.loreta` (shared with
 """
 from __future__ import annotations
 
+import warnings
+from numbers import Integral
+
 import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._validation import check_choice_param, check_scalar_param
+from .._params import Interval, StrOptions
 from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
 from ..solvers.loreta import loreta1_triplet_steps, loreta_general_step
 from ._pinv_owner import PinvFactorsOwner
-from ._online import AutoStepMixin, OnlineTripletLearner, check_eta0
-from .factored import DEFAULT_RANK, FactoredBilinearMixin, check_lowrank_params
+from ._online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
+from .factored import DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, FactoredBilinearMixin
 
 __all__ = ["LORETA"]
 
@@ -76,9 +79,12 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         Triplets per step.  1: LORETA-1 (Algorithm 3, rank-one gradients,
         O((n+m)k) per step).  r > 1: general LORETA (Algorithm 2) on the
         rank-r gradient of the mean hinge loss of r consecutive triplets.
-    algorithm : {"auto", "general"}, default="auto"
+    solver : {"auto", "general"}, default="auto"
         "general" forces Algorithm 2 even for ``batch_size=1`` (a reference
         and a benchmark baseline).
+    algorithm : {"auto", "general"}, optional
+        Deprecated alias of ``solver`` (renamed in 0.2, removed in 0.3); a
+        value given here wins over ``solver`` with a FutureWarning.
     init : {"identity", "random"}, default="identity"
         ``A = B = [I_k; 0]`` (k ones on the diagonal of W) or random normal
         factors (see :func:`tripletml.learners.factored.init_factors`).
@@ -154,14 +160,15 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
     def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, batch_size=1,
-                 algorithm="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
+                 solver="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
                  tol=None, preprocessing="auto", random_state=None,
-                 verbose=0):
+                 verbose=0, algorithm="deprecated"):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.batch_size = batch_size
+        self.solver = solver
         self.algorithm = algorithm
         self.init = init
         self.pinv_check_every = pinv_check_every
@@ -171,12 +178,27 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_lowrank_params(self, pinv=True)
-        check_eta0(self)
-        check_scalar_param(self.batch_size, "batch_size", self, kind="int", low=1)
-        check_choice_param(self.algorithm, "algorithm", self, ("auto", "general"))
-        self._validate_common()
+    _parameter_constraints = {
+        **OnlineTripletLearner._parameter_constraints,
+        **LOWRANK_PARAMS,
+        **PINV_PARAMS,
+        "eta0": ETA0_AUTO,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions({"auto", "general"})],
+        "algorithm": [StrOptions({"auto", "general", "deprecated"})],
+    }
+
+    def _check_params(self):
+        if self.algorithm != "deprecated":
+            warnings.warn("LORETA: parameter 'algorithm' was renamed 'solver' in 0.2 and will be "
+                          f"removed in 0.3; use solver={self.algorithm!r}.", FutureWarning,
+                          stacklevel=4)
+
+    def _solver_name(self) -> str:
+        """``solver``, or the deprecated ``algorithm`` when that was given."""
+        if isinstance(self.algorithm, str) and self.algorithm == "deprecated":
+            return self.solver
+        return self.algorithm
 
     # model -------------------------------------------------------------
     def _init_model(self, n_features, rng):
@@ -187,13 +209,14 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self._resume_factors()
 
     def _block_multiple(self):
-        return 1 if self.batch_size == 1 and self.algorithm == "auto" else int(self.batch_size)
+        return 1 if self.batch_size == 1 and self._solver_name() == "auto" \
+            else int(self.batch_size)
 
     def _run_steps(self, Xc, triplets):
         self._check_resumable()
         m = triplets.shape[0]
         losses, margins = np.zeros(m), np.zeros(m)
-        if self.batch_size == 1 and self.algorithm == "auto":
+        if self.batch_size == 1 and self._solver_name() == "auto":
             self._loreta1(Xc, triplets, losses, margins)
         else:
             self._general(Xc, triplets, losses, margins)

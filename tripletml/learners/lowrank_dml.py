@@ -19,13 +19,15 @@ the result.
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._validation import (check_choice_param, check_dense_memory, check_scalar_param,
-                           check_triplets)
+from .._params import COMMON, Interval, StrOptions
+from .._validation import check_dense_memory, check_triplets
 from ..base import MahalanobisMixin, TripletLearner
 from ..solvers.lowrank_dml import (AUTO_LEARNING_RATE, DEFAULT_BATCH, LEARNING_RATES, SOLVERS,
                                    Iterations, Minibatches, TripletDMLProblem, step_size)
@@ -159,25 +161,22 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_scalar_param(self.alpha, "alpha", self, kind="real", low=0)
-        check_choice_param(self.solver, "solver", self, tuple(SOLVERS))
-        check_choice_param(self.loss, "loss", self, ("triplet", "lmnn"))
-        check_scalar_param(self.eta0, "eta0", self, kind="real", low=0, low_inclusive=False)
-        check_scalar_param(self.batch_size, "batch_size", self, kind="int", low=1,
-                           allow_none=True)
-        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
-        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
-        if self.constraint is not None:
-            check_choice_param(self.constraint, "constraint", self, CONSTRAINTS[1:])
-        check_scalar_param(self.tau, "tau", self, kind="real", low=0, low_inclusive=False)
-        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1)
-        check_choice_param(self.learning_rate, "learning_rate", self, LEARNING_RATES)
-        check_scalar_param(self.push_weight, "push_weight", self, kind="real", low=0)
-        check_scalar_param(self.max_time, "max_time", self, kind="real", low=0,
-                           low_inclusive=False, allow_none=True)
-        check_scalar_param(self.eval_every, "eval_every", self, kind="int", low=0)
-        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
+    _parameter_constraints = {
+        **COMMON,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions(set(SOLVERS))],
+        "loss": [StrOptions({"triplet", "lmnn"})],
+        "eta0": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "constraint": [StrOptions(set(CONSTRAINTS[1:])), None],
+        "tau": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate": [StrOptions(set(LEARNING_RATES))],
+        "push_weight": [Interval(Real, 0, None, closed="left")],
+        "max_time": [Interval(Real, 0, None, closed="neither"), None],
+        "eval_every": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def _check_params(self):
         if self.solver == "fw" and self.constraint is None:
             raise ValueError("LowRankDML: solver='fw' needs a bounded feasible set; set "
                              "constraint='frobenius' or 'spectral'.")

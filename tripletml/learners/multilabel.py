@@ -33,6 +33,7 @@ control (:mod:`tripletml.solvers.loreta`).
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,16 +41,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from .._stopping import relative_change
-from .._validation import check_random_state, check_scalar_param, check_X
+from .._params import COMMON, Interval
+from .._validation import check_random_state, check_X
 from ._online import fitted_step_size
 from ..base import LearnerBase
 from ..linalg.sparse_rows import as_csr
 from ..solvers.multilabel import LORETA, PA, PERCEPTRON, multilabel_steps
 from ._pinv_owner import PinvFactorsOwner
-from ._online import AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, block_size, check_eta0, new_watch
+from ._online import ETA0_AUTO, AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, block_size, new_watch
 from ..training import History, apply_result, run
 from ..training.online import OnlinePasses
-from .factored import check_lowrank_params, init_factors
+from .factored import LOWRANK_PARAMS, PINV_PARAMS, init_factors
 
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
            "auto_step_size_multilabel"]
@@ -161,21 +163,11 @@ class _MultilabelRanker(LearnerBase):
         if isinstance(L, bool) or not isinstance(L, int) or L < 2:
             raise ValueError(f"n_labels_={L!r} must be an integer >= 2")
 
-    def _validate_common(self):
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise TypeError(f"{type(self).__name__}: parameter fit_intercept="
-                            f"{self.fit_intercept!r} must be True or False.")
-        if self._auto_eta_c is not None:
-            check_eta0(self)                    # "auto" or a positive real
-        elif "eta0" in self._get_param_names():
-            check_scalar_param(self.eta0, "eta0", self, kind="real", low=0,
-                               low_inclusive=False)
-        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
-        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
-        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
-
-    def _validate_params(self):
-        self._validate_common()
+    _parameter_constraints = {
+        **{k: v for k, v in COMMON.items() if k not in ("n_triplets", "preprocessing")},
+        "fit_intercept": ["boolean"],
+        "eta0": [Interval(Real, 0, None, closed="neither")],     # MatrixPerceptron
+    }
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -439,9 +431,12 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_lowrank_params(self, pinv=True)
-        self._validate_common()
+    _parameter_constraints = {
+        **_MultilabelRanker._parameter_constraints,
+        **LOWRANK_PARAMS,
+        **PINV_PARAMS,
+        "eta0": ETA0_AUTO,
+    }
 
     def _init_model(self, d, L, rng):
         if self.rank > min(d, L):
@@ -515,10 +510,11 @@ class IterativePAMultilabel(_MultilabelRanker):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_lowrank_params(self)
-        check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
-        self._validate_common()
+    _parameter_constraints = {
+        **_MultilabelRanker._parameter_constraints,
+        **LOWRANK_PARAMS,
+        "C": [Interval(Real, 0, None, closed="neither")],
+    }
 
     def _init_model(self, d, L, rng):
         if self.rank > min(d, L):

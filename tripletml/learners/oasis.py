@@ -10,11 +10,13 @@ where ``||V||_F^2 = ||q||^2 ||p+ - p-||^2``.  W starts at the identity.
 """
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._validation import check_choice_param, check_scalar_param
+from .._params import Interval, StrOptions
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
@@ -100,10 +102,11 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_scalar_param(self.C, "C", self, kind="real", low=0, low_inclusive=False)
-        check_choice_param(self.init, "init", self, ("identity", "zeros"))
-        self._validate_common()
+    _parameter_constraints = {
+        **OnlineTripletLearner._parameter_constraints,
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "init": [StrOptions({"identity", "zeros"})],
+    }
 
     def _init_model(self, n_features, rng):
         self.W_ = np.eye(n_features) if self.init == "identity" else np.zeros((n_features,

@@ -40,11 +40,15 @@ variables alpha_i are the fitted ``alpha_``.
 """
 from __future__ import annotations
 
+import warnings
+from numbers import Real
+
 import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._validation import check_choice_param, check_random_state, check_scalar_param
+from .._params import Interval, StrOptions
+from .._validation import check_random_state
 from ..base import BilinearMixin
 from ..solvers.sdca import SDCASolver, relative_gap, sdca_objectives  # noqa: F401
 from ._online import OnlineTripletLearner
@@ -96,8 +100,13 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     Attributes
     ----------
-    M_ : ndarray (n_features_preprocessed_, n_features_preprocessed_)
-        The output matrix chosen by ``output``.
+    W_ : ndarray (n_features_preprocessed_, n_features_preprocessed_)
+        The output matrix chosen by ``output`` (the bilinear matrix of
+        ``S(x, y) = x^T W y``; the paper's M).
+    M_ : ndarray
+        Deprecated alias of ``W_`` (renamed in 0.2 so that every bilinear
+        learner names its matrix ``W_``; removed in 0.3).  Files saved with
+        ``M_`` still load.
     M_last_ : ndarray (d, d)
         The last iterate ``M^T = M(alpha)``.
     alpha_ : ndarray (n,)
@@ -142,7 +151,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     _history_keys = ("loss", "avg_loss", "mistake_rate", "avg_sq_loss", "primal", "dual", "gap",
                      "rel_gap")
     _fitted_arrays = {
-        "M_": ArraySpec(("d", "d")),
+        "W_": ArraySpec(("d", "d"), optional=True),     # required: _check_loaded
+        "M_": ArraySpec(("d", "d"), optional=True),     # the name of files saved by 0.1
         "M_last_": ArraySpec(("d", "d")),
         "alpha_": ArraySpec(("=m",)),
         "dual_ids_": ArraySpec(("=m",), dtype="i", low=0, high="next_id_"),
@@ -165,12 +175,12 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_scalar_param(self.alpha, "alpha", self, kind="real", low=0, low_inclusive=False)
-        check_choice_param(self.output, "output", self, ("average", "random", "last"))
-        check_scalar_param(self.average_start, "average_start", self, kind="real", low=0,
-                           high=1, high_inclusive=False)
-        self._validate_common()
+    _parameter_constraints = {
+        **OnlineTripletLearner._parameter_constraints,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "output": [StrOptions({"average", "random", "last"})],
+        "average_start": [Interval(Real, 0, 1, closed="left")],
+    }
 
     # ----------------------------------------------------------- state
     def _init_model(self, n_features, rng):
@@ -244,7 +254,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     def _finalize(self):
         self._store()
-        self.M_ = self._solver.output_matrix()
+        self.W_ = self._solver.output_matrix()
 
     # -------------------------------------------------------------- fit
     def _fit(self, X, triplets, rng):
@@ -298,10 +308,30 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self._u = self._rng.random(m) if s.output == "random" else None
         return super()._partial_steps(Xc, triplets, hist)
 
+    # ------------------------------------------------- the deprecated name
+    @property
+    def M_(self) -> np.ndarray:
+        """Deprecated alias of ``W_`` (removed in 0.3)."""
+        warnings.warn("SDCA: M_ was renamed W_ in 0.2 (every bilinear learner names its "
+                      "matrix W_) and will be removed in 0.3.", FutureWarning, stacklevel=2)
+        try:
+            return self.__dict__["W_"]
+        except KeyError:
+            raise AttributeError("M_") from None
+
+    @M_.setter
+    def M_(self, value) -> None:          # a model file saved by 0.1
+        self.__dict__["W_"] = value
+
+    def _check_loaded(self) -> None:
+        if "W_" not in vars(self):
+            raise ValueError("the fitted array W_ (M_ in files of 0.1) is missing")
+        super()._check_loaded()
+
     # ---------------------------------------------------------- scoring
     def _apply(self, X):
-        return np.asarray(X @ self.M_)
+        return np.asarray(X @ self.W_)
 
     def _bilinear_matrix(self) -> np.ndarray:
         """The output matrix M (a copy)."""
-        return self.M_.copy()
+        return self.W_.copy()

@@ -18,13 +18,16 @@ result.
 """
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
-from .._validation import check_choice_param, check_scalar_param, check_triplets
+from .._params import COMMON, Interval, StrOptions
+from .._validation import check_triplets
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
@@ -131,19 +134,16 @@ class SML(MahalanobisMixin, TripletLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params(self):
-        check_scalar_param(self.alpha, "alpha", self, kind="real", low=0, low_inclusive=False)
-        check_scalar_param(self.mu, "mu", self, kind="real", low=0, low_inclusive=False)
-        check_choice_param(self.solver, "solver", self, ("smooth", "subgradient"))
-        check_scalar_param(self.max_iter, "max_iter", self, kind="int", low=1)
-        check_scalar_param(self.tol, "tol", self, kind="real", low=0, allow_none=True)
-        check_scalar_param(self.n_triplets, "n_triplets", self, kind="int", low=1)
-        check_choice_param(self.sampling, "sampling", self, ("random", "knn"))
-        if not isinstance(self.line_search, (bool, np.bool_)):
-            raise TypeError(f"SML: parameter line_search={self.line_search!r} must be a bool.")
-        check_scalar_param(self.eta0, "eta0", self, kind="real", low=0, low_inclusive=False)
-        check_scalar_param(self.rank_tol, "rank_tol", self, kind="real", low=0, high=1)
-        check_scalar_param(self.verbose, "verbose", self, kind="int", low=0)
+    _parameter_constraints = {
+        **COMMON,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "mu": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"smooth", "subgradient"})],
+        "sampling": [StrOptions({"random", "knn"})],
+        "line_search": ["boolean"],
+        "eta0": [Interval(Real, 0, None, closed="neither")],
+        "rank_tol": [Interval(Real, 0, 1, closed="both")],
+    }
 
     def _prepare_fit(self, X, y=None, triplets=None):
         if triplets is None and y is not None and self.sampling == "knn":
