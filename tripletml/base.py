@@ -37,8 +37,7 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
-import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -62,29 +61,6 @@ _CHUNK_BYTES = 64 * 2**20
 
 def _chunk_rows(n_rows: int, width: int) -> int:
     return max(1, min(n_rows, _CHUNK_BYTES // (8 * max(1, width))))
-
-
-class History:
-    """Collects ``history_``: a dict of equal-length lists, one entry per
-    record (``step`` and ``seconds`` always present)."""
-
-    def __init__(self, previous: dict | None = None, keys: tuple[str, ...] = ()):
-        self.data: dict[str, list] = {k: list(v) for k, v in (previous or {}).items()}
-        for k in ("step", "seconds") + tuple(keys):
-            self.data.setdefault(k, [])
-        self._t0 = time.perf_counter()
-        self._offset = self.data["seconds"][-1] if self.data["seconds"] else 0.0
-
-    def record(self, step: int, **values: Any) -> None:
-        n = len(self.data["step"])
-        self.data["step"].append(int(step))
-        self.data["seconds"].append(self._offset + time.perf_counter() - self._t0)
-        for k, v in values.items():
-            col = self.data.setdefault(k, [None] * n)
-            col.append(float(v) if isinstance(v, (float, np.floating, int, np.integer)) else v)
-        for k, col in self.data.items():
-            if len(col) < n + 1:
-                col.append(None)
 
 
 class LearnerBase(BaseEstimator):
