@@ -54,7 +54,7 @@ from .linalg import rowwise_dot
 from .triplets import random_class_triplets
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-           "EmbeddingMixin", "History", "ArraySpec", "EMBEDDING_SIMILARITIES"]
+           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES"]
 
 _CHUNK_BYTES = 64 * 2**20
 
