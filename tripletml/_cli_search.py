@@ -75,7 +75,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     if args.k < 1:
         raise ValueError(f"-k must be >= 1, got {args.k}")
     k = min(args.k, index.ntotal)
-    ids, scores = index.search(Q, k, verbose=_verbosity(args))
+    scores, ids = index.search(Q, k, verbose=_verbosity(args))
     out = args.output
     if out is not None and Path(out).suffix == ".npz":
         np.savez(out, ids=ids, scores=scores)
