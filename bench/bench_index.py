@@ -21,7 +21,7 @@ indexed.  Printed, all ratios measured in this one run:
   the NumPy allocations and the process's peak RSS) against
   ``(n_db + d) * rank * 8`` bytes and a d x d float64 matrix (20 GB).
 
-Run: ``PYTHONPATH=. python bench/bench_index.py`` (``--quick``: 200,000 rows).
+Run: ``python -m bench.bench_index`` (``--quick``: 200,000 rows).
 """
 from __future__ import annotations
 
