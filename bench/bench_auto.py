@@ -1,6 +1,6 @@
 """AutoSimilarity against metric-learn's best learner per set (issue 14).
 
-    OPENBLAS_NUM_THREADS=1 python bench/bench_auto.py [--sets iris,wine]
+    OPENBLAS_NUM_THREADS=1 python -m bench.bench_auto [--sets iris,wine]
         [--seeds 0,1,2] [--floor] [-o results/auto/auto.md]
 
 Protocol (``bench/_protocol.py``, as ``bench/bench_peers.py``): per data set
@@ -33,9 +33,12 @@ from collections import Counter
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tripletml  # noqa: E402
-from _protocol import DEFAULT_SETS, load_set, retrieval_map, split, warm_up  # noqa: E402
+import tripletml
+
+try:
+    from ._protocol import DEFAULT_SETS, load_set, retrieval_map, split, warm_up
+except ImportError:          # run as a file: python bench/bench_auto.py
+    from _protocol import DEFAULT_SETS, load_set, retrieval_map, split, warm_up
 
 #: metric-learn's best learner per set (mAP, fit seconds) from
 #: results/peers/peers.md (the run with tripletml's ITML, commit 4a6aa5a), and AutoSimilarity before
@@ -116,7 +119,7 @@ def main(argv=None) -> int:
         print(line, flush=True)
     if args.output:
         with open(args.output, "a") as fh:
-            fh.write(f"\n`{' '.join(['python', 'bench/bench_auto.py', *(argv or sys.argv[1:])])}`"
+            fh.write(f"\n`{' '.join(['python', '-m', 'bench.bench_auto', *(argv or sys.argv[1:])])}`"
                      f" ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
                      f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
                      f"load average at the end {os.getloadavg()[0]:.1f} on "

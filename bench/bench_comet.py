@@ -2,7 +2,7 @@
 version that re-inverts W at every step (what a naive implementation of the
 log-det gradient does), at d = 300 and d = 1000.
 
-    python bench/bench_comet.py [--steps 60]
+    python -m bench.bench_comet [--steps 60]
 
 Both run the same steps on the same random sparse data and triplets; the
 ratio is measured in one run.  The re-inverting variant differs only in

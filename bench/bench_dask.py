@@ -15,8 +15,8 @@ worker processes (one thread each, a memory limit per worker):
 Printed: seconds, rows/s, and the peak RSS of every worker process (sampled
 by a thread on each worker), and the 2-vs-1 worker speed ratio.
 
-    python bench/bench_dask.py --rows 10000000          # the issue's size
-    python bench/bench_dask.py --rows 1000000 --queries 100   # quicker
+    python -m bench.bench_dask --rows 10000000          # the issue's size
+    python -m bench.bench_dask --rows 1000000 --queries 100   # quicker
 """
 from __future__ import annotations
 

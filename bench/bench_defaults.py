@@ -1,6 +1,6 @@
 """Every triplet learner with its DEFAULTS against no learning (issue 14).
 
-    OPENBLAS_NUM_THREADS=1 python bench/bench_defaults.py [--sets vehicle,iris]
+    OPENBLAS_NUM_THREADS=1 python -m bench.bench_defaults [--sets vehicle,iris]
         [--seeds 0,1,2] [--learners OASIS,SML] [-o results/defaults/defaults.md]
         [--before results/defaults/defaults_standardize.md]
 
@@ -24,11 +24,13 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tripletml  # noqa: E402
-from _protocol import (BASELINES, DEFAULT_SETS, load_set, run_one,  # noqa: E402
-                       triplet_learners)
-from tripletml.preprocessing import resolve_preprocessing  # noqa: E402
+import tripletml
+from tripletml.preprocessing import resolve_preprocessing
+
+try:
+    from ._protocol import BASELINES, DEFAULT_SETS, load_set, run_one, triplet_learners
+except ImportError:          # run as a file: python bench/bench_defaults.py
+    from _protocol import BASELINES, DEFAULT_SETS, load_set, run_one, triplet_learners
 
 
 def _make(cls):
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
                 flags.append(f"{ds}: {name} {m:.3f} below {' and '.join(below)}")
             rows.append((ds, name, m, s, t, eu, dp, "*" if below else "",
                          "error" if errs else "", prep))
-    cmd = "python bench/bench_defaults.py " + " ".join(argv if argv is not None
+    cmd = "python -m bench.bench_defaults " + " ".join(argv if argv is not None
                                                         else sys.argv[1:])
     lines = [f"Command: `{cmd.strip()}`  ",
              f"tripletml {tripletml.__version__}, seeds {seeds}, "

@@ -21,7 +21,7 @@ indexed.  Printed, all ratios measured in this one run:
   the NumPy allocations and the process's peak RSS) against
   ``(n_db + d) * rank * 8`` bytes and a d x d float64 matrix (20 GB).
 
-Run: ``PYTHONPATH=. python bench/bench_index.py`` (``--quick``: 200,000 rows).
+Run: ``python -m bench.bench_index`` (``--quick``: 200,000 rows).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def main(argv=None):
     exact, t_build = timed(build, model, Xdb, backend="numpy")
     build_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.reset_peak()
-    (ids_exact, sc_exact), t_exact = timed(exact.search, Xq, 10)
+    (sc_exact, ids_exact), t_exact = timed(exact.search, Xq, 10)
     search_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     bound = (a.n_db + d) * k * 8
@@ -129,7 +129,7 @@ def main(argv=None):
         np.dot(e, Edb.T, out=buf[:e.shape[0]])
     t_gemm = time.perf_counter() - t0
     del buf
-    (ids2, _), t_exact2 = timed(exact.search, Xq, 10)
+    (_, ids2), t_exact2 = timed(exact.search, Xq, 10)
     assert np.array_equal(ids2, ids_exact)
     t_exact = min(t_exact, t_exact2)
     print(f"exact numpy search: {t_exact:.2f} s ({a.n_queries / t_exact:.0f} q/s); bare GEMM "
@@ -141,7 +141,7 @@ def main(argv=None):
         return
 
     flat, t_b = timed(build, model, Xdb, kind="flat", backend="faiss")
-    (ids_f, _), t_flat = timed(flat.search, Xq, 10)
+    (_, ids_f), t_flat = timed(flat.search, Xq, 10)
     print(f"faiss flat: build {t_b:.1f} s, search {t_flat:.2f} s ({a.n_queries / t_flat:.0f} "
           f"q/s), recall@10 vs numpy exact {recall_at(ids_f, ids_exact):.4f}")
     t_best = min(t_exact, t_flat)
@@ -151,7 +151,7 @@ def main(argv=None):
         print(f"faiss IVF nlist={a.nlist} ip_to_l2={aug}: build {t_b:.1f} s")
         for nprobe in a.nprobe:
             ivf.nprobe = nprobe
-            (ids, _), t = timed(ivf.search, Xq, 10)
+            (_, ids), t = timed(ivf.search, Xq, 10)
             print(f"  nprobe={nprobe:4d}: {a.n_queries / t:8.0f} q/s, recall@10 "
                   f"{recall_at(ids, ids_exact):.4f}, speed-up over the best exact "
                   f"{t_best / t:.1f}x")
@@ -168,7 +168,7 @@ def main(argv=None):
             hnsw.ef_search = ef
             t_h, t_f = [], []
             for _ in range(a.repeats):
-                (ids, _), t = timed(hnsw.search, Xq, 10)
+                (_, ids), t = timed(hnsw.search, Xq, 10)
                 t_h.append(t)
                 t_f.append(timed(flat.search, Xq, 10)[1])
             th, tf = float(np.median(t_h)), float(np.median(t_f))

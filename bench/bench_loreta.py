@@ -1,6 +1,6 @@
 """LORETA-1 per-step cost: linear in n and k, near the memory-traffic bound.
 
-    python bench/bench_loreta.py [--steps 2000]
+    python -m bench.bench_loreta [--steps 2000]
 
 A LORETA-1 step reads and writes the four n x k factor matrices (A, B and
 their pseudo-inverses) a small constant number of times, so its time is

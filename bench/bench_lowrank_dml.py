@@ -2,7 +2,7 @@
 eigh-projected SGD baseline, against a bare GEMM of the same shape, and the
 peak memory of a news20 run.
 
-    OPENBLAS_NUM_THREADS=1 python bench/bench_lowrank_dml.py [--news20]
+    OPENBLAS_NUM_THREADS=1 python -m bench.bench_lowrank_dml [--news20]
 
 1. One incsvd iteration (Brand update of ``U diag(s) U^T + A diag(signs)
    A^T`` with r = 100, c = 100 sparse text-like columns, then the projection)

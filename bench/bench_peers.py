@@ -4,11 +4,11 @@ Usage
 -----
 From the repository root, with the data home set (``TRIPLETML_DATA``)::
 
-    python bench/bench_peers.py                                  # ten sets, 3 seeds -> results/peers/
-    python bench/bench_peers.py --sets vehicle,vowel,svmguide4,segment --out results/peers/before
-    python bench/bench_peers.py --resume                         # skip rows already written
-    python bench/bench_peers.py --report-only                    # rebuild peers.md / .png from peers.csv
-    python bench/bench_peers.py --methods ITML,LMNN,Euclidean,SML --seeds 0 --timeout 60
+    python -m bench.bench_peers                                  # ten sets, 3 seeds -> results/peers/
+    python -m bench.bench_peers --sets vehicle,vowel,svmguide4,segment --out results/peers/before
+    python -m bench.bench_peers --resume                         # skip rows already written
+    python -m bench.bench_peers --report-only                    # rebuild peers.md / .png from peers.csv
+    python -m bench.bench_peers --methods ITML,LMNN,Euclidean,SML --seeds 0 --timeout 60
 
 Environment
 -----------
@@ -17,7 +17,8 @@ environment of their own, created once and then reused: ``--venv`` (default
 ``~/.cache/tripletml/peers-venv``, outside the repository).  It holds
 metric-learn 0.7.0, ``scikit-learn<1.8``, tripletml's other dependencies and
 tripletml installed editable (``pip install -e``) from this checkout; every
-worker also puts this checkout first on ``sys.path`` and refuses to run if the
+worker runs as ``python -m bench.bench_peers`` from the checkout (so the
+checkout comes first on the import path) and refuses to run if the
 ``tripletml`` it imports is not the checkout's.  A recorded stamp (the
 requirements) decides whether the environment is up to date;
 ``--rebuild-venv`` recreates it.  The parent process (this script, run with any
@@ -122,8 +123,8 @@ TML_RENAMED = {"ITML (tripletml)": "ITML"}
 
 
 def _tml_methods() -> tuple[str, ...]:
-    """Every triplet learner of tripletml's registry (the checkout's), by row name."""
-    sys.path.insert(0, str(REPO))
+    """Every triplet learner of tripletml's registry (the checkout's, when run
+    as ``python -m bench.bench_peers`` from it), by row name."""
     import tripletml
     rename = {cls: row for row, cls in TML_RENAMED.items()}
     return tuple(rename.get(n, n) for n in tripletml.learner_names("triplet"))
@@ -220,7 +221,6 @@ def ensure_venv(venv: Path, repo: Path = REPO, rebuild: bool = False) -> Path:
 
 _VERSIONS_SNIPPET = r"""
 import json, sys, platform
-sys.path.insert(0, sys.argv[1])
 out = {"python": platform.python_version(), "executable": sys.executable}
 from importlib import metadata
 for dist in ("numpy", "scipy", "scikit-learn", "numba", "metric-learn", "matplotlib"):
@@ -240,8 +240,9 @@ print(json.dumps(out))
 
 def env_versions(py: str | Path, repo: Path = REPO) -> dict:
     """Versions of the relevant packages as seen by interpreter ``py``."""
-    res = subprocess.run([str(py), "-c", _VERSIONS_SNIPPET, str(repo)], capture_output=True,
-                         text=True)
+    # run in the checkout: `python -c` puts the working directory first on sys.path
+    res = subprocess.run([str(py), "-c", _VERSIONS_SNIPPET], capture_output=True,
+                         text=True, cwd=str(repo))
     if res.returncode != 0:
         return {"error": res.stderr.strip()[-500:]}
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -283,7 +284,6 @@ def machine_info() -> dict:
 # the worker (runs inside the environment, one process per data set)
 # --------------------------------------------------------------------------------------
 def _import_checkout_tripletml(repo: Path):
-    sys.path.insert(0, str(repo))
     import tripletml
     where = Path(tripletml.__file__).resolve()
     if repo.resolve() not in where.parents:
@@ -826,7 +826,6 @@ def report(out: Path, prov: dict) -> dict:
 
 def _bilinear_methods() -> list[str]:
     try:
-        sys.path.insert(0, str(REPO))
         import tripletml
         classes = {m: getattr(tripletml, TML_RENAMED.get(m, m), None) for m in TML_METHODS}
         return [m for m, c in classes.items() if isinstance(c, type)
@@ -938,7 +937,7 @@ def main(argv=None) -> int:
     env = dict(os.environ)
     for v in THREAD_VARS:
         env[v] = str(args.threads)
-    env.pop("PYTHONPATH", None)            # the worker puts the checkout first itself
+    env.pop("PYTHONPATH", None)            # `-m` in cwd=REPO puts the checkout first
     t_start = time.perf_counter()
     rows_dir = out / "rows"
     rows_dir.mkdir(exist_ok=True)
@@ -950,7 +949,7 @@ def main(argv=None) -> int:
             continue
         skip_file = rows_dir / f"{s}.skip.json"
         skip_file.write_text(json.dumps([list(k) for k in done if k[0] == s]))
-        cmd = [str(py), str(Path(__file__).resolve()), "--worker", s,
+        cmd = [str(py), "-m", "bench.bench_peers", "--worker", s,
                "--methods", ",".join(args.methods), "--seeds", ",".join(map(str, args.seeds)),
                "--timeout", str(args.timeout), "--mem-limit", str(args.mem_limit),
                "--rows-file", str(rows_dir / f"{s}.jsonl"),

@@ -6,7 +6,7 @@ step should grow ~16x, independent of d^2.  A dense-row run at the same d
 shows the O(d^2) cost that the sparse path avoids.  All ratios are measured
 in one run.
 
-    python bench/bench_sdca_sparse.py [--d 5000] [--steps 20000]
+    python -m bench.bench_sdca_sparse [--d 5000] [--steps 20000]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """SML: iterations and seconds to reach 1% of the optimum, smooth (SMLsm,
 Nesterov on the smoothed saddle form) vs projected subgradient (SMLgd).
 
-    OPENBLAS_NUM_THREADS=1 python bench/bench_sml.py [--alpha 0.01] [--iters 2000]
+    OPENBLAS_NUM_THREADS=1 python -m bench.bench_sml [--alpha 0.01] [--iters 2000]
 
 Per data set (standardised features, 1,500 random class triplets): the
 optimum is estimated by the lowest objective any run reaches (a 3x longer

@@ -144,13 +144,13 @@ def test_sharded_search_evaluate_embed_equal_local(client, data, models, name, t
         np.testing.assert_array_equal(sharded.embed(m, coll).compute(), m.embed_database(X))
         # exact top-k against brute force and the exact numpy index
         Q = X[:40]
-        ids, vals = sharded.search(m, coll, Q, k=9)
+        vals, ids = sharded.search(m, coll, Q, k=9)
         ref_ids, ref_vals = _brute_topk(m, Q, X, 9)
         np.testing.assert_array_equal(ids, ref_ids)
         # the workers' BLAS (one thread) may round a GEMM differently from this process
         np.testing.assert_allclose(vals, ref_vals, rtol=1e-13, atol=1e-13)
-        np.testing.assert_array_equal(ids, build(m, X, backend="numpy").search(Q, 9)[0])
-        ids_loo, _ = sharded.search(m, coll, Q, k=5, query_ids=np.arange(40))
+        np.testing.assert_array_equal(ids, build(m, X, backend="numpy").search(Q, 9)[1])
+        _, ids_loo = sharded.search(m, coll, Q, k=5, query_ids=np.arange(40))
         np.testing.assert_array_equal(ids_loo, _brute_topk(m, Q, X, 5, np.arange(40))[0])
         # leave-one-out evaluation over the whole collection
         got = sharded.evaluate_retrieval(m, coll, X, y, k=(1, 5, 10), recall=True,
@@ -176,7 +176,7 @@ def test_sharded_sparse_equals_exact_index(client, data, tmp_path):
     with dask.config.set(scheduler=client.get):
         got = sharded.evaluate_retrieval(m, coll, Xs[:60], y[:60], k=(1, 5), recall=True,
                                          query_ids=np.arange(60))
-        ids, _ = sharded.search(m, coll, Xs[:30], k=6)
+        _, ids = sharded.search(m, coll, Xs[:30], k=6)
     # (the index's leave-one-out takes every row as a query: brute force on 60 of them)
     assert got == _loo_subset(m, Xs, y, 60, (1, 5))
     with dask.config.set(scheduler="sync"):
@@ -187,7 +187,7 @@ def test_sharded_sparse_equals_exact_index(client, data, tmp_path):
     assert {k: v for k, v in full.items() if k != "map"} == \
         {k: v for k, v in local.items() if k != "map"}
     assert full["map"] == pytest.approx(local["map"], rel=1e-12, abs=0)
-    np.testing.assert_array_equal(ids, index.search(Xs[:30], 6)[0])
+    np.testing.assert_array_equal(ids, index.search(Xs[:30], 6)[1])
 
 
 def _loo_subset(m, X, y, n_q, ks):
@@ -228,7 +228,7 @@ def test_per_partition_indexes_equal_sharded_search(client, data, models, tmp_pa
         paths = sharded.build_indexes(m, coll, tmp_path / "idx", backend="numpy")
         got = sharded.search_indexes(paths, coll, X[:20], k=7)
         ref = sharded.search(m, coll, X[:20], k=7)
-    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])          # (scores, ids): the ids
 
 
 def test_reproduce_parallel_path_equals_serial(client, tmp_path):

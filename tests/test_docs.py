@@ -82,3 +82,26 @@ def test_sphinx_site_builds_offline_with_warnings_as_errors(tmp_path):
     for p in EXAMPLES:
         assert (out / "auto_examples" / f"{p.stem}.html").is_file(), p.stem
     assert (out / "user_guide" / "choosing.html").is_file()
+
+
+def _readme_commands() -> list[str]:
+    """The commands of the README's first code block (comments stripped)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert lines[0].startswith("```"), "the README opens with the newcomer's commands"
+    block = lines[1:lines.index("```", 1)]
+    return [ln.split("#", 1)[0].strip() for ln in block if ln.split("#", 1)[0].strip()]
+
+
+def test_readme_opens_with_install_and_the_parallel_test_command():
+    install, test = _readme_commands()
+    assert install.startswith("pip install") and "tripletml demo" in install
+    assert test.split()[:3] == ["pytest", "-n", "2"] and "--durations=20" in test.split()
+
+
+def test_ci_runs_exactly_the_readme_test_command_and_fails_on_no_tests():
+    _, test = _readme_commands()
+    ci = (ROOT / ".ci" / "run").read_text()
+    runs = [ln.split("||", 1)[0].strip() for ln in ci.splitlines()
+            if ln.strip().startswith("pytest")]
+    assert runs == [test]
+    assert "set -euo pipefail" in ci and '"$status" -eq 5' in ci

@@ -56,7 +56,7 @@ def test_exact_numpy_search_equals_brute_force(factory, alt, sparse, small_block
         index.add(D[s:s + 50], batch_size=17)
     assert index.ntotal == 160 and index.is_exact
     for k in (1, 4, 140):                     # 140 > _LARGE_K: the whole-row path
-        ids, scores = index.search(Q, k, batch_size=6)
+        scores, ids = index.search(Q, k, batch_size=6)
         ref_ids, ref_scores, _ = brute_topk(model, Q, D, k)
         np.testing.assert_array_equal(ids, ref_ids)
         scale = max(1.0, np.abs(ref_scores).max())
@@ -75,7 +75,7 @@ def test_ties_lower_index_first(model_factory, small_blocks):
     model = model_factory().fit(X, y)
     index = build(model, D, backend="numpy")
     for k in (1, 5, 30, 89):
-        ids, scores = index.search(base, k)
+        scores, ids = index.search(base, k)
         ref_ids, ref_scores, _ = brute_topk(model, base, D, k)
         np.testing.assert_array_equal(ids, ref_ids)
         np.testing.assert_allclose(scores, ref_scores, atol=1e-9)
@@ -85,7 +85,7 @@ def test_float32_numpy_storage_is_close():
     X, y = mixture(300, seed=3)
     model = OASIS(n_triplets=500, random_state=0).fit(X, y)
     index = build(model, X, backend="numpy", dtype="float32")
-    ids, scores = index.search(X[:20], 10)
+    scores, ids = index.search(X[:20], 10)
     _, _, S = brute_topk(model, X[:20], X, 10)
     np.testing.assert_allclose(scores, np.take_along_axis(S, ids, axis=1), rtol=1e-4, atol=1e-4)
     kth = np.sort(S, axis=1)[:, -10]
@@ -114,7 +114,7 @@ def test_faiss_flat_is_exact_up_to_float32(model_factory):
     model = model_factory().fit(X, y)
     index = build(model, X[:300], backend="faiss", kind="flat")
     assert index.backend == "faiss" and index.dtype == np.float32
-    ids, scores = index.search(X[300:], 10)
+    scores, ids = index.search(X[300:], 10)
     _check_near_exact(model, X[300:], X[:300], ids, scores, 10)
 
 
@@ -133,10 +133,10 @@ def test_faiss_approximate_kinds(kind, params, model_factory, aug):
     exact_ids, _, _ = brute_topk(model, Q, D, 10)
     if kind == "ivf":
         index.nprobe = index.nlist            # every cell visited: exact
-        ids, scores = index.search(Q, 10)
+        scores, ids = index.search(Q, 10)
         _check_near_exact(model, Q, D, ids, scores, 10)
         index.nprobe = 1
-    ids, scores = index.search(Q, 10)
+    scores, ids = index.search(Q, 10)
     found = ids >= 0
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)])
     assert recall >= 0.5, recall
@@ -146,7 +146,7 @@ def test_faiss_approximate_kinds(kind, params, model_factory, aug):
                                atol=1e-4 * max(1, np.abs(S).max()))
     if kind == "hnsw":
         index.ef_search = 400
-        ids, _ = index.search(Q, 10)
+        _, ids = index.search(Q, 10)
         recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)])
         assert recall >= 0.95, recall
 
@@ -158,7 +158,7 @@ def test_save_load_round_trip(tmp_path, backend, kind):
     model = LORETA(rank=3, n_triplets=500, eta0=0.05, random_state=0).fit(X, y)
     params = dict(nlist=4, nprobe=2) if kind == "ivf" else {}
     index = build(model, sp.csr_matrix(X), kind=kind, backend=backend, random_state=0, **params)
-    ids, scores = index.search(X[:25], 7)
+    scores, ids = index.search(X[:25], 7)
     path = tmp_path / "idx"
     index.save(path)
     index.save(path)                          # replacing an index directory is allowed
@@ -173,7 +173,7 @@ def test_save_load_round_trip(tmp_path, backend, kind):
     assert loaded.ip_to_l2 is (kind == "ivf")
     assert embedding_cone(model.embed_database(X)) < IP_TO_L2_CONE
     np.testing.assert_array_equal(loaded.model.A_, model.A_)
-    ids2, scores2 = loaded.search(X[:25], 7)
+    scores2, ids2 = loaded.search(X[:25], 7)
     np.testing.assert_array_equal(ids2, ids)
     np.testing.assert_array_equal(scores2, scores)
     # the loaded index keeps working: more rows
@@ -207,8 +207,8 @@ def test_ip_to_l2_flat_returns_the_exact_inner_product_neighbours(model_factory)
     E = model.embed_database(D)
     assert aug.max_norm == pytest.approx(np.linalg.norm(E, axis=1).max(), rel=1e-12)
     ref_ids, ref_scores, _ = brute_topk(model, Q, D, 10)
-    ids, scores = aug.search(Q, 10)
-    ip_ids, ip_scores = ip.search(Q, 10)
+    scores, ids = aug.search(Q, 10)
+    ip_scores, ip_ids = ip.search(Q, 10)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_array_equal(ids, ip_ids)
     scale = np.abs(ref_scores).max()
@@ -257,14 +257,14 @@ def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
                   max_norm=float(norms.max()))
     index.add(big, batch_size=50)
     ref_ids, ref_scores, _ = brute_topk(ip_model, X[:20], np.vstack([small, big]), 5)
-    ids, scores = index.search(X[:20], 5)
+    scores, ids = index.search(X[:20], 5)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(scores, ref_scores, atol=1e-5 * np.abs(ref_scores).max())
     # save / load keeps the augmentation and M
     index.save(tmp_path / "idx")
     loaded = load_index(tmp_path / "idx")
     assert loaded.ip_to_l2 and loaded.max_norm == index.max_norm
-    np.testing.assert_array_equal(loaded.search(X[:20], 5)[0], ids)
+    np.testing.assert_array_equal(loaded.search(X[:20], 5)[1], ids)
 
 
 def test_embedding_cone_against_its_formula():
@@ -290,9 +290,9 @@ def test_hnsw_default_picks_the_better_graph_on_digits():
     Xtr, Xte, ytr = X[:1300], X[1300:], y[:1300]
 
     def recall(model, index, ef):
-        exact, _ = build(model, Xtr, backend="numpy").search(Xte, 10)
+        _, exact = build(model, Xtr, backend="numpy").search(Xte, 10)
         index.ef_search = ef
-        ids, _ = index.search(Xte, 10)
+        _, ids = index.search(Xte, 10)
         return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact)])
 
     # raw features, C=0.1: the model of the first measurement
@@ -331,7 +331,7 @@ def test_load_reads_a_version_1_index(tmp_path):
     (path / "index.json").write_text(json.dumps(dict(meta, format_version=1)))
     loaded = load_index(path)
     assert not loaded.ip_to_l2
-    np.testing.assert_array_equal(loaded.search(X[:5], 3)[0], index.search(X[:5], 3)[0])
+    np.testing.assert_array_equal(loaded.search(X[:5], 3)[1], index.search(X[:5], 3)[1])
     # an augmented file that claims no augmentation is refused
     build(model, X, kind="hnsw", ip_to_l2=True).save(path)
     meta = json.loads((path / "index.json").read_text())
@@ -381,7 +381,7 @@ def test_without_faiss(monkeypatch):
     index = build(model, X)                   # auto -> exact numpy
     assert index.backend == "numpy"
     ref_ids, _, _ = brute_topk(model, X[:5], X, 3)
-    np.testing.assert_array_equal(index.search(X[:5], 3)[0], ref_ids)
+    np.testing.assert_array_equal(index.search(X[:5], 3)[1], ref_ids)
 
 
 def test_input_errors():
@@ -541,10 +541,10 @@ def test_loreta_50000_features_rank_25_index_memory_is_o_n_plus_d_times_k(tmp_pa
     tracemalloc.start()
     try:
         index = build(model, Xdb, backend="numpy", batch_size=1000)
-        ids, scores = index.search(Xq, 10)
+        scores, ids = index.search(Xq, 10)
         index.save(tmp_path / "idx")
         loaded = load_index(tmp_path / "idx")
-        ids2, _ = loaded.search(Xq, 10)
+        _, ids2 = loaded.search(Xq, 10)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -576,11 +576,11 @@ def test_index_over_autosimilarity_is_the_winners(tmp_path):
     auto = AutoSimilarity(candidates=FAST_CANDIDATES, random_state=0).fit(X, y)
     exact = build(auto, X, backend="numpy")
     ref_ids, ref_scores, _ = brute_topk(auto.best_estimator_, X[:5], X, 3)
-    ids, scores = exact.search(X[:5], 3)
+    scores, ids = exact.search(X[:5], 3)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(scores, ref_scores, rtol=1e-12, atol=1e-12)
     index = build(auto, X, kind="hnsw")
     assert type(index.model) is type(auto.best_estimator_)
-    ids, _ = index.search(X[:5], 3)
+    _, ids = index.search(X[:5], 3)
     index.save(tmp_path / "idx")
-    np.testing.assert_array_equal(load_index(tmp_path / "idx").search(X[:5], 3)[0], ids)
+    np.testing.assert_array_equal(load_index(tmp_path / "idx").search(X[:5], 3)[1], ids)

@@ -1,4 +1,7 @@
-"""Statistical and contract tests of the triplet samplers."""
+"""Statistical and contract tests of the triplet samplers, and their refusal
+of hostile inputs (extreme magnitudes, impossible sizes)."""
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -104,3 +107,85 @@ def test_check_triplets():
         check_triplets([[0, 1, 1.5]], 3)
     with pytest.raises(ValueError, match="empty"):
         check_triplets(np.zeros((0, 3), int), 3)
+
+
+# --------------------------------------------------------------------------- hostile inputs
+@pytest.mark.parametrize("scale", [1e155, 1e300, 1e-200])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_knn_triplets_on_extreme_magnitudes(scale, sparse):
+    # issue 13 items 3/8: values >= 1e155 gave an unnamed broadcast error; the
+    # neighbours of c * X are those of X, so the sampler rescales exactly
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y = np.arange(30) % 3
+    ref = knn_triplets(X, y, 2, 3)
+    Xs = X * scale
+    got = knn_triplets(sp.csr_matrix(Xs) if sparse else Xs, y, 2, 3)
+    np.testing.assert_array_equal(got, ref)
+
+
+def _run(code: str, timeout: float = 240):
+    """Run ``code`` in a subprocess importing the tree under test."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    import tripletml
+    src = Path(tripletml.__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(src) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", "import numpy as np\n" + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def _assert_all_refused(proc, n: int) -> None:
+    assert proc.returncode == 0, (f"subprocess died with code {proc.returncode} "
+                                  f"(-11/139 = segfault)\n{proc.stdout}\n{proc.stderr}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED ")]
+    assert len(lines) == n, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- sizes
+# In a subprocess under a 3 GiB address-space limit: on code without the check
+# these requests would try to allocate tens of GiB (or petabytes).
+_LIMITED = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from tripletml.triplets import knn_triplets, random_class_triplets
+def attempt(f, *a, **k):
+    try:
+        f(*a, **k)
+    except ValueError as exc:
+        print("REFUSED", exc)
+    except MemoryError as exc:
+        print("BARE MemoryError", exc)
+"""
+
+
+def test_random_class_triplets_refuses_impossible_sizes():
+    proc = _run(_LIMITED + """
+y = np.arange(10) % 2
+attempt(random_class_triplets, y, 10**15, random_state=0)
+attempt(random_class_triplets, np.arange(10**4) % 2, per_query=10**12, random_state=0)
+""")
+    _assert_all_refused(proc, 2)
+    first, second = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert re.search(r"random_class_triplets: n_triplets=1000000000000000 .*GiB", first)
+    assert re.search(r"random_class_triplets: per_query=.*GiB", second)
+
+
+def test_knn_triplets_refuses_impossible_sizes():
+    # 2000 samples, 1000 neighbours x 1000 impostors each: 2e9 triplets (about 180 GiB)
+    proc = _run(_LIMITED + """
+X = np.random.default_rng(0).normal(size=(2000, 2))
+attempt(knn_triplets, X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)
+""")
+    _assert_all_refused(proc, 1)
+    assert re.search(r"knn_triplets: n_neighbors=1000, n_impostors=1000 on 2000 samples "
+                     r"gives 1,998,000,000 triplets.*GiB", proc.stdout), proc.stdout
+    # capped at the class sizes, so large but harmless values still work
+    X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40) % 2
+    t = knn_triplets(X, y, n_neighbors=100, n_impostors=100)
+    assert t.shape == (40 * 19 * 20, 3)

@@ -6,34 +6,61 @@ Learners share one scikit-learn style API (see :mod:`tripletml.base`):
 learners is :mod:`tripletml._registry`; every public learner class is
 importable from here.  :class:`AutoSimilarity` (not a learner of the
 registry: a search over them) picks and tunes one by validation.
+
+Everything here is imported lazily (PEP 562): ``import tripletml`` loads the
+registry only; a learner's module (and its Numba kernels) is imported the
+first time its class is asked for (``tripletml.OASIS``, ``from tripletml
+import OASIS``), the base classes, :class:`AutoSimilarity`,
+:func:`load_model` / :func:`save_model` and the submodules likewise.  No
+module of the package imports this one, so the lazy imports close no circle.
 """
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from ._registry import REGISTRY as _REGISTRY
 from ._registry import learner_names
-from .base import BilinearMixin, LearnerBase, MahalanobisMixin, TripletLearner
-from .auto import AutoSimilarity
-from .persistence import load_model
+from ._version import __version__
 
-__version__ = "0.1.0"
+#: public names defined in a module of the package: name -> module
+_LAZY_NAMES: dict[str, str] = {
+    "LearnerBase": "base", "TripletLearner": "base", "BilinearMixin": "base",
+    "MahalanobisMixin": "base",
+    "AutoSimilarity": "auto",
+    "load_model": "persistence", "save_model": "persistence",
+}
+#: the learners, through the registry (which imports a learner's module on
+#: first use of its class)
+_LEARNERS = {e.name: e for e in _REGISTRY}
 
-for _entry in _REGISTRY:
-    globals()[_entry.name] = _entry.cls
-del _entry
+_SUBMODULES = frozenset({
+    "datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
+    "index", "neighbors", "plot", "cluster", "sharded", "streaming",
+})
 
 __all__ = [
     "LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-    *(e.name for e in _REGISTRY),
-    "AutoSimilarity", "load_model", "learner_names", "datasets", "metrics", "triplets", "__version__",
+    *_LEARNERS,
+    "AutoSimilarity", "load_model", "save_model", "learner_names", "datasets", "metrics",
+    "triplets", "__version__",
 ]
 
-_SUBMODULES = {"datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
-               "index", "neighbors", "plot", "cluster", "sharded", "streaming"}
+
+def __getattr__(name: str) -> Any:
+    """Import a learner, a public class or function, or a submodule on first
+    use and cache it in the module namespace."""
+    if name in _LEARNERS:
+        value = _LEARNERS[name].cls
+    elif name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'tripletml' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
-def __getattr__(name):  # lazy submodules: `tripletml.datasets.load(...)`
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'tripletml' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

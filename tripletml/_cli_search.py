@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._cli_data import load_data
+
 __all__ = ["add_subcommands", "cmd_index_build", "cmd_search"]
 
 
@@ -26,16 +28,14 @@ def _verbosity(args) -> int:
 
 
 def _load(source: str, args, n_features: int):
-    from .cli import _load_data
-
-    X, _ = _load_data(source, args.data_home, args.subset, n_features=n_features,
-                      zero_based=args.zero_based)
+    X, _ = load_data(source, args.data_home, args.subset, n_features=n_features,
+                     zero_based=args.zero_based)
     return X
 
 
 def cmd_index_build(args: argparse.Namespace) -> None:
     """Handler of ``tripletml index build``."""
-    from . import load_model
+    from .persistence import load_model
     from .index import build
 
     model = load_model(args.model)
@@ -75,7 +75,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     if args.k < 1:
         raise ValueError(f"-k must be >= 1, got {args.k}")
     k = min(args.k, index.ntotal)
-    ids, scores = index.search(Q, k, verbose=_verbosity(args))
+    scores, ids = index.search(Q, k, verbose=_verbosity(args))
     out = args.output
     if out is not None and Path(out).suffix == ".npz":
         np.savez(out, ids=ids, scores=scores)

@@ -43,7 +43,8 @@ and finds, for each query, the ``k`` items of highest similarity:
   Measure recall against ``kind="flat"`` on your data.
 * ``backend="numpy"``: exact search, ``kind="flat"`` only.  The database is
   scanned in blocks: one GEMM per block of queries x block of items, then a
-  compiled pass keeps each query's running top k.  Exact under
+  compiled pass keeps each query's running top k
+  (:class:`tripletml.linalg.topk.TopK`, the accumulator of every exact search).  Exact under
   :mod:`tripletml.metrics`' tie rule (equal scores: lower index first), so
   with float64 storage (the default) ``search`` returns the top k of
   ``model.similarity``.
@@ -72,7 +73,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
+
+from .linalg.topk import KERNEL_MAX_K, TopK
 
 from ._progress import progress_bar
 from ._validation import check_choice_param, check_random_state, check_scalar_param
@@ -89,7 +91,7 @@ _INSTALL = "pip install tripletml[index]  (or: pip install faiss-cpu)"
 _Q_BLOCK = 256
 _DB_BLOCK = 16384
 #: above this k the exact scan ranks whole rows instead of a running top k
-_LARGE_K = 128
+_LARGE_K = KERNEL_MAX_K
 #: a database block is merged with the next added rows while smaller than this
 _MERGE_ROWS = 1 << 16
 _SCORE_BYTES = 64 * 2**20
@@ -144,42 +146,6 @@ def _faiss(func: str):
         raise ImportError(f"{func}: the faiss backend needs faiss, which is not installed; "
                           f"{_INSTALL}.") from None
     return faiss
-
-
-# ---------------------------------------------------------------------------
-# exact top-k kernel
-# ---------------------------------------------------------------------------
-@njit(parallel=True, cache=True, nogil=True)
-def _topk_update(S, offset, l2, qn, xn, vals, ids):  # pragma: no cover - compiled
-    """Merge one block of scores into each query's running top k.
-
-    ``S`` holds inner products (rows: queries, columns: database items
-    ``offset + j``); with ``l2`` the score is ``-(qn_i - 2 S_ij + xn_j)``,
-    clamped to <= 0 as scikit-learn's ``euclidean_distances``.  ``vals`` is
-    sorted decreasingly; an item enters only with a strictly larger score
-    than the k-th, and goes after the items of equal score already there:
-    as columns are visited in increasing index order, equal scores keep the
-    lower index first (the tie rule of :mod:`tripletml.metrics`).
-    """
-    n_q, n_b = S.shape
-    k = vals.shape[1]
-    for i in prange(n_q):
-        thr = vals[i, k - 1]
-        for j in range(n_b):
-            s = np.float64(S[i, j])
-            if l2:
-                s = -((qn[i] - 2.0 * s) + xn[j])
-                if s > 0.0:
-                    s = 0.0
-            if s > thr:
-                p = k - 1
-                while p > 0 and vals[i, p - 1] < s:
-                    vals[i, p] = vals[i, p - 1]
-                    ids[i, p] = ids[i, p - 1]
-                    p -= 1
-                vals[i, p] = s
-                ids[i, p] = offset + j
-                thr = vals[i, k - 1]
 
 
 def _take(X, rows):
@@ -492,12 +458,19 @@ class SimilarityIndex:
 
         Returns
         -------
-        ids : ndarray of shape (n_queries, k), int64
-            Database row ids, best first (exact index, numpy backend: ties
-            by lower id).  An approximate index may find fewer than k: the
-            missing slots hold -1.
         scores : ndarray of shape (n_queries, k), float64
-            The model's similarities ``S(q, x)`` (``-inf`` in missing slots).
+            The model's similarities ``S(q, x)``, best first (``-inf`` in
+            missing slots).
+        ids : ndarray of shape (n_queries, k), int64
+            Database row ids (exact index, numpy backend: equal scores by
+            lower id).  An approximate index may find fewer than k: the
+            missing slots hold -1.
+
+        Notes
+        -----
+        The order changed with issue 25: the result is ``(scores, ids)``, as
+        scikit-learn's ``kneighbors`` returns (distances, then indices); it
+        was ``(ids, scores)``.
         """
         func = "SimilarityIndex.search"
         Q = _check_rows(Q, func, name="Q")
@@ -519,17 +492,17 @@ class SimilarityIndex:
                 E = self._embed(_take(Q, slice(s, s + batch_size)), "query")
                 t = slice(s, s + E.shape[0])
                 if self.backend == "faiss":
-                    ids[t], scores[t] = self._search_faiss(E, k)
+                    scores[t], ids[t] = self._search_faiss(E, k)
                 elif k > _LARGE_K:
-                    ids[t], scores[t] = self._search_numpy_rank(E, k)
+                    scores[t], ids[t] = self._search_numpy_rank(E, k)
                 else:
-                    ids[t], scores[t] = self._search_numpy(E, k)
+                    scores[t], ids[t] = self._search_numpy(E, k)
                 if bar is not None:
                     bar.update(E.shape[0])
         finally:
             if bar is not None:
                 bar.close()
-        return ids, scores
+        return scores, ids
 
     def _search_faiss(self, E, k):
         index = self._faiss_index
@@ -547,15 +520,15 @@ class SimilarityIndex:
             scores = -scores
         missing = ids < 0
         scores[missing] = -np.inf
-        return ids.astype(np.int64), scores
+        return scores, ids.astype(np.int64)
 
     def _search_numpy(self, E, k):
-        """Blockwise GEMM + running top k (exact, tie rule)."""
+        """Blockwise GEMM + running top k (:class:`tripletml.linalg.topk.TopK`,
+        exact, tie rule)."""
         l2 = self.metric == "neg_squared_l2"
         n_q = E.shape[0]
-        vals = np.full((n_q, k), -np.inf)
-        ids = np.full((n_q, k), -1, dtype=np.int64)
-        qn = np.einsum("ij,ij->i", E, E, dtype=np.float64) if l2 else np.zeros(n_q)
+        acc = TopK(n_q, k)
+        qn = np.einsum("ij,ij->i", E, E, dtype=np.float64) if l2 else None
         buf = np.empty(_Q_BLOCK * _DB_BLOCK, dtype=self.dtype)
         for q0 in range(0, n_q, _Q_BLOCK):
             q1 = min(q0 + _Q_BLOCK, n_q)
@@ -566,20 +539,17 @@ class SimilarityIndex:
                     b1 = min(b0 + _DB_BLOCK, block.shape[0])
                     S = buf[:(q1 - q0) * (b1 - b0)].reshape(q1 - q0, b1 - b0)
                     np.dot(Eq, block[b0:b1].T, out=S)
-                    _topk_update(S, offset + b0, l2, qn[q0:q1], norms[b0:b1],
-                                 vals[q0:q1], ids[q0:q1])
+                    acc.add(S, offset=offset + b0, rows=slice(q0, q1),
+                            sq_norms=(qn[q0:q1], norms[b0:b1]) if l2 else None)
                 offset += block.shape[0]
-        return ids, vals
+        return acc.finalize()
 
     def _search_numpy_rank(self, E, k):
         """Large k: whole rows of scores, exact top k under the tie rule."""
-        from .metrics import _topk_sorted
-
         l2 = self.metric == "neg_squared_l2"
         n_total = self.ntotal
         n_q = E.shape[0]
-        ids = np.empty((n_q, k), dtype=np.int64)
-        vals = np.empty((n_q, k))
+        acc = TopK(n_q, k)
         chunk = max(1, min(n_q, _SCORE_BYTES // (8 * n_total)))
         qn = np.einsum("ij,ij->i", E, E, dtype=np.float64)
         for q0 in range(0, n_q, chunk):
@@ -593,11 +563,8 @@ class SimilarityIndex:
                     np.minimum(part, 0.0, out=part)
                 S[:, offset:offset + block.shape[0]] = part
                 offset += block.shape[0]
-            neg = np.negative(S, out=S)
-            top = _topk_sorted(neg, k)
-            ids[q0:q1] = top
-            vals[q0:q1] = -np.take_along_axis(neg, top, axis=1)
-        return ids, vals
+            acc.add(S, rows=slice(q0, q1))
+        return acc.finalize()
 
     # ------------------------------------------------------------- persistence
     def save(self, path) -> None:

@@ -58,6 +58,7 @@ from numpy.typing import ArrayLike
 
 from ._progress import progress_bar
 from ._validation import check_triplets, check_X
+from .linalg.topk import topk
 
 __all__ = [
     "average_precision_per_query",
@@ -253,32 +254,6 @@ def _prepare_block(block: Any, n_rows: int, n_db: int, func: str, what: str
 # --------------------------------------------------------------------------
 # chunk-wise core
 # --------------------------------------------------------------------------
-def _topk_sorted(neg: np.ndarray, K: int) -> np.ndarray:
-    """Indices of the K best items of each row of ``neg`` (= -score).
-
-    Exact under the tie rule: equals ``np.argsort(neg, axis=1,
-    kind="stable")[:, :K]`` but costs ``O(n)`` per row plus ``O(K log K)``.
-    """
-    c, n = neg.shape
-    if K >= n:
-        return np.argsort(neg, axis=1, kind="stable")
-    thr = np.partition(neg, K - 1, axis=1)[:, K - 1:K]    # K-th best value
-    better = neg < thr                                    # all selected
-    eq = neg == thr                                       # boundary ties
-    need = K - better.sum(axis=1)                         # 1 <= need <= n_eq
-    split = np.flatnonzero(eq.sum(axis=1) > need)         # ties straddle K
-    sel = np.logical_or(better, eq, out=better)
-    if split.size:
-        # keep only the `need` tied items of lowest index in those rows
-        sub = eq[split]
-        rank = np.cumsum(sub, axis=1, dtype=np.int32)
-        sel[split] &= ~sub | (rank <= need[split, None])
-    cols = np.nonzero(sel)[1].reshape(c, K)               # ascending index
-    order = np.argsort(np.take_along_axis(neg, cols, axis=1), axis=1,
-                       kind="stable")
-    return np.take_along_axis(cols, order, axis=1)
-
-
 def _exclude_self(neg: np.ndarray, offset: int) -> None:
     """Push each query's own column to the very end of its ranking."""
     r = np.arange(neg.shape[0])
@@ -317,7 +292,7 @@ def _retrieval_block(neg: np.ndarray, q_codes: np.ndarray,
             hits[:, j] = np.bincount(rows[cols < k], minlength=c)
         return ap, hits
     if ks:
-        top = _topk_sorted(neg, max(ks))
+        top = topk(neg, max(ks), largest=False)[1]     # best first, ties: lower index
         cum = np.cumsum(db_codes[top] == q_codes[:, None], axis=1)
         for j, k in enumerate(ks):
             hits[:, j] = cum[:, k - 1]
@@ -690,7 +665,7 @@ def _evaluate_with_index(index: Any, estimator: Any, X_query: Any, y_query: Any,
     try:
         for start in range(0, n_q, cs):
             stop = min(start + cs, n_q)
-            ids, _ = search(X_query[start:stop], K + (1 if loo else 0))
+            _, ids = search(X_query[start:stop], K + (1 if loo else 0))
             ids = np.asarray(ids)
             if loo:        # drop each query's own id (or the last item when absent)
                 own = ids == np.arange(start, stop)[:, None]
@@ -773,7 +748,7 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
             c = neg.shape[0]
             if loo:
                 _exclude_self(neg, start)
-            nbr = tr[_topk_sorted(neg, K)]          # (c, K), nearest first
+            nbr = tr[topk(neg, K, largest=False)[1]]     # (c, K), nearest first
             rows = np.arange(c)
             truth = te[start:start + c]
             for j, kk in enumerate(ks):

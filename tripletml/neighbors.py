@@ -160,8 +160,7 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         if not 1 <= k <= n_train:
             raise ValueError(f"{who}: n_neighbors={k} must satisfy 1 <= n_neighbors <= "
                              f"{n_train} (the number of training rows).")
-        ids, scores = self.index_.search(self._check_query(X), int(k))
-        return scores, ids
+        return self.index_.search(self._check_query(X), int(k))
 
     def _votes(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(nearest-first class codes of the neighbours, vote matrix)."""

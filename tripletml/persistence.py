@@ -34,118 +34,42 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 import zipfile
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._arrayspec import check_header, check_values, expected_nbytes
+from ._model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, save_model
 from ._registry import get_entry, learner_names
 from ._validation import check_random_state
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .base import LearnerBase
+__all__ = ["save_model", "load_model", "FORMAT_VERSION", "SavableModel"]
 
-__all__ = ["save_model", "load_model", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
-_FORMAT_NAME = "tripletml-model"
-_META = "__meta__"
 #: the JSON metadata (parameters, history) is small; refuse more
 _META_MAX_BYTES = 64 * 2**20
 _HEADER_MAX = 10000
-
-
-def _jsonable(value: Any, what: str) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v, what) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v, what) for v in value]
-    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 64 \
-            and value.dtype.kind in "biuf":
-        return [_jsonable(v, what) for v in value.tolist()]   # e.g. ITML's bounds
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise TypeError(f"save: cannot store {what} of type {type(value).__name__} as JSON.")
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
-
-
-def save_model(model: "LearnerBase", path) -> None:
-    """Write a fitted model to ``path`` (``.npz`` added if missing).
-
-    The archive is written to a new temporary file in the target directory
-    (created exclusively, never through an existing name), given the usual
-    permissions (0666 minus the umask) and renamed over ``path``.
-    """
-    if not hasattr(model, "n_features_in_"):
-        raise ValueError(f"{type(model).__name__}: cannot save an unfitted model; call fit first.")
-    params = model.get_params(deep=False)
-    if not isinstance(params.get("random_state", None), (int, np.integer, type(None))):
-        params["random_state"] = None  # a Generator cannot be stored; documented
-    arrays: dict[str, np.ndarray] = {}
-    attrs: dict[str, Any] = {}
-    for name, value in vars(model).items():
-        if not name.endswith("_") or name.startswith("_"):
-            continue
-        if name == "feature_names_in_":
-            attrs[name] = [str(v) for v in value]
-        elif isinstance(value, np.ndarray):
-            if value.dtype == object:
-                raise TypeError(f"save: fitted attribute {name} is an object array.")
-            arrays[name] = value
-        else:
-            attrs[name] = _jsonable(value, f"attribute {name}")
-    meta = {
-        "format": _FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "class": type(model).__name__,
-        "params": _jsonable(params, "parameters"),
-        "attributes": attrs,
-    }
-    blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    path = Path(path)
-    if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **{_META: blob}, **arrays)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class _Refused(ValueError):
     """A file refused with a message already naming it."""
 
 
-def load_model(path) -> "LearnerBase":
-    """Load a model written by ``save``, checking everything in the file.
+def load_model(path: str | os.PathLike) -> SavableModel:
+    """Load a model written by :func:`save_model` (``model.save``), checking
+    everything in the file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file (``.npz`` may be left out).
+
+    Returns
+    -------
+    model : fitted tripletml learner
+        An instance of the registered learner class the file names.
 
     Raises
     ------

@@ -16,7 +16,8 @@ first), so the results equal the local ones exactly:
 * :func:`search` -- map: the exact top-k of every query within a partition
   (scores as :class:`tripletml.index.SimilarityIndex`'s exact numpy backend:
   ``<embed_queries(q), embed_database(x)>`` or minus the squared distance);
-  reduce: a tree of merges of top-k lists ordered by ``(-score, id)``.
+  reduce: a tree of merges of top-k lists ordered by ``(-score, id)``
+  (:class:`tripletml.linalg.topk.TopK`), returned as ``(scores, ids)``.
   Equals ``tripletml.index.build(model, X, backend="numpy").search(Q, k)``.
 * :func:`evaluate_retrieval` -- the full-ranking mAP, precision@k and
   recall@k of many queries in two passes.  Pass 1 (map) collects, per query,
@@ -52,6 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .cluster import require_dask
+from .linalg.topk import TopK
 
 __all__ = ["ShardedCollection", "write_npz_shards", "read_npz_shards", "load_npz_shard",
            "embed", "search", "evaluate_retrieval", "build_indexes", "search_indexes"]
@@ -339,41 +341,31 @@ def _check_model(model, func: str) -> None:
 # exact top-k search
 # ---------------------------------------------------------------------------
 def _topk_part(model, part, label, Eq, qn, offset, k, exclude):
-    """Map: the exact top-k (ids, scores) of every query in one partition."""
-    from .metrics import _topk_sorted
+    """Map: the exact top-k (scores, ids) of every query in one partition."""
     E, _ = _embed_part(model, part, label)
     en = None if qn is None else _sqnorms(E)
     n_q, n_p = Eq.shape[0], E.shape[0]
-    kk = min(k, n_p)
-    ids = np.full((n_q, k), -1, dtype=np.int64)
-    vals = np.full((n_q, k), -np.inf)
+    acc = TopK(n_q, k)
     rows = max(1, _SCORE_BYTES // (8 * max(n_p, 1)))
     for q0 in range(0, n_q, rows):
         q1 = min(q0 + rows, n_q)
         S = _scores(Eq[q0:q1], None if qn is None else qn[q0:q1], E, en)
-        neg = np.negative(S, out=S)
-        if exclude is not None:
+        if exclude is not None:                    # -inf never enters the top k
             loc = exclude[q0:q1] - offset
             hit = np.flatnonzero((loc >= 0) & (loc < n_p))
-            neg[hit, loc[hit]] = np.inf
-        top = _topk_sorted(neg, kk)[:, :kk]
-        v = -np.take_along_axis(neg, top, axis=1)
-        g = top + offset
-        v[np.isinf(v)] = -np.inf                   # excluded items: invalid slots
-        g[np.isneginf(v)] = -1
-        ids[q0:q1, :kk], vals[q0:q1, :kk] = g, v
-    return ids, vals
+            S[hit, loc[hit]] = -np.inf
+        acc.add(S, offset=offset, rows=slice(q0, q1))
+    return acc.finalize()
 
 
 def _merge_topk(*lists):
-    """Reduce: merge (ids, scores) top-k lists by (invalid last, -score, id)."""
-    k = lists[0][0].shape[1]
-    ids = np.concatenate([a for a, _ in lists], axis=1)
-    vals = np.concatenate([b for _, b in lists], axis=1)
-    invalid = ids < 0
-    order = np.lexsort((np.where(invalid, np.iinfo(np.int64).max, ids), -vals, invalid),
-                       axis=1)[:, :k]
-    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(vals, order, axis=1)
+    """Reduce: merge (scores, ids) top-k lists (invalid slots last, best
+    score first, equal scores by lower id)."""
+    scores, ids = lists[0]
+    acc = TopK(scores.shape[0], scores.shape[1])
+    for scores, ids in lists:
+        acc.add(scores, ids)
+    return acc.finalize()
 
 
 def _tree(dask, func, items: list, fan_in: int = 8):
@@ -418,9 +410,13 @@ def search(model, collection: ShardedCollection, Q, k: int = 10, *,
 
     Returns
     -------
-    ids : ndarray (n_queries, k), int64
-        Global row ids, best first (ties: lower id first).
     scores : ndarray (n_queries, k), float64
+        Similarities, best first (``-inf`` in empty slots).
+    ids : ndarray (n_queries, k), int64
+        Global row ids (ties: lower id first; -1 in empty slots).
+
+    The order changed with issue 25: ``(scores, ids)``, as scikit-learn's
+    ``kneighbors`` returns (distances, then indices); it was ``(ids, scores)``.
 
     Equals :meth:`tripletml.index.SimilarityIndex.search` of an exact numpy
     index over the concatenated collection.
@@ -441,8 +437,8 @@ def search(model, collection: ShardedCollection, Q, k: int = 10, *,
         part, label = _part_args(collection, i)
         maps.append(dask.delayed(_topk_part, pure=True)(dm, part, label, dq, dn,
                                                         int(collection.offsets[i]), int(k), de))
-    ids, vals = dask.compute(_tree(dask, _merge_topk, maps))[0]
-    return ids, vals
+    scores, ids = dask.compute(_tree(dask, _merge_topk, maps))[0]
+    return scores, ids
 
 
 # ---------------------------------------------------------------------------
@@ -666,17 +662,18 @@ def _search_one(path, Q, k, offset):
     kk = min(k, index.ntotal)
     ids = np.full((Q.shape[0], k), -1, dtype=np.int64)
     vals = np.full((Q.shape[0], k), -np.inf)
-    i, v = index.search(Q, kk)
+    v, i = index.search(Q, kk)
     ids[:, :kk] = np.where(i >= 0, i + offset, -1)
     vals[:, :kk] = v
-    return ids, vals
+    return vals, ids
 
 
 def search_indexes(paths: Sequence[str], collection: ShardedCollection, Q, k: int = 10
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Search the per-partition indexes of :func:`build_indexes` and merge the
-    top-k lists (ties: lower global id).  With exact numpy indexes this equals
-    :func:`search`; faiss scores are float32-rounded."""
+    top-k lists (ties: lower global id) into ``(scores, ids)`` (the order of
+    :func:`search`; it was ``(ids, scores)`` before issue 25).  With exact
+    numpy indexes this equals :func:`search`; faiss scores are float32-rounded."""
     dask, _ = require_dask("tripletml.sharded.search_indexes")
     if len(paths) != collection.n_partitions:
         raise ValueError(f"search_indexes: {len(paths)} indexes for "

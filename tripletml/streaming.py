@@ -145,7 +145,7 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
     learner
         The trained model (the loaded one when the run resumed).
     """
-    from . import load_model
+    from .persistence import load_model
     from .sharded import ShardedCollection
 
     func = "fit_stream"

@@ -11,10 +11,14 @@
 * :mod:`.eig_update` -- Brand's incremental eigen-update in named steps, PSD
   projections, the PSD factor L of a Mahalanobis matrix and the closed form
   of SML's Lemma 3 (low-rank DML, SML, KISSME).
+* :mod:`.topk` -- the running top-k accumulator (:class:`~.topk.TopK`) of
+  every exact search: the index scan, the metrics' rankings, the merge of
+  sharded results.
 
 Every kernel has its own tests: ``tests/test_linalg.py`` (sparse rows,
 pseudo-inverses, PD updates), ``tests/test_linalg_pd.py``,
-``tests/test_linalg_pinv.py`` and ``tests/test_linalg_eig.py``.
+``tests/test_linalg_pinv.py``, ``tests/test_linalg_eig.py`` and
+``tests/test_linalg_topk.py``.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from .pinv import (balanced_factors, pinv_drift, pinv_full_column_rank, pinv_upd
                    pinv_update_prepare, rank_one_update_with_pinv)
 from .sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
                           sparse_rank_one_update)
+from .topk import TopK, topk
 
 __all__ = [
     "FAST", "GRAM_COL_RTOL", "GRAM_COND_RTOL",
@@ -41,4 +46,5 @@ __all__ = [
     "RowColumnConditioning",
     "lowrank_eig_update", "project_spectrum", "project_psd", "psd_factor", "orthonormality_error",
     "reorthonormalize_eig", "solve_lemma3",
+    "TopK", "topk",
 ]

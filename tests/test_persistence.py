@@ -1,4 +1,4 @@
-"""Crafted model files (issue #13, items 2 and 5): load_model checks every
+"""Model files (``tripletml.persistence``), crafted ones included: load_model checks every
 declared array and the parameters before returning, refuses undeclared
 arrays before reading them, refuses abstract classes, turns odd-file errors
 into one ValueError; save never writes through a planted symlink.

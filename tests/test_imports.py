@@ -1,0 +1,279 @@
+"""The package's import graph and its lazy top level.
+
+* Every module of ``tripletml`` is parsed with :mod:`ast`; the graph of its
+  imports of other ``tripletml`` modules -- at module level, inside
+  functions, under ``if TYPE_CHECKING``, and ``importlib.import_module``
+  calls with a constant name -- must have no circle (issue 25, item 4).
+  Implicit parent-package imports (``tripletml.a.b`` loading ``tripletml.a``)
+  are not edges: only what the source names.
+* ``import tripletml`` loads no learner or solver module (their Numba
+  kernels) until a learner is asked for, yet ``tripletml.OASIS``, ``from
+  tripletml import OASIS`` and every name of ``__all__`` work.
+* The reproductions use public names only.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "tripletml"
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """``{dotted name: (path, is_package)}`` of every module of the package."""
+    mods = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        mods[".".join(parts)] = (path, is_pkg)
+    return mods
+
+
+def _absolute(module: str, is_pkg: bool, level: int, name: str | None) -> str:
+    """The absolute name of a (possibly relative) import target."""
+    if not level:
+        return name or ""
+    base = module.split(".")
+    if not is_pkg:
+        base = base[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def _import_targets(module: str, is_pkg: bool, tree: ast.AST, mods) -> set[str]:
+    """The modules of the package that ``module`` names in an import."""
+    raw: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            raw += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            prefix = _absolute(module, is_pkg, node.level, node.module)
+            for a in node.names:       # `from pkg import submodule` names the submodule
+                sub = f"{prefix}.{a.name}"
+                raw.append(sub if sub in mods else prefix)
+        elif (isinstance(node, ast.Call) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id == "import_module"))):
+            target = node.args[0].value
+            if target.startswith("."):
+                anchor = module if is_pkg else module.rsplit(".", 1)[0]
+                if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                    anchor = node.args[1].value
+                dots = len(target) - len(target.lstrip("."))
+                anchor = ".".join(anchor.split(".")[:len(anchor.split(".")) - (dots - 1)])
+                target = f"{anchor}.{target.lstrip('.')}"
+            raw.append(target)
+    out = set()
+    for name in raw:
+        if not (name == "tripletml" or name.startswith("tripletml.")):
+            continue
+        while name not in mods and "." in name:   # `from .a import func` -> module a
+            name = name.rsplit(".", 1)[0]
+        if name in mods and name != module:
+            out.add(name)
+    return out
+
+
+def _dynamic_edges(registry: bool) -> dict[str, set[str]]:
+    """The imports made with computed names, which ``ast`` cannot read: the
+    package root's lazy names, learners and submodules (PEP 562) and, with
+    ``registry``, the registry's import of each learner's module
+    (``LearnerEntry.cls``, used by ``load_model``)."""
+    import tripletml
+    from tripletml._registry import REGISTRY
+
+    learners = {f"tripletml.{e.module}" for e in REGISTRY}
+    root = ({f"tripletml.{m}" for m in tripletml._LAZY_NAMES.values()}
+            | {f"tripletml.{m}" for m in tripletml._SUBMODULES} | learners)
+    edges = {"tripletml": root}
+    if registry:
+        edges["tripletml._registry"] = learners
+    return edges
+
+
+def import_graph(registry: bool = False) -> dict[str, set[str]]:
+    mods = _modules()
+    graph = {m: _import_targets(m, is_pkg, ast.parse(path.read_text(), str(path)), mods)
+             for m, (path, is_pkg) in mods.items()}
+    for m, targets in _dynamic_edges(registry).items():
+        assert targets <= set(mods), sorted(targets - set(mods))
+        graph[m] |= targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle ``[a, b, ..., a]`` of the graph, or None."""
+    WHITE, GREY, BLACK = 0, 1, 2
+    color = dict.fromkeys(graph, WHITE)
+    stack: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        color[v] = GREY
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if color[w] == GREY:
+                return stack[stack.index(w):] + [w]
+            if color[w] == WHITE:
+                found = visit(w)
+                if found:
+                    return found
+        stack.pop()
+        color[v] = BLACK
+        return None
+
+    for v in sorted(graph):
+        if color[v] == WHITE:
+            found = visit(v)
+            if found:
+                return found
+    return None
+
+
+def test_cycle_finder_finds_a_planted_circle():
+    """The checker itself: a circle through a function-level import is found."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    cycle = find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    tree = ast.parse("def f():\n    from .persistence import save_model\n"
+                     "if TYPE_CHECKING:\n    from .base import LearnerBase\n"
+                     "import importlib\nimportlib.import_module('.cli', 'tripletml')\n")
+    targets = _import_targets("tripletml.x", False, tree, _modules())
+    assert targets == {"tripletml.persistence", "tripletml.base", "tripletml.cli"}
+
+
+def test_graph_sees_the_known_function_level_imports():
+    graph = import_graph()
+    assert "tripletml.persistence" in graph["tripletml.base"]      # inside LearnerBase.save
+    assert "tripletml._cli_search" in graph["tripletml.cli"]       # inside build_parser
+    assert "tripletml._cli_data" in graph["tripletml._cli_search"]
+    assert "tripletml.base" in graph["tripletml"]                  # the lazy __getattr__
+
+
+def test_import_graph_has_no_circle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "tripletml/base.py (not ours to edit) imports the writer through the reader's module: "
+    "_registry -> learners.* -> base -> persistence -> _registry (load_model looks learner "
+    "classes up). One-line fix in LearnerBase.save: `from ._model_writer import save_model` "
+    "instead of `from .persistence import save_model`."))
+def test_import_graph_has_no_circle_through_the_registry():
+    """With the registry's lazy lookup of learner classes counted as edges."""
+    cycle = find_cycle(import_graph(registry=True))
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_no_module_imports_the_package_root():
+    """The root imports everything lazily; a module importing it back would
+    close a circle through the lazy ``__getattr__``."""
+    graph = import_graph()
+    offenders = sorted(m for m, deps in graph.items() if "tripletml" in deps)
+    assert offenders == []
+
+
+def test_persistence_is_typed_against_a_protocol():
+    from tripletml import persistence
+    from tripletml._registry import entries
+
+    graph = import_graph(registry=True)
+    assert "tripletml.base" not in graph["tripletml.persistence"]
+    assert graph["tripletml._model_writer"] == set()         # the writer needs no learner
+    for e in entries():
+        assert isinstance(e.make(), persistence.SavableModel), e.name
+
+
+def _run(code: str) -> str:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_import_tripletml_loads_no_learner_until_asked():
+    out = json.loads(_run(
+        "import json, sys, tripletml\n"
+        "assert tripletml.__file__.startswith(%r), tripletml.__file__\n"
+        "before = sorted(m for m in sys.modules if m.startswith(('tripletml.learners',"
+        " 'tripletml.solvers')))\n"
+        "numba = 'numba' in sys.modules\n"
+        "from tripletml import OASIS\n"
+        "after = sorted(m for m in sys.modules if m.startswith('tripletml.learners'))\n"
+        "print(json.dumps({'before': before, 'after': after,"
+        " 'numba': numba, 'name': OASIS.__module__}))\n" % str(PKG)))
+    assert out["before"] == []
+    assert out["numba"] is False        # not even the shared Numba kernels
+    assert "tripletml.learners.oasis" in out["after"]
+    assert out["name"] == "tripletml.learners.oasis"
+
+
+def test_every_public_name_resolves():
+    import tripletml
+    from tripletml._registry import learner_names
+
+    for name in tripletml.__all__:
+        assert getattr(tripletml, name) is not None, name
+    assert set(learner_names()) <= set(tripletml.__all__)
+    assert {"save_model", "load_model", "AutoSimilarity", "LearnerBase"} <= set(tripletml.__all__)
+    assert set(tripletml.__all__) <= set(dir(tripletml))
+    from tripletml import OASIS, load_model, save_model  # noqa: F401
+    assert tripletml.OASIS is OASIS
+    assert tripletml.index.__name__ == "tripletml.index"
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchLearner'"):
+        tripletml.NoSuchLearner
+
+
+def _public_api_violations(source: str, module: str, is_pkg: bool = False) -> list[str]:
+    """Imports of private tripletml names (``_x``) or private modules, other
+    than the reproduce package's own helpers (``tripletml.reproduce._common``)
+    and the version string (``tripletml._version``, ``tripletml.__version__``)."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            target = _absolute(module, is_pkg, node.level, node.module)
+            fulls = [f"{target}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            fulls = [a.name for a in node.names]
+        else:
+            continue
+        for full in fulls:
+            if not full.startswith("tripletml"):
+                continue
+            if full.startswith("tripletml.reproduce") or full.startswith("tripletml._version"):
+                continue
+            if any(part.startswith("_") for part in full.split(".")):
+                bad.append(f"{module}: {full}")
+    return bad
+
+
+def test_reproductions_use_public_names_only():
+    bad = []
+    for p in sorted((PKG / "reproduce").glob("*.py")):
+        is_pkg = p.stem == "__init__"
+        module = "tripletml.reproduce" + ("" if is_pkg else f".{p.stem}")
+        bad += _public_api_violations(p.read_text(), module, is_pkg)
+    assert bad == []
+
+
+def test_public_api_checker_flags_private_imports():
+    src = ("from ..metrics import _topk_sorted\nfrom .._validation import check_X\n"
+           "from ..metrics import evaluate_retrieval\nfrom ._common import run_jobs\n"
+           "import tripletml._registry\n")
+    bad = _public_api_violations(src, "tripletml.reproduce.probe")
+    assert bad == ["tripletml.reproduce.probe: tripletml.metrics._topk_sorted",
+                   "tripletml.reproduce.probe: tripletml._validation.check_X",
+                   "tripletml.reproduce.probe: tripletml._registry"]
