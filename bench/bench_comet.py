@@ -25,8 +25,8 @@ from tripletml.triplets import random_class_triplets
 class ReinvertingSolver(COMETSolver):
     """COMET's solver with its inverse recomputed from scratch after every step."""
 
-    def step(self, k):
-        bound = super().step(k)
+    def coordinate_step(self, k):
+        bound = super().coordinate_step(k)
         self.W_inv = np.linalg.inv(self.W)
         return bound
 
@@ -43,10 +43,10 @@ def per_step(cls, X, t, steps):
     solver = cls(X, t)                         # W = I, with its caches
     rng = np.random.default_rng(0)
     ks = rng.integers(0, X.shape[1], steps)
-    solver.step(int(ks[0]))                    # warm-up
+    solver.coordinate_step(int(ks[0]))         # warm-up
     t0 = time.perf_counter()
     for k in ks[1:]:
-        solver.step(int(k))
+        solver.coordinate_step(int(k))
     return (time.perf_counter() - t0) / (steps - 1)
 
 

@@ -58,7 +58,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=2000)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
-    print(f"{'n':>7s} {'k':>5s} {'algorithm':>10s} {'us/step':>10s} {'memcpy us':>10s} "
+    print(f"{'n':>7s} {'k':>5s} {'solver':>10s} {'us/step':>10s} {'memcpy us':>10s} "
           f"{'/memcpy':>8s}")
     res = {}
     for n, k in [(5000, 50), (50000, 50), (20000, 10), (20000, 100)]:
@@ -73,7 +73,7 @@ def main(argv=None):
     n, k = 20000, 100
     X, y = data(n, rng)
     t = random_class_triplets(y, 200, random_state=0)
-    g = LORETA(rank=k, eta0=1e-6, init="random", algorithm="general", random_state=0)
+    g = LORETA(rank=k, eta0=1e-6, init="random", solver="general", random_state=0)
     dtg, _ = per_step(g, X, t)
     print(f"{n:7d} {k:5d} {'general':>10s} {dtg * 1e6:10.1f}")
     print()

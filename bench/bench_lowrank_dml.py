@@ -26,7 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml.linalg.eig_update import lowrank_eig_update, project_spectrum
-from tripletml.solvers.lowrank_dml import DenseProjectedSolver, TripletDMLProblem
+from tripletml.solvers.lowrank_dml import DenseProjectedSolver
+from tripletml.solvers.triplet_dml import TripletDMLProblem
 
 
 def state(d, r, c, rng, nnz=90):
@@ -89,7 +90,7 @@ def main(argv=None):
     U, s, _, _ = state(d, r, c, rng)
     dense.W = (U * s) @ U.T
     idx = np.arange(50)
-    t_dense = best_of(lambda: dense.step(1, idx, 0.1), 2)
+    t_dense = best_of(lambda: dense.update(1, idx, 0.1), 2)
     print(f"   dense SGD step {t_dense:.2f} s, incsvd step {step_5000 * 1e3:.1f} ms: "
           f"{t_dense / step_5000:.0f}x")
 

@@ -391,3 +391,38 @@ def test_algorithm_is_a_deprecated_alias_of_solver():
         "deprecated"
     with pytest.raises(ValueError, match="LORETA.*algorithm"):
         LORETA(algorithm="fast").fit(X, y)
+
+
+def test_a_file_saved_with_algorithm_loads_without_warning(tmp_path):
+    """A 0.1 model file stores ``algorithm``: it loads as ``solver`` (no
+    FutureWarning, the same model); a 0.2 file stores both and loads too."""
+    import io
+    import json
+    import warnings
+    import zipfile
+
+    from tripletml import LORETA, load_model
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 6))
+    y = np.repeat(np.arange(3), 10)
+    m = LORETA(rank=2, n_triplets=100, random_state=0, solver="general").fit(X, y)
+    m.save(tmp_path / "new.npz")
+    # the same archive with its metadata as 0.1 wrote it: algorithm, no solver
+    with zipfile.ZipFile(tmp_path / "new.npz") as src, \
+            zipfile.ZipFile(tmp_path / "old.npz", "w") as dst:
+        assert "__meta__.npy" in src.namelist()
+        for name in src.namelist():
+            data = src.read(name)
+            if name == "__meta__.npy":
+                meta = json.loads(np.load(io.BytesIO(data), allow_pickle=False).tobytes())
+                meta["params"]["algorithm"] = meta["params"].pop("solver")
+                buf = io.BytesIO()
+                np.save(buf, np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8))
+                data = buf.getvalue()
+            dst.writestr(name, data)
+    for f in ("new.npz", "old.npz"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            back = load_model(tmp_path / f)
+        assert back.solver == "general" and back.algorithm == "deprecated"
+        np.testing.assert_array_equal(back.A_, m.A_)

@@ -108,7 +108,7 @@ REGISTRY: tuple[LearnerEntry, ...] = (
     LearnerEntry("LORETA", "learners.loreta", "triplet",
                  tests=(dict(rank=2, n_triplets=200, eta0=0.005),),
                  alt={"preprocessing": "center", "rank": 3, "eta0": 0.01, "max_iter": 2, "tol": 0.5, "n_triplets": 150,
-                      "batch_size": 1, "algorithm": "general", "init": "random",
+                      "batch_size": 1, "solver": "general", "init": "random",
                       "pinv_check_every": 10, "pinv_tol": 1e-6, "random_state": 3,
                       "verbose": 0},
                  demo=dict(preprocessing=None, rank=10, eta0=0.01, n_triplets=50000), demo_label="LORETA k=10"),

@@ -153,7 +153,7 @@ class LearnerBase(BaseEstimator):
         """Save to ``.npz`` (arrays) with JSON metadata; see
         :func:`tripletml.load_model`.  The file is written to a temporary
         file in the same directory, then renamed over ``path``."""
-        from .persistence import save_model
+        from ._model_writer import save_model
 
         save_model(self, path)
 

@@ -150,6 +150,13 @@ def _load(path: Path):
         if "preprocessing" in model.get_params() and "preprocessing" not in params:
             # written before preprocessing existed (issue 14): raw features
             params = {**params, "preprocessing": None}
+        for old, new in getattr(cls, "_renamed_params", {}).items():
+            # a parameter renamed since the file was written (e.g. LORETA's
+            # algorithm -> solver in 0.2): the file's value under the new name
+            if old in params and new not in params:
+                params[new] = params.pop(old)
+            elif old in params and params[old] == model.get_params()[old]:
+                del params[old]                        # the placeholder default
         unknown = set(params) - set(model.get_params())
         if unknown:
             raise _Refused(f"load_model: {path} sets unknown {cls.__name__} parameters "

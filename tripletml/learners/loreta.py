@@ -178,6 +178,8 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self.random_state = random_state
         self.verbose = verbose
 
+    #: parameters renamed since 0.1, read under their new names from old files
+    _renamed_params = {"algorithm": "solver"}
     _parameter_constraints = {
         **OnlineTripletLearner._parameter_constraints,
         **LOWRANK_PARAMS,

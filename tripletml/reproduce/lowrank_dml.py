@@ -39,7 +39,7 @@ from sklearn.preprocessing import normalize
 
 from .. import datasets
 from ..learners.lowrank_dml import LowRankDML
-from ..solvers.lowrank_dml import TripletDMLProblem
+from ..solvers.triplet_dml import TripletDMLProblem
 from ..triplets import random_class_triplets
 from . import register
 from ._common import write_table
