@@ -266,8 +266,9 @@ def test_fingerprint_dense_and_sparse_agree():
 
 def test_fit_verbose_bar_advances_within_one_pass(tmp_path, capsys, monkeypatch):
     """``fit -v`` forces the bar (verbose=2) and a single pass of an online
-    learner updates it once per block, not once per pass."""
-    import tripletml.learners._online as online
+    learner updates it once per block, not once per pass (the training
+    driver's bar)."""
+    import tripletml.training.driver as driver
 
     calls = []
 
@@ -281,7 +282,7 @@ def test_fit_verbose_bar_advances_within_one_pass(tmp_path, capsys, monkeypatch)
         def close(self):
             pass
 
-    monkeypatch.setattr(online, "progress_bar",
+    monkeypatch.setattr(driver, "progress_bar",
                         lambda total, *, verbose=0, desc=None, unit="it": Bar(total, verbose,
                                                                              desc, unit))
     _toy_file(tmp_path / "toy.svm")
