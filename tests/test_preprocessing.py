@@ -97,7 +97,7 @@ def test_raw_api_equals_solver_on_preprocessed_X(entry, mode):
     kw = dict(rtol=1e-6, atol=1e-7 * scale)
     np.testing.assert_allclose(S, b.similarity(Zq, Zd), **kw)
     np.testing.assert_allclose(a.pair_score(Xq, Xd[:7]), b.pair_score(Zq, Zd[:7]), **kw)
-    np.testing.assert_allclose(a.decision_function(X, t[:10]), b.decision_function(Z, t[:10]),
+    np.testing.assert_allclose(a.triplet_score(X, t[:10]), b.triplet_score(Z, t[:10]),
                                **kw)
     assert a.score(X, y) == pytest.approx(b.score(Z, y), rel=1e-9)
     # the learned matrix lives in the preprocessed coordinates

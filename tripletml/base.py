@@ -38,12 +38,15 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+import warnings
+from contextlib import contextmanager
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
@@ -54,7 +57,8 @@ from .linalg import rowwise_dot
 from .triplets import random_class_triplets
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-           "EmbeddingMixin", "History", "ArraySpec", "EMBEDDING_SIMILARITIES"]
+           "EmbeddingMixin", "History", "ArraySpec", "EMBEDDING_SIMILARITIES",
+           "legacy_decision_function"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -200,6 +204,52 @@ PREPROCESSING_SCALARS = ("preprocessing_radius_",)
 #: which statistics (arrays and scalars) each resolved mode stores
 _PREP_KEYS = {None: (), "center": ("mean",), "standardize": ("mean", "scale"),
               "whiten": ("mean", "whitener"), "sphere": ("mean", "scale", "radius")}
+
+
+#: whether the deprecated ``decision_function(X, triplets)`` of the triplet
+#: learners exists (see :func:`legacy_decision_function`)
+_LEGACY = {"decision_function": True}
+
+
+@contextmanager
+def legacy_decision_function(enabled: bool) -> Iterator[None]:
+    """Switch the deprecated ``decision_function(X, triplets)`` of the triplet
+    learners on or off inside a ``with`` block.
+
+    ``decision_function(X, triplets)`` was renamed :meth:`TripletLearner.triplet_score`
+    (issue #25): in scikit-learn ``decision_function(X)`` is a per-sample
+    score, which a triplet learner does not have (a later release may give
+    it the meaning "score of pairs" for pair verification).  For one release
+    the old name still works, with a FutureWarning; it is an
+    :func:`sklearn.utils.metaestimators.available_if` method, so once it is
+    switched off ``hasattr(model, "decision_function")`` is False and
+    scikit-learn's ``check_estimator`` checks the learner as it will be
+    after the deprecation (tripletml's own tests run the checks so)::
+
+        with legacy_decision_function(False):
+            check_estimator(OASIS())
+
+    Parameters
+    ----------
+    enabled : bool
+        Whether the deprecated alias exists inside the block (default
+        outside any block: True, in this release).
+    """
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"legacy_decision_function: enabled={enabled!r} must be True or False.")
+    previous = _LEGACY["decision_function"]
+    _LEGACY["decision_function"] = bool(enabled)
+    try:
+        yield
+    finally:
+        _LEGACY["decision_function"] = previous
+
+
+def _legacy_decision_function_available(model) -> bool:
+    if not _LEGACY["decision_function"]:
+        raise AttributeError(f"{type(model).__name__} has no decision_function: a triplet "
+                             "learner scores triplets with triplet_score(X, triplets).")
+    return True
 
 
 class TripletLearner(LearnerBase):
@@ -420,8 +470,28 @@ class TripletLearner(LearnerBase):
             out = self._similarity(X, Y)
         return self._finite_output(out, "similarity")
 
-    def decision_function(self, X, triplets) -> np.ndarray:
-        """``S(q, p+) - S(q, p-)`` for each triplet (positive = satisfied)."""
+    def triplet_score(self, X, triplets) -> np.ndarray:
+        """Margin of each triplet: ``S(q, p+) - S(q, p-)`` (positive = satisfied).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows the triplets index.
+        triplets : array-like of int, shape (n_triplets, 3)
+            ``(query, positive, negative)`` row indices into X.
+
+        Returns
+        -------
+        margins : ndarray of shape (n_triplets,)
+            ``S(X[q], X[p+]) - S(X[q], X[p-])`` for each triplet.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model is not fitted.
+        ValueError
+            Bad X or triplets, or margins that overflow float64.
+        """
         X = self._check_fitted_X(X)
         t = check_triplets(triplets, X.shape[0], self)
         out = np.empty(t.shape[0])
@@ -432,7 +502,28 @@ class TripletLearner(LearnerBase):
                 Q = X[c[:, 0]]
                 out[s:s + step] = (self._pair_score(Q, X[c[:, 1]])
                                    - self._pair_score(Q, X[c[:, 2]]))
-        return self._finite_output(out, "decision_function")
+        return self._finite_output(out, "triplet_score")
+
+    @available_if(_legacy_decision_function_available)
+    def decision_function(self, X, triplets=None) -> np.ndarray:
+        """Deprecated alias of :meth:`triplet_score` (``decision_function(X,
+        triplets)``), kept for one release with a FutureWarning.
+
+        A triplet learner has no per-sample decision function, so
+        ``decision_function`` keeps scikit-learn's meaning by being absent:
+        the alias exists only while :func:`legacy_decision_function` is on
+        (the default in this release), and ``hasattr(model,
+        "decision_function")`` is False once it is switched off or removed.
+        """
+        who = type(self).__name__
+        if triplets is None:
+            raise TypeError(f"{who}: a triplet learner has no per-sample decision_function; "
+                            "score triplets with triplet_score(X, triplets) "
+                            "(decision_function(X, triplets) is its deprecated name).")
+        warnings.warn(f"{who}: decision_function(X, triplets) is deprecated since tripletml "
+                      "0.2 and will be removed in 0.3; use triplet_score(X, triplets) (same "
+                      "values).", FutureWarning, stacklevel=2)
+        return self.triplet_score(X, triplets)
 
     def score(self, X, y) -> float:
         """Leave-one-out mean average precision of retrieval within X."""

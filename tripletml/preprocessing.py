@@ -3,7 +3,7 @@
 Every triplet learner has a ``preprocessing`` parameter; ``fit`` fits the
 statistics below on the training X, transforms X, and runs the solver on the
 result.  Every method that takes X afterwards (``similarity``,
-``pair_score``, ``decision_function``, ``transform``, ``embed_queries``,
+``pair_score``, ``triplet_score``, ``transform``, ``embed_queries``,
 ``embed_database``, ``score``, ``objective``, ``partial_fit``) applies the
 same map first, so the model works on raw features while its learned matrix
 (``W_``, ``M_``, ``components_``, ``get_bilinear_matrix()``) lives in the
