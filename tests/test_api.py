@@ -222,6 +222,9 @@ def test_check_X_words_errors_as_scikit_learn_and_names_the_estimator():
     with pytest.raises(ValueError, match="^OASIS: X must be 2-D.*Reshape your data either "
                                          r"using X.reshape\(-1, 1\)"):
         check_X(np.ones(3), "OASIS")
+    with pytest.raises(ValueError, match="^OASIS: X has 2 features, but OASIS is expecting 3 "
+                                         "features as input"):
+        check_X(np.ones((3, 2)), "OASIS", n_features=3)
     bad = np.ones((3, 2), dtype=object)
     bad[0, 0] = {"foo": "bar"}
     with pytest.raises(TypeError, match="^OASIS: X must be numeric.*argument must be a "

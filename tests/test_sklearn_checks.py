@@ -183,7 +183,9 @@ def test_multilabel_fitted_contract(estimator):
     Yr.setflags(write=False)
     np.testing.assert_allclose(clone(estimator).fit(Xr, Yr).decision_function(Xr), S,
                                rtol=1e-12)
-    with pytest.raises(ValueError, match=f"{type(est).__name__}: .*features"):
+    name = type(est).__name__
+    with pytest.raises(ValueError, match=f"{name}: X has 3 features, but {name} is expecting "
+                                         "5 features as input"):
         est.decision_function(X[:, :3])
     with pytest.raises(ValueError, match="Reshape your data"):
         est.decision_function(X[0])

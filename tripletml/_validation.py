@@ -331,8 +331,9 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
                 "bilinear forms of such values overflow float64. Scale the features "
                 "(e.g. sklearn.preprocessing.MaxAbsScaler or StandardScaler).")
     if n_features is not None and d != n_features:
-        raise ValueError(f"{who}: {name} has {d} features, but the model was fitted with "
-                         f"{n_features} features.")
+        raise ValueError(f"{who}: {name} has {d} features, but {who} is expecting "
+                         f"{n_features} features as input (the model was fitted with "
+                         f"{n_features} features).")
     return X
 
 
