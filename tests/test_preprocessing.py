@@ -697,3 +697,26 @@ def test_a_pickle_of_tripletml_0_1_is_adopted():
     assert old.preprocessor_ == pre
     assert not [k for k in vars(old) if k.startswith("preprocessing_")]
     np.testing.assert_array_equal(old.transform(X), m.transform(X))
+
+
+def test_a_file_cannot_plant_a_preprocessor(tmp_path):
+    """preprocessor_ is never read from a file: a metadata value under that
+    name is refused, and so is a state whose n_features_in_ is not a width."""
+    from tripletml.preprocessing import Preprocessor
+    X, y, t = _data(seed=7)
+    m = tm.OASIS(preprocessing=None, n_triplets=40, random_state=0).fit(X, y)
+    arrays = {k: v for k, v in vars(m).items() if isinstance(v, np.ndarray)}
+    attrs = {k: v for k, v in vars(m).items() if k.endswith("_") and not k.startswith("_")
+             and k != "preprocessor_" and k not in arrays}
+    _write_v01_file(tmp_path / "bad.npz", "OASIS", m.get_params(),
+                    {**attrs, "preprocessing_": None, "preprocessor_": {"mode_": "whiten"}},
+                    arrays)
+    with pytest.raises(ValueError, match="preprocessor_ is a dict, not a Preprocessor"):
+        tm.load_model(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match="n_features_in_=0 is not a positive integer"):
+        Preprocessor.adopt_saved({"n_features_in_": 0, "preprocessing_": None})
+    state = {"n_features_in_": 5, "preprocessing_": "center",
+             "preprocessing_mean_": np.zeros(5)}
+    Preprocessor.adopt_saved(state, owner="OASIS")
+    assert set(state) == {"n_features_in_", "preprocessor_"}
+    assert state["preprocessor_"].mode_ == "center" and state["preprocessor_"].owner == "OASIS"

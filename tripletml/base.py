@@ -208,8 +208,8 @@ PREPROCESSING_ARRAYS: dict[str, ArraySpec] = {
 #: the fitted preprocessing scalars (float attributes, saved as metadata)
 PREPROCESSING_SCALARS = tuple(_PREP + name for name in Preprocessor._fitted_scalars)
 #: the learner attributes that read ``preprocessor_`` (the model-file names)
-_PREPROCESSOR_VIEWS = {_PREP: "mode_", **{_PREP + n: n for n in ("mean_", "scale_",
-                                                                  "whitener_", "radius_")}}
+_PREPROCESSOR_VIEWS = {name: name[len(_PREP):] or "mode_"
+                       for name in Preprocessor.saved_names(_PREP)}
 
 
 #: whether the deprecated ``decision_function(X, triplets)`` of the triplet
@@ -366,21 +366,11 @@ class TripletLearner(LearnerBase):
         return flat
 
     def _adopt_saved_preprocessing(self) -> None:
-        """Rebuild ``preprocessor_`` from the model-file attributes (checked:
-        ValueError on anything inconsistent); a file without them was written
-        before the ``preprocessing`` parameter existed (raw features)."""
-        held = self.__dict__.get("preprocessor_")
-        if held is not None and not isinstance(held, Preprocessor):
-            raise ValueError(f"preprocessor_ is a {type(held).__name__}, not a Preprocessor")
-        flat = {n: self.__dict__.pop(n) for n in _PREPROCESSOR_VIEWS if n in self.__dict__}
-        if held is not None and not flat:
-            return
-        d = self.n_features_in_
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ValueError(f"n_features_in_={d!r} is not a positive integer")
-        self.preprocessor_ = Preprocessor.from_attributes(
-            flat, d, mode=getattr(self, "preprocessing", None), auto=self._auto_preprocessing,
-            owner=type(self).__name__, prefix=_PREP)
+        """``preprocessor_`` from the model-file attributes
+        (:meth:`Preprocessor.adopt_saved`; ValueError when inconsistent)."""
+        Preprocessor.adopt_saved(self.__dict__, prefix=_PREP,
+                                 mode=getattr(self, "preprocessing", None),
+                                 auto=self._auto_preprocessing, owner=type(self).__name__)
 
     def __setstate__(self, state):
         super().__setstate__(state)

@@ -632,6 +632,40 @@ class Preprocessor(BaseEstimator):
             raise ValueError(f"{prefix}{exc}") from None
         return pre
 
+    @classmethod
+    def saved_names(cls, prefix: str = "preprocessing_") -> tuple[str, ...]:
+        """The learner attributes of a model file: ``prefix`` (the mode) and
+        ``prefix + stat`` for every statistic."""
+        return (prefix, *(prefix + s for s in _STAT_NAMES))
+
+    @classmethod
+    def adopt_saved(cls, state: dict[str, Any], *, prefix: str = "preprocessing_",
+                    **params: Any) -> None:
+        """Replace the model-file attributes in a learner's ``state`` (its
+        ``__dict__``, loaded from a file or a pickle of tripletml 0.1) by one
+        checked Preprocessor under ``"preprocessor_"``.
+
+        Nothing changes when ``state`` already holds a Preprocessor and no
+        such attribute.  ``params`` (``mode``, ``auto``, ``owner``) go to
+        :meth:`from_attributes`, with ``state["n_features_in_"]``.
+
+        Raises
+        ------
+        ValueError
+            ``preprocessor_`` is not a Preprocessor, ``n_features_in_`` is not
+            a positive int, or :meth:`from_attributes` refuses the attributes.
+        """
+        held = state.get("preprocessor_")
+        if held is not None and not isinstance(held, cls):
+            raise ValueError(f"preprocessor_ is a {type(held).__name__}, not a {cls.__name__}")
+        flat = {n: state.pop(n) for n in cls.saved_names(prefix) if n in state}
+        if held is not None and not flat:
+            return
+        d = state.get("n_features_in_")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"n_features_in_={d!r} is not a positive integer")
+        state["preprocessor_"] = cls.from_attributes(flat, d, prefix=prefix, **params)
+
     # ------------------------------------------------------------ equality
     def __eq__(self, other: object) -> bool:
         """Equal when the parameters and the fitted state (bit for bit) agree:
