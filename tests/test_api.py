@@ -191,6 +191,23 @@ def test_decision_function_is_a_deprecated_alias_of_triplet_score(factory, alt):
     assert hasattr(est, "decision_function")          # restored on leaving the block
 
 
+def test_autosimilarity_decision_function_is_a_deprecated_alias_too():
+    from tripletml.auto import AutoSimilarity
+    from tripletml.base import legacy_decision_function
+    X, y = toy_data()
+    auto = AutoSimilarity()
+    auto.best_estimator_ = tm.OASIS(n_triplets=50, random_state=0).fit(X, y)
+    t = np.array([[0, 3, 1], [4, 7, 2]])
+    with pytest.warns(FutureWarning, match="AutoSimilarity: decision_function.*triplet_score"):
+        old = auto.decision_function(X, t)
+    np.testing.assert_array_equal(old, auto.best_estimator_.triplet_score(X, t))
+    np.testing.assert_array_equal(auto.triplet_score(X, t), old)
+    with pytest.raises(TypeError, match="AutoSimilarity: a triplet learner has no per-sample"):
+        auto.decision_function(X)
+    with legacy_decision_function(False):
+        assert not hasattr(auto, "decision_function")
+
+
 def test_legacy_decision_function_switch_is_restored_and_checked():
     from tripletml.base import _LEGACY, legacy_decision_function
     with pytest.raises(TypeError, match="enabled='no' must be True or False"):
