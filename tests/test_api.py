@@ -73,7 +73,7 @@ def test_scoring_contract(factory, alt):
     t = np.array([[0, 3, 1], [4, 7, 2]])
     expect = [S[0, 0] - est.similarity(X[[0]], X[[1]])[0, 0],
               S[4, 4] - est.similarity(X[[4]], X[[2]])[0, 0]]
-    np.testing.assert_allclose(est.decision_function(X, t), expect, atol=1e-9)
+    np.testing.assert_allclose(est.triplet_score(X, t), expect, atol=1e-9)
     from tripletml.metrics import mean_average_precision
     assert est.score(X, y) == pytest.approx(mean_average_precision(est.similarity(X), y))
     if isinstance(est, MahalanobisMixin):
@@ -158,7 +158,95 @@ def test_bad_labels_and_triplets(factory, alt):
                                          "5 features as input"):
         est.similarity(X[:, :4])
     with pytest.raises(ValueError, match=f"{name}: .*index 99 is out of range"):
-        est.decision_function(X, [[0, 1, 99]])
+        est.triplet_score(X, [[0, 1, 99]])
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
+def test_decision_function_is_a_deprecated_alias_of_triplet_score(factory, alt):
+    """decision_function(X, triplets) works for one release with a FutureWarning
+    naming triplet_score; without triplets it refuses clearly; switched off
+    (as after the deprecation) the attribute is absent, so scikit-learn sees
+    no per-sample decision_function."""
+    import warnings
+
+    from tripletml.base import legacy_decision_function
+    X, y = toy_data()
+    est = factory().fit(X, y)
+    name = type(est).__name__
+    t = np.array([[0, 3, 1], [4, 7, 2]])
+    with pytest.warns(FutureWarning, match=f"{name}: decision_function\\(X, triplets\\) is "
+                                           "deprecated.*use triplet_score"):
+        old = est.decision_function(X, t)
+    np.testing.assert_array_equal(old, est.triplet_score(X, t))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match=f"{name}: a triplet learner has no per-sample "
+                                            "decision_function.*triplet_score"):
+            est.decision_function(X)
+    with legacy_decision_function(False):
+        assert not hasattr(est, "decision_function")
+        with pytest.raises(AttributeError, match="decision_function"):
+            est.decision_function(X, t)
+        np.testing.assert_array_equal(est.triplet_score(X, t), old)
+    assert hasattr(est, "decision_function")          # restored on leaving the block
+
+
+def test_autosimilarity_decision_function_is_a_deprecated_alias_too():
+    from tripletml.auto import AutoSimilarity
+    from tripletml.base import legacy_decision_function
+    X, y = toy_data()
+    auto = AutoSimilarity()
+    auto.best_estimator_ = tm.OASIS(n_triplets=50, random_state=0).fit(X, y)
+    t = np.array([[0, 3, 1], [4, 7, 2]])
+    with pytest.warns(FutureWarning, match="AutoSimilarity: decision_function.*triplet_score"):
+        old = auto.decision_function(X, t)
+    np.testing.assert_array_equal(old, auto.best_estimator_.triplet_score(X, t))
+    np.testing.assert_array_equal(auto.triplet_score(X, t), old)
+    with pytest.raises(TypeError, match="AutoSimilarity: a triplet learner has no per-sample"):
+        auto.decision_function(X)
+    with legacy_decision_function(False):
+        assert not hasattr(auto, "decision_function")
+
+
+def test_legacy_decision_function_switch_is_restored_and_checked():
+    from tripletml.base import _LEGACY, legacy_decision_function
+    with pytest.raises(TypeError, match="enabled='no' must be True or False"):
+        with legacy_decision_function("no"):
+            pass
+    assert _LEGACY["decision_function"] is True
+    with pytest.raises(RuntimeError):
+        with legacy_decision_function(False):
+            assert not hasattr(tm.OASIS(), "decision_function")
+            raise RuntimeError
+    assert hasattr(tm.OASIS(), "decision_function")
+
+
+def test_check_X_words_errors_as_scikit_learn_and_names_the_estimator():
+    """The checks of scikit-learn match these phrases (estimator_checks:
+    check_complex_data, check_estimators_empty_data_messages,
+    check_dtype_object, check_fit2d_predict1d); tripletml adds the name."""
+    from tripletml._validation import ComplexDataError, check_X
+    with pytest.raises(ValueError, match="^OASIS: X is complex. Complex data not supported"):
+        check_X(np.ones((3, 2)) + 1j, tm.OASIS())
+    assert issubclass(ComplexDataError, TypeError)        # the class of tripletml <= 0.1
+    with pytest.raises(ValueError, match=r"^OASIS: X has 0 features: 0 feature\(s\) "
+                                         r"\(shape=\(12, 0\)\) while a minimum of 1 is "
+                                         "required."):
+        check_X(np.empty((12, 0)), "OASIS")
+    with pytest.raises(ValueError, match=r"^OASIS: X has 0 sample\(s\) \(shape=\(0, 3\)\) "
+                                         "while a minimum of 1 is required."):
+        check_X(np.empty((0, 3)), "OASIS")
+    with pytest.raises(ValueError, match="^OASIS: X must be 2-D.*Reshape your data either "
+                                         r"using X.reshape\(-1, 1\)"):
+        check_X(np.ones(3), "OASIS")
+    with pytest.raises(ValueError, match="^OASIS: X has 2 features, but OASIS is expecting 3 "
+                                         "features as input"):
+        check_X(np.ones((3, 2)), "OASIS", n_features=3)
+    bad = np.ones((3, 2), dtype=object)
+    bad[0, 0] = {"foo": "bar"}
+    with pytest.raises(TypeError, match="^OASIS: X must be numeric.*argument must be a "
+                                        "string or a real number"):
+        check_X(bad, "OASIS")
 
 
 @pytest.mark.parametrize("factory, alt", LEARNERS)
@@ -354,7 +442,7 @@ def test_multilabel_bad_params(factory, alt):
 # ------------------------------------------------------- one fitted-ness rule
 def _every_public_accessor(est, X):
     calls = [lambda: est.similarity(X), lambda: est.pair_score(X, X),
-             lambda: est.decision_function(X, [[0, 1, 2]])]
+             lambda: est.triplet_score(X, [[0, 1, 2]])]
     if isinstance(est, MahalanobisMixin):
         calls += [lambda: est.transform(X), lambda: est.get_mahalanobis_matrix(),
                   lambda: est.get_metric(), lambda: est.pair_distance(X, X),
@@ -475,8 +563,8 @@ def test_overflowing_outputs_raise_clearly(est):
             est.similarity(X)
         with pytest.raises(ValueError, match=f"{name}: pair_score is not finite.*scale"):
             est.pair_score(X[:2], X[[1, 0]])
-        with pytest.raises(ValueError, match=f"{name}: decision_function is not finite"):
-            est.decision_function(X, [[0, 1, 2]])
+        with pytest.raises(ValueError, match=f"{name}: triplet_score is not finite"):
+            est.triplet_score(X, [[0, 1, 2]])
         if isinstance(est, MahalanobisMixin) and not isinstance(est, tm.Euclidean):
             with pytest.raises(ValueError, match=f"{name}: transform is not finite"):
                 est.transform(np.full((2, 3), 1e308))

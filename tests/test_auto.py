@@ -406,7 +406,7 @@ def test_delegation_and_save_load(tmp_path):
     np.testing.assert_allclose(auto.similarity(X[:5], X), best.similarity(X[:5], X))
     np.testing.assert_allclose(auto.pair_score(X[:5], X[5:10]), best.pair_score(X[:5], X[5:10]))
     t = np.array([[0, 1, 60], [50, 51, 0]])
-    np.testing.assert_allclose(auto.decision_function(X, t), best.decision_function(X, t))
+    np.testing.assert_allclose(auto.triplet_score(X, t), best.triplet_score(X, t))
     assert auto.score(X, y) == pytest.approx(evaluate_retrieval(best, X, y, k=())["map"])
     np.testing.assert_allclose(auto.embed_queries(X[:3]), best.embed_queries(X[:3]))
     np.testing.assert_allclose(auto.embed_database(X[:3]), best.embed_database(X[:3]))

@@ -249,12 +249,12 @@ def test_refit_on_other_data_of_the_same_shape_uses_its_columns():
         np.testing.assert_array_equal(s2.column(k), X2.toarray()[:, k])
 
 
-def test_history_loss_is_the_triplet_hinge_of_the_decision_function():
+def test_history_loss_is_the_triplet_hinge_of_the_triplet_score():
     X, t = _problem(seed=6, d=5)
     from tripletml.losses import triplet_hinge_array
     for cls in (tm.COMET, tm.SparseCOMET):
         m = cls(max_iter=2, tol=None, random_state=0).fit(X, triplets=t)
-        margins = m.decision_function(X, t)          # S(q, p+) - S(q, p-) = 1 - lambda_t
+        margins = m.triplet_score(X, t)          # S(q, p+) - S(q, p-) = 1 - lambda_t
         assert m.history_["loss"][-1] == pytest.approx(np.sum(triplet_hinge_array(margins)),
                                                        rel=1e-9)
 

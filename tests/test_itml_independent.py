@@ -279,7 +279,7 @@ def test_learner_matches_reference_fixed_sweeps(gamma):
     close(m.similarity(P, Q), sim, rtol=1e-9)
     dec = np.array([(X[q] - X[n]) @ M @ (X[q] - X[n]) - (X[q] - X[p]) @ M @ (X[q] - X[p])
                     for q, p, n in T])
-    close(m.decision_function(X, T), dec, rtol=1e-9)
+    close(m.triplet_score(X, T), dec, rtol=1e-9)
 
 
 def test_learner_default_bounds_are_percentiles():

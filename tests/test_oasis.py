@@ -98,7 +98,7 @@ def test_oasis_improves_triplet_accuracy_on_held_out():
     X = X / 16.0
     m = OASIS(preprocessing=None, n_triplets=20000, random_state=0).fit(X[:1200], y[:1200])
     t = random_class_triplets(y[1200:], 3000, random_state=1)
-    acc = np.mean(m.decision_function(X[1200:], t) > 0)
+    acc = np.mean(m.triplet_score(X[1200:], t) > 0)
     base = np.mean(np.einsum("ij,ij->i", X[1200:][t[:, 0]],
                              X[1200:][t[:, 1]] - X[1200:][t[:, 2]]) > 0)
     assert acc > base + 0.02

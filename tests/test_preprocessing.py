@@ -97,7 +97,7 @@ def test_raw_api_equals_solver_on_preprocessed_X(entry, mode):
     kw = dict(rtol=1e-6, atol=1e-7 * scale)
     np.testing.assert_allclose(S, b.similarity(Zq, Zd), **kw)
     np.testing.assert_allclose(a.pair_score(Xq, Xd[:7]), b.pair_score(Zq, Zd[:7]), **kw)
-    np.testing.assert_allclose(a.decision_function(X, t[:10]), b.decision_function(Z, t[:10]),
+    np.testing.assert_allclose(a.triplet_score(X, t[:10]), b.triplet_score(Z, t[:10]),
                                **kw)
     assert a.score(X, y) == pytest.approx(b.score(Z, y), rel=1e-9)
     # the learned matrix lives in the preprocessed coordinates
@@ -268,10 +268,15 @@ def test_old_file_without_preprocessing_loads_as_none(tmp_path):
 
 
 def test_inconsistent_statistics_refused(tmp_path):
+    import zipfile
     X, y, t = _data()
     m = tm.OASIS(preprocessing="standardize", n_triplets=50, random_state=0).fit(X, y)
-    del m.preprocessing_scale_
-    m.save(tmp_path / "bad.npz")
+    m.save(tmp_path / "m.npz")
+    with zipfile.ZipFile(tmp_path / "m.npz") as src, \
+            zipfile.ZipFile(tmp_path / "bad.npz", "w") as dst:
+        for n in src.namelist():
+            if n != "preprocessing_scale_.npy":        # the scale of "standardize" dropped
+                dst.writestr(n, src.read(n))
     with pytest.raises(ValueError, match="preprocessing_='standardize' needs the arrays"):
         tm.load_model(tmp_path / "bad.npz")
 
@@ -513,3 +518,205 @@ def test_sphere_functions_refuse_bad_input():
         sphere_lift(Z, "1")
     assert sphere_lift(np.zeros((0, 2)), 1.0).shape == (0, 3)
     assert sphere_radius(np.zeros((0, 2))) == 1.0 and embedding_cone(np.zeros((0, 2))) == 0.0
+
+
+# ------------------------------------------------- the Preprocessor object (issue 25)
+def _manual(mode, X):
+    """The preprocessed rows from NumPy (population std, constant columns
+    kept), for the modes with a closed form here."""
+    mean = X.mean(axis=0)
+    std = X.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    if mode is None:
+        return X
+    if mode == "center":
+        return X - mean
+    Z = (X - mean) / std
+    if mode == "standardize":
+        return Z
+    if mode == "sphere":
+        s = float(np.median(np.linalg.norm(Z, axis=1)))
+        return stereographic(Z, s)
+    lam, U = np.linalg.eigh(np.cov(Z, rowvar=False, bias=True))
+    return Z @ (U / np.sqrt(lam)) @ U.T                      # ZCA
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_preprocessor_fit_transform_second_moment(mode):
+    from tripletml.preprocessing import Preprocessor
+    X, y, t = _data(seed=11)
+    pre = Preprocessor(mode, owner="OASIS")
+    assert pre.fit(X) is pre and pre.mode_ == mode
+    assert pre.n_features_in_ == 5 and pre.n_features_out_ == 5 + (mode == "sphere")
+    Z = pre.transform(X)
+    np.testing.assert_allclose(Z, _manual(mode, X), rtol=1e-9, atol=1e-9)
+    Zs = pre.transform(sp.csr_matrix(X))
+    assert sp.issparse(Zs) == (mode is None)                # None leaves sparse X sparse
+    np.testing.assert_allclose(Zs.toarray() if mode is None else Zs, Z, rtol=1e-12,
+                               atol=1e-12)
+    X0 = X.copy()
+    pre.transform(X)
+    np.testing.assert_array_equal(X, X0)                    # copy=True: X untouched
+    D = X[t[:, 0]] - X[t[:, 1]]
+    C = D.T @ D / len(D)
+    if mode == "sphere":
+        with pytest.raises(ValueError, match="OASIS: the 'sphere' preprocessing is not linear"):
+            pre.second_moment(C)
+    else:
+        E = Z[t[:, 0]] - Z[t[:, 1]]
+        np.testing.assert_allclose(pre.second_moment(C), E.T @ E / len(E), rtol=1e-9,
+                                   atol=1e-12)
+    with pytest.raises(ValueError, match="OASIS: X has 4 features, but the preprocessing "
+                                         "was fitted with 5"):
+        pre.transform(X[:, :4])
+
+
+def test_preprocessor_resolves_auto_and_refuses_unfitted_use():
+    from sklearn.exceptions import NotFittedError
+
+    from tripletml.preprocessing import Preprocessor
+    X, y, t = _data()
+    assert Preprocessor("auto", auto="sphere").resolve(X) == "sphere"
+    wide = sp.random(10, MAX_DENSIFY_FEATURES + 1, density=0.01, format="csr", random_state=0)
+    assert Preprocessor("auto", auto="sphere").resolve(wide) is None
+    with pytest.raises(ValueError, match="LORETA: preprocessing='center' centres"):
+        Preprocessor("center", owner="LORETA").resolve(wide)
+    with pytest.raises(ValueError, match="OASIS: parameter preprocessing='bogus'"):
+        Preprocessor("bogus", owner="OASIS").fit(X)
+    for call in (lambda p: p.transform(X), lambda p: p.second_moment(np.eye(5)),
+                 lambda p: p.n_features_out_, lambda p: p.to_attributes()):
+        with pytest.raises(NotFittedError):
+            call(Preprocessor("standardize"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_preprocessor_attributes_round_trip_and_equality(mode):
+    from tripletml.preprocessing import Preprocessor
+    X, y, t = _data(seed=3)
+    pre = Preprocessor(mode, owner="SML").fit(X)
+    attrs = pre.to_attributes()
+    want = {None: set(), "center": {"mean_"}, "standardize": {"mean_", "scale_"},
+            "whiten": {"mean_", "whitener_"}, "sphere": {"mean_", "scale_", "radius_"}}[mode]
+    assert set(attrs) == {"preprocessing_"} | {"preprocessing_" + n for n in want}
+    back = Preprocessor.from_attributes(attrs, 5, mode=mode, owner="SML")
+    assert back == pre and not back != pre
+    np.testing.assert_array_equal(back.transform(X), pre.transform(X))
+    assert (Preprocessor(mode, owner="SML").fit(X + 1.0) != pre) == (mode is not None)
+    assert Preprocessor(mode, owner="other").fit(X) != pre            # parameters differ
+    with pytest.raises(TypeError):
+        hash(pre)
+
+
+def test_preprocessor_from_attributes_refuses_inconsistent_state():
+    from tripletml.preprocessing import Preprocessor
+    X, y, t = _data()
+    good = Preprocessor("standardize").fit(X).to_attributes()
+    bad_cases = [
+        ({"preprocessing_mean_": good["preprocessing_mean_"]}, "stored without preprocessing_"),
+        ({**good, "preprocessing_": "zca"}, "'zca' is not a fitted preprocessing mode"),
+        ({**good, "preprocessing_": ["center"]}, "is not a fitted preprocessing mode"),
+        ({**good, "preprocessing_whitener_": np.eye(5)}, "needs the arrays"),
+        ({**good, "preprocessing_other_": 1}, "are not preprocessing attributes"),
+        ({**good, "preprocessing_scale_": np.ones(4)}, "preprocessing_scale_ has shape"),
+        ({**good, "preprocessing_scale_": np.array([1, 2, 3, 4, np.nan])},
+         "preprocessing_scale_ contains NaN"),
+        ({**good, "preprocessing_scale_": [1.0] * 5}, "preprocessing_scale_ is a list"),
+    ]
+    for attrs, msg in bad_cases:
+        with pytest.raises(ValueError, match=msg):
+            Preprocessor.from_attributes(attrs, 5)
+    assert Preprocessor.from_attributes({}, 5).mode_ is None   # tripletml before issue 14
+
+
+def test_learner_holds_one_preprocessor():
+    """The statistics live in preprocessor_ only; the preprocessing_* names
+    read it; a refit replaces it and a failed refit removes it."""
+    X, y, t = _data()
+    from tripletml._registry import get_entry
+    m = get_entry("LowRankDML").make(0, preprocessing="whiten").fit(X, triplets=t)
+    pre = m.preprocessor_
+    assert pre.mode_ == m.preprocessing_ == "whiten" and pre.owner == "LowRankDML"
+    assert not [k for k in vars(m) if k.startswith("preprocessing_")]
+    assert m.preprocessing_mean_ is pre.mean_ and m.preprocessing_whitener_ is pre.whitener_
+    assert not hasattr(m, "preprocessing_scale_") and not hasattr(m, "preprocessing_radius_")
+    np.testing.assert_allclose(m.transform(X), pre.transform(X) @ m.components_.T)
+    m.set_params(preprocessing="center").fit(X, triplets=t)
+    assert m.preprocessor_ is not pre and m.preprocessing_ == "center"
+    with pytest.raises(ValueError):
+        m.fit(X, triplets=[[0, 1, 99]])
+    assert not hasattr(m, "preprocessor_") and not hasattr(m, "preprocessing_")
+    assert not hasattr(m, "n_features_in_")
+
+
+def _write_v01_file(path, cls_name, params, attrs, arrays):
+    """A model file laid out as tripletml 0.1 wrote it (format 1: the
+    preprocessing as flat attributes), built here without ``save``."""
+    import json
+    meta = {"format": "tripletml-model", "format_version": 1, "class": cls_name,
+            "params": params, "attributes": attrs}
+    blob = np.frombuffer(json.dumps(meta, default=lambda o: o.item()).encode("utf-8"),
+                         dtype=np.uint8)
+    np.savez(path, __meta__=blob, **arrays)
+
+
+@pytest.mark.parametrize("mode", ["standardize", "sphere", "whiten"])
+def test_a_file_of_tripletml_0_1_loads(mode, tmp_path):
+    X, y, t = _data(seed=4)
+    m = tm.OASIS(preprocessing=mode, n_triplets=60, random_state=0).fit(X, y)
+    pre = m.preprocessor_
+    arrays = {k: v for k, v in vars(m).items() if isinstance(v, np.ndarray)}
+    attrs = {k: v for k, v in vars(m).items() if k.endswith("_") and not k.startswith("_")
+             and k != "preprocessor_" and k not in arrays}
+    attrs["preprocessing_"] = mode
+    for name in ("mean_", "scale_", "whitener_"):
+        if getattr(pre, name) is not None:
+            arrays["preprocessing_" + name] = getattr(pre, name)
+    if mode == "sphere":
+        attrs["preprocessing_radius_"] = pre.radius_
+    params = {k: v for k, v in m.get_params().items()}
+    _write_v01_file(tmp_path / "old.npz", "OASIS", params, attrs, arrays)
+    back = tm.load_model(tmp_path / "old.npz")
+    assert back.preprocessor_ == pre
+    np.testing.assert_array_equal(back.similarity(X), m.similarity(X))
+    back.save(tmp_path / "again.npz")                         # and is written the same way
+    with np.load(tmp_path / "again.npz") as f:
+        assert set(f.files) == {"__meta__", *arrays}
+
+
+def test_a_pickle_of_tripletml_0_1_is_adopted():
+    """A learner pickled by tripletml 0.1 held the statistics as attributes;
+    unpickling rebuilds preprocessor_ (else the map would be silently lost)."""
+    X, y, t = _data(seed=5)
+    m = tm.SML(preprocessing="standardize", random_state=0, max_iter=5, tol=None).fit(
+        X, triplets=t)
+    state = dict(m.__getstate__())                          # (a copy: not m's own dict)
+    pre = state.pop("preprocessor_")
+    state.update(pre.to_attributes())                        # the 0.1 layout
+    old = tm.SML.__new__(tm.SML)
+    old.__setstate__(state)
+    assert old.preprocessor_ == pre
+    assert not [k for k in vars(old) if k.startswith("preprocessing_")]
+    np.testing.assert_array_equal(old.transform(X), m.transform(X))
+
+
+def test_a_file_cannot_plant_a_preprocessor(tmp_path):
+    """preprocessor_ is never read from a file: a metadata value under that
+    name is refused, and so is a state whose n_features_in_ is not a width."""
+    from tripletml.preprocessing import Preprocessor
+    X, y, t = _data(seed=7)
+    m = tm.OASIS(preprocessing=None, n_triplets=40, random_state=0).fit(X, y)
+    arrays = {k: v for k, v in vars(m).items() if isinstance(v, np.ndarray)}
+    attrs = {k: v for k, v in vars(m).items() if k.endswith("_") and not k.startswith("_")
+             and k != "preprocessor_" and k not in arrays}
+    _write_v01_file(tmp_path / "bad.npz", "OASIS", m.get_params(),
+                    {**attrs, "preprocessing_": None, "preprocessor_": {"mode_": "whiten"}},
+                    arrays)
+    with pytest.raises(ValueError, match="preprocessor_ is a dict, not a Preprocessor"):
+        tm.load_model(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match="n_features_in_=0 is not a positive integer"):
+        Preprocessor.adopt_saved({"n_features_in_": 0, "preprocessing_": None})
+    state = {"n_features_in_": 5, "preprocessing_": "center",
+             "preprocessing_mean_": np.zeros(5)}
+    Preprocessor.adopt_saved(state, owner="OASIS")
+    assert set(state) == {"n_features_in_", "preprocessor_"}
+    assert state["preprocessor_"].mode_ == "center" and state["preprocessor_"].owner == "OASIS"

@@ -19,7 +19,14 @@ __all__ = [
     "check_scalar_param",
     "check_choice_param",
     "check_random_state",
+    "ComplexDataError",
 ]
+
+
+class ComplexDataError(ValueError, TypeError):
+    """Complex X: a ValueError worded as scikit-learn's ("Complex data not
+    supported").  It is also a TypeError, the class tripletml raised before
+    issue #25, so that ``except TypeError`` keeps working for one release."""
 
 
 # Largest |value| check_X accepts (see check_X's Notes).
@@ -225,12 +232,19 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
     Raises
     ------
     TypeError
-        None, strings, non-numeric, object or complex data; sparse input where
-        ``accept_sparse`` is False.
+        None, strings, non-numeric or object data, complex sparse data;
+        sparse input where ``accept_sparse`` is False.
     ValueError
         Not 2-D, too few samples, no features, NaN or infinity, a value of
         magnitude above ``max_abs``, the wrong number of features, or a
-        malformed sparse matrix.
+        malformed sparse matrix.  Complex dense data raises
+        :class:`ComplexDataError` (a ValueError and a TypeError).
+
+    The messages start with the owner's name and contain scikit-learn's
+    wording for the same errors (``"Complex data not supported"``, ``"0
+    sample(s) (shape=(0, 3)) while a minimum of 1 is required"``, ``"Reshape
+    your data"``, NumPy's ``"float() argument must be a string or a real
+    number"``), so scikit-learn's estimator checks recognise them.
 
     Notes
     -----
@@ -274,28 +288,37 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
                 raise TypeError(f"{who}: {name} must be numeric; it holds strings.")
             try:
                 arr = arr.astype(np.float64)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError) as exc:
+                # scikit-learn's wording: NumPy's "float() argument must be a
+                # string or a real number, not 'dict'"
                 raise TypeError(f"{who}: {name} must be numeric; got an object array that "
-                                "cannot be converted to float.") from None
+                                f"cannot be converted to float ({exc}).") from None
             except OverflowError:
                 raise ValueError(f"{who}: {name} holds a number too large for float64; "
                                  "scale the features.") from None
         if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
             raise TypeError(f"{who}: {name} must be numeric, got dtype {arr.dtype}.")
         if np.iscomplexobj(arr):
-            raise TypeError(f"{who}: {name} is complex; only real data is supported.")
+            raise ComplexDataError(f"{who}: {name} is complex. Complex data not supported; "
+                                   "only real data is.")
         if arr.ndim != 2:
-            hint = " Reshape 1-D data with X.reshape(-1, 1) (one feature) or X.reshape(1, -1) (one sample)." if arr.ndim == 1 else ""
+            hint = (f" Reshape your data either using {name}.reshape(-1, 1) if your data has "
+                    f"a single feature or {name}.reshape(1, -1) if it contains a single "
+                    "sample." if arr.ndim == 1 else "")
             raise ValueError(f"{who}: {name} must be 2-D (n_samples, n_features), got an array "
                              f"with shape {arr.shape}.{hint}")
         with np.errstate(over="ignore"):  # float128 beyond float64 -> inf, refused below
             X = np.ascontiguousarray(arr, dtype=np.float64)
         values = X
     n, d = X.shape
+    # scikit-learn's wording ("Found array with 0 sample(s) (shape=(0, 3)) while
+    # a minimum of 1 is required."), after the estimator's name
     if n < min_samples:
-        raise ValueError(f"{who}: {name} has {n} sample(s); at least {min_samples} required.")
+        raise ValueError(f"{who}: {name} has {n} sample(s) (shape={X.shape}) while a minimum "
+                         f"of {min_samples} is required.")
     if d == 0:
-        raise ValueError(f"{who}: {name} has 0 features; at least 1 required.")
+        raise ValueError(f"{who}: {name} has 0 features: 0 feature(s) (shape={X.shape}) "
+                         "while a minimum of 1 is required.")
     if values.size:
         # two reductions, no temporary: NaN propagates through both
         lo, hi = float(values.min()), float(values.max())
@@ -308,8 +331,9 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
                 "bilinear forms of such values overflow float64. Scale the features "
                 "(e.g. sklearn.preprocessing.MaxAbsScaler or StandardScaler).")
     if n_features is not None and d != n_features:
-        raise ValueError(f"{who}: {name} has {d} features, but the model was fitted with "
-                         f"{n_features} features.")
+        raise ValueError(f"{who}: {name} has {d} features, but {who} is expecting "
+                         f"{n_features} features as input (the model was fitted with "
+                         f"{n_features} features).")
     return X
 
 

@@ -52,6 +52,7 @@ import numbers
 import os
 import sys
 import time
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -60,6 +61,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from .base import _legacy_decision_function_available
 from .preprocessing import PREPROCESSING_MODES
 from ._validation import check_scalar_param, check_X
 
@@ -288,7 +290,7 @@ class AutoSimilarity(BaseEstimator):
     scored by the retrieval mAP of held-out training *items* (a validation
     item never appears in a training triplet); the winner is refitted on all
     of ``X`` and every method (``similarity``, ``pair_score``,
-    ``decision_function``, ``score``, ``transform`` when the winner has it,
+    ``triplet_score``, ``score``, ``transform`` when the winner has it,
     ``embed_queries``, ``embed_database``, ``save``) delegates to it.
 
     The schedule is cost-aware (see the module docstring and
@@ -824,9 +826,23 @@ class AutoSimilarity(BaseEstimator):
         """Row-wise similarity ``S(X1[i], X2[i])`` of the winner."""
         return self._best().pair_score(X1, X2)
 
-    def decision_function(self, X, triplets) -> np.ndarray:
+    def triplet_score(self, X, triplets) -> np.ndarray:
         """``S(q, p+) - S(q, p-)`` per triplet, from the winner."""
-        return self._best().decision_function(X, triplets)
+        return self._best().triplet_score(X, triplets)
+
+    @available_if(_legacy_decision_function_available)
+    def decision_function(self, X, triplets=None) -> np.ndarray:
+        """Deprecated alias of :meth:`triplet_score` (one release, FutureWarning);
+        see :func:`tripletml.base.legacy_decision_function`."""
+        if triplets is None:
+            raise TypeError("AutoSimilarity: a triplet learner has no per-sample "
+                            "decision_function; score triplets with triplet_score(X, "
+                            "triplets) (decision_function(X, triplets) is its deprecated "
+                            "name).")
+        warnings.warn("AutoSimilarity: decision_function(X, triplets) is deprecated since "
+                      "tripletml 0.2 and will be removed in 0.3; use triplet_score(X, "
+                      "triplets) (same values).", FutureWarning, stacklevel=2)
+        return self.triplet_score(X, triplets)
 
     def score(self, X, y) -> float:
         """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""

@@ -18,9 +18,11 @@ Euclidean distance (``"neg_squared_l2"``) is the learned similarity, so a
 nearest-neighbour index (:mod:`tripletml.index`) can search with it.
 
 Every triplet learner has a ``preprocessing`` parameter (see
-:mod:`tripletml.preprocessing`): ``fit`` fits centring / standardisation /
-whitening statistics on the training X and runs the solver on the
-preprocessed rows; every method that takes X applies the same map first.
+:mod:`tripletml.preprocessing`): ``fit`` fits a
+:class:`~tripletml.preprocessing.Preprocessor` (centring / standardisation /
+whitening / sphere statistics) on the training X, keeps it in
+``preprocessor_`` and runs the solver on the preprocessed rows; every method
+that takes X applies the same map first.
 The learned matrices (``W_``, ``M_``, ``components_``,
 ``get_bilinear_matrix()``) therefore live in the preprocessed coordinates,
 and ``similarity(X)`` on raw X equals the solver's similarity on the
@@ -37,24 +39,26 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
-from typing import ClassVar
+import warnings
+from contextlib import contextmanager
+from typing import ClassVar, Iterator
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
 from ._params import validate_constraints
-from .preprocessing import (apply_preprocessing, check_preprocessing, fit_preprocessing,
-                            n_added_features, resolve_preprocessing)
+from .preprocessing import Preprocessor, check_preprocessing, n_added_features
 from ._validation import check_random_state, check_triplets, check_X
 from .linalg import rowwise_dot
 from .triplets import random_class_triplets
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES"]
+           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "legacy_decision_function"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -155,7 +159,13 @@ class LearnerBase(BaseEstimator):
         file in the same directory, then renamed over ``path``."""
         from ._model_writer import save_model
 
-        save_model(self, path)
+        save_model(self._saved_form(), path)
+
+    def _saved_form(self) -> "LearnerBase":
+        """The model as :func:`tripletml.persistence.save_model` writes it
+        (its fitted attributes: arrays and JSON values); override to flatten
+        a fitted helper object."""
+        return self
 
     def _check_loaded(self) -> None:
         """Consistency of a model built by ``load_model`` (raise ValueError or
@@ -175,19 +185,64 @@ class LearnerBase(BaseEstimator):
         check_fitted_arrays(self)
 
 
-#: the fitted preprocessing statistics every triplet learner may hold
-#: (see :mod:`tripletml.preprocessing`), merged into each subclass's
-#: ``_fitted_arrays``
+#: the prefix of the preprocessing attributes in a model file
+_PREP = "preprocessing_"
+#: the fitted preprocessing arrays a triplet learner's model file may hold
+#: (:attr:`Preprocessor._fitted_arrays` under the prefix), merged into each
+#: subclass's ``_fitted_arrays``
 PREPROCESSING_ARRAYS: dict[str, ArraySpec] = {
-    "preprocessing_mean_": ArraySpec(("n_features_in_",), optional=True),
-    "preprocessing_scale_": ArraySpec(("n_features_in_",), optional=True),
-    "preprocessing_whitener_": ArraySpec(("n_features_in_", "n_features_in_"), optional=True),
-}
+    _PREP + name: spec for name, spec in Preprocessor._fitted_arrays.items()}
 #: the fitted preprocessing scalars (float attributes, saved as metadata)
-PREPROCESSING_SCALARS = ("preprocessing_radius_",)
-#: which statistics (arrays and scalars) each resolved mode stores
-_PREP_KEYS = {None: (), "center": ("mean",), "standardize": ("mean", "scale"),
-              "whiten": ("mean", "whitener"), "sphere": ("mean", "scale", "radius")}
+PREPROCESSING_SCALARS = tuple(_PREP + name for name in Preprocessor._fitted_scalars)
+#: the learner attributes that read ``preprocessor_`` (the model-file names)
+_PREPROCESSOR_VIEWS = {name: name[len(_PREP):] or "mode_"
+                       for name in Preprocessor.saved_names(_PREP)}
+
+
+#: whether the deprecated ``decision_function(X, triplets)`` of the triplet
+#: learners exists (see :func:`legacy_decision_function`)
+_LEGACY = {"decision_function": True}
+
+
+@contextmanager
+def legacy_decision_function(enabled: bool) -> Iterator[None]:
+    """Switch the deprecated ``decision_function(X, triplets)`` of the triplet
+    learners on or off inside a ``with`` block.
+
+    ``decision_function(X, triplets)`` was renamed :meth:`TripletLearner.triplet_score`
+    (issue #25): in scikit-learn ``decision_function(X)`` is a per-sample
+    score, which a triplet learner does not have (a later release may give
+    it the meaning "score of pairs" for pair verification).  For one release
+    the old name still works, with a FutureWarning; it is an
+    :func:`sklearn.utils.metaestimators.available_if` method, so once it is
+    switched off ``hasattr(model, "decision_function")`` is False and
+    scikit-learn's ``check_estimator`` checks the learner as it will be
+    after the deprecation (tripletml's own tests run the checks so)::
+
+        with legacy_decision_function(False):
+            check_estimator(OASIS())
+
+    Parameters
+    ----------
+    enabled : bool
+        Whether the deprecated alias exists inside the block (default
+        outside any block: True, in this release).
+    """
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"legacy_decision_function: enabled={enabled!r} must be True or False.")
+    previous = _LEGACY["decision_function"]
+    _LEGACY["decision_function"] = bool(enabled)
+    try:
+        yield
+    finally:
+        _LEGACY["decision_function"] = previous
+
+
+def _legacy_decision_function_available(model) -> bool:
+    if not _LEGACY["decision_function"]:
+        raise AttributeError(f"{type(model).__name__} has no decision_function: a triplet "
+                             "learner scores triplets with triplet_score(X, triplets).")
+    return True
 
 
 class TripletLearner(LearnerBase):
@@ -195,13 +250,21 @@ class TripletLearner(LearnerBase):
     handling and scoring.
 
     Subclasses implement ``_fit(X, triplets, rng)`` and the similarity
-    primitives of their mixin; they receive X already preprocessed (see
-    :mod:`tripletml.preprocessing`) and never see the raw rows.  Subclasses
-    store the ``preprocessing`` parameter; ``_fitted_arrays`` of every
-    subclass is extended with :data:`PREPROCESSING_ARRAYS` (raw width
-    ``n_features_in_``); its own declarations' ``"d"`` is the width of the
-    preprocessed rows, ``n_features_preprocessed_`` (see
-    :mod:`tripletml._arrayspec`).
+    primitives of their mixin; they receive X already preprocessed and never
+    see the raw rows.  Subclasses store the ``preprocessing`` parameter;
+    ``fit`` fits one :class:`tripletml.preprocessing.Preprocessor` on the
+    training X and keeps it in ``preprocessor_``, and every method that takes
+    X applies ``preprocessor_.transform`` after validating it.
+    ``preprocessing_`` (the fitted mode) and ``preprocessing_mean_`` /
+    ``_scale_`` / ``_whitener_`` / ``_radius_`` read ``preprocessor_``.
+
+    A model file holds the preprocessor as those attributes (the format of
+    tripletml 0.1): ``_fitted_arrays`` of every subclass is extended with
+    :data:`PREPROCESSING_ARRAYS` (raw width ``n_features_in_``), ``save``
+    writes :meth:`Preprocessor.to_attributes` and loading rebuilds the
+    Preprocessor (:meth:`Preprocessor.from_attributes`).  The subclass's own
+    declarations' ``"d"`` is the width of the preprocessed rows,
+    ``n_features_preprocessed_`` (see :mod:`tripletml._arrayspec`).
 
     ``n_features_in_`` is always the raw number of features (what every X
     passed to the model must have); ``n_features_preprocessed_`` is the
@@ -229,88 +292,81 @@ class TripletLearner(LearnerBase):
         """Width of the preprocessed rows the solver works on: the dimension
         of ``W_`` / ``M_`` / the factors (``n_features_in_ + 1`` with
         ``preprocessing_ == "sphere"``, else ``n_features_in_``)."""
-        return self.n_features_in_ + n_added_features(getattr(self, "preprocessing_", None))
+        pre = self.__dict__.get("preprocessor_")
+        if pre is not None:
+            return pre.n_features_out_
+        # a model being loaded: the file's preprocessing_ (checked later)
+        return self.n_features_in_ + n_added_features(self.__dict__.get(_PREP))
 
     # --------------------------------------------------------- preprocessing
+    def __getattr__(self, name: str):
+        """``preprocessing_`` (the fitted mode) and ``preprocessing_mean_``,
+        ``preprocessing_scale_``, ``preprocessing_whitener_``,
+        ``preprocessing_radius_`` (the statistics the mode holds; absent
+        otherwise) read ``preprocessor_``."""
+        attr = _PREPROCESSOR_VIEWS.get(name)
+        pre = self.__dict__.get("preprocessor_") if attr is not None else None
+        if pre is not None:
+            value = getattr(pre, attr)
+            if value is not None or name == _PREP:
+                return value
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def _reset_fitted(self) -> None:
         super()._reset_fitted()
         self._clear_preprocessing()
 
     def _clear_preprocessing(self) -> None:
-        for name in (*PREPROCESSING_ARRAYS, *PREPROCESSING_SCALARS):
-            if name in vars(self):
-                delattr(self, name)
-        if "preprocessing_" in vars(self):
-            del self.preprocessing_
+        for name in ("preprocessor_", *_PREPROCESSOR_VIEWS):
+            self.__dict__.pop(name, None)
 
     def _fit_preprocessing(self, X):
-        """Resolve ``preprocessing`` on the training X and store the fitted
-        mode (``preprocessing_``) and statistics.  Returns X, densified once
-        here when a mode applies to sparse X (the preprocessed rows are dense
-        anyway), so that the statistics and :meth:`_preprocess` share it."""
+        """Fit ``preprocessor_`` on the training X.  Returns X, densified
+        once here when a mode applies to sparse X (the preprocessed rows are
+        dense anyway), so that ``fit`` and :meth:`_preprocess` share it."""
         self._clear_preprocessing()
-        mode = resolve_preprocessing(getattr(self, "preprocessing", None), X, self)
-        if mode is not None and sp.issparse(X):
+        pre = Preprocessor(getattr(self, "preprocessing", None),
+                           auto=self._auto_preprocessing, owner=type(self).__name__)
+        if pre.resolve(X) is not None and sp.issparse(X):
             X = _dense_float(X)
-        stats = fit_preprocessing(mode, X, self)
-        self.preprocessing_ = mode
-        for key, value in stats.items():
-            setattr(self, f"preprocessing_{key}_", value)
+        self.preprocessor_ = pre.fit(X)
         return X
 
     def _preprocessed_second_moment(self, C: np.ndarray) -> np.ndarray:
-        """``E[(pre(x) - pre(y))(pre(x) - pre(y))^T]`` from the raw
-        ``C = E[(x - y)(x - y)^T]``: the fitted preprocessing is linear on row
-        differences (``(x - y) * scale @ whitener``; the mean cancels), so
-        ``C' = W^T (s s^T * C) W``.  Not defined for ``"sphere"`` (ValueError)."""
-        if getattr(self, "preprocessing_", None) == "sphere":
-            raise ValueError("the 'sphere' preprocessing is not linear on differences")
-        scale = getattr(self, "preprocessing_scale_", None)
-        W = getattr(self, "preprocessing_whitener_", None)
-        if scale is not None:
-            C = C * scale[:, None] * scale[None, :]
-        if W is not None:
-            C = W.T @ C @ W
-        return C
+        """:meth:`Preprocessor.second_moment` of ``preprocessor_``."""
+        return self.preprocessor_.second_moment(C)
 
     def _preprocess(self, X, *, copy: bool = True):
-        """Apply the fitted preprocessing to validated X (unchanged when none;
-        ``copy=False``: X is a private array that may be overwritten)."""
-        return apply_preprocessing(X, getattr(self, "preprocessing_mean_", None),
-                                   getattr(self, "preprocessing_scale_", None),
-                                   getattr(self, "preprocessing_whitener_", None),
-                                   getattr(self, "preprocessing_radius_", None), copy=copy)
+        """``preprocessor_.transform`` of validated X (X unchanged without
+        one; ``copy=False``: X is a private array that may be overwritten)."""
+        pre = self.__dict__.get("preprocessor_")
+        return X if pre is None else pre.transform(X, copy=copy)
+
+    def _saved_form(self) -> "TripletLearner":
+        """A shallow copy holding ``preprocessor_`` as the attributes of the
+        model file (:meth:`Preprocessor.to_attributes`), for ``save``."""
+        flat = type(self).__new__(type(self))
+        flat.__dict__.update(self.__dict__)
+        pre = flat.__dict__.pop("preprocessor_", None)
+        if pre is not None:
+            flat.__dict__.update(pre.to_attributes(_PREP))
+        return flat
+
+    def _adopt_saved_preprocessing(self) -> None:
+        """``preprocessor_`` from the model-file attributes
+        (:meth:`Preprocessor.adopt_saved`; ValueError when inconsistent)."""
+        Preprocessor.adopt_saved(self.__dict__, prefix=_PREP,
+                                 mode=getattr(self, "preprocessing", None),
+                                 auto=self._auto_preprocessing, owner=type(self).__name__)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if any(n in self.__dict__ for n in _PREPROCESSOR_VIEWS):   # pickled by tripletml 0.1
+            self._adopt_saved_preprocessing()
 
     def _check_loaded(self) -> None:
         check_preprocessing(getattr(self, "preprocessing", None), self)
-        if "preprocessing_" not in vars(self):
-            present = [n for n in (*PREPROCESSING_ARRAYS, *PREPROCESSING_SCALARS)
-                       if n in vars(self)]
-            if present:
-                raise ValueError(f"{present} are stored without preprocessing_")
-            self.preprocessing_ = None        # a file of tripletml <= 0.x before #14
-        mode = self.preprocessing_
-        if mode not in _PREP_KEYS:
-            raise ValueError(f"preprocessing_={mode!r} is not a fitted preprocessing mode")
-        want = {f"preprocessing_{k}_" for k in _PREP_KEYS[mode]}
-        have = {n for n in (*PREPROCESSING_ARRAYS, *PREPROCESSING_SCALARS) if n in vars(self)}
-        if want != have:
-            raise ValueError(f"preprocessing_={mode!r} needs the arrays {sorted(want)}, "
-                             f"the model holds {sorted(have)}")
-        if "preprocessing_radius_" in want:
-            r = self.preprocessing_radius_
-            ok = isinstance(r, (float, int)) and not isinstance(r, bool)
-            if ok:
-                try:
-                    r = float(r)              # an int too large for a float raises
-                except OverflowError:
-                    ok = False
-            # a positive normal float whose square is finite (the lift squares s)
-            if not ok or not (np.finfo(float).tiny <= r <= np.sqrt(np.finfo(float).max)):
-                raise ValueError(f"preprocessing_radius_={self.preprocessing_radius_!r} must "
-                                 "be a positive finite float (at most sqrt of the largest "
-                                 "float)")
-            self.preprocessing_radius_ = r
+        self._adopt_saved_preprocessing()
         super()._check_loaded()
 
     def __sklearn_tags__(self):
@@ -329,21 +385,16 @@ class TripletLearner(LearnerBase):
         fitted but not applied; X comes back as validated (densified when a
         mode applies to sparse X), possibly the caller's own array (read
         only), for a learner that applies the fitted map to its statistics
-        (see :meth:`_difference_map`)."""
+        (see :meth:`Preprocessor.second_moment`)."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
         rng = check_random_state(getattr(self, "random_state", None), self)
-        Xp = self._fit_preprocessing(X)
-        if preprocess:
-            X = self._preprocess(Xp, copy=Xp is X)     # a densified copy is ours to overwrite
-        else:
-            X = Xp
-        if not self._needs_triplets:
-            return X, None, rng
-        if triplets is not None:
-            triplets = check_triplets(triplets, X.shape[0], self)
-        else:
+        # the supervision first: bad triplets or labels leave no preprocessor
+        got = None
+        if self._needs_triplets and triplets is not None:
+            got = check_triplets(triplets, X.shape[0], self)
+        elif self._needs_triplets:
             if y is None:
                 raise ValueError(f"{type(self).__name__}: fit requires y to be passed, but the "
                                  "target y is None; give class labels y (to sample triplets) "
@@ -353,10 +404,14 @@ class TripletLearner(LearnerBase):
                                  "least 3 are needed to form a triplet.")
             from .triplets import check_labels
             _, codes = check_labels(y, X.shape[0], self)
-            if not sample:
-                return X, codes, rng
-            triplets = random_class_triplets(y, self.n_triplets, random_state=rng)
-        return X, triplets, rng
+            got = codes if not sample else random_class_triplets(y, self.n_triplets,
+                                                                  random_state=rng)
+        Xp = self._fit_preprocessing(X)
+        if preprocess:
+            X = self.preprocessor_.transform(Xp, copy=Xp is X)   # a densified copy is ours
+        else:
+            X = Xp
+        return X, got, rng
 
     def fit(self, X, y=None, *, triplets=None):
         """Fit the model.
@@ -376,8 +431,12 @@ class TripletLearner(LearnerBase):
         """
         self._reset_fitted()  # a failed refit must not look fitted
         X, triplets, rng = self._prepare_fit(X, y, triplets)
-        self._fit(X, triplets, rng)
-        self.n_features_in_ = X.shape[1] - n_added_features(self.preprocessing_)  # raw d
+        try:
+            self._fit(X, triplets, rng)
+        except BaseException:
+            self._clear_preprocessing()
+            raise
+        self.n_features_in_ = self.preprocessor_.n_features_in_       # the raw d
         return self
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
@@ -408,8 +467,28 @@ class TripletLearner(LearnerBase):
             out = self._similarity(X, Y)
         return self._finite_output(out, "similarity")
 
-    def decision_function(self, X, triplets) -> np.ndarray:
-        """``S(q, p+) - S(q, p-)`` for each triplet (positive = satisfied)."""
+    def triplet_score(self, X, triplets) -> np.ndarray:
+        """Margin of each triplet: ``S(q, p+) - S(q, p-)`` (positive = satisfied).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            The rows the triplets index.
+        triplets : array-like of int, shape (n_triplets, 3)
+            ``(query, positive, negative)`` row indices into X.
+
+        Returns
+        -------
+        margins : ndarray of shape (n_triplets,)
+            ``S(X[q], X[p+]) - S(X[q], X[p-])`` for each triplet.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model is not fitted.
+        ValueError
+            Bad X or triplets, or margins that overflow float64.
+        """
         X = self._check_fitted_X(X)
         t = check_triplets(triplets, X.shape[0], self)
         out = np.empty(t.shape[0])
@@ -420,7 +499,28 @@ class TripletLearner(LearnerBase):
                 Q = X[c[:, 0]]
                 out[s:s + step] = (self._pair_score(Q, X[c[:, 1]])
                                    - self._pair_score(Q, X[c[:, 2]]))
-        return self._finite_output(out, "decision_function")
+        return self._finite_output(out, "triplet_score")
+
+    @available_if(_legacy_decision_function_available)
+    def decision_function(self, X, triplets=None) -> np.ndarray:
+        """Deprecated alias of :meth:`triplet_score` (``decision_function(X,
+        triplets)``), kept for one release with a FutureWarning.
+
+        A triplet learner has no per-sample decision function, so
+        ``decision_function`` keeps scikit-learn's meaning by being absent:
+        the alias exists only while :func:`legacy_decision_function` is on
+        (the default in this release), and ``hasattr(model,
+        "decision_function")`` is False once it is switched off or removed.
+        """
+        who = type(self).__name__
+        if triplets is None:
+            raise TypeError(f"{who}: a triplet learner has no per-sample decision_function; "
+                            "score triplets with triplet_score(X, triplets) "
+                            "(decision_function(X, triplets) is its deprecated name).")
+        warnings.warn(f"{who}: decision_function(X, triplets) is deprecated since tripletml "
+                      "0.2 and will be removed in 0.3; use triplet_score(X, triplets) (same "
+                      "values).", FutureWarning, stacklevel=2)
+        return self.triplet_score(X, triplets)
 
     def score(self, X, y) -> float:
         """Leave-one-out mean average precision of retrieval within X."""

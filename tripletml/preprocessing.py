@@ -3,7 +3,7 @@
 Every triplet learner has a ``preprocessing`` parameter; ``fit`` fits the
 statistics below on the training X, transforms X, and runs the solver on the
 result.  Every method that takes X afterwards (``similarity``,
-``pair_score``, ``decision_function``, ``transform``, ``embed_queries``,
+``pair_score``, ``triplet_score``, ``transform``, ``embed_queries``,
 ``embed_database``, ``score``, ``objective``, ``partial_fit``) applies the
 same map first, so the model works on raw features while its learned matrix
 (``W_``, ``M_``, ``components_``, ``get_bilinear_matrix()``) lives in the
@@ -35,8 +35,9 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
 
         phi(z) = s [2 u, ||u||^2 - 1] / (||u||^2 + 1)        (||phi(z)|| = s)
 
-    ``s`` (``preprocessing_radius_``) is the median Euclidean norm of the
-    standardised training rows (1 when that median is 0).  A row of that
+    ``s`` (``radius_``; ``preprocessing_radius_`` on the learner) is the
+    median Euclidean norm of the standardised training rows (1 when that
+    median is 0).  A row of that
     median norm keeps its coordinates (``phi(z) = [z, 0]``), so the lifted
     rows have the scale the learners' step sizes and margins were tuned on;
     the centre goes to the pole ``[0, -s]``.  Since every lifted row has
@@ -77,9 +78,13 @@ Centring makes rows dense: a scipy.sparse X is densified only when it has at
 most :data:`MAX_DENSIFY_FEATURES` columns; above that, an explicit
 ``"center"``, ``"standardize"`` or ``"whiten"`` raises ValueError.
 
-The statistics are plain float64 arrays (``preprocessing_mean_`` of shape
-(d,), ``preprocessing_scale_`` (d,), ``preprocessing_whitener_`` (d, d)),
-saved and loaded with the model without pickle.
+A learner holds the fitted map as one :class:`Preprocessor` in
+``preprocessor_`` (``fit``, ``transform``, ``second_moment``,
+``n_features_out_``); its statistics are plain float64 arrays (``mean_`` of
+shape (d,), ``scale_`` (d,), ``whitener_`` (d, d)) and the float
+``radius_``.  The learner's ``preprocessing_`` (the fitted mode) and
+``preprocessing_mean_`` / ``_scale_`` / ``_whitener_`` / ``_radius_`` read
+them; a model file stores them under those names, without pickle.
 """
 from __future__ import annotations
 
@@ -87,8 +92,12 @@ from typing import Any, Optional
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
+from ._arrayspec import ArraySpec, check_fitted_arrays
+
+__all__ = ["Preprocessor", "PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
            "check_preprocessing", "n_added_features",
            "resolve_preprocessing", "fit_preprocessing", "apply_preprocessing",
            "sphere_radius", "sphere_lift", "PREPROCESSING_PARAM_DOC",
@@ -388,3 +397,296 @@ def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
     if radius is not None:
         Z = sphere_lift(Z, radius)
     return np.ascontiguousarray(Z, dtype=np.float64)
+
+
+#: the statistics (fitted attributes of :class:`Preprocessor`) each resolved
+#: mode holds; the others are None
+_STATS = {None: (), "center": ("mean_",), "standardize": ("mean_", "scale_"),
+          "whiten": ("mean_", "whitener_"), "sphere": ("mean_", "scale_", "radius_")}
+_STAT_NAMES = ("mean_", "scale_", "whitener_", "radius_")
+
+
+class Preprocessor(BaseEstimator):
+    """The ``preprocessing`` of a triplet learner as one fitted object.
+
+    A triplet learner holds one in ``preprocessor_``: ``fit`` resolves the
+    mode on the training X and fits its statistics (see the module
+    docstring), ``transform`` maps every X the learner sees, and
+    :meth:`second_moment` maps the second moment of raw row differences for
+    a learner that works on statistics of X (KISSME).
+
+    Parameters
+    ----------
+    mode : {"auto", "center", "standardize", "whiten", "sphere"} or None, default="auto"
+        The learner's ``preprocessing`` parameter.
+    auto : {"center", "standardize", "whiten", "sphere"}, default="standardize"
+        What ``"auto"`` means on dense or low-dimensional X (the learner
+        class's ``_auto_preprocessing``; see :func:`resolve_preprocessing`).
+    owner : str, default="tripletml"
+        Named in error messages (the learner's class name).
+
+    Attributes
+    ----------
+    mode_ : {None, "center", "standardize", "whiten", "sphere"}
+        The resolved mode.
+    n_features_in_ : int
+        Width of the raw rows.
+    mean_ : ndarray of shape (n_features_in_,) or None
+        Column means (every mode but None).
+    scale_ : ndarray of shape (n_features_in_,) or None
+        ``1 / std`` per column, 1 for constant columns ("standardize",
+        "sphere").
+    whitener_ : ndarray of shape (n_features_in_, n_features_in_) or None
+        ``diag(1 / std) P`` ("whiten").
+    radius_ : float or None
+        The sphere radius s ("sphere").
+
+    Notes
+    -----
+    A model file stores the statistics as the learner's attributes
+    ``preprocessing_`` (the mode) and ``preprocessing_<stat>_``, the file
+    format of tripletml 0.1 (:meth:`to_attributes`, :meth:`from_attributes`);
+    the arrays are declared in :attr:`_fitted_arrays`.
+    """
+
+    #: the fitted arrays with their shapes, for :mod:`tripletml._arrayspec`
+    #: (a learner declares them as ``preprocessing_<name>``)
+    _fitted_arrays: dict[str, ArraySpec] = {
+        "mean_": ArraySpec(("n_features_in_",), optional=True),
+        "scale_": ArraySpec(("n_features_in_",), optional=True),
+        "whitener_": ArraySpec(("n_features_in_", "n_features_in_"), optional=True),
+    }
+    #: the fitted float scalars (saved as metadata)
+    _fitted_scalars: tuple[str, ...] = ("radius_",)
+
+    def __init__(self, mode: Optional[str] = "auto", *, auto: str = _AUTO_DEFAULT,
+                 owner: str = "tripletml"):
+        self.mode = mode
+        self.auto = auto
+        self.owner = owner
+
+    # ------------------------------------------------------------------ fit
+    def resolve(self, X) -> Optional[str]:
+        """The mode :meth:`fit` uses on X (``"auto"`` decided from X; see
+        :func:`resolve_preprocessing`), without fitting anything.
+
+        A mode other than None maps rows to dense ones: a caller that also
+        transforms a scipy.sparse X densifies it once and passes the dense
+        copy to both ``fit`` and ``transform``.
+        """
+        check_preprocessing(self.mode, self.owner)
+        d = X.shape[1]
+        if self.mode == "auto":
+            if sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
+                return None
+            return self.auto
+        return resolve_preprocessing(self.mode, X, self.owner)
+
+    def fit(self, X, y=None) -> "Preprocessor":
+        """Resolve the mode on the training rows X and fit its statistics.
+
+        Parameters
+        ----------
+        X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+            Validated, finite training rows (see
+            :func:`tripletml._validation.check_X`).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        mode = self.resolve(X)
+        stats = fit_preprocessing(mode, X, self.owner)
+        self.mode_ = mode
+        for name in _STAT_NAMES:
+            setattr(self, name, stats.get(name[:-1]))
+        self.n_features_in_ = int(X.shape[1])
+        return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "n_features_in_")
+
+    @property
+    def n_features_out_(self) -> int:
+        """Width of the preprocessed rows (``n_features_in_ + 1`` with
+        ``"sphere"``, else ``n_features_in_``)."""
+        check_is_fitted(self)
+        return self.n_features_in_ + n_added_features(self.mode_)
+
+    # ------------------------------------------------------------ transform
+    def transform(self, X, *, copy: bool = True):
+        """The preprocessed rows of X (validated, ``n_features_in_`` columns).
+
+        X comes back unchanged when the mode is None (sparse stays sparse);
+        otherwise as a dense float64 array.  ``copy=False``: X is a private
+        float64 C-contiguous array that may be overwritten.
+        """
+        check_is_fitted(self)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"{self.owner}: X has {X.shape[1]} features, but the "
+                             f"preprocessing was fitted with {self.n_features_in_}.")
+        return apply_preprocessing(X, self.mean_, self.scale_, self.whitener_, self.radius_,
+                                   copy=copy)
+
+    def second_moment(self, C: np.ndarray) -> np.ndarray:
+        """``E[(z - z')(z - z')^T]`` of preprocessed rows from the raw
+        ``C = E[(x - x')(x - x')^T]``.
+
+        Every mode but ``"sphere"`` is affine, so on row differences it is the
+        linear map ``(x - x') * scale @ whitener`` (the mean cancels) and
+        ``C' = W^T (s s^T * C) W``.
+
+        Raises
+        ------
+        ValueError
+            For ``"sphere"`` (not linear on differences).
+        """
+        check_is_fitted(self)
+        if self.mode_ == "sphere":
+            raise ValueError(f"{self.owner}: the 'sphere' preprocessing is not linear on "
+                             "differences")
+        if self.scale_ is not None:
+            C = C * self.scale_[:, None] * self.scale_[None, :]
+        if self.whitener_ is not None:
+            C = self.whitener_.T @ C @ self.whitener_
+        return C
+
+    # ---------------------------------------------------------- model files
+    def to_attributes(self, prefix: str = "preprocessing_") -> dict[str, Any]:
+        """The fitted state as a learner's attributes (the model-file form):
+        ``{prefix: mode_}`` plus ``prefix + stat`` for each statistic the
+        mode holds (arrays and the float ``radius_``)."""
+        check_is_fitted(self)
+        out: dict[str, Any] = {prefix: self.mode_}
+        for name in _STATS[self.mode_]:
+            out[prefix + name] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_attributes(cls, attributes: dict[str, Any], n_features_in: int, *,
+                        mode: Optional[str] = None, auto: str = _AUTO_DEFAULT,
+                        owner: str = "tripletml",
+                        prefix: str = "preprocessing_") -> "Preprocessor":
+        """A fitted Preprocessor from the attributes :meth:`to_attributes`
+        wrote (read from an untrusted model file: everything is checked).
+
+        Parameters
+        ----------
+        attributes : dict
+            ``prefix`` (the resolved mode) and the statistics; a dict without
+            ``prefix`` (a file written before preprocessing existed) means
+            mode None and must hold no statistic.
+        n_features_in : int
+            The learner's raw width.
+        mode, auto, owner : as the constructor (the learner's parameter).
+        prefix : str
+
+        Raises
+        ------
+        ValueError
+            An unknown mode, statistics missing or extra for the mode, an
+            array of the wrong shape, dtype or values, or a radius that is
+            not a positive finite float.
+        """
+        names = {prefix + s: s for s in _STAT_NAMES}
+        unknown = set(attributes) - set(names) - {prefix}
+        if unknown:
+            raise ValueError(f"{sorted(unknown)} are not preprocessing attributes")
+        present = [n for n in names if n in attributes]
+        if prefix not in attributes:
+            if present:
+                raise ValueError(f"{present} are stored without {prefix}")
+            fitted_mode = None
+        else:
+            fitted_mode = attributes[prefix]
+        if not (fitted_mode is None or isinstance(fitted_mode, str)) \
+                or fitted_mode not in _STATS:
+            raise ValueError(f"{prefix}={fitted_mode!r} is not a fitted preprocessing mode")
+        want = {prefix + s for s in _STATS[fitted_mode]}
+        if want != set(present):
+            raise ValueError(f"{prefix}={fitted_mode!r} needs the arrays {sorted(want)}, "
+                             f"the model holds {sorted(present)}")
+        pre = cls(mode, auto=auto, owner=owner)
+        pre.mode_ = fitted_mode
+        pre.n_features_in_ = int(n_features_in)
+        for s in _STAT_NAMES:
+            setattr(pre, s, attributes.get(prefix + s))
+        if pre.radius_ is not None:
+            r = pre.radius_
+            ok = isinstance(r, (float, int)) and not isinstance(r, bool)
+            if ok:
+                try:
+                    r = float(r)              # an int too large for a float raises
+                except OverflowError:
+                    ok = False
+            # a positive normal float whose square is finite (the lift squares s)
+            if not ok or not (np.finfo(float).tiny <= r <= np.sqrt(np.finfo(float).max)):
+                raise ValueError(f"{prefix}radius_={pre.radius_!r} must be a positive finite "
+                                 "float (at most sqrt of the largest float)")
+            pre.radius_ = r
+        try:
+            check_fitted_arrays(pre, {n: spec for n, spec in cls._fitted_arrays.items()
+                                      if getattr(pre, n) is not None})
+        except ValueError as exc:
+            raise ValueError(f"{prefix}{exc}") from None
+        return pre
+
+    @classmethod
+    def saved_names(cls, prefix: str = "preprocessing_") -> tuple[str, ...]:
+        """The learner attributes of a model file: ``prefix`` (the mode) and
+        ``prefix + stat`` for every statistic."""
+        return (prefix, *(prefix + s for s in _STAT_NAMES))
+
+    @classmethod
+    def adopt_saved(cls, state: dict[str, Any], *, prefix: str = "preprocessing_",
+                    **params: Any) -> None:
+        """Replace the model-file attributes in a learner's ``state`` (its
+        ``__dict__``, loaded from a file or a pickle of tripletml 0.1) by one
+        checked Preprocessor under ``"preprocessor_"``.
+
+        Nothing changes when ``state`` already holds a Preprocessor and no
+        such attribute.  ``params`` (``mode``, ``auto``, ``owner``) go to
+        :meth:`from_attributes`, with ``state["n_features_in_"]``.
+
+        Raises
+        ------
+        ValueError
+            ``preprocessor_`` is not a Preprocessor, ``n_features_in_`` is not
+            a positive int, or :meth:`from_attributes` refuses the attributes.
+        """
+        held = state.get("preprocessor_")
+        if held is not None and not isinstance(held, cls):
+            raise ValueError(f"preprocessor_ is a {type(held).__name__}, not a {cls.__name__}")
+        flat = {n: state.pop(n) for n in cls.saved_names(prefix) if n in state}
+        if held is not None and not flat:
+            return
+        d = state.get("n_features_in_")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"n_features_in_={d!r} is not a positive integer")
+        state["preprocessor_"] = cls.from_attributes(flat, d, prefix=prefix, **params)
+
+    # ------------------------------------------------------------ equality
+    def __eq__(self, other: object) -> bool:
+        """Equal when the parameters and the fitted state (bit for bit) agree:
+        two equal Preprocessors map every X the same way."""
+        if type(other) is not type(self):
+            return NotImplemented
+        if self.get_params() != other.get_params():
+            return False
+        fitted = ("mode_", "n_features_in_", *_STAT_NAMES)
+        for name in fitted:
+            a, b = getattr(self, name, _MISSING), getattr(other, name, _MISSING)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                        and a.dtype == b.dtype and a.shape == b.shape
+                        and a.tobytes() == b.tobytes()):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+
+_MISSING = object()
