@@ -331,7 +331,7 @@ def test_knn_vote_tie_goes_to_nearest_class():
 # --------------------------------------------------------------------------
 def test_triplet_accuracy_against_loop():
     class Dot:
-        def decision_function(self, X, T):
+        def triplet_score(self, X, T):
             return (np.einsum("ij,ij->i", X[T[:, 0]], X[T[:, 1]])
                     - np.einsum("ij,ij->i", X[T[:, 0]], X[T[:, 2]]))
 
@@ -438,13 +438,13 @@ def test_estimator_errors():
         knn_error(DotEstimator(), X, Y4, X)
     with pytest.raises(ValueError, match="knn_error.*y_train"):
         knn_error(DotEstimator(), X, Y4[:2])
-    with pytest.raises(TypeError, match="triplet_accuracy.*decision_function"):
+    with pytest.raises(TypeError, match="triplet_accuracy.*triplet_score"):
         triplet_accuracy(DotEstimator(), X, [[0, 1, 2]])
 
 
 def test_triplet_errors():
     class Zero:
-        def decision_function(self, X, T):
+        def triplet_score(self, X, T):
             return np.zeros(len(T))
 
     X = np.eye(4)

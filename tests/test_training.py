@@ -292,3 +292,32 @@ def test_learner_constructors_are_keyword_only_after_the_first():
         params = list(inspect.signature(e.cls.__init__).parameters.values())[1:]
         kinds = [p.kind for p in params]
         assert all(k == inspect.Parameter.KEYWORD_ONLY for k in kinds[1:]), e.name
+
+
+def test_n_features_in_is_set_in_one_place():
+    """Only LearnerBase._set_fitted / _reset_fitted write n_features_in_ (the
+    one rule for fitted-ness); no learner assigns or deletes it."""
+    offenders = []
+    for path in [PKG / "base.py", *sorted((PKG / "learners").glob("*.py"))]:
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for n in ast.walk(fn):
+                targets = (n.targets if isinstance(n, (ast.Assign, ast.Delete))
+                           else [n.target] if isinstance(n, ast.AugAssign) else [])
+                if any(isinstance(t, ast.Attribute) and t.attr == "n_features_in_"
+                       for t in targets):
+                    offenders.append(f"{path.name}:{fn.name}")
+    assert sorted(offenders) == ["base.py:_reset_fitted", "base.py:_set_fitted"]
+
+
+def test_no_learner_overrides_fit_to_skip_sampling():
+    """ITML, KISSME and SML say what they make of labels through a sampling
+    policy (_sampler), not by overriding fit / _prepare_fit."""
+    from tripletml._registry import entries
+    from tripletml.base import TripletLearner
+    for e in entries():
+        if issubclass(e.cls, TripletLearner):
+            assert e.cls.fit is TripletLearner.fit, e.name
+            assert e.cls._prepare_fit is TripletLearner._prepare_fit, e.name

@@ -2,7 +2,7 @@
 
 Learners share one scikit-learn style API (see :mod:`tripletml.base`):
 ``fit(X, y=None, *, triplets=None)``, ``similarity``, ``pair_score``,
-``decision_function``, ``score`` (leave-one-out mAP), ``save``.  The list of
+``triplet_score``, ``score`` (leave-one-out mAP), ``save``.  The list of
 learners is :mod:`tripletml._registry`; every public learner class is
 importable from here.  :class:`AutoSimilarity` (not a learner of the
 registry: a search over them) picks and tunes one by validation.

@@ -55,7 +55,7 @@ from ._params import validate_constraints
 from .preprocessing import Preprocessor, check_preprocessing, n_added_features
 from ._validation import check_random_state, check_triplets, check_X
 from .linalg import rowwise_dot
-from .triplets import random_class_triplets
+from .triplets import ClassTriplets, check_labels
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
            "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "legacy_decision_function"]
@@ -111,9 +111,15 @@ class LearnerBase(BaseEstimator):
 
     # ------------------------------------------------------------ fitted-ness
     def _reset_fitted(self) -> None:
-        """Make the model unfitted (first thing ``fit`` does)."""
+        """Make the model unfitted (first thing ``fit`` does, and what a
+        failed first ``partial_fit`` call undoes)."""
         if hasattr(self, "n_features_in_"):
             del self.n_features_in_
+
+    def _set_fitted(self, n_features: int) -> None:
+        """Mark the model fitted on ``n_features`` raw input features: the one
+        place every learner sets ``n_features_in_``."""
+        self.n_features_in_ = int(n_features)
 
     def _check_fitted(self) -> None:
         """Raise ``NotFittedError`` unless fitted (the one rule)."""
@@ -375,17 +381,24 @@ class TripletLearner(LearnerBase):
         return tags
 
     # ------------------------------------------------------------------ fit
-    def _prepare_fit(self, X, y=None, triplets=None, *, sample: bool = True,
-                     preprocess: bool = True):
-        """Validate inputs, sample triplets; returns (X, triplets, rng).
+    #: whether ``_fit`` receives the preprocessed rows.  False: X comes as
+    #: validated (densified when a mode applies to sparse X), possibly the
+    #: caller's own array (read only), for a learner that applies the fitted
+    #: map to its statistics (KISSME, :meth:`Preprocessor.second_moment`)
+    _fit_preprocessed: ClassVar[bool] = True
 
-        ``sample=False`` (a learner that uses the labels directly): when no
-        triplets are given, the validated class codes of y (0..k-1) come back
-        in place of the triplets.  ``preprocess=False``: the preprocessing is
-        fitted but not applied; X comes back as validated (densified when a
-        mode applies to sparse X), possibly the caller's own array (read
-        only), for a learner that applies the fitted map to its statistics
-        (see :meth:`Preprocessor.second_moment`)."""
+    def _sampler(self):
+        """The sampling policy: what ``fit(X, y)`` makes of class labels
+        (:mod:`tripletml.triplets`; default :class:`~tripletml.triplets.ClassTriplets`
+        with ``n_triplets``).  Explicit ``triplets=`` bypass it."""
+        return ClassTriplets(self.n_triplets)
+
+    def _prepare_fit(self, X, y=None, triplets=None):
+        """Validate inputs, fit the preprocessing and apply the sampling
+        policy; returns ``(X, supervision, rng)`` where the supervision is
+        the given triplets, what :meth:`_sampler` made of ``y`` (triplets or
+        :class:`~tripletml.triplets.ClassCodes`), or None for a learner that
+        needs neither.  The policy sees the rows ``_fit`` will see."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
@@ -402,15 +415,18 @@ class TripletLearner(LearnerBase):
             if X.shape[0] < 3:
                 raise ValueError(f"{type(self).__name__}: X has {X.shape[0]} samples; at "
                                  "least 3 are needed to form a triplet.")
-            from .triplets import check_labels
             _, codes = check_labels(y, X.shape[0], self)
-            got = codes if not sample else random_class_triplets(y, self.n_triplets,
-                                                                  random_state=rng)
         Xp = self._fit_preprocessing(X)
-        if preprocess:
+        if self._fit_preprocessed:
             X = self.preprocessor_.transform(Xp, copy=Xp is X)   # a densified copy is ours
         else:
             X = Xp
+        if got is None and self._needs_triplets:
+            try:
+                got = self._sampler().sample(X, codes, rng, owner=self)
+            except BaseException:
+                self._clear_preprocessing()
+                raise
         return X, got, rng
 
     def fit(self, X, y=None, *, triplets=None):
@@ -436,7 +452,7 @@ class TripletLearner(LearnerBase):
         except BaseException:
             self._clear_preprocessing()
             raise
-        self.n_features_in_ = self.preprocessor_.n_features_in_       # the raw d
+        self._set_fitted(self.preprocessor_.n_features_in_)         # the raw d
         return self
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract

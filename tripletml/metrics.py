@@ -778,7 +778,7 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
     Parameters
     ----------
     estimator : object
-        Fitted, with ``decision_function(X, triplets) -> (m,)`` array,
+        Fitted, with ``triplet_score(X, triplets) -> (m,)`` array,
         positive when the query is more similar to the positive than to the
         negative.
     X : array-like or sparse matrix of shape (n_samples, n_features)
@@ -788,16 +788,16 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
     Returns
     -------
     float
-        Fraction of triplets with ``decision_function > 0`` (ties count as
+        Fraction of triplets with ``triplet_score > 0`` (ties count as
         wrong).
     """
     func = "triplet_accuracy"
-    decision = _check_estimator(estimator, "decision_function", func)
+    decision = _check_estimator(estimator, "triplet_score", func)
     X = _check_X(X, "X", func)
     T = check_triplets(triplets, X.shape[0], func)
     scores = np.asarray(decision(X, T))
     if scores.shape not in ((T.shape[0],), (T.shape[0], 1)):
-        raise ValueError(f"{func}: estimator.decision_function returned shape "
+        raise ValueError(f"{func}: estimator.triplet_score returned shape "
                          f"{scores.shape}, expected ({T.shape[0]},)")
     return float(np.mean(scores.reshape(-1) > 0))
 

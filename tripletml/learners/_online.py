@@ -294,7 +294,7 @@ class OnlineTripletLearner(TripletLearner):
         X = self._preprocess(X)
         if first:
             self._init_model(X.shape[1], check_random_state(self.random_state, self))
-            self.n_features_in_ = n_raw
+            self._set_fitted(n_raw)
             self.t_ = 0
             self.history_ = {}
             self._watch = None
@@ -311,7 +311,7 @@ class OnlineTripletLearner(TripletLearner):
             result = self._partial_steps(as_csr(X), triplets, hist, **kwargs)
         except Exception:
             if first:  # a failed first call leaves the model unfitted
-                del self.n_features_in_
+                self._reset_fitted()
                 self._clear_preprocessing()
             raise
         self._finalize()

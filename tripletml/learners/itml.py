@@ -19,10 +19,10 @@ from .._params import COMMON, Interval, Options
 from .._validation import check_dense_memory, check_scalar_param
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
-from ..preprocessing import document_preprocessing, n_added_features
+from ..preprocessing import document_preprocessing
 from ..solvers.itml import BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
 from ..training import History, apply_result, run
-from ..triplets import random_class_triplets
+from ..triplets import ClassTriplets
 
 __all__ = ["ITML"]
 
@@ -167,30 +167,12 @@ class ITML(MahalanobisMixin, TripletLearner):
                              f"u={u:g} must not exceed the dissimilar pairs' bound l={l:g}.")
         return u, l
 
-    def fit(self, X, y=None, *, triplets=None):
-        """Fit the metric.
+    def _sampler(self):
+        """``n_triplets`` random class triplets; None: ``20 c^2`` of them for
+        c classes (metric-learn's ITML_Supervised)."""
+        return ClassTriplets(self.n_triplets, per_class_pair=TRIPLETS_PER_CLASS_PAIR)
 
-        Parameters
-        ----------
-        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), optional
-            Class labels (``n_triplets`` random class triplets are drawn).
-        triplets : array-like of shape (n_triplets, 3), optional
-            Explicit ``(query, positive, negative)`` row indices into X.
-
-        Returns
-        -------
-        self
-        """
-        self._reset_fitted()
-        X, got, rng = self._prepare_fit(X, y, triplets, sample=False)
-        if triplets is None:
-            n = self.n_triplets
-            if n is None:
-                n = TRIPLETS_PER_CLASS_PAIR * int(got.max() + 1) ** 2
-            triplets = random_class_triplets(got, n, random_state=rng)
-        else:
-            triplets = got
+    def _fit(self, X, triplets, rng):
         d = X.shape[1]
         check_dense_memory(3 * d * d * 8, self,
                            f"a {d} x {d} matrix (reduce the dimension first, e.g. with "
@@ -231,8 +213,3 @@ class ITML(MahalanobisMixin, TripletLearner):
         self.dual_ = solver.dual.copy()
         apply_result(self, result, tol=self.tol, what="relative change of the dual variables",
                      advice="increase max_iter or tol")
-        self.n_features_in_ = d - n_added_features(self.preprocessing_)   # raw d
-        return self
-
-    def _fit(self, X, triplets, rng):  # pragma: no cover - fit is overridden
-        raise NotImplementedError

@@ -20,7 +20,8 @@ from .._params import Interval
 from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
-from ..preprocessing import document_preprocessing, n_added_features
+from ..preprocessing import document_preprocessing
+from ..triplets import AllLabels, ClassCodes, ClassTriplets
 from ..solvers.kissme import _scatter_from_labels, _scatter_from_triplets, kissme_matrix
 
 __all__ = ["KISSME"]
@@ -130,32 +131,25 @@ class KISSME(MahalanobisMixin, TripletLearner):
         "preprocessing": ["no_validation"],
     }
 
-    def fit(self, X, y=None, *, triplets=None):
-        """Fit the metric.
+    #: the statistics of row differences are formed on the validated X, then
+    #: mapped through the preprocessing (linear on differences): no
+    #: preprocessed copy of X.  Raw columns of extreme scale (whose products
+    #: could overflow or underflow) and "sphere" are preprocessed first.
+    _fit_preprocessed = False
 
-        Parameters
-        ----------
-        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), optional
-            Class labels (exact statistics, or ``n_triplets`` sampled
-            triplets).
-        triplets : array-like of shape (n_triplets, 3), optional
-            Explicit ``(query, positive, negative)`` row indices into X.
+    def _sampler(self):
+        """Labels with ``n_triplets=None``: the exact expectation over class
+        triplets (:class:`~tripletml.triplets.AllLabels`); else sampled
+        class triplets."""
+        return AllLabels() if self.n_triplets is None else ClassTriplets(self.n_triplets)
 
-        Returns
-        -------
-        self
-        """
-        self._reset_fitted()
+    def _fit(self, X, got, rng):
         t0 = time.perf_counter()
-        exact = triplets is None and self.n_triplets is None
-        # the statistics of row differences on the validated X, then mapped
-        # through the preprocessing (linear on differences): no preprocessed
-        # copy of X.  Raw columns of extreme scale (whose products could
-        # overflow or underflow) and "sphere" are preprocessed first.
-        X, got, rng = self._prepare_fit(X, y, triplets, sample=not exact, preprocess=False)
-        on_raw = self.preprocessing_ != "sphere" and _moderate_scale(
-            getattr(self, "preprocessing_scale_", None))
+        exact = isinstance(got, ClassCodes)
+        if exact:
+            got = got.codes
+        pre = self.preprocessor_
+        on_raw = pre.mode_ != "sphere" and _moderate_scale(pre.scale_)
         if not on_raw:
             X = self._preprocess(X)
         d = X.shape[1]
@@ -189,8 +183,3 @@ class KISSME(MahalanobisMixin, TripletLearner):
         self.M_ = M
         self.components_, self.rank_ = L, rank
         self.history_ = {"step": [0], "seconds": [time.perf_counter() - t0]}
-        self.n_features_in_ = d - n_added_features(self.preprocessing_)   # raw d
-        return self
-
-    def _fit(self, X, triplets, rng):  # pragma: no cover - fit is overridden
-        raise NotImplementedError

@@ -260,8 +260,7 @@ class _MultilabelRanker(LearnerBase):
         X = check_X(X, self)
         Yc = check_indicator(Y, X.shape[0], self)
         rng = check_random_state(self.random_state, self)
-        if hasattr(self, "n_features_in_"):
-            del self.n_features_in_
+        self._reset_fitted()
         d = X.shape[1]
         X = _with_intercept(X, self.fit_intercept)
         self._init_model(X.shape[1], Yc.shape[1], rng)
@@ -276,7 +275,7 @@ class _MultilabelRanker(LearnerBase):
                      max_iter=int(self.max_iter), tol=self.tol, history=hist,
                      watch=self._watch, flush_window=WATCH_HEAD, verbose=self.verbose,
                      total=int(self.max_iter) * n, unit="sample")
-        self.n_features_in_ = d
+        self._set_fitted(d)
         apply_result(self, result, tol=self.tol,
                      what="relative change of the mean loss between passes",
                      advice="increase max_iter or tol, or set tol=None for a fixed budget")
@@ -301,7 +300,7 @@ class _MultilabelRanker(LearnerBase):
         if first:
             self._init_model(X.shape[1], Yc.shape[1], check_random_state(self.random_state,
                                                                            self))
-            self.n_features_in_ = d
+            self._set_fitted(d)
             self.n_labels_ = Yc.shape[1]
             self.t_ = 0
             self.history_ = {}
@@ -323,7 +322,7 @@ class _MultilabelRanker(LearnerBase):
                          max_iter=1, history=hist, watch=self._watch)
         except Exception:
             if first:
-                del self.n_features_in_
+                self._reset_fitted()
             raise
         # one pass over the given samples: one iteration, stopped by max_iter
         apply_result(self, result, tol=None, what="", advice="")

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from numbers import Real
 
-import numpy as np
-import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
@@ -32,6 +30,7 @@ from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
 from ..training import DivergenceWatch, History, apply_result, run
+from ..triplets import ClassTriplets, KNNTriplets
 
 __all__ = ["SML"]
 
@@ -145,17 +144,13 @@ class SML(MahalanobisMixin, TripletLearner):
         "rank_tol": [Interval(Real, 0, 1, closed="both")],
     }
 
-    def _prepare_fit(self, X, y=None, triplets=None):
-        if triplets is None and y is not None and self.sampling == "knn":
-            X2, _, rng = super()._prepare_fit(X, y, np.zeros((1, 3), dtype=int))
-            from ..triplets import check_labels, knn_triplets
-            check_labels(y, X2.shape[0], self)
-            _check_knn_scale(X2)
-            t = knn_triplets(X2, y, n_triplets=None, random_state=rng)
-            if len(t) > self.n_triplets:
-                t = t[rng.choice(len(t), self.n_triplets, replace=False)]
-            return X2, t, rng
-        return super()._prepare_fit(X, y, triplets)
+    def _sampler(self):
+        """``sampling="knn"``: target neighbours and impostors on the
+        preprocessed rows, at most ``n_triplets`` (the paper's setting);
+        ``"random"``: random class triplets."""
+        if self.sampling == "knn":
+            return KNNTriplets(self.n_triplets)
+        return ClassTriplets(self.n_triplets)
 
     def objective(self, X, triplets) -> float:
         """Eq. (4) at the fitted M (a sum over triplets, not a mean)."""
@@ -186,16 +181,3 @@ class SML(MahalanobisMixin, TripletLearner):
         apply_result(self, result, tol=self.tol,
                      what="relative objective change / duality gap",
                      advice="increase max_iter or tol")
-
-
-def _check_knn_scale(X) -> None:
-    """k-NN sampling needs finite squared distances: refuse features whose
-    squares overflow before the sampler forms them."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        sq = (np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X)
-              else np.einsum("ij,ij->i", X, X))
-        big = float(np.max(sq, initial=0.0)) * 4.0
-    if not np.isfinite(big):
-        raise FloatingPointError("SML: the features are too large for k-NN sampling (squared "
-                                 "distances overflow float64); scale the features down (e.g. "
-                                 "StandardScaler).")
