@@ -68,7 +68,14 @@ def test_scoring_contract(factory, alt):
     est = factory().fit(X, y)
     S = est.similarity(X[:7], X[3:12])
     assert S.shape == (7, 9)
-    np.testing.assert_allclose(est.pair_score(X[:7], X[3:10]), np.diag(S[:, :7]), atol=1e-9)
+    diag = np.diag(S[:, :7])
+    if isinstance(est, MahalanobisMixin):   # pair_score = -pair_distance (metric-learn)
+        np.testing.assert_allclose(est.pair_score(X[:7], X[3:10]),
+                                   -np.sqrt(np.maximum(-diag, 0)), atol=1e-9)
+        np.testing.assert_allclose(est.pair_distance(X[:7], X[3:10], squared=True), -diag,
+                                   atol=1e-9)
+    else:
+        np.testing.assert_allclose(est.pair_score(X[:7], X[3:10]), diag, atol=1e-9)
     np.testing.assert_allclose(est.similarity(sp.csr_matrix(X[:7]), X[3:12]), S, atol=1e-9)
     t = np.array([[0, 3, 1], [4, 7, 2]])
     expect = [S[0, 0] - est.similarity(X[[0]], X[[1]])[0, 0],

@@ -465,7 +465,14 @@ class TripletLearner(LearnerBase):
         return self._preprocess(X)
 
     def pair_score(self, X1, X2) -> np.ndarray:
-        """Row-wise similarity ``S(X1[i], X2[i])`` (higher = more similar)."""
+        """Row-wise similarity ``S(X1[i], X2[i])`` (higher = more similar;
+        Mahalanobis learners: ``-pair_distance``, see
+        :meth:`MahalanobisMixin.pair_score`)."""
+        return self._rowwise_similarity(X1, X2)
+
+    def _rowwise_similarity(self, X1, X2) -> np.ndarray:
+        """Validated, checked ``S(X1[i], X2[i])`` (the diagonal of
+        :meth:`similarity`)."""
         X1 = self._check_fitted_X(X1, "X1")
         X2 = self._check_fitted_X(X2, "X2")
         if X1.shape[0] != X2.shape[0]:
@@ -736,8 +743,16 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     def pair_distance(self, X1, X2, *, squared: bool = False) -> np.ndarray:
         """Row-wise Mahalanobis distance ``d(X1[i], X2[i])`` (``squared=True``:
         ``d^2``)."""
-        d2 = np.maximum(-self.pair_score(X1, X2), 0.0)
+        d2 = np.maximum(-self._rowwise_similarity(X1, X2), 0.0)
         return d2 if squared else np.sqrt(d2)
+
+    def pair_score(self, X1, X2) -> np.ndarray:
+        """``-pair_distance(X1, X2)``: minus the (unsquared) learned distance,
+        metric-learn's convention (higher = more similar).  It ranks pairs as
+        :meth:`similarity` does, whose entries are ``-d^2`` (the form that
+        embeddings and search use); before tripletml 0.2 ``pair_score`` was
+        ``-d^2`` too."""
+        return -self.pair_distance(X1, X2)
 
     def get_metric(self, *, squared: bool = False):
         """A callable ``metric(u, v)`` returning the learned distance between
