@@ -612,3 +612,15 @@ def test_feature_names_in_recorded_and_checked(monkeypatch, tmp_path):
     back = tm.load_model(tmp_path / "m.npz")
     assert back.feature_names_in_.dtype == object
     assert list(back.feature_names_in_) == list(est.feature_names_in_)
+
+
+def test_similarity_kind_is_a_deprecated_view_of_embedding_similarity():
+    """One name (embedding_similarity) says how scores relate to embeddings;
+    similarity_kind still reads for one release, with a FutureWarning."""
+    from tripletml import OASIS, KISSME
+    for cls, kind, emb in ((OASIS, "similarity", "inner_product"),
+                           (KISSME, "distance", "neg_squared_l2")):
+        est = cls()
+        assert est.embedding_similarity == emb
+        with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
+            assert est.similarity_kind == kind

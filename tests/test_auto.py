@@ -186,6 +186,20 @@ def test_reproducible_with_random_state():
     np.testing.assert_array_equal(a.similarity(X[:10]), b.similarity(X[:10]))
 
 
+def test_numpy_generator_random_state_like_every_learner():
+    """A NumPy Generator is a valid random_state (drawn from once): equally
+    seeded Generators give the same race; bad seeds are refused by name."""
+    X, y = iris()
+    a = _quick(random_state=np.random.default_rng(3)).fit(X, y)
+    b = _quick(random_state=np.random.default_rng(3)).fit(X, y)
+    np.testing.assert_array_equal(a.cv_results_["mean_validation_score"],
+                                  b.cv_results_["mean_validation_score"])
+    np.testing.assert_array_equal(a.similarity(X[:10]), b.similarity(X[:10]))
+    for bad, exc in ((-1, ValueError), ("seed", TypeError), (1.5, TypeError)):
+        with pytest.raises(exc, match="AutoSimilarity: random_state="):
+            _quick(random_state=bad).fit(X, y)
+
+
 def test_n_jobs_2_same_as_1():
     X, y = iris()
     a = _quick(n_jobs=1).fit(X, y)

@@ -26,7 +26,7 @@ imperative checks did before:
   scikit-learn's ``InvalidParameterError``, a :class:`ValueError` and a
   :class:`TypeError` at once;
 * parameters named ``"random_state"`` are checked when ``fit`` turns them
-  into a Generator (:func:`tripletml._validation.check_random_state`), which
+  into a Generator (:func:`tripletml._validation.as_generator`), which
   also accepts a NumPy ``Generator``: declare them ``["no_validation"]``.
 
 Cross-parameter rules (e.g. ITML's ``u <= l``) stay in the learner's
@@ -125,7 +125,7 @@ COMMON = {
     "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
     "n_triplets": [Interval(numbers.Integral, 1, None, closed="left")],
     "verbose": [Interval(numbers.Integral, 0, None, closed="left")],
-    # checked by fit (check_random_state accepts Generators) and by
+    # checked by fit (as_generator accepts Generators) and by
     # check_preprocessing (its own wording)
     "random_state": ["no_validation"],
     "preprocessing": ["no_validation"],

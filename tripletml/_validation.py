@@ -18,7 +18,7 @@ __all__ = [
     "check_triplets",
     "check_scalar_param",
     "check_choice_param",
-    "check_random_state",
+    "as_generator",
     "ComplexDataError",
 ]
 
@@ -409,11 +409,13 @@ def check_choice_param(value: Any, name: str, owner: Any, choices: tuple) -> Any
     return value
 
 
-def check_random_state(seed: Any, owner: Any = None) -> np.random.Generator:
+def as_generator(seed: Any, owner: Any = None) -> np.random.Generator:
     """Turn ``random_state`` into a :class:`numpy.random.Generator`.
 
-    Accepts None, an integer (Python or NumPy), a ``Generator`` or a legacy
-    ``RandomState`` (its state seeds a new Generator).
+    Accepts None, an integer (Python or NumPy), a ``Generator`` (returned
+    as it is) or a legacy ``RandomState`` (its state seeds a new Generator).
+    tripletml's seed rule, named apart from scikit-learn's
+    ``check_random_state`` (which returns a RandomState).
     """
     if seed is None or isinstance(seed, np.random.Generator):
         return np.random.default_rng(seed)

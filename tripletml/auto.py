@@ -63,7 +63,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .base import _legacy_decision_function_available
 from .preprocessing import PREPROCESSING_MODES
-from ._validation import check_scalar_param, check_X
+from ._validation import as_generator, check_scalar_param, check_X
 
 __all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
 
@@ -361,8 +361,9 @@ class AutoSimilarity(BaseEstimator):
         Dask cluster).  BLAS threads are limited per worker to
         ``max(1, cpu_count // n_workers)`` through one cached
         :class:`threadpoolctl.ThreadpoolController` per worker process.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the splits, the triplets and every candidate; with an int the
+    random_state : int, numpy Generator, RandomState instance or None, default=None
+        Seeds the splits, the triplets and every candidate (a Generator or a
+        RandomState is drawn from once, as every learner does); with an int the
         race and the winner are reproducible (unless the time budget cuts it)
         and do not depend on ``n_jobs``.
     verbose : int, default=0
@@ -768,15 +769,15 @@ class AutoSimilarity(BaseEstimator):
             mine[-1]["stopped"] = why
 
     def _seed(self) -> int:
+        """The search's base seed: an int ``random_state`` itself; a NumPy
+        ``Generator``, a ``RandomState`` or None through
+        :func:`tripletml._validation.as_generator` (like every learner)."""
         rs = self.random_state
-        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, (bool, np.bool_)):
+            if rs < 0:
+                raise ValueError(f"{_WHO}: random_state={rs} must be non-negative.")
             return int(rs) % (2**32)
-        from sklearn.utils import check_random_state
-        try:
-            return int(check_random_state(rs).randint(0, 2**31 - 1))
-        except ValueError:
-            raise ValueError(f"{_WHO}: random_state={rs!r} must be None, an int or a "
-                             "numpy RandomState.") from None
+        return int(as_generator(rs, _WHO).integers(0, 2**31 - 1))
 
     @staticmethod
     def _results(rows: list[dict], n_splits: int, win_row: dict, reached: dict) -> dict:

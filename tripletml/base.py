@@ -53,7 +53,7 @@ from sklearn.utils.validation import _check_feature_names, check_is_fitted
 from ._arrayspec import ArraySpec, check_fitted_arrays
 from ._params import validate_constraints
 from .preprocessing import Preprocessor, check_preprocessing, n_added_features
-from ._validation import check_random_state, check_triplets, check_X
+from ._validation import as_generator, check_triplets, check_X
 from .linalg import rowwise_dot
 from .triplets import ClassTriplets, check_labels
 
@@ -402,7 +402,7 @@ class TripletLearner(LearnerBase):
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
-        rng = check_random_state(getattr(self, "random_state", None), self)
+        rng = as_generator(getattr(self, "random_state", None), self)
         # the supervision first: bad triplets or labels leave no preprocessor
         got = None
         if self._needs_triplets and triplets is not None:
@@ -634,6 +634,18 @@ class _EmbedMixin:
     def _embed_database(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @property
+    def similarity_kind(self) -> str:
+        """Deprecated (0.2, removed in 0.3): ``"distance"`` for Mahalanobis
+        learners, ``"similarity"`` for bilinear ones.  Read
+        ``embedding_similarity`` (``"neg_squared_l2"`` / ``"inner_product"``),
+        the one name for how a learner's scores relate to its embeddings."""
+        warnings.warn(f"{type(self).__name__}: similarity_kind is deprecated since 0.2 and "
+                      "will be removed in 0.3; read embedding_similarity "
+                      "('neg_squared_l2': a distance, 'inner_product': a similarity).",
+                      FutureWarning, stacklevel=2)
+        return "distance" if self.embedding_similarity == "neg_squared_l2" else "similarity"
+
 
 class BilinearMixin(_EmbedMixin):
     """Similarity ``S(x, y) = x^T W y``.
@@ -643,7 +655,6 @@ class BilinearMixin(_EmbedMixin):
     W; the public :meth:`get_bilinear_matrix` checks fitted-ness first.
     """
 
-    similarity_kind = "similarity"
     embedding_similarity = "inner_product"
     #: ``preprocessing="auto"`` lifts dense rows onto the sphere (see
     #: :mod:`tripletml.preprocessing`): a bilinear score is linear in x for a
@@ -724,7 +735,6 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     X L^T``, ``fit_transform``, ``set_output``, ``get_feature_names_out``.
     """
 
-    similarity_kind = "distance"
     embedding_similarity = "neg_squared_l2"
 
     def _embed_queries(self, X):

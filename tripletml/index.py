@@ -77,7 +77,7 @@ import scipy.sparse as sp
 from .linalg.topk import KERNEL_MAX_K, TopK
 
 from ._progress import progress_bar
-from ._validation import check_choice_param, check_random_state, check_scalar_param
+from ._validation import as_generator, check_choice_param, check_scalar_param
 
 __all__ = ["SimilarityIndex", "build", "load_index", "faiss_available", "embedding_cone",
            "IP_TO_L2_CONE", "IP_TO_L2_MIN_ROWS", "KINDS", "BACKENDS"]
@@ -286,7 +286,7 @@ class SimilarityIndex:
         self.ef_construction = int(ef_construction)
         self.ef_search = int(ef_search)
         self.train_size = None if train_size is None else int(train_size)
-        self._rng = check_random_state(random_state, who)
+        self._rng = as_generator(random_state, who)
         self.dim: int | None = None
         self._blocks: list[np.ndarray] = []      # numpy backend: database rows
         self._norms: list[np.ndarray] = []       # their squared norms (L2)

@@ -43,7 +43,7 @@ import numpy as np
 from ._arrayspec import check_header, check_values, expected_nbytes
 from ._model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, save_model
 from ._registry import get_entry, learner_names
-from ._validation import check_random_state
+from ._validation import as_generator
 
 __all__ = ["save_model", "load_model", "FORMAT_VERSION", "SavableModel"]
 
@@ -164,8 +164,8 @@ def _load(path: Path):
         model.set_params(**params)
         try:
             model._validate_params()
-            if "random_state" in params:      # as fit would (check_random_state)
-                check_random_state(model.random_state, model)
+            if "random_state" in params:      # as fit would (as_generator)
+                as_generator(model.random_state, model)
         except (TypeError, ValueError) as exc:
             raise _Refused(f"load_model: {path} holds invalid {cls.__name__} parameters: "
                            f"{exc}") from None

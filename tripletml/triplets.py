@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from ._validation import (available_memory, check_random_state, check_scalar_param,
+from ._validation import (available_memory, as_generator, check_scalar_param,
                           check_triplets, check_X)
 
 __all__ = ["random_class_triplets", "knn_triplets", "check_triplets", "check_labels",
@@ -135,7 +135,7 @@ def random_class_triplets(y: Any, n_triplets: int | None = None, *,
     """
     who = "random_class_triplets"
     classes, codes = check_labels(y, owner=who)
-    rng = check_random_state(random_state, who)
+    rng = as_generator(random_state, who)
     n = codes.size
     order, starts, sizes, rank = _class_layout(codes)
     eligible = np.flatnonzero(sizes[codes] >= 2)
@@ -269,7 +269,7 @@ def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
         if n_triplets > t.shape[0]:
             raise ValueError(f"{who}: n_triplets={n_triplets} exceeds the {t.shape[0]} "
                              "k-NN triplets available.")
-        rng = check_random_state(random_state, who)
+        rng = as_generator(random_state, who)
         keep = np.sort(rng.choice(t.shape[0], size=n_triplets, replace=False))
         t = t[keep]
     return np.ascontiguousarray(t)

@@ -53,7 +53,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._stopping import relative_change
 from .._params import COMMON, Interval, StrOptions
-from .._validation import check_random_state, check_triplets, check_X
+from .._validation import as_generator, check_triplets, check_X
 from ..base import TripletLearner
 from ..linalg.sparse_rows import as_csr
 from ..losses import triplet_hinge_array
@@ -293,7 +293,7 @@ class OnlineTripletLearner(TripletLearner):
             self._fit_preprocessing(X)
         X = self._preprocess(X)
         if first:
-            self._init_model(X.shape[1], check_random_state(self.random_state, self))
+            self._init_model(X.shape[1], as_generator(self.random_state, self))
             self._set_fitted(n_raw)
             self.t_ = 0
             self.history_ = {}

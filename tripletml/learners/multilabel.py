@@ -42,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._arrayspec import ArraySpec
 from .._stopping import relative_change
 from .._params import COMMON, Interval
-from .._validation import check_random_state, check_X
+from .._validation import as_generator, check_X
 from ._online import fitted_step_size
 from ..base import LearnerBase
 from ..linalg.sparse_rows import as_csr
@@ -259,7 +259,7 @@ class _MultilabelRanker(LearnerBase):
         self._validate_params()
         X = check_X(X, self)
         Yc = check_indicator(Y, X.shape[0], self)
-        rng = check_random_state(self.random_state, self)
+        rng = as_generator(self.random_state, self)
         self._reset_fitted()
         d = X.shape[1]
         X = _with_intercept(X, self.fit_intercept)
@@ -298,7 +298,7 @@ class _MultilabelRanker(LearnerBase):
         d = X.shape[1]
         X = _with_intercept(X, self.fit_intercept)
         if first:
-            self._init_model(X.shape[1], Yc.shape[1], check_random_state(self.random_state,
+            self._init_model(X.shape[1], Yc.shape[1], as_generator(self.random_state,
                                                                            self))
             self._set_fitted(d)
             self.n_labels_ = Yc.shape[1]

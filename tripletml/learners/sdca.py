@@ -48,7 +48,7 @@ import numpy as np
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
 from .._params import Interval, StrOptions
-from .._validation import check_random_state
+from .._validation import as_generator
 from ..base import BilinearMixin
 from ..solvers.sdca import SDCASolver, relative_gap, sdca_objectives  # noqa: F401
 from ._online import OnlineTripletLearner
@@ -222,7 +222,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
                 avg=getattr(self, "avg_accum_", None),
                 rand=getattr(self, "random_iterate_", None))
         if not hasattr(self, "_rng"):
-            self._rng = check_random_state(self.random_state, self)
+            self._rng = as_generator(self.random_state, self)
 
     def _initial_loss(self, Xc, triplets):
         return 1.0 if triplets.shape[0] else None   # M = 0: every hinge is 1

@@ -49,7 +49,7 @@ import scipy.sparse as sp
 from numba import njit
 from scipy.spatial.distance import squareform
 
-from .._validation import check_random_state, check_scalar_param, check_triplets, check_X
+from .._validation import as_generator, check_scalar_param, check_triplets, check_X
 from ..linalg._flags import FAST
 from ..training.driver import StepReport
 
@@ -247,7 +247,7 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: Any,
     hi_p = check_scalar_param(percentiles[1], "percentiles[1]", who, kind="real", low=lo_p,
                               high=100)
     max_rows = check_scalar_param(max_rows, "max_rows", who, kind="int", low=2)
-    rng = check_random_state(rng, who)
+    rng = as_generator(rng, who)
     Z = np.unique(X[np.unique(rows)], axis=0)   # distinct rows (by value), sorted
     if len(Z) > max_rows:
         Z = Z[np.sort(rng.choice(len(Z), size=max_rows, replace=False))]
