@@ -20,9 +20,9 @@ from tripletml.metrics import evaluate_retrieval
 from tripletml.preprocessing import sphere_lift
 
 try:
-    from ._protocol import load_set, split
+    from ._protocol import load_set, standardized_split
 except ImportError:          # run as a file: python bench/sphere_radius.py
-    from _protocol import load_set, split
+    from _protocol import load_set, standardized_split
 
 
 def main(argv=None) -> None:
@@ -37,12 +37,7 @@ def main(argv=None) -> None:
     X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, float)
     res: dict[str, list[float]] = {}
     for seed in range(args.seeds):
-        Xtr, Xte, ytr, yte = split(X, y, seed)
-        mu = Xtr.mean(0)
-        sd = Xtr.std(0)
-        sd[sd == 0] = 1
-        Ztr, Zte = (Xtr - mu) / sd, (Xte - mu) / sd
-        s0 = np.median(np.linalg.norm(Ztr, axis=1))
+        Ztr, Zte, ytr, yte, s0 = standardized_split(X, y, seed)
         Ltr, Lte = sphere_lift(Ztr, s0), sphere_lift(Zte, s0)      # rows of norm s0
         for cls in learners:
             m = getattr(tripletml, cls)(random_state=seed, preprocessing=None).fit(Ltr, ytr)

@@ -19,9 +19,9 @@ import tripletml
 from tripletml.metrics import evaluate_retrieval
 
 try:
-    from ._protocol import load_set, split
+    from ._protocol import load_set, standardized_split
 except ImportError:          # run as a file: python bench/sphere_variants.py
-    from _protocol import load_set, split
+    from _protocol import load_set, standardized_split
 
 
 def stereo(Z, s):
@@ -50,12 +50,7 @@ def main(argv=None) -> None:
         res: dict[str, list[float]] = {}
         t0 = time.time()
         for seed in range(3):
-            Xtr, Xte, ytr, yte = split(X, y, seed)
-            mu = Xtr.mean(0)
-            sd = Xtr.std(0)
-            sd[sd == 0] = 1
-            Ztr, Zte = (Xtr - mu) / sd, (Xte - mu) / sd
-            s0 = np.median(np.linalg.norm(Ztr, axis=1))
+            Ztr, Zte, ytr, yte, s0 = standardized_split(X, y, seed)
             for vn, f, k in VARIANTS:
                 Ltr, Lte = f(Ztr, k * s0), f(Zte, k * s0)
                 base = tripletml.DotProduct().fit(Ltr, ytr)

@@ -213,3 +213,22 @@ def test_chol_update_downdate_in_one_sweep():
     big = 10 * np.linalg.eigh(W)[1][:, -1]
     assert not chol_update_downdate(np.linalg.cholesky(W).T.copy(), 0 * x, big,
                                     np.empty(11), np.empty(11))
+
+
+def test_triplet_rows_against_dense():
+    """The query row and p+ - p- of a triplet, as the kernels see them."""
+    from tripletml.linalg import triplet_rows
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(8, 6)) * (rng.random((8, 6)) < 0.5)
+    Xc = as_csr(sp.csr_matrix(X))
+    T = np.array([[0, 1, 2], [3, 3, 4], [5, 6, 6], [7, 0, 1]], dtype=np.int64)
+    idx, val = diff_buffers(Xc)
+    for t in range(len(T)):
+        qi, qv, vi, vv = triplet_rows(Xc.indptr, Xc.indices, Xc.data, T, t, idx, val)
+        q = np.zeros(6)
+        q[qi] = qv
+        v = np.zeros(6)
+        v[vi] = vv
+        np.testing.assert_array_equal(q, X[T[t, 0]])
+        np.testing.assert_allclose(v, X[T[t, 1]] - X[T[t, 2]], rtol=0, atol=0)
+        assert np.all(np.diff(vi) > 0)

@@ -32,13 +32,13 @@ from .pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, ch
 from .pinv import (balanced_factors, pinv_drift, pinv_full_column_rank, pinv_update_apply,
                    pinv_update_prepare, rank_one_update_with_pinv)
 from .sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
-                          sparse_rank_one_update)
+                          sparse_rank_one_update, triplet_rows)
 from .topk import TopK, topk
 
 __all__ = [
     "FAST", "GRAM_COL_RTOL", "GRAM_COND_RTOL",
-    "as_csr", "csr_row_diff", "sparse_bilinear", "sparse_rank_one_update", "diff_buffers",
-    "rowwise_dot",
+    "as_csr", "csr_row_diff", "triplet_rows", "sparse_bilinear", "sparse_rank_one_update",
+    "diff_buffers", "rowwise_dot",
     "pinv_full_column_rank", "pinv_drift", "balanced_factors", "rank_one_update_with_pinv",
     "pinv_update_prepare", "pinv_update_apply",
     "chol_update", "chol_downdate", "chol_update_downdate", "row_column_update",

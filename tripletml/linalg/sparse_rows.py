@@ -71,6 +71,17 @@ def csr_row_diff(indptr, indices, data, i, j, idx_out, val_out):
 
 
 @njit(cache=True, nogil=True)
+def triplet_rows(indptr, indices, data, triplets, t, idx_out, val_out):
+    """The sparse rows a triplet step needs: the query ``x_q`` of triplet
+    ``t`` and ``v = x_{p+} - x_{p-}`` (written into the buffers by
+    :func:`csr_row_diff`), as ``(q_idx, q_val, v_idx, v_val)`` views."""
+    q = triplets[t, 0]
+    a, b = indptr[q], indptr[q + 1]
+    k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], idx_out, val_out)
+    return indices[a:b], data[a:b], idx_out[:k], val_out[:k]
+
+
+@njit(cache=True, nogil=True)
 def sparse_bilinear(W, a_idx, a_val, b_idx, b_val):
     """``a^T W b`` for sparse vectors given as (indices, values).
 

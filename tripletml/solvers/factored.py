@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..linalg.sparse_rows import csr_row_diff
+from ..linalg.sparse_rows import triplet_rows
 from ..losses import triplet_hinge
 from .loreta import factored_margin
 
@@ -32,11 +32,9 @@ def factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losses
     aq = np.zeros(k)
     bv = np.zeros(k)
     for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        mg = factored_margin(A, B, q_idx, q_val, vidx[:nv], vval[:nv], aq, bv)
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        nv = v_idx.shape[0]
+        mg = factored_margin(A, B, q_idx, q_val, v_idx, v_val, aq, bv)
         if not np.isfinite(mg):
             return t
         margins[t] = mg
@@ -45,7 +43,7 @@ def factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losses
         if loss <= 0.0:
             continue
         qq = np.dot(q_val, q_val)
-        vv = np.dot(vval[:nv], vval[:nv])
+        vv = np.dot(v_val, v_val)
         if method == 0:      # GD on both factors from the same point
             ea, eb = eta, eta
         elif method == 2:    # PA v2: the unfactored PA step
@@ -68,7 +66,7 @@ def factored_steps(A, B, indptr, indices, data, triplets, method, eta, C, losses
             aq_old[:] = aq
         # B <- B + eb v (A^T q)^T
         for s in range(nv):
-            B[vidx[s]] += (eb * vval[s]) * aq_old
+            B[v_idx[s]] += (eb * v_val[s]) * aq_old
         if not (np.isfinite(ea) and np.isfinite(eb)):
             return t
     return -1

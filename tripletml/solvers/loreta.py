@@ -23,7 +23,7 @@ from numba import njit
 from ..linalg._flags import FAST
 from ..linalg.pinv import (PinvFactors, pinv_full_column_rank, pinv_update_apply,
                            pinv_update_prepare)
-from ..linalg.sparse_rows import csr_row_diff
+from ..linalg.sparse_rows import triplet_rows
 from ..losses import triplet_hinge
 
 __all__ = ["loreta1_update", "loreta1_triplet_steps", "loreta_general_step", "factored_margin",
@@ -107,11 +107,8 @@ def loreta1_triplet_steps(A, PA, B, PB, indptr, indices, data, triplets, start, 
     Bhat = np.zeros(k)
     bv = np.zeros(k)
     for t in range(start, stop):
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        nv = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        mg = factored_margin(A, B, q_idx, q_val, vidx[:nv], vval[:nv], aq, bv)
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        mg = factored_margin(A, B, q_idx, q_val, v_idx, v_val, aq, bv)
         if not np.isfinite(mg):
             return t, -1
         margins[t] = mg
@@ -119,7 +116,7 @@ def loreta1_triplet_steps(A, PA, B, PB, indptr, indices, data, triplets, start, 
         losses[t] = loss
         if loss <= 0.0:
             continue
-        flags = loreta1_update(A, PA, B, PB, q_idx, q_val, eta, vidx[:nv], vval[:nv], cA, cB,
+        flags = loreta1_update(A, PA, B, PB, q_idx, q_val, eta, v_idx, v_val, cA, cB,
                                u, h, Ahat, Bhat, bv)
         if flags:
             return t + 1, flags

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..linalg.sparse_rows import csr_row_diff, sparse_bilinear, sparse_rank_one_update
+from ..linalg.sparse_rows import sparse_bilinear, sparse_rank_one_update, triplet_rows
 from ..losses import triplet_hinge
 
 __all__ = ["oasis_steps", "oasis_margins"]
@@ -20,12 +20,7 @@ __all__ = ["oasis_steps", "oasis_margins"]
 @njit(cache=True, nogil=True)
 def oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, vval):
     for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        v_idx = vidx[:k]
-        v_val = vval[:k]
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
         m = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
         nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
         if not (np.isfinite(m) and np.isfinite(nrm)):
@@ -44,7 +39,5 @@ def oasis_margins(W, indptr, indices, data, triplets, out, vidx, vval):
     """Margins ``q^T W (p+ - p-)`` of the given triplets at W (no update),
     computed as in :func:`oasis_steps`."""
     for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        out[t] = sparse_bilinear(W, indices[indptr[q]:indptr[q + 1]],
-                                 data[indptr[q]:indptr[q + 1]], vidx[:k], vval[:k])
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        out[t] = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)

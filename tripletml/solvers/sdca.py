@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..linalg.sparse_rows import (csr_row_diff, diff_buffers, sparse_bilinear,
-                                  sparse_rank_one_update)
+from ..linalg.sparse_rows import (diff_buffers, sparse_bilinear, sparse_rank_one_update,
+                                  triplet_rows)
 from ..losses import triplet_hinge, triplet_hinge_array
 
 __all__ = ["SDCASolver", "sdca_steps", "sdca_objectives", "relative_gap", "OUTPUTS"]
@@ -48,12 +48,7 @@ def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n
     """
     for t in range(triplets.shape[0]):
         s = step0 + t + 1
-        q = triplets[t, 0]
-        q_idx = indices[indptr[q]:indptr[q + 1]]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        v_idx = vidx[:k]
-        v_val = vval[:k]
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
         i = slots[t]
         mg = sparse_bilinear(M, q_idx, q_val, v_idx, v_val)
         xnorm2 = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||X_i||_F^2
@@ -85,11 +80,9 @@ def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n
 def _all_margins(M, indptr, indices, data, triplets, out, xnorm2, vidx, vval):
     """Margins ``x_i^T M v_i`` and ``||X_i||_F^2`` of every triplet."""
     for t in range(triplets.shape[0]):
-        q = triplets[t, 0]
-        q_val = data[indptr[q]:indptr[q + 1]]
-        k = csr_row_diff(indptr, indices, data, triplets[t, 1], triplets[t, 2], vidx, vval)
-        out[t] = sparse_bilinear(M, indices[indptr[q]:indptr[q + 1]], q_val, vidx[:k], vval[:k])
-        xnorm2[t] = np.dot(q_val, q_val) * np.dot(vval[:k], vval[:k])
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        out[t] = sparse_bilinear(M, q_idx, q_val, v_idx, v_val)
+        xnorm2[t] = np.dot(q_val, q_val) * np.dot(v_val, v_val)
 
 
 def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, lam: float,
