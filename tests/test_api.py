@@ -216,11 +216,12 @@ def test_autosimilarity_decision_function_is_a_deprecated_alias_too():
 
 
 def test_legacy_decision_function_switch_is_restored_and_checked():
-    from tripletml.base import _LEGACY, legacy_decision_function
+    from tripletml._deprecated import legacy_decision_function_enabled
+    from tripletml.base import legacy_decision_function
     with pytest.raises(TypeError, match="enabled='no' must be True or False"):
         with legacy_decision_function("no"):
             pass
-    assert _LEGACY["decision_function"] is True
+    assert legacy_decision_function_enabled() is True
     with pytest.raises(RuntimeError):
         with legacy_decision_function(False):
             assert not hasattr(tm.OASIS(), "decision_function")
@@ -624,3 +625,41 @@ def test_similarity_kind_is_a_deprecated_view_of_embedding_similarity():
         assert est.embedding_similarity == emb
         with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
             assert est.similarity_kind == kind
+
+
+def test_legacy_decision_function_switch_is_per_thread_and_nests():
+    """The switch is a context variable: one thread's block does not change
+    what another thread sees, and overlapping blocks restore their own value."""
+    import threading
+
+    from tripletml._deprecated import legacy_decision_function_enabled
+    from tripletml.base import legacy_decision_function
+    inside, release, seen = threading.Event(), threading.Event(), {}
+
+    def off_in_a_thread():
+        with legacy_decision_function(False):
+            inside.set()
+            release.wait(10)
+            seen["thread"] = hasattr(tm.OASIS(), "decision_function")
+
+    t = threading.Thread(target=off_in_a_thread)
+    t.start()
+    inside.wait(10)
+    seen["main"] = hasattr(tm.OASIS(), "decision_function")
+    release.set()
+    t.join(10)
+    assert seen == {"thread": False, "main": True}
+    with legacy_decision_function(False):
+        with legacy_decision_function(True):
+            assert legacy_decision_function_enabled()
+        assert not legacy_decision_function_enabled()
+    assert legacy_decision_function_enabled()
+
+
+def test_names_that_left_base_warn_for_one_release():
+    import tripletml.base as base
+    from tripletml.training import History
+    with pytest.warns(FutureWarning, match="moved to tripletml.training.History"):
+        assert base.History is History
+    with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
+        assert tm.KISSME.similarity_kind == "distance"          # on the class too

@@ -272,3 +272,20 @@ def test_public_api_checker_flags_private_imports():
     assert bad == ["tripletml.reproduce.probe: tripletml.metrics._topk_sorted",
                    "tripletml.reproduce.probe: tripletml._validation.check_X",
                    "tripletml.reproduce.probe: tripletml._registry"]
+
+
+def test_every_subpackage_is_an_attribute_of_a_fresh_import():
+    """``import tripletml; tripletml.base`` works whatever was imported
+    before (the lazy table lists every public module of the package)."""
+    names = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_")) + sorted(
+        p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
+    out = json.loads(_run(
+        "import json, tripletml\n"
+        "bad = []\n"
+        "for n in %r:\n"
+        "    try:\n"
+        "        getattr(tripletml, n)\n"
+        "    except AttributeError:\n"
+        "        bad.append(n)\n"
+        "print(json.dumps(bad))\n" % names))
+    assert out == []

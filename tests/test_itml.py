@@ -375,3 +375,13 @@ def test_overflowing_pair_is_overflow_not_breakdown():
     s = ITMLSolver(X, np.array([[0, 2, 1]]), (1.0, 4.0), 1.0)
     s.run_sweeps(1, None)
     assert s.skipped[1] >= 1 and s.skipped[0] == 0
+
+
+def test_run_is_a_deprecated_alias_of_run_sweeps():
+    X = np.eye(3)
+    a = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
+    b = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
+    with pytest.warns(FutureWarning, match="ITMLSolver.run was renamed run_sweeps"):
+        old = a.run(3, None)
+    np.testing.assert_array_equal(old, b.run_sweeps(3, None))
+    np.testing.assert_array_equal(a.A, b.A)

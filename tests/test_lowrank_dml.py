@@ -407,3 +407,16 @@ def test_incsvd_W_is_psd_on_random_problems(seed, d, alpha, eta0, constraint, ba
     scale = max(1.0, float(np.abs(W).max()))
     assert np.linalg.eigvalsh(W).min() >= -1e-10 * scale
     assert np.all(m.s_ > 0) and orthonormality_error(m.U_) < 1e-10
+
+
+def test_solver_step_is_a_deprecated_alias_of_update():
+    from tripletml.solvers.lowrank_dml import SOLVERS
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 4))
+    t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]])
+    prob = TripletDMLProblem(X, t, "triplet", 0.1)
+    a, b = SOLVERS["incsvd"](prob, "frobenius", 1.0), SOLVERS["incsvd"](prob, "frobenius", 1.0)
+    with pytest.warns(FutureWarning, match="step was renamed update"):
+        la = a.step(1, np.arange(3), 0.1)
+    assert la == b.update(1, np.arange(3), 0.1)
+    np.testing.assert_array_equal(a.L, b.L)

@@ -471,3 +471,16 @@ def test_empty_or_nothing_to_rank():
         knn_error(Dot(), X[:1], [0])
     with pytest.raises(ValueError, match="knn_error: X_test has no rows"):
         knn_error(Dot(), X, [0, 1, 0], X[:0], np.array([], int))
+
+
+def test_triplet_accuracy_falls_back_to_a_0_1_decision_function():
+    """An estimator written for 0.1 (decision_function(X, triplets), no
+    triplet_score) still scores, with a FutureWarning, for one release."""
+    class Old:
+        def decision_function(self, X, T):
+            return X[T[:, 0], 0] - X[T[:, 2], 0]
+
+    X = np.arange(8.0).reshape(4, 2)
+    with pytest.warns(FutureWarning, match="decision_function"):
+        acc = triplet_accuracy(Old(), X, [[3, 1, 0], [0, 1, 3]])
+    assert acc == 0.5

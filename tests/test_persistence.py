@@ -304,3 +304,61 @@ def test_save_load_round_trip_is_bit_identical(tmp_path, entry, seed, n, d):
     assert loaded.keys() == public.keys()
     for k in public:
         assert _same(loaded[k], public[k]), k
+
+
+def test_pickles_of_0_1_online_learners_still_load():
+    """0.1 pickled an online learner with its windowed watch (_BlockWatch) and
+    SDCA with M_: both unpickle, and the model goes on with partial_fit."""
+    import pickle
+
+    from tripletml import OASIS, SDCA, LORETAMultilabel
+    from tripletml._stopping import LossWatch
+    from tripletml.learners import _online
+    from tripletml.training import DivergenceWatch
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5))
+    y = np.repeat(np.arange(4), 10)
+    T = np.array([[0, 1, 12], [10, 11, 30], [20, 21, 5]])
+    for est in (OASIS(n_triplets=100, random_state=0).fit(X, y),
+                LORETAMultilabel(rank=2, max_iter=1, random_state=0).fit(
+                    X, np.eye(4, dtype=int)[y])):
+        old = _online._BlockWatch()
+        old.watch, old.block, old.total, old.count, old.start = (
+            LossWatch(est, factor=10, floor=0.5), 1000, 3.0, 3, 41)
+        old.watch.best = 0.25
+        est._watch = old
+        back = pickle.loads(pickle.dumps(est))
+        assert isinstance(back._watch, DivergenceWatch) and back._watch.window == 1000
+        assert (back._watch.total, back._watch.count, back._watch.start) == (3.0, 3, 41)
+        assert back._watch._channels["steps"].best == 0.25
+        if isinstance(back, OASIS):
+            back.partial_fit(X, T)
+            assert back.t_ == est.t_ + 3
+    m = SDCA(n_triplets=100, max_iter=2, random_state=0).fit(X, y)
+    state = dict(m.__getstate__())
+    state["M_"] = state.pop("W_")                 # as 0.1 pickled it
+    old = SDCA.__new__(SDCA)
+    old.__setstate__(state)
+    np.testing.assert_array_equal(old.W_, m.W_)
+    np.testing.assert_array_equal(old.similarity(X[:4]), m.similarity(X[:4]))
+    old.partial_fit(X, T)
+
+
+def test_a_renamed_parameter_given_under_its_old_name_loads_as_the_new(tmp_path):
+    """A LORETA fitted with algorithm='general' (deprecated) saves that value;
+    the file loads as solver='general', without a warning."""
+    import warnings
+
+    from tripletml import LORETA, load_model
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 6))
+    y = np.repeat(np.arange(3), 10)
+    with pytest.warns(FutureWarning):
+        m = LORETA(rank=2, n_triplets=100, batch_size=2, random_state=0,
+                   algorithm="general").fit(X, y)
+    m.save(tmp_path / "m.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        back = load_model(tmp_path / "m.npz")
+    assert (back.solver, back.algorithm) == ("general", "deprecated")
+    np.testing.assert_array_equal(back.A_, m.A_)

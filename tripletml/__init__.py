@@ -36,7 +36,8 @@ _LEARNERS = {e.name: e for e in _REGISTRY}
 
 _SUBMODULES = frozenset({
     "datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
-    "index", "neighbors", "plot", "cluster", "sharded", "streaming",
+    "index", "neighbors", "plot", "cluster", "sharded", "streaming", "base", "learners",
+    "solvers", "training", "persistence", "auto", "losses", "demo",
 })
 
 __all__ = [

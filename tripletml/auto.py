@@ -61,9 +61,9 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .base import _legacy_decision_function_available
+from ._deprecated import _legacy_decision_function_available
 from .preprocessing import PREPROCESSING_MODES
-from ._validation import as_generator, check_scalar_param, check_X
+from ._validation import check_scalar_param, check_X
 
 __all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
 
@@ -769,15 +769,22 @@ class AutoSimilarity(BaseEstimator):
             mine[-1]["stopped"] = why
 
     def _seed(self) -> int:
-        """The search's base seed: an int ``random_state`` itself; a NumPy
-        ``Generator``, a ``RandomState`` or None through
-        :func:`tripletml._validation.as_generator` (like every learner)."""
+        """The search's base seed: an int ``random_state`` itself; one draw
+        from a NumPy ``Generator`` (as every learner accepts); a
+        ``RandomState`` or None as in 0.1 (one ``randint`` of scikit-learn's
+        ``check_random_state``, so ``np.random.seed`` still governs None)."""
         rs = self.random_state
         if isinstance(rs, numbers.Integral) and not isinstance(rs, (bool, np.bool_)):
             if rs < 0:
                 raise ValueError(f"{_WHO}: random_state={rs} must be non-negative.")
             return int(rs) % (2**32)
-        return int(as_generator(rs, _WHO).integers(0, 2**31 - 1))
+        if isinstance(rs, np.random.Generator):
+            return int(rs.integers(0, 2**31 - 1))
+        if rs is None or isinstance(rs, np.random.RandomState):
+            from sklearn.utils import check_random_state
+            return int(check_random_state(rs).randint(0, 2**31 - 1))
+        raise TypeError(f"{_WHO}: random_state={rs!r} must be None, an int, a numpy Generator "
+                        "or RandomState.")
 
     @staticmethod
     def _results(rows: list[dict], n_splits: int, win_row: dict, reached: dict) -> dict:

@@ -40,17 +40,17 @@ triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
+from ._deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # noqa: F401
+                          legacy_decision_function)
 from ._params import validate_constraints
 from .preprocessing import Preprocessor, check_preprocessing, n_added_features
 from ._validation import as_generator, check_triplets, check_X
@@ -205,53 +205,7 @@ _PREPROCESSOR_VIEWS = {name: name[len(_PREP):] or "mode_"
                        for name in Preprocessor.saved_names(_PREP)}
 
 
-#: whether the deprecated ``decision_function(X, triplets)`` of the triplet
-#: learners exists (see :func:`legacy_decision_function`)
-_LEGACY = {"decision_function": True}
-
-
-@contextmanager
-def legacy_decision_function(enabled: bool) -> Iterator[None]:
-    """Switch the deprecated ``decision_function(X, triplets)`` of the triplet
-    learners on or off inside a ``with`` block.
-
-    ``decision_function(X, triplets)`` was renamed :meth:`TripletLearner.triplet_score`
-    (issue #25): in scikit-learn ``decision_function(X)`` is a per-sample
-    score, which a triplet learner does not have (a later release may give
-    it the meaning "score of pairs" for pair verification).  For one release
-    the old name still works, with a FutureWarning; it is an
-    :func:`sklearn.utils.metaestimators.available_if` method, so once it is
-    switched off ``hasattr(model, "decision_function")`` is False and
-    scikit-learn's ``check_estimator`` checks the learner as it will be
-    after the deprecation (tripletml's own tests run the checks so)::
-
-        with legacy_decision_function(False):
-            check_estimator(OASIS())
-
-    Parameters
-    ----------
-    enabled : bool
-        Whether the deprecated alias exists inside the block (default
-        outside any block: True, in this release).
-    """
-    if not isinstance(enabled, (bool, np.bool_)):
-        raise TypeError(f"legacy_decision_function: enabled={enabled!r} must be True or False.")
-    previous = _LEGACY["decision_function"]
-    _LEGACY["decision_function"] = bool(enabled)
-    try:
-        yield
-    finally:
-        _LEGACY["decision_function"] = previous
-
-
-def _legacy_decision_function_available(model) -> bool:
-    if not _LEGACY["decision_function"]:
-        raise AttributeError(f"{type(model).__name__} has no decision_function: a triplet "
-                             "learner scores triplets with triplet_score(X, triplets).")
-    return True
-
-
-class TripletLearner(LearnerBase):
+class TripletLearner(LegacyDecisionFunction, LearnerBase):
     """Base class of the triplet learners: validation, preprocessing, triplet
     handling and scoring.
 
@@ -524,27 +478,6 @@ class TripletLearner(LearnerBase):
                                    - self._pair_score(Q, X[c[:, 2]]))
         return self._finite_output(out, "triplet_score")
 
-    @available_if(_legacy_decision_function_available)
-    def decision_function(self, X, triplets=None) -> np.ndarray:
-        """Deprecated alias of :meth:`triplet_score` (``decision_function(X,
-        triplets)``), kept for one release with a FutureWarning.
-
-        A triplet learner has no per-sample decision function, so
-        ``decision_function`` keeps scikit-learn's meaning by being absent:
-        the alias exists only while :func:`legacy_decision_function` is on
-        (the default in this release), and ``hasattr(model,
-        "decision_function")`` is False once it is switched off or removed.
-        """
-        who = type(self).__name__
-        if triplets is None:
-            raise TypeError(f"{who}: a triplet learner has no per-sample decision_function; "
-                            "score triplets with triplet_score(X, triplets) "
-                            "(decision_function(X, triplets) is its deprecated name).")
-        warnings.warn(f"{who}: decision_function(X, triplets) is deprecated since tripletml "
-                      "0.2 and will be removed in 0.3; use triplet_score(X, triplets) (same "
-                      "values).", FutureWarning, stacklevel=2)
-        return self.triplet_score(X, triplets)
-
     def score(self, X, y) -> float:
         """Leave-one-out mean average precision of retrieval within X."""
         from .metrics import evaluate_retrieval
@@ -634,17 +567,12 @@ class _EmbedMixin:
     def _embed_database(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    @property
-    def similarity_kind(self) -> str:
-        """Deprecated (0.2, removed in 0.3): ``"distance"`` for Mahalanobis
-        learners, ``"similarity"`` for bilinear ones.  Read
-        ``embedding_similarity`` (``"neg_squared_l2"`` / ``"inner_product"``),
-        the one name for how a learner's scores relate to its embeddings."""
-        warnings.warn(f"{type(self).__name__}: similarity_kind is deprecated since 0.2 and "
-                      "will be removed in 0.3; read embedding_similarity "
-                      "('neg_squared_l2': a distance, 'inner_product': a similarity).",
-                      FutureWarning, stacklevel=2)
-        return "distance" if self.embedding_similarity == "neg_squared_l2" else "similarity"
+
+    #: deprecated (0.2): ``"distance"`` for Mahalanobis learners, ``"similarity"``
+    #: for bilinear ones; read ``embedding_similarity``
+    similarity_kind = DeprecatedClassAttribute(
+        "similarity_kind", "embedding_similarity",
+        lambda cls: "distance" if cls.embedding_similarity == "neg_squared_l2" else "similarity")
 
 
 class BilinearMixin(_EmbedMixin):
@@ -800,3 +728,13 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         if EX.shape[1] == 0:            # M = 0 (rank 0): every distance is 0
             return np.zeros((EX.shape[0], EY.shape[0]))
         return -euclidean_distances(EX, EY, squared=True)
+
+
+def __getattr__(name: str):
+    """Names that left this module in 0.2, for one release."""
+    if name == "History":
+        warnings.warn("tripletml.base.History moved to tripletml.training.History in 0.2; the "
+                      "old name will be removed in 0.3.", FutureWarning, stacklevel=2)
+        from .training.history import History
+        return History
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -50,6 +50,7 @@ The default chunk size keeps one block of similarities at about 64 MB
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -792,7 +793,14 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
         wrong).
     """
     func = "triplet_accuracy"
-    decision = _check_estimator(estimator, "triplet_score", func)
+    if not hasattr(estimator, "triplet_score") and hasattr(estimator, "decision_function"):
+        # an estimator written for 0.1 (decision_function(X, triplets)), for one release
+        warnings.warn(f"{func}: the estimator has no triplet_score(X, triplets); its "
+                      "decision_function(X, triplets) is used (the 0.1 name, deprecated, "
+                      "removed in 0.3).", FutureWarning, stacklevel=2)
+        decision = _check_estimator(estimator, "decision_function", func)
+    else:
+        decision = _check_estimator(estimator, "triplet_score", func)
     X = _check_X(X, "X", func)
     T = check_triplets(triplets, X.shape[0], func)
     scores = np.asarray(decision(X, T))

@@ -152,11 +152,13 @@ def _load(path: Path):
             params = {**params, "preprocessing": None}
         for old, new in getattr(cls, "_renamed_params", {}).items():
             # a parameter renamed since the file was written (e.g. LORETA's
-            # algorithm -> solver in 0.2): the file's value under the new name
-            if old in params and new not in params:
-                params[new] = params.pop(old)
-            elif old in params and params[old] == model.get_params()[old]:
-                del params[old]                        # the placeholder default
+            # algorithm -> solver in 0.2): a value given under the old name
+            # is the one the model was fitted with (it won over the new name
+            # at fit time), read under the new name, without a warning
+            if old in params:
+                value = params.pop(old)
+                if value != model.get_params()[old]:     # not the placeholder
+                    params[new] = value
         unknown = set(params) - set(model.get_params())
         if unknown:
             raise _Refused(f"load_model: {path} sets unknown {cls.__name__} parameters "

@@ -15,10 +15,12 @@ baselines.
   call is therefore one update of the paper's algorithm.  ``t_`` counts the
   single-triplet updates over all calls (as scikit-learn's SGD).
 
-Each pass is run in blocks of ``max(1000, ceil(m / 20))`` steps.  After each
-block the mean hinge loss of the block
-(the loss of each step *before* its update) is fed to a divergence watch
-(:class:`_BlockWatch` over :class:`tripletml._stopping.LossWatch`), which
+Each pass runs through the training driver (:func:`tripletml.training.run`
+over :class:`tripletml.training.online.OnlinePasses`) in blocks of
+``max(1000, ceil(m / 20))`` steps, one driver step each.  After each block the
+mean hinge loss of the block (the loss of each step *before* its update) is
+fed to the driver's divergence watch (:class:`tripletml.training.DivergenceWatch`
+with a window of steps), which
 raises the learner's ``FloatingPointError`` with advice as soon as a block's
 mean loss exceeds ``WATCH_FACTOR = 10`` times the smallest mean seen so far
 plus ``WATCH_FLOOR = 0.5`` (the shared watch's 1000-fold default is far too
@@ -60,6 +62,7 @@ from ..losses import triplet_hinge_array
 from ..preprocessing import check_preprocessing
 from ..training import DivergenceWatch, History, TrainingResult, apply_result, run
 from ..training.online import OnlinePasses
+from ..training.watch import STEPS
 
 __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH",
            "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "ETA0_AUTO"]
@@ -147,6 +150,30 @@ def fitted_step_size(est) -> float:
 def block_size(m: int) -> int:
     """Steps per block for a pass over ``m`` triplets."""
     return max(BLOCK_MIN, -(-int(m) // BLOCKS_PER_EPOCH))
+
+
+class _BlockWatch:
+    """The windowed watch of tripletml 0.1, kept only so that models pickled
+    by 0.1 unpickle (:func:`upgrade_watch` turns it into a
+    :class:`~tripletml.training.DivergenceWatch`)."""
+
+
+def upgrade_watch(est) -> None:
+    """A ``_watch`` unpickled from 0.1 (a :class:`_BlockWatch`) becomes the
+    :class:`~tripletml.training.DivergenceWatch` with its window, smallest
+    value and open window."""
+    old = est.__dict__.get("_watch")
+    if not isinstance(old, _BlockWatch):
+        return
+    state = vars(old)
+    new = new_watch(est, int(state.get("block", BLOCK_MIN)))
+    loss_watch = state.get("watch")
+    if loss_watch is not None:
+        new._channels[STEPS] = loss_watch
+    new.total = float(state.get("total", 0.0))
+    new.count = int(state.get("count", 0))
+    new.start = int(state.get("start", 0))
+    est._watch = new
 
 
 def new_watch(est, window: int, initial: float | None = None) -> DivergenceWatch:
@@ -251,6 +278,10 @@ class OnlineTripletLearner(TripletLearner):
         self._finalize()
         apply_result(self, result, tol=self.tol, what=self._criterion_name,
                      advice="increase max_iter or tol, or set tol=None for a fixed budget")
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        upgrade_watch(self)                    # pickled by tripletml 0.1
 
     def _check_resumable(self) -> None:
         """Raise if the fitted state cannot take more steps (override)."""

@@ -17,7 +17,7 @@ history, watches for divergence and stops; the estimator stores the results.
 
 Stopping: after each epoch the objective is compared with the previous
 epoch's (the first epoch with the starting point's): the fit stops when its
-relative change ``|L_prev - L| / max(|L_prev|, |L|)`` falls below ``tol``
+relative change ``|L_prev - L| / max(|L_prev|, |L|)`` is at most ``tol``
 (``stop_reason_ = "tol"``), else after ``max_iter`` epochs with a
 ``ConvergenceWarning`` (none when ``tol=None``: a fixed budget, as the
 paper's "6d to 8d coordinate steps").  The triplet-loss sum is watched for
@@ -69,7 +69,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         Epochs of d coordinate steps (one per feature, random order).
     tol : float or None, default=1e-4
         Stop when the relative change of the objective (eq. 2) over an epoch
-        falls below ``tol``; None runs ``max_iter`` epochs without a
+        is at most ``tol`` (``<=``, the rule of every tripletml learner since
+        0.2; 0.1 compared with ``<``); None runs ``max_iter`` epochs without a
         convergence check (no ConvergenceWarning).  The default is small
         because dense COMET's objective is not monotone (Algorithm 1 takes
         the Schur-bounded step without a line search): on digits its

@@ -187,14 +187,15 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         "eta0": ETA0_AUTO,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions({"auto", "general"})],
-        "algorithm": [StrOptions({"auto", "general", "deprecated"})],
+        "algorithm": [StrOptions({"auto", "general", "deprecated"},
+                                 deprecated={"deprecated"})],
     }
 
     def _check_params(self):
         if self.algorithm != "deprecated":
             warnings.warn("LORETA: parameter 'algorithm' was renamed 'solver' in 0.2 and will be "
                           f"removed in 0.3; use solver={self.algorithm!r}.", FutureWarning,
-                          stacklevel=4)
+                          stacklevel=5)   # the caller of fit / partial_fit
 
     def _solver_name(self) -> str:
         """``solver``, or the deprecated ``algorithm`` when that was given."""

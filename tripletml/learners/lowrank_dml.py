@@ -203,12 +203,14 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         if self.solver in ("gd", "fw") and self.batch_size is None:
             size = None
         batches = Minibatches(prob.m, size, rng)
-        result = run(Iterations(state, batches, self._eta, eval_every=self.eval_every),
+        watch = DivergenceWatch(self, advice=_ADVICE)
+        result = run(Iterations(state, batches, self._eta, eval_every=self.eval_every,
+                                watch=watch),
                      name="LowRankDML", max_iter=self.max_iter, tol=self.tol,
                      max_time=self.max_time,
                      history=History(keys=("train_seconds", "rank", "eta", "objective",
                                            "batch_loss")),
-                     watch=DivergenceWatch(self, advice=_ADVICE), verbose=self.verbose)
+                     watch=watch, verbose=self.verbose)
         hist = result.history
         U, s = state.finish()
         if self.solver == "sgd_one":   # the one projection: record the feasible W

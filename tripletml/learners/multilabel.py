@@ -48,7 +48,8 @@ from ..base import LearnerBase
 from ..linalg.sparse_rows import as_csr
 from ..solvers.multilabel import LORETA, PA, PERCEPTRON, multilabel_steps
 from ._pinv_owner import PinvFactorsOwner
-from ._online import ETA0_AUTO, AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, block_size, new_watch
+from ._online import (ETA0_AUTO, AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, block_size, new_watch,
+                      upgrade_watch)
 from ..training import History, apply_result, run
 from ..training.online import OnlinePasses
 from .factored import LOWRANK_PARAMS, PINV_PARAMS, init_factors
@@ -186,6 +187,10 @@ class _MultilabelRanker(LearnerBase):
     def _init_model(self, d, L, rng):
         raise NotImplementedError
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        upgrade_watch(self)                    # pickled by tripletml 0.1
+
     def _check_resumable(self):
         """Rebuild solver state that is not stored (override)."""
 
@@ -193,6 +198,10 @@ class _MultilabelRanker(LearnerBase):
         z = np.zeros((1, 1))
         return (getattr(self, "A_", z), getattr(self, "pinv_A_", z), getattr(self, "B_", z),
                 getattr(self, "pinv_B_", z), getattr(self, "W_", z))
+
+    def _model_diverged(self, step):
+        return FloatingPointError(f"{type(self).__name__}: training diverged (the model "
+                                  f"became NaN/inf); {self._advice}.")
 
     def _diverged(self, step):
         return FloatingPointError(

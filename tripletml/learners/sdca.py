@@ -323,6 +323,12 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     def M_(self, value) -> None:          # a model file saved by 0.1
         self.__dict__["W_"] = value
 
+    def __setstate__(self, state):
+        if "M_" in state:                      # pickled by tripletml 0.1
+            state = {**state, "W_": state["M_"]}
+            del state["M_"]
+        super().__setstate__(state)
+
     def _check_loaded(self) -> None:
         if "W_" not in vars(self):
             raise ValueError("the fitted array W_ (M_ in files of 0.1) is missing")

@@ -50,6 +50,7 @@ from numba import njit
 from scipy.spatial.distance import squareform
 
 from .._validation import as_generator, check_scalar_param, check_triplets, check_X
+from .._deprecated import deprecated_alias
 from ..linalg._flags import FAST
 from ..training.driver import StepReport
 
@@ -375,6 +376,9 @@ class ITMLSolver:
                             self.skipped)
         self.sweeps += int(done)
         return conv[:done]
+
+    #: deprecated (0.2) name of :meth:`run_sweeps`
+    run = deprecated_alias("run_sweeps", "run", "ITMLSolver")
 
     # ---------------------------------------------- the training protocol
     def step(self, budget: int = 1) -> StepReport:

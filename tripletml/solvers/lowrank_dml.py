@@ -44,6 +44,7 @@ import scipy.linalg as sla
 
 from ..linalg.eig_update import (lowrank_eig_update, orthonormality_error, project_psd,
                                  project_spectrum, reorthonormalize_eig)
+from .._deprecated import deprecated_alias
 from .._stopping import relative_change
 from ..training.driver import StepReport
 from .triplet_dml import TripletDMLProblem
@@ -90,6 +91,9 @@ class IncSVDSolver:
     def rank(self) -> int:
         return int(self.s.size)
 
+    #: deprecated (0.2) name of :meth:`update`
+    step = deprecated_alias("update", "step", "LowRankDML solver")
+
     def update(self, t: int, idx, eta: float) -> float:
         A, signs = self.prob.gradient_factor(idx, L=self.L, scale=eta)     # -eta g
         shift = eta * self.prob.alpha
@@ -131,6 +135,9 @@ class DenseProjectedSolver:
         self.W = np.zeros((prob.d, prob.d))
         self._eig = (np.zeros((prob.d, 0)), np.zeros(0))
         self.rank = 0
+
+    #: deprecated (0.2) name of :meth:`update`
+    step = deprecated_alias("update", "step", "LowRankDML solver")
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W)
@@ -179,6 +186,9 @@ class FrankWolfeSolver:
                              "'frobenius' or 'spectral'.")
         self.prob, self.constraint, self.tau = prob, constraint, tau
         self.W = np.zeros((prob.d, prob.d))
+
+    #: deprecated (0.2) name of :meth:`update`
+    step = deprecated_alias("update", "step", "LowRankDML solver")
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W, include_alpha=True)
@@ -247,6 +257,9 @@ class SGDOneProjectionSolver:
         from scipy.sparse.linalg import eigsh
         mu, V = eigsh(self.W, k=1, which="SA", v0=self._v, tol=1e-8)
         return float(mu[0]), V[:, 0]
+
+    #: deprecated (0.2) name of :meth:`update`
+    step = deprecated_alias("update", "step", "LowRankDML solver")
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W, include_alpha=True)
@@ -357,11 +370,15 @@ class Iterations:
     at the last one, the objective F(W) (watched, channel ``"objective"``);
     the criterion is the relative change of F between two evaluations
     ``eval_every`` iterations apart.  A run stopped by time has its final
-    objective evaluated by :meth:`finish`.
+    objective evaluated by :meth:`finish` (and fed to ``watch``, the driver's
+    divergence watch, as every evaluation is).
     """
 
-    def __init__(self, state, batches: Minibatches, eta, *, eval_every: int | None = None):
+    def __init__(self, state, batches: Minibatches, eta, *, eval_every: int | None = None,
+                 watch=None):
         self.state, self.batches, self.eta = state, batches, eta
+        #: the driver's divergence watch, fed by :meth:`finish` too
+        self.watch = watch
         self.eval_every = int(eval_every or 0)
         self.t, self.train = 0, 0.0
         self._block: list[float] = []
@@ -404,4 +421,7 @@ class Iterations:
         """The objective of the last iterate when the run stopped between
         evaluations (``max_time``)."""
         if len(history) and history.last("objective") is None:
-            history.set_last(objective=self._objective(self.t))
+            obj = self._objective(self.t)
+            if self.watch is not None:
+                self.watch.update(obj, f"iteration {self.t}", "objective")
+            history.set_last(objective=obj)

@@ -152,7 +152,6 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
     bar = progress_bar(int(max_iter) if total is None else int(total), verbose=verbose,
                        desc=name, unit=unit)
     reason, criterion, n_iter, seconds = "max_iter", None, 0, 0.0
-    n_reports = 0
     try:
         # every step does work or raises; the bound is a guard against a solver
         # that reports no progress
@@ -160,7 +159,6 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
             t0 = time.perf_counter()
             rep = solver.step(int(max_iter) - n_iter)
             seconds += (time.perf_counter() - t0) if rep.seconds is None else rep.seconds
-            n_reports += 1
             if rep.iterations < 0 or rep.iterations > max_iter - n_iter:
                 raise RuntimeError(f"{name}: the solver reported {rep.iterations} iterations "
                                    f"with {max_iter - n_iter} left.")

@@ -15,7 +15,8 @@ The *stepper* (the online learner) provides
     each step's loss before its update, its margin (None for learners
     without one) and further per-step series (dict of arrays).
 ``_model_finite() -> bool`` and ``_diverged(t) -> Exception``
-    The whole-model check made once per pass.
+    The whole-model check made once per pass (``_model_diverged(t)``, when
+    the stepper has it, words that error).
 ``_epoch_indices(rng, m)``, ``_begin_epoch(rng, m)``
     The order of a pass of ``fit`` and per-pass preparation.
 ``_end_epoch(Xc, data, loss, prev_loss) -> (criterion, extra_record)``
@@ -109,7 +110,7 @@ class OnlinePasses:
         # the end of a pass: the kernels check every margin, the whole model
         # is checked once per pass (O(size))
         if not s._model_finite():
-            raise s._diverged(s.t_)
+            raise getattr(s, "_model_diverged", s._diverged)(s.t_)
         loss = float(self.losses.mean()) if self.m else 0.0
         criterion, extra = (None, {}) if self.rng is None else \
             s._end_epoch(self.Xc, self.data, loss, self.prev_loss)
