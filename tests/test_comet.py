@@ -308,7 +308,7 @@ def test_divergence_stops_with_advice(cls):
 def test_fitted_arrays_are_declared(cls):
     from tripletml._arrayspec import ArraySpec
     X, t = _problem(seed=10, d=5)
-    from tripletml.base import PREPROCESSING_ARRAYS
+    from tripletml._preprocessed import PREPROCESSING_ARRAYS
     m = cls(max_iter=2, tol=None, group_alpha=0.0, random_state=0) if cls is tm.SparseCOMET \
         else cls(max_iter=2, tol=None, random_state=0)
     m.set_params(preprocessing=None)
