@@ -663,3 +663,22 @@ def test_names_that_left_base_warn_for_one_release():
         assert base.History is History
     with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
         assert tm.KISSME.similarity_kind == "distance"          # on the class too
+
+
+@pytest.mark.parametrize("entry", [e for e in __import__("tripletml._registry", fromlist=["x"])
+                                   .entries() if e.kind != "multilabel"], ids=lambda e: e.name)
+def test_float16_input_is_upcast(entry):
+    """Half-precision X (a common storage type of embeddings) is upcast:
+    every learner fits it and scores like its float64 copy (no bare NumPy
+    TypeError)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4)).astype(np.float16)
+    y = np.repeat(np.arange(4), 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = entry.make(0).fit(X, y)
+        b = entry.make(0).fit(X.astype(np.float64), y)
+    np.testing.assert_allclose(a.similarity(X[:5]), b.similarity(X[:5].astype(np.float64)))

@@ -52,10 +52,12 @@ from ._arrayspec import ArraySpec, check_fitted_arrays
 from ._deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # noqa: F401
                           legacy_decision_function)
 from ._params import validate_constraints
+from ._stopping import STOP_REASONS
 from ._preprocessed import PreprocessedModel
 from .preprocessing import check_preprocessing
 from ._validation import as_generator, check_triplets, check_X
 from .linalg import rowwise_dot
+from .linalg.invariants import check_factor, check_positive_definite, check_psd
 from .triplets import ClassTriplets, check_labels
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
@@ -190,6 +192,20 @@ class LearnerBase(BaseEstimator):
             raise ValueError(f"feature_names_in_ must be {d} strings")
         self._validate_params()
         check_fitted_arrays(self)
+        for name in _COUNTERS:
+            if name in vars(self):
+                v = vars(self)[name]
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise ValueError(f"{name}={v!r} must be a non-negative integer")
+        reason = vars(self).get("stop_reason_")
+        if reason is not None and reason not in STOP_REASONS:
+            raise ValueError(f"stop_reason_={reason!r} must be one of {STOP_REASONS}")
+
+
+#: fitted counters a model file may hold (non-negative ints, checked on load)
+_COUNTERS = ("t_", "n_iter_", "rank_", "n_labels_", "n_pinv_refresh_", "next_id_", "n_scale_",
+             "average_start_step_", "n_reorthonormalizations_", "n_gram_only_updates_",
+             "n_skipped_")
 
 
 class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
@@ -566,6 +582,20 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
 
     def _embed_database(self, X):
         return self._transform(X)
+
+    def _check_loaded_metric(self, M: np.ndarray, *, definite: bool = False) -> None:
+        """A loaded Mahalanobis matrix ``M`` is symmetric positive
+        semi-definite (``definite``: positive definite) and ``components_``
+        its factor as ``fit`` made it (``psd_factor`` with ``rank_tol``:
+        ``L^T L = M`` up to the eigenvalues below ``rank_tol`` times the
+        largest), with ``rank_`` rows."""
+        (check_positive_definite if definite else check_psd)(M, "M_")
+        d = M.shape[0]
+        check_factor(self.components_, M, "components_",
+                     rtol=float(np.sqrt(d)) * float(getattr(self, "rank_tol", 0.0)) + 1e-8)
+        if self.components_.shape[0] != self.rank_:
+            raise ValueError(f"components_ has {self.components_.shape[0]} rows, rank_ is "
+                             f"{self.rank_}")
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
         """``M = L^T L`` (d x d)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg.pinv import PinvFactors
+from ..linalg.pinv import PinvFactors, pinv_drift
 
 __all__ = ["PinvFactorsOwner"]
 
@@ -38,6 +38,18 @@ class PinvFactorsOwner:
                                         n_refresh=self.n_pinv_refresh_)
         self._factors.check_every = int(self.pinv_check_every)
         self._factors.tol = float(self.pinv_tol)
+
+    def _check_loaded(self) -> None:
+        """The stored pseudo-inverses are those of the stored factors, to the
+        drift the model tolerates (``||A^+ A - I||_F <= max(10 pinv_tol,
+        1e-6)``), and the refresh counter is a count."""
+        super()._check_loaded()
+        limit = max(10.0 * float(self.pinv_tol), 1e-6)
+        for name, F, P in (("pinv_A_", self.A_, self.pinv_A_), ("pinv_B_", self.B_, self.pinv_B_)):
+            drift = pinv_drift(F, P)
+            if not drift <= limit:
+                raise ValueError(f"{name} is not the pseudo-inverse of its factor (drift "
+                                 f"{drift:.3g} > {limit:.3g})")
 
     def _record_extra(self) -> dict:
         drift = self._factors.drift

@@ -35,6 +35,7 @@ from ..preprocessing import document_preprocessing
 from .._params import COMMON, Interval, StrOptions
 from .._validation import check_triplets
 from ..base import BilinearMixin, EmbeddingMixin, TripletLearner
+from ..linalg.invariants import check_factor, check_inverse, check_positive_definite
 from ..training import DivergenceWatch, History, apply_result, run
 from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
                              comet_loss_derivative, group_prox, linear_terms)
@@ -160,6 +161,15 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         self._store(solver)
         apply_result(self, result, tol=self.tol, what="relative change of the objective",
                      advice="increase max_iter or tol")
+
+    def _check_loaded(self) -> None:
+        """A loaded W_ is symmetric positive definite, components_ its
+        Cholesky root (``R^T R = W``: what ``transform`` uses) and W_inv_ its
+        inverse (up to rounding)."""
+        super()._check_loaded()
+        check_positive_definite(self.W_, "W_")
+        check_factor(self.components_, self.W_, "components_", rtol=1e-8)
+        check_inverse(self.W_, self.W_inv_, "W_inv_")
 
     def _store(self, solver):
         """Results beyond W (sparse COMET's groups)."""

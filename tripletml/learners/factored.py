@@ -104,6 +104,16 @@ class FactoredBilinearMixin(BilinearMixin):
 
     _fitted_arrays = {"A_": ArraySpec(("d", "rank_")), "B_": ArraySpec(("d", "rank_"))}
 
+    def _check_loaded(self) -> None:
+        """``rank_`` is what ``rank`` resolves to on the model's width (a
+        file whose parameters say one rank and whose factors another is
+        refused)."""
+        super()._check_loaded()
+        want = resolve_rank(self, self.n_features_preprocessed_)
+        if self.rank_ != want:
+            raise ValueError(f"rank_={self.rank_} but the parameters give rank {want} "
+                             f"(rank={self.rank!r})")
+
     @staticmethod
     def _default_rank(n_features: int) -> int:
         """The rank used for ``rank=None``: ``min(10, n_features)``."""

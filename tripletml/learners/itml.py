@@ -172,6 +172,18 @@ class ITML(MahalanobisMixin, TripletLearner):
         c classes (metric-learn's ITML_Supervised)."""
         return ClassTriplets(self.n_triplets, per_class_pair=TRIPLETS_PER_CLASS_PAIR)
 
+    def _check_loaded(self) -> None:
+        """A loaded ``M_`` is positive definite (ITML keeps it so), with
+        ``components_`` its factor; ``bounds_`` is ``0 < u <= l`` and the
+        dual variables are non-negative."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_, definite=True)
+        u, l = self.bounds_
+        if not 0.0 < u <= l:
+            raise ValueError(f"bounds_={tuple(self.bounds_)!r} must satisfy 0 < u <= l")
+        if np.any(self.dual_ < 0):
+            raise ValueError("dual_ has negative entries")
+
     def _fit(self, X, triplets, rng):
         d = X.shape[1]
         check_dense_memory(3 * d * d * 8, self,

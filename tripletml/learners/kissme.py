@@ -143,6 +143,18 @@ class KISSME(MahalanobisMixin, TripletLearner):
         class triplets."""
         return AllLabels() if self.n_triplets is None else ClassTriplets(self.n_triplets)
 
+    def _check_loaded(self) -> None:
+        """A loaded ``M_`` is the KISSME matrix of the stored pair
+        covariances and shrinkage (recomputed, eq. 12), PSD, with
+        ``components_`` its factor."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_)
+        M = kissme_matrix(self.similar_covariance_, self.dissimilar_covariance_,
+                          float(self.shrinkage))
+        if np.linalg.norm(M - self.M_) > 1e-8 * np.linalg.norm(M) + 1e-300:
+            raise ValueError("M_ is not the KISSME matrix of similar_covariance_ and "
+                             "dissimilar_covariance_")
+
     def _fit(self, X, got, rng):
         t0 = time.perf_counter()
         exact = isinstance(got, ClassCodes)

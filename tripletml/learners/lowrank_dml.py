@@ -189,6 +189,19 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
             else self.learning_rate
         return step_size(kind, self.eta0, t)
 
+    def _check_loaded(self) -> None:
+        """A loaded ``W = U diag(s) U^T``: ``s_ >= 0``, ``U_`` with orthonormal
+        columns, ``components_ = (U_ sqrt(s_))^T``."""
+        super()._check_loaded()
+        if np.any(self.s_ < 0):
+            raise ValueError("s_ has negative entries (W must be PSD)")
+        r = self.U_.shape[1]
+        if np.linalg.norm(self.U_.T @ self.U_ - np.eye(r)) > 1e-6:
+            raise ValueError("U_ does not have orthonormal columns")
+        L = (self.U_ * np.sqrt(self.s_)).T
+        if np.linalg.norm(L - self.components_) > 1e-10 * np.linalg.norm(L) + 1e-300:
+            raise ValueError("components_ is not (U_ sqrt(s_))^T")
+
     def _fit(self, X, triplets, rng):
         d = X.shape[1]
         solver_cls = SOLVERS[self.solver]

@@ -152,6 +152,12 @@ class SML(MahalanobisMixin, TripletLearner):
             return KNNTriplets(self.n_triplets)
         return ClassTriplets(self.n_triplets)
 
+    def _check_loaded(self) -> None:
+        """A loaded ``M_`` is PSD (the feasible set of eq. 4) with
+        ``components_`` its factor."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_)
+
     def objective(self, X, triplets) -> float:
         """Eq. (4) at the fitted M (a sum over triplets, not a mean)."""
         check_is_fitted(self, "n_features_in_")

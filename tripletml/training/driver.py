@@ -198,7 +198,7 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
 
 
 def apply_result(est: Any, result: TrainingResult, *, tol: float | None, what: str,
-                 advice: str, stacklevel: int = 4) -> None:
+                 advice: str, stacklevel: int = 5) -> None:
     """Record ``result`` on ``est`` (``n_iter_``, ``stop_reason_``,
     ``history_``) and warn (:class:`~sklearn.exceptions.ConvergenceWarning`)
     when ``tol`` was set and not met; ``what`` names the criterion and
