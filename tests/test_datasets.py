@@ -5,6 +5,7 @@ import dataclasses
 import gzip
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -330,3 +331,78 @@ def test_read_libsvm_plain_gz_and_bounds(tmp_path):
         datasets.read_libsvm(tmp_path / "b.svm")
     with pytest.raises(FileNotFoundError):
         datasets.read_libsvm(tmp_path / "missing.svm")
+
+
+# --------------------------------------------------------------------------- special files
+def _special(tmp_path, kind, name):
+    """A FIFO, a directory or a link to /dev/zero at ``tmp_path / name``."""
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(p)
+        return p, r"a FIFO \(named pipe\)"
+    if kind == "dir":
+        p.mkdir()
+        return p, "a directory"
+    p.symlink_to("/dev/zero")
+    return p, "a character device"
+
+
+@pytest.fixture
+def hang_guard():
+    """Turns a blocked open into a failure instead of a hung test run."""
+    def hung(signum, frame):
+        raise TimeoutError("a reader blocked on a special file")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "dev"])
+def test_readers_refuse_special_files_without_blocking(tmp_path, kind, hang_guard):
+    p, what = _special(tmp_path, kind, "x.svm")
+    with pytest.raises(ValueError, match=f"read_libsvm: .*x.svm is {what}, not a regular file"):
+        datasets.read_libsvm(p)
+    gz, what = _special(tmp_path, kind, "x.svm.gz")
+    with pytest.raises(ValueError, match=f"read_libsvm: .*x.svm.gz is {what}"):
+        datasets.read_libsvm(gz)
+    with pytest.raises(ValueError, match=f"sha256sum: .*x.svm is {what}"):
+        datasets.sha256sum(p)
+    who = r"tripletml.datasets.load: .*x.svm is"
+    with pytest.raises(ValueError, match=f"{who} {what}"):
+        _base._read_uci_csv(p, info("ionosphere"))
+    with pytest.raises(ValueError, match=f"{who} {what}"):
+        _base._read_dexter_data(p, 20000)
+    with pytest.raises(ValueError, match=f"{who} {what}"):
+        _base._read_arff(p, info("yeast"))
+    with pytest.raises(ValueError, match=f"{who} {what}"):
+        _base._read_newsgroups(p, info("20newsgroups"), "all")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "dev"])
+@pytest.mark.parametrize("verify", [True, False])
+def test_load_refuses_a_special_data_file(tmp_path, kind, verify, hang_guard):
+    _, what = _special(tmp_path, kind, "vehicle/vehicle.scale.gz")
+    with pytest.raises(ValueError, match=f"data set 'vehicle': .*vehicle.scale.gz is {what}"):
+        load("vehicle", tmp_path, verify=verify)
+
+
+def test_compressed_tar_streams_still_read(tmp_path):
+    import bz2
+    import io
+    import lzma
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        body = b"Subject: hi\n\nhello"
+        ti = tarfile.TarInfo("20news-bydate-train/alt.atheism/1")
+        ti.size = len(body)
+        tf.addfile(ti, io.BytesIO(body))
+    for name, pack in (("t.tar", bytes), ("t.tar.gz", gzip.compress),
+                       ("t.tar.bz2", bz2.compress), ("t.tar.xz", lzma.compress)):
+        (tmp_path / name).write_bytes(pack(buf.getvalue()))
+        docs, y, names = _base._read_newsgroups(tmp_path / name, info("20newsgroups"), "all")
+        assert docs == ["Subject: hi\n\nhello"] and list(y) == [0], name

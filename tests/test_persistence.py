@@ -9,6 +9,7 @@ run in a subprocess, so a segfault fails the test instead of the suite.
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -169,6 +170,7 @@ def _bomb(path, meta, member, header_shape, n_bytes, descr="<f8"):
             chunk = bytes(2**20)
             for _ in range(n_bytes // len(chunk)):
                 fh.write(chunk)
+            fh.write(bytes(n_bytes % len(chunk)))
 
 
 @pytest.mark.parametrize("member, shape", [("W_", (4, 6)), ("evil_", (10**8,)),
@@ -362,3 +364,182 @@ def test_a_renamed_parameter_given_under_its_old_name_loads_as_the_new(tmp_path)
         back = load_model(tmp_path / "m.npz")
     assert (back.solver, back.algorithm) == ("general", "deprecated")
     np.testing.assert_array_equal(back.A_, m.A_)
+
+
+# ------------------------------------------------------------- special files, bombs, caps
+def _alarm(seconds, what):
+    def hung(signum, frame):
+        raise TimeoutError(f"{what} blocked")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    return old
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev", "dir", "fifo_no_suffix"])
+def test_special_files_refused_without_blocking(tmp_path, kind):
+    if kind == "dev":
+        p, what = "/dev/zero", "a character device"
+    elif kind == "dir":
+        p, what = tmp_path / "d.npz", "a directory"
+        p.mkdir()
+    else:
+        p, what = tmp_path / "model.npz", r"a FIFO \(named pipe\)"
+        os.mkfifo(p)
+        if kind == "fifo_no_suffix":      # found through the .npz fallback
+            p = tmp_path / "model"
+    old = _alarm(20, f"load_model({kind})")
+    try:
+        with pytest.raises(ValueError, match=f"load_model: .* is {what}, not a regular file"):
+            tm.load_model(p)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _zero_bomb(path, d):
+    """The issue-26 bomb: an OASIS file declaring ``n_features_in_ = d`` and a
+    ``(d, d)`` all-zero ``W_`` deflated (d = 11,585: 1.07 GB in a 1 MB file)."""
+    est = tm.OASIS(random_state=0, preprocessing=None).fit(*toy_data())
+    est.save(path.with_name("oasis_good.npz"))
+    meta, _ = _read(path.with_name("oasis_good.npz"))
+    meta["attributes"]["n_features_in_"] = d
+    _bomb(path, meta, "W_", (d, d), d * d * 8)
+
+
+def test_one_megabyte_bomb_refused_in_bounded_memory(tmp_path):
+    path = tmp_path / "bomb.npz"
+    d = 11585
+    _zero_bomb(path, d)
+    assert path.stat().st_size < 2 * 2**20
+    with zipfile.ZipFile(path) as zf:
+        assert zf.getinfo("W_.npy").file_size >= d * d * 8    # 1.07 GB declared
+    res = _run_isolated(f"""
+        import resource, tripletml as tm
+        import tripletml.persistence, tripletml.learners
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        try:
+            tm.load_model({str(path)!r}, max_bytes=2**40)    # the ratio cap alone
+        except ValueError as exc:
+            print("REFUSED", exc)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print("GROWTH_MB", peak - base)
+    """)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "REFUSED" in res.stdout and "more than 100 times" in res.stdout, res.stdout
+    assert "W_.npy" in res.stdout
+    assert float(res.stdout.split("GROWTH_MB")[1]) < 100, res.stdout
+
+
+def _oasis_file(path, d, compressed=False, fortran=False, W=None):
+    est = tm.OASIS(random_state=0, preprocessing=None).fit(*toy_data())
+    est.save(path)
+    meta, arrays = _read(path)
+    meta["attributes"]["n_features_in_"] = d
+    W = np.eye(d) if W is None else W
+    arrays["W_"] = np.asfortranarray(W) if fortran else W
+    save = np.savez_compressed if compressed else np.savez
+    save(path, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    return path
+
+
+def test_compression_ratio_cap(tmp_path, monkeypatch):
+    from tripletml import persistence
+
+    # a legitimately compressed file of real (dense, random) weights loads
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(400, 400))
+    W = W @ W.T / 400 + np.eye(400)
+    path = _oasis_file(tmp_path / "dense.npz", 400, compressed=True, W=W)
+    np.testing.assert_array_equal(tm.load_model(path).W_, W)
+    # a small zero-heavy member is exempt from the ratio cap
+    path = _oasis_file(tmp_path / "small.npz", 300, compressed=True)   # 720 kB identity
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("W_.npy")
+        assert info.file_size > persistence.MAX_COMPRESSION_RATIO * info.compress_size
+    assert tm.load_model(path).W_.shape == (300, 300)
+    # a large one is refused naming the member, before it is decompressed
+    path = _oasis_file(tmp_path / "big.npz", 600, compressed=True)     # 2.9 MB identity
+    with pytest.raises(ValueError, match=r"load_model: .*big.npz: member 'W_.npy' would "
+                                         r"expand .* more than 100 times"):
+        tm.load_model(path)
+    monkeypatch.setattr(persistence, "MAX_COMPRESSION_RATIO", 10**6)   # documented knob
+    assert tm.load_model(path).W_.shape == (600, 600)
+
+
+def test_max_bytes_argument_and_environment_variable(tmp_path, monkeypatch):
+    from tripletml import persistence
+
+    path = _oasis_file(tmp_path / "m.npz", 100)        # 80,000 bytes of W_
+    monkeypatch.delenv(persistence.LOAD_MAX_BYTES_ENV, raising=False)
+    assert tm.load_model(path, max_bytes=10**6).W_.shape == (100, 100)
+    with pytest.raises(ValueError, match=r"declares \d+ bytes of arrays, more than the 50000 "
+                                         r"bytes allowed \(max_bytes\)"):
+        tm.load_model(path, max_bytes=50000)
+    monkeypatch.setenv(persistence.LOAD_MAX_BYTES_ENV, "50000")
+    with pytest.raises(ValueError, match="TRIPLETML_LOAD_MAX_BYTES environment variable"):
+        tm.load_model(path)
+    assert tm.load_model(path, max_bytes=10**6).W_.shape == (100, 100)   # argument wins
+    monkeypatch.setenv(persistence.LOAD_MAX_BYTES_ENV, "1_000_000")
+    assert tm.load_model(path).W_.shape == (100, 100)
+    for bad in ("lots", "-5", "0"):
+        monkeypatch.setenv(persistence.LOAD_MAX_BYTES_ENV, bad)
+        with pytest.raises(ValueError, match="TRIPLETML_LOAD_MAX_BYTES .* positive integer"):
+            tm.load_model(path)
+    monkeypatch.delenv(persistence.LOAD_MAX_BYTES_ENV)
+    for bad, exc in ((0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError),
+                     ("10", TypeError)):
+        with pytest.raises(exc, match="load_model: max_bytes"):
+            tm.load_model(path, max_bytes=bad)
+
+
+def test_arrays_read_into_one_writeable_c_contiguous_buffer(tmp_path):
+    rng = np.random.default_rng(1)
+    W = rng.normal(size=(7, 7))
+    W = W @ W.T + np.eye(7)
+    for fortran in (False, True):
+        path = _oasis_file(tmp_path / f"f{fortran}.npz", 7, fortran=fortran, W=W)
+        if fortran:
+            with np.load(path) as z, z.zip.open("W_.npy") as fh:
+                np.lib.format.read_magic(fh)
+                assert np.lib.format.read_array_header_1_0(fh)[1]     # fortran_order
+        back = tm.load_model(path).W_
+        np.testing.assert_array_equal(back, W)
+        assert back.flags.c_contiguous and back.flags.writeable
+
+
+def test_truncated_and_forged_archives(tmp_path):
+    path = _oasis_file(tmp_path / "m.npz", 50)
+    raw = path.read_bytes()
+    # truncated anywhere: one ValueError naming the file
+    for cut in (10, len(raw) // 2, len(raw) - 30):
+        (tmp_path / "cut.npz").write_bytes(raw[:cut])
+        with pytest.raises(ValueError, match="load_model: .*cut.npz"):
+            tm.load_model(tmp_path / "cut.npz")
+    # an encrypted member, an unknown compression method
+    meta, arrays = _read(path)
+    blob = io.BytesIO()
+    np.lib.format.write_array(blob, np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    for flag, method, msg in ((0x1, zipfile.ZIP_STORED, "encrypted"),
+                              (0, 99, "unsupported compression method 99")):
+        with zipfile.ZipFile(tmp_path / "odd.npz", "w") as zf:
+            zf.writestr("__meta__.npy", blob.getvalue())
+            info = zipfile.ZipInfo("W_.npy")
+            zf.writestr(info, b"\x93NUMPY")
+        data = bytearray((tmp_path / "odd.npz").read_bytes())
+        cd = data.rfind(b"PK\x01\x02")           # W_'s central directory entry
+        data[cd + 8:cd + 10] = flag.to_bytes(2, "little")
+        data[cd + 10:cd + 12] = method.to_bytes(2, "little")
+        (tmp_path / "odd.npz").write_bytes(bytes(data))
+        with pytest.raises(ValueError, match=f"load_model: .*odd.npz: member 'W_.npy' .*{msg}"):
+            tm.load_model(tmp_path / "odd.npz")
+    # a stored member whose directory entry claims more bytes than the file holds
+    data = bytearray(raw)
+    cd = data.rfind(b"PK\x01\x02")
+    while data[cd + 46:cd + 46 + 6] != b"W_.npy":
+        cd = data.rfind(b"PK\x01\x02", 0, cd)
+    for off in (20, 24):                          # compressed and uncompressed sizes
+        data[cd + off:cd + off + 4] = (2**31).to_bytes(4, "little")
+    (tmp_path / "long.npz").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"load_model: .*long.npz: member 'W_.npy' claims "
+                                         r"\d+ stored bytes beyond the end"):
+        tm.load_model(tmp_path / "long.npz")

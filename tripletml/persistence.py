@@ -22,6 +22,17 @@ Loading trusts nothing in the file:
   preprocessing (``preprocessing_`` and its statistics, plain arrays) is
   checked there too.  A file written before the ``preprocessing`` parameter
   existed loads as ``preprocessing=None`` (raw features);
+* only a regular file is opened (:func:`tripletml._files.open_regular`): a
+  FIFO, ``/dev/zero`` or a directory is refused at once, naming the file;
+* what a file may allocate is bounded by what it stores: every member's
+  stored bytes must lie inside the file, a compressed member may expand at
+  most :data:`MAX_COMPRESSION_RATIO` times (members up to
+  :data:`SMALL_MEMBER_BYTES` excepted), and the arrays together may hold at
+  most ``max_bytes`` (argument, else the ``TRIPLETML_LOAD_MAX_BYTES``
+  environment variable, else half the available memory) -- all checked from
+  the zip directory and the ``.npy`` headers before any data is read.  Each
+  array is read in chunks into one preallocated buffer (no second copy of
+  the whole array);
 * RecursionError, MemoryError, NotImplementedError, AttributeError (and other
   errors of odd files) become one ``ValueError`` naming the file.
 
@@ -37,34 +48,67 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from ._arrayspec import check_header, check_values, expected_nbytes
+from ._files import open_regular
 from ._model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, save_model
 from ._registry import get_entry, learner_names
 from ._validation import as_generator
 
-__all__ = ["save_model", "load_model", "FORMAT_VERSION", "SavableModel"]
+__all__ = ["save_model", "load_model", "FORMAT_VERSION", "SavableModel",
+           "MAX_COMPRESSION_RATIO", "SMALL_MEMBER_BYTES", "LOAD_MAX_BYTES_ENV"]
 
 
 #: the JSON metadata (parameters, history) is small; refuse more
 _META_MAX_BYTES = 64 * 2**20
 _HEADER_MAX = 10000
 
+#: Largest expansion (uncompressed / compressed bytes) a compressed member of
+#: a model file may have.  :func:`save_model` stores arrays uncompressed
+#: (ratio 1); ``np.savez_compressed`` gives about 1.1 for fitted float
+#: arrays and up to ~1000 (deflate's limit) for all-zero ones, which is what a
+#: decompression bomb uses: a 1 MB file inflating to a 1 GB ``W_``.  100 keeps
+#: every compressed file of real fitted arrays and bounds a file's arrays by
+#: 100 times its size.
+MAX_COMPRESSION_RATIO = 100
+#: Members of at most this many uncompressed bytes are exempt from
+#: :data:`MAX_COMPRESSION_RATIO` (small sparse or zero arrays compress well
+#: and cost nothing to allocate).
+SMALL_MEMBER_BYTES = 1 << 20
+#: Environment variable holding the default ``max_bytes`` of :func:`load_model`
+#: (a positive integer of bytes).
+LOAD_MAX_BYTES_ENV = "TRIPLETML_LOAD_MAX_BYTES"
+#: chunk of a member read at once into the array's buffer
+_READ_CHUNK = 4 << 20
+
 
 class _Refused(ValueError):
     """A file refused with a message already naming it."""
 
 
-def load_model(path: str | os.PathLike) -> SavableModel:
+def load_model(path: str | os.PathLike, *, max_bytes: int | None = None) -> SavableModel:
     """Load a model written by :func:`save_model` (``model.save``), checking
     everything in the file.
 
     Parameters
     ----------
     path : str or path-like
-        The model file (``.npz`` may be left out).
+        The model file (``.npz`` may be left out).  Only a regular file is
+        read: a directory, FIFO, device or socket is refused at once.
+    max_bytes : int, optional
+        The most bytes the file's arrays may hold together (their declared
+        sizes, checked before any data is read).  By default the value of the
+        ``TRIPLETML_LOAD_MAX_BYTES`` environment variable (a positive integer)
+        when it is set, else half the memory available.  Independently of
+        it, what a file may allocate is bounded by what it stores: a
+        compressed member may expand at most ``MAX_COMPRESSION_RATIO`` (100)
+        times, members up to ``SMALL_MEMBER_BYTES`` (1 MiB) excepted, so a
+        small file cannot declare a huge array.  Arrays are read into one
+        buffer each (peak memory about the arrays' size, plus one more copy of
+        an array stored in Fortran order).
 
     Returns
     -------
@@ -76,18 +120,23 @@ def load_model(path: str | os.PathLike) -> SavableModel:
     FileNotFoundError
         No such file.
     ValueError
-        The file is truncated, not a tripletml model, of a newer format, names
+        The file is not a regular file, exceeds ``max_bytes`` or the
+        compression-ratio cap, is truncated, not a tripletml model, of a newer format, names
         a class that is not a registered learner, holds an undeclared array,
         an array of the wrong shape / dtype / values, invalid parameters, or
         is otherwise inconsistent.
     """
+    limit = _max_bytes(max_bytes)
     path = Path(path)
-    if not path.exists() and path.with_name(path.name + ".npz").exists():
+    if not os.path.lexists(path) and path.with_name(path.name + ".npz").exists():
         path = path.with_name(path.name + ".npz")
-    if not path.exists():
-        raise FileNotFoundError(f"load_model: no such file: {path}")
     try:
-        return _load(path)
+        fh = open_regular(path, "load_model")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"load_model: no such file: {path}") from None
+    try:
+        with fh:
+            return _load(path, fh, limit)
     except _Refused:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, UnicodeDecodeError,
@@ -111,15 +160,62 @@ def _read_meta(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path) -> dict:
     return json.loads(arr.tobytes().decode("utf-8"))
 
 
-def _budget() -> int | None:
+def _max_bytes(max_bytes) -> tuple[int | None, str]:
+    """The cap on a file's array bytes and where it comes from."""
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)):
+            raise TypeError(f"load_model: max_bytes must be a positive int or None, got "
+                            f"{type(max_bytes).__name__}")
+        if max_bytes < 1:
+            raise ValueError(f"load_model: max_bytes must be a positive int, got {max_bytes}")
+        return int(max_bytes), "max_bytes"
+    env = os.environ.get(LOAD_MAX_BYTES_ENV)
+    if env is not None and env.strip():
+        try:
+            value = int(env.strip().replace("_", ""))
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"load_model: the {LOAD_MAX_BYTES_ENV} environment variable "
+                             f"must be a positive integer of bytes, got {env[:40]!r}")
+        return value, f"the {LOAD_MAX_BYTES_ENV} environment variable"
     from ._validation import available_memory
 
     avail = available_memory()
-    return None if avail is None else avail // 2
+    return (None if avail is None else avail // 2), "half the available memory"
 
 
-def _load(path: Path):
-    with zipfile.ZipFile(path) as zf:
+def _check_members(zf: zipfile.ZipFile, file_size: int, path) -> None:
+    """Bound what each member may allocate by what the file stores, from the
+    zip directory alone (nothing decompressed)."""
+    for info in zf.infolist():
+        name = info.filename[:80]
+        if info.flag_bits & 0x1:
+            raise _Refused(f"load_model: {path}: member {name!r} is encrypted.")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED,
+                                      zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+            raise _Refused(f"load_model: {path}: member {name!r} uses an unsupported "
+                           f"compression method {info.compress_type}.")
+        if info.header_offset + info.compress_size > file_size:
+            raise _Refused(f"load_model: {path}: member {name!r} claims "
+                           f"{info.compress_size} stored bytes beyond the end of the "
+                           f"{file_size}-byte file (truncated or forged).")
+        if info.compress_type == zipfile.ZIP_STORED:
+            if info.file_size != info.compress_size:
+                raise _Refused(f"load_model: {path}: uncompressed member {name!r} declares "
+                               f"{info.file_size} bytes but stores {info.compress_size}.")
+        elif info.file_size > SMALL_MEMBER_BYTES and \
+                info.file_size > MAX_COMPRESSION_RATIO * info.compress_size:
+            raise _Refused(f"load_model: {path}: member {name!r} would expand from "
+                           f"{info.compress_size} to {info.file_size} bytes, more than "
+                           f"{MAX_COMPRESSION_RATIO} times (a decompression bomb?); "
+                           "refused without decompressing it.")
+
+
+def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
+    file_size = os.fstat(fh.fileno()).st_size
+    with zipfile.ZipFile(fh) as zf:
+        _check_members(zf, file_size, path)
         members: dict[str, zipfile.ZipInfo] = {}
         for info in zf.infolist():
             name = info.filename
@@ -196,10 +292,11 @@ def _load(path: Path):
             raise _Refused(f"load_model: {path} does not hold a consistent fitted "
                            f"{cls.__name__}: the fitted array(s) {missing} are missing.")
         total = sum(info.file_size for info in members.values())
-        budget = _budget()
+        budget, source = limit
         if budget is not None and total > budget:
             raise _Refused(f"load_model: {path} declares {total} bytes of arrays, more than "
-                           f"half the available memory ({budget * 2} bytes).")
+                           f"the {budget} bytes allowed ({source}); pass a larger "
+                           f"max_bytes or set {LOAD_MAX_BYTES_ENV} to load it.")
         bindings: dict = {}
         for name, spec in specs.items():     # declaration order: deterministic bindings
             if name not in members:
@@ -240,11 +337,21 @@ def _read_array(zf, info, model, name, spec, bindings, path, cls) -> np.ndarray:
         if info.file_size != offset + nbytes:
             raise refuse(f"the zip entry of {name} holds {info.file_size} bytes, but its "
                          f"declared shape {tuple(shape)} needs {offset + nbytes}")
-        data = fh.read(nbytes)
-    if len(data) != nbytes:
+        buf = np.empty(nbytes, dtype=np.uint8)     # the array's only buffer
+        view = memoryview(buf)
+        pos = 0
+        while pos < nbytes:
+            chunk = fh.read(min(_READ_CHUNK, nbytes - pos))
+            if not chunk:
+                break
+            view[pos:pos + len(chunk)] = chunk
+            pos += len(chunk)
+        del view
+    if pos != nbytes:
         raise refuse(f"{name} is truncated")
-    arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
-    arr = np.array(arr, order="C", copy=True)    # writeable, C-contiguous
+    arr = buf.view(dtype).reshape(shape, order="F" if fortran else "C")
+    if not arr.flags.c_contiguous:               # stored in Fortran order
+        arr = np.ascontiguousarray(arr)
     try:
         check_values(model, name, spec, arr)
     except (TypeError, ValueError) as exc:

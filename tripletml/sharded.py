@@ -45,7 +45,10 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -98,49 +101,232 @@ def write_npz_shards(directory, X, y=None, *, rows_per_shard: int,
     return paths
 
 
+#: a shard's ``.npy`` header may not be longer (numpy's own default limit)
+_SHARD_HEADER_MAX = 10000
+
+
+def _shard_error(who: str, path, msg: str) -> ValueError:
+    return ValueError(f"{who}: shard {path}: {msg}")
+
+
+def _shard_headers(zf: zipfile.ZipFile, file_size: int, path, who: str) -> dict:
+    """``{member: (shape, fortran_order, dtype)}`` of every ``.npy`` member of
+    an open shard, from the zip directory and the ``.npy`` headers alone.
+
+    Every member's size is checked against what the file stores before any
+    data is read: its stored bytes lie inside the file, a compressed member
+    expands at most :data:`tripletml.persistence.MAX_COMPRESSION_RATIO` times
+    (members up to ``SMALL_MEMBER_BYTES`` excepted), and the header's shape
+    times the item size plus the header fills the member exactly -- so a
+    header cannot declare rows the shard does not hold."""
+    from . import persistence as _p
+
+    headers = {}
+    for info in zf.infolist():
+        name = info.filename[:80]
+        if info.flag_bits & 0x1:
+            raise _shard_error(who, path, f"member {name!r} is encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED,
+                                      zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+            raise _shard_error(who, path, f"member {name!r} uses an unsupported compression "
+                                          f"method {info.compress_type}")
+        if info.header_offset + info.compress_size > file_size:
+            raise _shard_error(who, path, f"member {name!r} claims {info.compress_size} "
+                                          f"stored bytes beyond the end of the {file_size}-"
+                                          "byte file (truncated or forged)")
+        if info.compress_type == zipfile.ZIP_STORED:
+            if info.file_size != info.compress_size:
+                raise _shard_error(who, path, f"uncompressed member {name!r} declares "
+                                              f"{info.file_size} bytes but stores "
+                                              f"{info.compress_size}")
+        elif info.file_size > _p.SMALL_MEMBER_BYTES and \
+                info.file_size > _p.MAX_COMPRESSION_RATIO * info.compress_size:
+            raise _shard_error(who, path, f"member {name!r} would expand from "
+                                          f"{info.compress_size} to {info.file_size} bytes, "
+                                          f"more than {_p.MAX_COMPRESSION_RATIO} times (a "
+                                          "decompression bomb?)")
+        if not info.filename.endswith(".npy"):
+            continue
+        name = info.filename[:-4][:80]
+        with zf.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            if version not in ((1, 0), (2, 0)):
+                raise _shard_error(who, path, f"{name} has an unsupported .npy version "
+                                              f"{version}")
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read(fh, max_header_size=_SHARD_HEADER_MAX)
+            offset = fh.tell()
+        if dtype.hasobject:
+            raise _shard_error(who, path, f"{name} holds Python objects (dtype {dtype}); "
+                                          "nothing is unpickled")
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if info.file_size != offset + nbytes:
+            raise _shard_error(who, path, f"{name} declares shape {tuple(shape)} "
+                                          f"({nbytes} bytes of {dtype}) but stores "
+                                          f"{info.file_size - offset} bytes")
+        headers[info.filename[:-4]] = (tuple(shape), fortran, dtype)
+    return headers
+
+
+def _shard_layout(zf, headers: dict, path, who: str) -> tuple[str, int]:
+    """``("dense" | "csr", rows)`` of a shard whose headers were checked: the
+    rows a shard declares are the rows it stores (dense ``X``: its first
+    dimension; CSR: ``len(indptr) - 1``, which ``shape`` must agree with);
+    labels ``y`` must have one entry per row."""
+    if "X" in headers:
+        shape = headers["X"][0]
+        if len(shape) != 2:
+            raise _shard_error(who, path, f"X has shape {shape}, not (rows, features)")
+        kind, rows = "dense", shape[0]
+    elif "format" in headers:
+        for m in ("shape", "indptr", "indices", "data"):
+            if m not in headers:
+                raise _shard_error(who, path, f"a scipy.sparse archive without {m!r}")
+        sshape, _, sdtype = headers["shape"]
+        fshape, _, fdtype = headers["format"]
+        if sshape != (2,) or sdtype.kind not in "iu" or fdtype.kind not in "SU" \
+                or fshape != ():
+            raise _shard_error(who, path, "malformed scipy.sparse 'shape' or 'format' member")
+        with zf.open("format.npy") as fh:
+            fmt = np.lib.format.read_array(fh, allow_pickle=False,
+                                           max_header_size=_SHARD_HEADER_MAX)
+        with zf.open("shape.npy") as fh:
+            dims = np.lib.format.read_array(fh, allow_pickle=False,
+                                            max_header_size=_SHARD_HEADER_MAX)
+        fmt = fmt.item().decode("ascii", "replace") if fdtype.kind == "S" else str(fmt.item())
+        if fmt != "csr":
+            raise _shard_error(who, path, f"a scipy.sparse {fmt[:20]!r} archive; shards are "
+                                          "CSR (scipy.sparse.save_npz of a csr_matrix)")
+        rows, cols = (int(v) for v in dims)
+        ishape = headers["indptr"][0]
+        if rows < 0 or cols < 0 or ishape != (rows + 1,):
+            raise _shard_error(who, path, f"declares shape {(rows, cols)} but its indptr "
+                                          f"has shape {ishape}, not ({rows + 1},)")
+        if headers["indices"][0] != headers["data"][0] or len(headers["data"][0]) != 1:
+            raise _shard_error(who, path, f"indices {headers['indices'][0]} and data "
+                                          f"{headers['data'][0]} do not match")
+        kind = "csr"
+    else:
+        raise _shard_error(who, path, "neither an 'X' member nor a scipy.sparse archive")
+    if "y" in headers:
+        yshape = headers["y"][0]
+        if len(yshape) == 0 or yshape[0] != rows:
+            raise _shard_error(who, path, f"{yshape[0] if yshape else 'scalar'} labels "
+                                          f"for {rows} rows")
+    return kind, int(rows)
+
+
+def _open_shard(path, who: str):
+    """The open file and ZipFile of a shard (regular files only)."""
+    from ._files import open_regular
+
+    fh = open_regular(path, who)
+    try:
+        return fh, zipfile.ZipFile(fh)
+    except BaseException:
+        fh.close()
+        raise
+
+
+_SHARD_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, KeyError,
+                 TypeError, IndexError, OverflowError, UnicodeDecodeError, struct.error,
+                 zlib.error, NotImplementedError, MemoryError, RuntimeError)
+
+
+def _reading(who: str, path, func):
+    """Run ``func()``; any error of an odd file becomes a ValueError naming
+    the shard (FileNotFoundError and ValueErrors already naming it pass)."""
+    try:
+        return func()
+    except FileNotFoundError:
+        raise
+    except ValueError as exc:
+        if str(exc).startswith(f"{who}: "):
+            raise
+        detail = " ".join(str(exc).split())[:300]
+        raise _shard_error(who, path, f"not a readable shard: {detail}") from None
+    except _SHARD_ERRORS as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise _shard_error(who, path, f"not a readable shard (truncated or foreign: "
+                                      f"{type(exc).__name__}: {detail})") from None
+
+
 def load_npz_shard(path) -> tuple[Any, np.ndarray | None]:
     """Read one shard: ``(X, y)`` (``y`` None when the shard has none).
 
-    A ``scipy.sparse.save_npz`` archive gives a CSR matrix, an archive with an
-    ``X`` member a dense array; nothing is unpickled (``allow_pickle=False``).
+    A ``scipy.sparse.save_npz`` archive of a CSR matrix gives a CSR matrix,
+    an archive with an ``X`` member a dense array; nothing is unpickled
+    (``allow_pickle=False``).  Only a regular file is read, and every
+    member's declared shape is checked against the bytes the shard stores
+    before its data is read (a compressed member may expand at most
+    :data:`tripletml.persistence.MAX_COMPRESSION_RATIO` times).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not a regular file, not a shard, truncated, a header that does not
+        match the stored bytes, labels that do not match the rows; the
+        message names the shard.
     """
-    with np.load(path, allow_pickle=False) as z:
-        keys = set(z.files)
-        y = z["y"] if "y" in keys else None
-        if "X" in keys:
-            X = z["X"]
-        elif "format" in keys:
-            X = sp.load_npz(path).tocsr()
-        else:
-            raise ValueError(f"load_npz_shard: {path}: neither an 'X' member nor a "
-                             "scipy.sparse archive")
-    if y is not None and y.shape[0] != X.shape[0]:
-        raise ValueError(f"load_npz_shard: {path}: {y.shape[0]} labels for {X.shape[0]} rows")
-    return X, y
+    who = "load_npz_shard"
+
+    def read():
+        fh, zf = _open_shard(path, who)
+        with fh, zf:
+            headers = _shard_headers(zf, os.fstat(fh.fileno()).st_size, path, who)
+            kind, rows = _shard_layout(zf, headers, path, who)
+
+            def member(name):
+                with zf.open(name + ".npy") as f:
+                    return np.lib.format.read_array(f, allow_pickle=False,
+                                                    max_header_size=_SHARD_HEADER_MAX)
+
+            y = member("y") if "y" in headers else None
+            if kind == "dense":
+                X = member("X")
+            else:
+                with zf.open("shape.npy") as f:
+                    dims = np.lib.format.read_array(f, allow_pickle=False,
+                                                    max_header_size=_SHARD_HEADER_MAX)
+                X = sp.csr_matrix((member("data"), member("indices"), member("indptr")),
+                                  shape=tuple(int(v) for v in dims))
+                X.check_format(full_check=True)
+        return X, y
+
+    return _reading(who, path, read)
 
 
-def _npz_rows(path) -> int:
-    """Rows of a shard, from the ``.npy`` headers only (no data read)."""
-    with zipfile.ZipFile(path) as zf:
-        names = set(zf.namelist())
-        if "X.npy" in names:
-            with zf.open("X.npy") as fh:
-                major, _ = np.lib.format.read_magic(fh)
-                read = (np.lib.format.read_array_header_1_0 if major == 1
-                        else np.lib.format.read_array_header_2_0)
-                shape = read(fh)[0]
-            return int(shape[0])
-    with np.load(path, allow_pickle=False) as z:
-        if "shape" not in z.files:
-            raise ValueError(f"read_npz_shards: {path}: neither an 'X' member nor a "
-                             "scipy.sparse archive")
-        return int(z["shape"][0])
+def _npz_rows(path, who: str = "read_npz_shards") -> int:
+    """Rows of a shard, from the zip directory and ``.npy`` headers (checked
+    against the stored bytes; no array data read but a sparse ``shape``)."""
+    def rows():
+        fh, zf = _open_shard(path, who)
+        with fh, zf:
+            headers = _shard_headers(zf, os.fstat(fh.fileno()).st_size, path, who)
+            return _shard_layout(zf, headers, path, who)[1]
+
+    return _reading(who, path, rows)
 
 
 def read_npz_shards(directory, pattern: str = "*.npz") -> "ShardedCollection":
     """A :class:`ShardedCollection` over the ``.npz`` shards of a directory
     (sorted by name).  Only the array headers are read here; each task loads
-    its shard itself with :func:`load_npz_shard`."""
+    its shard itself with :func:`load_npz_shard`.
+
+    Every shard must be a regular file whose declared rows are the rows it
+    stores: each ``.npy`` header's shape is checked against its member's
+    bytes (and a compressed member's expansion capped) before the row count
+    is taken, so a 200-byte file cannot declare a billion rows.
+
+    Raises
+    ------
+    ValueError
+        No shard matches, or a shard is not a regular file, truncated,
+        foreign or inconsistent; the message names the shard.
+    """
     paths = sorted(Path(directory).glob(pattern))
     if not paths:
         raise ValueError(f"read_npz_shards: no file matches {pattern!r} in {directory}")

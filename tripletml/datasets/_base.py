@@ -1,8 +1,10 @@
 """Data home, checksums and the loaders behind :func:`tripletml.datasets.load`."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import io
 import os
 import tarfile
 from pathlib import Path
@@ -11,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
+from .._files import check_regular_file, open_regular
 from ._registry import REGISTRY, DataFile, DatasetRecord, get_record
 
 __all__ = ["get_data_home", "list_datasets", "info", "load", "sha256sum", "read_libsvm"]
@@ -67,9 +70,10 @@ def info(name: str) -> DatasetRecord:
 
 # --------------------------------------------------------------------------- checksums
 def sha256sum(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
-    """Return the hex SHA-256 of the file at ``path``."""
+    """Return the hex SHA-256 of the file at ``path`` (a regular file: a FIFO,
+    device or directory is refused with a ValueError)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path, "sha256sum") as fh:
         for block in iter(lambda: fh.read(chunk_size), b""):
             h.update(block)
     return h.hexdigest()
@@ -107,8 +111,8 @@ def _locate(f: DataFile, home: Path, how: str, name: str) -> tuple[Path, tuple[s
     if f.compressed:
         candidates.append((home / f.original_path, _accepted_hashes(f, f.original_path)))
     for path, accepted in candidates:
-        if path.is_file():
-            return path, accepted
+        if path.exists():     # a FIFO, device or directory: refused, not "missing"
+            return check_regular_file(path, f"data set {name!r}"), accepted
     looked = "\n  ".join(str(p) for p, _ in candidates)
     raise FileNotFoundError(
         f"data set {name!r}: file not found; looked in\n  {looked}\n"
@@ -131,8 +135,15 @@ def _accepted_hashes(f: DataFile, rel: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _open(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+@contextlib.contextmanager
+def _open(path: Path, who: str = "tripletml.datasets.load"):
+    """A binary reader of ``path`` (a regular file only; gunzipped for ``.gz``)."""
+    with open_regular(path, who) as raw:
+        if path.suffix == ".gz":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+                yield fh
+        else:
+            yield raw
 
 
 # --------------------------------------------------------------------------- parsers
@@ -176,7 +187,8 @@ def read_libsvm(path: str | os.PathLike, *, n_features: int | None = None,
     Raises
     ------
     ValueError
-        Unreadable file, a feature index outside ``1..n_features`` (or above
+        Not a regular file (a FIFO, device or directory is refused without
+        blocking), unreadable file, a feature index outside ``1..n_features`` (or above
         ``LIBSVM_MAX_INDEX``), non-finite values; the message names the file.
     FileNotFoundError
         No such file.
@@ -186,12 +198,14 @@ def read_libsvm(path: str | os.PathLike, *, n_features: int | None = None,
     from .._validation import check_X
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"read_libsvm: no such file {path}")
     try:
-        with _open(path) as fh:
-            X, y = load_svmlight_file(fh, n_features=n_features, zero_based=zero_based,
-                                      dtype=np.float64)
+        opened = _open(path, "read_libsvm")
+        fh = opened.__enter__()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"read_libsvm: no such file {path}") from None
+    try:
+        X, y = load_svmlight_file(fh, n_features=n_features, zero_based=zero_based,
+                                  dtype=np.float64)
     except OverflowError:
         raise ValueError(f"read_libsvm: {path}: a feature index or value is too large "
                          f"(feature indices must be at most {LIBSVM_MAX_INDEX + 1}); is "
@@ -199,6 +213,8 @@ def read_libsvm(path: str | os.PathLike, *, n_features: int | None = None,
     except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
         what = f" with {n_features} features" if n_features is not None else ""
         raise ValueError(f"read_libsvm: {path}: cannot read as LIBSVM{what}: {exc}") from None
+    finally:
+        opened.__exit__(None, None, None)
     return check_X(X, f"read_libsvm: {path}"), np.asarray(y, dtype=np.float64)
 
 
@@ -243,7 +259,8 @@ def _read_dexter_data(path: Path, n_features: int) -> sp.csr_matrix:
 def _read_arff(path: Path, record: DatasetRecord):
     from scipy.io import arff
 
-    with open(path, encoding="utf-8") as fh:
+    with open_regular(path, "tripletml.datasets.load") as raw, \
+            io.TextIOWrapper(raw, encoding="utf-8") as fh:
         data, meta = arff.loadarff(fh)
     names = list(meta.names())
     n_feat, n_lab = record.shape[1], record.n_labels
@@ -308,15 +325,42 @@ def _open_tar_stream(path: Path):
     import bz2
     import lzma
 
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-    if magic[:2] == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    if magic[:3] == b"BZh":
-        return bz2.open(path, "rb")
-    if magic[:6] == b"\xfd7zXZ\x00":
-        return lzma.open(path, "rb")
-    return open(path, "rb")
+    raw = open_regular(path, "tripletml.datasets.load")
+    try:
+        magic = raw.read(6)
+        raw.seek(0)
+        if magic[:2] == b"\x1f\x8b":
+            return _Owning(gzip.GzipFile(fileobj=raw, mode="rb"), raw)
+        if magic[:3] == b"BZh":
+            return _Owning(bz2.BZ2File(raw, "rb"), raw)
+        if magic[:6] == b"\xfd7zXZ\x00":
+            return _Owning(lzma.LZMAFile(raw, "rb"), raw)
+        return raw
+    except BaseException:
+        raw.close()
+        raise
+
+
+class _Owning:
+    """A decompressing reader that also closes the file beneath it."""
+
+    def __init__(self, fh, raw):
+        self._fh, self._raw = fh, raw
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._fh.close()
+        finally:
+            self._raw.close()
 
 
 def _read_member(tf: tarfile.TarFile, m: tarfile.TarInfo, path: Path) -> bytes:
@@ -441,8 +485,9 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
     Raises
     ------
     ValueError
-        Unknown name or subset, checksum mismatch, or a shape / class count that
-        differs from the registry.
+        Unknown name or subset, a data file that is not a regular file (FIFO,
+        device, directory: refused without blocking), checksum mismatch, or a
+        shape / class count that differs from the registry.
     FileNotFoundError
         A file is missing; the message lists the paths searched.
     """
@@ -472,7 +517,8 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
             Xs, ys = [], []
             for data_path, label_path in zip(paths[::2], paths[1::2]):
                 Xs.append(_read_dexter_data(data_path, record.shape[1]))
-                labels = np.loadtxt(label_path, dtype=np.int64, ndmin=1)
+                with open_regular(label_path, "tripletml.datasets.load") as fh:
+                    labels = np.loadtxt(fh, dtype=np.int64, ndmin=1)
                 ys.append(_encode([str(v) for v in labels], record, label_path))
                 if Xs[-1].shape[0] != len(ys[-1]):
                     raise ValueError(f"{data_path} has {Xs[-1].shape[0]} rows but "
