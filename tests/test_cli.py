@@ -292,8 +292,8 @@ def test_fit_verbose_bar_advances_within_one_pass(tmp_path, capsys, monkeypatch)
     _toy_file(tmp_path / "toy.svm")
     for learner in ("loreta", "oasis"):
         calls.clear()
-        assert main(["fit", learner, str(tmp_path / "toy.svm"), "-o", str(tmp_path / "m.npz"),
-                     "--param", "n_triplets=5000", "--param", "max_iter=1", "--seed", "0",
+        assert main(["fit", learner, str(tmp_path / "toy.svm"), "-o",
+                     str(tmp_path / f"{learner}.npz"), "--param", "n_triplets=5000", "--param", "max_iter=1", "--seed", "0",
                      "-v"] + (["--param", "rank=2"] if learner == "loreta" else [])) == 0
         assert len(calls) == 1 and calls[0]["verbose"] == 2 and calls[0]["total"] == 5000
         assert len(calls[0]["updates"]) >= 5 and sum(calls[0]["updates"]) == 5000, calls
