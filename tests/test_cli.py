@@ -382,6 +382,27 @@ def test_fit_refuses_to_overwrite_a_file_that_is_not_a_model(tmp_path, capsys):
     assert (tmp_path / "folder.npz").is_dir()
 
 
+def test_model_recognition_reads_only_a_small_bounded_member(tmp_path):
+    import zipfile
+
+    from tripletml._cli_output import is_model_file
+
+    X, y = np.random.default_rng(0).normal(size=(30, 3)), np.arange(30) % 3
+    tm.KISSME().fit(X, y).save(tmp_path / "m.npz")
+    assert is_model_file(tmp_path / "m.npz")
+    # a header declaring 10**12 bytes in a tiny member is not allocated
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w") as zf:
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": "|u1", "fortran_order": False, "shape": (10**12,)})
+        zf.writestr("__meta__.npy", header.getvalue() + b'{"format": "tripletml-model"}')
+    assert not is_model_file(tmp_path / "bomb.npz")
+    for name, data in (("text.npz", b"hello"), ("empty.npz", b"")):
+        (tmp_path / name).write_bytes(data)
+        assert not is_model_file(tmp_path / name)
+    assert not is_model_file(tmp_path)
+
+
 def test_fit_replaces_a_model_only_with_force(tmp_path, capsys):
     _toy_files(tmp_path)
     data, model = str(tmp_path / "db.svm"), tmp_path / "m.npz"

@@ -61,10 +61,18 @@ def is_model_file(path) -> bool:
             if info.file_size > _META_MAX_BYTES:
                 return False
             with zf.open(info) as member:
-                blob = np.lib.format.read_array(member, allow_pickle=False)
-        if blob.dtype != np.uint8 or blob.ndim != 1:
+                version = np.lib.format.read_magic(member)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, _, dtype = read_header(member)
+                # the declared size must be what the member stores: a header
+                # claiming more is not allocated
+                if dtype != np.uint8 or len(shape) != 1 or shape[0] > info.file_size:
+                    return False
+                raw = member.read(shape[0])
+        if len(raw) != shape[0]:
             return False
-        meta = json.loads(blob.tobytes().decode("utf-8"))
+        meta = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError,
             UnicodeDecodeError, RuntimeError):
         return False
