@@ -41,11 +41,15 @@ def test_fit_and_evaluate_a_libsvm_file(tmp_path, capsys):
     assert main(["evaluate", str(model_path), str(tmp_path / "toy.svm")]) == 0
     out = capsys.readouterr().out
     assert "map" in out and "knn_error" in out and "precision_at_5" in out
-    # a test file whose last feature is all zero still has the model's width
+    # a test file whose last feature is all zero: LIBSVM does not record the width,
     Xt = X.copy()
     Xt[:, -1] = 0.0
     dump_svmlight_file(Xt, y, str(tmp_path / "test.svm"), zero_based=False)
-    assert main(["evaluate", str(model_path), str(tmp_path / "test.svm")]) == 0
+    # so it is refused unless --pad-features says the missing features are zero
+    assert main(["evaluate", str(model_path), str(tmp_path / "test.svm")]) == 2
+    assert "--pad-features" in capsys.readouterr().err
+    assert main(["evaluate", str(model_path), str(tmp_path / "test.svm"),
+                 "--pad-features"]) == 0
 
 
 def test_cli_errors(tmp_path, capsys, monkeypatch):
@@ -221,7 +225,7 @@ def test_evaluate_says_what_it_scores_on(tmp_path, capsys):
     assert main(["evaluate", model, data, "--test-size", "0.3", "--seed", "0"]) == 0
     assert "seen in training" in capsys.readouterr().err
     # fitted on a held-out split: the same options score on the 18 held-out rows
-    assert main(fit + ["--seed", "4", "--test-size", "0.3"]) == 0
+    assert main(fit + ["--seed", "4", "--test-size", "0.3", "--force"]) == 0
     m = tm.load_model(model)
     assert m.training_data_["n_samples"] == 42 and m.training_data_["test_size"] == 0.3
     assert m.training_data_["seed"] == 4
@@ -288,8 +292,8 @@ def test_fit_verbose_bar_advances_within_one_pass(tmp_path, capsys, monkeypatch)
     _toy_file(tmp_path / "toy.svm")
     for learner in ("loreta", "oasis"):
         calls.clear()
-        assert main(["fit", learner, str(tmp_path / "toy.svm"), "-o", str(tmp_path / "m.npz"),
-                     "--param", "n_triplets=5000", "--param", "max_iter=1", "--seed", "0",
+        assert main(["fit", learner, str(tmp_path / "toy.svm"), "-o",
+                     str(tmp_path / f"{learner}.npz"), "--param", "n_triplets=5000", "--param", "max_iter=1", "--seed", "0",
                      "-v"] + (["--param", "rank=2"] if learner == "loreta" else [])) == 0
         assert len(calls) == 1 and calls[0]["verbose"] == 2 and calls[0]["total"] == 5000
         assert len(calls[0]["updates"]) >= 5 and sum(calls[0]["updates"]) == 5000, calls
@@ -335,3 +339,191 @@ def test_param_values_parse_as_json_or_infinity():
     assert got == {"gamma": float("inf"), "g2": float("-inf"), "bounds": [1.0, 30.0],
                    "n_triplets": 500, "preprocessing": "whiten", "tol": None,
                    "name": "information"}
+
+
+# ---------------------------------------------------------------------------
+# the command line never destroys data (issue 26, item 8)
+# ---------------------------------------------------------------------------
+def _toy_files(tmp_path, n=80, d=5):
+    rng = np.random.default_rng(7)
+    y = np.arange(n) % 3
+    X = np.abs(rng.normal(size=(n, d)) + y[:, None]) + 0.1     # every feature present
+    dump_svmlight_file(X, y, str(tmp_path / "db.svm"), zero_based=False)
+    dump_svmlight_file(X[:6], y[:6], str(tmp_path / "q.svm"), zero_based=False)
+    return X, y
+
+
+_FIT = ["fit", "oasis", "--param", "n_triplets=200", "--seed", "0"]
+
+
+def test_fit_refuses_to_overwrite_a_file_that_is_not_a_model(tmp_path, capsys):
+    _toy_files(tmp_path)
+    data = str(tmp_path / "db.svm")
+    # an input data file whose name ends in .npz, a text file (-o x.txt writes
+    # x.txt.npz), an archive of another program, a zip declaring another format
+    important = tmp_path / "important.txt.npz"
+    np.savez(important, X=np.arange(5))
+    (tmp_path / "notes.txt.npz").write_text("keep me")
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "fake.npz", "w") as zf:
+        buf = io.BytesIO()
+        np.save(buf, np.frombuffer(b'{"format": "other"}', dtype=np.uint8))
+        zf.writestr("__meta__.npy", buf.getvalue())
+    (tmp_path / "folder.npz").mkdir()
+    before = {p: p.read_bytes() for p in (important, tmp_path / "notes.txt.npz",
+                                          tmp_path / "fake.npz")}
+    for out in (important, tmp_path / "notes.txt", tmp_path / "fake.npz",
+                tmp_path / "folder.npz"):
+        assert main(_FIT[:2] + [data, "-o", str(out)] + _FIT[2:] + ["--force"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tripletml: error:") and "refusing to overwrite" in err, err
+    for p, content in before.items():
+        assert p.read_bytes() == content
+    assert (tmp_path / "folder.npz").is_dir()
+
+
+def test_model_recognition_reads_only_a_small_bounded_member(tmp_path):
+    import zipfile
+
+    from tripletml._cli_output import is_model_file
+
+    X, y = np.random.default_rng(0).normal(size=(30, 3)), np.arange(30) % 3
+    tm.KISSME().fit(X, y).save(tmp_path / "m.npz")
+    assert is_model_file(tmp_path / "m.npz")
+    # a header declaring 10**12 bytes in a tiny member is not allocated
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w") as zf:
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": "|u1", "fortran_order": False, "shape": (10**12,)})
+        zf.writestr("__meta__.npy", header.getvalue() + b'{"format": "tripletml-model"}')
+    assert not is_model_file(tmp_path / "bomb.npz")
+    for name, data in (("text.npz", b"hello"), ("empty.npz", b"")):
+        (tmp_path / name).write_bytes(data)
+        assert not is_model_file(tmp_path / name)
+    assert not is_model_file(tmp_path)
+
+
+def test_fit_replaces_a_model_only_with_force(tmp_path, capsys):
+    _toy_files(tmp_path)
+    data, model = str(tmp_path / "db.svm"), tmp_path / "m.npz"
+    assert main(_FIT[:2] + [data, "-o", str(model)] + _FIT[2:]) == 0
+    first = model.read_bytes()
+    assert main(_FIT[:2] + [data, "-o", str(model), "--param", "C=0.5"] + _FIT[2:]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert model.read_bytes() == first
+    assert main(_FIT[:2] + [data, "-o", str(model), "--param", "C=0.5", "--force"]
+                + _FIT[2:]) == 0
+    assert tm.load_model(model).C == 0.5
+
+
+def _index(tmp_path, capsys):
+    _toy_files(tmp_path)
+    model, index = tmp_path / "m.npz", tmp_path / "idx"
+    assert main(_FIT[:2] + [str(tmp_path / "db.svm"), "-o", str(model)] + _FIT[2:]) == 0
+    assert main(["index", "build", str(model), str(tmp_path / "db.svm"), "-o", str(index),
+                 "--backend", "numpy"]) == 0
+    capsys.readouterr()
+    return model, index
+
+
+def test_index_build_and_search_outputs_are_not_overwritten(tmp_path, capsys):
+    model, index = _index(tmp_path, capsys)
+    db, q = str(tmp_path / "db.svm"), str(tmp_path / "q.svm")
+    build = ["index", "build", str(model), db, "--backend", "numpy", "-o"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "photo.jpg").write_bytes(b"\xff\xd8")
+    # a data file, the model, a directory of the user's: refused, --force or not
+    for target in (tmp_path / "db.svm", model, mine):
+        assert main(build + [str(target), "--force"]) == 2
+        assert "refusing to overwrite" in capsys.readouterr().err
+    assert (mine / "photo.jpg").read_bytes() == b"\xff\xd8" and tm.load_model(model)
+    # an index: only with --force
+    assert main(build + [str(index)]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert main(build + [str(index), "--force"]) == 0
+    # search results: .npz and text
+    search = ["search", str(index), q, "-k", "3", "-o"]
+    for name in ("res.npz", "res.tsv"):
+        out = tmp_path / name
+        assert main(search + [str(out)]) == 0
+        assert main(search + [str(out)]) == 2
+        assert "pass --force" in capsys.readouterr().err
+        assert main(search + [str(out), "--force"]) == 0
+    for target in (tmp_path / "db.svm", model, tmp_path / "q.svm"):
+        before = target.read_bytes()
+        assert main(search + [str(target), "--force"]) == 2
+        assert "refusing to overwrite" in capsys.readouterr().err
+        assert target.read_bytes() == before
+
+
+def test_search_k_larger_than_the_index_is_an_error(tmp_path, capsys):
+    _, index = _index(tmp_path, capsys)
+    for k in ("81", "5000", "0"):
+        assert main(["search", str(index), str(tmp_path / "q.svm"), "-k", k]) == 2
+        err = capsys.readouterr().err
+        assert "1 <= k <= 80" in err and f"got {k}" in err
+    assert main(["search", str(index), str(tmp_path / "q.svm"), "-k", "80"]) == 0
+
+
+def test_query_with_fewer_features_is_refused_unless_padded(tmp_path, capsys):
+    X, y = _toy_files(tmp_path)
+    _, index = _index(tmp_path, capsys)
+    dump_svmlight_file(X[:4, :4], y[:4], str(tmp_path / "q4.svm"), zero_based=False)
+    assert main(["search", str(index), str(tmp_path / "q4.svm"), "-k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "has 4 features" in err and "expects 5" in err and "--pad-features" in err
+    assert main(["search", str(index), str(tmp_path / "q4.svm"), "-k", "2",
+                 "--pad-features"]) == 0
+    (tmp_path / "q6.svm").write_text("1 1:0.5 6:1\n")
+    assert main(["search", str(index), str(tmp_path / "q6.svm"), "-k", "2",
+                 "--pad-features"]) == 2
+    assert "has 6 features" in capsys.readouterr().err
+
+
+def test_huge_libsvm_index_is_a_clear_input_error(tmp_path, capsys):
+    _, index = _index(tmp_path, capsys)
+    (tmp_path / "big.svm").write_text("1 1:0.5 1000000000000:1\n")
+    assert main(["search", str(index), str(tmp_path / "big.svm")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tripletml: error:") and "too large" in err
+    assert main(_FIT[:2] + [str(tmp_path / "big.svm"), "-o", str(tmp_path / "b.npz")]
+                + _FIT[2:]) == 2
+    assert "too large" in capsys.readouterr().err
+
+
+def test_broken_pipe_exits_quietly(tmp_path, capsys, monkeypatch):
+    import sys
+
+    _, index = _index(tmp_path, capsys)
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    status = main(["search", str(index), str(tmp_path / "q.svm"), "-k", "3"])
+    monkeypatch.undo()
+    assert status == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_broken_pipe_in_a_real_pipe_prints_nothing(tmp_path, capsys):
+    import os
+    import subprocess
+    import sys
+
+    _, index = _index(tmp_path, capsys)
+    many = tmp_path / "many.svm"
+    X, y = _toy_files(tmp_path)
+    dump_svmlight_file(np.tile(X, (30, 1)), np.tile(y, 30), str(many), zero_based=False)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(tm.__file__))] + sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "tripletml.cli", "search", str(index),
+                             str(many), "-k", "50"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.readline().decode() == "query\trank\tid\tscore\n"
+    proc.stdout.close()                       # the reader goes away, as head does
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141, err
+    assert "Broken pipe" not in err and "Traceback" not in err and err == ""

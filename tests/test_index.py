@@ -2,6 +2,7 @@
 ``model.similarity`` (tie rule: lower index first), the faiss backends agree
 with it, save/load round trips, and clear errors."""
 import json
+import os
 import sys
 
 import numpy as np
@@ -328,8 +329,10 @@ def test_load_reads_a_version_1_index(tmp_path):
     meta = json.loads((path / "index.json").read_text())
     for name in ("ip_to_l2", "max_norm"):
         del meta["params"][name]
+    del meta["hashes"]
     (path / "index.json").write_text(json.dumps(dict(meta, format_version=1)))
-    loaded = load_index(path)
+    with pytest.warns(UserWarning, match="no content hashes"):
+        loaded = load_index(path, allow_unverified=True)
     assert not loaded.ip_to_l2
     np.testing.assert_array_equal(loaded.search(X[:5], 3)[1], index.search(X[:5], 3)[1])
     # an augmented file that claims no augmentation is refused
@@ -584,3 +587,112 @@ def test_index_over_autosimilarity_is_the_winners(tmp_path):
     _, ids = index.search(X[:5], 3)
     index.save(tmp_path / "idx")
     np.testing.assert_array_equal(load_index(tmp_path / "idx").search(X[:5], 3)[1], ids)
+
+
+# ---------------------------------------------------------------------------
+# integrity (issue 26, item 6): content hashes, regular files, no overwrite
+# ---------------------------------------------------------------------------
+def _flip(file, where=0.6):
+    data = bytearray(file.read_bytes())
+    pos = int(len(data) * where)
+    data[pos] ^= 0xFF
+    file.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "faiss"])
+def test_flipped_bytes_in_the_body_are_refused(tmp_path, backend):
+    X, y = mixture(200, seed=31)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    path = tmp_path / "idx"
+    build(model, X, backend=backend, kind="flat").save(path)
+    meta = json.loads((path / "index.json").read_text())
+    name = "index.faiss" if backend == "faiss" else "vectors.npy"
+    assert set(meta["hashes"]) == {"model.npz", name} and meta["format_version"] == 3
+    load_index(path)                                  # intact: loads
+    _flip(path / name)
+    with pytest.raises(ValueError, match=f"{name} does not match the SHA-256"):
+        load_index(path)
+
+
+def test_replaced_model_is_refused(tmp_path):
+    X, y = mixture(200, seed=32)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    other = OASIS(n_triplets=200, random_state=1).fit(X, y)   # same class, same shape
+    path = tmp_path / "idx"
+    build(model, X, backend="numpy").save(path)
+    other.save(path / "model.npz")
+    with pytest.raises(ValueError, match="model.npz does not match the SHA-256"):
+        load_index(path)
+
+
+def test_stripped_or_malformed_hashes_are_refused(tmp_path):
+    X, y = mixture(120, seed=33)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    path = tmp_path / "idx"
+    build(model, X, backend="numpy").save(path)
+    meta = json.loads((path / "index.json").read_text())
+    for bad in ({}, {"model.npz": meta["hashes"]["model.npz"]}, "x",
+                dict(meta["hashes"], **{"vectors.npy": 5})):
+        (path / "index.json").write_text(json.dumps(dict(meta, hashes=bad)))
+        with pytest.raises(ValueError, match="does not record the SHA-256"):
+            load_index(path)
+    # a downgrade to a version without hashes is refused by default ...
+    legacy = {k: v for k, v in meta.items() if k != "hashes"}
+    (path / "index.json").write_text(json.dumps(dict(legacy, format_version=2)))
+    with pytest.raises(ValueError, match="without content hashes.*rebuild"):
+        load_index(path)
+    with pytest.raises(TypeError, match="allow_unverified"):
+        load_index(path, allow_unverified="yes")
+    # ... loads with a warning on request, and saving it again records them
+    with pytest.warns(UserWarning, match="unverified"):
+        loaded = load_index(path, allow_unverified=True)
+    loaded.save(path)
+    assert json.loads((path / "index.json").read_text())["format_version"] == 3
+    load_index(path)
+    (path / "index.json").write_text(json.dumps(dict(meta, format_version=2)))
+    with pytest.raises(ValueError, match="hashes in a version-2 index"):
+        load_index(path, allow_unverified=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("name", ["index.json", "vectors.npy", "model.npz"])
+def test_special_files_in_an_index_are_refused_without_blocking(tmp_path, name):
+    X, y = mixture(120, seed=34)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    path = tmp_path / "idx"
+    build(model, X, backend="numpy").save(path)
+    (path / name).unlink()
+    os.mkfifo(path / name)
+    with pytest.raises(ValueError, match="FIFO"):
+        load_index(path)
+    (path / name).unlink()
+    (path / name).mkdir()
+    with pytest.raises(ValueError, match="directory"):
+        load_index(path)
+
+
+def test_save_replaces_only_index_directories(tmp_path):
+    X, y = mixture(120, seed=35)
+    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
+    index = build(model, X, backend="numpy")
+    # a directory holding an index.json of another program, or an index
+    # directory with files of the user in it, is not replaced
+    web = tmp_path / "site"
+    web.mkdir()
+    (web / "index.json").write_text('{"page": 1}')
+    mixed = tmp_path / "mixed"
+    index.save(mixed)
+    (mixed / "notes.txt").write_text("mine")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(mixed)
+    for target in (web, mixed, empty, link):
+        with pytest.raises(ValueError, match="refusing to overwrite"):
+            index.save(target)
+    assert (web / "index.json").read_text() == '{"page": 1}'
+    assert (mixed / "notes.txt").read_text() == "mine"
+    assert tindex.is_index_dir(tmp_path / "idx") is False
+    index.save(tmp_path / "idx")
+    assert tindex.is_index_dir(tmp_path / "idx") is True
+    index.save(tmp_path / "idx")                      # an index is replaced

@@ -23,15 +23,52 @@ def looks_like_path(source: str) -> bool:
             or source.lower().endswith(_FILE_SUFFIXES))
 
 
+def _read_svmlight(p: Path, source: str, n_features, zero_based: bool, multilabel: bool,
+                   pad_features: bool):
+    import gzip
+
+    from sklearn.datasets import load_svmlight_file
+
+    from ._files import open_regular
+    with open_regular(p, "tripletml") as raw:
+        fh = gzip.open(raw, "rb") if p.suffix == ".gz" else raw
+        try:
+            X, y = load_svmlight_file(fh, zero_based=zero_based, multilabel=multilabel)
+        except OverflowError as exc:
+            raise ValueError(f"{source} is not a readable LIBSVM file: a feature index or "
+                             f"label is too large ({exc}).") from None
+        finally:
+            if fh is not raw:
+                fh.close()
+    if n_features is not None and X.shape[1] != n_features:
+        if X.shape[1] > n_features:
+            raise ValueError(f"{source} has {X.shape[1]} features (its largest feature index), "
+                             f"the model expects {n_features}.")
+        if not pad_features:
+            raise ValueError(f"{source} has {X.shape[1]} features (its largest feature "
+                             f"index), the model expects {n_features}; LIBSVM files do not "
+                             "record trailing all-zero features: pass --pad-features if the "
+                             f"missing features {X.shape[1] + 1}..{n_features} are zero, "
+                             "else check the file (and --zero-based).")
+        import scipy.sparse as sp
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X, y
+
+
 def load_data(source: str, data_home, subset: str = "all", *, n_features=None,
-              zero_based: bool = False, multilabel: bool = False):
+              zero_based: bool = False, multilabel: bool = False,
+              pad_features: bool = False):
     """A registered data-set name or a LIBSVM/svmlight file path (1-based
     feature indices as LIBSVM writes them, unless ``zero_based``).  With
     ``multilabel`` the target is a binary indicator matrix.
 
     A path that does not exist raises FileNotFoundError ("file not found"),
     a name that is neither a file nor a registered set a ValueError listing
-    the registered names."""
+    the registered names.  With ``n_features`` (the model's), a LIBSVM file
+    with more features is refused, and one with fewer (its largest feature
+    index is smaller) is refused unless ``pad_features`` (then the missing
+    trailing features are zero).  An index or label too large for an int is
+    a ValueError, as is a path that is not a regular file."""
     from . import datasets
 
     p = Path(source).expanduser()
@@ -39,13 +76,7 @@ def load_data(source: str, data_home, subset: str = "all", *, n_features=None,
         raise ValueError(f"{source} is a folder; give a LIBSVM file or a registered data-set "
                          "name (tripletml datasets lists them).")
     if p.exists():
-        import gzip
-
-        from sklearn.datasets import load_svmlight_file
-        opener = gzip.open if p.suffix == ".gz" else open
-        with opener(p, "rb") as fh:
-            X, y = load_svmlight_file(fh, n_features=n_features, zero_based=zero_based,
-                                      multilabel=multilabel)
+        X, y = _read_svmlight(p, source, n_features, zero_based, multilabel, pad_features)
         if multilabel:
             from sklearn.preprocessing import MultiLabelBinarizer
             y = MultiLabelBinarizer().fit_transform(y)

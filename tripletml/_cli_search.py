@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ._cli_data import load_data
+from ._cli_output import RESULTS_HEADER, check_output
 
 __all__ = ["add_subcommands", "cmd_index_build", "cmd_search"]
 
@@ -29,7 +30,7 @@ def _verbosity(args) -> int:
 
 def _load(source: str, args, n_features: int):
     X, _ = load_data(source, args.data_home, args.subset, n_features=n_features,
-                     zero_based=args.zero_based)
+                     zero_based=args.zero_based, pad_features=args.pad_features)
     return X
 
 
@@ -38,6 +39,7 @@ def cmd_index_build(args: argparse.Namespace) -> None:
     from .persistence import load_model
     from .index import build
 
+    check_output(args.output, "index", args.force)
     model = load_model(args.model)
     if not callable(getattr(model, "embed_queries", None)):
         raise ValueError(f"{args.model} holds a {type(model).__name__}, which ranks labels, "
@@ -54,6 +56,7 @@ def cmd_index_build(args: argparse.Namespace) -> None:
                       batch_size=args.batch_size, verbose=_verbosity(args), **params)
     except ImportError as exc:
         raise ValueError(str(exc)) from None
+    check_output(args.output, "index", args.force)    # again, after the build
     index.save(args.output)
     print(f"indexed {index.ntotal} rows ({index.kind}, {index.backend}, {index.metric}, "
           f"{index.dim} dims) in {args.output}")
@@ -63,6 +66,9 @@ def cmd_search(args: argparse.Namespace) -> None:
     """Handler of ``tripletml search``."""
     from .index import load_index
 
+    out = args.output
+    if out is not None:
+        check_output(out, "results", args.force)
     try:
         index = load_index(args.index)
     except ImportError as exc:
@@ -71,19 +77,22 @@ def cmd_search(args: argparse.Namespace) -> None:
         index.nprobe = args.nprobe
     if args.ef_search is not None:
         index.ef_search = args.ef_search
+    k = args.k
+    if not 1 <= k <= index.ntotal:
+        # as SimilarityIndex.search: no silent clamp to the index size
+        raise ValueError(f"-k must satisfy 1 <= k <= {index.ntotal} (the rows of index "
+                         f"{args.index}), got {k}.")
     Q = _load(args.queries, args, index.model.n_features_in_)
-    if args.k < 1:
-        raise ValueError(f"-k must be >= 1, got {args.k}")
-    k = min(args.k, index.ntotal)
     scores, ids = index.search(Q, k, verbose=_verbosity(args))
-    out = args.output
+    if out is not None:
+        check_output(out, "results", args.force)
     if out is not None and Path(out).suffix == ".npz":
-        np.savez(out, ids=ids, scores=scores)
+        _save_npz(Path(out), ids=ids, scores=scores)
         print(f"wrote ids and scores of {ids.shape[0]} queries (k={k}) to {out}")
         return
     fh = open(out, "w") if out is not None else sys.stdout
     try:
-        fh.write("query\trank\tid\tscore\n")
+        fh.write(RESULTS_HEADER + "\n")
         for i in range(ids.shape[0]):
             for r in range(k):
                 fh.write(f"{i}\t{r + 1}\t{ids[i, r]}\t{scores[i, r]:.6g}\n")
@@ -94,7 +103,37 @@ def cmd_search(args: argparse.Namespace) -> None:
         print(f"wrote ids and scores of {ids.shape[0]} queries (k={k}) to {out}")
 
 
+def _save_npz(path: Path, **arrays) -> None:
+    """``np.savez`` to a new temporary file beside ``path``, renamed over it
+    (np.savez would also append ``.npz`` to a name without it)."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                               dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _force(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"replace an existing {what} at -o (any other existing file or "
+                        "directory is refused)")
+
+
 def _data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pad-features", action="store_true",
+                   help="accept a LIBSVM file whose largest feature index is below the "
+                        "model's feature count (trailing features all zero); refused "
+                        "otherwise")
     p.add_argument("--subset", default="all",
                    help="data-set subset of a registered data set: train, test or all")
     p.add_argument("--data-home", help="data folder (default: $TRIPLETML_DATA)")
@@ -115,7 +154,9 @@ def add_subcommands(subparsers) -> None:
     b.add_argument("data", metavar="DATA",
                    help="database rows: registered data-set name or LIBSVM file")
     b.add_argument("-o", "--output", required=True, metavar="INDEX",
-                   help="index directory to write (model, metadata and vectors)")
+                   help="index directory to write (model, metadata and vectors); an "
+                        "existing path is refused unless it is an index and --force is given")
+    _force(b, "index directory")
     b.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
                    help="flat: exact; ivf: inverted file; hnsw: graph (ivf/hnsw need "
                         "faiss: pip install tripletml[index]); default flat")
@@ -144,10 +185,13 @@ def add_subcommands(subparsers) -> None:
     s.add_argument("queries", metavar="QUERIES",
                    help="query rows: registered data-set name or LIBSVM file")
     s.add_argument("-k", type=int, default=10,
-                   help="neighbours per query (default 10; at most the index size)")
+                   help="neighbours per query (default 10; 1 <= k <= the index size, "
+                        "else an error)")
     s.add_argument("-o", "--output",
                    help="write the results here instead of printing them: .npz (arrays ids "
-                        "and scores) or a tab-separated text file")
+                        "and scores) or a tab-separated text file; an existing file is "
+                        "refused unless it holds search results and --force is given")
+    _force(s, "search-results file")
     s.add_argument("--nprobe", type=int, help="IVF: cells visited per query (override)")
     s.add_argument("--ef-search", type=int, help="HNSW: search beam width (override)")
     _data_options(s)

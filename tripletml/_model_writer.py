@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["save_model", "SavableModel", "FORMAT_VERSION"]
+__all__ = ["save_model", "SavableModel", "FORMAT_VERSION", "temp_file_pattern"]
 
 
 @runtime_checkable
@@ -74,6 +75,15 @@ def _umask() -> int:
     except (OSError, ValueError):
         pass
     return 0o022
+
+
+def temp_file_pattern(name_regex: str) -> "re.Pattern[str]":
+    """The names of the temporary files :func:`save_model` creates for a
+    target whose file name matches ``name_regex`` (``.NAME.XXXXXXXX.tmp``,
+    the 8 random characters of :func:`tempfile.mkstemp`): what a save killed
+    before its rename leaves behind, so that a caller owning the directory
+    (a stream checkpoint) can remove exactly those files and nothing else."""
+    return re.compile(r"\.(?:" + name_regex + r")\.[a-z0-9_]{8}\.tmp\Z")
 
 
 def save_model(model: SavableModel, path: str | os.PathLike) -> None:

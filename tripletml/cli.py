@@ -4,7 +4,11 @@ Exit status: 0 on success; 2 for a usage or input error (bad arguments, an
 unknown learner or parameter, a missing or malformed file or data set); 1 for
 a runtime failure (training diverged, a download failed, out of memory).
 Every error is one line on stderr, ``tripletml: error: <message>``, never a
-traceback.  Notes that qualify a result (``tripletml evaluate`` scoring on the
+traceback.  When the reader of stdout goes away (``tripletml search ... |
+head``) the command stops quietly with status 141, as a process killed by
+SIGPIPE.  No command writes over a file it did not write: an output path
+that exists must be an output of the same kind (a model, an index, search
+results), replaced only with ``--force`` (:mod:`tripletml._cli_output`).  Notes that qualify a result (``tripletml evaluate`` scoring on the
 data the model was fitted on) are lines ``tripletml: note: <message>`` on
 stderr, so the results on stdout stay machine-readable.
 
@@ -25,6 +29,7 @@ from typing import Any
 
 from ._cli_cluster import add_scheduler_argument, scheduler_context
 from ._cli_data import load_data as _load_data
+from ._cli_output import check_output
 from ._registry import entries, get_entry
 from .preprocessing import PREPROCESSING_MODES
 
@@ -169,6 +174,9 @@ def _cmd_fit(args):
     if unknown:
         raise ValueError(f"{name} has no parameter(s) {', '.join(unknown)}; its "
                          f"parameters: {', '.join(model.get_params())}")
+    # before any work: never write over a file that is not a model, nor over
+    # a model without --force
+    check_output(args.output, "model", args.force)
     X, y = _load_data(args.data, args.data_home, args.subset, zero_based=args.zero_based,
                       multilabel=kind == "multilabel")
     record: dict[str, Any] = {"data": args.data, "subset": args.subset,
@@ -196,6 +204,7 @@ def _cmd_fit(args):
     # the fingerprint of the rows fitted on travels with the model file, so
     # that 'tripletml evaluate' can say when it scores on them
     model.training_data_ = record
+    check_output(args.output, "model", args.force)     # again: the fit may have been long
     model.save(args.output)
     if args.verbose:
         stop = getattr(model, "stop_reason_", None)
@@ -256,7 +265,8 @@ def _cmd_evaluate(args):
     multilabel = get_entry(type(model).__name__).kind == "multilabel"
     X_all, y_all = _load_data(args.data, args.data_home, args.subset,
                               n_features=model.n_features_in_, zero_based=args.zero_based,
-                              multilabel=multilabel)
+                              multilabel=multilabel,
+                              pad_features=getattr(args, "pad_features", False))
     X, y = X_all, y_all
     if args.test_size is not None:
         _, X, _, y = _split(X_all, y_all, args.test_size, args.seed)
@@ -369,7 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="learner class name, any case (listed below), or 'auto' to let "
                         "AutoSimilarity pick and tune one (the file then holds the winner)")
     f.add_argument("data", metavar="DATA", help=_DATA_HELP)
-    f.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    f.add_argument("-o", "--output", required=True,
+                   help="model file to write (.npz appended to another suffix); an existing "
+                        "file is never replaced unless it is a tripletml model and --force "
+                        "is given")
+    f.add_argument("--force", action="store_true",
+                   help="replace an existing tripletml model file at --output (any other "
+                        "existing file is refused)")
     f.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="constructor parameter, VALUE read as JSON (e.g. --param "
                         "max_iter=3); repeatable")
@@ -410,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data-home", help=_HOME_HELP)
     e.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
+    e.add_argument("--pad-features", action="store_true",
+                   help="accept a LIBSVM file whose largest feature index is below the "
+                        "model's feature count (trailing features all zero); refused "
+                        "otherwise")
     _verbose(e)
     e.set_defaults(func=_cmd_evaluate)
     ds = sub.add_parser("datasets", help="list the registered data sets, which are present "
@@ -429,6 +449,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: exit status when the reader of stdout went away (``| head``): that of a
+#: process killed by SIGPIPE, as other Unix tools report it
+EXIT_BROKEN_PIPE = 141
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so that the flush at
+    interpreter exit does not print ``[Errno 32] Broken pipe`` either."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -442,6 +481,10 @@ def main(argv=None) -> int:
         return 0
     try:
         args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError) as exc:
         print(f"tripletml: error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -60,12 +60,23 @@ embeddings have k dimensions and a d x d matrix is never formed.
 format), ``index.json`` (metadata) and the vectors (``vectors.npy``, read
 back with ``allow_pickle=False``) or the faiss index (``index.faiss``, faiss's
 own format).  :func:`load_index` reads it back.  No pickle anywhere.
+
+Integrity: ``index.json`` records the SHA-256 of every other file of the
+directory (``hashes``: the vectors or faiss index, and the model that
+embedded them).  :func:`load_index` hashes each file before using it and
+refuses a mismatch (a flipped byte in the vectors, a ``model.npz`` replaced
+by another model), opening regular files only.  An index written before
+hashes were recorded (format version 1 or 2) is refused unless
+``allow_unverified=True`` (then loaded with a warning); ``save`` it again
+to record them.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import numbers
 import os
+import warnings
 import shutil
 import tempfile
 from pathlib import Path
@@ -79,13 +90,18 @@ from .linalg.topk import KERNEL_MAX_K, TopK
 from ._progress import progress_bar
 from ._validation import as_generator, check_choice_param, check_scalar_param
 
-__all__ = ["SimilarityIndex", "build", "load_index", "faiss_available", "embedding_cone",
+__all__ = ["SimilarityIndex", "build", "load_index", "is_index_dir", "faiss_available",
+           "embedding_cone",
            "IP_TO_L2_CONE", "IP_TO_L2_MIN_ROWS", "KINDS", "BACKENDS"]
 
 KINDS = ("flat", "ivf", "hnsw")
 BACKENDS = ("auto", "faiss", "numpy")
 FORMAT_NAME = "tripletml-index"
-FORMAT_VERSION = 2          # 2: ip_to_l2 / max_norm (a version-1 file reads as ip_to_l2=False)
+FORMAT_VERSION = 3          # 2: ip_to_l2 / max_norm (a version-1 file reads as ip_to_l2=False)
+#: 3: ``hashes`` (SHA-256 of model.npz and of the vectors / faiss index)
+HASHED_VERSION = 3
+_META_MAX_BYTES = 1 << 20
+_HASH_CHUNK = 1 << 20
 _INSTALL = "pip install tripletml[index]  (or: pip install faiss-cpu)"
 #: rows per query block and per database block of the exact NumPy scan
 _Q_BLOCK = 256
@@ -580,7 +596,7 @@ class SimilarityIndex:
         if self.ntotal == 0:
             raise ValueError(f"{func}: the index is empty; add database rows first.")
         path = Path(path)
-        if path.exists() and not (path.is_dir() and (path / "index.json").is_file()):
+        if (path.exists() or path.is_symlink()) and not is_index_dir(path):
             raise ValueError(f"{func}: {path} exists and is not a tripletml index directory; "
                              "refusing to overwrite it.")
         parent = path.parent if str(path.parent) else Path(".")
@@ -607,6 +623,9 @@ class SimilarityIndex:
                     offset += block.shape[0]
                 out.flush()
                 del out
+            data_file = "index.faiss" if self.backend == "faiss" else "vectors.npy"
+            meta["hashes"] = {name: _sha256_file(tmp / name, func)[0]
+                              for name in ("model.npz", data_file)}
             (tmp / "index.json").write_text(json.dumps(meta, indent=1))
             os.chmod(tmp, 0o777 & ~_umask())
             if path.exists():
@@ -624,6 +643,80 @@ class SimilarityIndex:
     def load(cls, path) -> "SimilarityIndex":
         """Read an index written by :meth:`save` (see :func:`load_index`)."""
         return load_index(path)
+
+
+#: the files of an index directory
+_INDEX_FILES = frozenset({"index.json", "model.npz", "vectors.npy", "index.faiss"})
+
+
+def is_index_dir(path) -> bool:
+    """Whether ``path`` is a directory (not a symbolic link) that holds a
+    tripletml index and nothing else: an ``index.json`` naming the index
+    format and only the files :meth:`SimilarityIndex.save` writes.  What
+    ``save`` (and the command line) may replace; anything else is refused."""
+    path = Path(path)
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        names = set(os.listdir(path))
+        if "index.json" not in names or not names <= _INDEX_FILES:
+            return False
+        meta = _read_meta(path, "is_index_dir")
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT_NAME
+
+
+def _sha256_file(path: Path, func: str) -> tuple[str, os.stat_result]:
+    """SHA-256 (hex) of a regular file, read in chunks, and the ``fstat`` of
+    the descriptor it was read from (to tell a file swapped afterwards)."""
+    from ._files import open_regular
+
+    h = hashlib.sha256()
+    with open_regular(path, func) as fh:
+        st = os.fstat(fh.fileno())
+        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest(), st
+
+
+def _verified(path: Path, name: str, hashes: dict | None, func: str) -> os.stat_result | None:
+    """Check ``path / name`` against its recorded hash (None: an unverified
+    legacy index; only the regular-file check).  Returns the file's stat."""
+    from ._files import check_regular_file
+
+    file = path / name
+    if not file.exists():
+        raise FileNotFoundError(f"{func}: {file} is missing.")
+    if hashes is None:
+        check_regular_file(file, func)
+        return None
+    digest, st = _sha256_file(file, func)
+    if digest != hashes[name]:
+        raise ValueError(f"{func}: {file} does not match the SHA-256 recorded in "
+                         f"{path}/index.json: the file was modified or replaced after the "
+                         "index was written; rebuild the index.")
+    return st
+
+
+def _unchanged(file: Path, st: os.stat_result | None, func: str) -> None:
+    """The file read is the one hashed (same inode, size and mtime)."""
+    if st is None:
+        return
+    now = os.stat(file)
+    if (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) != (
+            st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns):
+        raise ValueError(f"{func}: {file} changed while it was read; load the index again.")
+
+
+def _unchanged_fd(fh, st: os.stat_result | None, file: Path, func: str) -> None:
+    """The open file is the one hashed (same inode, size and mtime)."""
+    if st is None:
+        return
+    now = os.fstat(fh.fileno())
+    if (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) != (
+            st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns):
+        raise ValueError(f"{func}: {file} changed while it was read; load the index again.")
 
 
 def _umask() -> int:
@@ -699,41 +792,93 @@ def build(model: Any, X, *, kind: str = "flat", backend: str = "auto",
     return index.add(X, batch_size=batch_size, verbose=verbose)
 
 
-def load_index(path) -> SimilarityIndex:
+def _read_meta(path: Path, func: str) -> dict:
+    """``index.json``: a regular file of at most 1 MiB holding a JSON object."""
+    from ._files import open_regular
+
+    file = path / "index.json"
+    if not path.is_dir() or not (file.exists() or file.is_symlink()):
+        raise FileNotFoundError(f"{func}: {path} is not a tripletml index directory "
+                                "(no index.json).")
+    with open_regular(file, func) as fh:
+        raw = fh.read(_META_MAX_BYTES + 1)
+    if len(raw) > _META_MAX_BYTES:
+        raise ValueError(f"{func}: {file} is larger than {_META_MAX_BYTES} bytes; it is not "
+                         "a tripletml index.")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{func}: {file} is not valid JSON ({exc}).") from None
+
+
+def load_index(path, *, allow_unverified: bool = False) -> SimilarityIndex:
     """Load an index directory written by :meth:`SimilarityIndex.save`.
 
-    The model is read with :func:`tripletml.load_model`, the vectors with
+    Every file is checked against the SHA-256 that ``index.json`` records
+    for it before it is used (the model that embedded the vectors, and the
+    vectors or faiss index), and only regular files are opened.  The model
+    is read with :func:`tripletml.load_model`, the vectors with
     ``np.load(..., allow_pickle=False)`` or faiss's ``read_index``; shapes,
     dtypes, the metric and the row count are checked against ``index.json``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The index directory.
+    allow_unverified : bool, default=False
+        Load an index written before content hashes were recorded (format
+        version 1 or 2) with a ``UserWarning`` instead of refusing it.  Its
+        files cannot be verified; ``save`` the loaded index to record them.
 
     Raises
     ------
     FileNotFoundError
         No such directory or file in it.
     ValueError
-        A file that is not a tripletml index or is inconsistent.
+        A file that is not a tripletml index, is inconsistent, is not a
+        regular file, or does not match its recorded hash; an index without
+        hashes when ``allow_unverified`` is False.
     ImportError
         A faiss index and faiss not installed.
     """
     from .persistence import load_model
 
     func = "load_index"
+    if not isinstance(allow_unverified, (bool, np.bool_)):
+        raise TypeError(f"{func}: allow_unverified must be True or False, got "
+                        f"{allow_unverified!r}.")
     path = Path(path)
-    if not (path / "index.json").is_file():
-        raise FileNotFoundError(f"{func}: {path} is not a tripletml index directory "
-                                "(no index.json).")
-    try:
-        meta = json.loads((path / "index.json").read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{func}: {path}/index.json is not valid JSON ({exc}).") from None
+    meta = _read_meta(path, func)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ValueError(f"{func}: {path} is not a tripletml index.")
     version = meta.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
         raise ValueError(f"{func}: {path} has format version {version!r}; this tripletml "
                          f"reads versions <= {FORMAT_VERSION}.")
+    backend = meta.get("backend")
+    data_file = "index.faiss" if backend == "faiss" else "vectors.npy"
+    hashes = meta.pop("hashes", None)
+    if version >= HASHED_VERSION:
+        if not (isinstance(hashes, dict) and set(hashes) == {"model.npz", data_file}
+                and all(isinstance(v, str) and len(v) == 64 for v in hashes.values())):
+            raise ValueError(f"{func}: {path}/index.json does not record the SHA-256 of "
+                             f"model.npz and {data_file}; the index was tampered with; "
+                             "rebuild it.")
+    elif hashes is not None:
+        raise ValueError(f"{func}: {path}/index.json: hashes in a version-{version} index.")
+    elif not allow_unverified:
+        raise ValueError(f"{func}: {path} was written by an older tripletml (format version "
+                         f"{version}) without content hashes, so its files cannot be "
+                         "verified; rebuild it (tripletml index build), or load it with "
+                         "load_index(path, allow_unverified=True) and save it again.")
+    else:
+        warnings.warn(f"{func}: {path} (format version {version}) records no content hashes; "
+                      "its files are loaded unverified. Save it again to record them.",
+                      UserWarning, stacklevel=2)
+    st = _verified(path, "model.npz", hashes, func)
     model = load_model(path / "model.npz")
-    backend, kind, metric = meta.get("backend"), meta.get("kind"), meta.get("metric")
+    _unchanged(path / "model.npz", st, func)
+    kind, metric = meta.get("kind"), meta.get("metric")
     dim, ntotal, dtype = meta.get("dim"), meta.get("ntotal"), meta.get("dtype")
     params = meta.get("params")
     if backend not in ("faiss", "numpy") or kind not in KINDS or dtype not in (
@@ -771,13 +916,13 @@ def load_index(path) -> SimilarityIndex:
     if backend == "faiss":
         faiss = _faiss(func)
         file = path / "index.faiss"
-        if not file.is_file():
-            raise FileNotFoundError(f"{func}: {file} is missing.")
+        st = _verified(path, "index.faiss", hashes, func)
         try:
             fi = faiss.read_index(str(file))
         except RuntimeError as exc:
             raise ValueError(f"{func}: {file} is not a readable faiss index "
                              f"({str(exc).splitlines()[0][:200]}).") from None
+        _unchanged(file, st, func)
         want = faiss.METRIC_L2 if index._faiss_l2 else faiss.METRIC_INNER_PRODUCT
         if fi.d != dim + index.ip_to_l2 or fi.ntotal != ntotal or fi.metric_type != want:
             raise ValueError(f"{func}: {file} (d={fi.d}, ntotal={fi.ntotal}) does not match "
@@ -785,13 +930,17 @@ def load_index(path) -> SimilarityIndex:
                              f"ip_to_l2={index.ip_to_l2}).")
         index._faiss_index = fi
     else:
+        from ._files import open_regular
+
         file = path / "vectors.npy"
-        if not file.is_file():
-            raise FileNotFoundError(f"{func}: {file} is missing.")
-        try:
-            V = np.load(file, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise ValueError(f"{func}: {file} is not a readable .npy file ({exc}).") from None
+        st = _verified(path, "vectors.npy", hashes, func)
+        with open_regular(file, func) as fh:
+            _unchanged_fd(fh, st, file, func)
+            try:
+                V = np.load(fh, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as exc:
+                raise ValueError(f"{func}: {file} is not a readable .npy file "
+                                 f"({exc}).") from None
         if V.shape != (ntotal, dim) or V.dtype != np.dtype(dtype):
             raise ValueError(f"{func}: {file} holds {V.dtype} {V.shape}, index.json declares "
                              f"{dtype} ({ntotal}, {dim}).")

@@ -28,6 +28,18 @@ written first under a new name, then ``state.json`` is replaced atomically,
 so a crash at any moment leaves a consistent checkpoint.  Resuming loads the
 model (``tripletml.load_model``) and replays the stream from the position.
 
+Every file of a checkpoint is untrusted on resume: ``state.json`` must be a
+regular file of at most 1 MiB with the expected fields; its model name must
+be a bare name the library writes (``model-<12 digits>.npz``, matching the
+recorded step count) of a regular file inside the checkpoint directory (no
+path, no ``..``, no symbolic link); the loaded model must be of the class
+the stream was started with, and the stream settings must match.  The
+temporary files of a save killed midway (``.model-*.npz.XXXXXXXX.tmp``,
+``.state-XXXXXXXX.json``) and model files a killed checkpoint wrote but never
+recorded are removed when a run opens its checkpoint directory: only names
+of exactly those patterns, only regular files, only in that directory (a
+checkpoint directory belongs to one run at a time).
+
 Exactness: ``partial_fit`` makes exactly one step per triplet, the chunk
 boundaries do not depend on where a run was interrupted, and ``save`` keeps
 every array the steps use, so the resumed model equals the uninterrupted one.
@@ -44,6 +56,8 @@ import inspect
 import json
 import numbers
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -81,6 +95,80 @@ def _shard_triplets(shard, s: int, n_per_shard, random_state: int) -> tuple[Any,
         rng = np.random.default_rng([int(random_state), int(s)])
         T = random_class_triplets(y, int(n_per_shard), random_state=rng)
     return X, np.asarray(T, dtype=np.int64)
+
+
+#: the names the checkpoint writes: models, the temporaries of a killed save
+#: (:func:`tripletml._model_writer.temp_file_pattern`) and of ``state.json``
+_MODEL_RE = re.compile(r"model-(\d{12})\.npz\Z")
+_STATE_TMP_RE = re.compile(r"\.state-[a-z0-9_]{8}\.json\Z")
+_STATE_MAX_BYTES = 1 << 20
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file, not a symbolic link (lstat)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _clean_stale(ckpt: Path, keep: str | None, models: bool = True) -> None:
+    """Remove what killed checkpoints left in ``ckpt``: the temporaries of
+    ``save`` and of ``state.json`` and, with ``models``, the models other
+    than ``keep`` (the one ``state.json`` records; None: no state records
+    any).  Only regular files whose names match the library's own patterns
+    exactly."""
+    from ._model_writer import temp_file_pattern
+
+    model_tmp = temp_file_pattern(_MODEL_RE.pattern[:-2])
+    for entry in os.scandir(ckpt):
+        name = entry.name
+        if not (model_tmp.match(name) or _STATE_TMP_RE.match(name)
+                or (models and _MODEL_RE.match(name) and name != keep)):
+            continue
+        if entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+
+
+def _read_state(sfile: Path, func: str) -> dict:
+    """``state.json``, checked: a regular file of bounded size holding a
+    stream checkpoint's fields with the right types."""
+    from ._files import open_regular
+
+    with open_regular(sfile, func) as fh:
+        raw = fh.read(_STATE_MAX_BYTES + 1)
+    if len(raw) > _STATE_MAX_BYTES:
+        raise ValueError(f"{func}: {sfile} is larger than {_STATE_MAX_BYTES} bytes; it is not "
+                         "a tripletml stream checkpoint state")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{func}: {sfile} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT \
+            or data.get("format_version") != _VERSION or not isinstance(data.get("state"), dict):
+        raise ValueError(f"{func}: {sfile} is not a tripletml stream checkpoint")
+    st = data["state"]
+    if set(st) != {"epoch", "shard_pos", "offset", "steps", "done", "model"}:
+        raise ValueError(f"{func}: {sfile} has malformed state fields {sorted(st)}")
+    for key in ("epoch", "shard_pos", "offset", "steps"):
+        v = st[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{func}: {sfile}: state {key}={v!r} is not an int >= 0")
+    if not isinstance(st["done"], bool):
+        raise ValueError(f"{func}: {sfile}: state done={st['done']!r} is not a bool")
+    name = st["model"]
+    if name is not None:
+        m = _MODEL_RE.match(name) if isinstance(name, str) else None
+        if m is None or int(m.group(1)) != st["steps"]:
+            raise ValueError(f"{func}: {sfile}: the model name {name!r} is not one this "
+                             f"library writes (a bare 'model-<12 digits>.npz' of the recorded "
+                             f"step count {st['steps']}, inside the checkpoint directory)")
+    elif st["done"] or st["steps"]:
+        raise ValueError(f"{func}: {sfile}: a state with steps done names no model")
+    return data
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -184,19 +272,38 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
     if ckpt is not None:
         ckpt.mkdir(parents=True, exist_ok=True)
         sfile = ckpt / "state.json"
-        if resume and sfile.exists():
-            data = json.loads(sfile.read_text())
-            if data.get("format") != _FORMAT or data.get("format_version") != _VERSION:
-                raise ValueError(f"{func}: {sfile} is not a tripletml stream checkpoint")
+        if not ckpt.is_dir():
+            raise ValueError(f"{func}: checkpoint_dir {ckpt} is not a directory")
+        if resume and (sfile.exists() or sfile.is_symlink()):
+            data = _read_state(sfile, func)
             if data.get("settings") != settings:
                 raise ValueError(f"{func}: the checkpoint in {ckpt} was written with other "
                                  f"stream settings ({data.get('settings')} != {settings}); "
                                  "use another checkpoint_dir or resume=False")
             state = StreamState(data["state"])
+            st_ = data["state"]
+            if st_["epoch"] > max_iter or st_["shard_pos"] > n_shards:
+                raise ValueError(f"{func}: {sfile}: position epoch={st_['epoch']}, shard_pos="
+                                 f"{st_['shard_pos']} lies outside the stream ({max_iter} "
+                                 f"passes over {n_shards} shards)")
+            _clean_stale(ckpt, state["model"])
             if state["model"] is not None:
-                model = load_model(ckpt / state["model"])
+                mfile = ckpt / state["model"]
+                if not _is_regular(mfile):
+                    raise ValueError(f"{func}: the checkpoint model {mfile} is missing or not "
+                                     "a regular file (a symbolic link or special file is "
+                                     "refused)")
+                model = load_model(mfile)
+                if type(model).__name__ != settings["learner"]:
+                    raise ValueError(f"{func}: the checkpoint model {mfile} is a "
+                                     f"{type(model).__name__}, the stream trains a "
+                                     f"{settings['learner']}; the checkpoint was tampered with")
             if state["done"]:
                 return model
+        else:
+            # a fresh run: models without a state.json were never recorded;
+            # resume=False keeps the recorded one until its first checkpoint
+            _clean_stale(ckpt, None, models=not (sfile.exists() or sfile.is_symlink()))
     takes_ids = "triplet_ids" in inspect.signature(type(model).partial_fit).parameters
 
     def checkpoint():
