@@ -109,6 +109,91 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 
 # --------------------------------------------------------------------------
+# resources: what a candidate's fit cannot avoid, decided before it starts
+# --------------------------------------------------------------------------
+#: Lower bounds on the dense d x d work of one fit, by learner class name:
+#: ``(d x d float64 arrays held at once, O(d^3) symmetric factorisations per
+#: fit)``; the second item may be a function of the candidate's parameters.
+#: A learned Mahalanobis matrix is factored at least once (``psd_factor``'s
+#: ``eigh`` for ``components_``) and held with that factor; SML factors its
+#: d x d iterate at every iteration (the PSD projection / Lemma 3) and once at
+#: the end; the bilinear learners hold one dense d x d ``W_`` (initialised,
+#: i.e. written in full, by every fit); the factored learners (a ``rank``)
+#: and the no-learning baselines hold none.  A learner not listed is judged
+#: by its kind: a Mahalanobis learner as ``(2, 1)``, a bilinear one without a
+#: ``rank`` parameter as ``(1, 0)``, anything else as free.
+_DENSE_WORK: dict[str, tuple] = {
+    "Euclidean": (0, 0), "DotProduct": (0, 0),
+    "KISSME": (2, 1), "ITML": (2, 1),
+    "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1),
+    "OASIS": (1, 0), "SDCA": (1, 0), "COMET": (1, 0), "SparseCOMET": (1, 0),
+    "LowRankDML": (0, 0), "LORETA": (0, 0), "FactoredGD": (0, 0), "IterativePA": (0, 0),
+    "NaivePA": (0, 0),
+}
+
+
+def _dense_work(template, params: dict) -> tuple[int, int]:
+    """``(d x d arrays, O(d^3) factorisations)`` of one fit of ``template``
+    with ``params`` (see :data:`_DENSE_WORK`)."""
+    from .base import BilinearMixin, MahalanobisMixin
+
+    p = {**template.get_params(), **params}
+    for klass in type(template).__mro__:
+        if klass.__name__ in _DENSE_WORK:
+            n_dd, cubic = _DENSE_WORK[klass.__name__]
+            return int(n_dd), int(cubic(p) if callable(cubic) else cubic)
+    if isinstance(template, MahalanobisMixin):
+        return 2, 1
+    if isinstance(template, BilinearMixin) and "rank" not in p:
+        return 1, 0
+    return 0, 0
+
+
+def _available_memory() -> Optional[float]:
+    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo,
+    else the free physical pages); None when neither can be read."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES")) * float(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+#: side of the square matrices of the speed probe (2 x 512^3 flops: ~10 ms)
+_PROBE_SIDE = 512
+
+
+def _machine_speed() -> tuple[float, float]:
+    """``(flops per second of a dense matrix product, d x d elements written
+    per second)`` measured on this machine now (the best of three tries of a
+    ``_PROBE_SIDE``-square product and of an identity of that side): a
+    product is the fastest dense O(d^3) kernel, so a factorisation's flop
+    count divided by its rate is a lower bound on the factorisation's time."""
+    m = _PROBE_SIDE
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, m)), rng.standard_normal((m, m))
+    t_mm = t_fill = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        a @ b
+        t1 = time.perf_counter()
+        np.eye(m)
+        t2 = time.perf_counter()
+        t_mm, t_fill = min(t_mm, t1 - t0), min(t_fill, t2 - t1)
+    return 2.0 * m**3 / max(t_mm, 1e-9), float(m * m) / max(t_fill, 1e-9)
+
+
+def _fmt_bytes(v: float) -> str:
+    return f"{v / 2**30:.3g} GiB" if v >= 2**30 else f"{v / 2**20:.3g} MiB"
+
+
+# --------------------------------------------------------------------------
 # candidates
 # --------------------------------------------------------------------------
 class _Candidate:
@@ -239,10 +324,13 @@ def _blas_limit(n_threads: Optional[int]):
 
 
 def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
-             previous, deadline: Optional[float], blas_threads: Optional[int]):
-    """Returns (score, seconds, model-state for warm start) or None when the
-    deadline had passed before it started."""
-    if deadline is not None and cand.budget is not None and time.time() > deadline:
+             previous, deadline: Optional[float], blas_threads: Optional[int],
+             min_secs: float = 0.0):
+    """Returns (score, seconds, model-state for warm start, error) or None
+    when, at its start, less than ``min_secs`` (the shortest this fit can
+    take) was left before the deadline."""
+    if (deadline is not None and cand.budget is not None
+            and time.time() + max(0.0, min_secs) > deadline):
         return None
     from .metrics import evaluate_retrieval
     from .triplets import random_class_triplets
@@ -483,7 +571,7 @@ class AutoSimilarity(BaseEstimator):
         from sklearn.model_selection import StratifiedShuffleSplit
 
         t_start = time.time()
-        for a in ("n_features_in_", "best_estimator_"):
+        for a in ("n_features_in_", "best_estimator_", "skipped_"):
             if hasattr(self, a):
                 delattr(self, a)
         self._validate_params()
@@ -508,13 +596,14 @@ class AutoSimilarity(BaseEstimator):
                "t_start": t_start, "states": {}, "rows": [],
                "hist": {"step": [], "seconds": [], "n_candidates": [],
                         "best_validation_score": []},
-               "last_scores": {}, "reached": {}}
+               "last_scores": {}, "reached": {}, "skipped": [], "shortest": 0.0,
+               "n_fit": min(len(fi) for fi, _ in splits), "speed": None, "memory": None}
         stages = sorted({c.stage for c in cands})
         champions: list[int] = []           # the survivors of every stage raced
         stop, r0, bar = "max_iter", 0, -np.inf
         for k, st in enumerate(stages):
             members = [i for i, c in enumerate(cands) if c.stage == st]
-            if k > 0 and time.time() >= deadline:
+            if k > 0 and time.time() + ctx["shortest"] >= deadline:
                 stop = "max_time"
                 self._note_skipped(ctx, members, r0, "max_time: time_budget spent before "
                                    f"stage {st} started")
@@ -529,8 +618,15 @@ class AutoSimilarity(BaseEstimator):
             if scored:
                 bar = max(row["mean_validation_score"] for row in scored)
         last_scores, rows = ctx["last_scores"], ctx["rows"]
-        if not last_scores:                  # pragma: no cover - baselines always score
-            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
+        self.skipped_ = list(ctx["skipped"])
+        if not last_scores:
+            why = "; ".join(f"{s['learner']} {s['params']}: {s['reason']}"
+                            for s in ctx["skipped"][:5])
+            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget="
+                               f"{self.time_budget}" + (f"; skipped before fitting: {why}. "
+                                                        "Add a cheaper candidate (e.g. "
+                                                        "Euclidean) or reduce the dimension."
+                                                        if why else "."))
         pool = [c for c in champions if c in last_scores] or list(last_scores)
         # the final comparison: each survivor at its best validated budget
         # (validated early stopping: a racer whose score fell at a larger
@@ -599,6 +695,60 @@ class AutoSimilarity(BaseEstimator):
                 row[f"split{s}_validation_score"] = nan
             ctx["rows"].append(row)
 
+    @staticmethod
+    def _resources(ctx: dict, cand: _Candidate, budget_value) -> tuple[str, float]:
+        """Whether ``cand`` may be fitted at ``budget_value`` now: ``(reason,
+        seconds)``, the reason empty when it may, the seconds a lower bound on
+        the fit's dense d x d work on this machine (0 when not measured).
+
+        The rule (decided before the fit: a running fit cannot be
+        interrupted): the unavoidable dense work of the learner
+        (:func:`_dense_work`: ``k`` d x d arrays held and ``f`` symmetric
+        factorisations of ``(4/3) d^3`` flops at least each, ``d`` the
+        features the learner sees) is skipped when its arrays, times the
+        parallel workers, exceed the memory available now, or when ``f (4/3)
+        d^3`` flops at this machine's measured matrix-product rate plus ``k
+        d^2`` element writes at its measured rate exceed the seconds left of
+        ``time_budget``.  Work no larger than the speed probe's own (a
+        product of two 512 x 512 matrices) is not measured and never skipped,
+        so small data sets race as before."""
+        from .preprocessing import n_added_features, resolve_preprocessing
+
+        n_dd, n_fact = _dense_work(cand.template, cand.describe(budget_value))
+        if not n_dd and not n_fact:
+            return "", 0.0
+        X = ctx["X"]
+        try:
+            prep = resolve_preprocessing(cand.prep, X, cand.template)
+        except ValueError:
+            return "", 0.0                   # the fit refuses it itself (recorded as its error)
+        d = float(X.shape[1] + n_added_features(prep))
+        m = float(_PROBE_SIDE)
+        nbytes = 8.0 * d * d * n_dd
+        if nbytes > 8.0 * m * m:
+            if ctx["memory"] is None:
+                ctx["memory"] = _available_memory() or np.inf
+            need = nbytes * ctx["n_workers"]
+            if need > ctx["memory"]:
+                return (f"memory: {cand.name} holds {n_dd} dense {int(d)} x {int(d)} "
+                        f"array(s), {_fmt_bytes(need)} for {ctx['n_workers']} worker(s), "
+                        f"more than the {_fmt_bytes(ctx['memory'])} available"), 0.0
+        flops = n_fact * (4.0 / 3.0) * d**3
+        if flops <= 2.0 * m**3 and d * d * n_dd <= m * m:
+            return "", 0.0
+        if ctx["speed"] is None:
+            ctx["speed"] = _machine_speed()
+        rate, fill = ctx["speed"]
+        secs = flops / rate + n_dd * d * d / fill
+        left = ctx["deadline"] - time.time()
+        if secs > left:
+            return (f"time: {cand.name}'s dense work ({n_fact} factorisation(s) of a "
+                    f"{int(d)} x {int(d)} matrix, {flops:.3g} flops, and {n_dd} such "
+                    f"array(s)) takes at least {secs:.3g} s at this machine's measured "
+                    f"{rate / 1e9:.3g} GFLOP/s; {max(left, 0.0):.3g} s of time_budget "
+                    "left"), secs
+        return "", secs
+
     def _race_stage(self, ctx: dict, members: list, r0: int, bar: Optional[float],
                     pilot: bool) -> tuple[list, int, str]:
         """Successive halving among ``members`` (global round numbers from
@@ -641,7 +791,8 @@ class AutoSimilarity(BaseEstimator):
                         row["stopped"] = "max_time: the next round would end after time_budget"
                     break
             tasks, keys = [], []
-            for c in alive:
+            held: list[int] = []             # not refitted: too costly at this budget
+            for c in list(alive):
                 cand = cands[c]
                 if cand.budget is not None:
                     bv = max(1, int(round(cand.budget[1] * frac)))
@@ -649,10 +800,22 @@ class AutoSimilarity(BaseEstimator):
                     continue                 # fitted once: its score stands
                 else:
                     bv = None
+                why, secs = self._resources(ctx, cand, bv)
+                if why:
+                    ctx["skipped"].append({"candidate": c, "learner": cand.name,
+                                           "params": cand.describe(bv), "round": r,
+                                           "reason": why})
+                    if c in last_scores:     # keeps the score of its last fit
+                        held.append(c)
+                    else:
+                        self._note_skipped(ctx, [c], r, why)
+                        alive.remove(c)
+                    continue
                 for s, (fi, vi) in enumerate(splits):
                     seed = int(np.random.SeedSequence([seed0, c, s, r]).generate_state(1)[0])
                     tasks.append(delayed(_run_job)(cand, ctx["X"], ctx["y"], fi, vi, bv, seed,
-                                                   states.get((c, s)), deadline, ctx["blas"]))
+                                                   states.get((c, s)), deadline, ctx["blas"],
+                                                   max(secs, ctx["shortest"])))
                     keys.append((c, s, bv))
             results = Parallel(n_jobs=self.n_jobs)(tasks) if tasks else []
             per: dict[int, dict] = {}
@@ -664,10 +827,13 @@ class AutoSimilarity(BaseEstimator):
                 score, secs, state, error = res
                 entry["scores"][s] = score
                 entry["secs"].append(secs)
+                if cands[c].budget is not None and np.isfinite(score):
+                    ctx["shortest"] = secs if not ctx["shortest"] else min(ctx["shortest"], secs)
                 entry["error"] = entry["error"] or error
                 if state is not None:
                     states[(c, s)] = state
-            fresh = [c for c in alive if cands[c].budget is None and c in last_scores]
+            fresh = [c for c in alive if (cands[c].budget is None or c in held)
+                     and c in last_scores]
             n_done = 0
             for c, entry in per.items():
                 if any(v is None for v in entry["scores"]):
