@@ -668,7 +668,7 @@ def test_dense_arrays_beyond_the_available_memory_are_skipped(monkeypatch):
     cands = [{"learner": "Euclidean"}, {"learner": "KISSME", "grid": {"preprocessing": [None]}}]
     a = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
     (s,) = a.skipped_
-    assert s["learner"] == "KISSME" and s["reason"].startswith("memory: KISSME holds 2 dense")
+    assert s["learner"] == "KISSME" and s["reason"].startswith("memory: KISSME holds 6 dense")
     assert "520 x 520" in s["reason"]
     assert a.best_params_ == {"learner": "Euclidean"}
     # nothing left to race: a clear error naming the estimator and the reason
@@ -677,7 +677,7 @@ def test_dense_arrays_beyond_the_available_memory_are_skipped(monkeypatch):
 
 
 def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch):
-    """Four racers whose (mocked) dense work is one factorisation per
+    """Four racers whose (mocked) dense work is one eigendecomposition per
     triplet: fitted at 300 triplets (6,000 s predicted of a 10,000 s
     budget), not refitted at 900 (18,000 s); the winner keeps the score of
     its last fit and is refitted with the budget it was scored at."""
@@ -686,9 +686,9 @@ def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch)
     X, y = iris()
     d = X.shape[1]
     monkeypatch.setattr(auto_mod, "_PROBE_SIDE", 1)
-    monkeypatch.setitem(auto_mod._DENSE_WORK, "OASIS", (0, lambda p: p["n_triplets"]))
+    monkeypatch.setitem(auto_mod._DENSE_WORK, "OASIS", (0, lambda p: p["n_triplets"], 0))
     monkeypatch.setattr(auto_mod, "_machine_speed",
-                        lambda: (300 * (4.0 / 3.0) * d**3 / 6000.0, 1e30))
+                        lambda: (300 * auto_mod._EIGH_FLOPS * d**3 / 6000.0, 1e30))
     cands = [{"learner": "OASIS", "grid": {"C": [1e-3, 1e-2, 1e-1, 1.0],
                                            "preprocessing": [None]},
               "budget": ("n_triplets", 900)}]
@@ -698,7 +698,7 @@ def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch)
     assert np.isfinite(res["mean_validation_score"]).all()
     assert len(a.skipped_) == 2             # the best ceil(4 / 3) went on to round 1
     assert all(s["round"] == 1 and s["params"]["n_triplets"] == 900
-               and s["reason"].startswith("time: OASIS's dense work (900 ")
+               and s["reason"].startswith("time: OASIS's dense work (900 eigendecomposition")
                for s in a.skipped_)
     assert a.best_params_["n_triplets"] == 300 and a.best_estimator_.n_triplets == 300
     assert a.best_params_["C"] in {s["params"]["C"] for s in a.skipped_}
@@ -720,18 +720,32 @@ def test_no_fit_starts_with_less_than_its_shortest_time_left():
     assert np.isfinite(score) and error == ""
 
 
+def test_after_the_deadline_only_the_free_baselines_are_fitted():
+    """A candidate without a budget but with dense work (KISSME) is held to
+    the deadline like a budgeted one; a free baseline always scores."""
+    from tripletml.auto import _expand_candidates, _run_job
+
+    X, y = iris()
+    kiss, euc = _expand_candidates([{"learner": "KISSME"}, {"learner": "Euclidean"}])
+    fi, vi = np.arange(0, 150, 2), np.arange(1, 150, 2)
+    past = time.time() - 1.0
+    assert _run_job(kiss, X, y, fi, vi, None, 0, None, past, None, min_secs=0.0) is None
+    score, _, _, error = _run_job(euc, X, y, fi, vi, None, 0, None, past, None, min_secs=-1.0)
+    assert np.isfinite(score) and error == ""
+
+
 def test_dense_work_table_and_fallbacks():
     from tripletml.auto import _dense_work
     from tripletml.learners.itml import ITML
     from tripletml.learners.loreta import LORETA
     from tripletml.learners.sml import SML
 
-    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34)
-    assert _dense_work(OASIS(), {}) == (1, 0)
-    assert _dense_work(tm.Euclidean(), {}) == (0, 0)
-    assert _dense_work(LORETA(), {}) == (0, 0)
+    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0)
+    assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900)
+    assert _dense_work(tm.Euclidean(), {}) == (0, 0, 0, 0)
+    assert _dense_work(LORETA(), {}) == (0, 0, 0, 0)
 
     class MyITML(ITML):                      # a subclass inherits its parent's entry
         pass
 
-    assert _dense_work(MyITML(), {}) == (2, 1)
+    assert _dense_work(MyITML(), {}) == (2, 1, 0, 0)

@@ -112,41 +112,53 @@ FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 # resources: what a candidate's fit cannot avoid, decided before it starts
 # --------------------------------------------------------------------------
 #: Lower bounds on the dense d x d work of one fit, by learner class name:
-#: ``(d x d float64 arrays held at once, O(d^3) symmetric factorisations per
-#: fit)``; the second item may be a function of the candidate's parameters.
-#: A learned Mahalanobis matrix is factored at least once (``psd_factor``'s
-#: ``eigh`` for ``components_``) and held with that factor; SML factors its
-#: d x d iterate at every iteration (the PSD projection / Lemma 3) and once at
-#: the end; the bilinear learners hold one dense d x d ``W_`` (initialised,
-#: i.e. written in full, by every fit); the factored learners (a ``rank``)
-#: and the no-learning baselines hold none.  A learner not listed is judged
-#: by its kind: a Mahalanobis learner as ``(2, 1)``, a bilinear one without a
-#: ``rank`` parameter as ``(1, 0)``, anything else as free.
+#: ``(d x d float64 arrays held at once, symmetric eigendecompositions, d x
+#: d matrix products[, rank-one updates of a d x d model])``; an item may be
+#: a function of the candidate's parameters.  A rank-one update ``W += a
+#: b^T`` touches ``nnz(a) nnz(b)`` entries: ``rho^2 d^2`` for rows of
+#: density ``rho`` (1 once centred); OASIS makes one per triplet, SDCA one
+#: per triplet and pass.  A learned Mahalanobis matrix is factored at least once
+#: (``psd_factor``'s ``eigh`` for ``components_``) and held with that factor;
+#: KISSME inverts two d x d covariances by ``eigh`` and a product each, then
+#: factors M (it checks memory for six d x d arrays itself); SML factors its
+#: d x d iterate at every iteration (the PSD projection / Lemma 3) and once
+#: at the end; the bilinear learners hold one dense d x d ``W_`` (written in
+#: full by every fit); the factored learners (a ``rank``) and the
+#: no-learning baselines hold none.  A learner not listed is judged by its
+#: kind: a Mahalanobis learner as ``(2, 1, 0)``, a bilinear one without a
+#: ``rank`` parameter as ``(1, 0, 0)``, anything else as free.
 _DENSE_WORK: dict[str, tuple] = {
-    "Euclidean": (0, 0), "DotProduct": (0, 0),
-    "KISSME": (2, 1), "ITML": (2, 1),
-    "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1),
-    "OASIS": (1, 0), "SDCA": (1, 0), "COMET": (1, 0), "SparseCOMET": (1, 0),
-    "LowRankDML": (0, 0), "LORETA": (0, 0), "FactoredGD": (0, 0), "IterativePA": (0, 0),
-    "NaivePA": (0, 0),
+    "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
+    "KISSME": (6, 3, 2), "ITML": (2, 1, 0),
+    "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1, 0),
+    "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0)),
+    "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1)),
+    "COMET": (1, 0, 0), "SparseCOMET": (1, 0, 0),
+    "LowRankDML": (0, 0, 0), "LORETA": (0, 0, 0), "FactoredGD": (0, 0, 0),
+    "IterativePA": (0, 0, 0), "NaivePA": (0, 0, 0),
 }
+#: flops of a symmetric eigendecomposition with eigenvectors, at least: the
+#: tridiagonal reduction (4/3 d^3) and the back-transformation of the
+#: eigenvectors (a d x d product, 2 d^3); of a product: 2 d^3
+_EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
 
 
-def _dense_work(template, params: dict) -> tuple[int, int]:
-    """``(d x d arrays, O(d^3) factorisations)`` of one fit of ``template``
-    with ``params`` (see :data:`_DENSE_WORK`)."""
+def _dense_work(template, params: dict) -> tuple[int, int, int, int]:
+    """``(d x d arrays, eigendecompositions, products, rank-one updates)``
+    of one fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
     from .base import BilinearMixin, MahalanobisMixin
 
     p = {**template.get_params(), **params}
     for klass in type(template).__mro__:
         if klass.__name__ in _DENSE_WORK:
-            n_dd, cubic = _DENSE_WORK[klass.__name__]
-            return int(n_dd), int(cubic(p) if callable(cubic) else cubic)
+            work = tuple(int(v(p) if callable(v) else v)
+                         for v in _DENSE_WORK[klass.__name__])
+            return (work + (0,))[:4]
     if isinstance(template, MahalanobisMixin):
-        return 2, 1
+        return 2, 1, 0, 0
     if isinstance(template, BilinearMixin) and "rank" not in p:
-        return 1, 0
-    return 0, 0
+        return 1, 0, 0, 0
+    return 0, 0, 0, 0
 
 
 def _available_memory() -> Optional[float]:
@@ -173,8 +185,8 @@ def _machine_speed() -> tuple[float, float]:
     """``(flops per second of a dense matrix product, d x d elements written
     per second)`` measured on this machine now (the best of three tries of a
     ``_PROBE_SIDE``-square product and of an identity of that side): a
-    product is the fastest dense O(d^3) kernel, so a factorisation's flop
-    count divided by its rate is a lower bound on the factorisation's time."""
+    product is the fastest dense O(d^3) kernel, so an eigendecomposition's
+    flop count divided by its rate is a lower bound on its time."""
     m = _PROBE_SIDE
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, m)), rng.standard_normal((m, m))
@@ -328,8 +340,9 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
              min_secs: float = 0.0):
     """Returns (score, seconds, model-state for warm start, error) or None
     when, at its start, less than ``min_secs`` (the shortest this fit can
-    take) was left before the deadline."""
-    if (deadline is not None and cand.budget is not None
+    take) was left before the deadline; ``min_secs < 0``: a free candidate
+    without a budget (a baseline), always fitted."""
+    if (deadline is not None and (cand.budget is not None or min_secs >= 0)
             and time.time() + max(0.0, min_secs) > deadline):
         return None
     from .metrics import evaluate_retrieval
@@ -434,28 +447,33 @@ class AutoSimilarity(BaseEstimator):
 
         **Resources.**  A fit cannot be interrupted, so what it costs is
         decided before it starts.  Every learner has a lower bound on its
-        dense d x d work (``d``: the features it sees): ``k`` d x d arrays
-        it holds and ``f`` symmetric factorisations of at least ``(4/3) d^3``
-        flops each (a learned Mahalanobis matrix: ``k = 2, f = 1``, its
-        ``eigh`` for ``components_``; SML: ``f = max_iter + 1``, a PSD
-        projection per iteration; OASIS / SDCA / COMET: one dense ``W_``,
-        ``k = 1``; the baselines and the factored learners: none).  A
-        candidate is **skipped** (``stopped = "memory: ..."`` or ``"time:
-        ..."`` on a row with no score, and an entry of ``skipped_``) when its
-        ``k`` arrays, times the parallel workers, exceed the memory available
-        now, or when ``f (4/3) d^3`` flops at this machine's matrix-product
-        rate (measured once per ``fit``, a 512 x 512 product, the fastest
-        dense kernel: so the estimate is a lower bound) plus ``k d^2``
-        writes exceed the seconds left.  A candidate already scored that
-        becomes too costly at a larger budget keeps the score of its last
-        fit.  Work no larger than the probe's own is never measured nor
-        skipped, so data sets of up to a few hundred features race as they
-        did.  And no budgeted fit starts when less time is left than its own
-        lower bound or than the shortest budgeted fit seen so far: the race
-        overruns ``time_budget`` by at most about one fit.  Example: on a 300
-        x 20,000 sparse matrix the default race skips SML (34 factorisations
-        of a 20,000 x 20,000 matrix in its pilot alone) and finishes in about
-        a second; before, that pilot ran for minutes.
+        dense d x d work (``d``: the features it sees): ``k`` d x d arrays it
+        holds, ``e`` symmetric eigendecompositions (at least ``(10/3) d^3``
+        flops each: the tridiagonal reduction and the eigenvectors'
+        back-transformation) and ``p`` d x d products (``2 d^3``): a learned
+        Mahalanobis matrix ``k = 2, e = 1`` (the ``eigh`` behind
+        ``components_``); KISSME ``k = 6, e = 3, p = 2``; SML ``e = max_iter
+        + 1`` (a PSD projection per iteration); OASIS / SDCA / COMET one
+        dense ``W_``, ``k = 1``, and OASIS / SDCA a rank-one update of it
+        per triplet (and pass), ``rho^2 d^2`` writes for rows of density
+        ``rho``; the baselines and the factored learners none.  A candidate is **skipped** (``stopped = "memory: ..."`` or
+        ``"time: ..."`` on a row with no score, and an entry of
+        ``skipped_``) when its ``k`` arrays, times the parallel workers,
+        exceed the memory available now, or when its flops at this machine's
+        matrix-product rate (measured once per ``fit`` on a 512 x 512
+        product, the fastest dense kernel: so the estimate is a lower bound)
+        plus its writes at the measured write rate of an identity matrix
+        (faster than any update) exceed the seconds left.  A candidate already
+        scored that becomes too costly at a larger budget keeps the score of
+        its last fit.  Work no larger than the probe's own is never measured
+        nor skipped, so data sets of up to a few hundred features race as
+        they did.  And no fit but the free baselines' starts when less time
+        is left than its own lower bound or than the shortest such fit seen
+        so far: the race overruns ``time_budget`` by at most about one fit.
+        Example: on a 300 x 20,000 sparse matrix the default race skips SML
+        (34 eigendecompositions of a 20,000 x 20,000 matrix in its pilot
+        alone) and finishes in about a second; before, that pilot ran for
+        minutes.
     n_splits : int, default=1
         Number of stratified fit/validation splits (scores are averaged).
     validation_size : float, default=0.3
@@ -735,25 +753,29 @@ class AutoSimilarity(BaseEstimator):
 
         The rule (decided before the fit: a running fit cannot be
         interrupted): the unavoidable dense work of the learner
-        (:func:`_dense_work`: ``k`` d x d arrays held and ``f`` symmetric
-        factorisations of ``(4/3) d^3`` flops at least each, ``d`` the
-        features the learner sees) is skipped when its arrays, times the
-        parallel workers, exceed the memory available now, or when ``f (4/3)
-        d^3`` flops at this machine's measured matrix-product rate plus ``k
-        d^2`` element writes at its measured rate exceed the seconds left of
-        ``time_budget``.  Work no larger than the speed probe's own (a
+        (:func:`_dense_work`: ``k`` d x d arrays held, ``e`` symmetric
+        eigendecompositions of ``(10/3) d^3`` flops at least each and ``p``
+        products of ``2 d^3``, ``d`` the features the learner sees) is
+        skipped when its arrays, times the parallel workers, exceed the
+        memory available now, or when its flops at this machine's measured
+        matrix-product rate plus its entries written (``k d^2``, and ``rho^2
+        d^2`` per rank-one update of an online learner, ``rho`` the density
+        of the rows it sees) at its measured write rate exceed the seconds
+        left of ``time_budget``.  Returns seconds
+        -1 for a candidate with no dense work (fitted even after the
+        deadline: the baselines always score).  Work no larger than the speed probe's own (a
         product of two 512 x 512 matrices) is not measured and never skipped,
         so small data sets race as before."""
         from .preprocessing import n_added_features, resolve_preprocessing
 
-        n_dd, n_fact = _dense_work(cand.template, cand.describe(budget_value))
-        if not n_dd and not n_fact:
-            return "", 0.0
+        n_dd, n_eig, n_prod, n_upd = _dense_work(cand.template, cand.describe(budget_value))
+        if not n_dd and not n_eig and not n_prod and not n_upd:
+            return "", -1.0                  # free: always fitted
         X = ctx["X"]
         try:
             prep = resolve_preprocessing(cand.prep, X, cand.template)
         except ValueError:
-            return "", 0.0                   # the fit refuses it itself (recorded as its error)
+            return "", 0.0                   # the fit refuses it itself (its error says why)
         d = float(X.shape[1] + n_added_features(prep))
         m = float(_PROBE_SIDE)
         nbytes = 8.0 * d * d * n_dd
@@ -765,19 +787,25 @@ class AutoSimilarity(BaseEstimator):
                 return (f"memory: {cand.name} holds {n_dd} dense {int(d)} x {int(d)} "
                         f"array(s), {_fmt_bytes(need)} for {ctx['n_workers']} worker(s), "
                         f"more than the {_fmt_bytes(ctx['memory'])} available"), 0.0
-        flops = n_fact * (4.0 / 3.0) * d**3
-        if flops <= 2.0 * m**3 and d * d * n_dd <= m * m:
+        flops = (n_eig * _EIGH_FLOPS + n_prod * _PRODUCT_FLOPS) * d**3
+        # entries written: the arrays once, each update's rho^2 d^2
+        rho = 1.0 if prep is not None or not sp.issparse(X) else \
+            X.nnz / max(1.0, float(X.shape[0]) * X.shape[1])
+        writes = (n_dd + n_upd * rho * rho) * d * d
+        if flops <= 2.0 * m**3 and writes <= m * m:
             return "", 0.0
         if ctx["speed"] is None:
             ctx["speed"] = _machine_speed()
         rate, fill = ctx["speed"]
-        secs = flops / rate + n_dd * d * d / fill
+        secs = flops / rate + writes / fill
         left = ctx["deadline"] - time.time()
         if secs > left:
-            return (f"time: {cand.name}'s dense work ({n_fact} factorisation(s) of a "
-                    f"{int(d)} x {int(d)} matrix, {flops:.3g} flops, and {n_dd} such "
-                    f"array(s)) takes at least {secs:.3g} s at this machine's measured "
-                    f"{rate / 1e9:.3g} GFLOP/s; {max(left, 0.0):.3g} s of time_budget "
+            return (f"time: {cand.name}'s dense work ({n_eig} eigendecomposition(s) and "
+                    f"{n_prod} product(s) of {int(d)} x {int(d)} matrices, {flops:.3g} flops, "
+                    f"{n_dd} such array(s) and {n_upd} rank-one update(s) of rows of density "
+                    f"{rho:.3g}) takes at least {secs:.3g} s at this machine's measured "
+                    f"{rate / 1e9:.3g} GFLOP/s and {fill / 1e9:.3g} G writes/s; "
+                    f"{max(left, 0.0):.3g} s of time_budget "
                     "left"), secs
         return "", secs
 
@@ -824,6 +852,7 @@ class AutoSimilarity(BaseEstimator):
                     break
             tasks, keys = [], []
             held: list[int] = []             # not refitted: too costly at this budget
+            free: dict[int, bool] = {}
             for c in list(alive):
                 cand = cands[c]
                 if cand.budget is not None:
@@ -847,7 +876,9 @@ class AutoSimilarity(BaseEstimator):
                     seed = int(np.random.SeedSequence([seed0, c, s, r]).generate_state(1)[0])
                     tasks.append(delayed(_run_job)(cand, ctx["X"], ctx["y"], fi, vi, bv, seed,
                                                    states.get((c, s)), deadline, ctx["blas"],
-                                                   max(secs, ctx["shortest"])))
+                                                   secs if secs < 0 and cand.budget is None
+                                                   else max(secs, ctx["shortest"])))
+                    free[c] = secs < 0
                     keys.append((c, s, bv))
             results = Parallel(n_jobs=self.n_jobs)(tasks) if tasks else []
             per: dict[int, dict] = {}
@@ -859,7 +890,7 @@ class AutoSimilarity(BaseEstimator):
                 score, secs, state, error = res
                 entry["scores"][s] = score
                 entry["secs"].append(secs)
-                if cands[c].budget is not None and np.isfinite(score):
+                if not free.get(c) and np.isfinite(score):
                     ctx["shortest"] = secs if not ctx["shortest"] else min(ctx["shortest"], secs)
                 entry["error"] = entry["error"] or error
                 if state is not None:
