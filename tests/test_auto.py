@@ -608,3 +608,144 @@ def test_blas_limit_uses_one_cached_controller_per_process():
     assert auto._CONTROLLERS[os.getpid()] is ctl
     after = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     assert after == before                  # restored on exit
+
+
+# --------------------------------------------------------------------------
+# resources: dense d x d candidates at large d (issue 26, item 7)
+# --------------------------------------------------------------------------
+def _sparse_wide(n_per_class=8, n_classes=4, d=20_000):
+    import scipy.sparse as sp
+    X = sp.random(n_per_class * n_classes, d, density=0.002, format="csr", random_state=0)
+    return X, np.repeat(np.arange(n_classes), n_per_class)
+
+
+def test_sparse_large_d_skips_the_dense_candidates_and_says_why():
+    """The issue's case with few rows: SML (34 eigendecompositions of a
+    20,000 x 20,000 matrix in its pilot) is skipped before it starts, with
+    the reason recorded; the default race still returns a fitted winner."""
+    X, y = _sparse_wide()
+    auto = AutoSimilarity(time_budget=5, random_state=0).fit(X, y)
+    sml = [s for s in auto.skipped_ if s["learner"] == "SML"]
+    assert sml and sml[0]["params"]["preprocessing"] is None
+    assert sml[0]["params"]["max_iter"] == 33                  # the pilot was not started
+    assert sml[0]["reason"].startswith(("time: SML", "memory: SML"))
+    assert "20000 x 20000" in sml[0]["reason"]
+    res = auto.cv_results_
+    row = [i for i in range(len(res["candidate"])) if res["candidate"][i] == sml[0]["candidate"]]
+    assert len(row) == 1 and np.isnan(res["mean_validation_score"][row[0]])
+    assert res["stopped"][row[0]] == sml[0]["reason"]
+    assert auto.best_params_ == {"learner": "Euclidean", "preprocessing": None}
+    assert auto.n_features_in_ == 20_000
+
+
+def test_small_sets_never_probe_the_machine(monkeypatch):
+    """Work no larger than the probe's own is never measured nor skipped:
+    the shipped-size race is the one it was."""
+    from tripletml import auto as auto_mod
+
+    def boom():
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(auto_mod, "_machine_speed", boom)
+    monkeypatch.setattr(auto_mod, "_available_memory", boom)
+    X, y = iris()
+    a = AutoSimilarity(random_state=0, time_budget=1e4).fit(X, y)
+    assert a.skipped_ == []
+    assert not any(s.startswith(("time", "memory")) for s in a.cv_results_["stopped"])
+
+
+def _wide_dense(d=520):
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 12)
+    return rng.standard_normal((36, d)) + y[:, None], y
+
+
+def test_dense_arrays_beyond_the_available_memory_are_skipped(monkeypatch):
+    from tripletml import auto as auto_mod
+
+    monkeypatch.setattr(auto_mod, "_available_memory", lambda: 1e6)   # 1 MB left
+    X, y = _wide_dense()
+    cands = [{"learner": "Euclidean"}, {"learner": "KISSME", "grid": {"preprocessing": [None]}}]
+    a = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    (s,) = a.skipped_
+    assert s["learner"] == "KISSME" and s["reason"].startswith("memory: KISSME holds 6 dense")
+    assert "520 x 520" in s["reason"]
+    assert a.best_params_ == {"learner": "Euclidean"}
+    # nothing left to race: a clear error naming the estimator and the reason
+    with pytest.raises(RuntimeError, match=r"AutoSimilarity: no candidate finished.*memory"):
+        AutoSimilarity(candidates=cands[1:], random_state=0, time_budget=1e4).fit(X, y)
+
+
+def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch):
+    """Four racers whose (mocked) dense work is one eigendecomposition per
+    triplet: fitted at 300 triplets (6,000 s predicted of a 10,000 s
+    budget), not refitted at 900 (18,000 s); the winner keeps the score of
+    its last fit and is refitted with the budget it was scored at."""
+    from tripletml import auto as auto_mod
+
+    X, y = iris()
+    d = X.shape[1]
+    monkeypatch.setattr(auto_mod, "_PROBE_SIDE", 1)
+    monkeypatch.setitem(auto_mod._DENSE_WORK, "OASIS", (0, lambda p: p["n_triplets"], 0))
+    monkeypatch.setattr(auto_mod, "_machine_speed",
+                        lambda: (300 * auto_mod._EIGH_FLOPS * d**3 / 6000.0, 1e30))
+    cands = [{"learner": "OASIS", "grid": {"C": [1e-3, 1e-2, 1e-1, 1.0],
+                                           "preprocessing": [None]},
+              "budget": ("n_triplets", 900)}]
+    a = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    res = a.cv_results_
+    assert len(res["round"]) == 4 and (res["round"] == 0).all() and (res["budget"] == 300).all()
+    assert np.isfinite(res["mean_validation_score"]).all()
+    assert len(a.skipped_) == 2             # the best ceil(4 / 3) went on to round 1
+    assert all(s["round"] == 1 and s["params"]["n_triplets"] == 900
+               and s["reason"].startswith("time: OASIS's dense work (900 eigendecomposition")
+               for s in a.skipped_)
+    assert a.best_params_["n_triplets"] == 300 and a.best_estimator_.n_triplets == 300
+    assert a.best_params_["C"] in {s["params"]["C"] for s in a.skipped_}
+    # the two held racers stay in the race with their round-0 scores
+    stopped = sorted(w.split(":")[0] for w in res["stopped"])
+    assert stopped == ["", "halved", "halved", "stage_end"]
+
+
+def test_no_fit_starts_with_less_than_its_shortest_time_left():
+    from tripletml.auto import _expand_candidates, _run_job
+
+    X, y = iris()
+    (cand,) = _expand_candidates([{"learner": "OASIS", "budget": ("n_triplets", 100)}])
+    fi, vi = np.arange(0, 150, 2), np.arange(1, 150, 2)
+    soon = time.time() + 100.0
+    assert _run_job(cand, X, y, fi, vi, 100, 0, None, soon, None, min_secs=1000.0) is None
+    score, secs, _, error = _run_job(cand, X, y, fi, vi, 100, 0, None, soon, None,
+                                     min_secs=1.0)
+    assert np.isfinite(score) and error == ""
+
+
+def test_after_the_deadline_only_the_free_baselines_are_fitted():
+    """A candidate without a budget but with dense work (KISSME) is held to
+    the deadline like a budgeted one; a free baseline always scores."""
+    from tripletml.auto import _expand_candidates, _run_job
+
+    X, y = iris()
+    kiss, euc = _expand_candidates([{"learner": "KISSME"}, {"learner": "Euclidean"}])
+    fi, vi = np.arange(0, 150, 2), np.arange(1, 150, 2)
+    past = time.time() - 1.0
+    assert _run_job(kiss, X, y, fi, vi, None, 0, None, past, None, min_secs=0.0) is None
+    score, _, _, error = _run_job(euc, X, y, fi, vi, None, 0, None, past, None, min_secs=-1.0)
+    assert np.isfinite(score) and error == ""
+
+
+def test_dense_work_table_and_fallbacks():
+    from tripletml.auto import _dense_work
+    from tripletml.learners.itml import ITML
+    from tripletml.learners.loreta import LORETA
+    from tripletml.learners.sml import SML
+
+    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0)
+    assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900)
+    assert _dense_work(tm.Euclidean(), {}) == (0, 0, 0, 0)
+    assert _dense_work(LORETA(), {}) == (0, 0, 0, 0)
+
+    class MyITML(ITML):                      # a subclass inherits its parent's entry
+        pass
+
+    assert _dense_work(MyITML(), {}) == (2, 1, 0, 0)

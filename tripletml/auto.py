@@ -109,6 +109,103 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 
 # --------------------------------------------------------------------------
+# resources: what a candidate's fit cannot avoid, decided before it starts
+# --------------------------------------------------------------------------
+#: Lower bounds on the dense d x d work of one fit, by learner class name:
+#: ``(d x d float64 arrays held at once, symmetric eigendecompositions, d x
+#: d matrix products[, rank-one updates of a d x d model])``; an item may be
+#: a function of the candidate's parameters.  A rank-one update ``W += a
+#: b^T`` touches ``nnz(a) nnz(b)`` entries: ``rho^2 d^2`` for rows of
+#: density ``rho`` (1 once centred); OASIS makes one per triplet, SDCA one
+#: per triplet and pass.  A learned Mahalanobis matrix is factored at least once
+#: (``psd_factor``'s ``eigh`` for ``components_``) and held with that factor;
+#: KISSME inverts two d x d covariances by ``eigh`` and a product each, then
+#: factors M (it checks memory for six d x d arrays itself); SML factors its
+#: d x d iterate at every iteration (the PSD projection / Lemma 3) and once
+#: at the end; the bilinear learners hold one dense d x d ``W_`` (written in
+#: full by every fit); the factored learners (a ``rank``) and the
+#: no-learning baselines hold none.  A learner not listed is judged by its
+#: kind: a Mahalanobis learner as ``(2, 1, 0)``, a bilinear one without a
+#: ``rank`` parameter as ``(1, 0, 0)``, anything else as free.
+_DENSE_WORK: dict[str, tuple] = {
+    "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
+    "KISSME": (6, 3, 2), "ITML": (2, 1, 0),
+    "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1, 0),
+    "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0)),
+    "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1)),
+    "COMET": (1, 0, 0), "SparseCOMET": (1, 0, 0),
+    "LowRankDML": (0, 0, 0), "LORETA": (0, 0, 0), "FactoredGD": (0, 0, 0),
+    "IterativePA": (0, 0, 0), "NaivePA": (0, 0, 0),
+}
+#: flops of a symmetric eigendecomposition with eigenvectors, at least: the
+#: tridiagonal reduction (4/3 d^3) and the back-transformation of the
+#: eigenvectors (a d x d product, 2 d^3); of a product: 2 d^3
+_EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
+
+
+def _dense_work(template, params: dict) -> tuple[int, int, int, int]:
+    """``(d x d arrays, eigendecompositions, products, rank-one updates)``
+    of one fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
+    from .base import BilinearMixin, MahalanobisMixin
+
+    p = {**template.get_params(), **params}
+    for klass in type(template).__mro__:
+        if klass.__name__ in _DENSE_WORK:
+            work = tuple(int(v(p) if callable(v) else v)
+                         for v in _DENSE_WORK[klass.__name__])
+            return (work + (0,))[:4]
+    if isinstance(template, MahalanobisMixin):
+        return 2, 1, 0, 0
+    if isinstance(template, BilinearMixin) and "rank" not in p:
+        return 1, 0, 0, 0
+    return 0, 0, 0, 0
+
+
+def _available_memory() -> Optional[float]:
+    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo,
+    else the free physical pages); None when neither can be read."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES")) * float(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+#: side of the square matrices of the speed probe (2 x 512^3 flops: ~10 ms)
+_PROBE_SIDE = 512
+
+
+def _machine_speed() -> tuple[float, float]:
+    """``(flops per second of a dense matrix product, d x d elements written
+    per second)`` measured on this machine now (the best of three tries of a
+    ``_PROBE_SIDE``-square product and of an identity of that side): a
+    product is the fastest dense O(d^3) kernel, so an eigendecomposition's
+    flop count divided by its rate is a lower bound on its time."""
+    m = _PROBE_SIDE
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, m)), rng.standard_normal((m, m))
+    t_mm = t_fill = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        a @ b
+        t1 = time.perf_counter()
+        np.eye(m)
+        t2 = time.perf_counter()
+        t_mm, t_fill = min(t_mm, t1 - t0), min(t_fill, t2 - t1)
+    return 2.0 * m**3 / max(t_mm, 1e-9), float(m * m) / max(t_fill, 1e-9)
+
+
+def _fmt_bytes(v: float) -> str:
+    return f"{v / 2**30:.3g} GiB" if v >= 2**30 else f"{v / 2**20:.3g} MiB"
+
+
+# --------------------------------------------------------------------------
 # candidates
 # --------------------------------------------------------------------------
 class _Candidate:
@@ -239,10 +336,14 @@ def _blas_limit(n_threads: Optional[int]):
 
 
 def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
-             previous, deadline: Optional[float], blas_threads: Optional[int]):
-    """Returns (score, seconds, model-state for warm start) or None when the
-    deadline had passed before it started."""
-    if deadline is not None and cand.budget is not None and time.time() > deadline:
+             previous, deadline: Optional[float], blas_threads: Optional[int],
+             min_secs: float = 0.0):
+    """Returns (score, seconds, model-state for warm start, error) or None
+    when, at its start, less than ``min_secs`` (the shortest this fit can
+    take) was left before the deadline; ``min_secs < 0``: a free candidate
+    without a budget (a baseline), always fitted."""
+    if (deadline is not None and (cand.budget is not None or min_secs >= 0)
+            and time.time() + max(0.0, min_secs) > deadline):
         return None
     from .metrics import evaluate_retrieval
     from .triplets import random_class_triplets
@@ -343,6 +444,36 @@ class AutoSimilarity(BaseEstimator):
         so there is always a winner.  A stage that would start after the
         budget is not raced (its candidates get a row with no score and
         ``stopped = "max_time: ..."``).
+
+        **Resources.**  A fit cannot be interrupted, so what it costs is
+        decided before it starts.  Every learner has a lower bound on its
+        dense d x d work (``d``: the features it sees): ``k`` d x d arrays it
+        holds, ``e`` symmetric eigendecompositions (at least ``(10/3) d^3``
+        flops each: the tridiagonal reduction and the eigenvectors'
+        back-transformation) and ``p`` d x d products (``2 d^3``): a learned
+        Mahalanobis matrix ``k = 2, e = 1`` (the ``eigh`` behind
+        ``components_``); KISSME ``k = 6, e = 3, p = 2``; SML ``e = max_iter
+        + 1`` (a PSD projection per iteration); OASIS / SDCA / COMET one
+        dense ``W_``, ``k = 1``, and OASIS / SDCA a rank-one update of it
+        per triplet (and pass), ``rho^2 d^2`` writes for rows of density
+        ``rho``; the baselines and the factored learners none.  A candidate is **skipped** (``stopped = "memory: ..."`` or
+        ``"time: ..."`` on a row with no score, and an entry of
+        ``skipped_``) when its ``k`` arrays, times the parallel workers,
+        exceed the memory available now, or when its flops at this machine's
+        matrix-product rate (measured once per ``fit`` on a 512 x 512
+        product, the fastest dense kernel: so the estimate is a lower bound)
+        plus its writes at the measured write rate of an identity matrix
+        (faster than any update) exceed the seconds left.  A candidate already
+        scored that becomes too costly at a larger budget keeps the score of
+        its last fit.  Work no larger than the probe's own is never measured
+        nor skipped, so data sets of up to a few hundred features race as
+        they did.  And no fit but the free baselines' starts when less time
+        is left than its own lower bound or than the shortest such fit seen
+        so far: the race overruns ``time_budget`` by at most about one fit.
+        Example: on a 300 x 20,000 sparse matrix the default race skips SML
+        (34 eigendecompositions of a 20,000 x 20,000 matrix in its pilot
+        alone) and finishes in about a second; before, that pilot ran for
+        minutes.
     n_splits : int, default=1
         Number of stratified fit/validation splits (scores are averaged).
     validation_size : float, default=0.3
@@ -386,12 +517,19 @@ class AutoSimilarity(BaseEstimator):
         ``std_validation_score``, ``mean_fit_time``, ``warm_start``,
         ``error``, ``stopped`` (why the candidate's race ended after this
         entry: ``"halved: ..."``, ``"below_bar: ..."``, ``"max_time: ..."``,
-        ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
+        ``"memory: ..."`` / ``"time: ..."`` (skipped before its first fit, see
+        ``time_budget``), ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
         comparison), ``""`` for the winner's last entry and for entries the
         candidate went on from), ``rank_validation_score`` (1 = the winner;
         then by round reached and score).  A stage skipped for time gets one
         entry per candidate with NaN scores.  ``pandas.DataFrame(cv_results_)``
         reads it.
+    skipped_ : list of dict
+        The fits not started because of their dense d x d work (see
+        ``time_budget``), one dict each: ``candidate``, ``learner``,
+        ``params`` (with the budget it would have had), ``round``, ``reason``
+        (``"memory: ..."`` or ``"time: ..."``, with the sizes and the
+        measured rate).  Empty on small data.
     history_ : dict
         One record per round: ``step`` (round), ``seconds``, ``n_candidates``,
         ``best_validation_score``.
@@ -483,7 +621,7 @@ class AutoSimilarity(BaseEstimator):
         from sklearn.model_selection import StratifiedShuffleSplit
 
         t_start = time.time()
-        for a in ("n_features_in_", "best_estimator_"):
+        for a in ("n_features_in_", "best_estimator_", "skipped_"):
             if hasattr(self, a):
                 delattr(self, a)
         self._validate_params()
@@ -508,13 +646,14 @@ class AutoSimilarity(BaseEstimator):
                "t_start": t_start, "states": {}, "rows": [],
                "hist": {"step": [], "seconds": [], "n_candidates": [],
                         "best_validation_score": []},
-               "last_scores": {}, "reached": {}}
+               "last_scores": {}, "reached": {}, "skipped": [], "shortest": 0.0,
+               "n_fit": min(len(fi) for fi, _ in splits), "speed": None, "memory": None}
         stages = sorted({c.stage for c in cands})
         champions: list[int] = []           # the survivors of every stage raced
         stop, r0, bar = "max_iter", 0, -np.inf
         for k, st in enumerate(stages):
             members = [i for i, c in enumerate(cands) if c.stage == st]
-            if k > 0 and time.time() >= deadline:
+            if k > 0 and time.time() + ctx["shortest"] >= deadline:
                 stop = "max_time"
                 self._note_skipped(ctx, members, r0, "max_time: time_budget spent before "
                                    f"stage {st} started")
@@ -529,8 +668,15 @@ class AutoSimilarity(BaseEstimator):
             if scored:
                 bar = max(row["mean_validation_score"] for row in scored)
         last_scores, rows = ctx["last_scores"], ctx["rows"]
-        if not last_scores:                  # pragma: no cover - baselines always score
-            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget.")
+        self.skipped_ = list(ctx["skipped"])
+        if not last_scores:
+            why = "; ".join(f"{s['learner']} {s['params']}: {s['reason']}"
+                            for s in ctx["skipped"][:5])
+            raise RuntimeError(f"{_WHO}: no candidate finished within time_budget="
+                               f"{self.time_budget}" + (f"; skipped before fitting: {why}. "
+                                                        "Add a cheaper candidate (e.g. "
+                                                        "Euclidean) or reduce the dimension."
+                                                        if why else "."))
         pool = [c for c in champions if c in last_scores] or list(last_scores)
         # the final comparison: each survivor at its best validated budget
         # (validated early stopping: a racer whose score fell at a larger
@@ -599,6 +745,70 @@ class AutoSimilarity(BaseEstimator):
                 row[f"split{s}_validation_score"] = nan
             ctx["rows"].append(row)
 
+    @staticmethod
+    def _resources(ctx: dict, cand: _Candidate, budget_value) -> tuple[str, float]:
+        """Whether ``cand`` may be fitted at ``budget_value`` now: ``(reason,
+        seconds)``, the reason empty when it may, the seconds a lower bound on
+        the fit's dense d x d work on this machine (0 when not measured).
+
+        The rule (decided before the fit: a running fit cannot be
+        interrupted): the unavoidable dense work of the learner
+        (:func:`_dense_work`: ``k`` d x d arrays held, ``e`` symmetric
+        eigendecompositions of ``(10/3) d^3`` flops at least each and ``p``
+        products of ``2 d^3``, ``d`` the features the learner sees) is
+        skipped when its arrays, times the parallel workers, exceed the
+        memory available now, or when its flops at this machine's measured
+        matrix-product rate plus its entries written (``k d^2``, and ``rho^2
+        d^2`` per rank-one update of an online learner, ``rho`` the density
+        of the rows it sees) at its measured write rate exceed the seconds
+        left of ``time_budget``.  Returns seconds
+        -1 for a candidate with no dense work (fitted even after the
+        deadline: the baselines always score).  Work no larger than the speed probe's own (a
+        product of two 512 x 512 matrices) is not measured and never skipped,
+        so small data sets race as before."""
+        from .preprocessing import n_added_features, resolve_preprocessing
+
+        n_dd, n_eig, n_prod, n_upd = _dense_work(cand.template, cand.describe(budget_value))
+        if not n_dd and not n_eig and not n_prod and not n_upd:
+            return "", -1.0                  # free: always fitted
+        X = ctx["X"]
+        try:
+            prep = resolve_preprocessing(cand.prep, X, cand.template)
+        except ValueError:
+            return "", 0.0                   # the fit refuses it itself (its error says why)
+        d = float(X.shape[1] + n_added_features(prep))
+        m = float(_PROBE_SIDE)
+        nbytes = 8.0 * d * d * n_dd
+        if nbytes > 8.0 * m * m:
+            if ctx["memory"] is None:
+                ctx["memory"] = _available_memory() or np.inf
+            need = nbytes * ctx["n_workers"]
+            if need > ctx["memory"]:
+                return (f"memory: {cand.name} holds {n_dd} dense {int(d)} x {int(d)} "
+                        f"array(s), {_fmt_bytes(need)} for {ctx['n_workers']} worker(s), "
+                        f"more than the {_fmt_bytes(ctx['memory'])} available"), 0.0
+        flops = (n_eig * _EIGH_FLOPS + n_prod * _PRODUCT_FLOPS) * d**3
+        # entries written: the arrays once, each update's rho^2 d^2
+        rho = 1.0 if prep is not None or not sp.issparse(X) else \
+            X.nnz / max(1.0, float(X.shape[0]) * X.shape[1])
+        writes = (n_dd + n_upd * rho * rho) * d * d
+        if flops <= 2.0 * m**3 and writes <= m * m:
+            return "", 0.0
+        if ctx["speed"] is None:
+            ctx["speed"] = _machine_speed()
+        rate, fill = ctx["speed"]
+        secs = flops / rate + writes / fill
+        left = ctx["deadline"] - time.time()
+        if secs > left:
+            return (f"time: {cand.name}'s dense work ({n_eig} eigendecomposition(s) and "
+                    f"{n_prod} product(s) of {int(d)} x {int(d)} matrices, {flops:.3g} flops, "
+                    f"{n_dd} such array(s) and {n_upd} rank-one update(s) of rows of density "
+                    f"{rho:.3g}) takes at least {secs:.3g} s at this machine's measured "
+                    f"{rate / 1e9:.3g} GFLOP/s and {fill / 1e9:.3g} G writes/s; "
+                    f"{max(left, 0.0):.3g} s of time_budget "
+                    "left"), secs
+        return "", secs
+
     def _race_stage(self, ctx: dict, members: list, r0: int, bar: Optional[float],
                     pilot: bool) -> tuple[list, int, str]:
         """Successive halving among ``members`` (global round numbers from
@@ -641,7 +851,9 @@ class AutoSimilarity(BaseEstimator):
                         row["stopped"] = "max_time: the next round would end after time_budget"
                     break
             tasks, keys = [], []
-            for c in alive:
+            held: list[int] = []             # not refitted: too costly at this budget
+            free: dict[int, bool] = {}
+            for c in list(alive):
                 cand = cands[c]
                 if cand.budget is not None:
                     bv = max(1, int(round(cand.budget[1] * frac)))
@@ -649,10 +861,24 @@ class AutoSimilarity(BaseEstimator):
                     continue                 # fitted once: its score stands
                 else:
                     bv = None
+                why, secs = self._resources(ctx, cand, bv)
+                if why:
+                    ctx["skipped"].append({"candidate": c, "learner": cand.name,
+                                           "params": cand.describe(bv), "round": r,
+                                           "reason": why})
+                    if c in last_scores:     # keeps the score of its last fit
+                        held.append(c)
+                    else:
+                        self._note_skipped(ctx, [c], r, why)
+                        alive.remove(c)
+                    continue
                 for s, (fi, vi) in enumerate(splits):
                     seed = int(np.random.SeedSequence([seed0, c, s, r]).generate_state(1)[0])
                     tasks.append(delayed(_run_job)(cand, ctx["X"], ctx["y"], fi, vi, bv, seed,
-                                                   states.get((c, s)), deadline, ctx["blas"]))
+                                                   states.get((c, s)), deadline, ctx["blas"],
+                                                   secs if secs < 0 and cand.budget is None
+                                                   else max(secs, ctx["shortest"])))
+                    free[c] = secs < 0
                     keys.append((c, s, bv))
             results = Parallel(n_jobs=self.n_jobs)(tasks) if tasks else []
             per: dict[int, dict] = {}
@@ -664,10 +890,13 @@ class AutoSimilarity(BaseEstimator):
                 score, secs, state, error = res
                 entry["scores"][s] = score
                 entry["secs"].append(secs)
+                if not free.get(c) and np.isfinite(score):
+                    ctx["shortest"] = secs if not ctx["shortest"] else min(ctx["shortest"], secs)
                 entry["error"] = entry["error"] or error
                 if state is not None:
                     states[(c, s)] = state
-            fresh = [c for c in alive if cands[c].budget is None and c in last_scores]
+            fresh = [c for c in alive if (cands[c].budget is None or c in held)
+                     and c in last_scores]
             n_done = 0
             for c, entry in per.items():
                 if any(v is None for v in entry["scores"]):
