@@ -58,3 +58,33 @@ def test_special_files_are_refused_quickly(tmp_path, kind):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_read_json_is_bounded_and_names_the_reader(tmp_path):
+    from tripletml._files import read_json
+    p = tmp_path / "a.json"
+    p.write_text('{"a": 1}')
+    assert read_json(p, "reader", 100, "a state") == {"a": 1}
+    p.write_text("x" * 101)
+    with pytest.raises(ValueError, match="reader: .* is larger than 100 bytes; it is not a state"):
+        read_json(p, "reader", 100, "a state")
+    p.write_text("{oops")
+    with pytest.raises(ValueError, match="reader: .* is not valid JSON"):
+        read_json(p, "reader", 100, "a state")
+
+
+def test_write_atomically_replaces_or_leaves_the_old_file(tmp_path):
+    from tripletml._files import write_atomically
+    p = tmp_path / "out.bin"
+    p.write_bytes(b"old")
+    write_atomically(p, lambda fh: fh.write(b"new"), mode=0o644)
+    assert p.read_bytes() == b"new" and (p.stat().st_mode & 0o777) == 0o644
+
+    def broken(fh):
+        fh.write(b"half")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(p, broken)
+    assert p.read_bytes() == b"new"
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["out.bin"]    # no temporary left

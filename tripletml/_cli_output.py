@@ -18,7 +18,6 @@ file whose first line is the results header.
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from pathlib import Path
 

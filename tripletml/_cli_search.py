@@ -106,21 +106,9 @@ def cmd_search(args: argparse.Namespace) -> None:
 def _save_npz(path: Path, **arrays) -> None:
     """``np.savez`` to a new temporary file beside ``path``, renamed over it
     (np.savez would also append ``.npz`` to a name without it)."""
-    import os
-    import tempfile
+    from ._files import write_atomically
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                               dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, lambda fh: np.savez(fh, **arrays))
 
 
 def _force(p: argparse.ArgumentParser, what: str) -> None:

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["open_regular", "check_regular_file"]
+__all__ = ["open_regular", "check_regular_file", "read_json", "write_atomically"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -77,4 +77,46 @@ def open_regular(path: Any, who: str) -> IO[bytes]:
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
+        raise
+
+
+def read_json(path: Any, who: str, max_bytes: int, what: str) -> Any:
+    """The JSON value of a regular file of at most ``max_bytes`` bytes
+    (ValueError naming ``who`` and saying the file is not ``what``
+    otherwise); bounded time and memory whatever the file holds."""
+    import json
+
+    with open_regular(path, who) as fh:
+        raw = fh.read(int(max_bytes) + 1)
+    if len(raw) > max_bytes:
+        raise ValueError(f"{who}: {os.fspath(path)} is larger than {max_bytes} bytes; it is not "
+                         f"{what}.")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{who}: {os.fspath(path)} is not valid JSON ({exc}).") from None
+
+
+def write_atomically(path: Path, write, *, mode: int | None = None) -> None:
+    """Write ``path`` through ``write(binary_file)`` into a new temporary file
+    beside it (created exclusively, never through an existing name), then
+    rename it over ``path``; the temporary is removed on any failure.
+    ``mode``: the permissions to give the file (default: mkstemp's 0600).
+    The temporary's name is ``.<name>.<random>.tmp``."""
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                               dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         raise

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+
+from ._files import write_atomically
 
 __all__ = ["save_model", "SavableModel", "FORMAT_VERSION", "temp_file_pattern"]
 
@@ -138,16 +139,5 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **{_META: blob}, **arrays)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, lambda fh: np.savez(fh, **{_META: blob}, **arrays),
+                     mode=0o666 & ~_umask())

@@ -794,21 +794,13 @@ def build(model: Any, X, *, kind: str = "flat", backend: str = "auto",
 
 def _read_meta(path: Path, func: str) -> dict:
     """``index.json``: a regular file of at most 1 MiB holding a JSON object."""
-    from ._files import open_regular
+    from ._files import read_json
 
     file = path / "index.json"
     if not path.is_dir() or not (file.exists() or file.is_symlink()):
         raise FileNotFoundError(f"{func}: {path} is not a tripletml index directory "
                                 "(no index.json).")
-    with open_regular(file, func) as fh:
-        raw = fh.read(_META_MAX_BYTES + 1)
-    if len(raw) > _META_MAX_BYTES:
-        raise ValueError(f"{func}: {file} is larger than {_META_MAX_BYTES} bytes; it is not "
-                         "a tripletml index.")
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{func}: {file} is not valid JSON ({exc}).") from None
+    return read_json(file, func, _META_MAX_BYTES, "a tripletml index")
 
 
 def load_index(path, *, allow_unverified: bool = False) -> SimilarityIndex:

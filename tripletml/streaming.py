@@ -136,17 +136,9 @@ def _clean_stale(ckpt: Path, keep: str | None, models: bool = True) -> None:
 def _read_state(sfile: Path, func: str) -> dict:
     """``state.json``, checked: a regular file of bounded size holding a
     stream checkpoint's fields with the right types."""
-    from ._files import open_regular
+    from ._files import read_json
 
-    with open_regular(sfile, func) as fh:
-        raw = fh.read(_STATE_MAX_BYTES + 1)
-    if len(raw) > _STATE_MAX_BYTES:
-        raise ValueError(f"{func}: {sfile} is larger than {_STATE_MAX_BYTES} bytes; it is not "
-                         "a tripletml stream checkpoint state")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{func}: {sfile} is not valid JSON ({exc})") from None
+    data = read_json(sfile, func, _STATE_MAX_BYTES, "a tripletml stream checkpoint state")
     if not isinstance(data, dict) or data.get("format") != _FORMAT \
             or data.get("format_version") != _VERSION or not isinstance(data.get("state"), dict):
         raise ValueError(f"{func}: {sfile} is not a tripletml stream checkpoint")
