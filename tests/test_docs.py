@@ -105,3 +105,38 @@ def test_ci_runs_exactly_the_readme_test_command_and_fails_on_no_tests():
             if ln.strip().startswith("pytest")]
     assert runs == [test]
     assert "set -euo pipefail" in ci and '"$status" -eq 5' in ci
+
+
+def _readme_python_blocks() -> list[tuple[int, str]]:
+    """(line, code) of every ```python block of the README."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    out, start = [], None
+    for i, ln in enumerate(lines):
+        if ln.strip() == "```python":
+            start = i + 1
+        elif ln.strip() == "```" and start is not None:
+            out.append((start + 1, "\n".join(lines[start:i])))
+            start = None
+    return out
+
+
+def test_readme_has_python_examples_and_marks_those_that_need_data():
+    blocks = _readme_python_blocks()
+    assert len(blocks) >= 3
+    # the first examples a newcomer meets run on bundled data
+    assert not blocks[0][1].startswith("# needs:") and not blocks[1][1].startswith("# needs:")
+
+
+@pytest.mark.parametrize("line, code", [b for b in _readme_python_blocks()
+                                        if not b[1].startswith("# needs:")],
+                         ids=lambda v: f"line{v}" if isinstance(v, int) else "")
+def test_readme_python_example_runs_offline(tmp_path, line, code):
+    """Each README example not marked ``# needs: <data set>`` runs on a fresh
+    machine: no data home (an empty TRIPLETML_DATA), files written to a
+    scratch folder, in a fresh interpreter."""
+    env = {**os.environ, "TRIPLETML_DATA": str(tmp_path / "no-data"), "MPLBACKEND": "Agg",
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("TRIPLETML_REQUIRE_DATA", None)
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"README example at line {line} failed:\n{res.stderr[-3000:]}"
