@@ -344,11 +344,18 @@ def test_load_reads_a_version_1_index(tmp_path):
         load_index(path)
 
 
-def test_load_refuses_inconsistent_files(tmp_path):
-    X, y = mixture(100, seed=7)
+
+def _saved_numpy_index(tmp_path, n: int, seed: int):
+    """An OASIS fitted on a mixture of n rows, its exact numpy index saved at
+    tmp_path / "idx": ``(X, model, path)``."""
+    X, y = mixture(n, seed=seed)
     model = OASIS(n_triplets=200, random_state=0).fit(X, y)
     path = tmp_path / "idx"
     build(model, X, backend="numpy").save(path)
+    return X, model, path
+
+def test_load_refuses_inconsistent_files(tmp_path):
+    X, model, path = _saved_numpy_index(tmp_path, 100, 7)
     meta = json.loads((path / "index.json").read_text())
     with pytest.raises(FileNotFoundError, match="load_index"):
         load_index(tmp_path / "nothing")
@@ -626,10 +633,7 @@ def test_replaced_model_is_refused(tmp_path):
 
 
 def test_stripped_or_malformed_hashes_are_refused(tmp_path):
-    X, y = mixture(120, seed=33)
-    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
-    path = tmp_path / "idx"
-    build(model, X, backend="numpy").save(path)
+    X, model, path = _saved_numpy_index(tmp_path, 120, 33)
     meta = json.loads((path / "index.json").read_text())
     for bad in ({}, {"model.npz": meta["hashes"]["model.npz"]}, "x",
                 dict(meta["hashes"], **{"vectors.npy": 5})):
@@ -657,10 +661,7 @@ def test_stripped_or_malformed_hashes_are_refused(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 @pytest.mark.parametrize("name", ["index.json", "vectors.npy", "model.npz"])
 def test_special_files_in_an_index_are_refused_without_blocking(tmp_path, name):
-    X, y = mixture(120, seed=34)
-    model = OASIS(n_triplets=200, random_state=0).fit(X, y)
-    path = tmp_path / "idx"
-    build(model, X, backend="numpy").save(path)
+    X, model, path = _saved_numpy_index(tmp_path, 120, 34)
     (path / name).unlink()
     os.mkfifo(path / name)
     with pytest.raises(ValueError, match="FIFO"):

@@ -131,3 +131,17 @@ def test_tampered_files_are_refused_on_load(tmp_path, make, edit, msg):
     bad = _tampered(tmp_path, make(), edit)
     with pytest.raises(ValueError, match=msg):
         load_model(bad)
+
+
+@pytest.mark.parametrize("check", [
+    lambda A: check_symmetric(A, "M"), lambda A: check_positive_definite(A, "M"),
+    lambda A: check_psd(A, "M"), lambda A: check_factor(A, np.eye(3), "M", rtol=1e-8),
+    lambda A: check_inverse(np.eye(3), A, "M")])
+@pytest.mark.parametrize("bad, msg", [(np.nan, "non-finite"), (np.inf, "non-finite")])
+def test_non_finite_or_non_2d_input_is_refused_by_name(check, bad, msg):
+    A = np.eye(3)
+    A[0, 1] = A[1, 0] = bad
+    with pytest.raises(ValueError, match=f"M has {msg}"):
+        check(A)
+    with pytest.raises(ValueError, match="M must be a 2-D array"):
+        check(np.ones(3))

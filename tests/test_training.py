@@ -321,3 +321,29 @@ def test_no_learner_overrides_fit_to_skip_sampling():
         if issubclass(e.cls, TripletLearner):
             assert e.cls.fit is TripletLearner.fit, e.name
             assert e.cls._prepare_fit is TripletLearner._prepare_fit, e.name
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    ({"max_iter": 0}, ValueError, "max_iter=0 must be >= 1"),
+    ({"max_iter": 2.5}, TypeError, "max_iter=2.5 must be an integer"),
+    ({"tol": -1.0}, ValueError, "tol=-1.0 must be >= 0"),
+    ({"tol": float("nan")}, ValueError, "tol=nan must be finite"),
+    ({"max_time": 0.0}, ValueError, "max_time=0.0 must be > 0"),
+    ({"max_time": float("inf")}, ValueError, "max_time=inf must be finite"),
+])
+def test_run_refuses_bad_arguments_naming_the_learner(kw, exc, msg):
+    args = {"max_iter": 3, **kw}
+    with pytest.raises(exc, match=f"Toy: parameter {msg}"):
+        run(Geometric(), name="Toy", **args)
+
+
+def test_a_solver_that_never_ends_a_pass_hits_the_cap(monkeypatch):
+    import tripletml.training.driver as drv
+
+    class Endless:
+        def step(self, budget):
+            return StepReport(iterations=0, units=1)
+
+    monkeypatch.setattr(drv, "MAX_STEPS_PER_ITERATION", 5)
+    with pytest.raises(RuntimeError, match="Toy: 6 steps in a row completed no iteration"):
+        run(Endless(), name="Toy", max_iter=2)

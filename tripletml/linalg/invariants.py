@@ -31,9 +31,18 @@ def _fro(A: np.ndarray) -> float:
     return float(np.linalg.norm(A))
 
 
+def _check_finite_2d(A: np.ndarray, name: str) -> None:
+    if not isinstance(A, np.ndarray) or A.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {getattr(A, 'shape', type(A))}")
+    if not np.isfinite(A).all():
+        raise ValueError(f"{name} has non-finite entries (NaN or inf)")
+
+
 def check_symmetric(M: np.ndarray, name: str, rtol: float = SYMMETRY_RTOL) -> None:
-    """ValueError unless ``||M - M^T||_F <= rtol ||M||_F``."""
-    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+    """ValueError unless M is a finite square matrix with
+    ``||M - M^T||_F <= rtol ||M||_F``."""
+    _check_finite_2d(M, name)
+    if M.shape[0] != M.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {M.shape}")
     if _fro(M - M.T) > rtol * _fro(M):
         raise ValueError(f"{name} is not symmetric")
@@ -63,7 +72,9 @@ def check_factor(L: np.ndarray, M: np.ndarray, name: str, rtol: float) -> None:
     """ValueError unless ``||L^T L - M||_F <= rtol ||M||_2 + 1e-12 ||M||_F``
     (``L``: r x d, ``M``: d x d; ``rtol`` covers the eigenvalues a truncated
     factor leaves out, e.g. ``sqrt(d) * rank_tol``)."""
-    if L.ndim != 2 or L.shape[1] != M.shape[0]:
+    _check_finite_2d(L, name)
+    _check_finite_2d(M, "the model's matrix")
+    if L.shape[1] != M.shape[0]:
         raise ValueError(f"{name} has shape {L.shape}, not (r, {M.shape[0]})")
     top = float(np.linalg.norm(M, 2)) if M.size else 0.0
     if _fro(L.T @ L - M) > rtol * top + 1e-12 * _fro(M):
@@ -73,6 +84,8 @@ def check_factor(L: np.ndarray, M: np.ndarray, name: str, rtol: float) -> None:
 def check_inverse(A: np.ndarray, B: np.ndarray, name: str, rtol: float = 1e-8) -> None:
     """ValueError unless ``||A B - I||_F <= rtol ||A||_F ||B||_F`` (B is A's
     inverse up to rounding scaled by the pair's condition)."""
+    _check_finite_2d(A, "the model's matrix")
+    _check_finite_2d(B, name)
     d = A.shape[0]
     if B.shape != A.shape:
         raise ValueError(f"{name} has shape {B.shape}, not {A.shape}")

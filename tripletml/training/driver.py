@@ -47,10 +47,18 @@ import numpy as np
 
 from .._progress import progress_bar
 from .._stopping import STOP_REASONS, finish
+from .._validation import check_scalar_param
 from .history import History
 from .watch import DivergenceWatch
 
-__all__ = ["StepReport", "Solver", "TrainingResult", "run", "apply_result"]
+__all__ = ["StepReport", "Solver", "TrainingResult", "run", "apply_result",
+           "MAX_STEPS_PER_ITERATION"]
+
+#: the most steps in a row that may complete no iteration (blocks of one
+#: online pass: at least 1,000 triplets each, so 10^7 blocks are 10^10
+#: triplets) -- the cap that bounds the loop for a solver that never ends a
+#: pass
+MAX_STEPS_PER_ITERATION = 10_000_000
 
 
 @dataclass
@@ -146,8 +154,12 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
     -------
     TrainingResult
     """
-    if int(max_iter) < 1:
-        raise ValueError(f"{name}: max_iter={max_iter} must be >= 1.")
+    check_scalar_param(max_iter, "max_iter", name, kind="int", low=1)
+    check_scalar_param(tol, "tol", name, kind="real", low=0, allow_none=True)
+    check_scalar_param(max_time, "max_time", name, kind="real", low=0, low_inclusive=False,
+                       allow_none=True)
+    max_iter = int(max_iter)
+    partial = 0                  # steps in a row that completed no iteration
     hist = History() if history is None else history
     bar = progress_bar(int(max_iter) if total is None else int(total), verbose=verbose,
                        desc=name, unit=unit)
@@ -164,6 +176,12 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
                                    f"with {max_iter - n_iter} left.")
             if rep.iterations == 0 and rep.units <= 0:
                 raise RuntimeError(f"{name}: the solver's step made no progress.")
+            partial = partial + 1 if rep.iterations == 0 else 0
+            if partial > MAX_STEPS_PER_ITERATION:
+                raise RuntimeError(f"{name}: {partial} steps in a row completed no iteration "
+                                   f"(the cap is MAX_STEPS_PER_ITERATION = "
+                                   f"{MAX_STEPS_PER_ITERATION}); the solver does not end its "
+                                   "passes.")
             n_iter += rep.iterations
             if bar is not None:
                 bar.update(rep.units)
