@@ -42,3 +42,16 @@ def data_home() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return home
+
+
+@pytest.fixture
+def raw_rows(monkeypatch):
+    """Train on the rows as given: the feature unit of ``preprocessing=None``
+    and ``"center"`` (:func:`tripletml.preprocessing.feature_unit`) is 1.
+
+    For the tests that compare a solver with its paper's formulas on raw
+    rows (step sizes, margins and duality gaps in the caller's numbers);
+    the unit itself is tested in test_preprocessing.py and
+    test_scale_equivariance.py."""
+    import tripletml.preprocessing as prep
+    monkeypatch.setattr(prep, "feature_unit", lambda X, mean=None: 1.0)

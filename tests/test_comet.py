@@ -10,6 +10,9 @@ from tripletml.learners.comet import comet_loss
 from tripletml.solvers.comet import COMETSolver
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 def _problem(seed=0, n=40, d=6, m=120, sparse=False):
     rng = np.random.default_rng(seed)

@@ -13,6 +13,9 @@ from tripletml.base import EMBEDDING_SIMILARITIES
 
 from _estimators import ESTIMATORS, toy_data
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 def _combine(kind, EQ, ED):
     if kind == "inner_product":

@@ -12,6 +12,9 @@ from tripletml.metrics import evaluate_retrieval
 from tripletml.solvers.itml import ITMLSolver, itml_bounds, triplet_pairs
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 def _reference(X, triplets, bounds, gamma, sweeps):
     """Algorithm 1 with the released code's projection, written out."""

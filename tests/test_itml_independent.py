@@ -38,6 +38,9 @@ import tripletml
 from tripletml.solvers.itml import ITMLSolver, itml_bounds, triplet_pairs
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 RTOL = 1e-10
 
 

@@ -15,6 +15,9 @@ from tripletml.solvers.kissme import (kissme_matrix, pair_scatter_from_labels,
                                       pair_scatter_from_triplets, shrunk_inverse)
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 def _labels_data(seed=0, n=40, d=5):
     rng = np.random.default_rng(seed)

@@ -27,6 +27,9 @@ import pytest
 import tripletml
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 RTOL = 1e-10
 
 

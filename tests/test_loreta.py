@@ -289,6 +289,9 @@ def test_removed_parameters_are_gone():
 from hypothesis import given, reject, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), d=st.integers(3, 9), k=st.integers(1, 3),

@@ -34,6 +34,9 @@ import scipy.sparse as sp
 
 from tripletml import LORETA, FactoredGD, IterativePA, NaivePA
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 RTOL = 1e-8
 
 

@@ -15,6 +15,9 @@ from tripletml.solvers.lowrank_dml import Minibatches
 from tripletml.solvers.triplet_dml import TripletDMLProblem
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 def _data(seed=0, n=40, d=12, m=60, sparse=False):
     rng = np.random.default_rng(seed)

@@ -35,6 +35,9 @@ import scipy.sparse as sp
 from tripletml import LowRankDML
 from tripletml.linalg import lowrank_eig_update, project_psd, project_spectrum
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 RTOL = 1e-8
 TOL_EIG = 1e-10
 

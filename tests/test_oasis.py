@@ -6,6 +6,9 @@ import scipy.sparse as sp
 from tripletml import OASIS
 from tripletml.triplets import random_class_triplets
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 def reference_oasis(X, triplets, C, W0):
     """Dense PA-I loop: l = [1 - q'W p+ + q'W p-]_+, V = q (p+ - p-)',

@@ -50,11 +50,28 @@ def sphere_radius(Xfit):
     return float(np.median(np.linalg.norm(Z, axis=1)))
 
 
-def reference(mode, Xfit, X):
-    """The documented map, written from the docstring with plain NumPy."""
+def unit(Z):
+    """The feature unit: the root mean square of the non-zero entries."""
+    v = np.asarray(Z, float).ravel()
+    v = v[v != 0]
+    return float(np.sqrt(np.mean(v ** 2))) if v.size else 1.0
+
+
+def raw(est):
+    """``est`` trained on the rows it is given, as they are (no feature
+    unit): the solver on manually preprocessed rows."""
+    est._feature_unit = False
+    return est
+
+
+def reference(mode, Xfit, X, with_unit=True):
+    """The documented map, written from the docstring with plain NumPy
+    (``with_unit=False``: a baseline, which has no feature unit)."""
     if mode is None:
-        return np.asarray(X, float)
+        return np.asarray(X, float) / (unit(Xfit) if with_unit else 1.0)
     mean = Xfit.mean(axis=0)
+    if mode == "center":
+        return (X - mean) / (unit(Xfit - mean) if with_unit else 1.0)
     if mode == "center":
         return X - mean
     std = Xfit.std(axis=0)
@@ -71,7 +88,7 @@ def reference(mode, Xfit, X):
 
 def _pair(entry, mode):
     a = entry.make(0, preprocessing=mode)
-    b = entry.make(0, preprocessing=None)
+    b = raw(entry.make(0, preprocessing=None))
     return a, b
 
 
@@ -85,7 +102,7 @@ def test_raw_api_equals_solver_on_preprocessed_X(entry, mode):
     X, y, t = _data()
     a, b = _pair(entry, mode)
     a.fit(X, triplets=t)
-    Z = reference(mode, X, X)
+    Z = reference(mode, X, X, with_unit=a._feature_unit)
     b.fit(Z, triplets=t)
     assert a.preprocessing_ == mode
     assert a.n_features_in_ == X.shape[1]                 # always the raw width
@@ -102,16 +119,27 @@ def test_raw_api_equals_solver_on_preprocessed_X(entry, mode):
     assert a.score(X, y) == pytest.approx(b.score(Z, y), rel=1e-9)
     # the learned matrix lives in the preprocessed coordinates
     if isinstance(a, BilinearMixin):
-        W = a.get_bilinear_matrix()
-        np.testing.assert_allclose(W, b.get_bilinear_matrix(), rtol=1e-6, atol=1e-8)
+        W = b.get_bilinear_matrix()
         np.testing.assert_allclose(S, Zq @ W @ Zd.T, **kw)
+        if mode in (None, "center"):    # in the caller's unit, on X (centred)
+            C = 0.0 if mode is None else X.mean(axis=0)
+            np.testing.assert_allclose(S, (Xq - C) @ a.get_bilinear_matrix() @ (Xd - C).T,
+                                       **kw)
+        else:
+            np.testing.assert_allclose(a.get_bilinear_matrix(), W, rtol=1e-6, atol=1e-8)
     else:
-        M = a.get_mahalanobis_matrix()
-        np.testing.assert_allclose(M, b.get_mahalanobis_matrix(), rtol=1e-6, atol=1e-8)
+        # get_mahalanobis_matrix is on the caller's rows: X for a, Z for b
+        Mb = b.get_mahalanobis_matrix()
         D = Zq[:, None, :] - Zd[None, :, :]
-        np.testing.assert_allclose(S, -np.einsum("ijk,kl,ijl->ij", D, M, D), **kw)
+        np.testing.assert_allclose(S, -np.einsum("ijk,kl,ijl->ij", D, Mb, D), **kw)
         np.testing.assert_allclose(a.transform(Xq), b.transform(Zq), **kw)
-        d = Z[0] - Z[5]
+        M = a.get_mahalanobis_matrix()
+        if mode == "sphere":        # not affine: M acts on the lifted rows
+            np.testing.assert_allclose(M, Mb, rtol=1e-6, atol=1e-8)
+            return
+        D = Xq[:, None, :] - Xd[None, :, :]
+        np.testing.assert_allclose(S, -np.einsum("ijk,kl,ijl->ij", D, M, D), **kw)
+        d = X[0] - X[5]
         assert a.get_metric(squared=True)(X[0], X[5]) == pytest.approx(d @ M @ d, rel=1e-6)
 
 
@@ -223,9 +251,9 @@ def test_zero_variance_columns_give_no_nan(entry, mode):
     a = entry.make(0, preprocessing=mode).fit(X, triplets=t)
     S = a.similarity(X)
     assert np.isfinite(S).all()
-    Z = reference(mode, X, X)
+    Z = reference(mode, X, X, with_unit=a._feature_unit)
     assert np.isfinite(Z).all()
-    b = entry.make(0, preprocessing=None).fit(Z, triplets=t)
+    b = raw(entry.make(0, preprocessing=None)).fit(Z, triplets=t)
     np.testing.assert_allclose(S, b.similarity(Z), rtol=1e-6,
                                atol=1e-7 * max(1.0, np.abs(S).max()))
 
@@ -256,6 +284,7 @@ def test_old_file_without_preprocessing_loads_as_none(tmp_path):
     meta = json.loads(np.load(io.BytesIO(members["__meta__.npy"])).tobytes().decode())
     del meta["params"]["preprocessing"]
     del meta["attributes"]["preprocessing_"]
+    del meta["attributes"]["preprocessing_unit_"]       # 0.1 trained on the raw rows
     buf = io.BytesIO()
     np.save(buf, np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
     members["__meta__.npy"] = buf.getvalue()
@@ -264,7 +293,9 @@ def test_old_file_without_preprocessing_loads_as_none(tmp_path):
             zf.writestr(n, data)
     old = tm.load_model(tmp_path / "old.npz")
     assert old.preprocessing is None and old.preprocessing_ is None
-    np.testing.assert_array_equal(old.similarity(X), m.similarity(X))
+    assert not hasattr(old, "preprocessing_unit_")
+    np.testing.assert_allclose(old.similarity(X), m.similarity(X * m.preprocessing_unit_),
+                               rtol=1e-12)
 
 
 def test_inconsistent_statistics_refused(tmp_path):
@@ -285,7 +316,7 @@ def test_partial_fit_fits_preprocessing_on_first_call():
     X, y, t = _data(seed=6)
     a = tm.OASIS(preprocessing="standardize").partial_fit(X, t[:60]).partial_fit(X, t[60:])
     Z = reference("standardize", X, X)
-    b = tm.OASIS(preprocessing=None).partial_fit(Z, t[:60]).partial_fit(Z, t[60:])
+    b = raw(tm.OASIS(preprocessing=None)).partial_fit(Z, t[:60]).partial_fit(Z, t[60:])
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(a.similarity(X), b.similarity(Z), rtol=1e-9, atol=1e-9)
 
@@ -309,7 +340,7 @@ def test_objective_takes_raw_X(name, mode, params):
     cls = getattr(tm, name)
     a = cls(preprocessing=mode, random_state=0, **params).fit(X, triplets=t)
     Z = reference(mode, X, X)
-    b = cls(preprocessing=None, random_state=0, **params).fit(Z, triplets=t)
+    b = raw(cls(preprocessing=None, random_state=0, **params)).fit(Z, triplets=t)
     assert a.objective(X, t) == pytest.approx(b.objective(Z, t), rel=1e-8)
     with pytest.raises(ValueError, match=name):
         a.objective(X[:, :-1], t)
@@ -392,7 +423,7 @@ def test_sphere_bilinear_learner_equals_learner_on_lifted_rows(entry, tmp_path):
     X, y, t = _data(seed=9)
     a = entry.make(0, preprocessing="sphere").fit(X, triplets=t)
     P = reference("sphere", X, X)
-    b = entry.make(0, preprocessing=None).fit(P, triplets=t)
+    b = raw(entry.make(0, preprocessing=None)).fit(P, triplets=t)
     d = X.shape[1]
     assert a.n_features_in_ == d and a.n_features_preprocessed_ == d + 1
     assert b.n_features_in_ == d + 1
@@ -430,13 +461,13 @@ def test_sphere_partial_fit_and_mahalanobis_transform():
     X, y, t = _data(seed=11)
     P = reference("sphere", X, X)
     a = tm.OASIS(preprocessing="sphere").partial_fit(X, t[:60]).partial_fit(X, t[60:])
-    b = tm.OASIS(preprocessing=None).partial_fit(P, t[:60]).partial_fit(P, t[60:])
+    b = raw(tm.OASIS(preprocessing=None)).partial_fit(P, t[:60]).partial_fit(P, t[60:])
     assert a.n_features_in_ == X.shape[1] and a.W_.shape == (X.shape[1] + 1,) * 2
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(a.similarity(X), b.similarity(P), rtol=1e-9, atol=1e-9)
     # an explicit "sphere" works for a Mahalanobis learner too (not its "auto")
     m = tm.SML(preprocessing="sphere", n_triplets=60, max_iter=10, tol=None).fit(X, triplets=t)
-    r = tm.SML(preprocessing=None, n_triplets=60, max_iter=10, tol=None).fit(P, triplets=t)
+    r = raw(tm.SML(preprocessing=None, n_triplets=60, max_iter=10, tol=None)).fit(P, triplets=t)
     assert m.components_.shape[1] == X.shape[1] + 1 and m.n_features_in_ == X.shape[1]
     np.testing.assert_allclose(m.transform(X), r.transform(P), rtol=1e-6, atol=1e-9)
 
@@ -528,9 +559,9 @@ def _manual(mode, X):
     std = X.std(axis=0)
     std = np.where(std > 0, std, 1.0)
     if mode is None:
-        return X
+        return X / unit(X)
     if mode == "center":
-        return X - mean
+        return (X - mean) / unit(X - mean)
     Z = (X - mean) / std
     if mode == "standardize":
         return Z
@@ -595,13 +626,13 @@ def test_preprocessor_attributes_round_trip_and_equality(mode):
     X, y, t = _data(seed=3)
     pre = Preprocessor(mode, owner="SML").fit(X)
     attrs = pre.to_attributes()
-    want = {None: set(), "center": {"mean_"}, "standardize": {"mean_", "scale_"},
+    want = {None: {"unit_"}, "center": {"mean_", "unit_"}, "standardize": {"mean_", "scale_"},
             "whiten": {"mean_", "whitener_"}, "sphere": {"mean_", "scale_", "radius_"}}[mode]
     assert set(attrs) == {"preprocessing_"} | {"preprocessing_" + n for n in want}
     back = Preprocessor.from_attributes(attrs, 5, mode=mode, owner="SML")
     assert back == pre and not back != pre
     np.testing.assert_array_equal(back.transform(X), pre.transform(X))
-    assert (Preprocessor(mode, owner="SML").fit(X + 1.0) != pre) == (mode is not None)
+    assert Preprocessor(mode, owner="SML").fit(X + 1.0) != pre
     assert Preprocessor(mode, owner="other").fit(X) != pre            # parameters differ
     with pytest.raises(TypeError):
         hash(pre)

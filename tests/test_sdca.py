@@ -264,6 +264,9 @@ def test_a_loaded_state_with_missing_or_inconsistent_arrays_is_refused(output):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(4, 12), d=st.integers(1, 5),

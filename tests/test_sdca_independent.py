@@ -25,6 +25,9 @@ from scipy.optimize import minimize
 
 from tripletml import SDCA
 
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
 RTOL = 1e-10
 ATOL = 1e-12
 

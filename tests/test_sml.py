@@ -2,6 +2,9 @@
 against brute force, the smoothing bound, convergence rates, invariants."""
 import numpy as np
 import pytest
+
+# the solvers against their papers' formulas on the rows as given
+pytestmark = pytest.mark.usefixtures("raw_rows")
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -228,6 +231,8 @@ _HANG = """
 import numpy as np
 from sklearn.datasets import load_iris
 from tripletml import SML
+import tripletml.preprocessing as prep
+prep.feature_unit = lambda X, mean=None: 1.0     # the raw huge rows (see raw_rows)
 X, y = load_iris(return_X_y=True)
 try:
     SML(preprocessing=None, random_state=0).fit(X * 1e76, y)

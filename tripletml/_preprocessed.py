@@ -52,6 +52,11 @@ class PreprocessedModel:
     #: X (see :func:`tripletml.preprocessing.resolve_preprocessing`);
     #: :class:`tripletml.base.BilinearMixin` declares ``"sphere"``
     _auto_preprocessing: ClassVar[str] = "standardize"
+    #: whether the modes None and "center" divide the rows by the feature
+    #: unit (:func:`tripletml.preprocessing.feature_unit`): every learner
+    #: whose step sizes, margins or regularisation depend on the scale;
+    #: the no-learning baselines keep their raw values
+    _feature_unit: ClassVar[bool] = True
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = dict(PREPROCESSING_ARRAYS)
 
     def __init_subclass__(cls, **kwargs):
@@ -101,7 +106,8 @@ class PreprocessedModel:
         dense anyway), so that ``fit`` and :meth:`_preprocess` share it."""
         self._clear_preprocessing()
         pre = Preprocessor(getattr(self, "preprocessing", None),
-                           auto=self._auto_preprocessing, owner=type(self).__name__)
+                           auto=self._auto_preprocessing, owner=type(self).__name__,
+                           unit=self._feature_unit)
         if pre.resolve(X) is not None and sp.issparse(X):
             X = np.ascontiguousarray(X.toarray(), dtype=np.float64)
         self.preprocessor_ = pre.fit(X)
@@ -132,7 +138,8 @@ class PreprocessedModel:
         (:meth:`Preprocessor.adopt_saved`; ValueError when inconsistent)."""
         Preprocessor.adopt_saved(self.__dict__, prefix=_PREP,
                                  mode=getattr(self, "preprocessing", None),
-                                 auto=self._auto_preprocessing, owner=type(self).__name__)
+                                 auto=self._auto_preprocessing, owner=type(self).__name__,
+                                 unit=self._feature_unit)
 
     def __setstate__(self, state):
         super().__setstate__(state)

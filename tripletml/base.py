@@ -516,11 +516,23 @@ class BilinearMixin(_EmbedMixin):
         raise NotImplementedError
 
     def get_bilinear_matrix(self) -> np.ndarray:
-        """The matrix W of ``S(x, y) = x^T W y`` (a new array), in the
-        preprocessed coordinates: ``n_features_preprocessed_`` square (d + 1
-        with ``preprocessing_ == "sphere"``)."""
+        """The matrix W of ``S(x, y) = x^T W y`` (a new array).
+
+        With ``preprocessing_`` None the score is bilinear in the caller's
+        rows and W is given in the caller's coordinates: the learned matrix
+        (``W_`` or the factors, which act on the rows divided by
+        ``preprocessing_unit_``) divided by the unit squared, so that
+        ``X @ W @ Y.T`` equals ``similarity(X, Y)`` and ``c * X`` gives
+        ``W / c**2``.  With ``"center"`` likewise on the centred rows
+        ``X - preprocessing_mean_``.  The other modes rescale or lift each
+        column, and W is the learned matrix in the preprocessed coordinates
+        (``n_features_preprocessed_`` square: d + 1 with ``"sphere"``)."""
         check_is_fitted(self)
-        return np.array(self._bilinear_matrix(), dtype=float, copy=True)
+        W = np.array(self._bilinear_matrix(), dtype=float, copy=True)
+        pre = self.__dict__.get("preprocessor_")
+        if pre is not None and pre.unit_ is not None:
+            W *= pre.linear_map() ** 2
+        return W
 
     def _pair_score(self, X1, X2):
         out = np.empty(X1.shape[0])
@@ -598,9 +610,24 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
                              f"{self.rank_}")
 
     def get_mahalanobis_matrix(self) -> np.ndarray:
-        """``M = L^T L`` (d x d)."""
+        """The matrix M of ``d(x, y)^2 = (x - y)^T M (x - y)`` on the caller's
+        rows (``n_features_in_`` square), metric-learn's meaning.
+
+        ``components_`` (L) acts on the preprocessed rows; every mode but
+        ``"sphere"`` is affine, so with A its linear part
+        (:meth:`~tripletml.preprocessing.Preprocessor.linear_map`: the
+        feature unit, the column scales or the whitener) ``M = A L^T L A^T``
+        (with None: ``L^T L / unit**2``, and ``c * X`` gives ``M / c**2``).
+        With ``"sphere"`` the distance is not a quadratic form of the raw
+        difference and M is ``L^T L`` in the lifted coordinates (d + 1
+        square)."""
         check_is_fitted(self)
         L = self.components_
+        pre = self.__dict__.get("preprocessor_")
+        A = None if pre is None else pre.linear_map()
+        if A is not None:
+            A = np.asarray(A, dtype=float)
+            L = L * A if A.ndim < 2 else L @ A.T      # rows of L A^T
         return L.T @ L
 
     def pair_distance(self, X1, X2, *, squared: bool = False) -> np.ndarray:

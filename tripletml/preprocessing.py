@@ -253,6 +253,60 @@ def _mean_std_scaled(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean * mag, std * mag
 
 
+def feature_unit(X, mean: Optional[np.ndarray] = None) -> float:
+    """The feature unit sigma of the modes None and ``"center"``: the root
+    mean square of the non-zero entries of the training rows (of ``X - mean``
+    when ``mean`` is given); 1.0 when every entry is zero.
+
+    Dividing the rows by sigma makes the model scale-equivariant: ``c * X``
+    has unit ``|c| sigma`` and the same preprocessed rows, so the step
+    sizes, the hinge margin of 1 and the regularisation of every learner act
+    on the same rows whatever the caller's unit (mm or km, 0..1 or 0..255
+    pixels).  The entries then have unit RMS, the scale of standardised
+    features that the defaults assume; counting the non-zero entries only
+    makes the rule the same for dense and sparse rows (a tf-idf or count row
+    is scaled by the size of its stored values, not diluted by the zeros of
+    its vocabulary), and it is invariant to permuted features and duplicated
+    rows.  Computed in blocks of rows, each divided by the largest magnitude
+    so that no square overflows or underflows.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        Finite training rows.
+    mean : ndarray of shape (n_features,), optional
+        Subtracted first (dense X only).
+
+    Returns
+    -------
+    float
+        A positive finite float.
+    """
+    if sp.issparse(X) and mean is None:
+        data = np.asarray(X.data, dtype=np.float64)
+
+        def blocks():
+            yield data
+    else:
+        Xd = _dense(X)
+
+        def blocks():
+            for s0 in range(0, Xd.shape[0], _STAT_BLOCK_ROWS):
+                b = Xd[s0:s0 + _STAT_BLOCK_ROWS]
+                yield b if mean is None else b - mean
+    # two passes: the largest magnitude, then the sum of squares below it
+    big = max((float(np.max(np.abs(b), initial=0.0)) for b in blocks()), default=0.0)
+    if not (big > 0 and np.isfinite(big)):
+        return 1.0
+    total, count = 0.0, 0
+    for b in blocks():
+        z = (b / big).ravel()
+        total += float(z @ z)
+        count += int(np.count_nonzero(b))
+    unit = big * float(np.sqrt(total / count))
+    return unit if np.isfinite(unit) and unit >= np.finfo(float).tiny else 1.0
+
+
 def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.ndarray]:
     """Fit the statistics of ``mode`` (already resolved, see
     :func:`resolve_preprocessing`) on the training rows X.
@@ -276,13 +330,13 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.nd
         float64.
     """
     if mode is None:
-        return {}
+        return {"unit": feature_unit(X)}
     if mode not in ("center", "standardize", "whiten", "sphere"):
         raise ValueError(f"{_who(estimator)}: unresolved preprocessing mode {mode!r}.")
     Xd = _dense(X)
     mean, std = _mean_std(Xd)
     if mode == "center":
-        return {"mean": mean}
+        return {"mean": mean, "unit": feature_unit(Xd, mean)}
     if mode in ("standardize", "sphere"):
         # constant to rounding, relative to the column's own magnitude (a
         # column of tiny values is still standardised); 1 / std must be finite
@@ -371,18 +425,26 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
 def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
                         scale: Optional[np.ndarray] = None,
                         whitener: Optional[np.ndarray] = None,
-                        radius: Optional[float] = None, *, copy: bool = True):
+                        radius: Optional[float] = None, *, copy: bool = True,
+                        unit: Optional[float] = None):
     """The preprocessed rows ``(X - mean) * scale`` or ``(X - mean) @ whitener``,
-    lifted by :func:`sphere_lift` when ``radius`` is given.
+    lifted by :func:`sphere_lift` when ``radius`` is given, divided by
+    ``unit`` when it is given (the modes None and ``"center"``).
 
-    With no statistics X is returned unchanged (sparse stays sparse);
+    With no statistics X is returned unchanged (sparse stays sparse); with
+    ``unit`` alone, X divided by it (sparse stays sparse, a new matrix);
     otherwise the result is a dense float64 array (sparse X is densified:
     callers refuse high-dimensional sparse input at fit time).  ``copy=False``
     lets the centring and scaling overwrite a float64 C-contiguous X that the
     caller owns (a copy it made); X is never modified otherwise.
     """
+    if unit is not None and float(unit) == 1.0:
+        unit = None
     if mean is None and scale is None and whitener is None and radius is None:
-        return X
+        if unit is None:
+            return X
+        if sp.issparse(X):
+            return (X * (1.0 / float(unit))).astype(np.float64, copy=False)
     Z = _dense(X)
     # in place only on an array that is not the caller's (copy=False: the
     # caller hands over a float64 C-contiguous X it owns)
@@ -392,6 +454,9 @@ def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
         own = True
     if scale is not None:
         Z = np.multiply(Z, scale, out=Z) if own else Z * scale
+        own = True
+    if unit is not None:
+        Z = np.divide(Z, float(unit), out=Z) if own else Z / float(unit)
     if whitener is not None:
         Z = Z @ whitener
     if radius is not None:
@@ -401,9 +466,12 @@ def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
 
 #: the statistics (fitted attributes of :class:`Preprocessor`) each resolved
 #: mode holds; the others are None
-_STATS = {None: (), "center": ("mean_",), "standardize": ("mean_", "scale_"),
+_STATS = {None: ("unit_",), "center": ("mean_", "unit_"), "standardize": ("mean_", "scale_"),
           "whiten": ("mean_", "whitener_"), "sphere": ("mean_", "scale_", "radius_")}
-_STAT_NAMES = ("mean_", "scale_", "whitener_", "radius_")
+_STAT_NAMES = ("mean_", "scale_", "whitener_", "radius_", "unit_")
+#: statistics a model file may lack (files written before they existed):
+#: an absent ``unit_`` means 1 (tripletml 0.1 and 0.2 trained on raw rows)
+_OPTIONAL_STATS = ("unit_",)
 
 
 class Preprocessor(BaseEstimator):
@@ -424,6 +492,10 @@ class Preprocessor(BaseEstimator):
         class's ``_auto_preprocessing``; see :func:`resolve_preprocessing`).
     owner : str, default="tripletml"
         Named in error messages (the learner's class name).
+    unit : bool, default=True
+        Fit the feature unit (:func:`feature_unit`) of the modes None and
+        ``"center"``; False for a model without scale-dependent parameters
+        (the Euclidean and DotProduct baselines keep their raw values).
 
     Attributes
     ----------
@@ -440,6 +512,9 @@ class Preprocessor(BaseEstimator):
         ``diag(1 / std) P`` ("whiten").
     radius_ : float or None
         The sphere radius s ("sphere").
+    unit_ : float or None
+        The feature unit sigma (None and "center"; see :func:`feature_unit`):
+        the rows are divided by it.
 
     Notes
     -----
@@ -457,13 +532,14 @@ class Preprocessor(BaseEstimator):
         "whitener_": ArraySpec(("n_features_in_", "n_features_in_"), optional=True),
     }
     #: the fitted float scalars (saved as metadata)
-    _fitted_scalars: tuple[str, ...] = ("radius_",)
+    _fitted_scalars: tuple[str, ...] = ("radius_", "unit_")
 
     def __init__(self, mode: Optional[str] = "auto", *, auto: str = _AUTO_DEFAULT,
-                 owner: str = "tripletml"):
+                 owner: str = "tripletml", unit: bool = True):
         self.mode = mode
         self.auto = auto
         self.owner = owner
+        self.unit = unit
 
     # ------------------------------------------------------------------ fit
     def resolve(self, X) -> Optional[str]:
@@ -498,6 +574,8 @@ class Preprocessor(BaseEstimator):
         """
         mode = self.resolve(X)
         stats = fit_preprocessing(mode, X, self.owner)
+        if not self.unit:
+            stats.pop("unit", None)
         self.mode_ = mode
         for name in _STAT_NAMES:
             setattr(self, name, stats.get(name[:-1]))
@@ -527,7 +605,24 @@ class Preprocessor(BaseEstimator):
             raise ValueError(f"{self.owner}: X has {X.shape[1]} features, but the "
                              f"preprocessing was fitted with {self.n_features_in_}.")
         return apply_preprocessing(X, self.mean_, self.scale_, self.whitener_, self.radius_,
-                                   copy=copy)
+                                   copy=copy, unit=self.unit_)
+
+    def linear_map(self):
+        """The linear part A of the map on row differences,
+        ``z - z' = (x - x') A``: a float (the factor of a multiple of the
+        identity: ``1 / unit_`` for None and ``"center"``), an array of
+        shape (n_features_in_,) (a diagonal: ``"standardize"``) or
+        (n_features_in_, n_features_in_) (``"whiten"``), or None for
+        ``"sphere"`` (not linear).  A model's matrix in the preprocessed
+        coordinates maps to the caller's through it (``A M A^T``)."""
+        check_is_fitted(self)
+        if self.mode_ == "sphere":
+            return None
+        if self.mode_ == "standardize":
+            return self.scale_
+        if self.mode_ == "whiten":
+            return self.whitener_
+        return 1.0 / float(self.unit_) if self.unit_ is not None else 1.0
 
     def second_moment(self, C: np.ndarray) -> np.ndarray:
         """``E[(z - z')(z - z')^T]`` of preprocessed rows from the raw
@@ -550,6 +645,8 @@ class Preprocessor(BaseEstimator):
             C = C * self.scale_[:, None] * self.scale_[None, :]
         if self.whitener_ is not None:
             C = self.whitener_.T @ C @ self.whitener_
+        if self.unit_ is not None:
+            C = C / (float(self.unit_) ** 2)
         return C
 
     # ---------------------------------------------------------- model files
@@ -560,13 +657,14 @@ class Preprocessor(BaseEstimator):
         check_is_fitted(self)
         out: dict[str, Any] = {prefix: self.mode_}
         for name in _STATS[self.mode_]:
-            out[prefix + name] = getattr(self, name)
+            if getattr(self, name) is not None or name not in _OPTIONAL_STATS:
+                out[prefix + name] = getattr(self, name)
         return out
 
     @classmethod
     def from_attributes(cls, attributes: dict[str, Any], n_features_in: int, *,
                         mode: Optional[str] = None, auto: str = _AUTO_DEFAULT,
-                        owner: str = "tripletml",
+                        owner: str = "tripletml", unit: bool = True,
                         prefix: str = "preprocessing_") -> "Preprocessor":
         """A fitted Preprocessor from the attributes :meth:`to_attributes`
         wrote (read from an untrusted model file: everything is checked).
@@ -579,7 +677,7 @@ class Preprocessor(BaseEstimator):
             mode None and must hold no statistic.
         n_features_in : int
             The learner's raw width.
-        mode, auto, owner : as the constructor (the learner's parameter).
+        mode, auto, owner, unit : as the constructor (the learner's parameter).
         prefix : str
 
         Raises
@@ -604,27 +702,31 @@ class Preprocessor(BaseEstimator):
                 or fitted_mode not in _STATS:
             raise ValueError(f"{prefix}={fitted_mode!r} is not a fitted preprocessing mode")
         want = {prefix + s for s in _STATS[fitted_mode]}
-        if want != set(present):
+        optional = {prefix + s for s in _OPTIONAL_STATS}
+        if want - optional - set(present) or set(present) - want:
             raise ValueError(f"{prefix}={fitted_mode!r} needs the arrays {sorted(want)}, "
                              f"the model holds {sorted(present)}")
-        pre = cls(mode, auto=auto, owner=owner)
+        pre = cls(mode, auto=auto, owner=owner, unit=unit)
         pre.mode_ = fitted_mode
         pre.n_features_in_ = int(n_features_in)
         for s in _STAT_NAMES:
             setattr(pre, s, attributes.get(prefix + s))
-        if pre.radius_ is not None:
-            r = pre.radius_
+        for name in cls._fitted_scalars:
+            r = getattr(pre, name)
+            if r is None:
+                continue
             ok = isinstance(r, (float, int)) and not isinstance(r, bool)
             if ok:
                 try:
                     r = float(r)              # an int too large for a float raises
                 except OverflowError:
                     ok = False
-            # a positive normal float whose square is finite (the lift squares s)
+            # a positive normal float whose square is finite (the lift squares s,
+            # second_moment squares the unit)
             if not ok or not (np.finfo(float).tiny <= r <= np.sqrt(np.finfo(float).max)):
-                raise ValueError(f"{prefix}radius_={pre.radius_!r} must be a positive finite "
-                                 "float (at most sqrt of the largest float)")
-            pre.radius_ = r
+                raise ValueError(f"{prefix}{name}={getattr(pre, name)!r} must be a positive "
+                                 "finite float (at most sqrt of the largest float)")
+            setattr(pre, name, r)
         try:
             check_fitted_arrays(pre, {n: spec for n, spec in cls._fitted_arrays.items()
                                       if getattr(pre, n) is not None})

@@ -29,6 +29,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     """
 
     _needs_triplets = False
+    _feature_unit = False       # no scale-dependent parameter: raw distances
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
     # checked by check_preprocessing in fit
     _parameter_constraints = {"preprocessing": ["no_validation"]}
@@ -62,6 +63,7 @@ class DotProduct(BilinearMixin, TripletLearner):
     """
 
     _needs_triplets = False
+    _feature_unit = False       # no scale-dependent parameter: raw inner products
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
     # checked by check_preprocessing in fit
     _parameter_constraints = {"preprocessing": ["no_validation"]}
