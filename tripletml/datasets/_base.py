@@ -236,16 +236,18 @@ def _read_libsvm(path: Path, record: DatasetRecord):
 TABLE_MAX_BYTES = 64 << 20
 
 
-def _read_bounded(fh, path: Path, n: int, limit: int = TABLE_MAX_BYTES) -> bytes:
-    """Read ``n`` bytes (``-1``: to the end) of ``fh``, never more than ``limit``;
-    a gzip error (bad stream, truncated) is a ValueError naming ``path``."""
+def _read_bounded(fh, path: Path, n: int, limit: int | None = None) -> bytes:
+    """Read ``n`` bytes (``-1``: to the end) of ``fh``, never more than ``limit``
+    (default ``TABLE_MAX_BYTES``); a gzip error (bad stream, truncated) is a
+    ValueError naming ``path``."""
+    limit = TABLE_MAX_BYTES if limit is None else limit
     try:
         raw = fh.read(limit + 1 if n < 0 else min(n, limit + 1))
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: cannot read the file (corrupt or truncated gzip "
                          f"stream?): {exc}") from None
     if len(raw) > limit:
-        raise ValueError(f"{path}: more than {limit >> 20} MiB of data; refusing to read it "
+        raise ValueError(f"{path}: more than {limit} bytes of data; refusing to read it "
                          "(no registered file is this large).")
     return raw
 
@@ -411,7 +413,7 @@ def _read_idx(path: Path, item_shape: tuple[int, ...]) -> np.ndarray:
         size = dims[0] * int(np.prod(item_shape, dtype=np.int64))
         if size > TABLE_MAX_BYTES:
             raise ValueError(f"{path}: IDX header declares {dims[0]} items ({size} bytes), "
-                             f"more than {TABLE_MAX_BYTES >> 20} MiB; refusing to read it.")
+                             f"more than {TABLE_MAX_BYTES} bytes; refusing to read it.")
         body = _read_bounded(fh, path, size)
         if len(body) < size:
             raise ValueError(f"{path}: truncated IDX file: the header declares {dims[0]} "
