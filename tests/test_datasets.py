@@ -17,6 +17,7 @@ from tripletml.datasets import _base, _registry
 from tripletml.datasets import get_data_home, info, list_datasets, load
 
 ALL = ["vehicle", "vowel", "segment", "svmguide4", "letter", "balance-scale", "ionosphere",
+       "semeion", "car", "optdigits", "mnist-test", "wine-quality",
        "dexter", "20newsgroups", "yeast", "scene", "iris", "wine", "digits"]
 CASES = [(n, s) for n in ALL if n != "20newsgroups" for s in info(n).subset_names]
 
@@ -75,11 +76,16 @@ def test_load_shape_and_classes(data_home, name, subset):
         assert isinstance(b.data, np.ndarray)
     if r.n_labels is None:
         assert b.target.dtype == np.int64 and b.target.shape == (n,)
-        assert set(np.unique(b.target)) == set(range(r.n_classes))
+        n_classes = r.subset(subset).n_classes or r.n_classes
+        assert set(np.unique(b.target)) == set(range(n_classes))
     else:
         assert b.target.dtype == np.int8 and b.target.shape == (n, r.n_labels)
         assert set(np.unique(b.target)) == {0, 1}
     assert b.target_names == list(r.classes)
+    if r.feature_names:
+        assert b.feature_names == list(r.feature_names) and len(r.feature_names) == r.shape[1]
+    else:
+        assert "feature_names" not in b
     assert b.name == name and b.subset == subset
     assert r.description in b.DESCR or r.kind == "sklearn"
 

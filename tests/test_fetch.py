@@ -65,7 +65,7 @@ def _with_urls(monkeypatch, name: str, base: str) -> None:
 
 # --------------------------------------------------------------------------- mirror
 @pytest.mark.parametrize("name", ["vehicle", "vowel", "letter", "balance-scale", "ionosphere",
-                                  "dexter", "yeast"])
+                                  "car", "mnist-test", "wine-quality", "dexter", "yeast"])
 @pytest.mark.data
 def test_fetch_from_mirror_then_load(data_home, tmp_path, serve, name):
     url, requests = serve(data_home)

@@ -7,6 +7,7 @@ import hashlib
 import io
 import os
 import tarfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -147,14 +148,20 @@ def _open(path: Path, who: str = "tripletml.datasets.load"):
 
 
 # --------------------------------------------------------------------------- parsers
-def _encode(raw: list[str], record: DatasetRecord, path: Path) -> np.ndarray:
-    """Map raw labels (as strings) to indices into ``record.classes``."""
+def _encode(raw: list[str], record: DatasetRecord, path: Path,
+            linenos: list[int] | None = None) -> np.ndarray:
+    """Map raw labels (as strings) to indices into ``record.classes``; an unknown
+    label is a ValueError naming the file (and its line when ``linenos`` is given)."""
     lookup = {c: i for i, c in enumerate(record.classes)}
-    try:
-        return np.fromiter((lookup[v] for v in raw), dtype=np.int64, count=len(raw))
-    except KeyError as exc:
-        raise ValueError(f"{path}: unexpected class label {exc.args[0]!r}; expected one of "
-                         f"{list(record.classes)}") from None
+    out = np.empty(len(raw), dtype=np.int64)
+    for i, v in enumerate(raw):
+        code = lookup.get(v)
+        if code is None:
+            where = f"{path}, line {linenos[i]}" if linenos is not None else f"{path}"
+            raise ValueError(f"{where}: unexpected class label {v!r}; expected one of "
+                             f"{list(record.classes)}")
+        out[i] = code
+    return out
 
 
 def _label_str(v: float) -> str:
@@ -223,16 +230,218 @@ def _read_libsvm(path: Path, record: DatasetRecord):
     return X, _encode([_label_str(v) for v in y], record, path)
 
 
-def _read_uci_csv(path: Path, record: DatasetRecord):
-    with _open(path) as fh:
-        rows = [ln.split(",") for ln in fh.read().decode("ascii").splitlines() if ln.strip()]
-    label_col = 0 if record.name == "balance-scale" else -1
-    labels = [r.pop(label_col).strip() for r in rows]
+#: Largest uncompressed size of a text table or IDX file the loaders read (the
+#: largest registered one, the MNIST test images, has 7.8 MB).  A larger file, or a
+#: gzip stream that inflates beyond it, is refused once this many bytes are read.
+TABLE_MAX_BYTES = 64 << 20
+
+
+def _read_bounded(fh, path: Path, n: int, limit: int | None = None) -> bytes:
+    """Read ``n`` bytes (``-1``: to the end) of ``fh``, never more than ``limit``
+    (default ``TABLE_MAX_BYTES``); a gzip error (bad stream, truncated) is a
+    ValueError naming ``path``."""
+    limit = TABLE_MAX_BYTES if limit is None else limit
     try:
-        X = np.asarray(rows, dtype=np.float64)
-    except ValueError as exc:
-        raise ValueError(f"{path}: non-numeric or ragged feature rows: {exc}") from exc
-    return X, _encode(labels, record, path)
+        raw = fh.read(limit + 1 if n < 0 else min(n, limit + 1))
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: cannot read the file (corrupt or truncated gzip "
+                         f"stream?): {exc}") from None
+    if len(raw) > limit:
+        raise ValueError(f"{path}: more than {limit} bytes of data; refusing to read it "
+                         "(no registered file is this large).")
+    return raw
+
+
+def _read_lines(path: Path) -> tuple[list[str], list[int]]:
+    """The non-blank lines of an ASCII text file (plain or ``.gz``; LF or CRLF line
+    ends) and their 1-based line numbers, read in bounded memory."""
+    with _open(path) as fh:
+        raw = _read_bounded(fh, path, -1)
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path}, line {line}: not ASCII text (byte "
+                         f"{raw[exc.start]:#04x}); is this the right file?") from None
+    lines, linenos = [], []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            lines.append(line)
+            linenos.append(lineno)
+    return lines, linenos
+
+
+def _split_fields(path: Path, lines: list[str], linenos: list[int], sep: str | None,
+                  n_fields: int) -> list[list[str]]:
+    """Split each line at ``sep`` (``None``: runs of white space) and check that it
+    has ``n_fields`` fields; the fields are stripped of surrounding blanks."""
+    rows = []
+    for line, lineno in zip(lines, linenos):
+        row = [f.strip() for f in line.split(sep)]
+        if len(row) != n_fields:
+            what = "white-space separated" if sep is None else f"separated by {sep!r}"
+            raise ValueError(f"{path}, line {lineno}: expected {n_fields} fields {what}, "
+                             f"found {len(row)}")
+        rows.append(row)
+    return rows
+
+
+def _numbers(path: Path, rows: list[list[str]], linenos: list[int],
+             record: DatasetRecord | None = None, what: str = "feature") -> np.ndarray:
+    """The fields of ``rows`` as a float64 matrix; a non-numeric or non-finite value,
+    or one outside ``record.value_range`` / not an integer when
+    ``record.integer_values``, is a ValueError naming the file and line."""
+    n_cols = len(rows[0]) if rows else 0
+    try:
+        X = np.array(rows, dtype=np.float64).reshape(len(rows), n_cols)
+    except ValueError:
+        for row, lineno in zip(rows, linenos):
+            for j, v in enumerate(row):
+                try:
+                    float(v)
+                except ValueError:
+                    raise ValueError(f"{path}, line {lineno}: {what} {j + 1} is not a "
+                                     f"number: {v[:40]!r}") from None
+        raise  # pragma: no cover - numpy and float() accept the same strings
+    bad = ~np.isfinite(X).all(axis=1)
+    problem = "holds NaN or infinity"
+    if record is not None and not bad.any():
+        if record.value_range is not None:
+            lo, hi = record.value_range
+            bad = ((X < lo) | (X > hi)).any(axis=1)
+            problem = f"holds a {what} value outside [{lo:g}, {hi:g}]"
+        if record.integer_values and not bad.any():
+            bad = (X != np.round(X)).any(axis=1)
+            problem = f"holds a {what} value that is not an integer"
+    if bad.any():
+        raise ValueError(f"{path}, line {linenos[int(np.argmax(bad))]}: {problem}")
+    return X
+
+
+def _read_uci_csv(path: Path, record: DatasetRecord):
+    """UCI comma-separated numbers with the class label in the last column (the
+    first for balance-scale)."""
+    lines, linenos = _read_lines(path)
+    rows = _split_fields(path, lines, linenos, ",", record.shape[1] + 1)
+    label_col = 0 if record.name == "balance-scale" else -1
+    labels = [r.pop(label_col) for r in rows]
+    return _numbers(path, rows, linenos, record), _encode(labels, record, path, linenos)
+
+
+def _read_semeion(path: Path, record: DatasetRecord):
+    """Semeion: white-space separated 0/1 pixels, then one-hot label columns."""
+    n_feat, n_cls = record.shape[1], len(record.classes)
+    lines, linenos = _read_lines(path)
+    rows = _split_fields(path, lines, linenos, None, n_feat + n_cls)
+    X = _numbers(path, [r[:n_feat] for r in rows], linenos, record)
+    Y = _numbers(path, [r[n_feat:] for r in rows], linenos, what="label column")
+    bad = ~(np.isin(Y, (0.0, 1.0)).all(axis=1) & (Y.sum(axis=1) == 1))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{path}, line {linenos[i]}: the {n_cls} label columns must be "
+                         f"one-hot (a single 1, the rest 0), found {' '.join(rows[i][n_feat:])}")
+    return X, Y.argmax(axis=1).astype(np.int64)
+
+
+def _read_uci_onehot(path: Path, record: DatasetRecord):
+    """Comma-separated categorical attributes (class last), one-hot encoded into the
+    ``attribute=value`` columns of ``record.feature_names``."""
+    columns: dict[str, dict[str, int]] = {}
+    for j, name in enumerate(record.feature_names):
+        attr, value = name.split("=", 1)
+        columns.setdefault(attr, {})[value] = j
+    lines, linenos = _read_lines(path)
+    rows = _split_fields(path, lines, linenos, ",", len(columns) + 1)
+    X = np.zeros((len(rows), len(record.feature_names)))
+    for i, (row, lineno) in enumerate(zip(rows, linenos)):
+        for (attr, values), v in zip(columns.items(), row):
+            j = values.get(v)
+            if j is None:
+                raise ValueError(f"{path}, line {lineno}: unknown value {v[:40]!r} of "
+                                 f"attribute {attr!r}; expected one of {list(values)}")
+            X[i, j] = 1.0
+    return X, _encode([r[-1] for r in rows], record, path, linenos)
+
+
+def _read_csv_header(path: Path, record: DatasetRecord):
+    """``;``-separated numbers after one header line of quoted column names, which
+    must be ``record.feature_names`` then the target column; the target (last
+    column) is a class label."""
+    lines, linenos = _read_lines(path)
+    if not lines:
+        raise ValueError(f"{path}: empty file")
+    n = len(record.feature_names) + 1
+    header = [h.strip('"') for h in _split_fields(path, lines[:1], linenos[:1], ";", n)[0]]
+    if tuple(header[:-1]) != record.feature_names:
+        raise ValueError(f"{path}, line {linenos[0]}: unexpected header {header[:-1]}; "
+                         f"expected the columns {list(record.feature_names)} and the target")
+    rows = _split_fields(path, lines[1:], linenos[1:], ";", n)
+    labels = [r.pop() for r in rows]
+    return (_numbers(path, rows, linenos[1:], record),
+            _encode(labels, record, path, linenos[1:]))
+
+
+#: IDX element type codes (third byte of the magic number) the loaders read.
+_IDX_UBYTE = 0x08
+
+
+def _read_idx(path: Path, item_shape: tuple[int, ...]) -> np.ndarray:
+    """Read an IDX file of unsigned bytes (plain or ``.gz``) whose items have shape
+    ``item_shape``: big-endian magic ``00 00 08 <ndim>``, ``ndim`` 32-bit sizes,
+    then exactly ``prod(sizes)`` bytes.  Returns an ``(n, *item_shape)`` uint8 array.
+
+    Anything else -- another magic number, element type or number of dimensions,
+    item sizes other than ``item_shape``, a short or overlong body, more than
+    ``TABLE_MAX_BYTES`` of data -- is a ValueError naming the file, before the
+    body is read when the header is at fault."""
+    ndim = 1 + len(item_shape)
+    with _open(path) as fh:
+        head = _read_bounded(fh, path, 4 + 4 * ndim)
+        if len(head) < 4 + 4 * ndim:
+            raise ValueError(f"{path}: truncated IDX header ({len(head)} of {4 + 4 * ndim} "
+                             "bytes)")
+        magic = int.from_bytes(head[:4], "big")
+        expected = (_IDX_UBYTE << 8) | ndim
+        if magic != expected:
+            raise ValueError(f"{path}: bad IDX magic number {magic:#010x}; expected "
+                             f"{expected:#010x} (unsigned bytes, {ndim} dimensions)")
+        dims = tuple(int.from_bytes(head[4 + 4 * k:8 + 4 * k], "big") for k in range(ndim))
+        if dims[1:] != tuple(item_shape):
+            raise ValueError(f"{path}: IDX header gives items of shape {dims[1:]}; expected "
+                             f"{tuple(item_shape)}")
+        size = dims[0] * int(np.prod(item_shape, dtype=np.int64))
+        if size > TABLE_MAX_BYTES:
+            raise ValueError(f"{path}: IDX header declares {dims[0]} items ({size} bytes), "
+                             f"more than {TABLE_MAX_BYTES} bytes; refusing to read it.")
+        body = _read_bounded(fh, path, size)
+        if len(body) < size:
+            raise ValueError(f"{path}: truncated IDX file: the header declares {dims[0]} "
+                             f"items ({size} bytes of data), only {len(body)} bytes follow")
+        if _read_bounded(fh, path, 1):
+            raise ValueError(f"{path}: trailing bytes after the {dims[0]} items the IDX "
+                             "header declares")
+    return np.frombuffer(body, dtype=np.uint8).reshape(dims)
+
+
+def _read_idx_pair(images: Path, labels: Path, record: DatasetRecord):
+    """An IDX image file and its IDX label file (MNIST layout) as float64 rows of
+    pixels and class indices (the labels must be valid indices into ``record.classes``)."""
+    side = int(round(np.sqrt(record.shape[1])))
+    X = _read_idx(images, (side, side)).reshape(-1, side * side).astype(np.float64)
+    y = _read_idx(labels, ()).astype(np.int64)
+    if len(y) != len(X):
+        raise ValueError(f"{images} holds {len(X)} images but {labels} holds {len(y)} labels")
+    bad = y >= len(record.classes)
+    if bad.any():
+        raise ValueError(f"{labels}: label {y[bad][0]} of item {int(np.argmax(bad))} is not "
+                         f"one of 0..{len(record.classes) - 1}")
+    return X, y
+
+
+#: Readers of the table kinds: one (X, y) per file, stacked in the subset's file order.
+_TABLE_READERS = {"uci_csv": _read_uci_csv, "semeion": _read_semeion,
+                  "uci_onehot": _read_uci_onehot, "csv_header": _read_csv_header}
 
 
 def _read_dexter_data(path: Path, n_features: int) -> sp.csr_matrix:
@@ -439,9 +648,10 @@ def _check(record: DatasetRecord, subset: str, files: list[Path], X, y) -> None:
         if y.shape != (n_exp, record.n_labels):
             raise ValueError(f"{record.name} ({subset}) from {where}: expected "
                              f"{record.n_labels} labels, found target shape {y.shape}")
-    elif len(np.unique(y)) != record.n_classes:
+    elif len(np.unique(y)) != (record.subset(subset).n_classes or record.n_classes):
         raise ValueError(f"{record.name} ({subset}) from {where}: expected "
-                         f"{record.n_classes} classes, found {len(np.unique(y))}")
+                         f"{record.subset(subset).n_classes or record.n_classes} classes, "
+                         f"found {len(np.unique(y))}")
 
 
 def _load_sklearn(record: DatasetRecord) -> tuple:
@@ -476,18 +686,26 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
     -------
     sklearn.utils.Bunch
         ``data``: CSR float64 (LIBSVM, dexter), dense float64 (UCI, ARFF, scikit-learn
-        sets) or a list of str (20 Newsgroups, decoded as Latin-1); ``target``: int64
-        class indices, or an ``(n, n_labels)`` int8 0/1 indicator for multi-label sets;
-        ``target_names``; ``name``; ``subset``; ``DESCR``; ``files`` (paths read);
-        20 Newsgroups also has ``filenames`` (archive member names).  Multi-file
+        sets; semeion, car, optdigits, mnist-test, wine-quality) or a list of str (20
+        Newsgroups, decoded as Latin-1); ``target``: int64 class indices (into
+        ``target_names``), or an ``(n, n_labels)`` int8 0/1 indicator for multi-label
+        sets; ``target_names``; ``name``; ``subset``; ``DESCR``; ``files`` (paths
+        read); 20 Newsgroups also has ``filenames`` (archive member names); sets whose
+        record has ``feature_names`` (semeion, car, optdigits, mnist-test:
+        ``"pixel_0"``...; car: ``"buying=vhigh"``...; wine-quality: the header's
+        column names) also have ``feature_names``.  Multi-file
         subsets are stacked in the order of ``info(name).subset(subset).files``.
 
     Raises
     ------
     ValueError
         Unknown name or subset, a data file that is not a regular file (FIFO,
-        device, directory: refused without blocking), checksum mismatch, or a
-        shape / class count that differs from the registry.
+        device, directory: refused without blocking), checksum mismatch, a
+        malformed file (wrong field count, non-numeric or out-of-range value,
+        unknown class label or category, bad one-hot label row, bad IDX header,
+        truncated data: the message names the file and line), or a shape / class
+        count that differs from the registry.  Reading is bounded: a text or IDX
+        file above ``TABLE_MAX_BYTES`` uncompressed is refused.
     FileNotFoundError
         A file is missing; the message lists the paths searched.
     """
@@ -511,8 +729,12 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
             parts = [_read_libsvm(p, record) for p in paths]
             X = sp.vstack([p[0] for p in parts], format="csr")
             y = np.concatenate([p[1] for p in parts])
-        elif record.kind == "uci_csv":
-            X, y = _read_uci_csv(paths[0], record)
+        elif record.kind in _TABLE_READERS:
+            parts = [_TABLE_READERS[record.kind](p, record) for p in paths]
+            X = np.vstack([p[0] for p in parts])
+            y = np.concatenate([p[1] for p in parts])
+        elif record.kind == "idx":
+            X, y = _read_idx_pair(paths[0], paths[1], record)
         elif record.kind == "dexter":
             Xs, ys = [], []
             for data_path, label_path in zip(paths[::2], paths[1::2]):
@@ -533,5 +755,7 @@ def load(name: str, data_home: str | os.PathLike | None = None, *, subset: str =
         else:  # pragma: no cover - guarded by the registry
             raise ValueError(f"unknown loader kind {record.kind!r}")
     _check(record, subset, paths, X, y)
+    if record.feature_names:
+        extra["feature_names"] = list(record.feature_names)
     return Bunch(data=X, target=y, target_names=list(record.classes), name=name,
                  subset=subset, DESCR=descr, files=paths, **extra)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 __all__ = ["DataFile", "Subset", "DatasetRecord", "REGISTRY", "get_record", "KINDS"]
 
-KINDS = ("libsvm", "uci_csv", "dexter", "newsgroups", "arff_multilabel", "sklearn")
+KINDS = ("libsvm", "uci_csv", "semeion", "uci_onehot", "csv_header", "idx", "dexter",
+         "newsgroups", "arff_multilabel", "sklearn")
 
 _LIBSVM = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/multiclass/"
 _UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases/"
+_MNIST = "https://yann.lecun.com/exdb/mnist/"
 _MULAN = "https://raw.githubusercontent.com/tsoumakas/mulan/master/data/multi-label/"
 # scikit-learn's copy of J. Rennie's 20news-bydate.tar.gz and the SHA-256 that
 # scikit-learn checks it against (sklearn/datasets/_twenty_newsgroups.py, ARCHIVE).
@@ -62,11 +64,16 @@ class DataFile:
 
 @dataclass(frozen=True)
 class Subset:
-    """A named part of a data set: the files that make it up and its size."""
+    """A named part of a data set: the files that make it up and its size.
+
+    ``n_classes`` is the number of classes present in this part when it is fewer
+    than the record's (the red wines have no quality 9); ``None``: all of them.
+    """
 
     name: str
     files: tuple[str, ...]
     n_samples: int
+    n_classes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,14 @@ class DatasetRecord:
     classes : tuple of str
         Raw class labels as written in the files, in target order (``target`` is the
         index into this tuple); label names for multi-label sets.
+    feature_names : tuple of str
+        Names of the columns of ``data`` (empty when the set has none); for
+        one-hot encoded categorical sets ``"attribute=value"``, which also lists
+        the accepted values of each attribute.
+    value_range : tuple of float, optional
+        ``(low, high)`` every feature value must lie in; ``None``: any finite value.
+    integer_values : bool
+        Every feature value must be an integer (pixel grey levels, counts).
     """
 
     name: str
@@ -104,6 +119,9 @@ class DatasetRecord:
     n_labels: int | None
     subsets: tuple[Subset, ...]
     classes: tuple[str, ...] = ()
+    feature_names: tuple[str, ...] = ()
+    value_range: tuple[float, float] | None = None
+    integer_values: bool = False
 
     @property
     def subset_names(self) -> tuple[str, ...]:
@@ -135,6 +153,28 @@ def _plain(path: str, url: str, sha: str) -> DataFile:
 
 def _ints(n: int, start: int = 1) -> tuple[str, ...]:
     return tuple(str(i) for i in range(start, start + n))
+
+
+def _pixels(n: int) -> tuple[str, ...]:
+    return tuple(f"pixel_{i}" for i in range(n))
+
+
+#: UCI car.names: the six attributes and their values, in that file's order.
+_CAR_ATTRIBUTES = (("buying", ("vhigh", "high", "med", "low")),
+                   ("maint", ("vhigh", "high", "med", "low")),
+                   ("doors", ("2", "3", "4", "5more")),
+                   ("persons", ("2", "4", "more")),
+                   ("lug_boot", ("small", "med", "big")),
+                   ("safety", ("low", "med", "high")))
+#: UCI winequality-*.csv header, less the last column ("quality", the target).
+_WINE_FEATURES = ("fixed acidity", "volatile acidity", "citric acid", "residual sugar",
+                  "chlorides", "free sulfur dioxide", "total sulfur dioxide", "density", "pH",
+                  "sulphates", "alcohol")
+_SEMEION = "semeion/semeion.data"
+_CAR = "car/car.data"
+_OPTDIGITS = "optdigits/optdigits.tra"
+_MNIST_X, _MNIST_Y = "mnist-test/t10k-images-idx3-ubyte.gz", "mnist-test/t10k-labels-idx1-ubyte.gz"
+_WINE_RED, _WINE_WHITE = "wine-quality/winequality-red.csv", "wine-quality/winequality-white.csv"
 
 
 _RECORDS = [
@@ -246,6 +286,98 @@ _RECORDS = [
         shape=(351, 34), n_classes=2, n_labels=None,
         subsets=(Subset("all", ("ionosphere/ionosphere.data.gz",), 351),),
         classes=("b", "g"),
+    ),
+    DatasetRecord(
+        name="semeion",
+        description=("UCI Semeion Handwritten Digit: 1593 scanned digits of about 80 writers, "
+                     "16x16 binary pixels (256 features, 0/1; written 0.0000/1.0000, "
+                     "space-separated, CRLF line ends) followed by 10 one-hot label columns; "
+                     "target = the digit 0-9 (the position of the 1)."),
+        origin=("Semeion Research Center of Sciences of Communication, Rome, and Tactile Srl, "
+                "Brescia; M. Buscema, MetaNet: the theory of independent judges, Substance Use "
+                f"& Misuse 33(2):439-461, 1998; {_UCI_CITE}"),
+        kind="semeion",
+        files=(_plain(_SEMEION, _UCI + "semeion/semeion.data",
+                      "f43228ae3da5ea6a3c95069d53450b86166770e3b719dcc333182128fe08d4b1"),),
+        shape=(1593, 256), n_classes=10, n_labels=None,
+        subsets=(Subset("all", (_SEMEION,), 1593),),
+        classes=_ints(10, start=0), feature_names=_pixels(256),
+        value_range=(0.0, 1.0), integer_values=True,
+    ),
+    DatasetRecord(
+        name="car",
+        description=("UCI Car Evaluation: 1728 cars (every combination of six categorical "
+                     "attributes), one-hot encoded into 21 columns of 0/1 named "
+                     "'attribute=value' (each row sums to 6); class unacc/acc/good/vgood "
+                     "(1210/384/69/65), target = index into the sorted class names."),
+        origin=("M. Bohanec and V. Rajkovic, Knowledge acquisition and explanation for "
+                "multi-attribute decision making, 8th Int. Workshop on Expert Systems and their "
+                "Applications, Avignon, 1988; B. Zupan, M. Bohanec, I. Bratko and J. Demsar, "
+                f"Machine learning by function decomposition, ICML 1997; {_UCI_CITE}"),
+        kind="uci_onehot",
+        files=(_plain(_CAR, _UCI + "car/car.data",
+                      "b703a9ac69f11e64ce8c223c0a40de4d2e9d769f7fb20be5f8f2e8a619893d83"),),
+        shape=(1728, 21), n_classes=4, n_labels=None,
+        subsets=(Subset("all", (_CAR,), 1728),),
+        classes=("acc", "good", "unacc", "vgood"),
+        feature_names=tuple(f"{a}={v}" for a, values in _CAR_ATTRIBUTES for v in values),
+    ),
+    DatasetRecord(
+        name="optdigits",
+        description=("UCI Optical Recognition of Handwritten Digits, training file "
+                     "'optdigits.tra': 3823 digits of 30 writers, 64 integer counts 0-16 "
+                     "(set pixels in the 4x4 blocks of a 32x32 bitmap), digit 0-9 in the last "
+                     "column. Its test file is scikit-learn's 'digits' (different writers)."),
+        origin=("E. Alpaydin and C. Kaynak, Cascading classifiers, Kybernetika 34(4):369-374, "
+                f"1998; C. Kaynak, MSc thesis, Bogazici University, 1995; {_UCI_CITE}"),
+        kind="uci_csv",
+        files=(_plain(_OPTDIGITS, _UCI + "optdigits/optdigits.tra",
+                      "e1b683cc211604fe8fd8c4417e6a69f31380e0c61d4af22e93cc21e9257ffedd"),),
+        shape=(3823, 64), n_classes=10, n_labels=None,
+        subsets=(Subset("all", (_OPTDIGITS,), 3823),),
+        classes=_ints(10, start=0), feature_names=_pixels(64),
+        value_range=(0.0, 16.0), integer_values=True,
+    ),
+    DatasetRecord(
+        name="mnist-test",
+        description=("MNIST test set (10000 digits, 28x28 grey levels 0-255 as 784 float64 "
+                     "features, target = the digit 0-9), read from the published gzipped IDX "
+                     "files (stored as published; uncompressed sha256 0fa7898d... images, "
+                     "ff7bcfd4... labels). The training files are not registered."),
+        origin=("Y. LeCun, L. Bottou, Y. Bengio and P. Haffner, Gradient-based learning applied "
+                "to document recognition, Proc. IEEE 86(11):2278-2324, 1998; "
+                "http://yann.lecun.com/exdb/mnist/"),
+        kind="idx",
+        files=(_plain(_MNIST_X, _MNIST + "t10k-images-idx3-ubyte.gz",
+                      "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
+               _plain(_MNIST_Y, _MNIST + "t10k-labels-idx1-ubyte.gz",
+                      "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6")),
+        shape=(10000, 784), n_classes=10, n_labels=None,
+        subsets=(Subset("all", (_MNIST_X, _MNIST_Y), 10000),),
+        classes=_ints(10, start=0), feature_names=_pixels(784),
+        value_range=(0.0, 255.0), integer_values=True,
+    ),
+    DatasetRecord(
+        name="wine-quality",
+        description=("UCI Wine Quality (vinho verde): 11 physico-chemical measurements "
+                     "(mixed units and scales; feature names from the header line) and the "
+                     "sensory quality score. Subsets red (1599, qualities 3-8), white (4898, "
+                     "3-9) and all (red then white, 6497; no column tells the colour). "
+                     "target = quality - 3, the index into classes '3'..'9'. Not the 178-row "
+                     "UCI 'wine' of scikit-learn."),
+        origin=("P. Cortez, A. Cerdeira, F. Almeida, T. Matos and J. Reis, Modeling wine "
+                "preferences by data mining from physicochemical properties, Decision Support "
+                f"Systems 47(4):547-553, 2009; {_UCI_CITE}"),
+        kind="csv_header",
+        files=(_plain(_WINE_RED, _UCI + "wine-quality/winequality-red.csv",
+                      "4a402cf041b025d4566d954c3b9ba8635a3a8a01e039005d97d6a710278cf05e"),
+               _plain(_WINE_WHITE, _UCI + "wine-quality/winequality-white.csv",
+                      "76c3f809815c17c07212622f776311faeb31e87610d52c26d87d6e361b169836")),
+        shape=(6497, 11), n_classes=7, n_labels=None,
+        subsets=(Subset("red", (_WINE_RED,), 1599, n_classes=6),
+                 Subset("white", (_WINE_WHITE,), 4898),
+                 Subset("all", (_WINE_RED, _WINE_WHITE), 6497)),
+        classes=_ints(7, start=3), feature_names=_WINE_FEATURES,
     ),
     DatasetRecord(
         name="dexter",
