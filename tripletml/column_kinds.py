@@ -378,10 +378,13 @@ def _decide(lo, hi, m, rng, minpos, two) -> dict:
             cand[cols] = g
             anchor[cols] = True
         # joiners: columns with a group's minimum and a maximum inside its
-        # range (the largest group first); binary ones too (a pixel that is
-        # 0 or 37 is a pixel, not an indicator)
+        # range (the largest group first); binary ones too when their two
+        # values are not adjacent levels (a pixel that is 0 or 37 is a dim
+        # pixel; a 0/1 column next to 0..255 pixels stays an indicator)
         for g, info in enumerate(groups):
-            join = (cand == -1) & ~const & (lo == info["low"]) & (hi <= info["high"])
+            adjacent = binary & (hi - lo <= 1.5 * info["step"])
+            join = (cand == -1) & ~const & ~adjacent & (lo == info["low"]) \
+                & (hi <= info["high"])
             cand[join] = g
     step_z = np.full(d, np.inf)
     for g, info in enumerate(groups):
@@ -440,8 +443,8 @@ def _pooled(s: np.ndarray) -> float:
     return top * float(np.sqrt(np.mean((s / top) ** 2)))
 
 
-def type_aware_scale(X: Any, kinds: ColumnKinds | None = None
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+def type_aware_scale(X: Any, kinds: ColumnKinds | None = None, *,
+                     binary: str = "amplitude") -> tuple[np.ndarray, dict[str, Any]]:
     """The per-column divisor a type-aware ``"standardize"`` uses instead of
     the column standard deviation, and a summary of the decision.
 
@@ -451,6 +454,13 @@ def type_aware_scale(X: Any, kinds: ColumnKinds | None = None
         The training rows (only read when ``kinds`` is None).
     kinds : ColumnKinds, optional
         ``column_kinds(X)``, computed when not given.
+    binary : {"amplitude", "pooled"}, default="amplitude"
+        Divisor of a binary indicator {a, b} outside groups: ``|b - a|``
+        (every flip is worth 1, like one standard deviation of a
+        standardised column) or ``|b - a| * sqrt(mean_k p_k (1 - p_k))``
+        (the indicator block gets mean variance 1).  Both give every
+        indicator the same weight; see the module docstring for the
+        measurement that picked the default.
 
     Returns
     -------
@@ -481,8 +491,11 @@ def type_aware_scale(X: Any, kinds: ColumnKinds | None = None
     # binary indicators outside groups: amplitude times the pooled 0/1 std
     ind = (k.kinds == "binary") & (k.group == -1)
     if ind.any():
-        p_std = k._z_std[ind]                     # std / range: sqrt(p (1 - p))
-        pooled = _pooled(p_std)
+        if binary not in ("amplitude", "pooled"):
+            raise ValueError(f"type_aware_scale: binary={binary!r} must be 'amplitude' or "
+                             "'pooled'.")
+        # std / range = sqrt(p (1 - p))
+        pooled = _pooled(k._z_std[ind]) if binary == "pooled" else 1.0
         # |b - a| * pooled = m * ((b - a) / m * pooled): no overflow
         div[ind] = k._m[ind] * (k._rng[ind] * pooled)
     div[const] = 1.0
@@ -494,7 +507,8 @@ def type_aware_scale(X: Any, kinds: ColumnKinds | None = None
     n_bin = int(np.sum(ind))
     if n_bin:
         summary["binary"] = {"columns": n_bin, "one_hot": k.one_hot,
-                             "scale": "pooled: |b - a| * sqrt(mean p (1 - p))"}
+                             "scale": ("|b - a|" if binary == "amplitude"
+                                       else "|b - a| * sqrt(mean p (1 - p))")}
     if grouped.any():
         summary["commensurate"] = {
             "columns": int(np.sum(grouped)), "scale": "one pooled std per group",
