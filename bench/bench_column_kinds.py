@@ -24,7 +24,7 @@ radius rule, same lift), only the divisor differs.  ``transform`` at test time
 uses the fitted statistics, so the patch is needed only during ``fit``.
 
 Run: ``TRIPLETML_DATA=/work/shared/data python bench/bench_column_kinds.py
-[set ...]``.
+[set ...] [--seed=N]`` (default: every set, seed 0).
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def run(name: str, seed: int = 0) -> None:
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test, stratify=y, random_state=seed)
     kinds = column_kinds(Xtr)
     _, summary = type_aware_scale(Xtr, kinds)
-    print(f"\n## {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test rows, {X.shape[1]} columns")
+    print(f"\n## {name} (seed {seed}): {Xtr.shape[0]} train / {Xte.shape[0]} test rows, {X.shape[1]} columns")
     print(f"kinds: {kinds.counts()}")
     print(f"decision: {summary}")
     print("| learner | None | current auto | type-aware | typed - auto "
@@ -143,5 +143,7 @@ def run(name: str, seed: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    for s in sys.argv[1:] or SETS:
-        run(s)
+    args = [a for a in sys.argv[1:] if not a.startswith("--seed=")]
+    seeds = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--seed=")]
+    for s in args or SETS:
+        run(s, seeds[-1] if seeds else 0)
