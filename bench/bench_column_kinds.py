@@ -23,15 +23,15 @@ runs exactly what an integrated type-aware "auto" would (same centring, same
 radius rule, same lift), only the divisor differs.  ``transform`` at test time
 uses the fitted statistics, so the patch is needed only during ``fit``.
 
-Run: ``TRIPLETML_DATA=/work/shared/data python bench/bench_column_kinds.py
-[set ...] [--seed=N]`` (default: every set, seed 0).
+Run: ``TRIPLETML_DATA=/work/shared/data python -m bench.bench_column_kinds
+[SET ...] [--seed N]`` from the repository root (default: every set, seed 0).
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gzip
 import os
-import sys
 import time
 import warnings
 
@@ -142,8 +142,18 @@ def run(name: str, seed: int = 0) -> None:
               f"{out.get('pooled', float('nan')):.3f} |", flush=True)
 
 
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_column_kinds",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("sets", nargs="*",
+                        metavar="SET", help=f"data sets (default: all of {', '.join(SETS)})")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for name in args.sets or SETS:
+        if name not in SETS:
+            parser.error(f"unknown set {name!r}; choose from {', '.join(SETS)}")
+        run(name, args.seed)
+
+
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--seed=")]
-    seeds = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--seed=")]
-    for s in args or SETS:
-        run(s, seeds[-1] if seeds else 0)
+    main()
