@@ -37,7 +37,7 @@ _LEARNERS = {e.name: e for e in _REGISTRY}
 _SUBMODULES = frozenset({
     "datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
     "index", "neighbors", "plot", "cluster", "sharded", "streaming", "base", "learners",
-    "solvers", "training", "persistence", "auto", "losses", "demo",
+    "solvers", "training", "persistence", "auto", "losses", "demo", "column_kinds",
 })
 
 __all__ = [
