@@ -57,6 +57,9 @@ class PreprocessedModel:
     #: whose step sizes, margins or regularisation depend on the scale;
     #: the no-learning baselines keep their raw values
     _feature_unit: ClassVar[bool] = True
+    #: whether ``"auto"`` scales the columns by kind
+    #: (:func:`tripletml.column_kinds.type_aware_scale`); KISSME: False
+    _auto_column_scale: ClassVar[bool] = True
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = dict(PREPROCESSING_ARRAYS)
 
     def __init_subclass__(cls, **kwargs):
@@ -107,7 +110,7 @@ class PreprocessedModel:
         self._clear_preprocessing()
         pre = Preprocessor(getattr(self, "preprocessing", None),
                            auto=self._auto_preprocessing, owner=type(self).__name__,
-                           unit=self._feature_unit)
+                           unit=self._feature_unit, column_scale=self._auto_column_scale)
         if pre.resolve(X) is not None and sp.issparse(X):
             X = np.ascontiguousarray(X.toarray(), dtype=np.float64)
         self.preprocessor_ = pre.fit(X)
@@ -139,7 +142,8 @@ class PreprocessedModel:
         Preprocessor.adopt_saved(self.__dict__, prefix=_PREP,
                                  mode=getattr(self, "preprocessing", None),
                                  auto=self._auto_preprocessing, owner=type(self).__name__,
-                                 unit=self._feature_unit)
+                                 unit=self._feature_unit,
+                                 column_scale=self._auto_column_scale)
 
     def __setstate__(self, state):
         super().__setstate__(state)

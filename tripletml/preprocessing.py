@@ -172,9 +172,7 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
     check_preprocessing(mode, estimator)
     d = X.shape[1]
     if mode == "auto":
-        if sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
-            return None
-        return getattr(estimator, "_auto_preprocessing", _AUTO_DEFAULT)
+        return _resolve_auto(X, getattr(estimator, "_auto_preprocessing", _AUTO_DEFAULT))
     if mode is not None and sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
         raise ValueError(
             f"{_who(estimator)}: preprocessing={mode!r} centres the features, which would "
@@ -188,6 +186,41 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
             f"it is limited to {MAX_WHITEN_FEATURES} features. Use 'standardize' (O(d) "
             "memory) or reduce the dimension first (e.g. sklearn.decomposition.PCA).")
     return mode
+
+
+#: relative spread of the squared row norms below which the rows already lie
+#: on a sphere (one-hot rows, l2-normalised rows)
+_SPHERE_RTOL = 1e-6
+
+
+def rows_on_a_sphere(X) -> bool:
+    """Whether every row of X has the same Euclidean norm (to a relative
+    1e-6 of the squared norms) and it is not 0: one-hot encoded categorical
+    rows (k ones in every row), l2-normalised rows.  Such rows need no
+    ``"sphere"`` lift: ``x . y = (||x||^2 + ||y||^2 - ||x - y||^2) / 2``
+    already ranks like the Euclidean distance."""
+    if X.shape[0] == 0:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        if sp.issparse(X):
+            sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+        else:
+            Xd = np.asarray(X, dtype=np.float64)
+            sq = np.einsum("ij,ij->i", Xd, Xd)
+    hi, lo = float(np.max(sq)), float(np.min(sq))
+    return bool(np.isfinite(hi) and hi > 0 and hi - lo <= _SPHERE_RTOL * hi)
+
+
+def _resolve_auto(X, family: str) -> Optional[str]:
+    """``"auto"`` on X for a learner family (its ``_auto_preprocessing``):
+    None for scipy.sparse X with more than :data:`MAX_DENSIFY_FEATURES`
+    columns; None for a bilinear family (``"sphere"``) when the rows already
+    lie on a sphere (:func:`rows_on_a_sphere`); else the family's mode."""
+    if sp.issparse(X) and X.shape[1] > MAX_DENSIFY_FEATURES:
+        return None
+    if family == "sphere" and rows_on_a_sphere(X):
+        return None
+    return family
 
 
 def _dense(X) -> np.ndarray:
@@ -307,7 +340,8 @@ def feature_unit(X, mean: Optional[np.ndarray] = None) -> float:
     return unit if np.isfinite(unit) and unit >= np.finfo(float).tiny else 1.0
 
 
-def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.ndarray]:
+def fit_preprocessing(mode: Optional[str], X, estimator: Any,
+                      divisor: Optional[np.ndarray] = None) -> dict[str, np.ndarray]:
     """Fit the statistics of ``mode`` (already resolved, see
     :func:`resolve_preprocessing`) on the training rows X.
 
@@ -319,6 +353,11 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.nd
         :data:`MAX_DENSIFY_FEATURES` columns when ``mode`` is not None).
     estimator : estimator or str
         Named in error messages.
+    divisor : ndarray of shape (n_features,), optional
+        The column divisors of ``"standardize"`` and ``"sphere"`` in place of
+        the standard deviations (the type-aware scale of ``"auto"``,
+        :func:`tripletml.column_kinds.type_aware_scale`); a column with a
+        zero divisor keeps scale 1.
 
     Returns
     -------
@@ -342,6 +381,10 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any) -> dict[str, np.nd
         # column of tiny values is still standardised); 1 / std must be finite
         fi = np.finfo(float)
         const = (std <= 10 * fi.eps * np.abs(mean)) | (std < fi.tiny)
+        if divisor is not None:
+            div = np.asarray(divisor, dtype=np.float64)
+            const |= ~(np.isfinite(div) & (div >= fi.tiny))
+            std = np.where(const, 1.0, div)
         scale = np.where(const, 1.0, 1.0 / np.where(const, 1.0, std))
         if mode == "standardize":
             return {"mean": mean, "scale": scale}
@@ -496,6 +539,13 @@ class Preprocessor(BaseEstimator):
         Fit the feature unit (:func:`feature_unit`) of the modes None and
         ``"center"``; False for a model without scale-dependent parameters
         (the Euclidean and DotProduct baselines keep their raw values).
+    column_scale : bool, default=True
+        ``"auto"`` scales the columns by kind
+        (:func:`tripletml.column_kinds.type_aware_scale`: indicators by
+        their amplitude, columns sharing one unit by one pooled deviation,
+        the others by their own); False: by their own standard deviations
+        (KISSME, whose closed form is equivariant to column scales: they
+        only move its shrinkage, defined for unit variances).
 
     Attributes
     ----------
@@ -515,6 +565,10 @@ class Preprocessor(BaseEstimator):
     unit_ : float or None
         The feature unit sigma (None and "center"; see :func:`feature_unit`):
         the rows are divided by it.
+    decision_ : dict or None
+        With ``mode="auto"``: what was decided and why (``"mode"``,
+        ``"reason"``, and per column kind the count and the scale rule under
+        ``"columns"``); None for an explicit mode.
 
     Notes
     -----
@@ -535,11 +589,12 @@ class Preprocessor(BaseEstimator):
     _fitted_scalars: tuple[str, ...] = ("radius_", "unit_")
 
     def __init__(self, mode: Optional[str] = "auto", *, auto: str = _AUTO_DEFAULT,
-                 owner: str = "tripletml", unit: bool = True):
+                 owner: str = "tripletml", unit: bool = True, column_scale: bool = True):
         self.mode = mode
         self.auto = auto
         self.owner = owner
         self.unit = unit
+        self.column_scale = column_scale
 
     # ------------------------------------------------------------------ fit
     def resolve(self, X) -> Optional[str]:
@@ -551,11 +606,8 @@ class Preprocessor(BaseEstimator):
         copy to both ``fit`` and ``transform``.
         """
         check_preprocessing(self.mode, self.owner)
-        d = X.shape[1]
         if self.mode == "auto":
-            if sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
-                return None
-            return self.auto
+            return _resolve_auto(X, self.auto)
         return resolve_preprocessing(self.mode, X, self.owner)
 
     def fit(self, X, y=None) -> "Preprocessor":
@@ -573,7 +625,10 @@ class Preprocessor(BaseEstimator):
         self
         """
         mode = self.resolve(X)
-        stats = fit_preprocessing(mode, X, self.owner)
+        divisor, self.decision_ = None, None
+        if self.mode == "auto":
+            divisor, self.decision_ = self._decide(X, mode)
+        stats = fit_preprocessing(mode, X, self.owner, divisor=divisor)
         if not self.unit:
             stats.pop("unit", None)
         self.mode_ = mode
@@ -581,6 +636,27 @@ class Preprocessor(BaseEstimator):
             setattr(self, name, stats.get(name[:-1]))
         self.n_features_in_ = int(X.shape[1])
         return self
+
+    def _decide(self, X, mode: Optional[str]) -> tuple[Optional[np.ndarray], dict]:
+        """What ``"auto"`` decided on X, and why: the column divisors of a
+        type-aware ``"standardize"`` / ``"sphere"`` (None: the standard
+        deviations) and the record kept as ``decision_``."""
+        why = {"mode": mode}
+        if mode is None:
+            why["reason"] = ("scipy.sparse with more than "
+                             f"{MAX_DENSIFY_FEATURES} features: left sparse"
+                             if sp.issparse(X) and X.shape[1] > MAX_DENSIFY_FEATURES else
+                             "the rows already lie on a sphere (equal norms): no lift")
+            why["unit"] = "rows divided by the feature unit (RMS of the non-zero entries)"
+            return None, why
+        if not self.column_scale:
+            why["reason"] = f"{self.owner}'s family choice; per-column standard deviations"
+            return None, why
+        from .column_kinds import type_aware_scale
+        divisor, summary = type_aware_scale(X)
+        why["reason"] = f"{self.owner}'s family choice; type-aware column scales"
+        why["columns"] = summary
+        return divisor, why
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_features_in_")
@@ -656,6 +732,8 @@ class Preprocessor(BaseEstimator):
         mode holds (arrays and the float ``radius_``)."""
         check_is_fitted(self)
         out: dict[str, Any] = {prefix: self.mode_}
+        if getattr(self, "decision_", None) is not None:
+            out[prefix + "decision_"] = self.decision_
         for name in _STATS[self.mode_]:
             if getattr(self, name) is not None or name not in _OPTIONAL_STATS:
                 out[prefix + name] = getattr(self, name)
@@ -665,6 +743,7 @@ class Preprocessor(BaseEstimator):
     def from_attributes(cls, attributes: dict[str, Any], n_features_in: int, *,
                         mode: Optional[str] = None, auto: str = _AUTO_DEFAULT,
                         owner: str = "tripletml", unit: bool = True,
+                        column_scale: bool = True,
                         prefix: str = "preprocessing_") -> "Preprocessor":
         """A fitted Preprocessor from the attributes :meth:`to_attributes`
         wrote (read from an untrusted model file: everything is checked).
@@ -677,7 +756,7 @@ class Preprocessor(BaseEstimator):
             mode None and must hold no statistic.
         n_features_in : int
             The learner's raw width.
-        mode, auto, owner, unit : as the constructor (the learner's parameter).
+        mode, auto, owner, unit, column_scale : as the constructor.
         prefix : str
 
         Raises
@@ -687,6 +766,11 @@ class Preprocessor(BaseEstimator):
             array of the wrong shape, dtype or values, or a radius that is
             not a positive finite float.
         """
+        attributes = dict(attributes)
+        decision = attributes.pop(prefix + "decision_", None)
+        if decision is not None and not isinstance(decision, dict):
+            raise ValueError(f"{prefix}decision_ must be a dict (what 'auto' decided), got "
+                             f"{type(decision).__name__}")
         names = {prefix + s: s for s in _STAT_NAMES}
         unknown = set(attributes) - set(names) - {prefix}
         if unknown:
@@ -706,8 +790,9 @@ class Preprocessor(BaseEstimator):
         if want - optional - set(present) or set(present) - want:
             raise ValueError(f"{prefix}={fitted_mode!r} needs the arrays {sorted(want)}, "
                              f"the model holds {sorted(present)}")
-        pre = cls(mode, auto=auto, owner=owner, unit=unit)
+        pre = cls(mode, auto=auto, owner=owner, unit=unit, column_scale=column_scale)
         pre.mode_ = fitted_mode
+        pre.decision_ = decision
         pre.n_features_in_ = int(n_features_in)
         for s in _STAT_NAMES:
             setattr(pre, s, attributes.get(prefix + s))
@@ -738,7 +823,7 @@ class Preprocessor(BaseEstimator):
     def saved_names(cls, prefix: str = "preprocessing_") -> tuple[str, ...]:
         """The learner attributes of a model file: ``prefix`` (the mode) and
         ``prefix + stat`` for every statistic."""
-        return (prefix, *(prefix + s for s in _STAT_NAMES))
+        return (prefix, *(prefix + s for s in _STAT_NAMES), prefix + "decision_")
 
     @classmethod
     def adopt_saved(cls, state: dict[str, Any], *, prefix: str = "preprocessing_",
@@ -776,7 +861,7 @@ class Preprocessor(BaseEstimator):
             return NotImplemented
         if self.get_params() != other.get_params():
             return False
-        fitted = ("mode_", "n_features_in_", *_STAT_NAMES)
+        fitted = ("mode_", "n_features_in_", "decision_", *_STAT_NAMES)
         for name in fitted:
             a, b = getattr(self, name, _MISSING), getattr(other, name, _MISSING)
             if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):

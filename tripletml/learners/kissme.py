@@ -108,6 +108,11 @@ class KISSME(MahalanobisMixin, TripletLearner):
     2
     """
 
+    #: "auto" keeps per-column standard deviations: the closed form is
+    #: equivariant to column scales, which only move the shrinkage (defined
+    #: for unit variances); measured .009-.034 mAP lower with pooled scales
+    #: on pixel and count sets (results/column_kinds/README.md)
+    _auto_column_scale = False
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),
         "components_": ArraySpec(("rank_", "d")),

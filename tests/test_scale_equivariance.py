@@ -1,0 +1,98 @@
+"""Scale equivariance (issue 27, item 1): every learner, at its defaults,
+with ``preprocessing="auto"`` and with ``None``, ranks ``c * X`` as it
+ranks X for c from 1e-3 to 1e3.
+
+With None (and ``"center"``) the rows are divided by the feature unit (the
+RMS of the non-zero training entries), so the step sizes, the margin of 1
+and the regularisation act on the same rows whatever the caller's unit;
+the learned matrix is reported in the caller's coordinates
+(``get_bilinear_matrix`` / ``get_mahalanobis_matrix`` scale by 1 / c**2).
+"""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_digits
+
+from tripletml._registry import entries
+from tripletml.base import BilinearMixin, MahalanobisMixin
+from tripletml.preprocessing import feature_unit
+
+LEARNERS = [e for e in entries("triplet")]
+SCALES = (1e-3, 1e3)
+
+
+def _digits(n=150):
+    """Integer pixel counts 0..16 (a scale the defaults were not tuned on)."""
+    X, y = load_digits(return_X_y=True)
+    keep = y < 4
+    return X[keep][:n], y[keep][:n]
+
+
+def _fit(entry, X, y, preprocessing):
+    est = entry.cls(**({"random_state": 0} if "random_state" in entry.cls().get_params()
+                       else {}), preprocessing=preprocessing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # convergence is another test's business
+        return est.fit(X, y)
+
+
+@pytest.mark.parametrize("preprocessing", ["auto", None])
+@pytest.mark.parametrize("entry", LEARNERS, ids=lambda e: e.name)
+def test_rescaled_rows_give_the_same_rankings(entry, preprocessing):
+    X, y = _digits()
+    base = _fit(entry, X, y, preprocessing)
+    S = base.similarity(X[:40], X)
+    for c in SCALES:
+        est = _fit(entry, c * X, y, preprocessing)
+        Sc = est.similarity(c * X[:40], c * X)
+        if entry.name in ("Euclidean", "DotProduct") and preprocessing is None:   # raw: c**2
+            Sc = Sc / c ** 2
+        np.testing.assert_allclose(Sc, S, rtol=1e-6, atol=1e-6 * np.abs(S).max())
+        same = (np.argsort(-Sc, axis=1, kind="stable")[:, :10]
+                == np.argsort(-S, axis=1, kind="stable")[:, :10]).mean()
+        assert same > 0.95, (c, same)        # ties aside, the same top 10
+        learned = entry.name not in ("Euclidean", "DotProduct")
+        if isinstance(est, BilinearMixin) and preprocessing is None and learned:
+            np.testing.assert_allclose(est.get_bilinear_matrix() * c ** 2,
+                                       base.get_bilinear_matrix(), rtol=1e-6,
+                                       atol=1e-6 * np.abs(base.get_bilinear_matrix()).max())
+        if isinstance(est, MahalanobisMixin) and preprocessing is None and learned:
+            M = base.get_mahalanobis_matrix()
+            np.testing.assert_allclose(est.get_mahalanobis_matrix() * c ** 2, M, rtol=1e-6,
+                                       atol=1e-6 * np.abs(M).max())
+
+
+@pytest.mark.parametrize("entry", [e for e in LEARNERS
+                                   if e.name not in ("Euclidean", "DotProduct")],
+                         ids=lambda e: e.name)
+def test_preprocessing_none_reports_the_unit(entry):
+    X, y = _digits(60)
+    est = _fit(entry, X, y, None)
+    assert est.preprocessing_unit_ == pytest.approx(feature_unit(X))
+    if isinstance(est, BilinearMixin):       # x^T W y on the caller's rows
+        np.testing.assert_allclose(est.similarity(X[:5], X[:7]),
+                                   X[:5] @ est.get_bilinear_matrix() @ X[:7].T,
+                                   rtol=1e-8, atol=1e-10)
+
+
+def test_feature_unit_definition_and_invariances():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 7)) * rng.uniform(0.1, 10, size=7)
+    X[X < -1] = 0.0                                     # some exact zeros
+    nz = X[X != 0]
+    assert feature_unit(X) == pytest.approx(np.sqrt(np.mean(nz ** 2)), rel=1e-12)
+    for c in (1e-300, 1e-3, 7.0, 1e300):
+        assert feature_unit(c * X) == pytest.approx(c * feature_unit(X), rel=1e-12)
+    assert feature_unit(X[:, ::-1]) == pytest.approx(feature_unit(X), rel=1e-12)
+    assert feature_unit(np.vstack([X, X, X])) == pytest.approx(feature_unit(X), rel=1e-12)
+    assert feature_unit(sp.csr_matrix(X)) == pytest.approx(feature_unit(X), rel=1e-12)
+    # a vocabulary's zeros do not dilute a sparse row's scale
+    wide = sp.hstack([sp.csr_matrix(X), sp.csr_matrix((50, 10000))]).tocsr()
+    assert feature_unit(wide) == pytest.approx(feature_unit(X), rel=1e-12)
+    mean = X.mean(axis=0)
+    Z = X - mean
+    assert feature_unit(X, mean) == pytest.approx(np.sqrt(np.mean(Z[Z != 0] ** 2)), rel=1e-12)
+    assert feature_unit(np.zeros((4, 3))) == 1.0
+    assert np.isfinite(feature_unit(np.full((3, 3), 1e308)))
