@@ -108,13 +108,20 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
         The model is not fitted.
     TypeError
         A fitted attribute cannot be stored (an object array, a value that is
-        not JSON).
+        not JSON), or the ``sampling`` parameter is an object other than
+        the tripletml samplers (ClassTriplets, KNNTriplets, SemiHardTriplets,
+        stored as class name and parameters).
     """
     if not hasattr(model, "n_features_in_"):
         raise ValueError(f"{type(model).__name__}: cannot save an unfitted model; call fit first.")
     params = model.get_params(deep=False)
     if not isinstance(params.get("random_state", None), (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator cannot be stored; documented
+    if "sampling" in params:
+        # a string as it is, a tripletml sampler as class name + parameters;
+        # any other object: TypeError naming the learner
+        from .triplets import sampler_to_dict
+        params["sampling"] = sampler_to_dict(params["sampling"], model)
     arrays: dict[str, np.ndarray] = {}
     attrs: dict[str, Any] = {}
     for name, value in vars(model).items():
