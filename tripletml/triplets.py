@@ -450,9 +450,12 @@ def semihard_triplets(X: Any, y: Any, n_triplets: int | None = None, *,
     triplets, in the starting metric), uniform among the candidates in that
     band.  The candidates are the query's ``n_candidates`` nearest
     other-class points (sklearn ``NearestNeighbors``, chunked over the
-    queries; None: all of them).  A pair with no candidate in the band gets
-    its nearest other-class point (``fallback="hardest"``: the hardest
-    negative) or a uniform other-class point (``"random"``).
+    queries; None: all of them, exact).  When none of them lies in the band
+    (the band lies beyond them: a far positive), as many uniform
+    other-class points are tried and the first in the band is taken.  A pair
+    with still none gets its nearest other-class point
+    (``fallback="hardest"``: the hardest negative) or a uniform other-class
+    point (``"random"``).  Memory: about ``2**20`` distances at once.
 
     Parameters
     ----------
@@ -492,9 +495,7 @@ def semihard_triplets(X: Any, y: Any, n_triplets: int | None = None, *,
     d_qp = np.empty(q.size)
     step = max(1, _SEMIHARD_CHUNK // max(1, X.shape[1]))
     for a in range(0, q.size, step):
-        diff = X[q[a:a + step]] - X[p[a:a + step]]
-        d_qp[a:a + step] = (np.sqrt(np.asarray(diff.multiply(diff).sum(axis=1)).ravel())
-                            if sp.issparse(diff) else np.sqrt(np.einsum("ij,ij->i", diff, diff)))
+        d_qp[a:a + step] = _row_distances(X, q[a:a + step], p[a:a + step])
     if isinstance(margin, str):
         med = float(np.median(d_qp))
         margin = SEMIHARD_AUTO_MARGIN * med if med > 0 else 1.0
@@ -517,14 +518,50 @@ def semihard_triplets(X: Any, y: Any, n_triplets: int | None = None, *,
             r = np.floor(rng.random(part.size) * np.maximum(count, 1)).astype(np.int64)
             pos = np.argmax(np.cumsum(band, axis=1) > r[:, None], axis=1)
             pick = I[np.arange(part.size), pos]
-            none = count == 0
+            none = np.flatnonzero(count == 0)
+            if none.size and k < others.size:
+                # the band may lie beyond the nearest candidates: try as many
+                # uniform other-class points
+                got = _band_draw(X, q[part[none]], others, d_qp[part[none]], margin, k, rng)
+                ok = got >= 0
+                pick[none[ok]] = got[ok]
+                none = none[~ok]
             if fallback == "hardest":
                 pick[none] = I[none, 0]
             else:
-                pick[none] = rng.integers(0, others.size, size=int(none.sum()))
+                pick[none] = rng.integers(0, others.size, size=none.size)
             neg[part] = others[pick]
     t[:, 2] = neg
     return np.ascontiguousarray(t)
+
+
+def _row_distances(X: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distances between the rows ``X[a]`` and ``X[b]`` (pairwise
+    in order)."""
+    diff = X[a] - X[b]
+    if sp.issparse(diff):
+        return np.sqrt(np.asarray(diff.multiply(diff).sum(axis=1)).ravel())
+    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+
+
+def _band_draw(X: Any, q: np.ndarray, others: np.ndarray, d_qp: np.ndarray, margin: float,
+               n_draws: int, rng: np.random.Generator) -> np.ndarray:
+    """For each query ``q[i]``: ``n_draws`` uniform positions into ``others``;
+    the first whose point lies in the band ``(d_qp[i], d_qp[i] + margin)``,
+    or -1.  Chunked: at most about ``_SEMIHARD_CHUNK`` values at once."""
+    out = np.full(q.size, -1, dtype=np.int64)
+    rows = max(1, _SEMIHARD_CHUNK // max(1, n_draws * X.shape[1]))
+    for a in range(0, q.size, rows):
+        qq = q[a:a + rows]
+        cand = rng.integers(0, others.size, size=(qq.size, n_draws))
+        d = _row_distances(X, np.repeat(qq, n_draws), others[cand.ravel()])
+        d = d.reshape(qq.size, n_draws)
+        lo = d_qp[a:a + rows, None]
+        band = (d > lo) & (d < lo + margin)
+        first = np.argmax(band, axis=1)
+        hit = band[np.arange(qq.size), first]
+        out[a:a + rows][hit] = cand[np.flatnonzero(hit), first[hit]]
+    return out
 
 
 class SemiHardTriplets(TripletSampler):
