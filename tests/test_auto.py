@@ -816,13 +816,9 @@ def test_bad_scoring_raises_naming_autosimilarity(scoring):
         "integer k >= 1.")
 
 
-def test_knn_scoring_races_the_knn_sampling_variant():
-    from tripletml.auto import DEFAULT_CANDIDATES_KNN
-    a = AutoSimilarity(scoring="knn_accuracy")
-    assert a._candidate_specs() is DEFAULT_CANDIDATES_KNN
-    assert AutoSimilarity()._candidate_specs() is tm.auto.DEFAULT_CANDIDATES
-    oasis = [c for c in DEFAULT_CANDIDATES_KNN if c["learner"] == "OASIS"]
-    assert oasis[0]["grid"]["sampling"] == ["class", "knn"]
+def test_default_race_is_the_same_for_every_scoring():
+    for scoring in ("map", "precision@10", "knn_accuracy", "knn_accuracy@3"):
+        assert AutoSimilarity(scoring=scoring)._candidate_specs() is tm.auto.DEFAULT_CANDIDATES
 
 
 def test_race_may_vary_sampling_and_keeps_it_in_results():
