@@ -323,3 +323,13 @@ def test_sampler_is_public():
         cls = getattr(tm.triplets, name)
         assert issubclass(cls, TripletSampler)
         assert name in tm.triplets.__all__
+
+
+def test_save_refuses_a_subclass_of_a_tripletml_sampler(tmp_path):
+    class MyKNN(KNNTriplets):
+        pass
+
+    X, y = wine()
+    est = tm.OASIS(n_triplets=100, sampling=MyKNN(), random_state=0).fit(X, y)
+    with pytest.raises(TypeError, match="MyKNN object, which a model file cannot store"):
+        est.save(tmp_path / "m.npz")

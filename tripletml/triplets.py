@@ -338,6 +338,11 @@ class TripletSampler(BaseEstimator):
                owner: Any = None) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _model_file_form(self, owner: Any = None) -> dict:
+        """What a model file stores (:func:`sampler_to_dict`; TypeError for
+        a subclass, whose code a file cannot hold)."""
+        return sampler_to_dict(self, owner)
+
 
 class ClassTriplets(TripletSampler):
     """Uniform random class triplets (:func:`random_class_triplets`):
@@ -673,11 +678,8 @@ def sampler_to_dict(sampling: Any, owner: Any = None) -> Any:
     cls = type(sampling)
     if cls in SAMPLING_CLASSES.values():
         return {"sampler": cls.__name__, "params": sampling.get_params()}
-    raise TypeError(f"save: {_who_of(owner, 'model')}: parameter sampling={sampling!r} is a "
-                    f"{cls.__name__} object, which a model file cannot store; only the "
-                    "strings 'class', 'knn', 'semihard' and the tripletml samplers "
-                    "ClassTriplets, KNNTriplets, SemiHardTriplets (stored as class name and "
-                    "parameters) can be saved.")
+    from ._model_writer import unstorable_sampler_message
+    raise TypeError(unstorable_sampler_message(sampling, _who_of(owner, "model")))
 
 
 def sampler_from_dict(value: Any) -> Any:
