@@ -749,3 +749,84 @@ def test_dense_work_table_and_fallbacks():
         pass
 
     assert _dense_work(MyITML(), {}) == (2, 1, 0, 0)
+
+
+# --------------------------------------------------------------------------
+# scoring: the criterion the race maximises (issue 27, item 4)
+# --------------------------------------------------------------------------
+def _local_vs_global(seed=0):
+    """Two classes made of tight clusters of 6 scattered at random (raw
+    Euclidean: perfect nearest neighbours, poor mAP) plus a noisy class
+    feature at a small scale (standardised, it pulls the classes apart:
+    better mAP, worse 1-NN)."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for c in range(60):
+        pts = rng.uniform(0, 100, 2) + rng.normal(0, 0.05, (6, 2))
+        f0 = (c % 2) + rng.normal(0, 0.6, (6, 1))
+        X.append(np.hstack([f0, pts]))
+        y += [c % 2] * 6
+    return np.vstack(X), np.array(y)
+
+
+_PREP_RACE = [{"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize"]}}]
+
+
+@pytest.mark.parametrize("scoring,winner", [("map", "standardize"), ("knn_accuracy", None),
+                                            ("precision@1", None),
+                                            ("precision@5", "standardize")])
+def test_scoring_changes_the_selection_criterion(scoring, winner):
+    from tripletml.metrics import validation_score
+    X, y = _local_vs_global()
+    a = AutoSimilarity(candidates=_PREP_RACE, scoring=scoring, random_state=0).fit(X, y)
+    assert a.best_params_["preprocessing"] == winner
+    assert a.scoring == scoring
+    # the reported scores are in that criterion
+    i = int(np.argmax(a.cv_results_["mean_validation_score"]))
+    assert a.best_score_ == pytest.approx(a.cv_results_["mean_validation_score"][i])
+    if scoring == "knn_accuracy":
+        assert a.best_score_ > 0.9            # raw: cluster mates are the neighbours
+
+
+def test_validation_score_matches_the_metrics():
+    from tripletml.metrics import evaluate_retrieval, knn_error, validation_score
+    X, y = iris()
+    m = tm.Euclidean().fit(X, y)
+    assert validation_score(m, X, y) == pytest.approx(evaluate_retrieval(m, X, y, k=())["map"])
+    assert validation_score(m, X, y, "precision@10") == pytest.approx(
+        evaluate_retrieval(m, X, y, k=(10,))["precision_at_10"])
+    assert validation_score(m, X, y, "knn_accuracy") == pytest.approx(1 - knn_error(m, X, y))
+    assert validation_score(m, X, y, "knn_accuracy@5") == pytest.approx(
+        1 - knn_error(m, X, y, k=5))
+    # in leave-one-out, precision@1 is the 1-NN accuracy
+    assert validation_score(m, X, y, "precision@1") == pytest.approx(
+        validation_score(m, X, y, "knn_accuracy"))
+
+
+@pytest.mark.parametrize("scoring", ["prec@1", "precision@0", "precision@", "precision",
+                                     "knn_accuracy@x", "knn_accuracy@01", "MAP", "", 3, None,
+                                     "map@5"])
+def test_bad_scoring_raises_naming_autosimilarity(scoring):
+    X, y = iris()
+    with pytest.raises(ValueError) as info:
+        _quick(scoring=scoring).fit(X, y)
+    assert str(info.value) == (
+        f"AutoSimilarity: parameter scoring={scoring!r} must be 'map', 'precision@<k>' "
+        "(e.g. 'precision@1', 'precision@10'), 'knn_accuracy' or 'knn_accuracy@<k>' with an "
+        "integer k >= 1.")
+
+
+def test_default_race_is_the_same_for_every_scoring():
+    for scoring in ("map", "precision@10", "knn_accuracy", "knn_accuracy@3"):
+        assert AutoSimilarity(scoring=scoring)._candidate_specs() is tm.auto.DEFAULT_CANDIDATES
+
+
+def test_race_may_vary_sampling_and_keeps_it_in_results():
+    X, y = iris()
+    cands = [{"learner": "OASIS", "grid": {"C": [0.1], "sampling": ["class", "knn"]},
+              "budget": ("n_triplets", 900)}]
+    a = AutoSimilarity(candidates=cands, scoring="knn_accuracy", random_state=0,
+                       time_budget=1e4).fit(X, y)
+    assert {p["sampling"] for p in a.cv_results_["params"]} == {"class", "knn"}
+    assert a.best_params_["sampling"] in ("class", "knn")
+    assert a.best_estimator_.sampling == a.best_params_["sampling"]

@@ -67,6 +67,15 @@ def _jsonable(value: Any, what: str) -> Any:
     raise TypeError(f"save: cannot store {what} of type {type(value).__name__} as JSON.")
 
 
+def unstorable_sampler_message(sampling: Any, who: str) -> str:
+    """Why ``save`` refuses a ``sampling`` object (one message for both
+    callers: the writer and :func:`tripletml.triplets.sampler_to_dict`)."""
+    return (f"save: {who}: parameter sampling={sampling!r} is a {type(sampling).__name__} "
+            "object, which a model file cannot store; only the strings 'class', 'knn', "
+            "'semihard' and the tripletml samplers ClassTriplets, KNNTriplets, "
+            "SemiHardTriplets (stored as class name and parameters) can be saved.")
+
+
 def _umask() -> int:
     try:
         with open("/proc/self/status") as fh:
@@ -108,13 +117,23 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
         The model is not fitted.
     TypeError
         A fitted attribute cannot be stored (an object array, a value that is
-        not JSON).
+        not JSON), or the ``sampling`` parameter is an object other than
+        the tripletml samplers (ClassTriplets, KNNTriplets, SemiHardTriplets,
+        stored as class name and parameters).
     """
     if not hasattr(model, "n_features_in_"):
         raise ValueError(f"{type(model).__name__}: cannot save an unfitted model; call fit first.")
     params = model.get_params(deep=False)
     if not isinstance(params.get("random_state", None), (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator cannot be stored; documented
+    sampling = params.get("sampling")
+    if sampling is not None and not isinstance(sampling, str):
+        # a tripletml sampler stores itself as class name + parameters (its
+        # _model_file_form); any other object: TypeError naming the learner
+        form = getattr(sampling, "_model_file_form", None)
+        if form is None:
+            raise TypeError(unstorable_sampler_message(sampling, type(model).__name__))
+        params["sampling"] = form(model)
     arrays: dict[str, np.ndarray] = {}
     attrs: dict[str, Any] = {}
     for name, value in vars(model).items():

@@ -129,4 +129,8 @@ COMMON = {
     # check_preprocessing (its own wording)
     "random_state": ["no_validation"],
     "preprocessing": ["no_validation"],
+    # a string naming a policy or a sampler object (tripletml.triplets);
+    # "random" is SML's former name of "class"
+    "sampling": [StrOptions({"class", "knn", "semihard", "random"}, deprecated={"random"}),
+                 HasMethods(["sample"])],
 }

@@ -33,8 +33,9 @@ rows, and in a triplet learner's ``_fitted_arrays`` the shape symbol
 ``"d"`` means that width (the width the solver saw); the preprocessing
 statistics are declared in ``n_features_in_``.
 
-``fit(X, y=None, *, triplets=None)`` samples ``n_triplets`` random class
-triplets from ``y`` (see :mod:`tripletml.triplets`) unless an explicit
+``fit(X, y=None, *, triplets=None)`` samples ``n_triplets`` triplets from
+``y`` with the learner's ``sampling`` policy (random class triplets by
+default; see :mod:`tripletml.triplets`) unless an explicit
 ``(m, 3)`` triplet index array is given, in which case ``y`` is ignored.
 """
 from __future__ import annotations
@@ -58,7 +59,7 @@ from .preprocessing import check_preprocessing
 from ._validation import as_generator, check_triplets, check_X
 from .linalg import rowwise_dot
 from .linalg.invariants import check_factor, check_positive_definite, check_psd
-from .triplets import ClassTriplets, check_labels
+from .triplets import check_labels, resolve_sampling
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
            "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "legacy_decision_function"]
@@ -254,9 +255,11 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
 
     def _sampler(self):
         """The sampling policy: what ``fit(X, y)`` makes of class labels
-        (:mod:`tripletml.triplets`; default :class:`~tripletml.triplets.ClassTriplets`
-        with ``n_triplets``).  Explicit ``triplets=`` bypass it."""
-        return ClassTriplets(self.n_triplets)
+        (:mod:`tripletml.triplets`): the learner's ``sampling`` parameter
+        through :func:`~tripletml.triplets.resolve_sampling` with its
+        ``n_triplets`` (default :class:`~tripletml.triplets.ClassTriplets`).
+        Explicit ``triplets=`` bypass it."""
+        return resolve_sampling(getattr(self, "sampling", "class"), self.n_triplets, owner=self)
 
     def _prepare_fit(self, X, y=None, triplets=None):
         """Validate inputs, fit the preprocessing and apply the sampling

@@ -67,6 +67,10 @@ __all__ = [
     "mean_average_precision",
     "precision_at_k",
     "knn_error",
+    "knn_accuracy",
+    "check_scoring",
+    "validation_score",
+    "SCORINGS",
     "triplet_accuracy",
     "evaluate_retrieval",
 ]
@@ -770,6 +774,68 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
             bar.close()
     err = wrong / n_test
     return float(err[0]) if scalar else err
+
+
+def knn_accuracy(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
+                 X_test: ArrayLike | None = None, y_test: ArrayLike | None = None,
+                 k: int | Sequence[int] = 1, *, chunk_size: int | None = None
+                 ) -> float | np.ndarray:
+    """k-NN classification accuracy, ``1 -`` :func:`knn_error` (same
+    neighbours, votes and tie rule; both test arguments None: leave-one-out
+    within the training rows)."""
+    err = knn_error(estimator, X_train, y_train, X_test, y_test, k, chunk_size=chunk_size)
+    return 1.0 - err
+
+
+#: the criteria :func:`validation_score` (and ``AutoSimilarity(scoring=...)``)
+#: accept; ``precision@k`` and ``knn_accuracy@k`` take any k >= 1
+SCORINGS = ("map", "precision@k", "knn_accuracy", "knn_accuracy@k")
+
+
+def check_scoring(scoring: Any, who: str = "validation_score") -> tuple[str, int]:
+    """Parse a scoring name into ``(kind, k)``: ``"map"`` -> ``("map", 0)``,
+    ``"precision@10"`` -> ``("precision", 10)``, ``"knn_accuracy"`` ->
+    ``("knn_accuracy", 1)``, ``"knn_accuracy@5"`` -> ``("knn_accuracy", 5)``.
+
+    Raises
+    ------
+    ValueError
+        Anything else, naming ``who``.
+    """
+    bad = ValueError(f"{who}: parameter scoring={scoring!r} must be 'map', 'precision@<k>' "
+                     "(e.g. 'precision@1', 'precision@10'), 'knn_accuracy' or "
+                     "'knn_accuracy@<k>' with an integer k >= 1.")
+    if not isinstance(scoring, str):
+        raise bad
+    if scoring == "map":
+        return "map", 0
+    if scoring == "knn_accuracy":
+        return "knn_accuracy", 1
+    name, at, k = scoring.partition("@")
+    if not at or name not in ("precision", "knn_accuracy") or not k.isdigit() \
+            or k != str(int(k)) or int(k) < 1:
+        raise bad
+    return name, int(k)
+
+
+def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = "map",
+                     *, chunk_size: int | None = None) -> float:
+    """One leave-one-out retrieval score within ``(X, y)`` (each row is a
+    query against the others), by name: ``"map"`` (:func:`evaluate_retrieval`'s
+    mAP), ``"precision@k"`` (its precision at k), ``"knn_accuracy"`` /
+    ``"knn_accuracy@k"`` (the accuracy of the k-NN classifier with the
+    estimator's similarity, k=1 by default, :func:`knn_error`'s majority vote
+    and tie rule).  k larger than the ``len(X) - 1`` other rows is clipped.
+    Higher is better for all."""
+    kind, k = check_scoring(scoring)
+    n = len(y)
+    if kind == "map":
+        return float(evaluate_retrieval(estimator, X, y, k=(), chunk_size=chunk_size)["map"])
+    k = max(1, min(k, n - 1))
+    if kind == "precision":
+        return float(evaluate_retrieval(estimator, X, y, k=(k,),
+                                        chunk_size=chunk_size)[f"precision_at_{k}"])
+    return float(knn_accuracy(estimator, X, y, k=k, chunk_size=chunk_size))
 
 
 def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike

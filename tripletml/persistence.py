@@ -259,6 +259,13 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
         if unknown:
             raise _Refused(f"load_model: {path} sets unknown {cls.__name__} parameters "
                            f"{sorted(unknown)[:10]}.")
+        if isinstance(params.get("sampling"), dict):
+            from .triplets import sampler_from_dict
+            try:
+                params = {**params, "sampling": sampler_from_dict(params["sampling"])}
+            except ValueError as e:
+                raise _Refused(f"load_model: {path} holds invalid {cls.__name__} "
+                               f"parameters: {e}") from None
         model.set_params(**params)
         try:
             model._validate_params()

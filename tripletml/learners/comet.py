@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from .._params import COMMON, Interval, StrOptions
 from .._validation import check_triplets
 from ..base import BilinearMixin, EmbeddingMixin, TripletLearner
@@ -42,6 +43,7 @@ from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
 
 __all__ = ["COMET", "SparseCOMET", "group_prox", "comet_loss", "comet_loss_derivative"]
 
+@document_sampling
 @document_preprocessing
 class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     """Dense COMET (Algorithm 1): a PD bilinear similarity by block-coordinate
@@ -79,6 +81,7 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         still to halve, so 1e-3 would stop too early.
     n_triplets : int, default=10000
         Random class triplets sampled from y when no triplets are given.
+    {sampling}
     step_fraction : float in (0, 1), default=0.5
         Fraction of the largest PD-preserving step (the root of eq. 11).
     eta0 : float, default=1.0
@@ -115,15 +118,15 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     }
 
     def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", max_iter=5, tol=1e-4,
-                 n_triplets=10000, step_fraction=0.5, eta0=1.0, refactor_every=None,
-                 preprocessing="auto", random_state=None,
-                 verbose=0):
+                 n_triplets=10000, sampling="class", step_fraction=0.5, eta0=1.0,
+                 refactor_every=None, preprocessing="auto", random_state=None, verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.loss = loss
         self.max_iter = max_iter
         self.tol = tol
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.step_fraction = step_fraction
         self.eta0 = eta0
         self.refactor_every = refactor_every
@@ -209,8 +212,8 @@ class SparseCOMET(COMET):
 
     Parameters
     ----------
-    alpha, beta, loss, max_iter, n_triplets, step_fraction, refactor_every,
-    preprocessing, random_state, verbose
+    alpha, beta, loss, max_iter, n_triplets, sampling, step_fraction,
+    refactor_every, preprocessing, random_state, verbose
         As :class:`COMET`.
     group_alpha : float, default=1.0
         Group-lasso coefficient (lambda in eq. 7 and 8; >= 0).
@@ -239,9 +242,8 @@ class SparseCOMET(COMET):
     }
 
     def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", group_alpha=1.0, max_iter=5,
-                 tol=1e-4, n_triplets=10000, eta0=1.0, step_fraction=0.5,
-                 refactor_every=None, preprocessing="auto", random_state=None,
-                 verbose=0):
+                 tol=1e-4, n_triplets=10000, sampling="class", eta0=1.0, step_fraction=0.5,
+                 refactor_every=None, preprocessing="auto", random_state=None, verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.loss = loss
@@ -249,6 +251,7 @@ class SparseCOMET(COMET):
         self.max_iter = max_iter
         self.tol = tol
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.eta0 = eta0
         self.step_fraction = step_fraction
         self.refactor_every = refactor_every

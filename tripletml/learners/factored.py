@@ -22,6 +22,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._arrayspec import ArraySpec
+from ..triplets import SAMPLING_PARAM_DOC
 from ..preprocessing import PREPROCESSING_PARAM_DOC
 from .._params import Interval, StrOptions
 from ..base import BilinearMixin
@@ -159,7 +160,8 @@ _DOC_COMMON = """
     max_iter : int, default=1
         Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=100000
-        Random class triplets sampled by ``fit`` from labels.
+        Triplets sampled by ``fit`` from labels.
+    {sampling}
     init : {{"identity", "random"}}, default="identity"
         As LORETA (:func:`init_factors`).
     tol : float or None, default=None
@@ -202,20 +204,21 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         preprocessed rows of the first 1000 triplets as
         ``0.3 / (median ||q||^2 * median ||p+ - p-||^2)`` (see
         :func:`tripletml.learners._online.auto_step_size`); the value used is
-        the fitted attribute ``eta_``.""" + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
+        the fitted attribute ``eta_``.""" + _DOC_COMMON.format(
+        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1]))
     #: measured (3 seeds, standardised, k = min(10, d)): c=0.03 was too small on segment
     #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
     #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
     _auto_eta_c = 0.3
     _method = GD
 
-    def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, init="identity",
-                 tol=None, preprocessing="auto", random_state=None,
-                 verbose=0):
+    def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
+                 init="identity", tol=None, preprocessing="auto", random_state=None, verbose=0):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.init = init
         self.tol = tol
         self.preprocessing = preprocessing
@@ -226,13 +229,13 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
 class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=None, *, C=0.001, max_iter=1, n_triplets=100000, init="identity",
-                 tol=None, preprocessing="auto", random_state=None,
-                 verbose=0):
+    def __init__(self, rank=None, *, C=0.001, max_iter=1, n_triplets=100000, sampling="class",
+                 init="identity", tol=None, preprocessing="auto", random_state=None, verbose=0):
         self.rank = rank
         self.C = C
         self.max_iter = max_iter
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.init = init
         self.tol = tol
         self.preprocessing = preprocessing
@@ -260,12 +263,14 @@ class IterativePA(_PABaseline):
     __doc__ = ("Passive-aggressive steps alternating over A and B (LORETA paper, "
                "baseline PA): ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)``, then "
                "``eta_B = min(l' / (||v||^2 ||A^T q||^2), C)`` with the loss l' after the "
-               "A step." + _DOC_PA + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
+               "A step." + _DOC_PA + _DOC_COMMON.format(
+        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1]))
     _method = ITER_PA
 
 
 class NaivePA(_PABaseline):
     __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
                "``eta = min(l / (||q||^2 ||v||^2), C)`` (LORETA paper, baseline PA v2)."
-               + _DOC_PA + _DOC_COMMON.format(preprocessing=PREPROCESSING_PARAM_DOC[4:-1]))
+               + _DOC_PA + _DOC_COMMON.format(
+        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1]))
     _method = NAIVE_PA

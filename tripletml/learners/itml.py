@@ -20,9 +20,10 @@ from .._validation import check_dense_memory, check_scalar_param
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from ..solvers.itml import BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
 from ..training import History, apply_result, run
-from ..triplets import ClassTriplets
+from ..triplets import ClassTriplets, is_class_sampling
 
 __all__ = ["ITML"]
 
@@ -34,6 +35,7 @@ TRIPLETS_PER_CLASS_PAIR = 20
 _BYTES_PER_CONSTRAINT = 80
 
 
+@document_sampling
 @document_preprocessing
 class ITML(MahalanobisMixin, TripletLearner):
     """Information-theoretic metric learning: the Mahalanobis matrix
@@ -69,8 +71,10 @@ class ITML(MahalanobisMixin, TripletLearner):
     n_triplets : int or None, default=None
         Triplets sampled from the labels; None gives ``20 c^2`` for c
         classes (as metric-learn's ITML_Supervised: 20 c^2 similar and
-        20 c^2 dissimilar pairs).  Ignored when ``triplets`` are passed to
+        20 c^2 dissimilar pairs) with ``sampling="class"``, the policy's
+        own count with another.  Ignored when ``triplets`` are passed to
         ``fit``.
+    {sampling}
     max_iter : int, default=1000
         Sweeps over the constraints.
     tol : float or None, default=1e-2
@@ -125,11 +129,12 @@ class ITML(MahalanobisMixin, TripletLearner):
         "dual_": ArraySpec((None,)),
     }
 
-    def __init__(self, gamma=1.0, *, bounds=None, n_triplets=None, max_iter=1000, tol=1e-2,
-                 rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
+    def __init__(self, gamma=1.0, *, bounds=None, n_triplets=None, sampling="class", max_iter=1000,
+                 tol=1e-2, rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
         self.gamma = gamma
         self.bounds = bounds
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.max_iter = max_iter
         self.tol = tol
         self.rank_tol = rank_tol
@@ -168,9 +173,13 @@ class ITML(MahalanobisMixin, TripletLearner):
         return u, l
 
     def _sampler(self):
-        """``n_triplets`` random class triplets; None: ``20 c^2`` of them for
-        c classes (metric-learn's ITML_Supervised)."""
-        return ClassTriplets(self.n_triplets, per_class_pair=TRIPLETS_PER_CLASS_PAIR)
+        """``n_triplets`` triplets of the ``sampling`` policy; None with
+        ``sampling="class"``: ``20 c^2`` random class triplets for c classes
+        (metric-learn's ITML_Supervised); None with another policy: that
+        policy's own default count."""
+        if self.n_triplets is None and is_class_sampling(self.sampling):
+            return ClassTriplets(per_class_pair=TRIPLETS_PER_CLASS_PAIR)
+        return super()._sampler()
 
     def _check_loaded(self) -> None:
         """A loaded ``M_`` is positive definite (ITML keeps it so), with

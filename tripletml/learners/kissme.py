@@ -16,12 +16,13 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._arrayspec import ArraySpec
-from .._params import Interval
+from .._params import COMMON, Interval
 from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
-from ..triplets import AllLabels, ClassCodes, ClassTriplets
+from ..triplets import document_sampling
+from ..triplets import AllLabels, ClassCodes, is_class_sampling
 from ..solvers.kissme import _scatter_from_labels, _scatter_from_triplets, kissme_matrix
 
 __all__ = ["KISSME"]
@@ -41,6 +42,7 @@ def _moderate_scale(scale) -> bool:
     return s.size == 0 or (s.max() <= _RAW_SCALE_LIMIT and s.min() >= 1 / _RAW_SCALE_LIMIT)
 
 
+@document_sampling
 @document_preprocessing
 class KISSME(MahalanobisMixin, TripletLearner):
     """Keep It Simple and Straightforward MEtric: ``M = Sigma_S^{-1} -
@@ -70,9 +72,11 @@ class KISSME(MahalanobisMixin, TripletLearner):
         the paper's plain inverse (a pseudo-inverse where C is singular); 1
         gives a multiple of the identity (the Euclidean distance).
     n_triplets : int or None, default=None
-        None: exact statistics from the labels.  An int: that many random
+        None: exact statistics from the labels (with ``sampling="class"``;
+        another policy draws its own default count).  An int: that many random
         class triplets are sampled from the labels (as the other learners
         do).  Ignored when ``triplets`` are passed to ``fit``.
+    {sampling}
     rank_tol : float, default=1e-6
         Eigenvalues of M below ``rank_tol`` times its largest do not count
         in ``rank_`` and ``components_``.
@@ -120,10 +124,11 @@ class KISSME(MahalanobisMixin, TripletLearner):
         "dissimilar_covariance_": ArraySpec(("d", "d")),
     }
 
-    def __init__(self, shrinkage=0.01, *, n_triplets=None, rank_tol=1e-6, preprocessing="auto",
-                 random_state=None):
+    def __init__(self, shrinkage=0.01, *, n_triplets=None, sampling="class", rank_tol=1e-6,
+                 preprocessing="auto", random_state=None):
         self.shrinkage = shrinkage
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.rank_tol = rank_tol
         self.preprocessing = preprocessing
         self.random_state = random_state
@@ -132,6 +137,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         "shrinkage": [Interval(Real, 0, 1, closed="both")],
         "n_triplets": [Interval(Integral, 1, None, closed="left"), None],
         "rank_tol": [Interval(Real, 0, 1, closed="both")],
+        "sampling": COMMON["sampling"],
         "random_state": ["no_validation"],
         "preprocessing": ["no_validation"],
     }
@@ -143,10 +149,15 @@ class KISSME(MahalanobisMixin, TripletLearner):
     _fit_preprocessed = False
 
     def _sampler(self):
-        """Labels with ``n_triplets=None``: the exact expectation over class
-        triplets (:class:`~tripletml.triplets.AllLabels`); else sampled
-        class triplets."""
-        return AllLabels() if self.n_triplets is None else ClassTriplets(self.n_triplets)
+        """Labels with ``n_triplets=None`` and ``sampling="class"``: the
+        exact expectation over class triplets
+        (:class:`~tripletml.triplets.AllLabels`); else the triplets of the
+        ``sampling`` policy (its own default count when ``n_triplets`` is
+        None)."""
+        if self.n_triplets is None and is_class_sampling(self.sampling) and (
+                isinstance(self.sampling, str) or self.sampling.n_triplets is None):
+            return AllLabels()
+        return super()._sampler()
 
     def _check_loaded(self) -> None:
         """A loaded ``M_`` is the KISSME matrix of the stored pair

@@ -40,6 +40,7 @@ import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from .._params import Interval, StrOptions
 from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
@@ -51,6 +52,7 @@ from .factored import DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, FactoredBilinea
 __all__ = ["LORETA"]
 
 
+@document_sampling
 @document_preprocessing
 class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
     """Low-rank bilinear similarity by Riemannian SGD (LORETA).
@@ -75,6 +77,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         Passes over the triplets in ``fit`` (each in a new random order).
     n_triplets : int, default=100000
         Random class triplets sampled by ``fit`` from labels.
+    {sampling}
     batch_size : int, default=1
         Triplets per step.  1: LORETA-1 (Algorithm 3, rank-one gradients,
         O((n+m)k) per step).  r > 1: general LORETA (Algorithm 2) on the
@@ -159,14 +162,15 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     _fitted_arrays = {name: ArraySpec(("d", "rank_"))
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
-    def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, batch_size=1,
-                 solver="auto", init="identity", pinv_check_every=1000, pinv_tol=1e-8,
-                 tol=None, preprocessing="auto", random_state=None,
-                 verbose=0, algorithm="deprecated"):
+    def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
+                 batch_size=1, solver="auto", init="identity", pinv_check_every=1000,
+                 pinv_tol=1e-8, tol=None, preprocessing="auto", random_state=None, verbose=0,
+                 algorithm="deprecated"):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.batch_size = batch_size
         self.solver = solver
         self.algorithm = algorithm

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from .._params import COMMON, Interval, StrOptions
 from .._validation import check_dense_memory, check_triplets
 from ..base import MahalanobisMixin, TripletLearner
@@ -39,6 +40,7 @@ CONSTRAINTS = (None, "frobenius", "spectral")
 _ADVICE = "lower eta0 or scale the features down"
 
 
+@document_sampling
 @document_preprocessing
 class LowRankDML(MahalanobisMixin, TripletLearner):
     """Low-rank Mahalanobis metric ``d_W(x, y) = (x - y)^T W (x - y)``.
@@ -81,6 +83,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         Radius of the ball.
     n_triplets : int, default=10000
         Random class triplets sampled when ``fit`` gets labels.
+    {sampling}
     learning_rate : {"auto", "invsqrt", "constant", "inverse"}, default="auto"
         ``eta_t = c / sqrt(t)``, ``c``, or ``c / t`` (the ``1 / (mu t)`` of
         the strongly convex case, Theorem 5); "auto" is the paper's choice
@@ -140,9 +143,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
 
     def __init__(self, alpha=0.1, *, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
                  max_iter=500, tol=None, constraint="frobenius", tau=1.0, n_triplets=10000,
-                 learning_rate="auto", push_weight=1.0, max_time=None, eval_every=10,
-                 preprocessing="auto", random_state=None,
-                 verbose=0):
+                 sampling="class", learning_rate="auto", push_weight=1.0, max_time=None,
+                 eval_every=10, preprocessing="auto", random_state=None, verbose=0):
         self.alpha = alpha
         self.solver = solver
         self.loss = loss
@@ -153,6 +155,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.constraint = constraint
         self.tau = tau
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.learning_rate = learning_rate
         self.push_weight = push_weight
         self.max_time = max_time

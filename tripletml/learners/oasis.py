@@ -16,6 +16,7 @@ import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from .._params import Interval, StrOptions
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import diff_buffers
@@ -26,6 +27,7 @@ from ._online import WATCH_HEAD, OnlineTripletLearner
 __all__ = ["OASIS"]
 
 
+@document_sampling
 @document_preprocessing
 class OASIS(BilinearMixin, OnlineTripletLearner):
     """Online passive-aggressive bilinear similarity learning (OASIS).
@@ -52,6 +54,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         segment .725 / .706, letter .249 / .240 (seed 0: .252 / .218,
         Euclidean .221), digits .762 / .725, vowel .361 / .367, the others
         within .005; a fit takes milliseconds either way.
+    {sampling}
     init : {"identity", "zeros"}, default="identity"
         Initial W (the paper uses the identity).
     tol : float or None, default=None
@@ -90,12 +93,12 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
 
-    def __init__(self, C=0.01, *, max_iter=1, n_triplets=30000, init="identity", tol=None,
-                 preprocessing="auto", random_state=None,
-                 verbose=0):
+    def __init__(self, C=0.01, *, max_iter=1, n_triplets=30000, sampling="class", init="identity",
+                 tol=None, preprocessing="auto", random_state=None, verbose=0):
         self.C = C
         self.max_iter = max_iter
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.init = init
         self.tol = tol
         self.preprocessing = preprocessing

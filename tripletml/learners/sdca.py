@@ -47,6 +47,7 @@ import numpy as np
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from .._params import Interval, StrOptions
 from .._validation import as_generator
 from ..base import BilinearMixin
@@ -56,6 +57,7 @@ from ._online import OnlineTripletLearner
 __all__ = ["SDCA", "sdca_objectives"]
 
 
+@document_sampling
 @document_preprocessing
 class SDCA(BilinearMixin, OnlineTripletLearner):
     """Stochastic dual coordinate ascent for bilinear relative similarity.
@@ -71,6 +73,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         Random class triplets sampled by ``fit`` from labels.  In
         ``partial_fit`` on a fresh model it is also the expected total number
         of distinct triplets ``n`` of the ``(lambda n)^-1`` scaling (see Notes).
+    {sampling}
     output : {"average", "random", "last"}, default="average"
         Algorithm 1's average option, random option, or the last iterate.
     average_start : float in [0, 1), default=0.5
@@ -162,12 +165,13 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     _advice = "raise alpha or scale the features down"
     _criterion_name = "relative duality gap"
 
-    def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, output="average",
-                 average_start=0.5, tol=None, preprocessing="auto", random_state=None,
-                 verbose=0):
+    def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, sampling="class",
+                 output="average", average_start=0.5, tol=None, preprocessing="auto",
+                 random_state=None, verbose=0):
         self.alpha = alpha
         self.max_iter = max_iter
         self.n_triplets = n_triplets
+        self.sampling = sampling
         self.output = output
         self.average_start = average_start
         self.tol = tol

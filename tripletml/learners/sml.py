@@ -24,17 +24,18 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from ..preprocessing import document_preprocessing
+from ..triplets import document_sampling
 from .._params import COMMON, Interval, StrOptions
 from .._validation import check_triplets
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
 from ..training import DivergenceWatch, History, apply_result, run
-from ..triplets import ClassTriplets, KNNTriplets
 
 __all__ = ["SML"]
 
 
+@document_sampling
 @document_preprocessing
 class SML(MahalanobisMixin, TripletLearner):
     """Sparse (low-rank) Mahalanobis metric by smooth optimisation.
@@ -63,9 +64,7 @@ class SML(MahalanobisMixin, TripletLearner):
         ConvergenceWarning).
     n_triplets : int, default=1500
         Triplets sampled when ``fit`` gets labels (the paper's 1,500).
-    sampling : {"random", "knn"}, default="random"
-        Random class triplets or LMNN-style k-NN triplets (target neighbours
-        and nearest impostors) from the labels.
+    {sampling}
     line_search : bool, default=True
         Smooth solver: start from ``1e-4`` times the paper's Lipschitz
         constant ``L = sum ||X_tau||_F^2 / (2 mu)`` and double the estimate
@@ -116,7 +115,7 @@ class SML(MahalanobisMixin, TripletLearner):
     }
 
     def __init__(self, alpha=1e-2, *, mu=1.0, solver="smooth", max_iter=1000, tol=1e-5,
-                 n_triplets=1500, sampling="random", line_search=True, eta0=1e-2,
+                 n_triplets=1500, sampling="class", line_search=True, eta0=1e-2,
                  rank_tol=1e-6, preprocessing="auto", random_state=None,
                  verbose=0):
         self.alpha = alpha
@@ -138,19 +137,10 @@ class SML(MahalanobisMixin, TripletLearner):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "mu": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"smooth", "subgradient"})],
-        "sampling": [StrOptions({"random", "knn"})],
         "line_search": ["boolean"],
         "eta0": [Interval(Real, 0, None, closed="neither")],
         "rank_tol": [Interval(Real, 0, 1, closed="both")],
     }
-
-    def _sampler(self):
-        """``sampling="knn"``: target neighbours and impostors on the
-        preprocessed rows, at most ``n_triplets`` (the paper's setting);
-        ``"random"``: random class triplets."""
-        if self.sampling == "knn":
-            return KNNTriplets(self.n_triplets)
-        return ClassTriplets(self.n_triplets)
 
     def _check_loaded(self) -> None:
         """A loaded ``M_`` is PSD (the feasible set of eq. 4) with
