@@ -103,6 +103,13 @@ def get_set(name: str):
     return X, y
 
 
+def _mean(values) -> float:
+    """Mean of the finite values (NaN when there is none, without a warning)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else float("nan")
+
+
 def _make(cls):
     def make(seed):
         return cls(random_state=seed) if "random_state" in cls().get_params() else cls()
@@ -164,9 +171,9 @@ def main(argv=None) -> int:
             n_runs += len(res)
             stops = ",".join(sorted({str(r["stop"]) for r in res}))
             row = (f"| {ds} | {name} | {w}/{len(res)} | {stops} | "
-                   f"{np.nanmean([r['n_iter'] for r in res]):.1f} | "
-                   f"{np.nanmean([r['seconds'] for r in res]):.2f} | "
-                   f"{np.nanmean([r['map'] for r in res]):.4f} |")
+                   f"{_mean([r['n_iter'] for r in res]):.1f} | "
+                   f"{_mean([r['seconds'] for r in res]):.2f} | "
+                   f"{_mean([r['map'] for r in res]):.4f} |")
             if errs:
                 row += f" error: {errs[0]}"
             lines.append(row)
