@@ -20,10 +20,15 @@ from sklearn.model_selection import train_test_split
 import tripletml
 from tripletml.datasets import load
 
-#: the learners whose defaults warned on every small set before issue 27
-#: (SML: see test_sml_default_budget_is_documented)
-LEARNERS = ("COMET", "SparseCOMET", "ITML")
-SHARED = ("ionosphere", "svmguide4", "balance-scale")
+#: (learner, data set) pairs: the learners whose defaults warned on every
+#: small set before issue 27 (SML: see its Notes), each on a couple of small
+#: shared sets; dense COMET's slowest set (ionosphere, 39-63 epochs) and
+#: digits are left to the benchmark to keep this file fast
+SHARED = [("COMET", "svmguide4"), ("COMET", "balance-scale"),
+          ("SparseCOMET", "ionosphere"), ("SparseCOMET", "svmguide4"),
+          ("SparseCOMET", "balance-scale"),
+          ("ITML", "ionosphere"), ("ITML", "svmguide4"), ("ITML", "balance-scale")]
+SKLEARN = [("COMET", "wine"), ("SparseCOMET", "wine"), ("ITML", "wine"), ("ITML", "digits")]
 
 
 def _train(X, y, seed=0):
@@ -42,16 +47,14 @@ def _fit_strict(name, X, y, seed=0):
     return est
 
 
-@pytest.mark.parametrize("name", LEARNERS)
-@pytest.mark.parametrize("dataset", SHARED)
+@pytest.mark.parametrize("name, dataset", SHARED)
 def test_defaults_converge_on_shared_sets(data_home, dataset, name):
     b = load(dataset, data_home=data_home)
     X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
     _fit_strict(name, *_train(X, np.asarray(b.target)))
 
 
-@pytest.mark.parametrize("name", LEARNERS)
-@pytest.mark.parametrize("dataset", ["wine", "digits"])
+@pytest.mark.parametrize("name, dataset", SKLEARN)
 def test_defaults_converge_on_sklearn_sets(dataset, name):
     X, y = (load_wine if dataset == "wine" else load_digits)(return_X_y=True)
     if dataset == "digits":                  # a stratified 300-row subsample (speed)
@@ -85,15 +88,23 @@ def test_dense_comet_objective_is_monotone():
     assert np.all(np.diff(obj) <= 1e-9 * np.abs(obj[:-1]))
 
 
-def test_itml_criterion_is_free_of_the_number_of_constraints():
-    """The same relative change of every dual gives the same convergence
-    value whatever the number of constraints (the released code's l1 / l2
-    ratio grew like its square root)."""
-    from tripletml.solvers.itml import _itml_sweeps  # noqa: F401 - compiled kernel exists
+def test_itml_convergence_value_is_the_l1_relative_change_of_the_duals():
+    """ITML's sweep test is ``||dl||_1 / (||l||_1 + ||l_old||_1)`` (issue 27):
+    free of the number of constraints, where the released code's l1 / l2
+    ratio grew like its square root."""
+    from tripletml.solvers.itml import ITMLSolver
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
     rng = np.random.default_rng(0)
-    vals = []
-    for m in (10, 1000):
-        lam_old = rng.uniform(0.5, 1.5, m)
-        lam = 1.01 * lam_old
-        vals.append(np.abs(lam - lam_old).sum() / (np.abs(lam).sum() + np.abs(lam_old).sum()))
-    np.testing.assert_allclose(vals[0], vals[1], rtol=1e-12)
+    T = []
+    for q in rng.permutation(len(y))[:80]:
+        T.append((q, rng.choice(np.flatnonzero((y == y[q]) & (np.arange(len(y)) != q))),
+                  rng.choice(np.flatnonzero(y != y[q]))))
+    s = ITMLSolver(X, np.array(T), bounds=(5.0, 40.0), gamma=1.0)
+    s.run_sweeps(3, None)
+    old = s.dual.copy()
+    conv = s.run_sweeps(1, None)[0]
+    new = s.dual
+    assert 0 < conv < 1
+    np.testing.assert_allclose(
+        conv, np.abs(new - old).sum() / (np.abs(new).sum() + np.abs(old).sum()), rtol=1e-10)
