@@ -53,7 +53,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     Each coordinate step picks a feature k and moves row and column k of W
     along ``u = -grad_k L`` (eq. 3 / 12): ``W <- W + eta (e_k u^T + u e_k^T)``
     with ``eta = min(step_fraction * eta_max, eta0)``, ``eta_max`` the largest
-    PD-preserving step from the Schur-complement condition eq. (10)-(11).
+    PD-preserving step from the Schur-complement condition eq. (10)-(11),
+    halved until eq. (2) does not increase (a monotone descent; see Notes).
     ``W^-1`` follows by the Woodbury identity and the Cholesky root by a
     rank-one update and downdate (Appendix B); both are refactored from
     scratch every ``refactor_every`` steps.  W is positive definite in
