@@ -126,6 +126,8 @@ class SML(MahalanobisMixin, TripletLearner):
     against 22 % with 1), not a looser test.
     """
 
+    #: d x d arrays held while fitting (M, z, the gradient and the eigendecomposition)
+    _square_arrays = 5
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),
         "components_": ArraySpec(("rank_", "d")),
