@@ -193,24 +193,27 @@ def sml_rank(M: np.ndarray, rank_tol: float) -> int:
 
 
 def sml_criterion(prev: float | None, f: float, gap: float | None) -> float:
-    """The stopping criterion: the smaller of the relative change of the
-    objective over the last iteration and (smooth solver) the relative
-    duality gap ``gap / |f|``."""
+    """The stopping criterion: with a duality gap (smooth solver: the gap of
+    the smoothed problem it solves, ``gap_mu / f_mu``) the relative gap
+    ``gap / |f|``, a certificate; without one (subgradient solver) the
+    relative change ``|prev - f| / |f|`` of the objective over the last
+    iteration (inf at the first)."""
     scale = max(abs(f), 1e-12)
-    crit = np.inf if gap is None else gap / scale
-    if prev is not None:
-        crit = min(crit, abs(prev - f) / scale)
-    return float(crit)
+    if gap is not None:
+        return float(gap / scale)
+    return np.inf if prev is None else float(abs(prev - f) / scale)
 
 
 class _Iterations:
     """The :mod:`tripletml.training` protocol of both solvers: ``step()`` is
-    one :meth:`iterate`, reporting the objective (watched), the gap, the
+    one :meth:`iterate`, reporting the objective (watched), the gap of
+    problem (4), the smoothed objective and its gap (smooth solver), the
     rank of the iterate (eigenvalues above ``rank_tol`` times the largest)
     and :func:`sml_criterion`."""
 
     rank_tol = 1e-8
     _prev = None
+    f_mu = gap_mu = None
 
     def step(self, budget: int = 1) -> StepReport:
         t = getattr(self, "_t", 0) + 1
@@ -220,8 +223,13 @@ class _Iterations:
             raise FloatingPointError("SML: training diverged (non-finite objective); "
                                      "lower eta0 (solver='subgradient') or scale the "
                                      "features down.")
-        crit, self._prev = sml_criterion(self._prev, f, gap), f
-        return StepReport(t=t, record=dict(objective=f, gap=gap,
+        if self.gap_mu is None:
+            crit = sml_criterion(self._prev, f, None)
+        else:
+            crit = sml_criterion(None, self.f_mu, self.gap_mu)
+        self._prev = f
+        return StepReport(t=t, record=dict(objective=f, gap=gap, smoothed_objective=self.f_mu,
+                                           smoothed_gap=self.gap_mu,
                                            rank=sml_rank(self.M, self.rank_tol)),
                           criterion=crit, watch=[(f, f"iteration {t}")])
 
@@ -287,10 +295,19 @@ class SmoothSolver(_Iterations):
         self.acc += 0.5 * (it + 1.0) * grad
         v = np.clip(self.u0 - self.acc / self.L, 0.0, 1.0)             # step 4
         f = p.objective(self.M, self.margins_M)
-        gap = f + p.phi(z, 0.0, eig_z)[0]
+        if eig_z is None:
+            eig_z = np.linalg.eigh(p.A(z))
+        #: the duality gap of the unsmoothed problem (4) / (7) (kept for
+        #: information: it keeps the smoothing bias and need not reach tol)
+        self.gap = f + p.phi(z, 0.0, eig_z)[0]
+        #: the smoothed objective f_mu(M^(t)) = f + mu ||M||_F^2 (the primal of
+        #: eq. 12) and its duality gap f_mu(M^(t)) + phi_mu(z^(t)) >= f_mu(M^(t))
+        #: - min f_mu >= 0: the certificate of the problem the scheme solves
+        self.f_mu = f + self.mu * float(np.sum(self.M * self.M))
+        self.gap_mu = self.f_mu + p.phi(z, self.mu, eig_z)[0]
         self.u = (2.0 / (it + 3.0)) * v + ((it + 1.0) / (it + 3.0)) * z  # step 5
         self.it += 1
-        return f, gap
+        return f, self.gap
 
 
 class SubgradientSolver(_Iterations):
