@@ -192,16 +192,17 @@ def sml_rank(M: np.ndarray, rank_tol: float) -> int:
     return int(np.sum(ev > rank_tol * top)) if top > 0 else 0
 
 
-def sml_criterion(prev: float | None, f: float, gap: float | None) -> float:
-    """The stopping criterion: with a duality gap (smooth solver: the gap of
-    the smoothed problem it solves, ``gap_mu / f_mu``) the relative gap
-    ``gap / |f|``, a certificate; without one (subgradient solver) the
-    relative change ``|prev - f| / |f|`` of the objective over the last
-    iteration (inf at the first)."""
-    scale = max(abs(f), 1e-12)
+def sml_criterion(prev: float | None, f: float, gap: float | None,
+                  scale: float | None = None) -> float:
+    """The stopping criterion.  With a duality gap (smooth solver: the gap
+    ``gap_mu`` of the smoothed problem (12) it solves) the gap relative to
+    ``scale``, the objective at ``M = 0`` (``T``: every hinge is 1 there),
+    i.e. the certified suboptimality per triplet in units of the margin;
+    without one (subgradient solver) the relative change ``|prev - f| /
+    |f|`` of the objective over the last iteration (inf at the first)."""
     if gap is not None:
-        return float(gap / scale)
-    return np.inf if prev is None else float(abs(prev - f) / scale)
+        return float(gap / max(abs(f if scale is None else scale), 1e-12))
+    return np.inf if prev is None else float(abs(prev - f) / max(abs(f), 1e-12))
 
 
 class _Iterations:
@@ -226,7 +227,7 @@ class _Iterations:
         if self.gap_mu is None:
             crit = sml_criterion(self._prev, f, None)
         else:
-            crit = sml_criterion(None, self.f_mu, self.gap_mu)
+            crit = sml_criterion(None, self.f_mu, self.gap_mu, scale=self.problem.m)
         self._prev = f
         return StepReport(t=t, record=dict(objective=f, gap=gap, smoothed_objective=self.f_mu,
                                            smoothed_gap=self.gap_mu,
