@@ -151,7 +151,7 @@ class SML(MahalanobisMixin, TripletLearner):
         "components_": ArraySpec(("rank_", "d")),
     }
 
-    def __init__(self, alpha=1e-2, *, mu=10.0, solver="smooth", max_iter=4000, tol=1e-3,
+    def __init__(self, alpha=1e-2, *, mu=1.0, solver="smooth", max_iter=2000, tol=1e-3,
                  n_triplets=1500, sampling="class", line_search=True, eta0=1e-2,
                  rank_tol=1e-6, preprocessing="auto", random_state=None,
                  verbose=0):
