@@ -21,8 +21,8 @@ import tripletml
 from tripletml.datasets import load
 
 #: (learner, data set) pairs: the learners whose defaults warned on every
-#: small set before issue 27 (SML: see its Notes; its criterion is now the
-#: relative gap of the smoothed problem it solves), each on a couple of small
+#: small set before issue 27 (SML: see its Notes; it now stops on the
+#: duality gap per triplet of the smoothed problem it solves), each on a couple of small
 #: shared sets; dense COMET's slowest set (ionosphere, 39-63 epochs) and
 #: digits are left to the benchmark to keep this file fast
 SHARED = [("COMET", "svmguide4"), ("COMET", "balance-scale"),

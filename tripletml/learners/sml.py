@@ -57,9 +57,9 @@ class SML(MahalanobisMixin, TripletLearner):
         smoothing to the ``(tr M)^2`` term (both quadratic in M; the
         library's features have unit scale).  The default 1 (``mu / alpha =
         100``) keeps the bias at 0.4-9 % of ``f`` at the end on the shared
-        sets (issue 27, ``bench/bench_convergence.py``); ``mu=10`` loses .011-.016
-        test mAP on vehicle (its ``f`` 18 % higher), ``mu=0.1-0.3`` gain at
-        most .005 for 1.5-3 times the iterations.
+        sets (issue 27, ``bench/bench_convergence.py``); ``mu=10`` loses
+        .011-.016 test mAP on vehicle (its ``f`` 18 % higher), ``mu=0.1-0.3``
+        gain at most .005 for 1.5-3 times the iterations.
     solver : {"smooth", "subgradient"}, default="smooth"
     max_iter : int, default=2000
     tol : float or None, default=1e-3
@@ -74,10 +74,10 @@ class SML(MahalanobisMixin, TripletLearner):
         test would chase the last digits of a near-zero objective on
         separable training sets: digits, optdigits, ``f -> 0.1`` out of
         1,500.)  The default 1e-3 is met on the 15 shared sets in 28-860
-        iterations; ``max_iter=2000`` leaves a margin above twice the
-        slowest (wine-quality).  Subgradient solver (no dual point): ``|f_{t-1} - f_t| /
-        max(|f_t|, 1e-12)``, the relative change of the objective (4) over
-        one iteration ("monitoring the relative change of the objective
+        iterations (seed 0; the slowest seen, wine-quality seed 1: 1,007);
+        ``max_iter=2000`` leaves about twice that.  Subgradient solver (no
+        dual point): ``|f_{t-1} - f_t| / max(|f_t|, 1e-12)``, the relative
+        change of the objective (4) over one iteration ("monitoring the relative change of the objective
         function or change in the dual gap", the paper).  None: run
         ``max_iter`` iterations (a fixed budget, no ConvergenceWarning).
     n_triplets : int, default=1500
@@ -89,8 +89,9 @@ class SML(MahalanobisMixin, TripletLearner):
         the estimate (not below the start), then double it whenever the
         descent condition ``phi_mu(z) <= phi_mu(u) + grad . (z - u) + L/2 ||z
         - u||^2`` fails, up to the paper's L (the backtracking the paper
-        suggests, adaptive both ways: an estimate that could only grow
-        needed 1,000-6,000 iterations where this one needs 30-900); False
+        suggests, adaptive both ways: with an estimate that could only grow
+        the defaults did not reach tol in 1,000 iterations on 10 of 14 sets,
+        vehicle not in 6,000; with this one 28-1,007); False
         uses the paper's L throughout (far slower in practice).  The
         stopping certificate does not depend on L.
     eta0 : float, default=1e-2

@@ -18,7 +18,9 @@ dissimilar (the library's ``(query, positive, negative)`` triplet is
   (:func:`tripletml.linalg.eig_update.solve_lemma3`).
 * :class:`SmoothSolver` -- SMLsm, Table 1: Nesterov's optimal scheme on
   ``phi_mu(u)`` over ``u in [0, 1]^T`` with ``Q2 = {M PSD, tr M <= sqrt(T /
-  alpha)}``, the averaged primal iterate ``M^(t)`` and the exact duality gap
+  alpha)}``, the averaged primal iterate ``M^(t)``, the duality gap of the
+  smoothed problem ``f(M^(t)) + mu ||M^(t)||_F^2 + phi_mu(z^(t)) >= 0`` (the
+  stopping certificate, per triplet) and, for information, that of (7),
   ``f(M^(t)) + phi(z^(t)) >= 0``.
 * :class:`SubgradientSolver` -- SMLgd, projected subgradient descent on (4),
   the paper's baseline.
