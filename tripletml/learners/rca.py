@@ -79,7 +79,8 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     ``C_s = U^T C U + regularization (tr(U^T C U) / s) I``.  Step 3: the
     generalised eigenvectors ``V`` of ``(U^T T U, C_s)`` normalised to
     ``V^T C_s V = I``, in decreasing order of the ratio of total to
-    within-chunklet variance; ``L = (U V[:, :k])^T``.  With all ``k = s``
+    within-chunklet variance; ``L = (U V[:, :k])^T``, each row's sign set so
+    that its largest entry is positive.  With all ``k = s``
     directions, ``L^T L = U C_s^{-1} U^T``: the paper's ``M = C^{-1}`` on the
     data's span; fewer keep the constrained Fisher criterion's top ``k``.
     """
@@ -108,7 +109,11 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     order = np.argsort(lam)[::-1]
     if n_components is not None:
         order = order[:n_components]
-    return np.ascontiguousarray((U @ V[:, order]).T)
+    L = (U @ V[:, order]).T
+    # deterministic signs (as sklearn's svd_flip): each row's largest entry > 0
+    big = np.abs(L).argmax(axis=1)
+    L *= np.where(L[np.arange(L.shape[0]), big] < 0, -1.0, 1.0)[:, None]
+    return np.ascontiguousarray(L)
 
 
 @document_preprocessing
