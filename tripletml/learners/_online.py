@@ -193,7 +193,10 @@ class OnlineTripletLearner(TripletLearner):
     _parameter_constraints = dict(COMMON)
 
     # model hooks -------------------------------------------------------
-    def _init_model(self, n_features: int, rng: np.random.Generator) -> None:
+    def _init_model(self, n_features: int, rng: np.random.Generator, X=None) -> None:
+        """Create the model for rows of width ``n_features``; ``X`` (the
+        preprocessed training rows, dense or CSR) for an initialisation that
+        depends on the data."""
         raise NotImplementedError
 
     def _run_steps(self, Xc, triplets):
@@ -264,7 +267,7 @@ class OnlineTripletLearner(TripletLearner):
         return OnlinePasses(self, Xc, triplets, block=block, rng=rng, previous=hist.data)
 
     def _fit(self, X, triplets, rng):
-        self._init_model(X.shape[1], rng)
+        self._init_model(X.shape[1], rng, X)
         self.t_ = 0
         Xc = as_csr(X)
         self._resolve_data_params(Xc, triplets)
@@ -329,7 +332,7 @@ class OnlineTripletLearner(TripletLearner):
             except MemoryError:
                 self._clear_preprocessing()
                 raise
-            self._init_model(X.shape[1], as_generator(self.random_state, self))
+            self._init_model(X.shape[1], as_generator(self.random_state, self), X)
             self._set_fitted(n_raw)
             self.t_ = 0
             self.history_ = {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._arrayspec import ArraySpec
 from ..triplets import SAMPLING_PARAM_DOC
@@ -34,16 +35,49 @@ __all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD"
            "LOWRANK_PARAMS", "PINV_PARAMS"]
 
 
-def init_factors(n: int, m: int, k: int, init: str, rng) -> tuple[np.ndarray, np.ndarray]:
+#: a coordinate axis whose energy (sum of squares over the training rows) is
+#: below this fraction of the largest is dead for the identity initialisation
+DEAD_AXIS_RTOL = 1e-3
+
+
+def live_axes(X, k: int) -> np.ndarray:
+    """The k coordinate axes of the identity initialisation: the first k
+    columns of X (the paper's ``[I_k; 0]``) whose energy ``sum_i x_ij^2`` is
+    at least :data:`DEAD_AXIS_RTOL` times the largest, then, if fewer than k
+    are, the other columns in order.
+
+    Why: a factored model ``x^T A B^T y`` initialised on an axis that carries
+    nothing (a constant column, 0 after centring: MNIST's border pixels)
+    scores every pair 0 and its gradient ``B^T y`` vanishes on every row, so
+    it never moves (LORETA, IterativePA, NaivePA and FactoredGD sat at
+    chance on MNIST, 1-NN .11).  Where the first k columns carry energy
+    (every standardised or lifted set) the axes are the paper's."""
+    if sp.issparse(X):
+        energy = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel()
+    else:
+        Xd = np.asarray(X, dtype=np.float64)
+        energy = np.einsum("ij,ij->j", Xd, Xd)
+    top = float(np.max(energy, initial=0.0))
+    live = energy >= DEAD_AXIS_RTOL * top if np.isfinite(top) and top > 0 else \
+        np.ones(energy.shape, bool)
+    order = np.concatenate([np.flatnonzero(live), np.flatnonzero(~live)])
+    return order[:k]
+
+
+def init_factors(n: int, m: int, k: int, init: str, rng, *,
+                 axes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Initial factors: ``"identity"`` gives ``A = [I_k; 0]`` (n x k) and
     ``B = [I_k; 0]`` (m x k), i.e. ``W`` with k ones on the diagonal (the
-    LORETA paper); ``"random"`` gives standard normal entries scaled by
-    ``(n m)^(-1/4)`` (the paper's "product of rank-k random matrices")."""
+    LORETA paper), on the coordinate axes ``axes`` when given (see
+    :func:`live_axes`; the first k otherwise); ``"random"`` gives standard
+    normal entries scaled by ``(n m)^(-1/4)`` (the paper's "product of
+    rank-k random matrices")."""
     if init == "identity":
         A = np.zeros((n, k))
         B = np.zeros((m, k))
-        A[np.arange(k), np.arange(k)] = 1.0
-        B[np.arange(k), np.arange(k)] = 1.0
+        rows = np.arange(k) if axes is None else np.asarray(axes, dtype=np.intp)
+        A[rows, np.arange(k)] = 1.0
+        B[rows, np.arange(k)] = 1.0
         return A, B
     scale = (n * m) ** -0.25
     return rng.standard_normal((n, k)) * scale, rng.standard_normal((m, k)) * scale
@@ -120,9 +154,11 @@ class FactoredBilinearMixin(BilinearMixin):
         """The rank used for ``rank=None``: ``min(10, n_features)``."""
         return min(DEFAULT_RANK, n_features)
 
-    def _init_factors(self, n_features, rng):
+    def _init_factors(self, n_features, rng, X=None):
         self.rank_ = resolve_rank(self, n_features)
-        self.A_, self.B_ = init_factors(n_features, n_features, self.rank_, self.init, rng)
+        axes = None if X is None else live_axes(X, self.rank_)
+        self.A_, self.B_ = init_factors(n_features, n_features, self.rank_, self.init, rng,
+                                        axes=axes)
 
     def _model_finite(self):
         return bool(np.isfinite(self.A_).all() and np.isfinite(self.B_).all())
@@ -141,8 +177,8 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
         "C": [Interval(Real, 0, None, closed="neither")],    # the PA baselines
     }
 
-    def _init_model(self, n_features, rng):
-        self._init_factors(n_features, rng)
+    def _init_model(self, n_features, rng, X=None):
+        self._init_factors(n_features, rng, X)
 
     def _run_steps(self, Xc, triplets):
         m = triplets.shape[0]

@@ -208,8 +208,8 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         return self.algorithm
 
     # model -------------------------------------------------------------
-    def _init_model(self, n_features, rng):
-        self._init_factors(n_features, rng)
+    def _init_model(self, n_features, rng, X=None):
+        self._init_factors(n_features, rng, X)
         self._new_factors(self.A_, self.B_)
 
     def _check_resumable(self):

@@ -113,7 +113,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         "init": [StrOptions({"identity", "zeros"})],
     }
 
-    def _init_model(self, n_features, rng):
+    def _init_model(self, n_features, rng, X=None):
         self.W_ = np.eye(n_features) if self.init == "identity" else np.zeros((n_features,
                                                                                 n_features))
 

@@ -189,7 +189,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     }
 
     # ----------------------------------------------------------- state
-    def _init_model(self, n_features, rng):
+    def _init_model(self, n_features, rng, X=None):
         """A fresh state: in ``fit`` ``n`` is the number of triplets and the
         window starts at ``average_start`` of the plan; for a stream ``n`` is
         ``n_triplets`` and the window starts at 0."""
