@@ -242,6 +242,20 @@ def fit_and_score(method: str, seed: int, Xtr, ytr, Xte, yte) -> dict:
             "message": message}
 
 
+def warm_up_in_worker(method: str, X, y, n_features: int = 32) -> None:
+    """An untimed fit on about 50 rows and at most ``n_features`` columns (same
+    dtype and sparsity) in the worker, so that Numba compiles each kernel once
+    and every forked fit inherits it (the child's own warm-up is then cheap)."""
+    import warnings
+    w = bp._warmup_rows(y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            make_estimator(method, 0).fit(X[w][:, :n_features], y[w])
+        except Exception:  # noqa: BLE001 - the timed fit reports errors
+            pass
+
+
 # --------------------------------------------------------------------------------------
 # worker: one (set, scale)
 # --------------------------------------------------------------------------------------
@@ -257,6 +271,12 @@ def worker(name: str, methods: Sequence[str], seeds: Sequence[int], timeout: flo
     log(f"{name}: {X.shape[0]} rows, {X.shape[1]} features, {len(np.unique(y))} classes"
         + (f" ({note})" if note else ""))
     rows_file.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for method in dict.fromkeys(methods):
+        if family_of(method) != ML_FAMILY:
+            warm_up_in_worker(method, X, y)
+    log(f"{name}: warm-up (JIT compile, inherited by the forked fits) "
+        f"{time.perf_counter() - t0:.0f} s")
     for seed in seeds:
         Xtr, Xte, ytr, yte = bp.split(X, y, seed)
         info = {"set": name, "base_set": base, "scale": scale, "seed": int(seed),
