@@ -623,6 +623,9 @@ def main(argv=None) -> int:
     env = dict(os.environ)
     for v in bp.THREAD_VARS:
         env[v] = str(args.threads)
+    # the workers fork after Numba ran (the warm-up): GNU OpenMP's threading
+    # layer aborts on that; with one thread the layer changes nothing else
+    env.setdefault("NUMBA_THREADING_LAYER", "workqueue")
     if not args.no_peers:
         env.pop("PYTHONPATH", None)        # `-m` in cwd=REPO puts the checkout first
     rows_dir = out / "rows"
