@@ -522,13 +522,8 @@ def report(out: Path, prov: dict) -> dict:
                                 f"features / {r['n_classes']} classes")
     gl = goals(summary)
     write_markdown(rows, summary, gl, {**prov, "shapes": shapes}, out / "defaults_all.md")
-    if (out / "rows").exists():
-        for jl in (out / "rows").glob("*.jsonl"):
-            jl.unlink()
-        try:
-            (out / "rows").rmdir()
-        except OSError:
-            pass
+    # rows/*.jsonl stay (the raw log; later lines win): another run may be
+    # appending to them (e.g. the rescaled copies run beside the unscaled sets)
     return gl
 
 
