@@ -12,9 +12,17 @@ preprocessed coordinates.
 The modes (``z`` is the preprocessed row of a raw row ``x``):
 
 ``None``
-    ``z = x`` (nothing fitted; sparse input stays sparse).
+    ``z = x / unit`` (sparse input stays sparse), with ``unit`` the feature
+    unit of the training rows (:func:`feature_unit`: the RMS of their
+    non-zero entries).  Nothing per column: the rows keep their geometry,
+    and the model is scale-equivariant (``c * X`` ranks as X; the step
+    sizes, the margin of 1 and the regularisation act on rows of unit RMS
+    entries whatever the caller's unit).  ``get_bilinear_matrix()`` and
+    ``get_mahalanobis_matrix()`` report the learned matrix in the caller's
+    coordinates.  A model file of tripletml 0.1 or 0.2 (no unit) keeps its
+    raw meaning.
 ``"center"``
-    ``z = x - mean``.
+    ``z = (x - mean) / unit`` (the unit of the centred rows).
 ``"standardize"``
     ``z = (x - mean) / std`` per column; a column whose standard deviation is
     zero (to rounding: below ``10 eps |mean|``, or below the smallest normal
@@ -64,15 +72,39 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     d + 1 rows (``n_features_preprocessed_``) while ``n_features_in_`` stays
     the raw d.  Stored as the standardisation arrays plus the float ``s``.
 ``"auto"``
-    Decided from the training X and the learner by
-    :func:`resolve_preprocessing`: None when X is sparse with more than
-    :data:`MAX_DENSIFY_FEATURES` columns (high-dimensional sparse input such
-    as tf-idf, left alone); otherwise the learner family's choice, the
-    class attribute ``_auto_preprocessing``: ``"sphere"`` for the bilinear
-    learners (``BilinearMixin``: OASIS, SDCA, COMET, SparseCOMET, LORETA,
-    IterativePA, NaivePA, FactoredGD), ``"standardize"`` for the
-    Mahalanobis ones.  The chosen mode is stored in the fitted attribute
-    ``preprocessing_``.
+    Decided from the training X, its columns and the learner by
+    :func:`resolve_preprocessing` and :class:`Preprocessor`:
+
+    * None when X is sparse with more than :data:`MAX_DENSIFY_FEATURES`
+      columns (high-dimensional sparse input such as tf-idf or counts, left
+      sparse; divided by its feature unit).
+    * None for a bilinear learner when every row has the same norm
+      (:func:`rows_on_a_sphere`: one-hot categorical rows, l2-normalised
+      rows): the rows already lie on a sphere, where the inner product ranks
+      like the Euclidean distance, and the lift would only distort them
+      (car, 21 one-hot columns: OASIS .808 with None against .653 lifted,
+      LORETA .818 / .711, IterativePA .827 / .684).
+    * Otherwise the learner family's mode, the class attribute
+      ``_auto_preprocessing`` (``"sphere"`` for the bilinear learners,
+      ``"standardize"`` for the Mahalanobis ones), with the columns scaled
+      by kind (:func:`tripletml.column_kinds.type_aware_scale`) instead of
+      each by its own standard deviation: a two-valued indicator by its
+      amplitude ``|b - a|`` (dividing a rare indicator by its small std made
+      it the loudest coordinate: semeion's 256 binary pixels, LORETA .294
+      -> .657, IterativePA .546 -> .714, OASIS .626 -> .635); columns that
+      share one unit (pixels 0..255, counts 0..16 on one lattice) by one
+      pooled deviation (near-constant border pixels are not blown up:
+      Euclidean +.06 to +.08 and OASIS +.015 to +.028 on digits, optdigits
+      and MNIST); every other column, e.g. mixed physical units, by its own
+      standard deviation (unchanged).  KISSME keeps per-column standard
+      deviations (``_auto_column_scale = False``): its closed form is
+      equivariant to column scales, which only move its shrinkage.
+      Measurements: ``results/column_kinds/README.md``
+      (``python -m bench.bench_column_kinds``).
+
+    The chosen mode is the fitted attribute ``preprocessing_``, and what was
+    decided and why (per column kind: how many columns, which scale) is
+    ``preprocessing_decision_`` (saved in model files).
 
 Centring makes rows dense: a scipy.sparse X is densified only when it has at
 most :data:`MAX_DENSIFY_FEATURES` columns; above that, an explicit
@@ -98,7 +130,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._arrayspec import ArraySpec, check_fitted_arrays
 
 __all__ = ["Preprocessor", "PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
-           "check_preprocessing", "n_added_features",
+           "check_preprocessing", "n_added_features", "feature_unit", "rows_on_a_sphere",
            "resolve_preprocessing", "fit_preprocessing", "apply_preprocessing",
            "sphere_radius", "sphere_lift", "PREPROCESSING_PARAM_DOC",
            "document_preprocessing"]
@@ -108,15 +140,20 @@ __all__ = ["Preprocessor", "PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_W
 PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center", "whiten", "sphere"} or None, default="auto"
         Feature scaling fitted on the training X and applied to every X the
         model sees (see :mod:`tripletml.preprocessing`).  ``"auto"``:
-        ``"sphere"`` for a bilinear learner (standardise, then lift the rows
-        onto a sphere in d + 1 dimensions, so that ``W = I`` ranks like the
-        Euclidean distance) and ``"standardize"`` (centre, divide
-        by the column standard deviation; constant columns become 0) for a
-        Mahalanobis learner, except scipy.sparse X with more than 2000
-        features, left as it is (``None``).  The fitted mode is
-        ``preprocessing_``; the learned matrix lives in the preprocessed
-        coordinates (d + 1 of them with ``"sphere"``).  ``None`` reproduces
-        the paper's setting on raw features.
+        ``"sphere"`` for a bilinear learner (centre and scale the columns,
+        then lift the rows onto a sphere in d + 1 dimensions, so that
+        ``W = I`` ranks like the Euclidean distance; no lift when the rows
+        already have equal norms, e.g. one-hot rows) and ``"standardize"``
+        for a Mahalanobis learner, the columns scaled by kind (indicators by
+        their amplitude, columns sharing one unit such as pixels by one
+        pooled deviation, others by their own); scipy.sparse X with more
+        than 2000 features stays sparse (``None``).  The fitted mode is
+        ``preprocessing_``, the reasons ``preprocessing_decision_``; the
+        learned matrix lives in the preprocessed coordinates (d + 1 of them
+        with ``"sphere"``).  ``None``: the raw rows divided by one fitted
+        number (the RMS of the non-zero entries), so that the model is
+        scale-equivariant; ``get_bilinear_matrix()`` then reports W in the
+        caller's coordinates.
 """
 
 

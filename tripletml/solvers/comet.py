@@ -279,11 +279,21 @@ class COMETSolver:
                 f"{self.name}: W lost positive definiteness in floating point at step "
                 f"{self.n_steps}; raise alpha or lower eta0 / step_fraction.") from None
 
-    def _apply(self, k: int, u: np.ndarray, eta: float, Wu: np.ndarray | None) -> bool:
+    def _linear_change(self, k: int, u: np.ndarray) -> np.ndarray:
+        """``d lambda_t / d eta`` for the step ``eta (e_k u^T + u e_k^T)``:
+        ``q_k (u . dp) + (q . u) dp_k`` (the linear terms are linear in eta)."""
+        t = self.t
+        s = np.asarray(self.X @ u).ravel()
+        xk = self.column(k)
+        return xk[t[:, 0]] * (s[t[:, 2]] - s[t[:, 1]]) + s[t[:, 0]] * (xk[t[:, 2]] - xk[t[:, 1]])
+
+    def _apply(self, k: int, u: np.ndarray, eta: float, Wu: np.ndarray | None,
+               dlam: np.ndarray | None = None) -> bool:
         """``W <- W + eta (e_k u^T + u e_k^T)`` with the root, the inverse and
-        the linear terms.  The root's downdate certifies positive
-        definiteness in floating point: when it fails (R partly modified),
-        R is refactored from W and False is returned (nothing else moved)."""
+        the linear terms (``dlam``: :meth:`_linear_change` when known).  The
+        root's downdate certifies positive definiteness in floating point:
+        when it fails (R partly modified), R is refactored from W and False
+        is returned (nothing else moved)."""
         e = np.zeros_like(u)
         e[k] = 1.0
         wx, wy = np.empty_like(u), np.empty_like(u)
@@ -292,13 +302,8 @@ class COMETSolver:
                                     (e - eta * u) / np.sqrt(2.0), wx, wy):
             self._root_from_W()
             return False
-        t = self.t
         # linear terms: lambda += eta (q_k (u . dp) + (q . u) dp_k)
-        s = np.asarray(self.X @ u).ravel()
-        xk = self.column(k)
-        dp_u = s[t[:, 2]] - s[t[:, 1]]
-        dp_k = xk[t[:, 2]] - xk[t[:, 1]]
-        self.linear_terms += eta * (xk[t[:, 0]] * dp_u + s[t[:, 0]] * dp_k)
+        self.linear_terms += eta * (self._linear_change(k, u) if dlam is None else dlam)
         self.fro_sq += 4.0 * eta * float(self.W[k] @ u) + 2.0 * eta * eta * (
             float(u @ u) + float(u[k]) ** 2)
         row_column_update(self.W, k, u, eta)
@@ -312,9 +317,25 @@ class COMETSolver:
         Moves row and column k along ``u = -grad_k L`` (eq. 3 / 12) by
         ``eta = min(step_fraction * eta_max, eta0)``, ``eta_max`` the
         Schur-complement bound of eq. (10)-(11); the step is halved while it
-        would push ``cond(W)`` past the PD guard's limit, or while the
-        Cholesky downdate says the result is not PD in floating point.
-        Returns ``eta_max``."""
+        would push ``cond(W)`` past the PD guard's limit, while it would
+        increase the objective eq. (2) (monotone descent, below), or while
+        the Cholesky downdate says the result is not PD in floating point.
+        Returns ``eta_max``.
+
+        Monotone descent: Algorithm 1 takes the Schur-bounded step as it is.
+        With the (sub)gradient of a hinge loss the step does not shrink near
+        the minimum, so the objective oscillated from epoch to epoch (wine at
+        the defaults: 14 increases in 39 epochs, relative changes 0.4-0.7
+        after 40 epochs) and its relative change -- the stopping criterion
+        -- never became small.  The change of eq. (2) along the step is exact
+        and cheap: the linear terms move linearly in eta (``dlam``, one
+        product ``X u``), ``det`` by the Schur factor ``(a0 + 2 a1 eta - a2
+        eta^2) / a0`` of :func:`schur_coefficients` and ``||W||_F^2`` by
+        ``4 eta W_k.u + 2 eta^2 (u.u + u_k^2)``; the step is halved (at
+        most :data:`MAX_HALVINGS` times, O(n_triplets) each) until the
+        objective does not increase, as sparse COMET's proximal step does
+        (Algorithm 2).  A coordinate where no step decreases the objective
+        (a kink of the hinge) is left unchanged."""
         self.n_steps += 1
         u = -self.coordinate_gradient(k)
         self._check_gradient(u)
@@ -323,13 +344,24 @@ class COMETSolver:
         if not (eta > 0 and np.isfinite(eta)):
             return bound
         eta = self._guard(k, u, eta, Wu)
+        if not eta > 0.0:
+            return bound
+        dlam = self._linear_change(k, u)
+        a0, a1, a2, _ = schur_coefficients(self.W_inv, k, u)
+        base = self.loss_sum()
+        wku, uu = float(self.W[k] @ u), float(u @ u) + float(u[k]) ** 2
         for _ in range(MAX_HALVINGS):
             if not eta > 0.0:
                 return bound
-            if self._apply(k, u, eta, Wu):
-                return bound
+            det_ratio = (a0 + 2.0 * a1 * eta - a2 * eta * eta) / a0 if a0 > 0 else 0.0
+            if det_ratio > 0.0:
+                change = (float(np.sum(comet_loss(self.linear_terms + eta * dlam, self.loss)))
+                          - base - self.alpha * np.log(det_ratio)
+                          + 0.5 * self.beta * (4.0 * eta * wku + 2.0 * eta * eta * uu))
+                if change <= 0.0 and self._apply(k, u, eta, Wu, dlam):
+                    return bound
             eta *= 0.5
-        return bound  # pragma: no cover - eta ~ 1e-18 * bound
+        return bound  # no decrease along this coordinate: W unchanged
 
     # ---------------------------------------------- the training protocol
     def start(self, rng: np.random.Generator, refactor_every: int | None = None) -> None:

@@ -30,9 +30,10 @@ equals the updated ``xi`` unless the dual variable hit 0.  ``gamma = inf``
 is the projection without slack (``xi`` stays at the bound).  In exact
 arithmetic every step keeps ``A`` positive definite; pairs whose rows are
 (nearly) identical would need an unbounded step and are left out (as the
-released code drops pairs closer than 1e-9).  A sweep ends with the released
-code's convergence test: ``||lambda - lambda_old||_1 / (||lambda||_2 +
-||lambda_old||_2)``.
+released code drops pairs closer than 1e-9).  A sweep ends with a
+convergence test on the dual variables, ``||lambda - lambda_old||_1 /
+(||lambda||_1 + ||lambda_old||_1)``: the released code's test with the l1
+norm in the denominator too (see :class:`ITMLSolver`, Notes).
 
 The default bounds are the 5th and 95th percentiles of the squared
 distances ``||x_i - x_j||^2`` over the pairs of distinct rows (by value)
@@ -156,24 +157,18 @@ def _itml_sweeps(X, pairs, similar, active, xi, dual, A, gamma, n_sweeps, tol, d
                     for l in range(d):
                         A[k, l] += bk * Av[l]
         done = sweep + 1
-        # the norms of the duals scaled by their largest entry: the same
-        # ratio, without squares that overflow or underflow at extreme scales
-        big = 0.0
-        for c in range(m):
-            big = max(big, abs(dual[c]), abs(dual_old[c]))
+        # ||lambda - lambda_old||_1 / (||lambda||_1 + ||lambda_old||_1): the
+        # relative change of the duals in one norm (see ITMLSolver, Notes)
         norm_new = 0.0
         norm_old = 0.0
         diff = 0.0
-        if big > 0.0:
-            for c in range(m):
-                a = dual[c] / big
-                b = dual_old[c] / big
-                norm_new += a * a
-                norm_old += b * b
-                diff += abs(a - b)
+        for c in range(m):
+            norm_new += abs(dual[c])
+            norm_old += abs(dual_old[c])
+            diff += abs(dual[c] - dual_old[c])
         for c in range(m):
             dual_old[c] = dual[c]
-        total = math.sqrt(norm_new) + math.sqrt(norm_old)
+        total = norm_new + norm_old
         conv = 0.0 if total == 0.0 else diff / total
         conv_out[sweep] = conv
         if conv <= tol:
@@ -302,6 +297,23 @@ class ITMLSolver:
     skipped : ndarray (2,), int64
         Projections skipped for a non-positive distance of an active pair
         (rounding broke positive definiteness) and for overflow.
+
+    Notes
+    -----
+    The convergence value of a sweep is ``||lambda - lambda_old||_1 /
+    (||lambda||_1 + ||lambda_old||_1)``, the relative change of the dual
+    variables in one norm.  The authors' ``ItmlAlg.m`` divides the l1 norm
+    of the change by l2 norms, a ratio that grows with the number of active
+    constraints m (by up to ``sqrt(m)`` for the same relative change per
+    dual): with the default ``n_triplets = 20 c^2`` it was met at
+    ``tol = 1e-2`` after 35-250 sweeps on the two- and three-class sets
+    (ionosphere: 138 active duals) and never within 1,000 sweeps on digits
+    (2,300), vowel (3,500) or letter, whatever the fit had reached (issue
+    27; digits' test mAP was the same after 230 sweeps as after 1,000).
+    The l1 / l1 ratio is free of m; at ``tol = 1e-3`` (ITML's default
+    since) it stops where the released code's test stopped on the small
+    sets (ionosphere after 37 sweeps against 35, balance-scale 201 against
+    207) and after 230-700 sweeps on the many-class ones.
     """
 
     def __init__(self, X, triplets, bounds: tuple[float, float], gamma: float,
@@ -388,7 +400,7 @@ class ITMLSolver:
         (None: every sweep).  Raises ITML's FloatingPointError when a
         projection overflowed or met a non-positive distance.  The criterion
         is the last sweep's convergence value (the relative change of the
-        dual variables)."""
+        dual variables in the l1 norm, Notes)."""
         vals = self.run_sweeps(min(SWEEP_BLOCK, int(budget)), self.tol)
         if self.skipped[1] or not np.isfinite(self.A).all():
             raise FloatingPointError(OVERFLOW)
