@@ -23,9 +23,15 @@ environment (``--venv``, created on first use with pip; ``--no-peers`` skips
 it and metric-learn, the workers then run with this Python), one worker
 process per (set, scale) appending JSON rows to ``OUT/rows/*.jsonl``, a forked
 child per fit with a timeout (``--timeout``, default 120 s; a timeout is a
-row with status ``timeout`` and counts as a goal miss) and an address-space
-cap (``--mem-limit``), the untimed warm-up fit (Numba's JIT), ``--resume``
-(rows with status ``error`` are run again), provenance.
+row with status ``timeout`` and counts as a goal miss; a method that timed out
+on one seed of a set is not run on its later seeds, whose rows say so) and an
+address-space cap (``--mem-limit``), the untimed warm-up fit (Numba's JIT:
+once per worker on a 50-row, 32-column slice, inherited by the forked fits,
+then in each child on 50 full rows; the workers use
+``NUMBA_THREADING_LAYER=workqueue`` because GNU OpenMP's layer aborts a fork
+after use), ``--resume`` (rows with status ``error`` are run again),
+provenance.  ``rows/*.jsonl`` is the raw log (later lines win), kept so that
+runs may overlap (e.g. the rescaled copies beside the unscaled sets).
 
 Protocol
 --------
@@ -277,6 +283,7 @@ def worker(name: str, methods: Sequence[str], seeds: Sequence[int], timeout: flo
             warm_up_in_worker(method, X, y)
     log(f"{name}: warm-up (JIT compile, inherited by the forked fits) "
         f"{time.perf_counter() - t0:.0f} s")
+    timed_out: dict = {}          # method -> the seed it timed out on (later seeds skipped)
     for seed in seeds:
         Xtr, Xte, ytr, yte = bp.split(X, y, seed)
         info = {"set": name, "base_set": base, "scale": scale, "seed": int(seed),
@@ -288,8 +295,14 @@ def worker(name: str, methods: Sequence[str], seeds: Sequence[int], timeout: flo
             row = {**info, "method": method, "family": family_of(method), "map": None,
                    "p1": None, "knn1": None, "fit_s": None, "warnings": "",
                    "preprocessing": "", "message": note}
-            res = bp.run_one_with_timeout(method, seed, (Xtr, ytr, Xte, yte), timeout,
-                                          mem_gib, fit=fit_and_score)
+            if method in timed_out:
+                res = {"status": "timeout", "message": f"not run: timed out on seed "
+                                                       f"{timed_out[method]} of this set"}
+            else:
+                res = bp.run_one_with_timeout(method, seed, (Xtr, ytr, Xte, yte), timeout,
+                                              mem_gib, fit=fit_and_score)
+                if res["status"] == "timeout":
+                    timed_out[method] = seed
             tb = res.pop("traceback", None)
             if tb:
                 print(tb, file=sys.stderr, flush=True)
