@@ -24,7 +24,8 @@ it and metric-learn, the workers then run with this Python), one worker
 process per (set, scale) appending JSON rows to ``OUT/rows/*.jsonl``, a forked
 child per fit with a timeout (``--timeout``, default 120 s; a timeout is a
 row with status ``timeout`` and counts as a goal miss; a method that timed out
-on one seed of a set is not run on its later seeds, whose rows say so) and an
+on one seed of a set is not run on its other seeds, whose rows say so, also
+across ``--resume`` runs) and an
 address-space cap (``--mem-limit``), the untimed warm-up fit (Numba's JIT:
 once per worker on a 50-row, 32-column slice, inherited by the forked fits,
 then in each child on 50 full rows; the workers use
@@ -267,7 +268,8 @@ def warm_up_in_worker(method: str, X, y, n_features: int = 32) -> None:
 # --------------------------------------------------------------------------------------
 def worker(name: str, methods: Sequence[str], seeds: Sequence[int], timeout: float,
            rows_file: Path, skip: Iterable[tuple] = (), mem_gib: float = 0.0,
-           max_rows: int = MAX_ROWS, check_checkout: bool = True) -> None:
+           max_rows: int = MAX_ROWS, check_checkout: bool = True,
+           timed_out: Optional[dict] = None) -> None:
     if check_checkout:
         bp._import_checkout_tripletml(REPO)
     import numpy as np
@@ -283,7 +285,8 @@ def worker(name: str, methods: Sequence[str], seeds: Sequence[int], timeout: flo
             warm_up_in_worker(method, X, y)
     log(f"{name}: warm-up (JIT compile, inherited by the forked fits) "
         f"{time.perf_counter() - t0:.0f} s")
-    timed_out: dict = {}          # method -> the seed it timed out on (later seeds skipped)
+    # method -> the seed it timed out on (its other seeds are not run)
+    timed_out = dict(timed_out or {})
     for seed in seeds:
         Xtr, Xte, ytr, yte = bp.split(X, y, seed)
         info = {"set": name, "base_set": base, "scale": scale, "seed": int(seed),
@@ -599,9 +602,11 @@ def main(argv=None) -> int:
     if args.worker:
         skip = (json.loads(args.skip_file.read_text())
                 if args.skip_file and args.skip_file.exists() else [])
+        skip, timed_out = (skip, {}) if isinstance(skip, list) else (skip["done"],
+                                                                     skip["timed_out"])
         worker(args.worker, args.methods, args.seeds, args.timeout, args.rows_file,
                [tuple(k) for k in skip], args.mem_limit, args.max_rows,
-               check_checkout=not args.no_peers)
+               check_checkout=not args.no_peers, timed_out=timed_out)
         return 0
     command = "python -m bench.bench_defaults_all " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
@@ -646,7 +651,10 @@ def main(argv=None) -> int:
     def start(s):
         safe = s.replace("*", "x")
         skip_file = rows_dir / f"{safe}.skip.json"
-        skip_file.write_text(json.dumps([list(k) for k in done if k[0] == s]))
+        skip_file.write_text(json.dumps({
+            "done": [list(k) for k in done if k[0] == s],
+            "timed_out": {k[1]: k[2] for k, r in existing.items()
+                          if k[0] == s and r["status"] == "timeout"}}))
         cmd = [str(py), "-m", "bench.bench_defaults_all", "--worker", s,
                "--methods", ",".join(args.methods), "--seeds", ",".join(map(str, args.seeds)),
                "--timeout", str(args.timeout), "--mem-limit", str(args.mem_limit),
