@@ -490,6 +490,21 @@ def write_markdown(rows: dict, summary: dict, gl: dict, prov: dict, path: Path) 
         L += [f"### {title}: {len(misses)} miss(es) on {len(checked)} set(s)", ""]
         L += [f"* {s}: {t}" for s, t in misses] or ["* none"]
         L.append("")
+    by_method: dict = {}
+    for s in sets:
+        for m, d, _ in gl[s]["below_eucl"]:
+            by_method.setdefault(m, []).append((s, d))
+    if by_method:
+        L += ["Goal 1 by learner (sets missed; worst gap; no result = timeout / error):", "",
+              "| learner | sets missed | worst | no result on |", "|---|---|---|---|"]
+        order = {m: i for i, m in enumerate(all_methods())}
+        for m in sorted(by_method, key=lambda m: order.get(m, 99)):
+            v = by_method[m]
+            gaps = [(d, s) for s, d in v if d is not None]
+            worst = f"{min(gaps)[0]:+.3f} ({min(gaps)[1]})" if gaps else "-"
+            L.append(f"| {m} | {len(v)} | {worst} | "
+                     f"{', '.join(s for s, d in v if d is None) or '-'} |")
+        L.append("")
     ml_missing = [s for s in sets if not gl[s]["ml_best"]]
     if ml_missing:
         L += ["Sets without metric-learn rows (goals 2 and 3 only against Euclidean): "
