@@ -669,7 +669,8 @@ def main(argv=None) -> int:
         skip_file.write_text(json.dumps({
             "done": [list(k) for k in done if k[0] == s],
             "timed_out": {k[1]: k[2] for k, r in existing.items()
-                          if k[0] == s and r["status"] == "timeout"}}))
+                          if k[0] == s and r["status"] == "timeout"
+                          and args.resume and k[1] in args.methods}}))
         cmd = [str(py), "-m", "bench.bench_defaults_all", "--worker", s,
                "--methods", ",".join(args.methods), "--seeds", ",".join(map(str, args.seeds)),
                "--timeout", str(args.timeout), "--mem-limit", str(args.mem_limit),
