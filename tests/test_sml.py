@@ -180,6 +180,8 @@ def test_duality_gap_is_nonnegative_and_shrinks():
     g = np.array(m.history_["gap"])
     assert np.all(g >= -1e-8)
     assert g[-1] < 0.2 * g[0]
+    gm = np.array(m.history_["smoothed_gap"])
+    assert np.all(gm >= -1e-8) and gm[-1] < 0.2 * gm[0]
 
 
 # (short budgets: convergence is not what these tests check)
@@ -317,13 +319,53 @@ def test_a_blow_up_of_the_subgradient_method_stops_with_advice():
 
 
 # ---------------------------------------------------------------- stopping
-def test_tol_stops_at_the_first_small_change_or_gap():
+def test_tol_stops_at_the_first_small_smoothed_gap():
+    """The smooth solver stops at the first iteration whose gap of the
+    smoothed problem (12) per triplet, ``gap_mu / T`` (T = the objective at
+    M = 0), is at most tol; the unsmoothed gap is only recorded."""
     X, t = _data(seed=10)
-    m = SML(preprocessing=None, alpha=0.1, mu=1e-2, tol=1e-3, max_iter=2000).fit(X, triplets=t)
-    f, g = np.array(m.history_["objective"]), np.array(m.history_["gap"])
-    crit = np.minimum(g / np.abs(f), np.r_[np.inf, np.abs(np.diff(f)) / np.abs(f[1:])])
-    assert m.stop_reason_ == "tol" and m.n_iter_ == len(f) < 2000
-    assert crit[-1] <= 1e-3 and np.all(crit[:-1] > 1e-3)
+    m = SML(preprocessing=None, alpha=0.1, mu=1e-2, tol=1e-4, max_iter=4000).fit(X, triplets=t)
+    h = m.history_
+    fm, gm = np.array(h["smoothed_objective"]), np.array(h["smoothed_gap"])
+    crit = gm / len(t)
+    assert m.stop_reason_ == "tol" and m.n_iter_ == len(fm) < 4000
+    assert crit[-1] <= 1e-4 and np.all(crit[:-1] > 1e-4)
+    # the smoothed objective (the primal of eq. 12) at the final iterate
+    assert fm[-1] == pytest.approx(h["objective"][-1] + 1e-2 * np.sum(m.M_ * m.M_), rel=1e-10)
+
+
+def test_subgradient_tol_is_the_relative_objective_change():
+    X, t = _data(seed=10)
+    m = SML(preprocessing=None, alpha=0.1, solver="subgradient", eta0=1e-2, tol=1e-4,
+            max_iter=3000).fit(X, triplets=t)
+    f = np.array(m.history_["objective"])
+    crit = np.r_[np.inf, np.abs(np.diff(f)) / np.abs(f[1:])]
+    assert m.stop_reason_ == "tol" and crit[-1] <= 1e-4 and np.all(crit[:-1] > 1e-4)
+    assert all(g is None for g in m.history_["smoothed_gap"])
+
+
+@pytest.mark.parametrize("seed, mu", [(11, 1e-2), (12, 1.0), (13, 10.0)])
+def test_smoothed_gap_is_a_certificate(seed, mu):
+    """``gap_mu = f(M) + mu ||M||_F^2 + phi_mu(z)`` is >= 0 (up to rounding)
+    and bounds the true suboptimality of the smoothed objective: at every
+    iteration it is at least ``f_mu(M^(t)) - f_ref``, ``f_ref`` the smallest
+    smoothed objective of a long reference run (>= min f_mu)."""
+    from tripletml.solvers.sml import SmoothSolver
+    X, t = _data(seed=seed)
+    prob = SMLProblem(X, t, 0.1)
+    ref = SmoothSolver(prob, mu=mu)
+    best = np.inf
+    for _ in range(6000):
+        ref.iterate()
+        best = min(best, ref.f_mu)
+    assert ref.gap_mu <= 1e-3 * ref.f_mu           # the reference is (nearly) optimal
+    solver = SmoothSolver(prob, mu=mu)
+    for _ in range(300):
+        f, gap = solver.iterate()
+        assert solver.f_mu == pytest.approx(f + mu * np.sum(solver.M * solver.M), rel=1e-12)
+        assert solver.gap_mu >= -1e-9 * solver.f_mu
+        assert solver.gap_mu >= solver.f_mu - best - 1e-9 * solver.f_mu
+        assert gap >= -1e-9 * f                       # the unsmoothed gap, recorded
 
 
 def test_convergence_warning_and_fixed_budget():

@@ -429,21 +429,59 @@ def as_generator(seed: Any, owner: Any = None) -> np.random.Generator:
                     "numpy Generator or RandomState.")
 
 
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read(64).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _limits() -> list[int]:
+    """Headroom under the process's own limits: the address-space limit
+    (``RLIMIT_AS``, e.g. ``ulimit -v``) less the current virtual size, and a
+    cgroup v2 memory limit (a container's) less its current usage."""
+    out = []
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                vm = int(f.read().split()[0]) * resource.getpagesize()
+            out.append(max(soft - vm, 0))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    limit = _read_int("/sys/fs/cgroup/memory.max")
+    used = _read_int("/sys/fs/cgroup/memory.current")
+    if limit is not None and used is not None:
+        out.append(max(limit - used, 0))
+    return out
+
+
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux ``MemAvailable``;
-    None when unknown)."""
+    """Bytes of memory available to a new allocation: Linux ``MemAvailable``,
+    lowered to the headroom under an address-space limit or a cgroup memory
+    limit when the process has one; None when unknown."""
+    avail = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    avail = int(line.split()[1]) * 1024
+                    break
     except OSError:
         pass
-    try:
-        import os
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    if avail is None:
+        try:
+            import os
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = None
+    limits = _limits()
+    if limits:
+        avail = min(limits) if avail is None else min([avail, *limits])
+    return avail
 
 
 def check_dense_memory(n_bytes: int, owner: Any, what: str) -> None:

@@ -56,7 +56,7 @@ from ._params import validate_constraints
 from ._stopping import STOP_REASONS
 from ._preprocessed import PreprocessedModel
 from .preprocessing import check_preprocessing
-from ._validation import as_generator, check_triplets, check_X
+from ._validation import as_generator, check_dense_memory, check_triplets, check_X
 from .linalg import rowwise_dot
 from .linalg.invariants import check_factor, check_positive_definite, check_psd
 from .triplets import check_labels, resolve_sampling
@@ -252,6 +252,20 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
     #: caller's own array (read only), for a learner that applies the fitted
     #: map to its statistics (KISSME, :meth:`Preprocessor.second_moment`)
     _fit_preprocessed: ClassVar[bool] = True
+    #: dense d x d float64 arrays a fit holds at once (the model and its
+    #: solver state, d the preprocessed width), checked against the memory
+    #: available before training starts (:meth:`_check_square_memory`)
+    _square_arrays: ClassVar[int] = 0
+
+    def _check_square_memory(self, d: int) -> None:
+        """A clear MemoryError, before any allocation, when the
+        ``_square_arrays`` d x d arrays of this learner do not fit."""
+        k = int(self._square_arrays)
+        if k:
+            check_dense_memory(k * 8 * d * d, self,
+                               f"{k} dense {d} x {d} arrays (the model and its solver state) "
+                               "do not fit; reduce the dimension first (e.g. sklearn's "
+                               "TruncatedSVD) or use a low-rank learner (LORETA, LowRankDML)")
 
     def _sampler(self):
         """The sampling policy: what ``fit(X, y)`` makes of class labels
@@ -285,6 +299,11 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
                                  "least 3 are needed to form a triplet.")
             _, codes = check_labels(y, X.shape[0], self)
         Xp = self._fit_preprocessing(X)
+        try:
+            self._check_square_memory(self.preprocessor_.n_features_out_)
+        except MemoryError:
+            self._clear_preprocessing()
+            raise
         if self._fit_preprocessed:
             X = self.preprocessor_.transform(Xp, copy=Xp is X)   # a densified copy is ours
         else:

@@ -324,6 +324,11 @@ class OnlineTripletLearner(TripletLearner):
             self._fit_preprocessing(X)
         X = self._preprocess(X)
         if first:
+            try:
+                self._check_square_memory(X.shape[1])
+            except MemoryError:
+                self._clear_preprocessing()
+                raise
             self._init_model(X.shape[1], as_generator(self.random_state, self))
             self._set_fitted(n_raw)
             self.t_ = 0

@@ -134,6 +134,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     the objective still falls by more than 1 % per epoch after 100 epochs.
     """
 
+    #: d x d arrays held while fitting (W_, W_inv_, components_, a refactorisation)
+    _square_arrays = 4
     _fitted_arrays = {
         "W_": ArraySpec(("d", "d")),
         "W_inv_": ArraySpec(("d", "d")),

@@ -90,6 +90,8 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ``O(nnz(q) (nnz(p+) + nnz(p-)))`` (``O(d^2)`` for dense rows).
     """
 
+    #: d x d arrays held while fitting (W_ and the update temporaries)
+    _square_arrays = 2
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
 

@@ -151,6 +151,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     (``T0 = 0`` for a stream).
     """
 
+    #: d x d arrays held while fitting (W_, M_last_, the averaged or random iterate, a temporary)
+    _square_arrays = 4
     _history_keys = ("loss", "avg_loss", "mistake_rate", "avg_sq_loss", "primal", "dual", "gap",
                      "rel_gap")
     _fitted_arrays = {

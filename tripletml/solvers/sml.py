@@ -18,7 +18,9 @@ dissimilar (the library's ``(query, positive, negative)`` triplet is
   (:func:`tripletml.linalg.eig_update.solve_lemma3`).
 * :class:`SmoothSolver` -- SMLsm, Table 1: Nesterov's optimal scheme on
   ``phi_mu(u)`` over ``u in [0, 1]^T`` with ``Q2 = {M PSD, tr M <= sqrt(T /
-  alpha)}``, the averaged primal iterate ``M^(t)`` and the exact duality gap
+  alpha)}``, the averaged primal iterate ``M^(t)``, the duality gap of the
+  smoothed problem ``f(M^(t)) + mu ||M^(t)||_F^2 + phi_mu(z^(t)) >= 0`` (the
+  stopping certificate, per triplet) and, for information, that of (7),
   ``f(M^(t)) + phi(z^(t)) >= 0``.
 * :class:`SubgradientSolver` -- SMLgd, projected subgradient descent on (4),
   the paper's baseline.
@@ -42,11 +44,17 @@ from ..training.driver import StepReport
 from .triplet_dml import TripletDMLProblem
 
 __all__ = ["SMLProblem", "SmoothSolver", "SubgradientSolver", "sml_rank", "sml_criterion", "LINE_SEARCH_START",
-           "MAX_BACKTRACKS", "MARGIN_ROWS_RATIO"]
+           "LINE_SEARCH_DECREASE", "MAX_BACKTRACKS", "MARGIN_ROWS_RATIO"]
 
 #: the backtracking line search starts from this fraction of the paper's
 #: Lipschitz constant ``L = sum ||X_tau||_F^2 / (2 mu)``
 LINE_SEARCH_START = 1e-4
+#: at the start of each iteration the line search's estimate of L is first
+#: multiplied by this factor (never below its starting value), then doubled
+#: until the descent condition holds: the estimate follows the local
+#: curvature down as well as up (issue 27: with an estimate that could only
+#: grow, the scheme needed 1,000-6,000 iterations where it now needs 30-500)
+LINE_SEARCH_DECREASE = 0.5
 #: cap on the doublings of one line search (the paper's L is reached after
 #: log2(1 / LINE_SEARCH_START) < 14 of them and always satisfies the test)
 MAX_BACKTRACKS = 64
@@ -192,25 +200,29 @@ def sml_rank(M: np.ndarray, rank_tol: float) -> int:
     return int(np.sum(ev > rank_tol * top)) if top > 0 else 0
 
 
-def sml_criterion(prev: float | None, f: float, gap: float | None) -> float:
-    """The stopping criterion: the smaller of the relative change of the
-    objective over the last iteration and (smooth solver) the relative
-    duality gap ``gap / |f|``."""
-    scale = max(abs(f), 1e-12)
-    crit = np.inf if gap is None else gap / scale
-    if prev is not None:
-        crit = min(crit, abs(prev - f) / scale)
-    return float(crit)
+def sml_criterion(prev: float | None, f: float, gap: float | None,
+                  scale: float | None = None) -> float:
+    """The stopping criterion.  With a duality gap (smooth solver: the gap
+    ``gap_mu`` of the smoothed problem (12) it solves) the gap relative to
+    ``scale``, the objective at ``M = 0`` (``T``: every hinge is 1 there),
+    i.e. the certified suboptimality per triplet in units of the margin;
+    without one (subgradient solver) the relative change ``|prev - f| /
+    |f|`` of the objective over the last iteration (inf at the first)."""
+    if gap is not None:
+        return float(gap / max(abs(f if scale is None else scale), 1e-12))
+    return np.inf if prev is None else float(abs(prev - f) / max(abs(f), 1e-12))
 
 
 class _Iterations:
     """The :mod:`tripletml.training` protocol of both solvers: ``step()`` is
-    one :meth:`iterate`, reporting the objective (watched), the gap, the
+    one :meth:`iterate`, reporting the objective (watched), the gap of
+    problem (4), the smoothed objective and its gap (smooth solver), the
     rank of the iterate (eigenvalues above ``rank_tol`` times the largest)
     and :func:`sml_criterion`."""
 
     rank_tol = 1e-8
     _prev = None
+    f_mu = gap_mu = None
 
     def step(self, budget: int = 1) -> StepReport:
         t = getattr(self, "_t", 0) + 1
@@ -220,8 +232,13 @@ class _Iterations:
             raise FloatingPointError("SML: training diverged (non-finite objective); "
                                      "lower eta0 (solver='subgradient') or scale the "
                                      "features down.")
-        crit, self._prev = sml_criterion(self._prev, f, gap), f
-        return StepReport(t=t, record=dict(objective=f, gap=gap,
+        if self.gap_mu is None:
+            crit = sml_criterion(self._prev, f, None)
+        else:
+            crit = sml_criterion(None, self.f_mu, self.gap_mu, scale=self.problem.m)
+        self._prev = f
+        return StepReport(t=t, record=dict(objective=f, gap=gap, smoothed_objective=self.f_mu,
+                                           smoothed_gap=self.gap_mu,
                                            rank=sml_rank(self.M, self.rank_tol)),
                           criterion=crit, watch=[(f, f"iteration {t}")])
 
@@ -229,9 +246,13 @@ class _Iterations:
 class SmoothSolver(_Iterations):
     """SMLsm (Table 1): Nesterov's optimal scheme on the smoothed saddle
     form.  ``line_search=True``: start from :data:`LINE_SEARCH_START` times
-    the paper's L and double the estimate whenever the descent condition
-    ``phi_mu(z) <= phi_mu(u) + grad . (z - u) + L/2 ||z - u||^2`` fails, up
-    to the paper's L (the backtracking the paper suggests)."""
+    the paper's L; at each iteration first multiply the estimate by
+    :data:`LINE_SEARCH_DECREASE` (not below the start), then double it
+    whenever the descent condition ``phi_mu(z) <= phi_mu(u) + grad . (z - u)
+    + L/2 ||z - u||^2`` fails, up to the paper's L (the backtracking the
+    paper suggests, made adaptive both ways).  The Lemma 3 maximiser and
+    the gaps do not depend on L: the stopping certificate
+    (``gap_mu``, :attr:`gap_mu`) holds whatever the estimate."""
 
     def __init__(self, problem: SMLProblem, mu: float, line_search: bool = True):
         self.problem, self.mu, self.line_search = problem, float(mu), bool(line_search)
@@ -252,6 +273,8 @@ class SmoothSolver(_Iterations):
         """Step 3 with the backtracking estimate of L; returns ``(z, eig)``
         with ``eig`` the ``eigh`` of ``A z`` when the search computed it
         (reused for the duality gap), else None."""
+        if self.line_search:
+            self.L = max(self.L * LINE_SEARCH_DECREASE, self.lipschitz * LINE_SEARCH_START)
         for _ in range(MAX_BACKTRACKS):
             z = np.clip(u - grad / self.L, 0.0, 1.0)
             if not self.line_search:
@@ -287,10 +310,19 @@ class SmoothSolver(_Iterations):
         self.acc += 0.5 * (it + 1.0) * grad
         v = np.clip(self.u0 - self.acc / self.L, 0.0, 1.0)             # step 4
         f = p.objective(self.M, self.margins_M)
-        gap = f + p.phi(z, 0.0, eig_z)[0]
+        if eig_z is None:
+            eig_z = np.linalg.eigh(p.A(z))
+        #: the duality gap of the unsmoothed problem (4) / (7) (kept for
+        #: information: it keeps the smoothing bias and need not reach tol)
+        self.gap = f + p.phi(z, 0.0, eig_z)[0]
+        #: the smoothed objective f_mu(M^(t)) = f + mu ||M||_F^2 (the primal of
+        #: eq. 12) and its duality gap f_mu(M^(t)) + phi_mu(z^(t)) >= f_mu(M^(t))
+        #: - min f_mu >= 0: the certificate of the problem the scheme solves
+        self.f_mu = f + self.mu * float(np.sum(self.M * self.M))
+        self.gap_mu = self.f_mu + p.phi(z, self.mu, eig_z)[0]
         self.u = (2.0 / (it + 3.0)) * v + ((it + 1.0) / (it + 3.0)) * z  # step 5
         self.it += 1
-        return f, gap
+        return f, self.gap
 
 
 class SubgradientSolver(_Iterations):
