@@ -16,7 +16,7 @@ triplet-aware validation on the training data, and ordered by cost:
    items (leave-one-out, :func:`tripletml.metrics.evaluate_retrieval`), the
    mean over the splits.
 3. **Stages, cheapest first.**  Every candidate has a ``stage`` (0 = the cheap
-   rung: Euclidean variants, KISSME, OASIS, SDCA with few passes, COMET; 1 = the
+   rung: Euclidean variants, KISSME, RCA, OASIS, SDCA with few passes, COMET; 1 = the
    costly family: SML).  The stages are raced one after the other.  The best
    validation score of the stages already raced is the *bar*: a candidate of
    a later stage that scores below it after any of its rounds leaves the race
@@ -83,12 +83,16 @@ _EUCLIDEAN = {"learner": "Euclidean", "grid": {"preprocessing": [None, "standard
 _KISSME = {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
                                          "shrinkage": [0.0, 0.01, 0.1]},
            "budget": None, "stage": 0}
+#: RCA is equivariant to invertible linear maps of X: one preprocessing
+#: (only its scale-free ridge sees the column scales)
+_RCA = {"learner": "RCA", "grid": {"preprocessing": ["standardize"]}, "budget": None, "stage": 0}
 _OASIS = {"learner": "OASIS", "grid": {"preprocessing": ["sphere", "whiten"], "C": [0.1]},
           "budget": ("n_triplets", 10000), "stage": 0}
 
 DEFAULT_CANDIDATES: tuple[dict, ...] = (
     _EUCLIDEAN,
     _KISSME,
+    _RCA,
     _OASIS,
     {"learner": "SDCA", "grid": {"preprocessing": ["sphere", "whiten"],
                                  "alpha": [1e-2, 1e-3], "max_iter": [3], "tol": [None]},
@@ -123,7 +127,9 @@ FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 #: per triplet and pass.  A learned Mahalanobis matrix is factored at least once
 #: (``psd_factor``'s ``eigh`` for ``components_``) and held with that factor;
 #: KISSME inverts two d x d covariances by ``eigh`` and a product each, then
-#: factors M (it checks memory for six d x d arrays itself); SML factors its
+#: factors M (it checks memory for six d x d arrays itself); RCA holds its
+#: two scatters, M, its factor and the span's basis, with the eigh of the
+#: total scatter and the generalised (Cholesky + eigh) whitening; SML factors its
 #: d x d iterate at every iteration (the PSD projection / Lemma 3) and once
 #: at the end; the bilinear learners hold one dense d x d ``W_`` (written in
 #: full by every fit); the factored learners (a ``rank``) and the
@@ -132,7 +138,7 @@ FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 #: ``rank`` parameter as ``(1, 0, 0)``, anything else as free.
 _DENSE_WORK: dict[str, tuple] = {
     "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
-    "KISSME": (6, 3, 2), "ITML": (2, 1, 0),
+    "KISSME": (6, 3, 2), "RCA": (5, 2, 3), "ITML": (2, 1, 0),
     "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1, 0),
     "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0)),
     "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1)),
@@ -406,7 +412,8 @@ class AutoSimilarity(BaseEstimator):
     * **stage 0, the cheap rung** (every default candidate fits in
       milliseconds to a few hundred milliseconds): Euclidean raw /
       standardised / whitened, KISSME (standardised; ``shrinkage`` 0, 0.01,
-      0.1; a closed form, fitted once), OASIS (``"sphere"``, whitened), SDCA (3
+      0.1; a closed form, fitted once), RCA (standardised, closed form),
+      OASIS (``"sphere"``, whitened), SDCA (3
       passes; ``"sphere"`` / whitened, alpha 1e-2 / 1e-3), COMET
       (``"sphere"``, whitened),
       raced by successive halving over ``n_triplets`` (1111, 3333, 10000);
@@ -436,7 +443,7 @@ class AutoSimilarity(BaseEstimator):
         the candidates of stage 0 are raced first, each later stage only above
         the bar of the earlier ones, see above).  None:
         :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardised /
-        whitened, KISSME, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
+        whitened, KISSME, RCA, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
         sets ``preprocessing`` explicitly (the learners' ``"auto"`` is not
         used), whatever the ``scoring``.  A grid may vary ``sampling`` for
         any learner that has it (e.g. ``"grid": {"sampling": ["class",
