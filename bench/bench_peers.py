@@ -119,7 +119,7 @@ ML_METHODS = {
 }
 #: tripletml learners whose class name is also a metric-learn method's short name
 #: get a distinct method name here (the table's row) -> class name
-TML_RENAMED = {"ITML (tripletml)": "ITML"}
+TML_RENAMED = {"ITML (tripletml)": "ITML", "RCA (tripletml)": "RCA"}
 
 
 def _tml_methods() -> tuple[str, ...]:
