@@ -119,7 +119,7 @@ ML_METHODS = {
 }
 #: tripletml learners whose class name is also a metric-learn method's short name
 #: get a distinct method name here (the table's row) -> class name
-TML_RENAMED = {"ITML (tripletml)": "ITML"}
+TML_RENAMED = {"ITML (tripletml)": "ITML", "RCA (tripletml)": "RCA"}
 
 
 def _tml_methods() -> tuple[str, ...]:
@@ -324,19 +324,24 @@ def make_estimator(method: str, seed: int):
 
 def score_map(est, method: str, Xtr, Xte, yte) -> float:
     """Test-vs-test retrieval mAP with tripletml's evaluate_retrieval."""
-    import numpy as np
-    from tripletml import Euclidean
     from tripletml.metrics import evaluate_retrieval
     if method in ML_METHODS:
-        ztr, zte = est.transform(Xtr), est.transform(Xte)
-        if ztr.ndim != 2 or ztr.shape[1] == 0:
-            raise ValueError(f"{type(est).__name__} learned a zero metric: transform gives "
-                             f"{ztr.shape[-1]} components (no ranking to score)")
-        if not (np.all(np.isfinite(ztr)) and np.all(np.isfinite(zte))):
-            raise ValueError(f"{type(est).__name__}.transform gave NaN or infinite values")
-        est = Euclidean().fit(ztr)
-        Xte = zte
+        est, Xte = ml_as_euclidean(est, Xtr, Xte)
     return float(evaluate_retrieval(est, Xte, yte, k=())["map"])
+
+
+def ml_as_euclidean(est, Xtr, Xte):
+    """A fitted metric-learn transformer as ``(Euclidean fitted on
+    transform(Xtr), transform(Xte))``, so that it is scored by tripletml's code."""
+    import numpy as np
+    from tripletml import Euclidean
+    ztr, zte = est.transform(Xtr), est.transform(Xte)
+    if ztr.ndim != 2 or ztr.shape[1] == 0:
+        raise ValueError(f"{type(est).__name__} learned a zero metric: transform gives "
+                         f"{ztr.shape[-1]} components (no ranking to score)")
+    if not (np.all(np.isfinite(ztr)) and np.all(np.isfinite(zte))):
+        raise ValueError(f"{type(est).__name__}.transform gave NaN or infinite values")
+    return Euclidean().fit(ztr), zte
 
 
 def _warmup_rows(y, n: int = WARMUP_ROWS, seed: int = 0):
@@ -363,21 +368,24 @@ def fit_and_score(method: str, seed: int, Xtr, ytr, Xte, yte) -> dict:
         except Exception:
             pass
     est = make_estimator(method, seed)
-    message = ""
-    if method == "RCA":
-        # RCA_Supervised's default n_chunks=100 (pairs of same-class rows) needs at
-        # least 200 training rows; on a smaller set metric-learn raises.  Use the
-        # largest possible number instead, and say so in the row.
-        import numpy as np
-        size = est.get_params()["chunk_size"]
-        most = int(sum(c // size for c in np.unique(ytr, return_counts=True)[1]))
-        if est.get_params()["n_chunks"] > most:
-            est.set_params(n_chunks=most)
-            message = f"n_chunks={most} (the default 100 exceeds the {most} possible)"
+    message = adjust_rca(est, ytr) if method == "RCA" else ""
     t0 = time.perf_counter()
     est.fit(Xtr, ytr)
     fit_s = time.perf_counter() - t0
     return {"map": score_map(est, method, Xtr, Xte, yte), "fit_s": fit_s, "message": message}
+
+
+def adjust_rca(est, ytr) -> str:
+    """RCA_Supervised's default n_chunks=100 (pairs of same-class rows) needs at
+    least 200 training rows; on a smaller set metric-learn raises.  Use the
+    largest possible number instead; the message for the row ("" if unchanged)."""
+    import numpy as np
+    size = est.get_params()["chunk_size"]
+    most = int(sum(c // size for c in np.unique(ytr, return_counts=True)[1]))
+    if est.get_params()["n_chunks"] > most:
+        est.set_params(n_chunks=most)
+        return f"n_chunks={most} (the default 100 exceeds the {most} possible)"
+    return ""
 
 
 def _limit_memory(gib: float) -> None:
@@ -393,10 +401,10 @@ def _limit_memory(gib: float) -> None:
             pass
 
 
-def _child(conn, method, seed, Xtr, ytr, Xte, yte, mem_gib=0.0):
+def _child(conn, method, seed, Xtr, ytr, Xte, yte, mem_gib=0.0, fit=None):
     _limit_memory(mem_gib)
     try:
-        res = {"status": "ok", **fit_and_score(method, seed, Xtr, ytr, Xte, yte)}
+        res = {"status": "ok", **(fit or fit_and_score)(method, seed, Xtr, ytr, Xte, yte)}
         if not math.isfinite(res["map"]):
             res["status"] = "error"
             res["message"] = "non-finite mAP"
@@ -413,12 +421,15 @@ def _child(conn, method, seed, Xtr, ytr, Xte, yte, mem_gib=0.0):
 
 
 def run_one_with_timeout(method: str, seed: int, data: tuple, timeout: float,
-                         mem_gib: float = 0.0) -> dict:
-    """Fit in a forked child; a child silent after ``timeout`` s is killed ("timeout")."""
+                         mem_gib: float = 0.0, fit=None) -> dict:
+    """Fit in a forked child; a child silent after ``timeout`` s is killed ("timeout").
+
+    ``fit(method, seed, Xtr, ytr, Xte, yte) -> dict`` (with a finite ``"map"``)
+    runs in the child; default :func:`fit_and_score`."""
     import multiprocessing as mp
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, method, seed, *data, mem_gib),
+    proc = ctx.Process(target=_child, args=(send, method, seed, *data, mem_gib, fit),
                        daemon=True)
     t0 = time.perf_counter()
     proc.start()

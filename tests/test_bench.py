@@ -43,3 +43,26 @@ def test_documented_bench_commands_name_existing_scripts():
              *ROOT.glob("results/**/*.md")]
     named = {m for p in texts for m in re.findall(r"python -m bench\.(\w+)", p.read_text())}
     assert named and named <= set(SCRIPTS), sorted(named - set(SCRIPTS))
+
+
+def test_bench_defaults_all_smallest_run(tmp_path):
+    """bench/bench_defaults_all.py end to end on its smallest configuration:
+    one tiny set and a rescaled copy, one seed, two methods, no metric-learn
+    environment (``--no-peers``)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep), MPLBACKEND="Agg")
+    out = tmp_path / "dall"
+    proc = subprocess.run([sys.executable, "-m", "bench.bench_defaults_all", "--sets", "iris",
+                           "--scales", "1,1e3", "--seeds", "0", "--methods",
+                           "Euclidean,OASIS[None]", "--no-peers", "--timeout", "120",
+                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
+    import csv
+    with open(out / "defaults_all.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["set"], r["method"]) for r in rows} == {
+        (s, m) for s in ("iris", "iris*1e3") for m in ("Euclidean", "OASIS[None]")}
+    assert all(r["status"] == "ok" and 0 < float(r["map"]) <= 1 and r["knn1"] for r in rows)
+    md = (out / "defaults_all.md").read_text()
+    assert "## Goal misses" in md and "### iris*1e3" in md
