@@ -366,7 +366,9 @@ def feature_unit(X, mean: Optional[np.ndarray] = None) -> float:
                 yield b if mean is None else b - mean
     # two passes: the largest magnitude, then the sum of squares below it
     big = max((float(np.max(np.abs(b), initial=0.0)) for b in blocks()), default=0.0)
-    if not (big > 0 and np.isfinite(big)):
+    if not np.isfinite(big):
+        raise ValueError("feature_unit: X contains NaN or infinity.")
+    if not big > 0:
         return 1.0
     total, count = 0.0, 0
     for b in blocks():
