@@ -256,6 +256,10 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
     #: solver state, d the preprocessed width), checked against the memory
     #: available before training starts (:meth:`_check_square_memory`)
     _square_arrays: ClassVar[int] = 0
+    #: how ``fit(ShardedCollection)`` trains (see
+    #: :mod:`tripletml.training.partitioned`): "statistics", "cocoa",
+    #: "mixing", "gradients" or "sample" (gather the triplets' rows)
+    _partitioned_strategy: ClassVar[str] = "sample"
 
     def _check_square_memory(self, d: int) -> None:
         """A clear MemoryError, before any allocation, when the
@@ -321,7 +325,11 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
 
         Parameters
         ----------
-        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+        X : array-like, scipy.sparse matrix of shape (n_samples, n_features), or ShardedCollection
+            A :class:`~tripletml.sharded.ShardedCollection` (labels or
+            triplets inside it) trains over its partitions, in-process or on
+            the active Dask cluster (:mod:`tripletml.training.partitioned`;
+            the learner's ``_partitioned_strategy``).
         y : array-like of shape (n_samples,), optional
             Class labels; ``n_triplets`` random class triplets are sampled
             from them when ``triplets`` is not given.
@@ -332,6 +340,13 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
         -------
         self
         """
+        if _is_collection(X):
+            if y is not None or triplets is not None:
+                raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
+                                 "triplets from the ShardedCollection (labels=, triplets=); "
+                                 "do not pass y or triplets as well")
+            from .training.partitioned import fit_partitioned
+            return fit_partitioned(self, X)
         self._reset_fitted()  # a failed refit must not look fitted
         X, triplets, rng = self._prepare_fit(X, y, triplets)
         try:
@@ -417,6 +432,16 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
 
         X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
+
+
+def _is_collection(X) -> bool:
+    """Whether X is a :class:`~tripletml.sharded.ShardedCollection` (without
+    importing the module for plain arrays)."""
+    mod = type(X).__module__
+    if not mod.startswith("tripletml"):
+        return False
+    from .sharded import ShardedCollection
+    return isinstance(X, ShardedCollection)
 
 
 def _dense_float(X) -> np.ndarray:

@@ -416,15 +416,7 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any,
     if mode == "center":
         return {"mean": mean, "unit": feature_unit(Xd, mean)}
     if mode in ("standardize", "sphere"):
-        # constant to rounding, relative to the column's own magnitude (a
-        # column of tiny values is still standardised); 1 / std must be finite
-        fi = np.finfo(float)
-        const = (std <= 10 * fi.eps * np.abs(mean)) | (std < fi.tiny)
-        if divisor is not None:
-            div = np.asarray(divisor, dtype=np.float64)
-            const |= ~(np.isfinite(div) & (div >= fi.tiny))
-            std = np.where(const, 1.0, div)
-        scale = np.where(const, 1.0, 1.0 / np.where(const, 1.0, std))
+        scale = column_scales(mean, std, divisor)
         if mode == "standardize":
             return {"mean": mean, "scale": scale}
         return {"mean": mean, "scale": scale,
@@ -433,14 +425,37 @@ def fit_preprocessing(mode: Optional[str], X, estimator: Any,
     s = np.where(std > 0, std, 1.0)
     Z = (Xd - mean) / s
     cov = (Z.T @ Z) / max(Z.shape[0], 1)
+    return {"mean": mean, "whitener": whitener_from_cov(cov, std)}
+
+
+def column_scales(mean: np.ndarray, std: np.ndarray,
+                  divisor: Optional[np.ndarray] = None) -> np.ndarray:
+    """``scale`` of ``"standardize"`` / ``"sphere"``: ``1 / std`` (or ``1 /
+    divisor``), 1 for a column constant to rounding (relative to its own
+    magnitude, so a column of tiny values is still standardised) or with a
+    divisor that is not positive and finite."""
+    fi = np.finfo(float)
+    const = (std <= 10 * fi.eps * np.abs(mean)) | (std < fi.tiny)
+    if divisor is not None:
+        div = np.asarray(divisor, dtype=np.float64)
+        const |= ~(np.isfinite(div) & (div >= fi.tiny))
+        std = np.where(const, 1.0, div)
+    return np.where(const, 1.0, 1.0 / np.where(const, 1.0, std))
+
+
+def whitener_from_cov(cov: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """The ZCA whitener of ``"whiten"`` from ``cov``, the covariance of the
+    columns divided by their standard deviations ``std`` (0 -> 1):
+    ``diag(1 / s) P`` with ``P = U diag(lam^-1/2) U^T`` over the eigenvalues
+    above :data:`_WHITEN_RTOL` times the largest."""
+    s = np.where(std > 0, std, 1.0)
     lam, U = np.linalg.eigh(0.5 * (cov + cov.T))
     top = float(lam.max()) if lam.size else 0.0
     keep = lam > _WHITEN_RTOL * top if top > 0 else np.zeros(lam.shape, bool)
     f = np.zeros_like(lam)
     f[keep] = 1.0 / np.sqrt(lam[keep])
     P = (U * f) @ U.T
-    whitener = P / s[:, None]                    # (x - mean) / s @ P
-    return {"mean": mean, "whitener": np.ascontiguousarray(whitener)}
+    return np.ascontiguousarray(P / s[:, None])  # (x - mean) / s @ P
 
 
 def _check_sphere_args(func: str, Z, radius) -> tuple[np.ndarray, float]:

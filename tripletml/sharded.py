@@ -69,12 +69,19 @@ _SCORE_BYTES = 32 * 2**20
 # shards on disk
 # ---------------------------------------------------------------------------
 def write_npz_shards(directory, X, y=None, *, rows_per_shard: int,
-                     prefix: str = "shard") -> list[Path]:
+                     prefix: str = "shard", shuffle: bool = False,
+                     random_state: Any = None) -> list[Path]:
     """Write ``X`` (dense or sparse) and labels ``y`` as ``.npz`` shards.
 
     Sparse shards are ``scipy.sparse.save_npz`` archives with an extra ``y``
     member; dense shards hold ``X`` (and ``y``).  Files are named
     ``{prefix}-00000.npz`` ... in row order.
+
+    ``shuffle=True`` writes the rows in the order
+    ``np.random.default_rng(random_state).permutation(n)`` (reproducible
+    with an int seed): rows sorted by class would otherwise give shards that
+    lack classes, and training on a collection samples its triplets within
+    shards (``fit(collection)`` warns when a shard lacks classes).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -83,6 +90,13 @@ def write_npz_shards(directory, X, y=None, *, rows_per_shard: int,
         raise ValueError(f"write_npz_shards: rows_per_shard must be a positive int, got "
                          f"{rows_per_shard!r}")
     n = X.shape[0]
+    if y is not None and len(y) != n:
+        raise ValueError(f"write_npz_shards: {len(y)} labels for {n} rows")
+    if shuffle:
+        from ._validation import as_generator
+        order = as_generator(random_state, "write_npz_shards").permutation(n)
+        X = X[order]
+        y = None if y is None else np.asarray(y)[order]
     paths = []
     for i, s in enumerate(range(0, n, int(rows_per_shard))):
         part = X[s:s + rows_per_shard]
@@ -355,14 +369,20 @@ class ShardedCollection:
         Global id of each partition's first row.
     """
 
-    def __init__(self, parts: list, n_rows: Sequence[int], labels: list | None = None):
+    def __init__(self, parts: list, n_rows: Sequence[int], labels: list | None = None,
+                 triplets: list | None = None):
         if len(parts) == 0:
             raise ValueError("ShardedCollection: no partition")
         if len(n_rows) != len(parts):
             raise ValueError("ShardedCollection: one row count per partition is needed")
+        for name, v in (("labels", labels), ("triplets", triplets)):
+            if v is not None and len(v) != len(parts):
+                raise ValueError(f"ShardedCollection: {len(v)} {name} entries for "
+                                 f"{len(parts)} partitions")
         self.parts = list(parts)
         self.n_rows = [int(n) for n in n_rows]
         self.labels = None if labels is None else list(labels)
+        self.triplets = None if triplets is None else list(triplets)
         self.offsets = np.concatenate([[0], np.cumsum(self.n_rows)]).astype(np.int64)
 
     @property
@@ -377,12 +397,33 @@ class ShardedCollection:
         return (f"ShardedCollection({self.n_partitions} partitions, {self.n_total} rows, "
                 f"labels={'yes' if self.labels is not None else 'in parts or none'})")
 
+    def with_triplets(self, triplets: Sequence) -> "ShardedCollection":
+        """The same partitions with explicit triplets: one (m_p, 3) index
+        array (or Delayed) per partition, indexing that partition's rows
+        (``fit`` then ignores the labels)."""
+        return type(self)(self.parts, self.n_rows, self.labels, list(triplets))
+
+    @classmethod
+    def from_arrays(cls, X, y=None, *, n_partitions: int) -> "ShardedCollection":
+        """In-memory X (dense or sparse) and labels cut into ``n_partitions``
+        consecutive row blocks (tests, simulations of K machines)."""
+        if isinstance(n_partitions, bool) or not isinstance(n_partitions, numbers.Integral) \
+                or not 1 <= n_partitions <= max(1, X.shape[0]):
+            raise ValueError(f"ShardedCollection.from_arrays: n_partitions must be an int in "
+                             f"[1, {X.shape[0]}], got {n_partitions!r}")
+        bounds = np.linspace(0, X.shape[0], int(n_partitions) + 1).round().astype(int)
+        parts = [X[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        labels = None if y is None else [np.asarray(y)[a:b]
+                                         for a, b in zip(bounds[:-1], bounds[1:])]
+        return cls(parts, np.diff(bounds), labels)
+
     @classmethod
     def from_loaders(cls, loaders: Sequence[Callable[[], tuple]], n_rows: Sequence[int]
                      ) -> "ShardedCollection":
-        """Partitions made by calling ``loader()`` -> ``(X_p, y_p)`` inside each
-        task (``y_p`` may be None).  Loaders must be picklable (module-level
-        functions, ``functools.partial``)."""
+        """Partitions made by calling ``loader()`` -> ``(X_p, y_p)`` (or
+        ``(X_p, y_p, triplets_p)``) inside each task (``y_p`` may be None).
+        Loaders must be picklable (module-level functions,
+        ``functools.partial``)."""
         for f in loaders:
             if not callable(f):
                 raise TypeError(f"ShardedCollection.from_loaders: {f!r} is not callable")
@@ -432,9 +473,9 @@ def _rows(X) -> int:
 def _materialize(part, label=None):
     """``(X, y)`` of a partition inside a task."""
     if callable(part) and not hasattr(part, "shape"):
-        X, y = part()
-    elif isinstance(part, tuple):
-        X, y = part
+        part = part()
+    if isinstance(part, tuple):
+        X, y = part[0], part[1]          # (X, y) or (X, y, triplets)
     else:
         X, y = part, None
     if label is not None:

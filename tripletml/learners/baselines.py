@@ -29,6 +29,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     """
 
     _needs_triplets = False
+    _partitioned_strategy = "statistics"    # the preprocessing is the model
     _feature_unit = False       # no scale-dependent parameter: raw distances
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
     # checked by check_preprocessing in fit
@@ -63,6 +64,7 @@ class DotProduct(BilinearMixin, TripletLearner):
     """
 
     _needs_triplets = False
+    _partitioned_strategy = "statistics"    # the preprocessing is the model
     _feature_unit = False       # no scale-dependent parameter: raw inner products
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
     # checked by check_preprocessing in fit
