@@ -177,6 +177,8 @@ def _cmd_fit(args):
     # before any work: never write over a file that is not a model, nor over
     # a model without --force
     check_output(args.output, "model", args.force)
+    if Path(args.data).is_dir():
+        return _fit_shards(args, name, kind, model, params)
     X, y = _load_data(args.data, args.data_home, args.subset, zero_based=args.zero_based,
                       multilabel=kind == "multilabel")
     record: dict[str, Any] = {"data": args.data, "subset": args.subset,
@@ -198,8 +200,17 @@ def _cmd_fit(args):
         print(f"fitting {name} on {args.data}: {X.shape[0]} x {X.shape[1]}{held}",
               file=sys.stderr)
     t0 = time.perf_counter()
-    with scheduler_context(args):      # AutoSimilarity's race runs on the cluster
-        model.fit(X, y)
+    with scheduler_context(args) as client:
+        if args.learner == _AUTO:      # AutoSimilarity's race runs on the cluster
+            model.fit(X, y)
+        else:                          # training runs on the cluster's partitions
+            k = _n_partitions(args, client, kind, name, X.shape[0])
+            if k is None:
+                model.fit(X, y)
+            else:
+                from .sharded import ShardedCollection
+                model.fit(ShardedCollection.from_arrays(X, y, n_partitions=k))
+                record["partitions"] = k
     secs = time.perf_counter() - t0
     # the fingerprint of the rows fitted on travels with the model file, so
     # that 'tripletml evaluate' can say when it scores on them
@@ -219,6 +230,55 @@ def _cmd_fit(args):
         print(f"saved {model.best_params_['learner']} ({model.n_features_in_} features) to "
               f"{args.output}")
         return
+    print(f"saved {type(model).__name__} ({model.n_features_in_} features) to {args.output}")
+
+
+def _n_partitions(args, client, kind: str, name: str, n_rows: int) -> int | None:
+    """Partitions of an in-memory data set: ``--partitions``, else with
+    ``--scheduler`` one per worker thread, else None (an in-memory fit)."""
+    k = getattr(args, "partitions", None)
+    if k is None and client is None:
+        return None
+    if kind != "triplet":
+        raise ValueError(f"--scheduler / --partitions train triplet learners; {name} is a "
+                         f"{kind} learner (fit it without them)")
+    if k is None:
+        k = max(1, sum(client.nthreads().values()))
+    return max(1, min(int(k), n_rows))
+
+
+def _fit_shards(args, name: str, kind: str, model, params: dict):
+    """``tripletml fit LEARNER DIR``: train on the directory's ``.npz`` shards
+    (``write_npz_shards``), in-process or on ``--scheduler``."""
+    from .sharded import read_npz_shards
+    if kind != "triplet" or args.learner == _AUTO:
+        raise ValueError(f"a directory of shards trains a triplet learner; {name} cannot "
+                         "be fitted on one (load the data into memory instead)")
+    if args.test_size is not None:
+        raise ValueError("--test-size splits an in-memory data set; hold out shards of the "
+                         "directory instead")
+    if args.partitions is not None:
+        raise ValueError("--partitions cuts an in-memory data set; a directory's partitions "
+                         "are its shards")
+    coll = read_npz_shards(args.data)
+    if args.seed is not None and "random_state" in model.get_params():
+        params.setdefault("random_state", args.seed)
+    if "verbose" in model.get_params():
+        params.setdefault("verbose", 1 + args.verbose)
+    model.set_params(**params)
+    if args.verbose:
+        print(f"fitting {name} on {coll.n_partitions} shards of {args.data}: "
+              f"{coll.n_total} rows", file=sys.stderr)
+    t0 = time.perf_counter()
+    with scheduler_context(args):
+        model.fit(coll)
+    secs = time.perf_counter() - t0
+    model.training_data_ = {"data": str(args.data), "shards": coll.n_partitions,
+                            "n_samples": coll.n_total}
+    check_output(args.output, "model", args.force)
+    model.save(args.output)
+    if args.verbose:
+        print(f"fit in {secs:.2f} s ({model.partitioned_['strategy']})", file=sys.stderr)
     print(f"saved {type(model).__name__} ({model.n_features_in_} features) to {args.output}")
 
 
@@ -378,7 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("learner", type=_learner_name, metavar="LEARNER",
                    help="learner class name, any case (listed below), or 'auto' to let "
                         "AutoSimilarity pick and tune one (the file then holds the winner)")
-    f.add_argument("data", metavar="DATA", help=_DATA_HELP)
+    f.add_argument("data", metavar="DATA",
+                   help=_DATA_HELP + ", or a directory of .npz shards (write_npz_shards)")
     f.add_argument("-o", "--output", required=True,
                    help="model file to write (.npz appended to another suffix); an existing "
                         "file is never replaced unless it is a tripletml model and --force "
@@ -403,6 +464,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "'standardize' for Mahalanobis ones, none for sparse X with more "
                         "than 2000 features; 'none' for raw features)")
     add_scheduler_argument(f)
+    f.add_argument("--partitions", type=int, metavar="K",
+                   help="train over K row partitions of the data (the learner's partitioned "
+                        "strategy: exact statistics, CoCoA+, parameter mixing, gradient sums "
+                        "or a gathered sample); with --scheduler the default is one per "
+                        "worker thread. A DATA directory of .npz shards is always "
+                        "partitioned by its shards")
     f.add_argument("--zero-based", action="store_true",
                    help="a LIBSVM file with 0-based feature indices")
     f.add_argument("--time-budget", type=float, metavar="SECONDS",

@@ -265,6 +265,11 @@ class _MultilabelRanker(LearnerBase):
         -------
         self
         """
+        from ..base import _is_collection
+        if _is_collection(X):
+            raise TypeError(f"{type(self).__name__}: a multi-label learner trains on in-memory "
+                            "X and Y; fit(ShardedCollection) is available for the triplet "
+                            "learners (OASIS, SDCA, LORETA, ...)")
         self._validate_params()
         X = check_X(X, self)
         Yc = check_indicator(Y, X.shape[0], self)
