@@ -304,3 +304,68 @@ def test_dask_backend_equals_local(digits):
     _same_pre(local.preprocessor_, remote.preprocessor_, rtol=0)
     assert eu.preprocessor_.radius_ == Euclidean(preprocessing="sphere").fit(
         coll).preprocessor_.radius_
+
+
+# ---------------------------------------------------------------------------
+# round checkpoints (the files are untrusted)
+# ---------------------------------------------------------------------------
+def test_round_checkpoint_roundtrip_and_refusals(tmp_path):
+    import json
+    import os
+    from tripletml.training.checkpoint import RoundCheckpoint
+    d = tmp_path / "ck"
+    ck = RoundCheckpoint(d, {"a": 1})
+    assert ck.load() is None
+    ck.save(3, {"M": np.eye(3), "alpha": np.arange(5.0)}, {"seed": "7"})
+    ck.save(4, {"M": 2 * np.eye(3), "alpha": np.arange(5.0)}, {"seed": "7"})
+    assert sorted(p.name for p in d.iterdir()) == ["round-000000000004.npz", "state.json"]
+    r, arrays, meta = RoundCheckpoint(d, {"a": 1}).load()
+    assert r == 4 and meta == {"seed": "7"}
+    np.testing.assert_array_equal(arrays["M"], 2 * np.eye(3))
+    with pytest.raises(ValueError, match="written by another run"):
+        RoundCheckpoint(d, {"a": 2}).load()
+    assert RoundCheckpoint(d, {"a": 2}, resume=False).load() is None
+    # a forged file name in state.json
+    state = json.loads((d / "state.json").read_text())
+    state["state"]["file"] = "../../etc/passwd"
+    (d / "state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="not one this library writes"):
+        RoundCheckpoint(d, {"a": 1}).load()
+    # a symbolic link in place of the arrays
+    state["state"]["file"] = "round-000000000004.npz"
+    (d / "state.json").write_text(json.dumps(state))
+    os.replace(d / "round-000000000004.npz", tmp_path / "real.npz")
+    os.symlink(tmp_path / "real.npz", d / "round-000000000004.npz")
+    with pytest.raises(ValueError, match="not a regular file"):
+        RoundCheckpoint(d, {"a": 1}).load()
+    # a pickled object member is never unpickled
+    os.unlink(d / "round-000000000004.npz")
+    np.savez(d / "round-000000000004.npz", M=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        RoundCheckpoint(d, {"a": 1}).load()
+    # stale temporaries of a killed write are removed, foreign files kept
+    (d / ".round-000000000009.npz.abc123.tmp").write_bytes(b"x")
+    (d / "notes.txt").write_text("mine")
+    RoundCheckpoint(d, {"a": 1})
+    assert not (d / ".round-000000000009.npz.abc123.tmp").exists()
+    assert (d / "notes.txt").exists()
+
+
+def test_dense_update_too_large_to_ship_is_refused(monkeypatch):
+    from tripletml.training import partitioned
+    monkeypatch.setattr(partitioned, "MAX_UPDATE_BYTES", 8 * 63 * 63)
+    X, y = load_digits(return_X_y=True)
+    coll = ShardedCollection.from_arrays(X, y, n_partitions=2)
+    est = OASIS(preprocessing="standardize")
+    if est._partitioned_strategy != "mixing":
+        pytest.skip("OASIS is not trained by parameter mixing")
+    with pytest.raises(ValueError, match="dense 64 x 64 model update.*LORETA"):
+        est.fit(coll)
+
+
+def test_checkpoint_dir_without_rounds_warns(tmp_path, digits):
+    from tripletml.training.partitioned import fit_partitioned
+    X, y = digits
+    coll = ShardedCollection.from_arrays(X, y, n_partitions=2)
+    with pytest.warns(UserWarning, match="no rounds to checkpoint"):
+        fit_partitioned(Euclidean(), coll, checkpoint_dir=tmp_path / "ck")

@@ -342,7 +342,12 @@ class Supervision:
 @dataclass
 class PartitionedFit:
     """What a strategy gets: the backend, the partition sizes, the
-    supervision, the total number of triplets and a driver-side generator."""
+    supervision, the total number of triplets, a driver-side generator and
+    the checkpoint (None without ``checkpoint_dir``).
+
+    ``resumed`` is ``(round, arrays, meta)`` of the checkpoint the run
+    continues from (None for a fresh run): a strategy with rounds restores
+    its state from it and calls :meth:`save_round` after each round."""
 
     backend: Any
     n_rows: list[int]
@@ -350,6 +355,16 @@ class PartitionedFit:
     n_triplets_total: int
     rng: np.random.Generator
     info: dict = field(default_factory=dict)
+    checkpoint: Any = None
+    resumed: tuple | None = None
+
+    def save_round(self, round_: int, arrays: dict, *, last: bool = False,
+                   meta: dict | None = None) -> None:
+        """Checkpoint ``round_`` completed rounds (when a checkpoint
+        directory was given and the round is due)."""
+        ck = self.checkpoint
+        if ck is not None and ck.due(round_, last):
+            ck.save(round_, arrays, {**(meta or {}), "seed": str(self.supervision.seed)})
 
     @property
     def n_partitions(self) -> int:
@@ -394,9 +409,60 @@ def _can_sample(keys, counts) -> bool:
     return keys.shape[0] >= 2 and int(np.max(counts)) >= 2
 
 
-def fit_partitioned(learner, collection) -> Any:
+#: the largest dense d x d model update shipped per partition and round
+#: (float64 bytes): 2 GiB, d = 16,384
+MAX_UPDATE_BYTES = 2 << 30
+
+
+def _check_shipping(learner, d: int, k: int) -> None:
+    """A dense d x d model is shipped to and from every partition each round
+    and the driver reduces up to FAN_IN of them at once: refuse one too
+    large to ship (ValueError) or to reduce in the driver's memory
+    (MemoryError), pointing to the low-rank learners."""
+    from .._validation import check_dense_memory
+    owner = type(learner).__name__
+    per = 8 * d * d
+    hint = ("use a low-rank learner, whose rounds ship factors of size O(d k) (LORETA, "
+            "IterativePA, LowRankDML), or reduce the dimension first")
+    if per > MAX_UPDATE_BYTES:
+        raise ValueError(f"{owner}: a partitioned fit ships a dense {d} x {d} model update "
+                         f"({per / 2**30:.1f} GiB) per partition and round, more than the "
+                         f"{MAX_UPDATE_BYTES / 2**30:.0f} GiB limit (MAX_UPDATE_BYTES); {hint}")
+    check_dense_memory((min(FAN_IN, k) + 2) * per, learner,
+                       f"reducing {min(FAN_IN, k)} dense {d} x {d} updates on the driver "
+                       f"does not fit; {hint}")
+
+
+def _settings(learner, collection, strategy: str) -> dict:
+    """What a checkpoint must match: the learner's class and parameters, the
+    partition sizes and the strategy."""
+    params = {k: (v if isinstance(v, (bool, int, float, str, type(None))) else repr(v))
+              for k, v in sorted(learner.get_params(deep=False).items())}
+    return {"learner": type(learner).__name__, "params": params,
+            "n_rows": [int(n) for n in collection.n_rows], "strategy": strategy}
+
+
+def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: bool = True,
+                    checkpoint_every: int = 1) -> Any:
     """Fit ``learner`` on a :class:`~tripletml.sharded.ShardedCollection`
-    (``learner.fit(collection)``); returns the learner."""
+    (what ``learner.fit(collection)`` does); returns the learner.
+
+    Parameters
+    ----------
+    learner : triplet learner
+    collection : ShardedCollection
+        Partitions with labels or triplets.
+    checkpoint_dir : path, optional
+        The strategies with rounds (CoCoA+, parameter mixing) write a
+        checkpoint there every ``checkpoint_every`` rounds
+        (:class:`~tripletml.training.checkpoint.RoundCheckpoint`); running
+        the same call again after a crash of the driver resumes from it and
+        ends with the model of an uninterrupted run.
+    resume : bool, default=True
+        Continue from the checkpoint in ``checkpoint_dir`` when there is one.
+    checkpoint_every : int, default=1
+        Rounds between checkpoints.
+    """
     import importlib
 
     from .._validation import as_generator
@@ -411,6 +477,25 @@ def fit_partitioned(learner, collection) -> Any:
     check_preprocessing(getattr(learner, "preprocessing", None), learner)
     rng = as_generator(getattr(learner, "random_state", None), learner)
     seed = int(rng.integers(2 ** 63 - 1))
+    name = getattr(type(learner), "_partitioned_strategy", "sample")
+    if name not in STRATEGIES:
+        raise ValueError(f"{owner}: unknown partitioned strategy {name!r}")
+    ckpt, resumed = None, None
+    if checkpoint_dir is not None:
+        from .checkpoint import RoundCheckpoint
+        if isinstance(checkpoint_every, bool) or not isinstance(
+                checkpoint_every, numbers.Integral) or checkpoint_every < 1:
+            raise ValueError(f"{owner}: checkpoint_every must be an int >= 1, got "
+                             f"{checkpoint_every!r}")
+        ckpt = RoundCheckpoint(checkpoint_dir, _settings(learner, collection, name),
+                               resume=resume, every=int(checkpoint_every))
+        resumed = ckpt.load()
+        if resumed is not None:
+            try:
+                seed = int(resumed[2]["seed"])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records no "
+                                 "seed") from None
     backend = backend_for(collection, owner)
     infos = backend.gather(backend.map(_labels_task))
     d = infos[0]["d"]
@@ -478,16 +563,19 @@ def fit_partitioned(learner, collection) -> Any:
     learner.preprocessor_ = pre
     try:
         learner._check_square_memory(pre.n_features_out_)
+        if name in ("cocoa", "mixing") and getattr(learner, "_square_arrays", 0):
+            _check_shipping(learner, pre.n_features_out_, len(infos))
         sup = Supervision(owner=owner, preprocessor=pre,
                           preprocessed=bool(getattr(learner, "_fit_preprocessed", True)),
                           sampler=sampler, n_triplets=shares, seed=seed, codes=table)
         plan = PartitionedFit(backend=backend, n_rows=list(collection.n_rows),
                               supervision=sup, n_triplets_total=int(total), rng=rng,
-                              info={"partitions": len(infos), "backend": backend.name})
-        name = getattr(type(learner), "_partitioned_strategy", "sample")
-        if name not in STRATEGIES:
-            raise ValueError(f"{owner}: unknown partitioned strategy {name!r}")
+                              info={"partitions": len(infos), "backend": backend.name},
+                              checkpoint=ckpt, resumed=resumed)
         mod = importlib.import_module(f".{STRATEGIES[name]}", __package__)
+        if ckpt is not None and not getattr(mod, "CHECKPOINTS", False):
+            warnings.warn(f"{owner}: strategy {name!r} has no rounds to checkpoint; "
+                          "checkpoint_dir is not used", UserWarning, stacklevel=3)
         mod.fit(learner, plan)
     except BaseException:
         learner._clear_preprocessing()
