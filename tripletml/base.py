@@ -345,8 +345,7 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
                                  "triplets from the ShardedCollection (labels=, triplets=); "
                                  "do not pass y or triplets as well")
-            from .training.partitioned import fit_partitioned
-            return fit_partitioned(self, X)
+            return X._fit_learner(self)       # tripletml.training.partitioned
         self._reset_fitted()  # a failed refit must not look fitted
         X, triplets, rng = self._prepare_fit(X, y, triplets)
         try:
@@ -437,11 +436,7 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
 def _is_collection(X) -> bool:
     """Whether X is a :class:`~tripletml.sharded.ShardedCollection` (without
     importing the module for plain arrays)."""
-    mod = type(X).__module__
-    if not mod.startswith("tripletml"):
-        return False
-    from .sharded import ShardedCollection
-    return isinstance(X, ShardedCollection)
+    return bool(getattr(type(X), "_is_sharded_collection", False))
 
 
 def _dense_float(X) -> np.ndarray:

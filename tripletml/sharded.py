@@ -369,6 +369,9 @@ class ShardedCollection:
         Global id of each partition's first row.
     """
 
+    #: what ``TripletLearner.fit`` recognises (without importing this module)
+    _is_sharded_collection = True
+
     def __init__(self, parts: list, n_rows: Sequence[int], labels: list | None = None,
                  triplets: list | None = None):
         if len(parts) == 0:
@@ -384,6 +387,13 @@ class ShardedCollection:
         self.labels = None if labels is None else list(labels)
         self.triplets = None if triplets is None else list(triplets)
         self.offsets = np.concatenate([[0], np.cumsum(self.n_rows)]).astype(np.int64)
+
+    def _fit_learner(self, learner):
+        """``learner.fit(self)``: :func:`tripletml.training.partitioned.fit_partitioned`
+        (imported here, so that the learners' base module does not import the
+        training driver)."""
+        from .training.partitioned import fit_partitioned
+        return fit_partitioned(learner, self)
 
     @property
     def n_total(self) -> int:

@@ -212,7 +212,9 @@ class DaskBackend(LocalBackend):
         self.client = client
 
     def broadcast(self, value):
-        return self.client.scatter(value, broadcast=True, hash=True)
+        # unique keys: a value equal to an earlier round's (hash=True) would share
+        # its key, and releasing the old round could drop the new data
+        return self.client.scatter(value, broadcast=True, hash=False)
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         import dask
