@@ -147,6 +147,9 @@ class KISSME(MahalanobisMixin, TripletLearner):
     #: preprocessed copy of X.  Raw columns of extreme scale (whose products
     #: could overflow or underflow) and "sphere" are preprocessed first.
     _fit_preprocessed = False
+    #: ``fit(ShardedCollection)``: exact, from per-partition class statistics
+    #: (:meth:`_fit_statistics`)
+    _partitioned_strategy = "statistics"
 
     def _sampler(self):
         """Labels with ``n_triplets=None`` and ``sampling="class"``: the
@@ -171,24 +174,80 @@ class KISSME(MahalanobisMixin, TripletLearner):
             raise ValueError("M_ is not the KISSME matrix of similar_covariance_ and "
                              "dissimilar_covariance_")
 
+    def _on_raw(self) -> bool:
+        """Whether the pair statistics are formed on the raw rows and mapped
+        through the preprocessing afterwards (every mode but ``"sphere"``,
+        columns of moderate scale)."""
+        pre = self.preprocessor_
+        return pre.mode_ != "sphere" and _moderate_scale(pre.scale_)
+
+    def _check_covariance_memory(self, d: int) -> None:
+        check_dense_memory(6 * d * d * 8, self,
+                           f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
+                           "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
+                           "LowRankDML)")
+
     def _fit(self, X, got, rng):
         t0 = time.perf_counter()
         exact = isinstance(got, ClassCodes)
         if exact:
             got = got.codes
-        pre = self.preprocessor_
-        on_raw = pre.mode_ != "sphere" and _moderate_scale(pre.scale_)
+        on_raw = self._on_raw()
         if not on_raw:
             X = self._preprocess(X)
-        d = X.shape[1]
-        check_dense_memory(6 * d * d * 8, self,
-                           f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
-                           "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
-                           "LowRankDML)")
+        self._check_covariance_memory(X.shape[1])
         if exact and np.bincount(got).max() < 2:
             raise ValueError("KISSME: every class has a single member; no (query, "
                              "positive) pair of the same class exists.")
         S, D = _scatter_from_labels(X, got) if exact else _scatter_from_triplets(X, got)
+        self._set_model(S, D, on_raw, t0)
+
+    def _fit_statistics(self, plan) -> None:
+        """Strategy ``"statistics"`` of ``fit(ShardedCollection)``: the same
+        ``Sigma_S`` and ``Sigma_D`` as the in-memory fit on the concatenated
+        rows, to rounding, from per-partition statistics reduced in the
+        backend's tree (:mod:`tripletml.training.class_stats`).
+
+        From labels: per global class, the size, mean and scatter about the
+        mean of each partition's rows, merged pairwise (Chan, Golub &
+        LeVeque 1983), then the closed form of
+        :func:`~tripletml.solvers.kissme.pair_scatter_from_labels` on the
+        driver (two passes, class means then weighted scatters about them,
+        when the per-class d x d scatters would be large).  From triplets
+        (explicit, or ``n_triplets`` sampled within each partition with the
+        seed ``(seed, partition)``): the partitions' sums of ``(q - p+)(q -
+        p+)^T`` and ``(q - p-)(q - p-)^T`` over their triplets, divided by
+        the total count.
+        """
+        from dataclasses import replace
+
+        from ..training import class_stats
+        t0 = time.perf_counter()
+        on_raw = self._on_raw()
+        sup = plan.supervision                           # raw rows (_fit_preprocessed)
+        rows_sup = sup if on_raw else replace(sup, preprocessed=True)
+        d = int(self.preprocessor_.n_features_in_ if on_raw
+                else self.preprocessor_.n_features_out_)
+        self._check_covariance_memory(d)
+        if isinstance(sup.sampler, AllLabels):
+            k = int(len(sup.codes["keys"]))
+            S, D, passes = class_stats.kissme_label_scatters(plan, rows_sup, k, d)
+            plan.info["report"] = {"passes": passes, "classes": k}
+        else:
+            be = plan.backend
+            handles = be.map(class_stats.pair_sums_task, sup, (1, 2), rows_sup)
+            m, (S, D) = be.gather(be.reduce(class_stats.add_pair_sums, handles))
+            be.release(handles)
+            if m == 0:
+                raise ValueError("KISSME: the collection's partitions gave no triplet")
+            S, D = 0.5 * (S + S.T) / m, 0.5 * (D + D.T) / m
+            plan.info["report"] = {"passes": 1, "triplets": int(m)}
+        self._set_model(S, D, on_raw, t0)
+
+    def _set_model(self, S, D, on_raw: bool, t0: float) -> None:
+        """Map the pair covariances through the preprocessing (``on_raw``),
+        check them, and set the fitted attributes (eq. 12, spectrum
+        clipping)."""
         if on_raw:
             S = self._preprocessed_second_moment(S)
             D = self._preprocessed_second_moment(D)
@@ -205,7 +264,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         if rank == 0:
             warnings.warn("KISSME: no direction separates the similar pairs from the "
                           "dissimilar ones (M = 0): every distance is 0. Check the labels "
-                          "or triplets.", UserWarning, stacklevel=2)
+                          "or triplets.", UserWarning, stacklevel=3)
         self.similar_covariance_ = S
         self.dissimilar_covariance_ = D
         self.M_ = M

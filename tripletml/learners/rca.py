@@ -247,13 +247,20 @@ class RCA(MahalanobisMixin, TripletLearner):
             raise ValueError("M_ is not the RCA matrix of chunklet_covariance_ and "
                              "total_scatter_")
 
-    def _fit(self, X, got, rng):
-        t0 = time.perf_counter()
-        n, d = X.shape
+    #: ``fit(ShardedCollection)``: exact, from per-partition class statistics
+    #: (:meth:`_fit_statistics`)
+    _partitioned_strategy = "statistics"
+
+    def _check_covariance_memory(self, d: int) -> None:
         check_dense_memory(5 * d * d * 8, self,
                            f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
                            "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
                            "LowRankDML)")
+
+    def _fit(self, X, got, rng):
+        t0 = time.perf_counter()
+        n, d = X.shape
+        self._check_covariance_memory(d)
         if isinstance(got, ClassCodes):
             codes = got.codes
             counts = np.bincount(codes)
@@ -267,6 +274,39 @@ class RCA(MahalanobisMixin, TripletLearner):
             Xc = X[rows]
             C, _, _ = _centred_scatters(Xc, groups, int(groups.max()) + 1)
             _, T, _ = _centred_scatters(X, np.full(n, -1), 0)
+        self._set_model(C, T, t0)
+
+    def _fit_statistics(self, plan) -> None:
+        """Strategy ``"statistics"`` of ``fit(ShardedCollection)``: the same
+        ``C`` and ``T`` as the in-memory fit on the concatenated rows, to
+        rounding (:mod:`tripletml.training.class_stats`).
+
+        From labels every class is one chunklet (as in memory: whole classes,
+        nothing sampled): each partition's class sizes, class means and
+        pooled scatter about its class means, merged pairwise in the tree
+        (Chan, Golub & LeVeque 1983); ``C`` is the merged within-class scatter
+        over the rows of classes with two or more members (Step 2 of the
+        paper's Algorithm 1), ``T`` that scatter plus the between-class one.
+        From explicit triplets, every ``(q, p+)`` is a chunklet of two: the
+        partitions' sums of ``(q - p+)(q - p+)^T``, over ``4 m``.
+        """
+        from ..training import class_stats
+        t0 = time.perf_counter()
+        sup = plan.supervision
+        self._check_covariance_memory(int(self.preprocessor_.n_features_out_))
+        if isinstance(sup.sampler, AllLabels):
+            k = int(len(sup.codes["keys"]))
+            C, T = class_stats.rca_label_scatters(plan, sup, k)
+            plan.info["report"] = {"passes": 1, "classes": k}
+        else:
+            C, T, m = class_stats.rca_triplet_scatters(plan, sup)
+            if m == 0:
+                raise ValueError("RCA: the collection's partitions gave no triplet")
+            plan.info["report"] = {"passes": 2, "triplets": int(m)}
+        self._set_model(0.5 * (C + C.T), 0.5 * (T + T.T), t0)
+
+    def _set_model(self, C, T, t0: float) -> None:
+        """Check the covariances and set the fitted attributes (Step 3)."""
         if not (np.isfinite(C).all() and np.isfinite(T).all()):
             raise FloatingPointError("RCA: training diverged (the covariances are not finite: the "
                                      "features overflow float64); scale them down (e.g. "

@@ -37,8 +37,8 @@ import scipy.sparse as sp
 from .._validation import check_scalar_param, check_triplets, check_X
 from ..linalg import project_psd
 
-__all__ = ["pair_scatter_from_labels", "pair_scatter_from_triplets", "shrunk_inverse",
-           "kissme_matrix"]
+__all__ = ["pair_scatter_from_labels", "pair_scatter_from_triplets",
+           "scatter_from_class_statistics", "shrunk_inverse", "kissme_matrix"]
 
 #: rows per block of the class-centred scatter: blocks of this many matrix
 #: entries (128 KiB) stay in cache and in the allocator's heap
@@ -145,36 +145,61 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return _scatter_from_labels(X, codes.astype(np.int64, copy=False))
 
 
-def _scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pair_scatter_from_labels` on validated X and codes 0..k-1 (every
-    code used, two classes, a class with two members)."""
-    n, d = X.shape
-    counts = np.bincount(codes)
-    k = counts.size
+def _label_weights(counts: np.ndarray) -> dict:
+    """The class weights of :func:`pair_scatter_from_labels` from the class
+    sizes ``counts`` (every class non-empty, two classes, a class with two
+    members): ``a`` (``Sigma_S``'s weight of each class scatter), ``c``
+    (``Sigma_D``'s, the total scatter's ``tT`` included), ``tT`` and ``gM``
+    (the weights of ``mu_c mu_c^T`` in ``Sigma_D``)."""
+    n = float(counts.sum())
     elig = counts >= 2
     N = float(counts[elig].sum())
-    onehot = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(k, n))
-    sums = onehot @ X
-    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
-    mean = sums.sum(axis=0) / n
     nc = counts.astype(float)
     mc = n - nc                                   # > 0: at least two classes
-    raw_means = sums / nc[:, None]
-    means = raw_means - mean                      # class means of the centred rows
     # per-class weights of C_c (times n_c: C_c = scatter_c / n_c)
     a = np.where(elig, 2.0 * nc / ((nc - 1.0).clip(1.0) * N), 0.0)           # Sigma_S
     b = np.where(elig, nc / N, 0.0)
     bC = b * (1.0 - nc / mc) / nc                                           # Sigma_D's C_c
     tT = float(np.sum(b / mc))                                              # Sigma_D's T
     gM = b * (n / mc)                                                       # mu_c mu_c^T
+    return {"a": a, "c": bC + tT, "tT": tT, "gM": gM}
+
+
+def scatter_from_class_statistics(counts: np.ndarray, raw_means: np.ndarray, S_w: np.ndarray,
+                                  C_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(Sigma_S, Sigma_D)`` of :func:`pair_scatter_from_labels` from the
+    class sizes ``counts`` (k,), the class means ``raw_means`` (k, d) and the
+    two weighted class scatters ``S_w = sum_c a_c scatter_c`` and ``C_w =
+    sum_c c_c scatter_c`` (``scatter_c = sum_{i in c} (x_i - mu_c)(x_i -
+    mu_c)^T``, weights of :func:`_label_weights`): the driver's last step of
+    a partitioned fit (:mod:`tripletml.training.class_stats`)."""
+    w = _label_weights(counts)
+    nc = counts.astype(float)
+    mean = (nc @ raw_means) / float(counts.sum())
+    means = raw_means - mean                      # class means of the centred rows
     between = (means.T * nc) @ means          # sum_c n_c mu_c mu_c^T; T = within + between
+    D = C_w + w["tT"] * between + (means.T * w["gM"]) @ means
+    return _sym(S_w), _sym(D)
+
+
+def _scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_scatter_from_labels` on validated X and codes 0..k-1 (every
+    code used, two classes, a class with two members)."""
+    n, d = X.shape
+    counts = np.bincount(codes)
+    k = counts.size
+    onehot = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(k, n))
+    sums = onehot @ X
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    nc = counts.astype(float)
+    raw_means = sums / nc[:, None]
+    w = _label_weights(counts)
     if sp.issparse(X) and _sparse_gram_is_accurate(X, onehot, raw_means, nc):
-        S = _sparse_class_gram(X, codes, a, raw_means, nc)
-        Cpart = _sparse_class_gram(X, codes, bC + tT, raw_means, nc)
+        S = _sparse_class_gram(X, codes, w["a"], raw_means, nc)
+        Cpart = _sparse_class_gram(X, codes, w["c"], raw_means, nc)
     else:
-        S, Cpart = _blocked_class_gram(X, codes, raw_means, a, bC + tT)
-    D = Cpart + tT * between + (means.T * gM) @ means
-    return _sym(S), _sym(D)
+        S, Cpart = _blocked_class_gram(X, codes, raw_means, w["a"], w["c"])
+    return scatter_from_class_statistics(counts, raw_means, S, Cpart)
 
 
 def pair_scatter_from_triplets(X, triplets: np.ndarray,
