@@ -149,6 +149,16 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     that ``M = (lambda n)^-1 sum_i alpha_i X_i`` holds exactly at every step.
     In ``partial_fit`` the averaging window starts where the model started
     (``T0 = 0`` for a stream).
+
+    ``fit(collection)`` with a :class:`~tripletml.sharded.ShardedCollection`
+    runs CoCoA+ (Ma, Smith, Jaggi et al., ICML 2015; "adding", ``sigma' = K``):
+    each round every partition makes one pass of local SDCA steps on its own
+    triplets and dual variables, and the driver adds the ``d x d`` updates.
+    ``max_iter`` counts rounds (one pass over the data each), ``tol`` is the
+    same relative duality gap, ``history_`` has one record per round, and
+    ``output="average"`` averages the round iterates of the window; see
+    :mod:`tripletml.training.cocoa` (gaps, certificate of the output in
+    ``partitioned_``).
     """
 
     #: d x d arrays held while fitting (W_, M_last_, the averaged or random iterate, a temporary)
@@ -165,6 +175,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         "random_iterate_": ArraySpec(("d", "d"), optional=True),
     }
     _advice = "raise alpha or scale the features down"
+    #: fit(ShardedCollection): CoCoA+ (tripletml.training.cocoa)
+    _partitioned_strategy = "cocoa"
     _criterion_name = "relative duality gap"
 
     def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, sampling="class",
