@@ -140,6 +140,10 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         "s_": ArraySpec(("rank_",)),
         "components_": ArraySpec(("rank_", "d")),
     }
+    #: ``fit(ShardedCollection)``: minibatch gradients summed over the
+    #: partitions, the solver step on the driver
+    #: (:mod:`tripletml.training.gradient_sums`)
+    _partitioned_strategy = "gradients"
 
     def __init__(self, alpha=0.1, *, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
                  max_iter=500, tol=None, constraint="frobenius", tau=1.0, n_triplets=10000,
@@ -205,15 +209,25 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         if np.linalg.norm(L - self.components_) > 1e-10 * np.linalg.norm(L) + 1e-300:
             raise ValueError("components_ is not (U_ sqrt(s_))^T")
 
-    def _fit(self, X, triplets, rng):
-        d = X.shape[1]
-        solver_cls = SOLVERS[self.solver]
-        if solver_cls.dense:
+    def _check_solver_memory(self, d: int) -> None:
+        """A clear MemoryError before a dense solver allocates its d x d arrays."""
+        if SOLVERS[self.solver].dense:
             # W, the gradient / W - eta g, and eigh's eigenvectors (+ slack)
             check_dense_memory(4 * 8 * d * d, self,
                                f"solver={self.solver!r} keeps dense {d} x {d} matrices; "
                                "solver='incsvd' needs O(d r) memory")
+
+    def _fit(self, X, triplets, rng):
+        self._check_solver_memory(X.shape[1])
         prob = TripletDMLProblem(X, triplets, self.loss, self.alpha, self.push_weight)
+        self._fit_problem(prob, rng)
+
+    def _fit_problem(self, prob, rng) -> None:
+        """Train on ``prob`` (a :class:`TripletDMLProblem`, or the
+        partition-summing stand-in of
+        :mod:`tripletml.training.gradient_sums`: the same minibatches, steps
+        and solver code) and store the result."""
+        solver_cls = SOLVERS[self.solver]
         state = solver_cls(prob, self.constraint, self.tau)
         size = DEFAULT_BATCH[self.solver] if self.batch_size is None else self.batch_size
         if self.solver in ("gd", "fw") and self.batch_size is None:

@@ -157,6 +157,10 @@ class SML(MahalanobisMixin, TripletLearner):
         "M_": ArraySpec(("d", "d")),
         "components_": ArraySpec(("rank_", "d")),
     }
+    #: ``fit(ShardedCollection)``: the smoothed gradients and objective
+    #: terms summed over the partitions, the Nesterov step and line search
+    #: on the driver (:mod:`tripletml.training.gradient_sums`)
+    _partitioned_strategy = "gradients"
 
     def __init__(self, alpha=1e-2, *, mu=1.0, solver="smooth", max_iter=2000, tol=1e-3,
                  n_triplets=1500, sampling="class", line_search=True, eta0=1e-2,
@@ -200,7 +204,12 @@ class SML(MahalanobisMixin, TripletLearner):
                           self.alpha).objective(self.M_)
 
     def _fit(self, X, triplets, rng):
-        prob = SMLProblem(X, triplets, self.alpha)
+        self._fit_problem(SMLProblem(X, triplets, self.alpha))
+
+    def _fit_problem(self, prob) -> None:
+        """Train on ``prob`` (an :class:`SMLProblem`, or the
+        partition-summing stand-in of
+        :mod:`tripletml.training.gradient_sums`) and store the result."""
         if self.solver == "smooth":
             solver = SmoothSolver(prob, self.mu, self.line_search)
             self.lipschitz_ = solver.lipschitz

@@ -142,17 +142,23 @@ class SMLProblem:
 
     def A(self, u: np.ndarray) -> np.ndarray:
         """``A u = sum_tau u_tau X_tau = -(X^T C X)`` (dense d x d)."""
+        G = self.A_sum(u)
+        G = 0.5 * (G + G.T)
+        if not np.isfinite(G).all():
+            raise _overflow("A u = sum_tau u_tau X_tau")
+        return G
+
+    def A_sum(self, u: np.ndarray) -> np.ndarray:
+        """``-(X^T C X)`` before symmetrisation and the finiteness check of
+        :meth:`A`: a sum over the triplets, so the parts of disjoint sets of
+        triplets add up (:mod:`tripletml.training.gradient_sums`)."""
         if self._C is None:
             self._build_C()
         C = self._C
         C.data[:] = self._S @ u
         CX = C @ self.X
         CX = CX.toarray() if hasattr(CX, "toarray") else np.asarray(CX)
-        G = -np.asarray(self.X.T @ CX)
-        G = 0.5 * (G + G.T)
-        if not np.isfinite(G).all():
-            raise _overflow("A u = sum_tau u_tau X_tau")
-        return G
+        return -np.asarray(self.X.T @ CX)
 
     def margins(self, M: np.ndarray) -> np.ndarray:
         """``<X_tau, M> = x_kj^T M x_kj - x_ij^T M x_ij`` for every triplet.

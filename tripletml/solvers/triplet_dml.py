@@ -75,6 +75,13 @@ class TripletDMLProblem:
     def objective_from(self, P, Q, trace: float) -> float:
         """F(W) over all triplets, given ``x_u^T W x_v = P_u . Q_v`` (P = Q =
         X L for a factored W; P = X W, Q = X for a dense one)."""
+        return self.loss_sum_from(P, Q) / self.m + self.alpha * trace
+
+    def loss_sum_from(self, P, Q) -> float:
+        """``sum_t loss_t(W)`` over all triplets (not divided by m), given
+        ``x_u^T W x_v = P_u . Q_v``: the part of F(W) that is a sum over
+        triplets (summed over partitions by
+        :mod:`tripletml.training.gradient_sums`)."""
         qq = rowwise_dot(P, Q)
         total = 0.0
         step = 65536
@@ -84,14 +91,24 @@ class TripletDMLProblem:
             da2 = qq[i] + qq[j] - 2.0 * rowwise_dot(P[i], Q[j])
             db2 = qq[i] + qq[k] - 2.0 * rowwise_dot(P[i], Q[k])
             total += float(np.sum(self.loss_terms(da2, db2)))
-        return total / self.m + self.alpha * trace
+        return total
 
     def objective_factored(self, L: np.ndarray) -> float:
-        Z = np.asarray(self.X @ L) if L.shape[1] else np.zeros((self.n, 1))
-        return self.objective_from(Z, Z, float(np.sum(L * L)))
+        """F(W) at ``W = L L^T``."""
+        return self.loss_sum_factored(L) / self.m + self.alpha * float(np.sum(L * L))
 
     def objective_dense(self, W: np.ndarray) -> float:
-        return self.objective_from(np.asarray(self.X @ W), self.X, float(np.trace(W)))
+        """F(W) at the dense W."""
+        return self.loss_sum_dense(W) / self.m + self.alpha * float(np.trace(W))
+
+    def loss_sum_factored(self, L: np.ndarray) -> float:
+        """``sum_t loss_t(L L^T)`` over all triplets."""
+        Z = np.asarray(self.X @ L) if L.shape[1] else np.zeros((self.n, 1))
+        return self.loss_sum_from(Z, Z)
+
+    def loss_sum_dense(self, W: np.ndarray) -> float:
+        """``sum_t loss_t(W)`` over all triplets (dense W)."""
+        return self.loss_sum_from(np.asarray(self.X @ W), self.X)
 
     # ---------------------------------------------------------- gradients
     def gradient_factor(self, idx, L=None, W=None, scale: float = 1.0):
@@ -99,18 +116,43 @@ class TripletDMLProblem:
         minibatch gradient over triplets ``idx`` at W = L L^T or the dense
         W), keeping only triplets with non-zero weight: c = the number of
         non-zero columns <= ``2 |idx|``.  A is CSC for sparse X."""
+        ka, Ra, kb, Rb, loss_sum = self.gradient_rows(idx, L=L, W=W, scale=scale)
+        self.batch_loss = loss_sum / len(idx)
+        return self.factor_from_rows(Ra, Rb)
+
+    def gradient_rows(self, idx, L=None, W=None, scale: float = 1.0,
+                      n_batch: int | None = None):
+        """The pieces of :meth:`gradient_factor` over the triplets ``idx``
+        of a minibatch of ``n_batch`` triplets (default ``len(idx)``; the
+        others may live on other partitions): ``(ka, Ra, kb, Rb, loss_sum)``
+        with ``ka`` / ``kb`` the positions in ``idx`` of the triplets with
+        non-zero weight ``w_a`` / ``w_b``, the rows ``Ra = sqrt(scale w_a /
+        n_batch) a_t`` and ``Rb = sqrt(scale w_b / n_batch) b_t`` (CSR for
+        sparse X) and ``loss_sum = sum_{t in idx} loss_t`` (not divided)."""
+        n_batch = len(idx) if n_batch is None else int(n_batch)
         Da, Db = self.diffs(idx)
         da2, db2 = self._sq(Da, Db, L, W)
         wa, wb = self.weights(da2, db2)
-        self.batch_loss = float(np.mean(self.loss_terms(da2, db2)))
+        loss_sum = float(np.sum(self.loss_terms(da2, db2)))
         ka, kb = np.flatnonzero(wa), np.flatnonzero(wb)
-        ca = np.sqrt(scale * wa[ka] / len(idx))
-        cb = np.sqrt(scale * wb[kb] / len(idx))
+        ca = np.sqrt(scale * wa[ka] / n_batch)
+        cb = np.sqrt(scale * wb[kb] / n_batch)
         if sp.issparse(Da):
-            A = sp.vstack([sp.diags(ca) @ Da[ka], sp.diags(cb) @ Db[kb]]).T.tocsc()
+            Ra, Rb = sp.diags(ca) @ Da[ka], sp.diags(cb) @ Db[kb]
         else:
-            A = np.vstack([Da[ka] * ca[:, None], Db[kb] * cb[:, None]]).T
-        signs = np.concatenate([-np.ones(ka.size), np.ones(kb.size)])
+            Ra, Rb = Da[ka] * ca[:, None], Db[kb] * cb[:, None]
+        return ka, Ra, kb, Rb, loss_sum
+
+    @staticmethod
+    def factor_from_rows(Ra, Rb):
+        """``(A, signs)`` from the rows of :meth:`gradient_rows`: ``A = [Ra;
+        Rb]^T`` (CSC when sparse), signs -1 for the a-columns, +1 for the
+        b-columns."""
+        if sp.issparse(Ra) or sp.issparse(Rb):
+            A = sp.vstack([sp.csr_matrix(Ra), sp.csr_matrix(Rb)]).T.tocsc()
+        else:
+            A = np.vstack([Ra, Rb]).T
+        signs = np.concatenate([-np.ones(Ra.shape[0]), np.ones(Rb.shape[0])])
         return A, signs
 
     def _sq(self, Da, Db, L, W):
@@ -135,15 +177,24 @@ class TripletDMLProblem:
     def dense_gradient(self, idx, W: np.ndarray, include_alpha: bool = False) -> np.ndarray:
         """The (minibatch) gradient of f at the dense W as a dense d x d
         array, ``X^T C X / |idx|`` (plus ``alpha I`` when asked)."""
-        Da, Db = self.diffs(idx)
-        da2, db2 = self._sq(Da, Db, None, W)
-        wa, wb = self.weights(da2, db2)
-        self.batch_loss = float(np.mean(self.loss_terms(da2, db2)))
-        C = self.sample_matrix(idx, wa, wb) / len(idx)
-        CX = C @ self.X
-        CX = CX.toarray() if sp.issparse(CX) else np.asarray(CX)
-        G = np.asarray(self.X.T @ CX)
+        G, loss_sum = self.dense_gradient_sum(idx, W)
+        self.batch_loss = loss_sum / len(idx)
         G = 0.5 * (G + G.T)
         if include_alpha:
             G[np.diag_indices_from(G)] += self.alpha
         return G
+
+    def dense_gradient_sum(self, idx, W: np.ndarray, n_batch: int | None = None):
+        """``(X^T C X / n_batch, loss_sum)`` over the triplets ``idx`` of a
+        minibatch of ``n_batch`` triplets (default ``len(idx)``): the
+        unsymmetrised part of :meth:`dense_gradient` they contribute and the
+        sum of their losses."""
+        n_batch = len(idx) if n_batch is None else int(n_batch)
+        Da, Db = self.diffs(idx)
+        da2, db2 = self._sq(Da, Db, None, W)
+        wa, wb = self.weights(da2, db2)
+        loss_sum = float(np.sum(self.loss_terms(da2, db2)))
+        C = self.sample_matrix(idx, wa, wb) / n_batch
+        CX = C @ self.X
+        CX = CX.toarray() if sp.issparse(CX) else np.asarray(CX)
+        return np.asarray(self.X.T @ CX), loss_sum
