@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import functools
 import json
 import math
 import os
