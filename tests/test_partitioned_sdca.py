@@ -313,3 +313,49 @@ def test_random_output_and_tol_with_average(problem):
     kept = [SDCA(max_iter=r, output="last", **kw).fit(coll).W_ for r in range(21, R + 1)]
     np.testing.assert_allclose(a.W_, np.mean(kept, axis=0), rtol=1e-11, atol=1e-15)
     assert a.partitioned_["output_gap"] >= _primal(problem, a.W_) - problem[4] - 1e-12
+
+
+@pytest.mark.parametrize("output", ["average", "random", "last"])
+def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
+    """A driver that dies after round 3 of 6 and is run again with the same
+    checkpoint_dir ends with the uninterrupted model (bit for bit)."""
+    from sklearn.datasets import load_digits
+
+    from tripletml.sharded import ShardedCollection
+    from tripletml.training import partitioned
+    from tripletml.training.partitioned import fit_partitioned
+
+    X, y = load_digits(return_X_y=True)
+    coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)
+
+    def make():
+        return SDCA(n_triplets=3000, max_iter=6, tol=None, output=output, random_state=1)
+
+    ref = make().fit(coll)
+    real = partitioned.PartitionedFit.save_round
+
+    class Crash(Exception):
+        pass
+
+    def crashing(self, r, arrays, **kw):
+        real(self, r, arrays, **kw)
+        if r == 3:
+            raise Crash
+
+    partitioned.PartitionedFit.save_round = crashing
+    try:
+        with pytest.raises(Crash):
+            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    finally:
+        partitioned.PartitionedFit.save_round = real
+    assert (tmp_path / "round-000000000003.npz").exists()
+    got = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(got.W_, ref.W_)
+    np.testing.assert_array_equal(got.alpha_, ref.alpha_)
+    assert got.history_["gap"] == ref.history_["gap"]
+    # the finished run's checkpoint answers at once with the same model
+    again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(again.W_, ref.W_)
+    with pytest.raises(ValueError, match="written by another run"):
+        fit_partitioned(SDCA(n_triplets=3000, max_iter=7, tol=None, output=output,
+                             random_state=1), coll, checkpoint_dir=tmp_path)

@@ -289,6 +289,45 @@ def _objectives(sq: float, conj: float, M: np.ndarray, lam: float, n: int):
     return P, D, P - D
 
 
+#: fit_partitioned(checkpoint_dir=) is honoured: each round's state is saved
+CHECKPOINTS = True
+
+
+def _restore(plan, owner, K, d, average, hist):
+    """The state of a checkpointed round: ``(round, states, M, Msum,
+    n_window, cum, Mrand, hist)``, checked against this run."""
+    r, arrays, meta = plan.resumed
+    be = plan.backend
+
+    def arr(name, shape=None):
+        a = arrays.get(name)
+        if a is None or a.dtype != np.float64 or (shape is not None and a.shape != shape):
+            raise ValueError(f"{owner}: the checkpoint's {name!r} is missing or malformed")
+        return np.array(a)
+
+    sizes = arrays.get("sizes")
+    if sizes is None or sizes.dtype != np.int64 or sizes.shape != (K,) or (sizes < 0).any():
+        raise ValueError(f"{owner}: the checkpoint's partition sizes are malformed")
+    m = int(sizes.sum())
+    alpha = arr("alpha", (m,))
+    cuts = np.cumsum(sizes)[:-1]
+    a_parts = np.split(alpha, cuts)
+    s_parts = np.split(arr("alpha_sum", (m,)), cuts) if average else [None] * K
+    states = be.scatter_each([(a, b) for a, b in zip(a_parts, s_parts)])
+    h = meta.get("hist")
+    if not isinstance(h, dict) or set(h) != set(hist) or any(
+            not isinstance(v, list) or len(v) != r for v in h.values()):
+        raise ValueError(f"{owner}: the checkpoint's history is malformed")
+    nw = meta.get("n_window")
+    if isinstance(nw, bool) or not isinstance(nw, int) or not 0 <= nw <= r:
+        raise ValueError(f"{owner}: the checkpoint's averaging window is malformed")
+    Mrand = None
+    if "Mrand" in arrays:
+        Mrand = (arr("Mrand", (d, d)), int(meta.get("rand_round")))
+    return (r, states, arr("M", (d, d)), arr("Msum", (d, d)) if average else None, nw,
+            arr("cum", (3,)), Mrand, h)
+
+
 def fit(learner, plan) -> None:
     """Strategy ``"cocoa"``: CoCoA+ rounds of local SDCA (see module
     docstring) and the in-memory SDCA's fitted attributes.
@@ -351,8 +390,36 @@ def fit(learner, plan) -> None:
         hist["gap"][-1], hist["rel_gap"][-1] = float(gap), float(rel)
         return rel
 
+    first = 1
+    if plan.resumed is not None:             # a checkpoint of a crashed driver
+        first, states, M, Msum, n_window, cum, Mrand, hist = _restore(
+            plan, owner, K, d, average, hist)
+        first += 1
+        n_iter = first - 1
+        try:
+            rng.bit_generator.state = plan.resumed[2]["rng"]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{owner}: the checkpoint's generator state is malformed") \
+                from None
+
+    def checkpoint(r, last):
+        if plan.checkpoint is None or not plan.checkpoint.due(r, last):
+            return
+        pairs = be.gather(list(states))
+        arrays = {"M": M, "cum": cum,
+                  "alpha": np.concatenate([a for a, _ in pairs]),
+                  "sizes": np.array([a.shape[0] for a, _ in pairs], dtype=np.int64)}
+        if average:
+            arrays["Msum"] = Msum
+            arrays["alpha_sum"] = np.concatenate([b for _, b in pairs])
+        if Mrand is not None:
+            arrays["Mrand"] = Mrand[0]
+        plan.save_round(r, arrays, last=last, meta={
+            "n_window": n_window, "hist": hist, "rng": rng.bit_generator.state,
+            "rand_round": None if Mrand is None else Mrand[1]})
+
     try:
-        for r in range(1, max_iter + 1):
+        for r in range(first, max_iter + 1):
             cfg = {"owner": owner, "round": r - 1, "sigma": sigma, "lam_n": lam_n,
                    "average": average, "accumulate": r > R0, "evaluate": r > 1}
             Mb = be.broadcast(M)
@@ -397,6 +464,7 @@ def fit(learner, plan) -> None:
             hist["avg_sq_loss"].append(float(cum[2] / T))
             for k in ("primal", "dual", "gap", "rel_gap"):
                 hist[k].append(None)
+            checkpoint(r, r == max_iter)
             if bar is not None:
                 bar.update(1)
         # the last kept iterate's objectives (unless known) and the average's

@@ -173,6 +173,11 @@ class LocalBackend:
     def broadcast(self, value):
         return value
 
+    def scatter_each(self, values: Sequence) -> list:
+        """One handle per value (per-partition state restored from a
+        checkpoint)."""
+        return list(values)
+
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         """``func(partition, *shared)`` (or ``func(partition, state_p,
         *shared)`` with ``states``) on every partition; a list of handles."""
@@ -215,6 +220,9 @@ class DaskBackend(LocalBackend):
         # unique keys: a value equal to an earlier round's (hash=True) would share
         # its key, and releasing the old round could drop the new data
         return self.client.scatter(value, broadcast=True, hash=False)
+
+    def scatter_each(self, values: Sequence) -> list:
+        return list(self.client.scatter(list(values), hash=False))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         import dask
