@@ -79,7 +79,7 @@ def worker_lost(args, coll) -> dict:
             def kill():
                 killed["at"] = time.perf_counter() - t1
                 try:
-                    client.run(os._exit, 1, workers=[victim], wait=False)
+                    client.run(_die_soon, workers=[victim])
                 except Exception as e:        # noqa: BLE001 - report, do not crash
                     killed["error"] = repr(e)
 
@@ -95,6 +95,16 @@ def worker_lost(args, coll) -> dict:
     out["identical"] = _same(ref, model)
     out["strategy"] = model.partitioned_["strategy"]
     return out
+
+
+def _die_soon() -> str:
+    """Run on a worker: end its process abruptly 0.1 s later (a lost
+    machine; the nanny starts a fresh worker)."""
+    def die():
+        time.sleep(0.1)
+        os._exit(1)
+    threading.Thread(target=die, daemon=True).start()
+    return "dying"
 
 
 class _Crash(RuntimeError):

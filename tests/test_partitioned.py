@@ -173,12 +173,25 @@ def test_explicit_triplets_per_partition(digits):
         ITML(max_iter=5).fit(coll.with_triplets(bad))
 
 
-def test_labels_only_learner_gets_a_row_sample(digits):
+class _SampledRCA(RCA):
+    """RCA through the gather-a-sample strategy (a learner that uses the
+    labels themselves and has no strategy of its own)."""
+
+    _partitioned_strategy = "sample"
+
+
+def test_labels_only_learner_gets_a_row_sample(digits, monkeypatch):
+    from tripletml.training import sample
     X, y = digits
-    m = RCA().fit(ShardedCollection.from_arrays(X, y, n_partitions=3))
-    assert m.partitioned_["gathered_rows"] == len(y)
+    m = _SampledRCA().fit(ShardedCollection.from_arrays(X, y, n_partitions=3))
+    assert m.partitioned_["strategy"] == "sample"
+    assert m.partitioned_["gathered_rows"] == len(y)      # all rows: under SAMPLE_ROWS
     ref = RCA().fit(X, y)
-    assert m.score(X, y) == pytest.approx(ref.score(X, y), abs=0.05)
+    np.testing.assert_allclose(m.similarity(X[:20]), ref.similarity(X[:20]), rtol=1e-8,
+                               atol=1e-10)
+    monkeypatch.setattr(sample, "SAMPLE_ROWS", 300)
+    m = _SampledRCA().fit(ShardedCollection.from_arrays(X, y, n_partitions=3))
+    assert m.partitioned_["gathered_rows"] == 300
 
 
 # ---------------------------------------------------------------------------

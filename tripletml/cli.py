@@ -260,6 +260,10 @@ def _fit_shards(args, name: str, kind: str, model, params: dict):
     if args.partitions is not None:
         raise ValueError("--partitions cuts an in-memory data set; a directory's partitions "
                          "are its shards")
+    if not any(Path(args.data).glob("*.npz")):
+        raise ValueError(f"{args.data} is a folder without .npz shards; DATA is a data set "
+                         "name, a LIBSVM file, or a folder of shards written by "
+                         "tripletml.sharded.write_npz_shards")
     coll = read_npz_shards(args.data)
     if args.seed is not None and "random_state" in model.get_params():
         params.setdefault("random_state", args.seed)

@@ -19,14 +19,14 @@ in-process shard by shard (out of core), or on a Dask cluster.
    *strategy* (its class attribute ``_partitioned_strategy``):
 
    ``"statistics"``  exact from per-partition sufficient statistics
-                     (KISSME, the baselines) -- :mod:`.statistics`;
+                     (KISSME, RCA, the baselines) -- :mod:`.statistics`;
    ``"cocoa"``       CoCoA+ (Ma, Smith, Jaggi et al., ICML 2015) -- SDCA;
    ``"mixing"``      iterative parameter mixing (McDonald, Hall & Mann,
                      NAACL 2010) -- OASIS, LORETA, the factored learners;
    ``"gradients"``   per-partition gradient sums, the solver step on the
                      driver -- LowRankDML, SML;
    ``"sample"``      gather a bounded sample (the triplets' rows) and fit on
-                     the driver -- ITML, COMET, SparseCOMET, RCA and any
+                     the driver -- ITML, COMET, SparseCOMET and any
                      learner without a strategy of its own.
 
 Tasks are module-level functions of their arguments only: no estimator is
