@@ -65,7 +65,8 @@ from ..training.online import OnlinePasses
 from ..training.watch import STEPS
 
 __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "BLOCKS_PER_EPOCH",
-           "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "ETA0_AUTO"]
+           "AUTO_ETA_HEAD", "AutoStepMixin", "auto_step_size", "auto_step_norms",
+           "auto_step_from_norms", "ETA0_AUTO"]
 
 #: a block's mean loss above ``WATCH_FACTOR * (smallest mean so far + WATCH_FLOOR)``
 #: stops training.  The triplet hinge of a centred model is about 1 and a
@@ -98,13 +99,30 @@ def auto_step_size(Xc, triplets, c: float) -> float:
     outlying rows do not shrink the step for all).  Data without any
     variation (all norms zero) give ``c``.
     """
-    t = np.asarray(triplets)[:AUTO_ETA_HEAD]
+    qq, vv = auto_step_norms(Xc, triplets)
+    return auto_step_from_norms(qq, vv, c)
+
+
+def auto_step_norms(Xc, triplets, head: int = AUTO_ETA_HEAD) -> tuple[np.ndarray, np.ndarray]:
+    """``(||q||^2, ||p+ - p-||^2)`` of the first ``head`` triplets (rows of
+    the CSR ``Xc``): what :func:`auto_step_size` takes the medians of (a
+    partitioned fit gathers them from every partition)."""
+    t = np.asarray(triplets)[:int(head)]
     if t.shape[0] == 0:
-        return float(c)
+        return np.zeros(0), np.zeros(0)
     q = Xc[t[:, 0]]
     v = Xc[t[:, 1]] - Xc[t[:, 2]]
-    qq = float(np.median(np.asarray(q.multiply(q).sum(axis=1)).ravel()))
-    vv = float(np.median(np.asarray(v.multiply(v).sum(axis=1)).ravel()))
+    return (np.asarray(q.multiply(q).sum(axis=1), dtype=np.float64).ravel(),
+            np.asarray(v.multiply(v).sum(axis=1), dtype=np.float64).ravel())
+
+
+def auto_step_from_norms(qq: np.ndarray, vv: np.ndarray, c: float) -> float:
+    """``c / (median qq * median vv)`` (``c`` for no norms or a zero or
+    non-finite denominator): :func:`auto_step_size` from its norms."""
+    if len(qq) == 0:
+        return float(c)
+    qq = float(np.median(qq))
+    vv = float(np.median(vv))
     den = qq * vv
     if not (math.isfinite(den) and den > 0.0):
         return float(c)
@@ -126,6 +144,14 @@ class AutoStepMixin:
     def _resolve_data_params(self, Xc, triplets) -> None:
         if isinstance(self.eta0, str):          # "auto" (validated)
             self.eta_ = auto_step_size(Xc, triplets, self._auto_eta_c)
+        else:
+            self.eta_ = float(self.eta0)
+
+    def _resolve_data_params_partitioned(self, qq, vv) -> None:
+        """As :meth:`_resolve_data_params`, from the head norms
+        (:func:`auto_step_norms`) gathered from the partitions."""
+        if isinstance(self.eta0, str):          # "auto" (validated)
+            self.eta_ = auto_step_from_norms(qq, vv, self._auto_eta_c)
         else:
             self.eta_ = float(self.eta0)
 
@@ -221,6 +247,21 @@ class OnlineTripletLearner(TripletLearner):
         after ``_init_model``, with the preprocessed rows and the triplets:
         learners with data-dependent defaults (``eta0="auto"``) resolve them
         here into fitted attributes."""
+
+    # partitioned fits (:mod:`tripletml.training.mixing`) ----------------
+    def _init_model_partitioned(self, n_features: int, rng: np.random.Generator,
+                                energy: np.ndarray) -> None:
+        """``_init_model`` for a fit over partitions, which never holds all
+        rows: ``energy`` is the column energy ``sum_i x_ij^2`` of all the
+        preprocessed training rows (summed over the partitions).  Default:
+        an initialisation that does not depend on the data."""
+        self._init_model(n_features, rng, None)
+
+    def _resolve_data_params_partitioned(self, qq: np.ndarray, vv: np.ndarray) -> None:
+        """:meth:`_resolve_data_params` for a fit over partitions, from the
+        norms :func:`auto_step_norms` of the head triplets of every
+        partition (their first ``AUTO_ETA_HEAD`` in proportion to their
+        triplets)."""
 
     def _block_multiple(self) -> int:
         """Blocks are a multiple of this many steps (LORETA's mini-batches)."""

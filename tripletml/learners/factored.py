@@ -32,7 +32,7 @@ from ..solvers.factored import GD, ITER_PA, NAIVE_PA, factored_steps
 from ._online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
 
 __all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD", "IterativePA", "NaivePA", "init_factors",
-           "LOWRANK_PARAMS", "PINV_PARAMS"]
+           "LOWRANK_PARAMS", "PINV_PARAMS", "column_energy", "live_axes"]
 
 
 #: a coordinate axis whose energy (sum of squares over the training rows) is
@@ -40,7 +40,16 @@ __all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD"
 DEAD_AXIS_RTOL = 1e-3
 
 
-def live_axes(X, k: int) -> np.ndarray:
+def column_energy(X) -> np.ndarray:
+    """``sum_i x_ij^2`` per column of X (dense or CSR): what
+    :func:`live_axes` ranks (a partitioned fit sums it over partitions)."""
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel()
+    Xd = np.asarray(X, dtype=np.float64)
+    return np.einsum("ij,ij->j", Xd, Xd)
+
+
+def live_axes(X, k: int, *, energy: np.ndarray | None = None) -> np.ndarray:
     """The k coordinate axes of the identity initialisation: the first k
     columns of X (the paper's ``[I_k; 0]``) whose energy ``sum_i x_ij^2`` is
     at least :data:`DEAD_AXIS_RTOL` times the largest, then, if fewer than k
@@ -52,11 +61,9 @@ def live_axes(X, k: int) -> np.ndarray:
     it never moves (LORETA, IterativePA, NaivePA and FactoredGD sat at
     chance on MNIST, 1-NN .11).  Where the first k columns carry energy
     (every standardised or lifted set) the axes are the paper's."""
-    if sp.issparse(X):
-        energy = np.asarray(X.multiply(X).sum(axis=0), dtype=np.float64).ravel()
-    else:
-        Xd = np.asarray(X, dtype=np.float64)
-        energy = np.einsum("ij,ij->j", Xd, Xd)
+    if energy is None:
+        energy = column_energy(X)
+    energy = np.asarray(energy, dtype=np.float64)
     top = float(np.max(energy, initial=0.0))
     live = energy >= DEAD_AXIS_RTOL * top if np.isfinite(top) and top > 0 else \
         np.ones(energy.shape, bool)
@@ -154,9 +161,12 @@ class FactoredBilinearMixin(BilinearMixin):
         """The rank used for ``rank=None``: ``min(10, n_features)``."""
         return min(DEFAULT_RANK, n_features)
 
-    def _init_factors(self, n_features, rng, X=None):
+    def _init_factors(self, n_features, rng, X=None, energy=None):
+        """``rank_`` and the initial ``A_, B_`` (identity init on the live
+        axes of X, or of the column ``energy`` of the rows when given)."""
         self.rank_ = resolve_rank(self, n_features)
-        axes = None if X is None else live_axes(X, self.rank_)
+        axes = None if X is None and energy is None else \
+            live_axes(X, self.rank_, energy=energy)
         self.A_, self.B_ = init_factors(n_features, n_features, self.rank_, self.init, rng,
                                         axes=axes)
 
@@ -169,6 +179,9 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
     the parameters its update rule uses."""
 
     _method = GD
+    #: fit(ShardedCollection): iterative parameter mixing with a rank-k
+    #: re-truncation of the mix (:mod:`tripletml.training.mixing`)
+    _partitioned_strategy = "mixing"
 
     _parameter_constraints = {
         **OnlineTripletLearner._parameter_constraints,
@@ -179,6 +192,9 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
 
     def _init_model(self, n_features, rng, X=None):
         self._init_factors(n_features, rng, X)
+
+    def _init_model_partitioned(self, n_features, rng, energy):
+        self._init_factors(n_features, rng, energy=energy)
 
     def _run_steps(self, Xc, triplets):
         m = triplets.shape[0]

@@ -142,6 +142,9 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
 
     _history_keys = ("loss", "avg_loss", "mistake_rate", "pinv_drift")
     _advice = "lower the step size (eta0) or the rank, or scale the features down"
+    #: fit(ShardedCollection): iterative parameter mixing with a rank-k
+    #: re-truncation of the mix (:mod:`tripletml.training.mixing`)
+    _partitioned_strategy = "mixing"
     #: eta0="auto": eta_ = 1 / (median ||q||^2 median ||v||^2) over the first 1000
     #: triplets (the unfactored PA step for a unit loss); measured (3 seeds,
     #: standardised): at k = d, c=0.01 already diverged on vowel after 30,000 steps; at
@@ -210,6 +213,10 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     # model -------------------------------------------------------------
     def _init_model(self, n_features, rng, X=None):
         self._init_factors(n_features, rng, X)
+        self._new_factors(self.A_, self.B_)
+
+    def _init_model_partitioned(self, n_features, rng, energy):
+        self._init_factors(n_features, rng, energy=energy)
         self._new_factors(self.A_, self.B_)
 
     def _check_resumable(self):

@@ -94,6 +94,8 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _square_arrays = 2
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
+    #: fit(ShardedCollection): iterative parameter mixing (:mod:`tripletml.training.mixing`)
+    _partitioned_strategy = "mixing"
 
     def __init__(self, C=0.01, *, max_iter=1, n_triplets=30000, sampling="class", init="identity",
                  tol=None, preprocessing="auto", random_state=None, verbose=0):
