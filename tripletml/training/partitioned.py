@@ -219,7 +219,8 @@ class DaskBackend(LocalBackend):
     def broadcast(self, value):
         # unique keys: a value equal to an earlier round's (hash=True) would share
         # its key, and releasing the old round could drop the new data
-        return self.client.scatter(value, broadcast=True, hash=False)
+        # in a list: scatter sends a bare dict / list item by item
+        return self.client.scatter([value], broadcast=True, hash=False)[0]
 
     def scatter_each(self, values: Sequence) -> list:
         return list(self.client.scatter(list(values), hash=False))
