@@ -1,7 +1,7 @@
 """Faults during a partitioned fit (issue 28, item 7): a worker killed mid-fit,
 and a driver that crashes and resumes from its checkpoint.
 
-    OPENBLAS_NUM_THREADS=1 python -m bench.bench_faults [--learner SDCA]
+    OPENBLAS_NUM_THREADS=1 python -m bench.bench_faults [--learners SDCA,OASIS]
         [--partitions 8] [--n-triplets 400000] [--rounds 6] [--kill-after 2.0]
 
 1. *Worker lost.*  A ``LocalCluster`` of two worker processes (one thread
@@ -94,6 +94,7 @@ def worker_lost(args, coll) -> dict:
         out["workers_after"] = len(client.scheduler_info()["workers"])
     out["identical"] = _same(ref, model)
     out["strategy"] = model.partitioned_["strategy"]
+    out["restarts"] = model.partitioned_.get("restarts", 0)
     return out
 
 
@@ -144,7 +145,7 @@ def driver_crash(args, coll) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--learner", default="SDCA")
+    ap.add_argument("--learners", default="SDCA,OASIS")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--n-triplets", type=int, default=400_000)
     ap.add_argument("--rounds", type=int, default=6)
@@ -156,17 +157,20 @@ def main(argv=None) -> None:
     coll = ShardedCollection.from_arrays(X, y, n_partitions=args.partitions)
     warnings.simplefilter("ignore")
     lines = []
-    if not args.skip_dask:
-        w = worker_lost(args, coll)
-        print("worker lost:", w)
-        lines.append(f"| worker 0 killed mid-fit | {w['strategy']} | {w['identical']} | "
-                     f"undisturbed {w['undisturbed_s']:.1f} s, disturbed {w['disturbed_s']:.1f} s"
-                     f" (kill at {w['killed_at_s']} s; workers after: {w['workers_after']}) |")
-    c = driver_crash(args, coll)
-    print("driver crash:", c)
-    lines.append(f"| driver crash after round {max(1, args.rounds // 2)}, resumed | "
-                 f"{c['strategy']} | {c['identical']} | crashed={c['crashed']}, resume "
-                 f"{c['resume_s']:.1f} s, files {c['checkpoint_files']} |")
+    for learner in args.learners.split(","):
+        args.learner = learner
+        if not args.skip_dask:
+            w = worker_lost(args, coll)
+            print(learner, "worker lost:", w)
+            lines.append(f"| {learner} | worker 0 killed mid-fit | {w['strategy']} | "
+                         f"{w['identical']} | undisturbed {w['undisturbed_s']:.1f} s, disturbed "
+                         f"{w['disturbed_s']:.1f} s (kill at {w['killed_at_s']:.1f} s; fit "
+                         f"restarts: {w['restarts']}; workers after: {w['workers_after']}) |")
+        c = driver_crash(args, coll)
+        print(learner, "driver crash:", c)
+        lines.append(f"| {learner} | driver crash after round {max(1, args.rounds // 2)}, "
+                     f"resumed | {c['strategy']} | {c['identical']} | crashed={c['crashed']}, "
+                     f"resume {c['resume_s']:.1f} s, files {c['checkpoint_files']} |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -178,10 +182,11 @@ def main(argv=None) -> None:
     (out / "README.md").write_text(
         "# Faults during a partitioned fit\n\n"
         f"`{cmd.strip()}` (commit {commit}, {time.strftime('%Y-%m-%d')}, "
-        f"{os.cpu_count()} cores, {platform.platform()}); {args.learner}, "
-        f"{args.partitions} partitions of digits, {args.rounds} rounds.\n\n"
-        "| fault | strategy | model identical to the undisturbed run | notes |\n"
-        "|---|---|---|---|\n" + "\n".join(lines) + "\n")
+        f"{os.cpu_count()} cores, {platform.platform()}); "
+        f"{args.partitions} partitions of digits, {args.rounds} rounds, "
+        f"{args.n_triplets} triplets.\n\n"
+        "| learner | fault | strategy | model identical to the undisturbed run | notes |\n"
+        "|---|---|---|---|---|\n" + "\n".join(lines) + "\n")
     print(f"wrote {out / 'README.md'}")
 
 

@@ -37,6 +37,7 @@ same floating-point results.
 """
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import warnings
@@ -47,7 +48,8 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
-           "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning"]
+           "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
+           "RestartWarning", "MAX_RESTARTS"]
 
 #: partitions (or partial results) combined per reduction task
 FAN_IN = 8
@@ -55,6 +57,15 @@ FAN_IN = 8
 #: strategy name -> module (relative to this package) defining ``fit(learner, plan)``
 STRATEGIES = {"statistics": "statistics", "cocoa": "cocoa", "mixing": "mixing",
               "gradients": "gradient_sums", "sample": "sample"}
+
+
+#: restarts of a fit after lost worker data before giving up
+MAX_RESTARTS = 3
+
+
+class RestartWarning(UserWarning):
+    """A worker was lost with data the partitioned fit could not recompute;
+    the fit restarted from its last checkpoint (or its first round)."""
 
 
 class ClassesWarning(UserWarning):
@@ -205,6 +216,11 @@ class LocalBackend:
     def release(self, handles) -> None:
         pass
 
+    @staticmethod
+    def lost_data_errors() -> tuple:
+        """Exceptions meaning a worker was lost with data (none in-process)."""
+        return ()
+
 
 class DaskBackend(LocalBackend):
     """Run the tasks on a Dask cluster through ``client``; handles are
@@ -245,6 +261,13 @@ class DaskBackend(LocalBackend):
 
     def gather(self, handles):
         return self.client.gather(handles)
+
+    @staticmethod
+    def lost_data_errors() -> tuple:
+        from concurrent.futures import CancelledError
+
+        from distributed.scheduler import KilledWorker
+        return (CancelledError, KilledWorker)
 
     def release(self, handles) -> None:
         if isinstance(handles, (list, tuple)):
@@ -587,7 +610,31 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         if ckpt is not None and not getattr(mod, "CHECKPOINTS", False):
             warnings.warn(f"{owner}: strategy {name!r} has no rounds to checkpoint; "
                           "checkpoint_dir is not used", UserWarning, stacklevel=3)
-        mod.fit(learner, plan)
+        rng_state = copy.deepcopy(rng.bit_generator.state)
+        restarts = 0
+        while True:
+            try:
+                mod.fit(learner, plan)
+                break
+            except backend.lost_data_errors() as e:
+                # a worker was lost with state that lineage cannot rebuild (the
+                # CoCoA+ duals of earlier rounds were released): run again from
+                # the last checkpoint, or from the start; the tasks are pure, so
+                # the model is the one of an undisturbed run
+                restarts += 1
+                if restarts > MAX_RESTARTS:
+                    raise RuntimeError(f"{owner}: partitioned fit lost data {restarts} times "
+                                       f"(last: {e!r}); giving up") from e
+                warnings.warn(f"{owner}: a worker was lost with data the fit needs ({e!r}); "
+                              "restarting from " + ("the last checkpoint" if ckpt is not None
+                                                    else "the first round (give "
+                                                    "fit_partitioned a checkpoint_dir to "
+                                                    "resume from the last round)"),
+                              RestartWarning, stacklevel=3)
+                rng.bit_generator.state = copy.deepcopy(rng_state)
+                plan.resumed = ckpt.load() if ckpt is not None else None
+                plan.info.pop("report", None)
+        plan.info.setdefault("report", {})["restarts"] = restarts
     except BaseException:
         learner._clear_preprocessing()
         raise
