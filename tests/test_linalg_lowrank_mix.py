@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tripletml.linalg.lowrank_mix import mix_truncate, split_balanced
+from tripletml.linalg.lowrank_mix import mix_truncate, mix_truncate_many, split_balanced
 
 
 def _dense_reference(As, Bs, mu, k):
@@ -63,10 +63,61 @@ def test_rank_deficient_mix_and_errors():
     with pytest.raises(np.linalg.LinAlgError, match="lost rank"):
         split_balanced(P, np.array([s[0], 0.0]), Q, pinv=True)
     with pytest.raises(ValueError, match="weights"):
-        mix_truncate([A], [B], [-1.0], 1)
+        mix_truncate([A], [B], [np.nan], 1)
+    with pytest.raises(ValueError, match="every weight of a mixture is zero"):
+        mix_truncate_many([A, A], [B, B], [[1.0, 0.0], [0.0, 0.0]], 1)
     with pytest.raises(ValueError, match="every weight is zero"):
         mix_truncate([A], [B], [0.0], 1)
     with pytest.raises(ValueError, match="rank k"):
         mix_truncate([A], [B], [1.0], 9)
     with pytest.raises(ValueError, match="one of each"):
         mix_truncate([A, A], [B], [1.0, 1.0], 1)
+
+
+@pytest.mark.parametrize("K,n,k,s", [(2, 12, 3, 2.0), (4, 20, 4, 4.0), (8, 9, 2, 2.83), (3, 10, 3, 1.0)])
+def test_signed_mix_truncate_equals_dense_reference(K, n, k, s):
+    """The line-search candidates W0 + s sum_i mu_i (W_i - W0): W0's factors
+    get the negative weight 1 - s, the W_i get s mu_i (signed weights)."""
+    rng = np.random.default_rng(K * 10 + n)
+    As = [rng.standard_normal((n, k)) for _ in range(K + 1)]
+    Bs = [rng.standard_normal((n + 1, k)) for _ in range(K + 1)]
+    mu = rng.random(K)
+    mu /= mu.sum()
+    w = np.concatenate([[1.0 - s], s * mu])
+    W0 = As[0] @ Bs[0].T
+    Wbar = sum(m * A @ B.T for m, A, B in zip(mu, As[1:], Bs[1:]))
+    M = W0 + s * (Wbar - W0)
+    U, sv, Vt = np.linalg.svd(M)
+    ref = (U[:, :k] * sv[:k]) @ Vt[:k]
+    P, got_s, Q = mix_truncate(As, Bs, w, k)
+    np.testing.assert_allclose((P * got_s) @ Q.T, ref, atol=1e-11 * max(1.0, sv[0]))
+    np.testing.assert_allclose(got_s, sv[:k], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(P.T @ P, np.eye(k), atol=1e-12)
+    # several candidates sharing the QRs of the unscaled stacks
+    steps = [1.0, s, float(K)]
+    many = mix_truncate_many(As, Bs, [np.concatenate([[1.0 - t], t * mu]) for t in steps], k)
+    for t, (P2, s2, Q2) in zip(steps, many):
+        Mt = W0 + t * (Wbar - W0)
+        U, sv, Vt = np.linalg.svd(Mt)
+        np.testing.assert_allclose((P2 * s2) @ Q2.T, (U[:, :k] * sv[:k]) @ Vt[:k],
+                                   atol=1e-11 * max(1.0, sv[0]))
+        np.testing.assert_allclose(s2, sv[:k], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(Q2.T @ Q2, np.eye(k), atol=1e-12)
+
+
+def test_nonnegative_weights_keep_the_balanced_scaling():
+    """Non-negative weights: the signed scaling is the former sqrt(mu) on both
+    sides, bit for bit (averaging unchanged)."""
+    rng = np.random.default_rng(5)
+    As = [rng.standard_normal((10, 2)) for _ in range(3)]
+    Bs = [rng.standard_normal((10, 2)) for _ in range(3)]
+    mu = np.array([0.2, 0.3, 0.5])
+    r = np.sqrt(mu)
+    S = np.hstack([A * x for A, x in zip(As, r)])
+    T = np.hstack([B * x for B, x in zip(Bs, r)])
+    QS, RS = np.linalg.qr(S)
+    QT, RT = np.linalg.qr(T)
+    U, s, Vt = np.linalg.svd(RS @ RT.T)
+    P, sv, Q = mix_truncate(As, Bs, mu, 2)
+    np.testing.assert_array_equal(P, QS @ U[:, :2])
+    np.testing.assert_array_equal(sv, s[:2])

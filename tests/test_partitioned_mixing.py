@@ -14,6 +14,7 @@ from sklearn.model_selection import train_test_split
 import tripletml
 from tripletml.linalg.sparse_rows import as_csr, diff_buffers
 from tripletml.sharded import ShardedCollection
+from tripletml.training import mixing
 
 LEARNERS = ["OASIS", "LORETA", "IterativePA", "NaivePA", "FactoredGD"]
 
@@ -88,10 +89,16 @@ def _pass(W, X, T, C):
     return W
 
 
-def test_oasis_mixing_equals_algorithm_3_reference():
-    """K = 3 with unequal shares: W^(n) = sum_i (m_i / M) OASIS-pass_i(W^(n-1))
-    written from McDonald et al.'s Algorithm 3 with the OASIS kernel (on the
-    rows as the solver sees them: the learner's preprocessor)."""
+def _hinge_mean(W, Xs, Ts):
+    """Mean triplet hinge of a dense W over every partition's triplets."""
+    tot = n = 0
+    for Xp, T in zip(Xs, Ts):
+        mg = np.einsum("ij,jk,ik->i", Xp[T[:, 0]], W, Xp[T[:, 1]] - Xp[T[:, 2]])
+        tot, n = tot + np.maximum(1 - mg, 0).sum(), n + len(T)
+    return tot / n
+
+
+def _three_oasis_partitions():
     X, y = load_digits(return_X_y=True)
     X, y = X[:300] / 16.0, y[:300]
     cuts = [0, 100, 220, 300]
@@ -100,7 +107,18 @@ def test_oasis_mixing_equals_algorithm_3_reference():
     parts = [(X[a:b], y[a:b]) for a, b in zip(cuts, cuts[1:])]
     coll = ShardedCollection([P[0] for P in parts], [len(P[1]) for P in parts],
                              [P[1] for P in parts]).with_triplets(Ts)
+    return X, parts, Ts, coll
+
+
+def test_oasis_mixing_equals_algorithm_3_reference(monkeypatch):
+    """Plain averaging (MIX_STEPS = 1), K = 3 with unequal shares: W^(n) =
+    sum_i (m_i / M) OASIS-pass_i(W^(n-1)) written from McDonald et al.'s
+    Algorithm 3 with the OASIS kernel (on the rows as the solver sees them:
+    the learner's preprocessor)."""
+    monkeypatch.setattr(mixing, "MIX_STEPS", 1)
+    X, parts, Ts, coll = _three_oasis_partitions()
     est = tripletml.OASIS(max_iter=3, preprocessing=None, random_state=3).fit(coll)
+    assert est.history_["mix_step"] == [1.0, 1.0, 1.0]
     seed, M = _seed(3), sum(len(T) for T in Ts)
     W = np.eye(X.shape[1])
     for r in range(3):
@@ -112,11 +130,43 @@ def test_oasis_mixing_equals_algorithm_3_reference():
     assert est.t_ == 3 * 800
 
 
-def test_factored_gd_mixing_equals_dense_reference():
+def test_oasis_line_search_equals_dense_reference():
+    """The default line search, K = 3: each round the candidates
+    W0 + s sum_i mu_i (W_i - W0), s on the geometric grid from 1 to 3, are
+    formed densely and evaluated by the mean triplet hinge over all the
+    partitions' triplets; the lowest is kept.  The fit's W and its chosen
+    steps equal the reference's."""
+    X, parts, Ts, coll = _three_oasis_partitions()
+    est = tripletml.OASIS(max_iter=4, C=0.1, preprocessing=None, random_state=3).fit(coll)
+    seed, M = _seed(3), sum(len(T) for T in Ts)
+    Xs = [est.preprocessor_.transform(Xp, copy=True) for Xp, _ in parts]
+    grid = 3.0 ** (np.arange(mixing.MIX_STEPS) / (mixing.MIX_STEPS - 1))
+    np.testing.assert_allclose(est.partitioned_["mix_grid"], grid, rtol=1e-15)
+    W, chosen = np.eye(X.shape[1]), []
+    for r in range(4):
+        Wbar = sum(len(T) / M * _pass(W, Xp, T[_order(seed, p, len(T), r)], 0.1)
+                   for p, (Xp, T) in enumerate(zip(Xs, Ts)))
+        cands = [W + s * (Wbar - W) for s in grid]
+        losses = [_hinge_mean(Wc, Xs, Ts) for Wc in cands]
+        np.testing.assert_allclose(est.partitioned_["mix_losses"][r], losses, rtol=1e-10)
+        j = int(np.argmin(losses))
+        chosen.append(grid[j])
+        W = cands[j]
+    np.testing.assert_allclose(est.W_, W, rtol=1e-10, atol=1e-12)
+    assert est.history_["mix_step"] == chosen == est.partitioned_["mix_steps"]
+    assert any(c > 1 for c in chosen)          # the search moved beyond the average
+
+
+@pytest.mark.parametrize("n_steps", [1, 5])
+def test_factored_gd_mixing_equals_dense_reference(n_steps, monkeypatch):
     """FactoredGD over K = 3 partitions against a dense reference: local GD
-    passes with the kernel, the mix sum_i mu_i A_i B_i^T formed densely and
-    truncated by a full SVD, balanced factors U S^(1/2), V S^(1/2)."""
+    passes with the kernel, the mix W0 + s (sum_i mu_i A_i B_i^T - W0)
+    formed densely and truncated by a full SVD, balanced factors U S^(1/2),
+    V S^(1/2); with the line search (n_steps = 5) every truncated candidate
+    is evaluated by its mean triplet hinge and the lowest kept, with plain
+    averaging (n_steps = 1) s = 1."""
     from tripletml.solvers.factored import GD, factored_steps
+    monkeypatch.setattr(mixing, "MIX_STEPS", n_steps)
     X, y = load_digits(return_X_y=True)
     X, y = X[:300, 8:40] / 16.0 + 0.05, y[:300]           # every column live
     coll = ShardedCollection.from_arrays(X, y, n_partitions=3)
@@ -130,18 +180,30 @@ def test_factored_gd_mixing_equals_dense_reference():
     A = np.zeros((32, k))
     A[np.arange(k), np.arange(k)] = 1.0
     B = A.copy()
+    Xs = [est.preprocessor_.transform(X[p * 100:(p + 1) * 100], copy=True) for p in range(3)]
+    grid = 3.0 ** (np.arange(n_steps) / max(n_steps - 1, 1))
+    chosen = []
     for r in range(3):
         Wmix = np.zeros((32, 32))
         for p in range(3):
-            Xc = as_csr(est.preprocessor_.transform(X[p * 100:(p + 1) * 100], copy=True))
+            Xc = as_csr(Xs[p])
             T = Ts[p][_order(seed, p, 200, r)]
             Ap, Bp = A.copy(), B.copy()
             factored_steps(Ap, Bp, Xc.indptr, Xc.indices, Xc.data, T, GD, eta, 0.0,
                            np.zeros(200), np.zeros(200), *diff_buffers(Xc))
             Wmix += Ap @ Bp.T / 3
-        U, s, Vt = np.linalg.svd(Wmix)
-        A, B = U[:, :k] * np.sqrt(s[:k]), Vt[:k].T * np.sqrt(s[:k])
+        cands = []
+        for st in grid:
+            U, s, Vt = np.linalg.svd(A @ B.T + st * (Wmix - A @ B.T))
+            cands.append((U[:, :k] * np.sqrt(s[:k]), Vt[:k].T * np.sqrt(s[:k])))
+        losses = [_hinge_mean(Ac @ Bc.T, Xs, Ts) for Ac, Bc in cands]
+        j = int(np.argmin(losses))
+        chosen.append(grid[j])
+        A, B = cands[j]
     np.testing.assert_allclose(est.A_ @ est.B_.T, A @ B.T, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(est.history_["mix_step"], chosen, rtol=1e-15)
+    if n_steps > 1:
+        assert any(c > 1 for c in chosen)
     np.testing.assert_allclose(est.A_.T @ est.A_, est.B_.T @ est.B_, atol=1e-10)
 
 
@@ -163,12 +225,12 @@ def test_mixed_factored_models_have_rank_k(name, digits):
 
 #: test mAP on digits (70/30, random_state=0), single process against K
 #: partitions at equal passes (parameters, K, the largest drop allowed).
-#: Measured: OASIS single .798, K = 2 / 4 / 8 / 16: .807 / .791 / .780 / .756;
-#: IterativePA single .792, K = 2 / 4 / 8 / 16: .810 / .797 / .772 / .720.
-#: Where averaging does NOT hold (see tripletml.training.mixing): LORETA
-#: (20,000 triplets, 10 passes) .794 -> .773 / .695 / .614 / .476, NaivePA
-#: .797 -> .770 / .716 / .657 / .553, FactoredGD .728 -> .649 / .501 / .395 / .336.
+#: Measured with the default line search on the mixing step (MIX_STEPS = 3):
+#: OASIS single .798, K = 2 / 4 / 8 / 16: .807 / .797 / .795 / .784 (plain
+#: averaging: .807 / .791 / .780 / .756); LORETA (20,000 triplets, 10 passes)
+#: .794 -> .794 / .778 / .782 / .768 (averaging .773 / .695 / .614 / .476).
 QUALITY = {"OASIS": (dict(n_triplets=30000, max_iter=5), (2, 4, 8), 0.02),
+           "LORETA": (dict(n_triplets=20000, max_iter=10), (8,), 0.02),
            "IterativePA": (dict(n_triplets=20000, max_iter=10), (2, 4), 0.02)}
 
 
@@ -208,6 +270,28 @@ def test_deterministic_and_save_load(name, digits, tmp_path):
         np.testing.assert_array_equal(getattr(back, key), v)
     np.testing.assert_array_equal(back.similarity(Xte[:20], Xte[20:40]),
                                   a.similarity(Xte[:20], Xte[20:40]))
+
+
+@pytest.mark.parametrize("name", ["OASIS", "LORETA"])
+def test_search_never_picks_a_candidate_with_a_higher_loss(name, digits):
+    """Every round's chosen step has the lowest evaluated loss of the grid
+    (the smallest such step on ties), recorded in history_ and the report."""
+    Xtr, _, ytr, _ = digits
+    coll = ShardedCollection.from_arrays(Xtr, ytr, n_partitions=4)
+    est = getattr(tripletml, name)(n_triplets=4000, max_iter=3, random_state=0).fit(coll)
+    rep = est.partitioned_
+    grid = np.asarray(rep["mix_grid"])
+    np.testing.assert_allclose(grid, 4.0 ** (np.arange(mixing.MIX_STEPS)
+                                             / (mixing.MIX_STEPS - 1)), rtol=1e-15)
+    assert len(rep["mix_losses"]) == len(rep["mix_steps"]) == 3
+    for s, losses in zip(rep["mix_steps"], rep["mix_losses"]):
+        j = list(grid).index(s)
+        assert all(losses[j] <= v for v in losses)
+        assert all(losses[j] < v for v in losses[:j])
+    assert est.history_["mix_step"] == rep["mix_steps"]
+    np.testing.assert_allclose(est.history_["mix_loss"],
+                               [min(v) for v in rep["mix_losses"]], rtol=1e-15)
+    assert rep["seconds_search"] > 0
 
 
 def test_partition_without_triplets_is_left_out():

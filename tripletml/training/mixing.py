@@ -62,21 +62,64 @@ from the norms of the first ``AUTO_ETA_HEAD`` triplets taken from the
 partitions in proportion to their triplets (the in-memory rule on the
 partition's triplets when K = 1).
 
-**Statistical efficiency** (test mAP, sklearn digits 70/30, one seed,
-single process -> K = 2 / 4 / 8 / 16 partitions at equal passes):
-OASIS (30,000 triplets, 5 passes) .798 -> .807 / .791 / .780 / .756, (the
-defaults, 1 pass) .779 -> .778 / .761 / .737; IterativePA (20,000, 10
-passes) .792 -> .810 / .797 / .772 / .720; LORETA (20,000, 10 passes) .794
--> .773 / .695 / .614 / .476; NaivePA .797 -> .770 / .716 / .657 / .553;
-FactoredGD .728 -> .649 / .501 / .395 / .336.  Averaging K local models that
-moved alike from the same start moves the mix about as far as *one*
-partition's pass, so a round makes the progress of about M / K sequential
-steps (LORETA in memory with 100,000 / 50,000 / 25,000 triplets: .776 /
-.712 / .617, against K = 2 / 4 / 8 at 10 passes of 20,000: .773 / .695 /
-.614): the re-truncation costs little, the averaging costs the rest.
-Learners far from convergence at the pass budget (LORETA, FactoredGD and
-NaivePA with constant steps) therefore need about K times the passes;
-OASIS and IterativePA stay within .02 up to K = 8.
+**The mixing step (a line search).**  Averaging K local runs that moved
+alike from the same start moves the mix about as far as *one* partition's
+pass, so a round makes the progress of about M / K sequential steps
+(LORETA in memory with 100,000 / 50,000 / 25,000 triplets: .776 / .712 /
+.617 test mAP, against K = 2 / 4 / 8 at 10 averaged passes of 20,000:
+.773 / .695 / .614).  *Adding* the updates (Ma, Smith, Jaggi et al., ICML
+2015, "adding vs. averaging", for CoCoA+) restores it for some learners
+and diverges for others.  So each round the step ``s`` of
+
+    W(s) = W0 + s sum_i mu_i (W_i - W0)
+
+is chosen from the geometric grid ``s_j = K^(j / (MIX_STEPS - 1))``
+between 1 (McDonald's average) and ``K`` = the partitions holding triplets
+(adding, for equal shares), by the lowest mean triplet hinge loss (the loss
+the passes minimise) of every candidate on the partitions' triplets: one
+more map over the partitions (each evaluates every candidate on its
+triplets, or on ``EVAL_TRIPLETS`` evenly strided ones), the per-candidate
+sums tree-reduced; the smallest step wins ties.  For OASIS the margins are
+linear in W, so two margin passes (of ``W0`` and ``D = Wbar - W0``) give
+every candidate's.  For the factored learners every candidate is the
+rank-up-to-``(K + 1) k`` combination with signed weights (``1 - s`` for
+``W0``, ``s mu_i`` for the ``W_i``), re-truncated to rank k
+(:func:`~tripletml.linalg.lowrank_mix.mix_truncate_many`, the QRs of the
+stacks shared by the candidates) *before* it is evaluated: the evaluated
+model is the one kept.  The choice is recorded per round in ``history_``
+(``mix_step``, ``mix_loss``) and in ``partitioned_`` (``mix_grid``,
+``mix_steps``, ``mix_losses`` of every candidate, ``seconds_pass``,
+``seconds_search``).  ``MIX_STEPS = 1`` is McDonald et al.'s plain
+averaging (no evaluation pass).  The grid has no constant fitted to a data
+set: its ends are the two classical mixes, its points are scale-free.
+
+**Statistical efficiency** (test mAP, sklearn digits 70/30, single process
+-> K = 2 / 4 / 8 / 16 at equal passes; default ``MIX_STEPS = 3``, i.e.
+``s in {1, sqrt K, K}``; seed 0 / seed 1):
+
+* LORETA (20,000 triplets, 10 passes): .794 -> .794 / .778 / .782 / .768;
+  seed 1: .800 -> .794 / .779 / .778 / .771 (averaging, seed 0: .773 /
+  .695 / .614 / .476).
+* OASIS (30,000, 5 passes): .798 -> .807 / .797 / .795 / .784; seed 1:
+  .799 -> .797 / .801 / .787 / .780 (averaging, seed 0: .807 / .791 /
+  .780 / .756).
+* OASIS defaults (30,000, 1 pass): .779 -> .778 / .761 / .737 / .711;
+  seed 1: .770 -> .787 / .765 / .733 / .710 (the search keeps the average
+  at one pass: every chosen s is 1).
+* NaivePA (20,000, 10 passes): .797 -> .796 / .774 / .760 / .747.
+* With a 5-point grid: LORETA .796 / .772 / .770 / .748 (seed 1: .793 /
+  .779 / .764 / .752), FactoredGD .728 -> .732 / .715 / .730 / .729 (it
+  always picks K), NaivePA .797 -> .796 / .773 / .765 / .752, OASIS 5
+  passes .807 / .797 / .792 / .775, OASIS 1 pass .778 / .761 / .737 / .686.
+
+The goal (within .01 up to K = 16) is met by OASIS at 5 passes up to K = 4
+(K = 8: .003 / .012 short of it) and by LORETA up to K = 2; LORETA misses
+by .012 to .029 at K >= 4, OASIS at 5 passes by .014 / .019 at K = 16, and
+OASIS at one pass still loses up to .02 / .04 / .07 at K = 4 / 8 / 16 (the training loss, evaluated on the triplets the pass
+just fitted, then favours larger steps that do not help the test mAP).
+Cost of the search per round on digits: the evaluation map costs about
+0.5 to 1.5 times a local pass (OASIS: two margin passes against one
+pass; LORETA with rank 10: 3 candidates' margins).
 
 Each round ships the mixed model to every partition and one local model
 back (a dense d x d W for OASIS: see the issue's cost model; ``2 d k`` for
@@ -87,19 +130,44 @@ returns new arrays.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
 
 from .._stopping import relative_change
-from ..linalg.lowrank_mix import mix_truncate, split_balanced
+from ..linalg.lowrank_mix import mix_truncate, mix_truncate_many, split_balanced
 from ..linalg.sparse_rows import as_csr
 from .driver import StepReport, apply_result, run
 from .history import History
 from .partitioned import partition_shares
 
-__all__ = ["fit", "model_kind"]
+__all__ = ["fit", "model_kind", "mix_steps", "MIX_STEPS", "EVAL_TRIPLETS"]
+
+#: Points of the mixing step's geometric grid ``s_j = K^(j / (MIX_STEPS - 1))``,
+#: ``j = 0, ..., MIX_STEPS - 1``, between 1 (McDonald's average) and
+#: ``K`` = the partitions holding triplets (adding the updates).  1: plain
+#: averaging, no evaluation pass.
+MIX_STEPS: int = 3
+
+#: Triplets per partition on which the candidates are evaluated: None = all
+#: of them, an int = an evenly strided, fixed subsample of that many.
+EVAL_TRIPLETS: int | None = None
+
+#: evaluated in chunks of this many triplets (memory ``O(chunk * steps * k)``)
+_EVAL_CHUNK = 4096
+
+
+def mix_steps(k_active: int, n_steps: int | None = None) -> np.ndarray:
+    """The candidate mixing steps: the geometric grid of ``n_steps`` points
+    from 1 to ``k_active`` (``[1.0]`` when either is 1)."""
+    n = MIX_STEPS if n_steps is None else int(n_steps)
+    if n < 1:
+        raise ValueError(f"mixing: MIX_STEPS must be >= 1, got {n}")
+    if n == 1 or k_active <= 1:
+        return np.ones(1)
+    return float(k_active) ** (np.arange(n) / (n - 1))
 
 
 # ---------------------------------------------------------------------------
@@ -273,6 +341,64 @@ def _combine(*items: dict) -> dict:
     return out
 
 
+def _eval_triplets(p, sup, cap: int | None):
+    """The partition's rows (CSR) and the triplets the candidates are
+    evaluated on: all of them, or ``cap`` evenly strided ones (fixed)."""
+    X = sup.rows(p)
+    T = sup.triplets(p, X)
+    m = int(T.shape[0])
+    if cap is not None and m > int(cap):
+        T = T[(np.arange(int(cap)) * m) // int(cap)]
+    return as_csr(X), np.ascontiguousarray(T)
+
+
+def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tuple,
+               cap: int | None) -> dict:
+    """The summed triplet hinge loss of every candidate mix on the
+    partition's (evaluated) triplets.
+
+    Dense (OASIS): the candidates are ``W0 + s_j D`` with ``D = Wbar - W0``;
+    margins are linear in W, so ``margin_j = margin(W0) + s_j margin(D)``
+    (two margin passes for all candidates).  Factored: every candidate's
+    re-truncated factors ``(A_j, B_j)``; ``margin_j = (q^T A_j) . (v^T B_j)``.
+    """
+    from ..linalg.sparse_rows import diff_buffers
+    from ..solvers.oasis import oasis_margins
+    c = cands.model
+    steps = np.asarray(c["steps"], dtype=np.float64)
+    J = steps.shape[0]
+    if float(weights[p.index]) == 0.0:
+        return {"n": 0, "loss": np.zeros(J)}
+    Xc, T = _eval_triplets(p, sup, cap)
+    n = int(T.shape[0])
+    tot = np.zeros(J)
+    if kind == "dense":
+        buf = diff_buffers(Xc)
+        mg0, mgd = np.empty(n), np.empty(n)
+        oasis_margins(shared.model["W"], Xc.indptr, Xc.indices, Xc.data, T, mg0, *buf)
+        oasis_margins(c["D"], Xc.indptr, Xc.indices, Xc.data, T, mgd, *buf)
+        for j, st in enumerate(steps):
+            tot[j] = np.maximum(1.0 - (mg0 + st * mgd), 0.0).sum()
+        return {"n": n, "loss": tot}
+    A, B = np.hstack(c["A"]), np.hstack(c["B"])
+    k = c["A"][0].shape[1]
+    for a in range(0, n, _EVAL_CHUNK):
+        t = T[a:a + _EVAL_CHUNK]
+        Q = Xc[t[:, 0]]
+        V = Xc[t[:, 1]] - Xc[t[:, 2]]
+        mg = (np.asarray(Q @ A) * np.asarray(V @ B)).reshape(t.shape[0], J, k).sum(axis=2)
+        tot += np.maximum(1.0 - mg, 0.0).sum(axis=0)
+    return {"n": n, "loss": tot}
+
+
+def _sum_eval(*items: dict) -> dict:
+    """Reduce: the candidates' loss sums (a fixed order, no input modified)."""
+    loss = np.array(items[0]["loss"], dtype=np.float64, copy=True)
+    for it in items[1:]:
+        loss = loss + it["loss"]
+    return {"n": sum(it["n"] for it in items), "loss": loss}
+
+
 # ---------------------------------------------------------------------------
 # the driver
 # ---------------------------------------------------------------------------
@@ -292,16 +418,25 @@ class _MixingRounds:
         self.means: dict[str, float] = {}
         self.n_refresh = 0
         self.keys = learner._history_keys
+        self.k_active = sum(1 for w in weights if w > 0)
+        self.chosen: list[float] = []
+        self.candidate_losses: list[list[float]] = []
+        self.mix_loss: float | None = None
+        self.seconds_pass = self.seconds_search = 0.0
+        self.n_searched = 0
 
     def step(self, budget: int = 1) -> StepReport:
         be, sup = self.plan.backend, self.plan.supervision
         name = type(self.learner).__name__
+        tic = time.perf_counter()
         shared = be.broadcast(_Shared(self.model))
         handles = be.map(_pass_task, sup, self.proto, self.kind, shared, self.round,
                          self.weights, self.best)
         red = be.reduce(_combine, handles)
         out = be.gather(red)
-        be.release(list(handles) + [red, shared])
+        be.release(list(handles) + [red])
+        tac = time.perf_counter()
+        self.seconds_pass += tac - tic
         t0 = int(self.model["t"])
         t = t0 + int(out["m"])
         new = {"t": t}
@@ -309,27 +444,32 @@ class _MixingRounds:
             if key in self.model:
                 new[key] = self.model[key]
         single = out.get("n_models", 1) == 1
-        if self.kind == "dense":
-            new["W"] = out["W"]
-        elif single:              # one partition: its model as it is
-            new["A"], new["B"] = out["A"][0], out["B"][0]
-            if self.kind == "pinv":
-                new["PA"], new["PB"] = out["PA"], out["PB"]
-                new["since_check"] = out["since_check"]
-        else:
-            k = int(self.model["rank"])
-            P, s, Q = mix_truncate(out["A"], out["B"], np.ones(len(out["A"])), k)
-            if self.kind == "pinv":
-                try:
-                    new["A"], new["B"], new["PA"], new["PB"] = split_balanced(P, s, Q, pinv=True)
-                except np.linalg.LinAlgError:
-                    raise FloatingPointError(
-                        f"{name}: the mix of round {self.round + 1} lost rank {k} (singular "
-                        f"values {s[-2:] if k > 1 else s}); lower the step size (eta0) or "
-                        "the rank") from None
-                new["since_check"] = 0
+        steps = mix_steps(self.k_active)
+        chosen, mix_loss = 1.0, None
+        if single:                # one partition: its model as it is
+            if self.kind == "dense":
+                new["W"] = out["W"]
             else:
-                new["A"], new["B"] = split_balanced(P, s, Q)
+                new["A"], new["B"] = out["A"][0], out["B"][0]
+                if self.kind == "pinv":
+                    new["PA"], new["PB"] = out["PA"], out["PB"]
+                    new["since_check"] = out["since_check"]
+        elif steps.shape[0] == 1:     # McDonald et al.'s average
+            if self.kind == "dense":
+                new["W"] = out["W"]
+            else:
+                k = int(self.model["rank"])
+                P, sv, Q = mix_truncate(out["A"], out["B"], np.ones(len(out["A"])), k)
+                new.update(self._split(P, sv, Q))
+        else:
+            chosen, mix_loss, losses, fields = self._search(out, steps, shared)
+            new.update(fields)
+            self.candidate_losses.append([float(v) for v in losses])
+            self.seconds_search += time.perf_counter() - tac
+            self.n_searched += 1
+        be.release([shared])
+        self.chosen.append(float(chosen))
+        self.mix_loss = mix_loss
         if self.kind == "pinv":
             self.n_refresh += int(out["n_refresh"])
         self.model = new
@@ -346,6 +486,65 @@ class _MixingRounds:
         return StepReport(iterations=1, units=int(out["m"]), t=t, criterion=criterion,
                           record=record, watch=[(loss, f"round {self.round}", "loss")])
 
+    def _split(self, P, sv, Q) -> dict:
+        """The mixed model's factors from its truncated SVD (with exact
+        pseudo-inverses for LORETA)."""
+        name = type(self.learner).__name__
+        if self.kind != "pinv":
+            A, B = split_balanced(P, sv, Q)
+            return {"A": A, "B": B}
+        try:
+            A, B, PA, PB = split_balanced(P, sv, Q, pinv=True)
+        except np.linalg.LinAlgError:
+            k = sv.shape[0]
+            raise FloatingPointError(
+                f"{name}: the mix of round {self.round + 1} lost rank {k} (singular "
+                f"values {sv[-2:] if k > 1 else sv}); lower the step size (eta0) or "
+                "the rank") from None
+        return {"A": A, "B": B, "PA": PA, "PB": PB, "since_check": 0}
+
+    def _search(self, out: dict, steps: np.ndarray, shared) -> tuple:
+        """The line search on the mixing step: every candidate
+        ``W(s) = W0 + s sum_i mu_i (W_i - W0)`` (re-truncated to rank k for
+        the factored models: the model that would be kept) is evaluated by
+        the mean triplet hinge loss on the partitions' triplets (one map,
+        the sums tree-reduced); the lowest wins, the smallest step on ties.
+        Returns ``(s, its loss, all losses, the model's fields)``."""
+        be, sup = self.plan.backend, self.plan.supervision
+        name = type(self.learner).__name__
+        valid = np.ones(steps.shape[0], dtype=bool)
+        if self.kind == "dense":
+            W0 = self.model["W"]
+            D = out["W"] - W0
+            cands = {"steps": steps, "D": D}
+        else:
+            k = int(self.model["rank"])
+            As = [self.model["A"]] + list(out["A"])
+            Bs = [self.model["B"]] + list(out["B"])
+            rows = np.array([[1.0 - st] + [st] * len(out["A"]) for st in steps])
+            svds = mix_truncate_many(As, Bs, rows, k)
+            facs = [split_balanced(P, sv, Q) for P, sv, Q in svds]
+            if self.kind == "pinv":       # LORETA needs a rank-k point
+                valid = np.array([bool(sv[-1] > 0) for _, sv, _ in svds])
+            cands = {"steps": steps, "A": [f[0] for f in facs], "B": [f[1] for f in facs]}
+        h = be.broadcast(_Shared(cands))
+        handles = be.map(_eval_task, sup, self.kind, shared, h, self.weights, EVAL_TRIPLETS)
+        red = be.reduce(_sum_eval, handles)
+        ev = be.gather(red)
+        be.release(list(handles) + [red, h])
+        losses = ev["loss"] / max(int(ev["n"]), 1)
+        score = np.where(np.isfinite(losses) & valid, losses, np.inf)
+        if not np.isfinite(score).any():
+            raise FloatingPointError(f"{name}: training diverged (no finite candidate mix in "
+                                     f"round {self.round + 1}); {self.learner._advice}")
+        j = int(np.argmin(score))               # the first (smallest step) on ties
+        st = float(steps[j])
+        if self.kind == "dense":
+            fields = {"W": W0 + st * D}
+        else:
+            fields = self._split(*svds[j])
+        return st, float(losses[j]), losses, fields
+
     def _record(self, loss: float, out: dict, prev: int, T: int) -> dict:
         """As :meth:`tripletml.training.online.OnlinePasses._record`, from the
         reduced sums."""
@@ -359,6 +558,8 @@ class _MixingRounds:
             values[name] = self.means[name] = (before + float(total)) / max(T, 1)
         if "pinv_drift" in self.keys:
             values["pinv_drift"] = out["drift"]
+        values["mix_step"] = self.chosen[-1]
+        values["mix_loss"] = self.mix_loss
         return values
 
 
@@ -403,4 +604,9 @@ def fit(learner, plan) -> None:
                  advice="increase max_iter or tol, or set tol=None for a fixed budget")
     plan.info["report"] = {"rounds": int(result.n_iter), "mixing": kind,
                            "weights": [float(w) for w in weights],
-                           "final_loss": rounds.prev_loss}
+                           "final_loss": rounds.prev_loss,
+                           "mix_grid": [float(v) for v in mix_steps(rounds.k_active)],
+                           "mix_steps": rounds.chosen,
+                           "mix_losses": rounds.candidate_losses,
+                           "seconds_pass": rounds.seconds_pass,
+                           "seconds_search": rounds.seconds_search}
