@@ -117,9 +117,10 @@ The goal (within .01 up to K = 16) is met by OASIS at 5 passes up to K = 4
 by .012 to .029 at K >= 4, OASIS at 5 passes by .014 / .019 at K = 16, and
 OASIS at one pass still loses up to .02 / .04 / .07 at K = 4 / 8 / 16 (the training loss, evaluated on the triplets the pass
 just fitted, then favours larger steps that do not help the test mAP).
-Cost of the search per round on digits: the evaluation map costs about
-0.5 to 1.5 times a local pass (OASIS: two margin passes against one
-pass; LORETA with rank 10: 3 candidates' margins).
+Cost of the search per round on digits (noisy, shared cores): the
+evaluation map costs 1.3 to 1.9 times a local pass for OASIS (two margin
+passes of d x d bilinear forms against one pass of rank-one steps) and
+0.4 to 1.4 times for LORETA with rank 10 (3 candidates' margins).
 
 Each round ships the mixed model to every partition and one local model
 back (a dense d x d W for OASIS: see the issue's cost model; ``2 d k`` for
