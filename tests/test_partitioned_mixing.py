@@ -345,3 +345,50 @@ def test_tol_stops_on_the_relative_change_of_the_mean_pass_loss(digits):
     assert stopped.n_iter_ == 2 and stopped.stop_reason_ == "tol"
     assert stopped.history_["loss"] == loss[:2]
     np.testing.assert_allclose(full.history_["avg_loss"][-1], np.mean(loss), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["OASIS", "LORETA"])
+def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, name):
+    """A driver that dies after round 2 of 4 and runs again with the same
+    checkpoint_dir ends with the uninterrupted model, bit for bit."""
+    import tripletml
+    from sklearn.datasets import load_digits
+
+    from tripletml.sharded import ShardedCollection
+    from tripletml.training import partitioned
+    from tripletml.training.partitioned import fit_partitioned
+
+    X, y = load_digits(return_X_y=True)
+    coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)
+    params = dict(n_triplets=3000, max_iter=4, tol=None, random_state=1)
+    if name == "LORETA":
+        params.update(rank=5)
+
+    def make():
+        return getattr(tripletml, name)(**params)
+
+    ref = make().fit(coll)
+    real = partitioned.PartitionedFit.save_round
+
+    class Crash(Exception):
+        pass
+
+    def crashing(self, r, arrays, **kw):
+        real(self, r, arrays, **kw)
+        if r == 2:
+            raise Crash
+
+    partitioned.PartitionedFit.save_round = crashing
+    try:
+        with pytest.raises(Crash):
+            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    finally:
+        partitioned.PartitionedFit.save_round = real
+    got = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    for key, value in vars(ref).items():
+        if key.endswith("_") and isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(got, key), value, err_msg=key)
+    assert got.n_iter_ == ref.n_iter_ == 4
+    assert got.history_["loss"] == ref.history_["loss"]
+    again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)     # finished: same
+    np.testing.assert_array_equal(again.similarity(X[:5]), ref.similarity(X[:5]))

@@ -193,12 +193,18 @@ class SDCASolver:
         """Positions of the triplet ``ids`` in ``alpha`` (new ids get
         ``alpha = 0``); ``next_id`` moves past them."""
         ids = np.asarray(ids, dtype=np.int64)
-        new = np.setdiff1d(np.unique(ids), self.dual_ids)
+        # O(b log m + m) per call of b ids (a sorted merge), not a sort of all
+        # m ids: a stream of small partial_fit calls stays linear in m
+        u = np.unique(ids)
+        pos = np.searchsorted(self.dual_ids, u)
+        n_old = self.dual_ids.size
+        known = (pos < n_old) & (self.dual_ids[np.minimum(pos, max(n_old - 1, 0))] == u) \
+            if n_old else np.zeros(u.size, bool)
+        new = u[~known]
         if new.size:
-            ids_all = np.concatenate([self.dual_ids, new])
-            alpha = np.concatenate([self.alpha, np.zeros(new.size)])
-            order = np.argsort(ids_all, kind="stable")
-            self.dual_ids, self.alpha = ids_all[order], alpha[order]
+            at = pos[~known]
+            self.dual_ids = np.insert(self.dual_ids, at, new)
+            self.alpha = np.insert(self.alpha, at, 0.0)
         if ids.size:
             self.next_id = max(self.next_id, int(ids.max()) + 1)
         return np.searchsorted(self.dual_ids, ids).astype(np.int64)

@@ -140,7 +140,7 @@ from sklearn.base import clone
 from .._stopping import relative_change
 from ..linalg.lowrank_mix import mix_truncate, mix_truncate_many, split_balanced
 from ..linalg.sparse_rows import as_csr
-from .driver import StepReport, apply_result, run
+from .driver import StepReport, TrainingResult, apply_result, run
 from .history import History
 from .partitioned import partition_shares
 
@@ -425,8 +425,51 @@ class _MixingRounds:
         self.mix_loss: float | None = None
         self.seconds_pass = self.seconds_search = 0.0
         self.n_searched = 0
+        self.hist: History | None = None
+        self.criterion: float | None = None
+
+    # ------------------------------------------------------- checkpoints
+    _COUNTERS = ("round", "prev_loss", "best", "means", "n_refresh", "chosen",
+                 "candidate_losses", "mix_loss", "seconds_pass", "seconds_search",
+                 "n_searched", "criterion")
+
+    def checkpoint(self, last: bool) -> None:
+        """Save the state after ``self.round`` rounds (with their history
+        records) when a checkpoint directory was given and the round is due."""
+        ck = self.plan.checkpoint
+        if ck is None or self.round == 0 or not ck.due(self.round, last):
+            return
+        arrays = {k: v for k, v in self.model.items() if isinstance(v, np.ndarray)}
+        scalars = {k: (v.item() if isinstance(v, np.generic) else v)
+                   for k, v in self.model.items() if not isinstance(v, np.ndarray)}
+        meta = {"model": scalars, "counters": {k: getattr(self, k) for k in self._COUNTERS},
+                "hist": None if self.hist is None else self.hist.data}
+        self.plan.save_round(self.round, arrays, last=last, meta=meta)
+
+    def restore(self, resumed) -> None:
+        """The state of a checkpoint (arrays checked against this run's)."""
+        r, arrays, meta = resumed
+        name = type(self.learner).__name__
+        want = {k: v for k, v in self.model.items() if isinstance(v, np.ndarray)}
+        if set(arrays) != set(want) or any(
+                arrays[k].shape != want[k].shape or arrays[k].dtype != want[k].dtype
+                for k in want):
+            raise ValueError(f"{name}: the checkpoint's model arrays do not match this run's")
+        try:
+            model = {**meta["model"], **{k: np.array(v) for k, v in arrays.items()}}
+            counters = meta["counters"]
+            for k in self._COUNTERS:
+                setattr(self, k, counters[k])
+            hist = meta["hist"]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{name}: the checkpoint's state is malformed ({e!r})") from None
+        if self.round != r or not isinstance(hist, dict):
+            raise ValueError(f"{name}: the checkpoint's state is malformed")
+        self.model = model
+        self.resumed_history = hist
 
     def step(self, budget: int = 1) -> StepReport:
+        self.checkpoint(last=False)          # the previous round, with its record
         be, sup = self.plan.backend, self.plan.supervision
         name = type(self.learner).__name__
         tic = time.perf_counter()
@@ -480,6 +523,7 @@ class _MixingRounds:
                                      f"round {self.round + 1}); {self.learner._advice}")
         loss = out["loss"] / max(self.M, 1)
         criterion = None if self.prev_loss is None else relative_change(self.prev_loss, loss)
+        self.criterion = criterion
         self.prev_loss = loss
         self.best = loss if self.best is None else min(self.best, loss)
         self.round += 1
@@ -564,6 +608,10 @@ class _MixingRounds:
         return values
 
 
+#: fit_partitioned(checkpoint_dir=) is honoured: each round's state is saved
+CHECKPOINTS = True
+
+
 def fit(learner, plan) -> None:
     """Iterative parameter mixing (McDonald, Hall & Mann 2010, Algorithm 3)
     of an online learner over ``plan``'s partitions; sets the learner's
@@ -594,10 +642,25 @@ def fit(learner, plan) -> None:
     rounds = _MixingRounds(learner, plan, kind, _get_model(learner, kind), M, weights)
     from ..learners._online import new_watch
     watch = new_watch(learner, 1)
-    hist = History(keys=learner._history_keys)
-    result = run(rounds, name=name, max_iter=int(learner.max_iter), tol=learner.tol,
-                 history=hist, watch=watch, verbose=learner.verbose,
-                 total=int(learner.max_iter) * M, unit="triplet")
+    r0, previous = 0, None
+    if plan.resumed is not None:             # a checkpoint of a crashed driver
+        rounds.restore(plan.resumed)
+        r0, previous = rounds.round, rounds.resumed_history
+    hist = History(previous=previous, keys=learner._history_keys)
+    rounds.hist = hist
+    max_iter, tol = int(learner.max_iter), learner.tol
+    done = r0 >= max_iter or (tol is not None and rounds.criterion is not None
+                              and rounds.criterion <= tol)
+    if done:
+        result = TrainingResult(n_iter=r0, stop_reason="max_iter" if r0 >= max_iter and not (
+            tol is not None and rounds.criterion is not None and rounds.criterion <= tol)
+            else "tol", criterion=rounds.criterion, history=hist.data)
+    else:
+        result = run(rounds, name=name, max_iter=max_iter - r0, tol=tol,
+                     history=hist, watch=watch, verbose=learner.verbose,
+                     total=(max_iter - r0) * M, unit="triplet")
+        result.n_iter += r0
+        rounds.checkpoint(last=True)
     _set_model(learner, kind, rounds.model, copy=False, n_refresh=rounds.n_refresh)
     learner._watch = None
     learner._finalize()
