@@ -825,7 +825,7 @@ def parse_args(argv=None):
     g.add_argument("--triplets", type=int, default=1_000_000)
     g.add_argument("--rows", type=int, default=200_000)
     g.add_argument("--kissme-rows", type=int, default=10_000_000)
-    g.add_argument("--partitions", type=int, default=8)
+    g.add_argument("--partitions", type=int, default=16)
     g.add_argument("--d", type=int, default=32)
     g.add_argument("--passes", type=int, default=2)
     g.add_argument("--scale", type=float, default=1.0,

@@ -153,8 +153,12 @@ __all__ = ["fit", "model_kind", "mix_steps", "MIX_STEPS", "EVAL_TRIPLETS"]
 MIX_STEPS: int = 3
 
 #: Triplets per partition on which the candidates are evaluated: None = all
-#: of them, an int = an evenly strided, fixed subsample of that many.
-EVAL_TRIPLETS: int | None = None
+#: of them, an int = an evenly strided, fixed subsample of that many.  The
+#: search only ranks a few candidates by their mean loss, whose standard
+#: error on 16,384 triplets is under 1 % of the loss's spread; on all of a
+#: large partition's triplets it cost 1.7 times the local pass (OASIS, 125,000
+#: triplets per partition, d = 32: 4.6 s of search against 2.7 s of passes).
+EVAL_TRIPLETS: int | None = 16384
 
 #: evaluated in chunks of this many triplets (memory ``O(chunk * steps * k)``)
 _EVAL_CHUNK = 4096
