@@ -528,16 +528,18 @@ def section_efficiency(args, prov) -> list[dict]:
     from tripletml.metrics import evaluate_retrieval
     learners = [n for n in ITERATIVE if n in args.learners]
     ks = [int(k) for k in args.ks.split(",")]
+    seeds = [int(v) for v in str(args.eff_seeds).split(",")] if args.eff_seeds else [args.seed]
     out, goals = [], []
     warm_learners(learners, 16)
     for set_name in args.sets.split(","):
-        X, y = load_efficiency_set(set_name, args.data_home, args.max_rows, args.seed)
-        Xtr, Xte, ytr, yte = split(X, y, args.seed)     # shuffled, stratified
-        log(f"efficiency: {set_name} train {Xtr.shape}, test {Xte.shape[0]}")
+      for seed in seeds:
+        X, y = load_efficiency_set(set_name, args.data_home, args.max_rows, seed)
+        Xtr, Xte, ytr, yte = split(X, y, seed)     # shuffled, stratified
+        log(f"efficiency: {set_name} seed {seed} train {Xtr.shape}, test {Xte.shape[0]}")
         for name in learners:
             def one(K):
                 model = make_learner(name, n_triplets=args.eff_triplets, passes=args.eff_passes,
-                                     seed=args.seed)
+                                     seed=seed)
                 if K == 0:
                     secs = timed_fit(model, Xtr, ytr)
                 else:
@@ -546,7 +548,8 @@ def section_efficiency(args, prov) -> list[dict]:
                 h = getattr(model, "history_", None) or {}
                 gap = h.get("gap")
                 rep = getattr(model, "partitioned_", None) or {}
-                return {"set": set_name, "learner": name, "K": "in-memory" if K == 0 else K,
+                return {"set": set_name, "seed": seed, "learner": name,
+                        "K": "in-memory" if K == 0 else K,
                         "strategy": strategy_of(model), "rounds": rounds_of(model),
                         "gap": float(rep.get("gap", gap[-1] if gap is not None and len(gap)
                                              else float("nan"))),
@@ -560,26 +563,42 @@ def section_efficiency(args, prov) -> list[dict]:
                 try:
                     r = one(K)
                 except ValueError as exc:
-                    r = {"set": set_name, "learner": name, "K": K, "strategy": "error",
-                         "note": str(exc)[:120], "test mAP": float("nan")}
+                    r = {"set": set_name, "seed": seed, "learner": name, "K": K,
+                         "strategy": "error", "note": str(exc)[:120], "test mAP": float("nan")}
                 r["mAP - ref"] = r["test mAP"] - ref["test mAP"]
                 rows.append(r)
             for r in rows:
                 log(f"  {name:7s} K={str(r['K']):9s} {r.get('strategy', ''):10s} rounds="
                     f"{r.get('rounds')} gap={r.get('gap', float('nan')):.3g} mAP="
                     f"{r['test mAP']:.4f} ({r.get('seconds', float('nan')):.2f} s)")
-            within = [r for r in rows[1:] if r["K"] <= GOAL_K]
-            ok = bool(within) and all(abs(r["mAP - ref"]) <= GOAL_TOL for r in within)
-            worst = max((abs(r["mAP - ref"]) for r in within), default=float("nan"))
-            goals.append({"set": set_name, "learner": name, "ref mAP": ref["test mAP"],
-                          "worst |mAP - ref| (K <= 16)": worst,
-                          "goal": "pass" if ok else "miss"})
-            log(f"  goal {name} on {set_name}: test mAP within {GOAL_TOL} of in-memory up to "
-                f"K = {GOAL_K}: {'pass' if ok else 'miss'} (worst {worst:.4f})")
             out += rows
-    table = md_table(out, ["set", "learner", "K", "strategy", "rounds", "gap", "test mAP",
-                           "mAP - ref", "seconds"])
-    gtable = md_table(goals, ["set", "learner", "ref mAP", "worst |mAP - ref| (K <= 16)",
+    # the goal on the mean over seeds: the shortfall below the in-memory fit
+    for set_name in args.sets.split(","):
+        for name in learners:
+            mine = [r for r in out if r["set"] == set_name and r["learner"] == name]
+            refs = [r["test mAP"] for r in mine if r["K"] == "in-memory"]
+            diffs = {}
+            for r in mine:
+                if r["K"] != "in-memory" and r["K"] <= GOAL_K:
+                    diffs.setdefault(r["K"], []).append(r["mAP - ref"])
+            mean = {K: float(np.mean(v)) for K, v in diffs.items()}
+            short = max((-v for v in mean.values()), default=float("nan"))
+            spread = float(np.std(refs)) if len(refs) > 1 else float("nan")
+            ok = bool(mean) and short <= GOAL_TOL
+            goals.append({"set": set_name, "learner": name, "seeds": len(refs),
+                          "ref mAP (mean)": float(np.mean(refs)),
+                          "ref std over seeds": spread,
+                          "mean mAP - ref, K = 2/4/8/16": " / ".join(
+                              f"{mean[K]:+.3f}" for K in sorted(mean) if K > 1),
+                          "worst shortfall (K <= 16)": short,
+                          "goal": "pass" if ok else "miss"})
+            log(f"  goal {name} on {set_name}: mean test mAP no more than {GOAL_TOL} below "
+                f"in-memory up to K = {GOAL_K}: {'pass' if ok else 'miss'} (worst shortfall "
+                f"{short:.4f})")
+    table = md_table(out, ["set", "seed", "learner", "K", "strategy", "rounds", "gap",
+                           "test mAP", "mAP - ref", "seconds"])
+    gtable = md_table(goals, ["set", "learner", "seeds", "ref mAP (mean)", "ref std over seeds",
+                              "mean mAP - ref, K = 2/4/8/16", "worst shortfall (K <= 16)",
                               "goal"])
     log(gtable)
     body = (f"Every fit: the learner's defaults except n_triplets = {args.eff_triplets} (the "
@@ -589,7 +608,8 @@ def section_efficiency(args, prov) -> list[dict]:
             "(`ShardedCollection.from_arrays`, local backend: one process, the same code path "
             "as on a cluster).  Reference row: the in-memory `fit(Xtr, ytr)`.  gap: SDCA's "
             "final duality gap (`partitioned_['gap']` or `history_['gap'][-1]`).\n\n"
-            f"## Goal: test mAP within {GOAL_TOL} of the in-memory fit up to K = {GOAL_K}\n\n"
+            f"## Goal: test mAP (mean over seeds {seeds}) no more than {GOAL_TOL} below the "
+            f"in-memory fit's, up to K = {GOAL_K}\n\n"
             + gtable + "\n\n## All rows\n\n" + table)
     write_section(args.out, "efficiency", "Statistical efficiency against the number of "
                   "partitions K", body, out + goals, prov)
@@ -839,6 +859,8 @@ def parse_args(argv=None):
     g.add_argument("--max-rows", type=int, default=None)
     g.add_argument("--eff-triplets", type=int, default=30_000)
     g.add_argument("--eff-passes", type=int, default=3)
+    g.add_argument("--eff-seeds", default="0,1,2",
+                   help="seeds (splits and learners) averaged in the goal check")
     g.add_argument("--data-home", default=os.environ.get("TRIPLETML_DATA")
                    or str(REPO.parent / "shared" / "data"))
     g = ap.add_argument_group("bigdata")
