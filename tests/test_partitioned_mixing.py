@@ -355,7 +355,6 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, name):
     from sklearn.datasets import load_digits
 
     from tripletml.sharded import ShardedCollection
-    from tripletml.training import partitioned
     from tripletml.training.partitioned import fit_partitioned
 
     X, y = load_digits(return_X_y=True)
@@ -368,23 +367,8 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, name):
         return getattr(tripletml, name)(**params)
 
     ref = make().fit(coll)
-    real = partitioned.PartitionedFit.save_round
-
-    class Crash(Exception):
-        pass
-
-    def crashing(self, r, arrays, **kw):
-        real(self, r, arrays, **kw)
-        if r == 2:
-            raise Crash
-
-    partitioned.PartitionedFit.save_round = crashing
-    try:
-        with pytest.raises(Crash):
-            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
-    finally:
-        partitioned.PartitionedFit.save_round = real
-    got = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    from _crash import crash_then_resume
+    got = crash_then_resume(make, coll, tmp_path, after_round=2)
     for key, value in vars(ref).items():
         if key.endswith("_") and isinstance(value, np.ndarray):
             np.testing.assert_array_equal(getattr(got, key), value, err_msg=key)

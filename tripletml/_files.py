@@ -34,6 +34,15 @@ def _refuse(who: str, path: Any, mode: int) -> ValueError:
                       "only regular files are read.")
 
 
+def is_regular_file(path: Any) -> bool:
+    """A regular file that is not a symbolic link (``lstat``): what a
+    checkpoint reads back (a link could point anywhere)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def check_regular_file(path: Any, who: str) -> Path:
     """The path of an existing regular file (symbolic links followed), or a
     ValueError naming ``who``; FileNotFoundError when it does not exist.

@@ -57,7 +57,6 @@ import json
 import numbers
 import os
 import re
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -106,10 +105,8 @@ _STATE_MAX_BYTES = 1 << 20
 
 def _is_regular(path: Path) -> bool:
     """A regular file, not a symbolic link (lstat)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
+    from ._files import is_regular_file
+    return is_regular_file(path)
 
 
 def _clean_stale(ckpt: Path, keep: str | None, models: bool = True) -> None:

@@ -42,11 +42,8 @@ _STATE_MAX_BYTES = 1 << 20
 
 
 def _regular(path: Path) -> bool:
-    import stat
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
+    from .._files import is_regular_file
+    return is_regular_file(path)
 
 
 class RoundCheckpoint:

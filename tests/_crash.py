@@ -1,0 +1,29 @@
+"""A driver crash in the middle of a partitioned fit, for the checkpoint tests."""
+from __future__ import annotations
+
+import pytest
+
+from tripletml.training import partitioned
+from tripletml.training.partitioned import fit_partitioned
+
+
+class Crash(Exception):
+    """Stands in for the driver process dying."""
+
+
+def crash_then_resume(make, collection, directory, *, after_round: int):
+    """Fit ``make()`` with ``checkpoint_dir=directory``, crash right after the
+    checkpoint of round ``after_round``, then run the same call again and
+    return the resumed model."""
+    real = partitioned.PartitionedFit.save_round
+
+    def crashing(self, r, arrays, **kw):
+        real(self, r, arrays, **kw)
+        if r == after_round:
+            raise Crash
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partitioned.PartitionedFit, "save_round", crashing)
+        with pytest.raises(Crash):
+            fit_partitioned(make(), collection, checkpoint_dir=directory)
+    return fit_partitioned(make(), collection, checkpoint_dir=directory)
