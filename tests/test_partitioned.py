@@ -382,3 +382,24 @@ def test_checkpoint_dir_without_rounds_warns(tmp_path, digits):
     coll = ShardedCollection.from_arrays(X, y, n_partitions=2)
     with pytest.warns(UserWarning, match="no rounds to checkpoint"):
         fit_partitioned(Euclidean(), coll, checkpoint_dir=tmp_path / "ck")
+
+
+def test_dask_array_and_delayed_collections_train_in_process(digits):
+    """Without a cluster, Delayed partitions (from_dask_array, from_delayed)
+    are computed in this process, one at a time; the model equals the one of
+    the same rows as in-memory blocks."""
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    X, y = digits
+    X, y = X[:900], y[:900]
+    ref = ITML(max_iter=5, tol=None, random_state=0).fit(
+        ShardedCollection.from_arrays(X, y, n_partitions=3))
+    coll = ShardedCollection.from_dask_array(da.from_array(X, chunks=(300, 64)),
+                                             da.from_array(y, chunks=300))
+    got = ITML(max_iter=5, tol=None, random_state=0).fit(coll)
+    np.testing.assert_array_equal(got.M_, ref.M_)
+    parts = [dask.delayed(lambda a, b: (a, b))(X[i:i + 300], y[i:i + 300])
+             for i in range(0, 900, 300)]
+    got = ITML(max_iter=5, tol=None, random_state=0).fit(
+        ShardedCollection.from_delayed(parts, n_rows=[300] * 3))
+    np.testing.assert_array_equal(got.M_, ref.M_)
