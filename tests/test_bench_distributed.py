@@ -2,15 +2,26 @@
 configuration, in this process only (``--quick --local``: no LocalCluster)."""
 from __future__ import annotations
 
+import importlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench import bench_distributed as bd
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_mixture_partitions_are_seeded_and_labelled():
+@pytest.fixture(scope="module")
+def bd():
+    """bench.bench_distributed, imported from the repository root (``pytest``
+    alone does not put the root on ``sys.path``; ``python -m pytest`` does)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(ROOT))
+        return importlib.import_module("bench.bench_distributed")
+
+
+def test_mixture_partitions_are_seeded_and_labelled(bd):
     X1, y1 = bd.make_part(3, 2, 50, 8, 4, "float32")
     X2, y2 = bd.make_part(3, 2, 50, 8, 4, "float32")
     X3, _ = bd.make_part(3, 1, 50, 8, 4, "float32")
@@ -22,7 +33,7 @@ def test_mixture_partitions_are_seeded_and_labelled():
     assert bd.shares(10, 3) == [3, 4, 3] and sum(bd.shares(10 ** 6, 7)) == 10 ** 6
 
 
-def test_all_sections_quick_in_process(tmp_path, capsys):
+def test_all_sections_quick_in_process(bd, tmp_path, capsys):
     pytest.importorskip("dask")        # the bigdata section builds Delayed partitions
     out = tmp_path / "distributed"
     assert bd.main(["all", "--quick", "--local", "--plot", "--out", str(out)]) == 0
