@@ -336,6 +336,12 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
         triplets : array-like of shape (n_triplets, 3), optional
             Explicit ``(query, positive, negative)`` row indices into X.
 
+        X may also be metric-learn's point triplets, an array of shape
+        ``(n_triplets, 3, n_features)`` (``X[T]``), with neither y nor
+        ``triplets``: it is fitted as the ``3 n_triplets`` rows with the
+        triplets ``(3i, 3i + 1, 3i + 2)``; ``n_features_in_`` is
+        ``n_features``.
+
         Returns
         -------
         self
@@ -346,6 +352,7 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
                                  "triplets from the ShardedCollection (labels=, triplets=); "
                                  "do not pass y or triplets as well")
             return X._fit_learner(self)       # tripletml.training.partitioned
+        X, y, triplets = _tuple_forms(self, X, y, triplets)
         self._reset_fitted()  # a failed refit must not look fitted
         X, triplets, rng = self._prepare_fit(X, y, triplets)
         try:
@@ -431,6 +438,50 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
 
         X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
+
+
+def _tuple_forms(est, X, y, triplets):
+    """metric-learn's tuple inputs: ``(n, 3, d)`` point triplets become rows
+    and index triplets; the other forms get an error naming the right one."""
+    who = type(est).__name__
+    arr = X
+    if isinstance(X, (list, tuple)):
+        try:
+            arr = np.asarray(X)
+        except ValueError:          # ragged: check_X says so
+            arr = None
+    if triplets is None and y is not None and not _is_collection(X):
+        ya = y if isinstance(y, np.ndarray) else None
+        if isinstance(y, (list, tuple)):
+            try:
+                ya = np.asarray(y)
+            except ValueError:
+                ya = None
+        if ya is not None and ya.ndim == 2 and ya.shape[1] == 3 and ya.dtype != bool \
+                and np.issubdtype(ya.dtype, np.integer):
+            raise ValueError(f"{who}: y has shape {ya.shape} of integers: index triplets "
+                             "(query, positive, negative) go in the keyword argument, "
+                             "fit(X, triplets=T); y holds one class label per row of X.")
+    if getattr(arr, "ndim", None) != 3 or sp.issparse(X):
+        return X, y, triplets
+    n, k, d = arr.shape
+    if k == 3 and y is None and triplets is None:
+        if n == 0:
+            raise ValueError(f"{who}: X holds no triplet (shape {arr.shape}).")
+        rows = np.ascontiguousarray(arr.reshape(3 * n, d))
+        return rows, None, np.arange(3 * n, dtype=np.int64).reshape(n, 3)
+    if k == 3:
+        raise ValueError(f"{who}: X of shape {arr.shape} holds point triplets (query, "
+                         "positive, negative), which carry their own supervision: fit(X) "
+                         "without y or triplets.")
+    if k == 2:
+        raise ValueError(f"{who}: X of shape {arr.shape} looks like pairs of points (with "
+                         "+1/-1 labels), metric-learn's pair form, which tripletml does not "
+                         "learn from yet; give point triplets of shape (n, 3, n_features), "
+                         "or rows X (n_samples, n_features) with class labels y or "
+                         "triplets=(m, 3) row indices.")
+    raise ValueError(f"{who}: X must be rows (n_samples, n_features), or point triplets "
+                     f"(n_triplets, 3, n_features); got shape {arr.shape}.")
 
 
 def _is_collection(X) -> bool:
