@@ -66,7 +66,6 @@ import os
 import platform
 import resource
 import shlex
-import subprocess
 import sys
 import time
 import warnings
@@ -78,8 +77,10 @@ import tripletml
 from tripletml.sharded import ShardedCollection
 
 try:
+    from . import _provenance
     from ._protocol import split
 except ImportError:          # run as a file: python bench/bench_distributed.py
+    import _provenance
     from _protocol import split
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,26 +96,8 @@ _GENERATED = {"calls": 0, "rows": 0}
 # ---------------------------------------------------------------------------
 # provenance and output
 # ---------------------------------------------------------------------------
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"],
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True,
-                               text=True).stdout.strip()
-        return (rev or "unknown") + (" (with uncommitted changes)" if dirty else "")
-    except OSError:
-        return "unknown"
-
-
 def provenance(argv) -> dict:
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 2 ** 20:.1f} GiB"
-    except OSError:
-        pass
+    machine = _provenance.machine_info()
     versions = {"python": platform.python_version(), "numpy": np.__version__,
                 "tripletml": getattr(tripletml, "__version__", "?")}
     for mod in ("dask", "distributed", "dask_ml"):
@@ -124,9 +107,10 @@ def provenance(argv) -> dict:
             versions[mod] = "not installed"
     return {"command": "OPENBLAS_NUM_THREADS=1 python -m bench.bench_distributed "
                        + " ".join(shlex.quote(a) for a in argv),
-            "git": git_revision(),
+            "git": _provenance.git_revision(REPO),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "nproc": os.cpu_count(), "platform": platform.platform(), "memory": mem,
+            "nproc": machine["cpu_count"], "platform": machine["platform"],
+            "memory": machine["memory"], "cpu": machine["cpu"],
             "blas_env": os.environ.get("OPENBLAS_NUM_THREADS"), "versions": versions}
 
 
@@ -770,6 +754,15 @@ def section_costmodel(args, prov) -> list[dict]:
 # ---------------------------------------------------------------------------
 # plots
 # ---------------------------------------------------------------------------
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+    fig.axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
 def plot_efficiency(rows, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -788,11 +781,7 @@ def plot_efficiency(rows, path: Path) -> None:
     ax.axvline(GOAL_K, color="grey", lw=0.5)
     ax.set_xlabel("partitions K (dotted: in-memory fit)")
     ax.set_ylabel("test mAP")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {path}")
+    _save(fig, path)
 
 
 def plot_speedup(rows, workers, path: Path) -> None:
@@ -807,11 +796,7 @@ def plot_speedup(rows, workers, path: Path) -> None:
                label=c.replace(" s", ""))
     ax.set_xticks(x + 0.4 - 0.4 / len(cols), [r["learner"] for r in rows])
     ax.set_ylabel("fit wall seconds")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {path}")
+    _save(fig, path)
 
 
 # ---------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import tempfile
 import threading
 import time
@@ -174,10 +173,10 @@ def main(argv=None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "?"
+        from . import _provenance
+    except ImportError:          # run as a file
+        import _provenance
+    commit = _provenance.git_revision(ROOT)
     cmd = "OPENBLAS_NUM_THREADS=1 python -m bench.bench_faults " + " ".join(argv or [])
     (out / "README.md").write_text(
         "# Faults during a partitioned fit\n\n"

@@ -91,7 +91,6 @@ import datetime as _dt
 import json
 import math
 import os
-import platform
 import shlex
 import signal
 import subprocess
@@ -100,6 +99,11 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
+
+try:
+    from . import _provenance
+except ImportError:          # run as a file
+    import _provenance
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = Path("~/.cache/tripletml/peers-venv").expanduser()
@@ -249,35 +253,11 @@ def env_versions(py: str | Path, repo: Path = REPO) -> dict:
 
 
 def git_revision(repo: Path = REPO) -> str:
-    try:
-        rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                             text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True,
-                               text=True).stdout.strip()
-        return rev + (" (with uncommitted changes)" if dirty else "")
-    except OSError:
-        return "unknown"
+    """:func:`bench._provenance.git_revision` of the checkout."""
+    return _provenance.git_revision(repo)
 
 
-def machine_info() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
-    except OSError:
-        pass
-    return {"node": platform.node(), "platform": platform.platform(), "cpu": cpu,
-            "cpu_count": os.cpu_count(), "memory": mem}
+machine_info = _provenance.machine_info
 
 
 # --------------------------------------------------------------------------------------

@@ -403,3 +403,27 @@ def test_dask_array_and_delayed_collections_train_in_process(digits):
     got = ITML(max_iter=5, tol=None, random_state=0).fit(
         ShardedCollection.from_delayed(parts, n_rows=[300] * 3))
     np.testing.assert_array_equal(got.M_, ref.M_)
+
+
+def test_tree_sum_is_pure_and_sums_nested_parts():
+    from tripletml.training.reduction import tree_sum
+    a, b = np.ones(3), np.arange(3.0)
+    out = tree_sum((a, 2), None, (b, 3))
+    np.testing.assert_array_equal(out[0], a + b)
+    assert out[1] == 5
+    np.testing.assert_array_equal(a, np.ones(3))          # inputs unchanged
+    assert tree_sum(None, None) is None
+
+
+def test_empty_and_infinite_partitions_are_refused(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match=r"ITML \(partition 1\)"):
+        ITML().fit(ShardedCollection([X[:50], X[:0]], [50, 0], [y[:50], y[:0]]))
+    Xi = X[:50].copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(ValueError, match=r"OASIS \(partition 0\).*infinity"):
+        OASIS().fit(ShardedCollection([Xi], [50], [y[:50]]))
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        from tripletml.training.partitioned import fit_partitioned
+        fit_partitioned(OASIS(), ShardedCollection([X[:50]], [50], [y[:50]]),
+                        checkpoint_dir="/tmp/unused-ck", checkpoint_every=0)

@@ -57,6 +57,7 @@ import scipy.sparse as sp
 
 from .cluster import require_dask
 from .linalg.topk import TopK
+from .training.reduction import tree_sum
 
 __all__ = ["ShardedCollection", "write_npz_shards", "read_npz_shards", "load_npz_shard",
            "embed", "search", "evaluate_retrieval", "build_indexes", "search_indexes"]
@@ -760,13 +761,6 @@ def _count_part(model, part, label, Eq, qn, offset, exclude, R):
     return counts
 
 
-def _add(*arrays):
-    out = arrays[0].copy()
-    for a in arrays[1:]:
-        out += a
-    return out
-
-
 def _block_scores(R, counts, ks):
     """Per-query AP (NaN without a relevant item), hits at each k and n_rel,
     with the arithmetic of :func:`tripletml.metrics.evaluate_retrieval`."""
@@ -850,7 +844,7 @@ def evaluate_retrieval(model, collection: ShardedCollection, X_query, y_query, *
         R = dask.delayed(_sort_relevant, pure=True)(q1 - q0, *pass1)
         pass2 = [dask.delayed(_count_part, pure=True)(dm, p, lab, dq, dn, off, de, R)
                  for p, lab, off in args]
-        counts = _tree(dask, _add, pass2)
+        counts = _tree(dask, tree_sum, pass2)
         results.append(dask.delayed(_block_scores, pure=True)(R, counts, ks))
     blocks = dask.compute(*results)
     ap = np.concatenate([b[0] for b in blocks])

@@ -17,7 +17,6 @@ import numpy as np
 
 from .._arrayspec import ArraySpec
 from .._params import COMMON, Interval
-from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
@@ -181,11 +180,9 @@ class KISSME(MahalanobisMixin, TripletLearner):
         pre = self.preprocessor_
         return pre.mode_ != "sphere" and _moderate_scale(pre.scale_)
 
-    def _check_covariance_memory(self, d: int) -> None:
-        check_dense_memory(6 * d * d * 8, self,
-                           f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
-                           "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
-                           "LowRankDML)")
+    #: d x d arrays a fit holds at once (covariances, their inverses, the
+    #: model), checked before training (:meth:`_check_square_memory`)
+    _square_arrays = 6
 
     def _fit(self, X, got, rng):
         t0 = time.perf_counter()
@@ -195,7 +192,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         on_raw = self._on_raw()
         if not on_raw:
             X = self._preprocess(X)
-        self._check_covariance_memory(X.shape[1])
+        self._check_square_memory(X.shape[1])
         if exact and np.bincount(got).max() < 2:
             raise ValueError("KISSME: every class has a single member; no (query, "
                              "positive) pair of the same class exists.")
@@ -228,7 +225,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         rows_sup = sup if on_raw else replace(sup, preprocessed=True)
         d = int(self.preprocessor_.n_features_in_ if on_raw
                 else self.preprocessor_.n_features_out_)
-        self._check_covariance_memory(d)
+        self._check_square_memory(d)
         if isinstance(sup.sampler, AllLabels):
             k = int(len(sup.codes["keys"]))
             S, D, passes = class_stats.kissme_label_scatters(plan, rows_sup, k, d)

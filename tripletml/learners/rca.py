@@ -18,7 +18,6 @@ import scipy.sparse as sp
 
 from .._arrayspec import ArraySpec
 from .._params import Interval
-from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..preprocessing import document_preprocessing
 from ..triplets import AllLabels, ClassCodes
@@ -251,16 +250,14 @@ class RCA(MahalanobisMixin, TripletLearner):
     #: (:meth:`_fit_statistics`)
     _partitioned_strategy = "statistics"
 
-    def _check_covariance_memory(self, d: int) -> None:
-        check_dense_memory(5 * d * d * 8, self,
-                           f"{d} x {d} covariance matrices (reduce the dimension first, e.g. "
-                           "with sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
-                           "LowRankDML)")
+    #: d x d arrays a fit holds at once (covariances, their inverses, the
+    #: model), checked before training (:meth:`_check_square_memory`)
+    _square_arrays = 5
 
     def _fit(self, X, got, rng):
         t0 = time.perf_counter()
         n, d = X.shape
-        self._check_covariance_memory(d)
+        self._check_square_memory(d)
         if isinstance(got, ClassCodes):
             codes = got.codes
             counts = np.bincount(codes)
@@ -293,7 +290,7 @@ class RCA(MahalanobisMixin, TripletLearner):
         from ..training import class_stats
         t0 = time.perf_counter()
         sup = plan.supervision
-        self._check_covariance_memory(int(self.preprocessor_.n_features_out_))
+        self._check_square_memory(int(self.preprocessor_.n_features_out_))
         if isinstance(sup.sampler, AllLabels):
             k = int(len(sup.codes["keys"]))
             C, T = class_stats.rca_label_scatters(plan, sup, k)

@@ -97,6 +97,7 @@ from ..linalg.sparse_rows import (as_csr, diff_buffers, sparse_bilinear, sparse_
 from ..losses import triplet_hinge
 from .driver import TrainingResult, apply_result
 from .partitioned import FAN_IN
+from .reduction import tree_sum
 
 __all__ = ["fit", "local_pass", "check_update_memory"]
 
@@ -258,17 +259,6 @@ def _add_updates(*items):
     return D, s
 
 
-def _add_arrays(*items):
-    out = items[0].copy()
-    for a in items[1:]:
-        out += a
-    return out
-
-
-def _add_ints(*items):
-    return int(sum(items))
-
-
 def check_update_memory(learner, d: int, K: int, backend_name: str) -> None:
     """MemoryError before training when a round's dense ``d x d`` updates do
     not fit: ``K`` of them at once on the local backend (plus the model, the
@@ -353,7 +343,7 @@ def fit(learner, plan) -> None:
     K = plan.n_partitions
     n = int(plan.n_triplets_total)
     if n <= 0:
-        n = be.gather(be.reduce(_add_ints, be.map(_count_task, sup)))
+        n = be.gather(be.reduce(tree_sum, be.map(_count_task, sup)))
         if n <= 0:
             raise ValueError(f"{owner}: the collection's partitions hold no triplet")
     shares = sup.n_triplets
@@ -472,7 +462,7 @@ def fit(learner, plan) -> None:
         Mbar = Msum / n_window if (average and n_window > 0) else None
         out_obj = None
         if not last_known or Mbar is not None:
-            ev = be.gather(be.reduce(_add_arrays, be.map(
+            ev = be.gather(be.reduce(tree_sum, be.map(
                 _eval_task, be.broadcast(M), None if Mbar is None else be.broadcast(Mbar),
                 sup, max(n_window, 1), owner, states=states)))
             if ev[4]:

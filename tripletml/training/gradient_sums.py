@@ -57,6 +57,7 @@ import scipy.sparse as sp
 
 from ..solvers.sml import SMLProblem, _overflow
 from ..solvers.triplet_dml import TripletDMLProblem
+from .reduction import tree_sum
 
 __all__ = ["fit", "PartitionedDMLProblem", "PartitionedSMLProblem"]
 
@@ -165,19 +166,6 @@ def _sml_margins_task(p, T, sup, alpha, d, M) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # reductions
 # ---------------------------------------------------------------------------
-def _add(*parts):
-    """Sum of the non-None parts: numbers, arrays, or tuples of them."""
-    parts = [q for q in parts if q is not None]
-    if not parts:
-        return None
-    if isinstance(parts[0], tuple):
-        return tuple(_add(*items) for items in zip(*parts))
-    out = parts[0]
-    for q in parts[1:]:
-        out = out + q
-    return out
-
-
 def _concat(*parts) -> np.ndarray:
     return np.concatenate(parts)
 
@@ -196,7 +184,7 @@ def _merge_rows(*parts):
         return None
     return (np.concatenate([q[0] for q in parts]), _vstack([q[1] for q in parts]),
             np.concatenate([q[2] for q in parts]), _vstack([q[3] for q in parts]),
-            _add(*[q[4] for q in parts]))
+            tree_sum(*[q[4] for q in parts]))
 
 
 class _Model:
@@ -305,7 +293,7 @@ class PartitionedDMLProblem(_Rounds):
 
     def dense_gradient(self, idx, W: np.ndarray, include_alpha: bool = False) -> np.ndarray:
         """As :meth:`TripletDMLProblem.dense_gradient`."""
-        G, loss = self._round(_dml_dense_task, _add, self.spec, self._split(idx), len(idx),
+        G, loss = self._round(_dml_dense_task, tree_sum, self.spec, self._split(idx), len(idx),
                               _MODEL, model=W)
         self.batch_loss = loss / len(idx)
         G = 0.5 * (G + G.T)
@@ -314,11 +302,11 @@ class PartitionedDMLProblem(_Rounds):
         return G
 
     def objective_factored(self, L: np.ndarray) -> float:
-        total = self._round(_dml_loss_task, _add, self.spec, _MODEL, False, model=L)
+        total = self._round(_dml_loss_task, tree_sum, self.spec, _MODEL, False, model=L)
         return total / self.m + self.alpha * float(np.sum(L * L))
 
     def objective_dense(self, W: np.ndarray) -> float:
-        total = self._round(_dml_loss_task, _add, self.spec, _MODEL, True, model=W)
+        total = self._round(_dml_loss_task, tree_sum, self.spec, _MODEL, True, model=W)
         return total / self.m + self.alpha * float(np.trace(W))
 
 
@@ -332,7 +320,7 @@ class PartitionedSMLProblem(_Rounds, SMLProblem):
         _Rounds.__init__(self, plan, states, counts)
         self.X, self.d, self.alpha = None, int(d), float(alpha)
         self.radius = float(np.sqrt(self.m / self.alpha))
-        self._tau_total = self._round(_sml_tau_task, _add, self.alpha, self.d)
+        self._tau_total = self._round(_sml_tau_task, tree_sum, self.alpha, self.d)
         if not np.isfinite(self._tau_total):
             raise _overflow("sum_tau ||X_tau||_F^2")
 
@@ -340,7 +328,7 @@ class PartitionedSMLProblem(_Rounds, SMLProblem):
         return float(self._tau_total) / (2.0 * mu)
 
     def A_sum(self, u: np.ndarray) -> np.ndarray:
-        G = self._round(_sml_A_task, _add, self.alpha, self.d, _MODEL, self.offsets,
+        G = self._round(_sml_A_task, tree_sum, self.alpha, self.d, _MODEL, self.offsets,
                         model=np.asarray(u, dtype=np.float64))
         return np.zeros((self.d, self.d)) if G is None else G
 

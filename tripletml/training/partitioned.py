@@ -38,7 +38,6 @@ same floating-point results.
 from __future__ import annotations
 
 import copy
-import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -47,9 +46,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from .reduction import tree_sum  # noqa: F401  (re-exported)
+
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
            "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
-           "RestartWarning", "MAX_RESTARTS"]
+           "RestartWarning", "MAX_RESTARTS", "tree_sum"]
 
 #: partitions (or partial results) combined per reduction task
 FAN_IN = 8

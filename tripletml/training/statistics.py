@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from .. import column_kinds as ck
 from ..preprocessing import (MAX_DENSIFY_FEATURES, Preprocessor, _mean_std, apply_preprocessing,
                              column_scales, resolve_preprocessing, whitener_from_cov)
+from .reduction import tree_sum
 
 __all__ = ["fit_preprocessor", "distributed_median", "merge_moments", "fit"]
 
@@ -193,7 +194,7 @@ def _select(backend, mean, scale, rank: int, lo: float, hi: float) -> float:
     k = rank
     for _ in range(64):
         hist = backend.gather(backend.reduce(
-            _add, backend.map(_hist_task, mean, scale, tuple(path), lo, hi)))
+            tree_sum, backend.map(_hist_task, mean, scale, tuple(path), lo, hi)))
         cum = np.cumsum(hist)
         b = int(np.searchsorted(cum, k + 1))
         k -= int(cum[b - 1]) if b > 0 else 0
@@ -334,13 +335,6 @@ def _gram_task(p, mean, s) -> np.ndarray:
     return G
 
 
-def _add(*arrays):
-    out = arrays[0].copy()
-    for a in arrays[1:]:
-        out += a
-    return out
-
-
 def _placeholder(sparse: bool, d: int):
     """A 0-row X of the collection's kind (for the mode rules)."""
     return sp.csr_matrix((0, d)) if sparse else np.zeros((0, d))
@@ -397,7 +391,7 @@ def fit_preprocessor(learner, backend, infos: list[dict]) -> Preprocessor:
                 stats["radius"] = med if np.isfinite(med) and med > 0 else 1.0
         else:                                           # whiten
             s = np.where(std > 0, std, 1.0)
-            G = g(backend.reduce(_add, backend.map(_gram_task, mean, s)))
+            G = g(backend.reduce(tree_sum, backend.map(_gram_task, mean, s)))
             stats["whitener"] = whitener_from_cov(G / max(n, 1), std)
     if not pre.unit:
         stats.pop("unit", None)
