@@ -376,3 +376,37 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, name):
     assert got.history_["loss"] == ref.history_["loss"]
     again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)     # finished: same
     np.testing.assert_array_equal(again.similarity(X[:5]), ref.similarity(X[:5]))
+
+
+def test_tampered_round_checkpoint_is_refused(tmp_path):
+    """A checkpoint whose model holds NaN, or whose rank differs from the
+    run's, is refused on resume (the files are untrusted)."""
+    import json
+
+    from sklearn.datasets import load_digits
+
+    import tripletml
+    from tripletml.sharded import ShardedCollection
+    from tripletml.training.partitioned import fit_partitioned
+
+    X, y = load_digits(return_X_y=True)
+    coll = ShardedCollection.from_arrays(X[:300], y[:300], n_partitions=2)
+
+    def make():
+        return tripletml.LORETA(rank=4, n_triplets=1000, max_iter=2, tol=None,
+                                random_state=0)
+
+    fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    state = json.loads((tmp_path / "state.json").read_text())
+    path = tmp_path / state["state"]["file"]
+    arrays = dict(np.load(path))
+    good = {k: v.copy() for k, v in arrays.items()}
+    arrays["A"][0, 0] = np.nan
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    np.savez(path, **good)
+    state["state"]["meta"]["model"]["rank"] = 3
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="do not match this run's"):
+        fit_partitioned(make(), coll, checkpoint_dir=tmp_path)

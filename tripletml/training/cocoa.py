@@ -291,7 +291,8 @@ def _restore(plan, owner, K, d, average, hist):
 
     def arr(name, shape=None):
         a = arrays.get(name)
-        if a is None or a.dtype != np.float64 or (shape is not None and a.shape != shape):
+        if a is None or a.dtype != np.float64 or (shape is not None and a.shape != shape) \
+                or not np.isfinite(a).all() or (name.startswith("alpha") and (a < 0).any()):
             raise ValueError(f"{owner}: the checkpoint's {name!r} is missing or malformed")
         return np.array(a)
 

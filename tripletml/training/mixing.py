@@ -459,8 +459,18 @@ class _MixingRounds:
                 arrays[k].shape != want[k].shape or arrays[k].dtype != want[k].dtype
                 for k in want):
             raise ValueError(f"{name}: the checkpoint's model arrays do not match this run's")
+        if not all(np.isfinite(a).all() for a in arrays.values()):
+            raise ValueError(f"{name}: the checkpoint's model arrays hold NaN or infinity")
+        scalars = meta.get("model") if isinstance(meta, dict) else None
+        mine = {k: v for k, v in self.model.items() if not isinstance(v, np.ndarray)}
+        if not isinstance(scalars, dict) or set(scalars) != set(mine) or any(
+                isinstance(scalars[k], bool) or not isinstance(scalars[k], (int, float))
+                or not np.isfinite(scalars[k]) for k in scalars) or any(
+                scalars[k] != mine[k] for k in ("rank", "eta") if k in mine):
+            raise ValueError(f"{name}: the checkpoint's model scalars are malformed or do not "
+                             "match this run's (rank, step size)")
         try:
-            model = {**meta["model"], **{k: np.array(v) for k, v in arrays.items()}}
+            model = {**scalars, **{k: np.array(v) for k, v in arrays.items()}}
             counters = meta["counters"]
             for k in self._COUNTERS:
                 setattr(self, k, counters[k])
