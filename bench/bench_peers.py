@@ -102,8 +102,12 @@ from typing import Any, Iterable, Optional, Sequence
 
 try:
     from . import _provenance
-except ImportError:          # run as a file
-    import _provenance
+except ImportError:          # loaded as a file (the peers venv's worker, tests): beside it
+    import importlib.util as _ilu
+    _spec = _ilu.spec_from_file_location("_provenance",
+                                         Path(__file__).with_name("_provenance.py"))
+    _provenance = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(_provenance)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = Path("~/.cache/tripletml/peers-venv").expanduser()
