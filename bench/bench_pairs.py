@@ -47,7 +47,7 @@ Methods
 -------
 metric-learn: its weakly supervised pair learners ITML, MMC and SDML (rows
 "ITML (metric-learn)", ...).  tripletml: every triplet learner of the
-registry (the pair learners ITML, KISSME, MMC natively, every other one
+registry (the pair learners ITML, KISSME, MMC, RCA natively, every other one
 through the documented pairs-to-triplets rule; a learner that refuses pairs
 gets status ``error`` with its message), the Euclidean (and DotProduct)
 baseline included.
@@ -89,7 +89,8 @@ INTS = ("n_train_pairs", "n_test_pairs", "n_train", "n_test", "n_features", "n_c
 ML_PAIR_CLASSES = ("ITML", "MMC", "SDML")
 ML_METHODS = tuple(hh.ml_row(c) for c in ML_PAIR_CLASSES)
 #: tripletml's native pair learners (their papers' setting), listed first
-TML_NATIVE = ("ITML", "KISSME", "MMC")
+#: (``tripletml.pairs.PAIR_LEARNERS`` when the checkout has it)
+TML_NATIVE = ("ITML", "KISSME", "MMC", "RCA")
 BASELINES = ("Euclidean", "DotProduct")
 WARMUP_PAIRS = 100
 
@@ -99,8 +100,12 @@ log = hh.logger("bench_pairs")
 def tml_methods() -> tuple[str, ...]:
     """tripletml's triplet learners (this checkout's registry), pair learners first."""
     import tripletml
+    try:
+        from tripletml.pairs import PAIR_LEARNERS as native
+    except ImportError:
+        native = TML_NATIVE
     names = list(tripletml.learner_names("triplet"))
-    return tuple([n for n in TML_NATIVE if n in names] + [n for n in names if n not in TML_NATIVE])
+    return tuple([n for n in native if n in names] + [n for n in names if n not in native])
 
 
 def all_methods() -> list[str]:
