@@ -30,6 +30,8 @@ Protocol (identical for every method)
   dissimilar, drawn uniformly without repetition among the unordered pairs of
   distinct training rows, and as many among the test rows (fewer only when a
   part has fewer distinct pairs of a kind).  Reproducible from the seed.
+  Never a pair of two identical points (duplicate rows, e.g. in letter):
+  such a pair says nothing about a metric, and tripletml refuses it.
 * Fit on the training pairs as points ``(m, 2, d)`` with labels +1 / -1
   (metric-learn's ``fit(pairs, y)``; tripletml's ``fit(P, y)``; with
   ``--form indices`` tripletml fits ``fit(X_train, pairs=P_idx, y=labels)``),
@@ -124,53 +126,74 @@ def default_n_pairs(n_classes: int) -> int:
 _ENUMERATE_LIMIT = 2_000_000
 
 
-def draw_pairs(y, n_pairs: int, seed, salt: int = 0):
+def draw_pairs(y, n_pairs: int, seed, salt: int = 0, groups=None):
     """Balanced labelled pairs of distinct rows, reproducible from ``(seed, salt)``.
 
     Half similar (both rows of one class, label +1), half dissimilar (label
     -1); each half uniform without repetition over the unordered pairs
-    ``{i, j}``, ``i != j``, of its kind (``i < j`` in the output).  When a kind
-    has fewer than ``n_pairs // 2`` pairs, both halves shrink to that number.
+    ``{i, j}``, ``i != j``, of its kind (``i < j`` in the output).  With
+    ``groups`` (one id per row, equal for identical rows), pairs of two rows
+    of one group (two identical points) are never drawn.  When a kind has
+    fewer than ``n_pairs // 2`` pairs, both halves shrink to that number.
     Returns ``(pairs int64 (m, 2), labels int8 (m,))`` in random order.
     """
     import numpy as np
     y = np.asarray(y)
     n = y.shape[0]
     _, codes = np.unique(y, return_inverse=True)
-    sizes = np.bincount(codes)
-    n_all = n * (n - 1) // 2
-    n_sim = int((sizes * (sizes - 1) // 2).sum())
-    half = min(int(n_pairs) // 2, n_sim, n_all - n_sim)
-    if half < 1:
-        raise ValueError(f"draw_pairs: no similar or no dissimilar pair among {n} rows "
-                         f"with {sizes.size} class(es)")
+    codes = codes.ravel()
+    g = np.arange(n) if groups is None else np.asarray(groups).ravel()
     rng = np.random.default_rng([int(seed), int(salt)])
+    n_all = n * (n - 1) // 2
     if n_all <= _ENUMERATE_LIMIT:
         i, j = np.triu_indices(n, 1)
+        keep = g[i] != g[j]
+        i, j = i[keep], j[keep]
         same = codes[i] == codes[j]
-        s = rng.choice(np.flatnonzero(same), half, replace=False)
-        d = rng.choice(np.flatnonzero(~same), half, replace=False)
+        sim_i, dis_i = np.flatnonzero(same), np.flatnonzero(~same)
+        half = min(int(n_pairs) // 2, sim_i.size, dis_i.size)
+        if half < 1:
+            raise ValueError(f"draw_pairs: no similar or no dissimilar pair among {n} rows "
+                             f"with {codes.max(initial=-1) + 1} class(es)")
+        s = rng.choice(sim_i, half, replace=False)
+        d = rng.choice(dis_i, half, replace=False)
         sim = np.stack([i[s], j[s]], 1)
         dis = np.stack([i[d], j[d]], 1)
     else:
+        sizes = np.bincount(codes)
+        n_sim = int((sizes * (sizes - 1) // 2).sum())
+        half = min(int(n_pairs) // 2, n_sim, n_all - n_sim)
+        if half < 1:
+            raise ValueError(f"draw_pairs: no similar or no dissimilar pair among {n} rows "
+                             f"with {sizes.size} class(es)")
         got = {True: {}, False: {}}
         batch = max(4 * half, 1024)
-        while len(got[True]) < half or len(got[False]) < half:
+        for _ in range(1000):
+            if len(got[True]) >= half and len(got[False]) >= half:
+                break
             a = rng.integers(0, n, batch)
             b = rng.integers(0, n, batch)
-            ok = a != b
+            ok = g[a] != g[b]
             lo, hi = np.minimum(a[ok], b[ok]), np.maximum(a[ok], b[ok])
             kind = codes[lo] == codes[hi]
             for u, v, k in zip(lo.tolist(), hi.tolist(), kind.tolist()):
                 box = got[k]
                 if len(box) < half:
                     box.setdefault(u * n + v, (u, v))
+        else:
+            raise ValueError(f"draw_pairs: could not draw {half} pairs of each kind")
         sim = np.array(list(got[True].values()), dtype=np.int64)
         dis = np.array(list(got[False].values()), dtype=np.int64)
     pairs = np.concatenate([sim, dis]).astype(np.int64)
     labels = np.concatenate([np.ones(half, np.int8), -np.ones(half, np.int8)])
     perm = rng.permutation(2 * half)
     return np.ascontiguousarray(pairs[perm]), labels[perm]
+
+
+def identical_rows(X):
+    """One id per row, equal for rows with identical values."""
+    import numpy as np
+    return np.unique(np.asarray(X), axis=0, return_inverse=True)[1].ravel()
 
 
 def make_split(X, y, seed: int, n_pairs: Optional[int] = None) -> dict:
@@ -188,7 +211,7 @@ def make_split(X, y, seed: int, n_pairs: Optional[int] = None) -> dict:
     out = {"n_pairs": n, "n_classes": k}
     for name, Xp, yp, salt in (("train", Xtr, ytr, 1), ("test", Xte, yte, 2)):
         Xs = np.ascontiguousarray(sc.transform(Xp))
-        idx, lab = draw_pairs(yp, n, seed, salt)
+        idx, lab = draw_pairs(yp, n, seed, salt, groups=identical_rows(Xs))
         out[name] = {"X": Xs, "idx": idx, "y": lab, "P3": Xs[idx], "rows": int(Xp.shape[0])}
     return out
 

@@ -71,6 +71,20 @@ def test_draw_pairs_caps_at_the_scarcer_kind(bpairs):
         bpairs.draw_pairs(np.zeros(10), 10, seed=0)
 
 
+@pytest.mark.parametrize("enumerate_limit", [None, 0])
+def test_draw_pairs_skips_identical_points(bpairs, monkeypatch, enumerate_limit):
+    if enumerate_limit is not None:
+        monkeypatch.setattr(bpairs, "_ENUMERATE_LIMIT", enumerate_limit)
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 2, size=(60, 2)).astype(float)     # 4 distinct points, many copies
+    y = rng.integers(0, 2, size=60)
+    g = bpairs.identical_rows(X)
+    assert g.shape == (60,) and len(np.unique(g)) == len(np.unique(X, axis=0))
+    pairs, labels = bpairs.draw_pairs(y, 200, seed=0, groups=g)
+    _check_pairs(y, pairs, labels, 200)
+    assert not np.any(np.all(X[pairs[:, 0]] == X[pairs[:, 1]], axis=1))
+
+
 def test_default_n_pairs(bpairs):
     assert bpairs.default_n_pairs(2) == 1000
     assert bpairs.default_n_pairs(10) == 2000
