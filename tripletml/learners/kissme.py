@@ -22,6 +22,7 @@ from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
 from ..triplets import document_sampling
 from ..triplets import AllLabels, ClassCodes, is_class_sampling
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 from ..solvers.kissme import _scatter_from_labels, _scatter_from_triplets, kissme_matrix
 
 __all__ = ["KISSME"]
@@ -41,6 +42,7 @@ def _moderate_scale(scale) -> bool:
     return s.size == 0 or (s.max() <= _RAW_SCALE_LIMIT and s.min() >= 1 / _RAW_SCALE_LIMIT)
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class KISSME(MahalanobisMixin, TripletLearner):
@@ -80,6 +82,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         Eigenvalues of M below ``rank_tol`` times its largest do not count
         in ``rank_`` and ``components_``.
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
         Used only to sample triplets (``n_triplets`` an int).
 
@@ -124,13 +128,16 @@ class KISSME(MahalanobisMixin, TripletLearner):
     }
 
     def __init__(self, shrinkage=0.01, *, n_triplets=None, sampling="class", rank_tol=1e-6,
-                 preprocessing="auto", random_state=None):
+                 preprocessing="auto", random_state=None, n_components=None,
+                 preprocessor=None):
         self.shrinkage = shrinkage
         self.n_triplets = n_triplets
         self.sampling = sampling
         self.rank_tol = rank_tol
         self.preprocessing = preprocessing
         self.random_state = random_state
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         "shrinkage": [Interval(Real, 0, 1, closed="both")],
@@ -139,6 +146,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         "sampling": COMMON["sampling"],
         "random_state": ["no_validation"],
         "preprocessing": ["no_validation"],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     #: the statistics of row differences are formed on the validated X, then
