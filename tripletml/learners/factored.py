@@ -145,6 +145,11 @@ class FactoredBilinearMixin(BilinearMixin):
         """``W = A_ B_^T`` (d x d: large for many features; prefer the factors)."""
         return self.A_ @ self.B_.T
 
+    def _bilinear_factors(self):
+        """``(A_, B_)``: ``transform`` embeds the PSD part of ``A_ B_^T``
+        from the factors (thin QR, a 2k x 2k eigenproblem), never forming W."""
+        return self.A_, self.B_
+
     _fitted_arrays = {"A_": ArraySpec(("d", "rank_")), "B_": ArraySpec(("d", "rank_"))}
 
     def _check_loaded(self) -> None:
