@@ -438,7 +438,9 @@ def test_delegation_and_save_load(tmp_path):
 def test_transform_delegates_to_the_winner():
     X, y = iris()
     auto = AutoSimilarity(candidates=[{"learner": "Euclidean"}], random_state=0).fit(X, y)
-    assert not hasattr(AutoSimilarity(), "transform")       # unfitted: not available
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):                    # a transformer: unfitted raises
+        AutoSimilarity().transform(X)
     np.testing.assert_allclose(auto.transform(X), X)
     # every learner transforms (issue 29): a bilinear winner too
     auto = AutoSimilarity(candidates=[{"learner": "DotProduct"}], random_state=0).fit(X, y)
