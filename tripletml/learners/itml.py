@@ -109,6 +109,9 @@ class ITML(MahalanobisMixin, TripletLearner):
         ``diag(sqrt(s)) U^T``: ``transform`` maps into the learned space.
     rank_ : int
         Eigenvalues of ``M_`` kept in ``components_`` (``rank_tol``).
+    transform_fidelity_ : float
+        Share of ``||L^T L||_F^2`` (L = ``components_``) that ``transform``
+        keeps: 1.0 unless ``n_components`` drops directions.
     bounds_ : ndarray of shape (2,)
         ``(u, l)`` used.
     dual_ : ndarray of shape (2 m,)

@@ -95,6 +95,9 @@ class KISSME(MahalanobisMixin, TripletLearner):
         ``diag(sqrt(s)) U^T`` over the eigenvalues kept: ``transform`` maps
         to the learned dimension.
     rank_ : int
+    transform_fidelity_ : float
+        Share of ``||L^T L||_F^2`` (L = ``components_``) that ``transform``
+        keeps: 1.0 unless ``n_components`` drops directions.
     similar_covariance_, dissimilar_covariance_ : ndarray of shape (d, d)
         ``Sigma_S`` and ``Sigma_D`` (before shrinkage).
     history_ : dict of lists

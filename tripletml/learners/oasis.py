@@ -76,6 +76,10 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ----------
     W_ : ndarray of shape (n_features_preprocessed_, n_features_preprocessed_)
         The learned bilinear matrix.
+    transform_fidelity_ : float
+        Share of ``||W_||_F^2`` that ``transform`` keeps (the PSD part of
+        the symmetric part of W, see :class:`~tripletml.base.BilinearMixin`;
+        below 1 for a non-symmetric W).
     n_features_in_ : int
     t_ : int
         Number of PA steps taken (over all ``fit``/``partial_fit`` calls).

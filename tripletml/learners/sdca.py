@@ -114,6 +114,10 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         Deprecated alias of ``W_`` (renamed in 0.2 so that every bilinear
         learner names its matrix ``W_``; removed in 0.3).  Files saved with
         ``M_`` still load.
+    transform_fidelity_ : float
+        Share of ``||W_||_F^2`` that ``transform`` keeps (the PSD part of
+        the symmetric part of W, see :class:`~tripletml.base.BilinearMixin`;
+        below 1 for a non-symmetric W).
     M_last_ : ndarray (d, d)
         The last iterate ``M^T = M(alpha)``.
     alpha_ : ndarray (n,)

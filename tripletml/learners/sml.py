@@ -116,6 +116,9 @@ class SML(MahalanobisMixin, TripletLearner):
         maps to the reduced dimension.
     rank_ : int
         The learned dimensionality.
+    transform_fidelity_ : float
+        Share of ``||L^T L||_F^2`` (L = ``components_``) that ``transform``
+        keeps: 1.0 unless ``n_components`` drops directions.
     n_iter_ : int
     stop_reason_ : {"tol", "max_iter"}
     lipschitz_, lipschitz_final_ : float
