@@ -445,7 +445,14 @@ def write_markdown(summary: dict, gl: dict, prov: dict, path: Path) -> None:
         for s, x, st in fails:
             msg = " / ".join(st["messages"])[:400].replace("|", "\\|")
             L.append(f"| {s} | {x} | {', '.join(st['bad']) or 'ok'} | {msg} |")
-    notes = prov.get("notes") or []
+    notes = list(prov.get("notes") or [])
+    sdml = [summary[s].get(hh.ml_row("SDML")) for s in sets]
+    if any(sdml) and all(st is None or st["auc"] is None for st in sdml):
+        notes.append("metric-learn's SDML failed on every set at its defaults (its graphical "
+                     "lasso gave a matrix that is not positive definite). A check outside this "
+                     "table (iris, vehicle, digits, seed 0) found no setting that works either: "
+                     "balance_param 1e-3 or 1e-5, prior='covariance', sparsity_param 0.1 all "
+                     "failed the same way (scikit-learn's solver; skggm is not installed).")
     if notes:
         L += ["", "## Notes", ""] + [f"* {n}" for n in notes]
     L += [""] + hh.provenance_block(prov)
