@@ -45,13 +45,16 @@ def test_tuple_form_errors_name_the_right_form(iris):
     with pytest.raises(ValueError, match=r"OASIS: y has shape \(150, 3\) of integers.*"
                                          r"fit\(X, triplets=T\)"):
         OASIS().fit(X, T)
-    with pytest.raises(ValueError, match=r"ITML: X of shape \(150, 2, 4\) looks like pairs "
-                                         r"of points.*\(n, 3, n_features\)"):
-        ITML().fit(X[T[:, :2]], np.ones(150))
+    with pytest.raises(ValueError, match=r"ITML: X of shape \(150, 2, 4\) holds pairs; give "
+                                         r"their labels"):
+        ITML().fit(X[T[:, :2]])
+    with pytest.raises(ValueError, match=r"OASIS: y has shape \(150, 2\) of integers: index "
+                                         r"pairs go in the keyword argument, fit\(X, pairs=P"):
+        OASIS().fit(X, T[:, :2])
     with pytest.raises(ValueError, match="carry their own supervision"):
         OASIS().fit(X[T], y)
-    with pytest.raises(ValueError, match=r"rows \(n_samples, n_features\), or point "
-                                         r"triplets.*shape \(150, 4, 4\)"):
+    with pytest.raises(ValueError, match=r"pairs \(n_pairs, 2, n_features\) or triplets "
+                                         r"\(n_triplets, 3, n_features\); got shape \(150, 4, 4\)"):
         OASIS().fit(np.zeros((150, 4, 4)))
     with pytest.raises(ValueError, match="holds no triplet"):
         OASIS().fit(np.zeros((0, 3, 4)))

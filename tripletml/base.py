@@ -47,6 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
@@ -57,6 +58,9 @@ from ._stopping import STOP_REASONS
 from ._preprocessed import PreprocessedModel
 from .preprocessing import check_preprocessing
 from ._validation import as_generator, check_dense_memory, check_triplets, check_X
+from ._tuples import TupleClassifierMixin, TupleInput, best_threshold, resolve_rows, tuple_input
+from ._deprecated import _legacy_decision_function_available
+from .pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pairs_to_triplets
 from .linalg import rowwise_dot
 from .linalg.invariants import check_factor, check_positive_definite, check_psd
 from .triplets import check_labels, resolve_sampling
@@ -139,6 +143,7 @@ class LearnerBase(BaseEstimator):
         features are checked against the fitted ones.
         """
         accept = self._accepts_sparse if accept_sparse is None else accept_sparse
+        X = resolve_rows(self, X)        # 1-D row indices into a ``preprocessor``
         if reset:
             _check_feature_names(self, X, reset=True)
             return check_X(X, self, accept_sparse=accept, name=name)
@@ -201,6 +206,13 @@ class LearnerBase(BaseEstimator):
         reason = vars(self).get("stop_reason_")
         if reason is not None and reason not in STOP_REASONS:
             raise ValueError(f"stop_reason_={reason!r} must be one of {STOP_REASONS}")
+        if "threshold_" in vars(self):
+            t = vars(self)["threshold_"]
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t):
+                raise ValueError(f"threshold_={t!r} must be a finite number")
+        form = vars(self).get("tuple_form_")
+        if form is not None and form not in ("pairs", "triplets"):
+            raise ValueError(f"tuple_form_={form!r} must be 'pairs' or 'triplets'")
 
 
 #: fitted counters a model file may hold (non-negative ints, checked on load)
@@ -209,7 +221,8 @@ _COUNTERS = ("t_", "n_iter_", "rank_", "n_labels_", "n_pinv_refresh_", "next_id_
              "n_skipped_")
 
 
-class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
+class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunction,
+                     LearnerBase):
     """Base class of the triplet learners: validation, preprocessing, triplet
     handling and scoring.
 
@@ -260,6 +273,10 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
     #: :mod:`tripletml.training.partitioned`): "statistics", "cocoa",
     #: "mixing", "gradients" or "sample" (gather the triplets' rows)
     _partitioned_strategy: ClassVar[str] = "sample"
+    #: whether ``_fit`` receives pairs (:class:`~tripletml.pairs.PairConstraints`)
+    #: when fitted on pairs: a learner whose paper learns from pairs (ITML,
+    #: KISSME, MMC); the others receive the triplets the pairs imply
+    _accepts_pairs: ClassVar[bool] = False
 
     def _check_square_memory(self, d: int) -> None:
         """A clear MemoryError, before any allocation, when the
@@ -279,27 +296,37 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
         Explicit ``triplets=`` bypass it."""
         return resolve_sampling(getattr(self, "sampling", "class"), self.n_triplets, owner=self)
 
-    def _prepare_fit(self, X, y=None, triplets=None):
+    def _prepare_fit(self, X, y=None, triplets=None, pairs=None):
         """Validate inputs, fit the preprocessing and apply the sampling
         policy; returns ``(X, supervision, rng)`` where the supervision is
-        the given triplets, what :meth:`_sampler` made of ``y`` (triplets or
+        the given triplets, the given pairs (:class:`~tripletml.pairs.PairConstraints`
+        for a learner with ``_accepts_pairs``, else the triplets
+        :func:`~tripletml.pairs.pairs_to_triplets` makes of them), what
+        :meth:`_sampler` made of ``y`` (triplets or
         :class:`~tripletml.triplets.ClassCodes`), or None for a learner that
         needs neither.  The policy sees the rows ``_fit`` will see."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
         X = self._validate_X(X, reset=True)
         rng = as_generator(getattr(self, "random_state", None), self)
+        who = type(self).__name__
         # the supervision first: bad triplets or labels leave no preprocessor
         got = None
-        if self._needs_triplets and triplets is not None:
+        if pairs is not None:
+            if triplets is not None:
+                raise ValueError(f"{who}: give pairs= (with y their +1/-1 labels) or "
+                                 "triplets=, not both.")
+            got = check_pairs(pairs, y, X.shape[0], self)
+        elif self._needs_triplets and triplets is not None:
             got = check_triplets(triplets, X.shape[0], self)
         elif self._needs_triplets:
             if y is None:
-                raise ValueError(f"{type(self).__name__}: fit requires y to be passed, but the "
+                raise ValueError(f"{who}: fit requires y to be passed, but the "
                                  "target y is None; give class labels y (to sample triplets) "
-                                 "or an explicit triplets=(m, 3) index array.")
+                                 "or an explicit triplets=(m, 3) index array (or pairs=(m, 2) "
+                                 "with y their +1/-1 labels).")
             if X.shape[0] < 3:
-                raise ValueError(f"{type(self).__name__}: X has {X.shape[0]} samples; at "
+                raise ValueError(f"{who}: X has {X.shape[0]} samples; at "
                                  "least 3 are needed to form a triplet.")
             _, codes = check_labels(y, X.shape[0], self)
         Xp = self._fit_preprocessing(X)
@@ -312,7 +339,12 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
             X = self.preprocessor_.transform(Xp, copy=Xp is X)   # a densified copy is ours
         else:
             X = Xp
-        if got is None and self._needs_triplets:
+        if isinstance(got, PairConstraints):
+            if not self._needs_triplets:
+                got = None
+            elif not self._accepts_pairs:
+                got = self._pair_triplets(got, rng)
+        elif got is None and self._needs_triplets:
             try:
                 got = self._sampler().sample(X, codes, rng, owner=self)
             except BaseException:
@@ -320,7 +352,22 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
                 raise
         return X, got, rng
 
-    def fit(self, X, y=None, *, triplets=None):
+    def _pair_triplets(self, pc: PairConstraints, rng) -> np.ndarray:
+        """The triplets of a learner that does not learn from pairs natively:
+        :func:`~tripletml.pairs.pairs_to_triplets` (a similar and a dissimilar
+        pair sharing a row), or a ValueError naming the pair learners."""
+        t = pairs_to_triplets(pc, rng=rng, owner=self)
+        if t.shape[0] == 0:
+            self._clear_preprocessing()
+            raise ValueError(
+                f"{type(self).__name__} learns from triplets; it turns pairs into triplets "
+                "(a similar pair {a, b} and a dissimilar pair {a, c} sharing the row a give "
+                "the triplet (a, b, c)), but no similar and dissimilar pair share a row here. "
+                f"Use a learner that takes pairs ({', '.join(PAIR_LEARNERS)}), or give "
+                "pairs that share rows.")
+        return t
+
+    def fit(self, X, y=None, *, triplets=None, pairs=None):
         """Fit the model.
 
         Parameters
@@ -332,35 +379,60 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
             the learner's ``_partitioned_strategy``).
         y : array-like of shape (n_samples,), optional
             Class labels; ``n_triplets`` random class triplets are sampled
-            from them when ``triplets`` is not given.
+            from them when ``triplets`` is not given.  With ``pairs`` (or
+            pairs of points as X): one label per pair, +1 similar and -1
+            dissimilar (or 1 and 0).
         triplets : array-like of shape (n_triplets, 3), optional
             Explicit ``(query, positive, negative)`` row indices into X.
+        pairs : array-like of shape (n_pairs, 2), optional
+            Row indices into X of pairs labelled by y.  ITML, KISSME and MMC
+            learn from pairs natively; the other learners learn from the
+            triplets the pairs imply (:func:`tripletml.pairs.pairs_to_triplets`:
+            a similar and a dissimilar pair sharing a row), and say so when
+            there are none.  ``threshold_`` is then calibrated on these pairs
+            (best accuracy), so that ``predict`` classifies new pairs.
 
-        X may also be metric-learn's point triplets, an array of shape
-        ``(n_triplets, 3, n_features)`` (``X[T]``), with neither y nor
-        ``triplets``: it is fitted as the ``3 n_triplets`` rows with the
-        triplets ``(3i, 3i + 1, 3i + 2)``; ``n_features_in_`` is
-        ``n_features``.
+        X may also be one of metric-learn's tuple forms (with neither
+        ``triplets`` nor ``pairs``): point triplets ``(n_triplets, 3,
+        n_features)`` (``X[T]``, no y), fitted as the ``3 n_triplets`` rows
+        with the triplets ``(3i, 3i + 1, 3i + 2)``; point pairs ``(n_pairs, 2,
+        n_features)`` with y their labels, fitted as the distinct rows of the
+        pairs (equal points share a row) with the pairs into them; with the
+        ``preprocessor`` parameter set, index tuples ``(n, 2)`` / ``(n, 3)``
+        into its rows, or a 1-D array of row indices with class labels y.
+        ``n_features_in_`` is always ``n_features``.  After a fit on tuples,
+        ``predict``, ``decision_function`` and ``score`` take tuples
+        (:class:`tripletml._tuples.TupleClassifierMixin`).
 
         Returns
         -------
         self
         """
         if _is_collection(X):
-            if y is not None or triplets is not None:
+            if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
                                  "triplets from the ShardedCollection (labels=, triplets=); "
-                                 "do not pass y or triplets as well")
+                                 "do not pass y, triplets or pairs as well")
             return X._fit_learner(self)       # tripletml.training.partitioned
-        X, y, triplets = _tuple_forms(self, X, y, triplets)
+        X, y, triplets, pairs, form = _tuple_forms(self, X, y, triplets, pairs)
         self._reset_fitted()  # a failed refit must not look fitted
-        X, triplets, rng = self._prepare_fit(X, y, triplets)
+        for name in ("threshold_", "tuple_form_"):
+            self.__dict__.pop(name, None)
+        X_raw = X
+        X, got, rng = self._prepare_fit(X, y, triplets, pairs)
         try:
-            self._fit(X, triplets, rng)
+            self._fit(X, got, rng)
         except BaseException:
             self._clear_preprocessing()
             raise
         self._set_fitted(self.preprocessor_.n_features_in_)         # the raw d
+        if pairs is not None:           # metric-learn calibrates at fit: best accuracy
+            rows = self._validate_X(X_raw, reset=False)
+            pc = check_pairs(pairs, y, rows.shape[0], self)
+            scores = self._tuple_scores(TupleInput("pairs", rows, pc.pairs))
+            self.threshold_ = best_threshold(scores, pc.labels)
+        if form is not None:
+            self.tuple_form_ = form
         return self
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
@@ -432,56 +504,118 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
                                    - self._pair_score(Q, X[c[:, 2]]))
         return self._finite_output(out, "triplet_score")
 
-    def score(self, X, y) -> float:
-        """Leave-one-out mean average precision of retrieval within X."""
+    def score(self, X, y=None) -> float:
+        """Leave-one-out mean average precision of retrieval within rows X
+        with class labels y.
+
+        On tuples (metric-learn's forms, see :meth:`fit`): the ROC AUC of
+        ``decision_function`` on pairs of points ``(n, 2, n_features)``
+        against their +1/-1 labels y, or the fraction of triplets of points
+        ``(n, 3, n_features)`` whose query is more similar to the positive
+        (y unused) — what ``cross_val_score`` and ``GridSearchCV`` maximise
+        when tuples are X.
+        """
+        if tuple_input(self, X) is not None:
+            return self._tuple_score(X, y)
         from .metrics import evaluate_retrieval
 
+        if y is None:
+            raise ValueError(f"{type(self).__name__}: score(X, y) on rows needs the class "
+                             "labels y (leave-one-out mAP); pairs and triplets of points are "
+                             "scored without rows.")
         X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
+    def _decision_available(self) -> bool:
+        return self._tuple_ready() or _legacy_decision_function_available(self)
 
-def _tuple_forms(est, X, y, triplets):
-    """metric-learn's tuple inputs: ``(n, 3, d)`` point triplets become rows
-    and index triplets; the other forms get an error naming the right one."""
+    @available_if(_decision_available)
+    def decision_function(self, X, triplets=None) -> np.ndarray:
+        """Scores of tuples: ``pair_score`` of each pair of points (higher =
+        more similar; minus the distance for a Mahalanobis learner, as
+        metric-learn), or each triplet's margin ``S(q, p+) - S(q, p-)``
+        (:meth:`triplet_score`).
+
+        Present after a fit on tuples or once a threshold is set
+        (:meth:`calibrate_threshold`); a model fitted on labels scores rows
+        with :meth:`pair_score`, :meth:`similarity` and :meth:`triplet_score`.
+        ``decision_function(X, triplets)`` is the deprecated alias of
+        ``triplet_score`` (tripletml 0.2).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, 2, n_features) or (n, 3, n_features)
+            Pairs or triplets of points (with a ``preprocessor``: index tuples).
+
+        Returns
+        -------
+        scores : ndarray of shape (n,)
+        """
+        if triplets is not None:
+            return LegacyDecisionFunction.decision_function(self, X, triplets)
+        return self._tuple_decision(X)
+
+    @available_if(TupleClassifierMixin._tuple_ready)
+    def predict(self, X) -> np.ndarray:
+        """+1 / -1 for each pair (similar when its score is at least
+        ``threshold_``) or triplet (+1 when the query is more similar to the
+        positive than to the negative; a tie is -1).
+
+        Present after a fit on tuples or once a threshold is set.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, 2, n_features) or (n, 3, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n,), int
+        """
+        return self._tuple_predict(X)
+
+
+def _tuple_forms(est, X, y, triplets, pairs=None):
+    """metric-learn's tuple inputs as rows and index tuples: returns ``(X, y,
+    triplets, pairs, form)`` with ``form`` "pairs" / "triplets" for a fit on
+    tuples (None for labels).  Point triplets ``(n, 3, d)`` become their
+    stacked rows and ``(3i, 3i + 1, 3i + 2)``; point pairs ``(n, 2, d)`` their
+    distinct rows and the pairs into them; with a ``preprocessor``, index
+    tuples ``(n, 2)`` / ``(n, 3)`` the rows it gives.  Misplaced forms get an
+    error naming the right one."""
     who = type(est).__name__
-    arr = X
-    if isinstance(X, (list, tuple)):
-        try:
-            arr = np.asarray(X)
-        except ValueError:          # ragged: check_X says so
-            arr = None
-    if triplets is None and y is not None and not _is_collection(X):
+    if triplets is None and pairs is None and y is not None:
         ya = y if isinstance(y, np.ndarray) else None
         if isinstance(y, (list, tuple)):
             try:
                 ya = np.asarray(y)
             except ValueError:
                 ya = None
-        if ya is not None and ya.ndim == 2 and ya.shape[1] == 3 and ya.dtype != bool \
+        if ya is not None and ya.ndim == 2 and ya.shape[1] in (2, 3) and ya.dtype != bool \
                 and np.issubdtype(ya.dtype, np.integer):
-            raise ValueError(f"{who}: y has shape {ya.shape} of integers: index triplets "
-                             "(query, positive, negative) go in the keyword argument, "
-                             "fit(X, triplets=T); y holds one class label per row of X.")
-    if getattr(arr, "ndim", None) != 3 or sp.issparse(X):
-        return X, y, triplets
-    n, k, d = arr.shape
-    if k == 3 and y is None and triplets is None:
-        if n == 0:
-            raise ValueError(f"{who}: X holds no triplet (shape {arr.shape}).")
-        rows = np.ascontiguousarray(arr.reshape(3 * n, d))
-        return rows, None, np.arange(3 * n, dtype=np.int64).reshape(n, 3)
-    if k == 3:
-        raise ValueError(f"{who}: X of shape {arr.shape} holds point triplets (query, "
-                         "positive, negative), which carry their own supervision: fit(X) "
-                         "without y or triplets.")
-    if k == 2:
-        raise ValueError(f"{who}: X of shape {arr.shape} looks like pairs of points (with "
-                         "+1/-1 labels), metric-learn's pair form, which tripletml does not "
-                         "learn from yet; give point triplets of shape (n, 3, n_features), "
-                         "or rows X (n_samples, n_features) with class labels y or "
-                         "triplets=(m, 3) row indices.")
-    raise ValueError(f"{who}: X must be rows (n_samples, n_features), or point triplets "
-                     f"(n_triplets, 3, n_features); got shape {arr.shape}.")
+            what = ("index triplets (query, positive, negative) go in the keyword argument, "
+                    "fit(X, triplets=T)" if ya.shape[1] == 3 else
+                    "index pairs go in the keyword argument, fit(X, pairs=P, y=labels) with "
+                    "one +1/-1 label per pair")
+            raise ValueError(f"{who}: y has shape {ya.shape} of integers: {what}; y holds one "
+                             "class label per row of X.")
+    ti = tuple_input(est, X, dedupe=True)
+    if ti is None:
+        form = "triplets" if triplets is not None else "pairs" if pairs is not None else None
+        return X, y, triplets, pairs, form
+    if triplets is not None or pairs is not None:
+        raise ValueError(f"{who}: X holds {ti.kind} themselves (shape "
+                         f"{np.shape(X)}); give either tuples as X or rows X with "
+                         "triplets= / pairs=, not both.")
+    if ti.kind == "triplets":
+        if y is not None:
+            raise ValueError(f"{who}: X of shape {np.shape(X)} holds triplets (query, "
+                             "positive, negative), which carry their own supervision: fit(X) "
+                             "without y or triplets.")
+        return ti.rows, None, ti.index, None, "triplets"
+    if y is None:
+        raise ValueError(f"{who}: X of shape {np.shape(X)} holds pairs; give their labels, "
+                         "fit(pairs, y) with y +1 (similar) or -1 (dissimilar) per pair.")
+    return ti.rows, y, None, ti.index, "pairs"
 
 
 def _is_collection(X) -> bool:

@@ -26,7 +26,7 @@ __all__ = ["PairConstraints", "check_pairs", "check_pair_labels", "class_pairs",
            "pairs_to_triplets", "PAIR_LEARNERS"]
 
 #: the learners that learn from pairs natively (named in error messages)
-PAIR_LEARNERS = ("ITML", "KISSME", "MMC")
+PAIR_LEARNERS = ("ITML", "KISSME", "MMC", "RCA")
 
 
 @dataclass(frozen=True)

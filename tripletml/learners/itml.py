@@ -21,6 +21,7 @@ from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
 from ..triplets import document_sampling
+from ..pairs import PairConstraints
 from ..solvers.itml import BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
 from ..training import History, apply_result, run
 from ..triplets import ClassTriplets, is_class_sampling
@@ -51,7 +52,10 @@ class ITML(MahalanobisMixin, TripletLearner):
         s.t. the constraints with targets xi,
 
     and keep M positive definite.  Pairs of (nearly) identical rows are
-    left out.  ``M`` starts at the
+    left out.  Fitted on labelled pairs (``fit(pairs_of_points, y)`` or
+    ``fit(X, pairs=P, y=labels)``, the paper's setting), each similar pair
+    is a constraint ``<= u`` and each dissimilar one ``>= l``, in the
+    given order.  ``M`` starts at the
     identity of the preprocessed coordinates: with the default
     ``"standardize"`` that is the diagonal inverse-variance metric, and
     ``preprocessing="whiten"`` gives the inverse-covariance prior
@@ -107,9 +111,10 @@ class ITML(MahalanobisMixin, TripletLearner):
         Eigenvalues of ``M_`` kept in ``components_`` (``rank_tol``).
     bounds_ : ndarray of shape (2,)
         ``(u, l)`` used.
-    dual_ : ndarray of shape (2 m,)
+    dual_ : ndarray of shape (2 m,) or (n_pairs,)
         The dual variables, all >= 0: entry ``2 t`` belongs to the similar
-        pair of triplet t, ``2 t + 1`` to its dissimilar pair.
+        pair of triplet t, ``2 t + 1`` to its dissimilar pair (fitted on
+        pairs: one per pair, in their order).
     n_iter_ : int
         Sweeps made.
     stop_reason_ : {"tol", "max_iter"}
@@ -127,6 +132,8 @@ class ITML(MahalanobisMixin, TripletLearner):
     (4, 4)
     """
 
+    #: the paper's setting: similar and dissimilar pairs
+    _accepts_pairs = True
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),
         "components_": ArraySpec(("rank_", "d")),
@@ -204,13 +211,16 @@ class ITML(MahalanobisMixin, TripletLearner):
                            f"a {d} x {d} matrix (reduce the dimension first, e.g. with "
                            "sklearn's TruncatedSVD, or use a low-rank learner: LORETA, "
                            "LowRankDML)")
-        n_used = min(X.shape[0], 3 * len(triplets))
-        check_dense_memory(2 * len(triplets) * _BYTES_PER_CONSTRAINT + 8 * n_used * d, self,
-                           f"{2 * len(triplets)} constraints and the dense rows they use "
+        is_pairs = isinstance(triplets, PairConstraints)
+        n_cons = triplets.n_pairs if is_pairs else 2 * len(triplets)
+        used = triplets.pairs if is_pairs else triplets
+        n_used = min(X.shape[0], used.size)
+        check_dense_memory(n_cons * _BYTES_PER_CONSTRAINT + 8 * n_used * d, self,
+                           f"{n_cons} constraints and the dense rows they use "
                            "(fewer triplets: n_triplets)")
         bounds = self._check_bounds()
         if bounds is None:
-            rows = np.unique(triplets)
+            rows = np.unique(used)
             Xr = X[rows]
             Xr = Xr.toarray() if hasattr(Xr, "toarray") else np.asarray(Xr)
             with np.errstate(over="ignore", invalid="ignore"):
@@ -218,12 +228,14 @@ class ITML(MahalanobisMixin, TripletLearner):
             if not np.isfinite(bounds).all():
                 raise FloatingPointError(OVERFLOW)
             if not bounds[0] > 0:
-                raise ValueError("ITML: the rows the triplets use are all identical (the "
-                                 "default bounds are 0); nothing to learn.")
+                raise ValueError(f"ITML: the rows the {'pairs' if is_pairs else 'triplets'} "
+                                 "use are all identical (the default bounds are 0); nothing "
+                                 "to learn.")
         solver = ITMLSolver(X, triplets, bounds, float(self.gamma))
         if not solver.active.any():
             raise ValueError("ITML: every constraint pairs identical rows (q == p+ and "
-                             "q == p- in every triplet); nothing to learn.")
+                             "q == p- in every triplet, or equal points in every pair); "
+                             "nothing to learn.")
         solver.tol = self.tol
         result = run(solver, name="ITML", max_iter=self.max_iter, tol=self.tol,
                      history=History(keys=("convergence",)), verbose=self.verbose,

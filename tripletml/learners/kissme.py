@@ -21,8 +21,10 @@ from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
 from ..triplets import document_sampling
+from ..pairs import PairConstraints
 from ..triplets import AllLabels, ClassCodes, is_class_sampling
-from ..solvers.kissme import _scatter_from_labels, _scatter_from_triplets, kissme_matrix
+from ..solvers.kissme import (_scatter_from_labels, _scatter_from_triplets, kissme_matrix,
+                              scatter_from_pairs)
 
 __all__ = ["KISSME"]
 
@@ -51,6 +53,9 @@ class KISSME(MahalanobisMixin, TripletLearner):
     ``q - p+`` (similar pairs) and ``q - p-`` (dissimilar pairs) of the
     triplets; ``M`` is the log-likelihood ratio of the two zero-mean
     Gaussians (eq. 12 of the paper), its negative eigenvalues clipped.  From
+    pairs (``fit(pairs_of_points, y)`` or ``fit(X, pairs=P, y=labels)``,
+    the paper's setting) they are the means over the similar and over the
+    dissimilar pairs (eq. 10-11).  From
     labels (``n_triplets=None``, the default) the covariances are the exact
     expectation over random class triplets (the limit of infinitely many
     sampled triplets, computed from class means and scatters in O(n d^2),
@@ -146,6 +151,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
     #: preprocessed copy of X.  Raw columns of extreme scale (whose products
     #: could overflow or underflow) and "sphere" are preprocessed first.
     _fit_preprocessed = False
+    #: the paper's setting: similar and dissimilar pairs (eq. 10-11) as given
+    _accepts_pairs = True
     #: ``fit(ShardedCollection)``: exact, from per-partition class statistics
     #: (:meth:`_fit_statistics`)
     _partitioned_strategy = "statistics"
@@ -196,7 +203,10 @@ class KISSME(MahalanobisMixin, TripletLearner):
         if exact and np.bincount(got).max() < 2:
             raise ValueError("KISSME: every class has a single member; no (query, "
                              "positive) pair of the same class exists.")
-        S, D = _scatter_from_labels(X, got) if exact else _scatter_from_triplets(X, got)
+        if isinstance(got, PairConstraints):
+            S, D = scatter_from_pairs(X, got.pairs, got.similar)
+        else:
+            S, D = _scatter_from_labels(X, got) if exact else _scatter_from_triplets(X, got)
         self._set_model(S, D, on_raw, t0)
 
     def _fit_statistics(self, plan) -> None:

@@ -20,6 +20,7 @@ from .._arrayspec import ArraySpec
 from .._params import Interval
 from ..base import MahalanobisMixin, TripletLearner
 from ..preprocessing import document_preprocessing
+from ..pairs import PairConstraints
 from ..triplets import AllLabels, ClassCodes
 
 __all__ = ["RCA"]
@@ -66,6 +67,24 @@ def _pair_chunklets(triplets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarra
     rows = pairs.ravel()
     groups = np.repeat(np.arange(pairs.shape[0]), 2)
     return rows, groups
+
+
+def _similar_chunklets(pc, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunklets of labelled pairs (the paper's Section 2): the connected
+    components of the similar pairs' graph (the transitive closure of the
+    equivalence constraints); dissimilar pairs are not used by RCA.
+    Returns ``(rows, groups)``: the rows in a chunklet and its number."""
+    from scipy.sparse.csgraph import connected_components
+
+    P = pc.pairs[pc.similar]
+    if P.shape[0] == 0:
+        raise ValueError("RCA: the pairs hold no similar (+1) pair; RCA learns from "
+                         "equivalence (similar) constraints only.")
+    G = sp.coo_matrix((np.ones(P.shape[0]), (P[:, 0], P[:, 1])), shape=(n, n))
+    _, comp = connected_components(G, directed=False)
+    rows = np.unique(P)
+    _, groups = np.unique(comp[rows], return_inverse=True)
+    return rows, groups.astype(np.int64)
 
 
 def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
@@ -136,6 +155,10 @@ class RCA(MahalanobisMixin, TripletLearner):
     the pooled within-class covariance.  From explicit ``triplets``, every
     ``(query, positive)`` pair is a chunklet of size 2 (the negatives are
     not used): ``C = (1 / 4m) sum (q - p+)(q - p+)^T`` over the m triplets.
+    From labelled pairs (``fit(pairs_of_points, y)``), the paper's own
+    setting, the chunklets are the connected components of the similar
+    pairs (the transitive closure of the equivalence constraints); the
+    dissimilar pairs are not used.
 
     Where ``C`` is singular (fewer points than features, duplicated or
     constant columns) the paper first reduces the dimension (its Step 2):
@@ -227,6 +250,9 @@ class RCA(MahalanobisMixin, TripletLearner):
         "preprocessing": ["no_validation"],
     }
 
+    #: the paper's setting: equivalence (similar) constraints
+    _accepts_pairs = True
+
     def _sampler(self):
         """Labels are used as they are (each class one chunklet):
         :class:`~tripletml.triplets.AllLabels`."""
@@ -267,7 +293,8 @@ class RCA(MahalanobisMixin, TripletLearner):
             groups = np.where(counts[codes] >= 2, codes, -1)
             C, T, _ = _centred_scatters(X, groups, counts.size)
         else:
-            rows, groups = _pair_chunklets(got, n)
+            rows, groups = (_similar_chunklets(got, n) if isinstance(got, PairConstraints)
+                            else _pair_chunklets(got, n))
             Xc = X[rows]
             C, _, _ = _centred_scatters(Xc, groups, int(groups.max()) + 1)
             _, T, _ = _centred_scatters(X, np.full(n, -1), 0)

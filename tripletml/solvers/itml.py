@@ -52,6 +52,7 @@ from scipy.spatial.distance import squareform
 
 from .._validation import as_generator, check_scalar_param, check_triplets, check_X
 from .._deprecated import deprecated_alias
+from ..pairs import PairConstraints, check_pairs
 from ..linalg._flags import FAST
 from ..training.driver import StepReport
 
@@ -270,8 +271,11 @@ class ITMLSolver:
     ----------
     X : ndarray (n, d) or scipy.sparse matrix
         Finite values; only the rows the triplets use are kept (dense).
-    triplets : ndarray (m, 3)
-        Integer row indices ``(q, p+, p-)``.
+    triplets : ndarray (m, 3) or PairConstraints
+        Integer row indices ``(q, p+, p-)`` (each gives a similar and a
+        dissimilar constraint, :func:`triplet_pairs`), or labelled pairs
+        (:class:`tripletml.pairs.PairConstraints`: the paper's constraint
+        sets S and D as given).
     bounds : (float, float)
         ``(u, l)`` with ``0 < u <= l < inf``: similar pairs' squared
         distances are pushed below ``u``, dissimilar pairs' above ``l``.
@@ -321,7 +325,11 @@ class ITMLSolver:
         who = "ITMLSolver"
         X = check_X(X, who)
         n, d = X.shape
-        t = check_triplets(triplets, n, who)
+        if isinstance(triplets, PairConstraints):         # the paper's pairs, as given
+            pairs, similar = check_pairs(triplets.pairs, triplets.labels, n, who).pairs, \
+                triplets.similar
+        else:
+            pairs, similar = triplet_pairs(check_triplets(triplets, n, who))
         if len(bounds) != 2:
             raise ValueError(f"{who}: bounds must be a pair (u, l), got {bounds!r}.")
         u, l = float(bounds[0]), float(bounds[1])
@@ -337,7 +345,6 @@ class ITMLSolver:
                     or np.linalg.eigvalsh(0.5 * (A0 + A0.T))[0] <= 0):
                 raise ValueError(f"{who}: A0 must be a finite symmetric positive definite "
                                  f"({d}, {d}) matrix.")
-        pairs, similar = triplet_pairs(t)
         used, inverse = np.unique(pairs, return_inverse=True)
         Xu = X[used]
         Xu = Xu.toarray() if sp.issparse(Xu) else np.asarray(Xu)

@@ -231,6 +231,26 @@ def _scatter_from_triplets(X, triplets: np.ndarray,
     return _sym(S / m), _sym(D / m)
 
 
+def scatter_from_pairs(X, pairs: np.ndarray, similar: np.ndarray,
+                       chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical ``(Sigma_S, Sigma_D)`` of labelled pairs (the paper's eq. 10-11):
+    the mean of ``(x_i - x_j)(x_i - x_j)^T`` over the similar pairs and over
+    the dissimilar ones, ``chunk`` pairs at a time (X dense or CSR).  Either
+    is zero when its set is empty."""
+    d = X.shape[1]
+    out = []
+    for mask in (similar, ~similar):
+        P = pairs[mask]
+        C = np.zeros((d, d))
+        for s in range(0, P.shape[0], chunk):
+            c = P[s:s + chunk]
+            E = X[c[:, 0]] - X[c[:, 1]]
+            G = E.T @ E
+            C += G.toarray() if sp.issparse(G) else G
+        out.append(_sym(C / max(P.shape[0], 1)))
+    return out[0], out[1]
+
+
 def shrunk_inverse(C: np.ndarray, shrinkage: float) -> np.ndarray:
     """Pseudo-inverse of ``(1 - shrinkage) C + shrinkage (tr C / d) I``.
 
