@@ -229,17 +229,16 @@ def test_defaults_converge_without_warnings(load):
         assert len(m.history_["objective"]) == len(m.history_["step"])
 
 
-def test_public_pairs_when_wired():
-    """fit(X3d_pairs, y) with X3d of shape (m, 2, d) once base.py passes pairs."""
+def test_public_pairs_equal_the_solver_on_the_same_pairs():
+    """fit(X3d_pairs, y) with X3d of shape (m, 2, d) and fit(X, pairs=P, y=labels)
+    hand MMC the pairs themselves (no triplets made of them)."""
     X, y, pc, S, D = _problem()
-    from tripletml import base
-    try:
-        m = MMC(preprocessing=None).fit(X[pc.pairs], pc.labels.astype(int))
-    except ValueError as e:
-        if "pairs" in str(e) and "does not" in str(e):
-            pytest.skip("pairs not wired into fit yet")
-        raise
-    assert m.M_.shape == (X.shape[1],) * 2
+    a = MMC(preprocessing=None).fit(X, pairs=pc.pairs, y=pc.labels.astype(int))
+    b = _fit_pairs(a.preprocessor_.transform(X), pc)
+    np.testing.assert_allclose(a.M_, b.M_, rtol=1e-10, atol=1e-14)
+    c = MMC(preprocessing=None).fit(X[pc.pairs], pc.labels.astype(int))
+    assert c.M_.shape == (X.shape[1],) * 2
+    assert c.score(X[pc.pairs], pc.labels) > 0.8           # ROC AUC of the pairs
 
 
 def test_bad_input():

@@ -55,8 +55,8 @@ class MMC(MahalanobisMixin, TripletLearner):
     log(sum_D ||x_i - x_j||_a)`` over ``a >= 0``.
 
     Supervision: pairs (``fit(X, y)`` with X of shape (m, 2, n_features)
-    and y of +1 / -1, metric-learn's form, once the estimator API passes
-    pairs; the solver receives :class:`~tripletml.pairs.PairConstraints`),
+    and y of +1 / -1, metric-learn's form, or ``fit(X, pairs=P, y=labels)``;
+    the solver receives them as :class:`~tripletml.pairs.PairConstraints`),
     class labels (``fit(X, y)``: ``n_pairs`` random pairs,
     :func:`~tripletml.pairs.class_pairs`) or index triplets
     (``fit(X, triplets=T)``: ``(q, p+)`` similar, ``(q, p-)`` dissimilar).
