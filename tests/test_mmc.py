@@ -241,6 +241,18 @@ def test_public_pairs_equal_the_solver_on_the_same_pairs():
     assert c.score(X[pc.pairs], pc.labels) > 0.8           # ROC AUC of the pairs
 
 
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_n_components_truncates_to_the_leading_directions(diagonal):
+    X, y = load_wine(return_X_y=True)
+    full = MMC(diagonal=diagonal, random_state=0).fit(X, y)
+    two = MMC(diagonal=diagonal, n_components=2, random_state=0).fit(X, y)
+    assert two.components_.shape[0] == min(2, full.rank_)
+    w, V = np.linalg.eigh(full.M_)
+    top = (V[:, -2:] * w[-2:]) @ V[:, -2:].T
+    np.testing.assert_allclose(two.M_, top, atol=1e-10 * np.abs(full.M_).max())
+    assert two.transform(X).shape == (len(X), two.rank_)
+
+
 def test_bad_input():
     X, y, pc, S, D = _problem()
     with pytest.raises(ValueError, match="no similar pair"):

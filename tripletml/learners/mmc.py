@@ -17,6 +17,7 @@ from .._params import COMMON, Interval
 from .._stopping import finish
 from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
+from ..linalg import psd_factor
 from ..pairs import PairConstraints, class_pairs
 from ..preprocessing import document_preprocessing
 from ..solvers.mmc import mmc_diagonal, mmc_full
@@ -70,6 +71,11 @@ class MMC(MahalanobisMixin, TripletLearner):
     ----------
     diagonal : bool, default=False
         Learn a diagonal ``M`` (feature weights, eq. 6) instead of a full one.
+    n_components : int or None, default=None
+        None: the learned ``M``.  An int ``k``: keep its ``k`` leading
+        eigen-directions (``M_`` and ``components_`` truncated alike, for
+        an embedding of width ``k``; the full optimum's constraint still
+        holds).
     n_pairs : int or None, default=None
         Pairs drawn from class labels, half similar and half dissimilar;
         None gives ``40 c^2`` for c classes (metric-learn's MMC_Supervised:
@@ -119,9 +125,10 @@ class MMC(MahalanobisMixin, TripletLearner):
     }
     _square_arrays = 8
 
-    def __init__(self, diagonal=False, *, n_pairs=None, max_iter=1000, tol=1e-6,
-                 preprocessing="auto", random_state=None, verbose=0):
+    def __init__(self, diagonal=False, *, n_components=None, n_pairs=None, max_iter=1000,
+                 tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
         self.diagonal = diagonal
+        self.n_components = n_components
         self.n_pairs = n_pairs
         self.max_iter = max_iter
         self.tol = tol
@@ -132,6 +139,7 @@ class MMC(MahalanobisMixin, TripletLearner):
     _parameter_constraints = {
         **COMMON,
         "diagonal": ["boolean"],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "n_pairs": [Interval(Integral, 2, None, closed="left"), None],
     }
 
@@ -187,9 +195,17 @@ class MMC(MahalanobisMixin, TripletLearner):
         solve = mmc_diagonal if self.diagonal else mmc_full
         res = solve(Ds, Dd, max_iter=int(self.max_iter), tol=self.tol,
                     verbose=int(self.verbose), who="MMC")
-        self.M_ = res.A
-        self.components_ = res.factor
-        self.rank_ = int(res.factor.shape[0])
+        A, L = res.A, res.factor
+        if self.n_components is not None and L.shape[0] > self.n_components:
+            if self.diagonal:
+                L = L[:self.n_components]           # the largest weights (rows by weight)
+            else:
+                L, _ = psd_factor(A, 0.0)           # rows by decreasing eigenvalue
+                L = np.ascontiguousarray(L[:self.n_components])
+            A = L.T @ L
+        self.M_ = A
+        self.components_ = L
+        self.rank_ = int(L.shape[0])
         self.history_ = res.history
         finish(self, res.n_iter, "tol" if res.converged else "max_iter", tol=self.tol,
                criterion=res.criterion, what="relative improvement of the objective",
