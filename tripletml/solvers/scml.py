@@ -55,8 +55,15 @@ def rda_step(gbar: np.ndarray, s: np.ndarray, t: int, alpha: float, eta0: float)
 def triplet_deltas(XU: np.ndarray, triplets: np.ndarray) -> np.ndarray:
     """``delta`` (m x K): ``(XU[q] - XU[p+])^2 - (XU[q] - XU[p-])^2`` with
     ``XU = X U^T`` the rows' coordinates on the basis."""
-    q = XU[triplets[:, 0]]
-    return (q - XU[triplets[:, 1]]) ** 2 - (q - XU[triplets[:, 2]]) ** 2
+    m = triplets.shape[0]
+    pairs = np.concatenate([triplets[:, [0, 1]], triplets[:, [0, 2]]])
+    uniq, inv = np.unique(pairs, axis=0, return_inverse=True)   # kNN triplets repeat pairs
+    inv = inv.ravel()
+    if uniq.shape[0] > 0.75 * pairs.shape[0]:
+        q = XU[triplets[:, 0]]
+        return (q - XU[triplets[:, 1]]) ** 2 - (q - XU[triplets[:, 2]]) ** 2
+    sq = (XU[uniq[:, 0]] - XU[uniq[:, 1]]) ** 2
+    return sq[inv[:m]] - sq[inv[m:]]
 
 
 def scml_objective(delta: np.ndarray, w: np.ndarray, alpha: float) -> float:
