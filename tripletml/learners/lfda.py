@@ -24,6 +24,7 @@ from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..preprocessing import document_preprocessing
 from ..triplets import AllLabels, ClassCodes
+from ._transform_docs import document_transform
 
 __all__ = ["LFDA", "lfda_scatters", "lfda_components"]
 
@@ -191,6 +192,7 @@ def _triplet_classes(triplets: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+@document_transform
 @document_preprocessing
 class LFDA(MahalanobisMixin, TripletLearner):
     """Local Fisher Discriminant Analysis: Fisher's criterion on affinity-
@@ -240,6 +242,7 @@ class LFDA(MahalanobisMixin, TripletLearner):
         ``"orthonormalized"``: an orthonormal basis of the same span;
         ``"plain"``: the eigenvectors, ``phi^T S_lw phi = 1``.
     {preprocessing}
+    {preprocessor}
 
     Attributes
     ----------
@@ -277,17 +280,19 @@ class LFDA(MahalanobisMixin, TripletLearner):
     _square_arrays = 6
 
     def __init__(self, n_components=None, *, k=7, embedding_type="weighted",
-                 preprocessing="auto"):
+                 preprocessing="auto", preprocessor=None):
         self.n_components = n_components
         self.k = k
         self.embedding_type = embedding_type
         self.preprocessing = preprocessing
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "k": [Interval(Integral, 1, None, closed="left")],
         "embedding_type": [StrOptions({"weighted", "orthonormalized", "plain"})],
         "preprocessing": ["no_validation"],
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     def _sampler(self):

@@ -22,6 +22,7 @@ from ..pairs import PairConstraints, class_pairs
 from ..preprocessing import document_preprocessing
 from ..solvers.mmc import mmc_diagonal, mmc_full
 from ..triplets import AllLabels, ClassCodes
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["MMC"]
 
@@ -35,6 +36,7 @@ def _differences(X, pairs: np.ndarray) -> np.ndarray:
     return np.asarray(D.toarray() if sp.issparse(D) else D, dtype=np.float64)
 
 
+@document_transform
 @document_preprocessing
 class MMC(MahalanobisMixin, TripletLearner):
     """Mahalanobis Metric for Clustering: the metric that spreads the
@@ -71,11 +73,7 @@ class MMC(MahalanobisMixin, TripletLearner):
     ----------
     diagonal : bool, default=False
         Learn a diagonal ``M`` (feature weights, eq. 6) instead of a full one.
-    n_components : int or None, default=None
-        None: the learned ``M``.  An int ``k``: keep its ``k`` leading
-        eigen-directions (``M_`` and ``components_`` truncated alike, for
-        an embedding of width ``k``; the full optimum's constraint still
-        holds).
+    {n_components}
     n_pairs : int or None, default=None
         Pairs drawn from class labels, half similar and half dissimilar;
         None gives ``40 c^2`` for c classes (metric-learn's MMC_Supervised:
@@ -92,6 +90,7 @@ class MMC(MahalanobisMixin, TripletLearner):
         Draws the pairs from labels.
     verbose : int, default=0
         Print the objective at every step.
+    {preprocessor}
 
     Attributes
     ----------
@@ -99,7 +98,8 @@ class MMC(MahalanobisMixin, TripletLearner):
         The learned PSD matrix (d = ``n_features_preprocessed_``); the
         similar pairs' constraint holds, ``sum_S ||x_i - x_j||_M^2 <= 1``.
     components_ : ndarray of shape (``rank_``, d)
-        ``L`` with ``L^T L = M_``, rows in decreasing weight.
+        ``L`` with ``L^T L = M_``: the eigen-directions of ``M_`` scaled by
+        the roots of their eigenvalues, largest first.
     rank_ : int
         Rank of ``M_``.
     n_iter_ : int
@@ -126,7 +126,8 @@ class MMC(MahalanobisMixin, TripletLearner):
     _square_arrays = 8
 
     def __init__(self, diagonal=False, *, n_components=None, n_pairs=None, max_iter=1000,
-                 tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
+                 tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
+                 preprocessor=None):
         self.diagonal = diagonal
         self.n_components = n_components
         self.n_pairs = n_pairs
@@ -135,11 +136,13 @@ class MMC(MahalanobisMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMMON,
         "diagonal": ["boolean"],
-        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
         "n_pairs": [Interval(Integral, 2, None, closed="left"), None],
     }
 
@@ -196,13 +199,9 @@ class MMC(MahalanobisMixin, TripletLearner):
         res = solve(Ds, Dd, max_iter=int(self.max_iter), tol=self.tol,
                     verbose=int(self.verbose), who="MMC")
         A, L = res.A, res.factor
-        if self.n_components is not None and L.shape[0] > self.n_components:
-            if self.diagonal:
-                L = L[:self.n_components]           # the largest weights (rows by weight)
-            else:
-                L, _ = psd_factor(A, 0.0)           # rows by decreasing eigenvalue
-                L = np.ascontiguousarray(L[:self.n_components])
-            A = L.T @ L
+        if not self.diagonal:
+            # eigen-directions of M (largest first), as transform's n_components expects
+            L = np.ascontiguousarray(psd_factor(A, 1e-12)[0][:res.factor.shape[0]])
         self.M_ = A
         self.components_ = L
         self.rank_ = int(L.shape[0])

@@ -17,6 +17,7 @@ from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
 from ..solvers.scml import lda_basis, scml_rda, triplet_deltas, triplet_diff_basis
 from ..triplets import AllLabels, ClassCodes, knn_triplets
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["SCML"]
 
@@ -25,6 +26,7 @@ def _dense(X) -> np.ndarray:
     return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
 
 
+@document_transform
 @document_preprocessing
 class SCML(MahalanobisMixin, TripletLearner):
     """Sparse Compositional Metric Learning: ``M = sum_b w_b u_b u_b^T``, a
@@ -83,13 +85,16 @@ class SCML(MahalanobisMixin, TripletLearner):
     random_state : None, int or numpy Generator
         k-means, the basis batches and the stochastic steps.
     verbose : int, default=0
+    {n_components}
+    {preprocessor}
 
     Attributes
     ----------
     M_ : ndarray of shape (d, d)
     components_ : ndarray of shape (``rank_``, d)
-        ``L`` with ``L^T L = M_``: ``sqrt(w_b) u_b`` for the non-zero weights
-        when they are at most d, else the eigen-factor of ``M_``.
+        ``L`` with ``L^T L = M_``: the eigen-directions of ``M_`` scaled by
+        the roots of their eigenvalues (above 1e-12 times the largest),
+        largest first.
     rank_ : int
     basis_ : ndarray of shape (n_basis, d)
         The unit directions ``u_b``.
@@ -120,7 +125,8 @@ class SCML(MahalanobisMixin, TripletLearner):
 
     def __init__(self, alpha=1e-5, *, basis="auto", n_basis=None, k_genuine=3, k_impostor=10,
                  eta0=1.0, batch_size=10, max_iter=10000, tol=1e-3, check_every=500,
-                 preprocessing="auto", random_state=None, verbose=0):
+                 preprocessing="auto", random_state=None, verbose=0, n_components=None,
+                 preprocessor=None):
         self.alpha = alpha
         self.basis = basis
         self.n_basis = n_basis
@@ -134,6 +140,8 @@ class SCML(MahalanobisMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMMON,
@@ -145,6 +153,8 @@ class SCML(MahalanobisMixin, TripletLearner):
         "eta0": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "check_every": [Interval(Integral, 1, None, closed="left")],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     def _sampler(self):
@@ -221,13 +231,7 @@ class SCML(MahalanobisMixin, TripletLearner):
         w = res.w
         M = (B.T * w) @ B
         M = 0.5 * (M + M.T)
-        on = np.flatnonzero(w > 0)
-        if on.size <= d:
-            on = on[np.argsort(w[on])[::-1]]
-            L = np.ascontiguousarray(np.sqrt(w[on])[:, None] * B[on])
-            M = L.T @ L
-        else:
-            L, _ = psd_factor(M, 0.0)
+        L, _ = psd_factor(M, 1e-12)
         self.basis_, self.weights_ = np.ascontiguousarray(B), w
         self.M_ = M
         self.components_, self.rank_ = L, int(L.shape[0])
