@@ -292,7 +292,7 @@ class TripletLearner(PreprocessedModel, LegacyDecisionFunction, LearnerBase):
         # the supervision first: bad triplets or labels leave no preprocessor
         got = None
         if self._needs_triplets and triplets is not None:
-            got = check_triplets(triplets, X.shape[0], self)
+            got = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
         elif self._needs_triplets:
             if y is None:
                 raise ValueError(f"{type(self).__name__}: fit requires y to be passed, but the "
