@@ -147,17 +147,20 @@ def reference_fit(X, T, lam, max_iter, random_state, output="last", tol=None,
 # data
 # --------------------------------------------------------------------------
 def tricky_data(seed=0, n_rows=9, d=4):
-    """Rows with zeros (one all-zero row), duplicate triplets, p+ == p-."""
+    """Rows with zeros (one all-zero row), duplicate triplets, a positive and
+    a negative that are the same point (row ``n_rows`` repeats row 5: distinct
+    indices, since training refuses p+ == p- as indices)."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n_rows, d)) / math.sqrt(d)
     X[rng.random(X.shape) < 0.3] = 0.0
     X[4] = 0.0                                   # all-zero row
+    X = np.vstack([X, X[5]])                     # row n_rows: a copy of row 5
     T = np.array([
         [0, 1, 2],
         [0, 1, 2],            # duplicate
         [4, 1, 3],            # zero query -> X_i = 0
         [3, 4, 0],            # zero positive
-        [2, 5, 5],            # positive == negative -> X_i = 0
+        [2, 5, n_rows],       # positive == negative point -> X_i = 0
         [5, 6, 7],
         [6, 0, 8],
         [7, 3, 1],
