@@ -23,6 +23,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from _triplet_draws import distinct_triplets
 from tripletml import SDCA
 
 # the solvers against their papers' formulas on the rows as given
@@ -271,8 +272,7 @@ def _history_data(name):
         return tricky_data()
     rng = np.random.default_rng(21)
     X = rng.normal(size=(12, 4)) / 2
-    T = rng.integers(0, 12, size=(15, 3))
-    T[:, 2] = (T[:, 1] + 1 + rng.integers(0, 11, size=15)) % 12   # p+ != p-
+    T = distinct_triplets(rng, 12, 15)
     assert not _degenerate(X, T)
     return X, T
 
@@ -345,7 +345,7 @@ def test_dual_monotone_and_alpha_nonnegative(lam):
     # and on a longer run with larger data
     rng = np.random.default_rng(9)
     X2 = rng.normal(size=(30, 5))
-    T2 = rng.integers(0, 30, size=(60, 3))
+    T2 = distinct_triplets(rng, 30, 60)
     m2 = fit_lib(X2, T2, alpha=lam, max_iter=8, random_state=2)
     assert np.all(m2.alpha_ >= 0.0)
     assert np.all(np.array(m2.history_["gap"]) >= -1e-12)
