@@ -459,6 +459,23 @@ def write_markdown(summary: dict, gl: dict, prov: dict, path: Path) -> None:
     path.write_text("\n".join(L))
 
 
+def copy_ml_rows(src: Path, out: Path) -> int:
+    """Append metric-learn's rows of ``src/pairs.csv`` to ``out/rows/ml-copied.jsonl``
+    (their message says where they come from).  Returns the number copied."""
+    import json
+    rows = [r for r in read_rows(Path(src)).values() if r["family"] == hh.ML_FAMILY]
+    if not rows:
+        raise SystemExit(f"bench_pairs: no metric-learn rows in {src}")
+    (out / "rows").mkdir(parents=True, exist_ok=True)
+    note = f"copied from {src} (the same pairs; metric-learn fits point pairs)"
+    with open(out / "rows" / "ml-copied.jsonl", "w") as fh:
+        for r in rows:
+            r = dict(r)
+            r["message"] = "; ".join(x for x in (r["message"], note) if x)
+            fh.write(json.dumps(r) + "\n")
+    return len(rows)
+
+
 def report(out: Path, prov: dict) -> dict:
     rows = read_rows(out)
     if not rows:
@@ -498,6 +515,10 @@ def parse_args(argv=None):
     ap.add_argument("--form", choices=("points", "indices"), default="points",
                     help="tripletml's input: point pairs fit(P, y) (default) or index pairs "
                          "fit(X, pairs=, y=)")
+    ap.add_argument("--ml-rows-from", type=Path, default=None, metavar="DIR",
+                    help="copy metric-learn's rows (same sets and seeds: the same pairs) from "
+                         "DIR/pairs.csv into OUT, then report (with --report-only: after a "
+                         "--form indices run of tripletml alone)")
     args = ap.parse_args(argv)
     hh.check_common(ap, args, SETS, all_methods())
     if args.n_pairs is not None and args.n_pairs < 2:
@@ -510,6 +531,8 @@ def main(argv=None) -> int:
     if args.worker:
         worker(args)
         return 0
+    if args.ml_rows_from is not None:
+        copy_ml_rows(args.ml_rows_from, args.out)
     extra = ["--form", args.form] + ([] if args.n_pairs is None else
                                      ["--n-pairs", str(args.n_pairs)])
     return hh.run_parent(args, module="bench.bench_pairs", csv_name=CSV_NAME, read=read_rows,
