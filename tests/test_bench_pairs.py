@@ -260,6 +260,17 @@ def test_pair_report_round_trip(bpairs, tmp_path):
     assert rows[("b", "ITML", 0)]["status"] == "timeout"
     bpairs.report(out, prov)                          # from the CSV alone
     assert (out / "pairs.md").read_text() == md
+    # metric-learn's rows copied into a folder of tripletml rows (--ml-rows-from)
+    other = tmp_path / "indices"
+    (other / "rows").mkdir(parents=True)
+    (other / "rows" / "a.jsonl").write_text("\n".join(
+        json.dumps(r) for r in _pair_rows() if r["family"] == "tripletml"))
+    assert bpairs.copy_ml_rows(out, other) == 9
+    bpairs.report(other, prov)
+    got = bpairs.read_rows(other)
+    assert len(got) == len(_pair_rows())
+    assert "copied from" in got[("a", "ITML (metric-learn)", 0)]["message"]
+    assert "Goal met on 1 of 2 set(s)" in (other / "pairs.md").read_text()
 
 
 # --------------------------------------------------------------------------------------
