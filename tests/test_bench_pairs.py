@@ -265,7 +265,7 @@ def test_pair_report_round_trip(bpairs, tmp_path):
     (other / "rows").mkdir(parents=True)
     (other / "rows" / "a.jsonl").write_text("\n".join(
         json.dumps(r) for r in _pair_rows() if r["family"] == "tripletml"))
-    assert bpairs.copy_ml_rows(out, other) == 9
+    assert bpairs.copy_ml_rows(out, other) == 12
     bpairs.report(other, prov)
     got = bpairs.read_rows(other)
     assert len(got) == len(_pair_rows())
