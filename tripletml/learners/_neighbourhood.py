@@ -74,8 +74,11 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
 
     def _initial(self, X, got, rng) -> tuple[np.ndarray, np.ndarray | None]:
         """``(L0, codes)``: the initial map and the class codes (None with
-        triplets)."""
+        triplets; checked for a class of two or more members first)."""
         codes = got.codes if isinstance(got, ClassCodes) else None
+        if codes is not None and np.bincount(codes).max() < 2:
+            raise ValueError(f"{type(self).__name__}: every class has a single member; no row "
+                             "has a neighbour of its own class.")
         r = self._n_out(X.shape[1])
         L0, used = initial_components(self.init, X, codes, r, rng, type(self).__name__)
         self.init_ = used

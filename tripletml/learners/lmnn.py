@@ -164,9 +164,6 @@ class LMNN(LinearMapLearner):
     def _label_objective(self, X, codes, mu) -> LMNNObjective:
         k = int(self.n_neighbors)
         counts = np.bincount(codes)
-        if counts.max() < 2:
-            raise ValueError("LMNN: every class has a single member; no row has a target "
-                             "neighbour of its own class.")
         small = counts <= k
         if small.any():
             warnings.warn(f"LMNN: {int(small.sum())} class(es) have n_neighbors={k} members or "

@@ -10,8 +10,6 @@ NeighborhoodComponentsAnalysis holds n x n arrays), maximised with L-BFGS
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..preprocessing import document_preprocessing
 from ..solvers._linear_map import minimize_lbfgs
 from ..solvers.nca import NCAObjective, NCATripletObjective
@@ -122,9 +120,6 @@ class NCA(LinearMapLearner):
         X = self._dense_rows(X)
         L0, codes = self._initial(X, got, rng)
         if codes is not None:
-            if np.bincount(codes).max() < 2:
-                raise ValueError("NCA: every class has a single member; no row has a "
-                                 "neighbour of its own class.")
             objective = NCAObjective(X, codes)
         else:
             objective = NCATripletObjective(X, got)

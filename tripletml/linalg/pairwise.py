@@ -28,9 +28,11 @@ __all__ = ["squared_distances_block", "block_size", "PairOuterSum", "BLOCK_ELEME
 BLOCK_ELEMENTS = 2 ** 21
 
 
-def block_size(n_rows: int, width: int, elements: int = BLOCK_ELEMENTS) -> int:
+def block_size(n_rows: int, width: int, elements: int | None = None) -> int:
     """Rows per block so that a ``(rows, width)`` float64 block holds at
-    most ``elements`` entries (at least one row, at most ``n_rows``)."""
+    most ``elements`` entries (default :data:`BLOCK_ELEMENTS`; at least one
+    row, at most ``n_rows``)."""
+    elements = BLOCK_ELEMENTS if elements is None else elements
     return int(max(1, min(max(n_rows, 1), elements // max(width, 1))))
 
 
@@ -98,10 +100,15 @@ class PairOuterSum:
         else:
             rsum = W.sum(axis=1)
             csum = W.sum(axis=0)
-        WX = np.asarray(W @ X)
+        # sum_{a, b} w_ab z_a x_b^T as (W^T Z_B)^T X (n r per row of W) when
+        # r < d, else as Z_B^T (W X) (n d per row)
+        if Z.shape[1] < X.shape[1]:
+            WtZ = np.asarray(W.T @ ZB)
+            self.S -= WtZ.T @ X
+        else:
+            self.S -= ZB.T @ np.asarray(W @ X)
         WZ = np.asarray(W @ Z)
         self.S += (ZB * rsum[:, None]).T @ XB
-        self.S -= ZB.T @ WX
         self.S -= WZ.T @ XB
         self.col += csum
 

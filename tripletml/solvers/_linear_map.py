@@ -74,7 +74,11 @@ def initial_components(init: str, X: np.ndarray, codes: np.ndarray | None, n_com
                          f"{min(d, n_classes - 1)} components, got n_components="
                          f"{n_components}; use init='pca' or 'identity'.")
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-    lda = LinearDiscriminantAnalysis(n_components=n_components).fit(X, codes)
+    try:
+        lda = LinearDiscriminantAnalysis(n_components=n_components).fit(X, codes)
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        raise ValueError(f"{who}: init='lda' failed ({exc}); use init='pca' or "
+                         "'identity'.") from None
     S = lda.scalings_.T[:n_components]
     if S.shape[0] < n_components:
         raise ValueError(f"{who}: init='lda' found only {S.shape[0]} discriminant directions "

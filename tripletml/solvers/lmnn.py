@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from ..linalg.pairwise import PairOuterSum, block_size, squared_distances_block
 
@@ -39,6 +40,51 @@ __all__ = ["select_targets", "LMNNObjective", "LMNNTripletObjective"]
 #: there are at least TREE_MIN_ROWS rows); brute-force blocks otherwise
 TREE_MAX_DIM = 8
 TREE_MIN_ROWS = 4000
+
+
+@njit(cache=True, nogil=True)
+def _threshold_pairs(G, bn, sq, thr_row, thr_col):
+    """The pairs of a block of rows ``a`` and columns ``b`` with
+    ``D_ab = bn[a] + sq[b] - 2 G[a, b]`` below ``thr_row[a]`` (returned as
+    ``(a, b')``, ``b' = b + n_rows``) or below ``thr_col[b]`` (returned as
+    ``(b', a)``): one pass over ``G``, no distance matrix."""
+    nr, nc = G.shape
+    cap = 1024
+    out_i = np.empty(cap, np.int64)
+    out_l = np.empty(cap, np.int64)
+    m = 0
+    for a in range(nr):
+        ta = thr_row[a] - bn[a]
+        ba = bn[a]
+        for b in range(nc):
+            base = sq[b] - 2.0 * G[a, b]
+            hit_row = base < ta
+            hit_col = base + ba < thr_col[b]
+            if hit_row or hit_col:
+                if m + 2 > cap:
+                    cap *= 2
+                    ni = np.empty(cap, np.int64)
+                    nl = np.empty(cap, np.int64)
+                    ni[:m] = out_i[:m]
+                    nl[:m] = out_l[:m]
+                    out_i, out_l = ni, nl
+                if hit_row:
+                    out_i[m] = a
+                    out_l[m] = b + nr
+                    m += 1
+                if hit_col:
+                    out_i[m] = b + nr
+                    out_l[m] = a
+                    m += 1
+    return out_i[:m].copy(), out_l[:m].copy()
+
+
+def _unsort(order, i, l, s, end, nr):
+    """Kernel indices (``< nr``: row ``s + .`` of the sorted rows, else
+    column ``end + . - nr``) back to the original row numbers."""
+    def orig(k):
+        return order[np.where(k < nr, s + k, end + k - nr)]
+    return orig(i), orig(l)
 
 
 def select_targets(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
@@ -85,6 +131,10 @@ class LMNNObjective:
         keep = self.valid.ravel()
         self.pull_i = rows[keep]
         self.pull_j = targets.ravel()[keep]
+        # rows sorted by class: the pairs of two classes are one rectangle
+        self.order = np.argsort(codes, kind="stable")
+        counts = np.bincount(codes[self.order])
+        self.class_ends = np.cumsum(counts)
 
     # --------------------------------------------------------------- impostors
     def _candidates(self, Z: np.ndarray, radius: np.ndarray):
@@ -110,16 +160,31 @@ class LMNNObjective:
                 other = codes[i] != codes[l]
                 yield i[other], l[other]
             return
-        sq = np.einsum("ij,ij->i", Z, Z)
-        step = block_size(n, n)
-        for s in range(0, n, step):
-            blk = slice(s, min(n, s + step))
-            D = squared_distances_block(Z, blk, sq)
-            D -= (radius[blk] + slack[blk])[:, None]
-            hit = (D < 0) & (codes[blk][:, None] != codes[None, :])
-            hit &= self.has_target[blk][:, None]
-            ii, ll = np.nonzero(hit)
-            yield ii + s, ll
+        # brute force, each pair of rows of different classes once: the rows
+        # of class c against those of the classes after it (rows sorted by
+        # class), an impostor of either end when within that end's radius
+        o = self.order
+        Zs = Z[o] - Z.mean(axis=0)                  # distances unchanged, smaller norms
+        sq = np.einsum("ij,ij->i", Zs, Zs)
+        # a margin over the rounding of |z|^2 + |y|^2 - 2 z.y (the pairs kept
+        # are recomputed from differences and tested exactly)
+        slack = slack[o] + 1e-14 * (sq + sq.max())
+        thr = np.where(self.has_target[o], radius[o] + slack, -np.inf)
+        start = 0
+        for end in self.class_ends[:-1]:
+            if end == start:
+                continue
+            cols = slice(end, n)
+            Y = Zs[cols]
+            step = block_size(end - start, n - end)
+            for s in range(start, end, step):
+                e = min(end, s + step)
+                G = Zs[s:e] @ Y.T
+                i, l = _threshold_pairs(G, sq[s:e], sq[cols], thr[s:e], thr[cols])
+                # kernel indices: rows of the block are 0..e-s-1, columns
+                # e-s + (0..n-end-1)
+                yield _unsort(o, i, l, s, end, e - s)
+            start = end
 
     def __call__(self, L: np.ndarray):
         """``(E, dE/dL, info)``; info: ``active`` (triplets in the hinge),
@@ -130,11 +195,12 @@ class LMNNObjective:
         dT = np.full((n, k), -np.inf)
         dT[self.valid] = _rowwise_sq(Z, self.pull_i, self.pull_j)
         radius = 1.0 + dT.max(axis=1)                          # -inf: no target
+        blocks = self._candidates(Z, radius)
         pull_count = np.zeros((n, k))
         push_i, push_l, push_w = [], [], []
         hinge = 0.0
         active = 0
-        for ci, cl in self._candidates(Z, radius):
+        for ci, cl in blocks:
             if ci.size == 0:
                 continue
             dil = _rowwise_sq(Z, ci, cl)                       # exact

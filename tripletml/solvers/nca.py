@@ -36,10 +36,19 @@ __all__ = ["NCAObjective", "NCATripletObjective"]
 
 
 class NCAObjective:
-    """``-f(L)`` and its gradient from class labels (module docstring)."""
+    """``-f(L)`` and its gradient from class labels (module docstring).
+
+    The rows are kept sorted by class (``f`` and its gradient are sums over
+    pairs, unchanged by the order), so that the same-class neighbours of a
+    block's rows are contiguous column ranges."""
 
     def __init__(self, X: np.ndarray, codes: np.ndarray):
-        self.X, self.codes = X, np.asarray(codes, dtype=np.int64)
+        codes = np.asarray(codes, dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        self.X, self.codes = np.ascontiguousarray(X[order]), codes[order]
+        counts = np.bincount(self.codes)
+        self.ends = np.cumsum(counts)
+        self.starts = self.ends - counts
 
     def __call__(self, L: np.ndarray):
         X, codes = self.X, self.codes
@@ -50,19 +59,25 @@ class NCAObjective:
         step = block_size(n, n)
         total = 0.0
         for s in range(0, n, step):
-            blk = slice(s, min(n, s + step))
-            b = blk.stop - s
-            D = squared_distances_block(Z, blk, sq)
-            D[np.arange(b), np.arange(s, blk.stop)] = np.inf          # j != i
-            D -= D.min(axis=1, keepdims=True)                          # stable softmax
-            np.negative(D, out=D)
+            e = min(n, s + step)
+            b = e - s
+            D = squared_distances_block(Z, slice(s, e), sq)
+            D[np.arange(b), np.arange(s, e)] = np.inf               # j != i
+            np.subtract(D.min(axis=1, keepdims=True), D, out=D)      # stable softmax
             P = np.exp(D, out=D)
             P /= P.sum(axis=1, keepdims=True)
-            same = codes[blk][:, None] == codes[None, :]
-            p = np.where(same, P, 0.0).sum(axis=1)                   # p_i (eq. 2)
+            p = np.empty(b)
+            same = []
+            for c in range(int(codes[s]), int(codes[e - 1]) + 1):   # classes of the block
+                rs, re = max(s, self.starts[c]) - s, min(e, self.ends[c]) - s
+                sub = P[rs:re, self.starts[c]:self.ends[c]]
+                p[rs:re] = sub.sum(axis=1)                           # p_i (eq. 2)
+                same.append((rs, re, c, sub.copy()))
             total += float(p.sum())
-            P *= same.astype(float) - p[:, None]                       # p_ik (s_ik - p_i)
-            acc.add(blk, P)
+            P *= -p[:, None]                                          # p_ik (s_ik - p_i)
+            for rs, re, c, sub in same:
+                P[rs:re, self.starts[c]:self.ends[c]] += sub
+            acc.add(slice(s, e), P)
         return -total, 2.0 * acc.result(), {"expected_correct": total}
 
 
