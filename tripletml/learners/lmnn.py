@@ -78,10 +78,15 @@ class LMNN(LinearMapLearner):
         same at the default 0.5).
     max_iter : int, default=1000
         Most L-BFGS iterations (and ``20 max_iter`` evaluations).
-    tol : float or None, default=1e-5
+    tol : float or None, default=1e-4
         Stop when an iteration lowers the loss by at most ``tol`` times its
         value (scipy's relative ``ftol``), or when the line search can lower
-        it no further.  None: run ``max_iter`` iterations.
+        it no further.  None: run ``max_iter`` iterations.  The loss is
+        piecewise smooth: L-BFGS ends in a long crawl along its kinks where
+        k-NN accuracy no longer changes (on the UCI sets 1e-4 matches 1e-5's
+        test accuracy in half the iterations), and a crawl of hundreds of
+        iterations amplifies rounding (the learned metric of ``c * X``, or
+        of permuted features, would drift from that of X).
     init : {"auto", "pca", "lda", "identity", "random"}, default="auto"
         The initial ``L``, as scikit-learn's NeighborhoodComponentsAnalysis:
         ``"auto"`` is ``"lda"`` when ``n_components <= min(d, n_classes -
@@ -131,7 +136,7 @@ class LMNN(LinearMapLearner):
     """
 
     def __init__(self, n_components=None, *, n_neighbors=3, regularization=0.5, max_iter=1000,
-                 tol=1e-5, init="auto", preprocessing="auto", random_state=None, verbose=0):
+                 tol=1e-4, init="auto", preprocessing="auto", random_state=None, verbose=0):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
         self.regularization = regularization

@@ -99,21 +99,27 @@ class LBFGSResult:
     history: dict = field(default_factory=dict)
 
 
+class _Converged(Exception):
+    """Raised by the callback to end the run (any scipy >= 1.10)."""
+
+
 def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
                    L0: np.ndarray, *, max_iter: int, tol: float | None, verbose: int,
-                   who: str, record_keys: tuple[str, ...] = ()) -> LBFGSResult:
+                   who: str, record_keys: tuple[str, ...] = (), window: int = 1) -> LBFGSResult:
     """Minimise ``fun(L) -> (value, gradient (r x d), info)`` with L-BFGS-B.
 
     The stopping rule (tripletml's): ``"tol"`` when the relative decrease of
-    the value over one iteration, ``(f_k - f_k+1) / max(|f_k|, |f_k+1|,
-    1)`` (scipy's ``ftol``), is at most ``tol``, or when the line search can
-    decrease it no further (a kink of a piecewise smooth objective, or the
-    limit of float64); ``"max_iter"`` after ``max_iter`` iterations or
-    ``20 max_iter`` evaluations.  ``tol=None`` runs ``max_iter``
-    iterations (scipy's ftol 0).  A value or gradient that is not finite
-    raises FloatingPointError.  ``history`` has one record per iteration
-    (the initial point is record 0): ``step``, ``seconds``, ``objective``
-    and the ``record_keys`` of ``info``.
+    the value over the last ``window`` iterations (fewer at the start),
+    ``(f_k-w - f_k) / (w max(|f_k-w|, |f_k|))``, is at most ``tol``, or
+    when the line search can decrease it no further (a kink of a piecewise
+    smooth objective, or the limit of float64); ``"max_iter"`` after
+    ``max_iter`` iterations or ``20 max_iter`` evaluations.  ``tol=None``
+    runs ``max_iter`` iterations.  A window of several iterations averages
+    the decrease of a piecewise smooth objective, whose single steps
+    fluctuate.  A value or gradient that is not finite raises
+    FloatingPointError.  ``history`` has one record per iteration (the
+    initial point is record 0): ``step``, ``seconds``, ``objective`` and the
+    ``record_keys`` of ``info``.
     """
     shape = L0.shape
     t0 = time.perf_counter()
@@ -145,33 +151,46 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
             extra = " ".join(f"{k} {info.get(k)}" for k in record_keys)
             print(f"[{who}] iter {step:4d} objective {value:.10g} {extra}".rstrip(), flush=True)
 
+    def criterion() -> float:
+        obj = hist["objective"]
+        w = min(int(window), len(obj) - 1)
+        if w < 1:
+            return math.inf
+        old, new = obj[-1 - w], obj[-1]
+        return (old - new) / (w * max(abs(old), abs(new), 1e-12))
+
     x0 = np.ascontiguousarray(L0, dtype=np.float64).ravel()
     v0, _ = f(x0)
     record(0, v0, cache["info"])
-    state = {"it": 0}
+    state = {"it": 0, "x": x0}
 
     def callback(xk):
         state["it"] += 1
         if not ("x" in cache and np.array_equal(cache["x"], xk)):
             f(xk)
+        state["x"] = np.array(xk, copy=True)
         record(state["it"], cache["value"], cache["info"])
+        if tol is not None and criterion() <= tol:
+            raise _Converged
 
-    ftol = 0.0 if tol is None else float(tol)
-    res = scipy.optimize.minimize(
-        f, x0, jac=True, method="L-BFGS-B", callback=callback,
-        options={"maxiter": int(max_iter), "maxfun": 20 * int(max_iter) + 20, "ftol": ftol,
-                 "gtol": 0.0, "maxcor": 10})
-    L = np.ascontiguousarray(res.x.reshape(shape))
-    n_iter = int(res.nit)
-    msg = res.message if isinstance(res.message, str) else str(res.message)
-    if res.status == 1:
-        reason = "max_iter"
+    try:
+        res = scipy.optimize.minimize(
+            f, x0, jac=True, method="L-BFGS-B", callback=callback,
+            options={"maxiter": int(max_iter), "maxfun": 20 * int(max_iter) + 20,
+                     "ftol": 0.0, "gtol": 0.0, "maxcor": 10})
+    except _Converged:
+        x, n_iter, reason, msg = state["x"], state["it"], "tol", "tol met"
     else:
-        reason = "tol"          # ftol met, or no further decrease (line search)
-    obj = hist["objective"]
-    crit = relative_change(obj[-2], obj[-1]) if len(obj) >= 2 else math.inf
-    if not ("x" in cache and np.array_equal(cache["x"], res.x)):
-        f(res.x)
+        x, n_iter = res.x, int(res.nit)
+        msg = res.message if isinstance(res.message, str) else str(res.message)
+        if res.status == 1 or n_iter >= max_iter:
+            reason = "max_iter"
+        else:
+            reason = "tol"          # no further decrease (line search) or a zero gradient
+    L = np.ascontiguousarray(np.asarray(x).reshape(shape))
+    crit = criterion()
+    if not ("x" in cache and np.array_equal(cache["x"], x)):
+        f(np.asarray(x))
     final = cache["value"]
     if verbose:
         print(f"[{who}] stopped after {n_iter} iterations ({reason}): {msg}", flush=True)

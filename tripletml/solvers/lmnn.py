@@ -87,22 +87,48 @@ def _unsort(order, i, l, s, end, nr):
     return orig(i), orig(l)
 
 
+#: relative grid of the distances compared when choosing target neighbours:
+#: rows at the same distance to this precision (exact ties of the raw data,
+#: e.g. integer pixels, which rounding in the preprocessing would otherwise
+#: break at random) are ordered by row number
+TARGET_TIE_RTOL = 1e-10
+
+
 def select_targets(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` nearest same-class rows of every row (Euclidean on X): an
     ``(n, k)`` int64 array, nearest first, padded with -1 where a class has
-    ``m <= k`` members (its rows get ``m - 1`` targets)."""
-    from sklearn.neighbors import NearestNeighbors
+    ``m <= k`` members (its rows get ``m - 1`` targets).
 
+    Distances equal to a relative :data:`TARGET_TIE_RTOL` of the mean
+    squared norm of the centred rows count as ties, broken by the lower row
+    number, so that a rescaled or permuted copy of X picks the same targets.
+    Each class's distances are formed in blocks of rows (O(m^2 d) time for
+    a class of m rows, O(block x m) memory)."""
     n = X.shape[0]
+    Xc = X - X.mean(axis=0)
+    scale = float(np.einsum("ij,ij->", Xc, Xc)) / max(n, 1)
+    step_d = TARGET_TIE_RTOL * scale if scale > 0 else 1.0
     targets = np.full((n, k), -1, dtype=np.int64)
     for c in range(int(codes.max()) + 1):
         idx = np.flatnonzero(codes == c)
-        m = min(k, idx.size - 1)
-        if m <= 0:
+        m = idx.size
+        kk = min(k, m - 1)
+        if kk <= 0:
             continue
-        nn = NearestNeighbors(n_neighbors=m).fit(X[idx])
-        _, nb = nn.kneighbors()                  # each row's neighbours, itself excluded
-        targets[idx, :m] = idx[nb]
+        Y = Xc[idx]
+        sq = np.einsum("ij,ij->i", Y, Y)
+        cap = (2 ** 62) // m                       # key = quantised distance * m + rank
+        rows = block_size(m, m)
+        for s in range(0, m, rows):
+            e = min(m, s + rows)
+            D = squared_distances_block(Y, slice(s, e), sq)
+            q = np.minimum(np.rint(D / step_d), cap - 1).astype(np.int64)
+            key = q * m + np.arange(m)
+            key[np.arange(e - s), np.arange(s, e)] = np.iinfo(np.int64).max   # not itself
+            part = np.argpartition(key, kk - 1, axis=1)[:, :kk] if kk < m else \
+                np.argsort(key, axis=1)[:, :kk]
+            order = np.argsort(np.take_along_axis(key, part, axis=1), axis=1)
+            targets[idx[s:e], :kk] = idx[np.take_along_axis(part, order, axis=1)]
     return targets
 
 

@@ -55,6 +55,8 @@ class NCAObjective:
         n = X.shape[0]
         Z = X @ L.T
         sq = np.einsum("ij,ij->i", Z, Z)
+        if not np.isfinite(sq).all():             # distances overflow: diverged
+            return np.inf, np.zeros_like(L), {"expected_correct": np.nan}
         acc = PairOuterSum(Z, X)
         step = block_size(n, n)
         total = 0.0
@@ -107,6 +109,8 @@ class NCATripletObjective:
         Z = X @ L.T
         Dq = Z[self.q] - Z[self.j]
         d = np.einsum("ij,ij->i", Dq, Dq)
+        if not np.isfinite(d).all():              # distances overflow: diverged
+            return np.inf, np.zeros_like(L), {"expected_correct": np.nan}
         dmin = np.minimum.reduceat(d, self.starts)
         e = np.exp(-(d - dmin[self.seg]))
         p = e / np.add.reduceat(e, self.starts)[self.seg]
