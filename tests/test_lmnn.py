@@ -78,6 +78,26 @@ def test_objective_equals_the_paper(mu, r):
         assert ref > 0
 
 
+def test_target_ties_are_broken_by_row_number_whatever_the_scale():
+    """Integer rows have exactly tied distances; rounding in a rescaled copy
+    must not reorder them (else c * X would learn another metric)."""
+    rng = np.random.default_rng(11)
+    X = rng.integers(0, 3, size=(40, 3)).astype(float)
+    y = np.arange(40) % 2
+    T = solver.select_targets(X, y, 3)
+    Xr = (X - X.mean(axis=0)) / X.std(axis=0)
+    differ = 0
+    for c in (1e-3, 0.1, 7.0, 1e3):
+        Xc = (c * X - (c * X).mean(axis=0)) / (c * X).std(axis=0)
+        differ += not np.array_equal(Xc, Xr)               # rounding differs
+        np.testing.assert_array_equal(solver.select_targets(Xc, y, 3),
+                                      solver.select_targets(Xr, y, 3))
+    assert differ                                          # the test is not vacuous
+    # ties by row number: the reference's stable sort
+    ref = reference_targets(X, y, 3)
+    np.testing.assert_array_equal(T, np.array(ref))
+
+
 def test_gradient_by_finite_differences():
     X, y = _data(seed=2)
     f = _objective(X, y, 3, 0.5)

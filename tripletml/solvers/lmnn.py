@@ -125,8 +125,7 @@ def select_targets(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
             q = np.minimum(np.rint(D / step_d), cap - 1).astype(np.int64)
             key = q * m + np.arange(m)
             key[np.arange(e - s), np.arange(s, e)] = np.iinfo(np.int64).max   # not itself
-            part = np.argpartition(key, kk - 1, axis=1)[:, :kk] if kk < m else \
-                np.argsort(key, axis=1)[:, :kk]
+            part = np.argpartition(key, kk - 1, axis=1)[:, :kk]      # kk <= m - 1
             order = np.argsort(np.take_along_axis(key, part, axis=1), axis=1)
             targets[idx[s:e], :kk] = idx[np.take_along_axis(part, order, axis=1)]
     return targets
