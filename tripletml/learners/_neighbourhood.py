@@ -57,7 +57,6 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
 
     # ------------------------------------------------------------------ fit
     def _dense_rows(self, X) -> np.ndarray:
-        who = type(self).__name__
         n, d = X.shape
         if sp.issparse(X):
             check_dense_memory(8 * n * d, self, f"the dense {n} x {d} rows")

@@ -18,7 +18,6 @@ from typing import Callable
 import numpy as np
 import scipy.optimize
 
-from .._stopping import relative_change
 
 __all__ = ["INIT_OPTIONS", "initial_components", "minimize_lbfgs", "LBFGSResult"]
 
