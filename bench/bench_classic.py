@@ -327,8 +327,9 @@ def write_markdown(summary: dict, comp: dict, prov: dict, path: Path) -> None:
          f"time = ≤ 1/{FIFTH:g} of metric-learn's fit time for LMNN, NCA, MMC, SCML where "
          f"metric-learn takes over {SLOW_S:g} s (n/a otherwise), ≤ metric-learn's time for RCA "
          "and LFDA.", "", "## Summary per learner", "",
-         "| learner | metric-learn class | sets | quality met | time met | time ratio "
-         "tripletml / metric-learn (median, range) | misses |", "|---|---|---|---|---|---|---|"]
+         "| learner | metric-learn class | sets | quality met | time met | mean Δ mAP / 1-NN / "
+         "3-NN | time ratio tripletml / metric-learn (median, range) | misses |",
+         "|---|---|---|---|---|---|---|---|"]
     for t in PAIRS:
         if t not in comp:
             continue
@@ -343,11 +344,17 @@ def write_markdown(summary: dict, comp: dict, prov: dict, path: Path) -> None:
             med = ratios[len(ratios) // 2] if len(ratios) % 2 else \
                 (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
             rt = f"{med:.3g} ({ratios[0]:.3g} – {ratios[-1]:.3g})"
-        misses = [f"{s}: quality ({cs[s]['quality_text']})" for s in cs
-                  if cs[s]["quality"] is False]
-        misses += [f"{s}: time ({cs[s]['time_text']})" for s in cs if cs[s]["time"] is False]
+        order = [s for s in sets_all if s in cs]
+        qm = [s for s in order if cs[s]["quality"] is False]
+        tm_ = [s for s in order if cs[s]["time"] is False]
+        misses = ([f"quality: {', '.join(qm)}"] if qm else []) + \
+            ([f"time: {', '.join(tm_)}"] if tm_ else [])
+        dl = []
+        for m in METRICS:
+            v = [c["deltas"][m] for c in cs.values() if c["deltas"][m] is not None]
+            dl.append(f"{sum(v) / len(v):+.3f}" if v else "-")
         L.append(f"| {t} | {PAIRS[t]} | {len(cs)} | {len(q)}/{len(qn)} | {len(tt)}/{len(tn)} | "
-                 f"{rt} | {'; '.join(misses) or 'none'} |")
+                 f"{' / '.join(dl)} | {rt} | {'; '.join(misses) or 'none'} |")
     for t in PAIRS:
         if t not in comp:
             continue

@@ -326,8 +326,11 @@ def test_classic_report(bclassic, tmp_path):
     (out / "rows" / "iris.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     bclassic.report(out, {"runs": [{"sets": ["iris"], "timeout_s": 300}]})
     md = (out / "classic.md").read_text()
-    assert "| LMNN | LMNN | 1 | 1/1 | 1/1 | 0.1 (0.1 – 0.1) | none |" in md
-    assert "| RCA | RCA_Supervised | 1 | 1/1 | 0/1 | 2 (2 – 2) | iris: time (20 ms vs 10 ms) |" in md
+    assert ("| LMNN | LMNN | 1 | 1/1 | 1/1 | +0.020 / +0.000 / +0.000 | 0.1 (0.1 – 0.1) | "
+            "none |") in md
+    assert ("| RCA | RCA_Supervised | 1 | 1/1 | 0/1 | +0.000 / +0.000 / +0.000 | 2 (2 – 2) | "
+            "time: iris |") in md
+    assert "| iris | 0.600 / 0.600 |" in md and "no (20 ms vs 10 ms)" in md
     assert (out / "classic.csv").read_text().count("\n") == 13
 
 
