@@ -303,6 +303,9 @@ def test_classic_compare(bclassic):
     r = c(_st(None, None, None, None, bad=("timeout",) * 3), _st(.5, .8, .8, 10.0), "LMNN",
           timeout=300)
     assert r["time"] is True and r["quality"] is None and "timeout" in r["time_text"]
+    r = c(_st(None, None, None, None, bad=("timeout",) * 3), _st(.5, .8, .8, 61.0), "LMNN",
+          timeout=300)
+    assert r["time"] is None and "not decided" in r["time_text"]
     # tripletml absent: n/a; tripletml failed: a miss
     r = c(_st(.5, .8, .8, 1.0), None, "LMNN")
     assert r["quality"] is None and r["time"] is None
