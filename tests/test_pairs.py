@@ -352,3 +352,27 @@ def test_euclidean_baseline_verifies_pairs(iris_pairs):
     X, _, pc = iris_pairs
     m = Euclidean().fit(X[pc.pairs], pc.labels)
     assert 0.5 < m.score(X[pc.pairs], pc.labels) <= 1.0
+
+
+# ------------------------------------------------------------------ every learner
+from _estimators import ESTIMATORS  # noqa: E402
+
+
+@pytest.mark.parametrize("factory,alt", ESTIMATORS)
+def test_every_learner_verifies_pairs(factory, alt, iris_pairs):
+    """Every triplet learner fits pairs of points (natively or through the
+    shared-row triplets), calibrates its threshold at fit and classifies
+    pairs better than chance; the fitted width is the points' width."""
+    X, _, pc = iris_pairs
+    P = X[pc.pairs]
+    est = factory()
+    if "preprocessing" in est.get_params():      # the defaults' lift (bilinear learners)
+        est.set_params(preprocessing="auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(P, pc.labels)
+    assert est.n_features_in_ == 4 and est.tuple_form_ == "pairs"
+    assert np.isfinite(est.threshold_)
+    pred = est.predict(P)
+    assert set(np.unique(pred)) <= {-1, 1}
+    assert est.score(P, pc.labels) > 0.6, type(est).__name__
