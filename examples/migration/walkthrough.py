@@ -35,6 +35,8 @@ X, y = make_classification(n_samples=100, n_classes=3, n_clusters_per_class=2,
 
 def plot_embedding(X, y, title, ax):
     Z = PCA(n_components=2).fit_transform(X) if X.shape[1] > 2 else X
+    if Z.shape[1] == 1:                      # a rank-1 metric: points on a line
+        Z = np.column_stack([Z[:, 0], np.zeros(len(Z))])
     ax.scatter(Z[:, 0], Z[:, 1], c=y, cmap=plt.cm.Paired)
     knn = cross_val_score(KNeighborsClassifier(n_neighbors=3), X, y, cv=5).mean()
     ax.set_title(f"{title}: 3-NN {knn:.2f}", fontsize=9)
