@@ -435,13 +435,16 @@ def test_delegation_and_save_load(tmp_path):
     np.testing.assert_allclose(loaded.similarity(X[:5], X), auto.similarity(X[:5], X))
 
 
-def test_transform_when_the_winner_has_one():
+def test_transform_delegates_to_the_winner():
     X, y = iris()
     auto = AutoSimilarity(candidates=[{"learner": "Euclidean"}], random_state=0).fit(X, y)
-    assert not hasattr(AutoSimilarity(), "transform")       # unfitted: not available
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):                    # a transformer: unfitted raises
+        AutoSimilarity().transform(X)
     np.testing.assert_allclose(auto.transform(X), X)
+    # every learner transforms (issue 29): a bilinear winner too
     auto = AutoSimilarity(candidates=[{"learner": "DotProduct"}], random_state=0).fit(X, y)
-    assert not hasattr(auto, "transform")
+    np.testing.assert_allclose(auto.transform(X), auto.best_estimator_.transform(X))
 
 
 def test_preprocessing_of_the_winner_applied_to_raw_features(tmp_path):

@@ -57,7 +57,7 @@ from typing import Any, Optional
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, clone
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
@@ -396,15 +396,22 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
     return score, secs, state, error
 
 
-class AutoSimilarity(BaseEstimator):
+class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Pick and tune a similarity learner by triplet-aware validation.
 
     A race (successive halving) among candidate learners and hyper-parameters,
     scored by the retrieval mAP (or the ``scoring`` criterion) of held-out training *items* (a validation
     item never appears in a training triplet); the winner is refitted on all
     of ``X`` and every method (``similarity``, ``pair_score``,
-    ``triplet_score``, ``score``, ``transform`` when the winner has it,
-    ``embed_queries``, ``embed_database``, ``save``) delegates to it.
+    ``triplet_score``, ``score``, ``transform``, ``embed_queries``,
+    ``embed_database``, ``save``) delegates to it.
+
+    A scikit-learn transformer whatever learner wins (every triplet learner
+    has ``transform``, see :class:`tripletml.base.EmbeddingMixin`):
+    ``make_pipeline(StandardScaler(), AutoSimilarity(), KNeighborsClassifier())``
+    works, as do ``fit_transform``, ``set_output(transform="pandas")`` and
+    ``get_feature_names_out`` (``"autosimilarity0"``, ... : the names do not
+    depend on the winner).
 
     The schedule is cost-aware (see the module docstring and
     docs/user_guide/auto.rst):
@@ -1124,13 +1131,23 @@ class AutoSimilarity(BaseEstimator):
         check_is_fitted(self, "best_estimator_")
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
-    def _winner_has_transform(self) -> bool:
-        return hasattr(self.best_estimator_, "transform")
-
-    @available_if(_winner_has_transform)
     def transform(self, X) -> np.ndarray:
-        """The winner's embedding (available when the winner has ``transform``)."""
+        """The winner's embedding, ``best_estimator_.transform(X)`` (see
+        :class:`tripletml.base.EmbeddingMixin`; for a bilinear winner the
+        PSD part of its W, ``transform_fidelity_``)."""
         return self._best().transform(X)
+
+    @property
+    def _n_features_out(self) -> int:
+        if not self.__sklearn_is_fitted__():
+            raise AttributeError("_n_features_out")  # check_is_fitted: NotFittedError
+        return int(self.best_estimator_._n_features_out)
+
+    @property
+    def transform_fidelity_(self) -> float:
+        """The winner's ``transform_fidelity_``: the share of its learned
+        model that ``transform`` keeps."""
+        return self._best().transform_fidelity_
 
     def embed_queries(self, X) -> np.ndarray:
         """Query embedding of the winner (see ``embedding_similarity``)."""

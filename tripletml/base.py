@@ -713,12 +713,134 @@ class _EmbedMixin:
         lambda cls: "distance" if cls.embedding_similarity == "neg_squared_l2" else "similarity")
 
 
-class BilinearMixin(_EmbedMixin):
+class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+    """The scikit-learn transformer of every triplet learner:
+    ``transform``, ``fit_transform``, ``set_output``,
+    ``get_feature_names_out`` (``"<classname><i>"``, lower case) and the
+    overflow check of every output, so that a learner drops into
+    ``make_pipeline(StandardScaler(), learner, KNeighborsClassifier())``.
+
+    ``transform(X)`` is ``Z = x L^T`` per (preprocessed) row for a factor L
+    of the learned model (see :class:`MahalanobisMixin` and
+    :class:`BilinearMixin` for what L is): Euclidean distances between rows
+    of Z are the learned Mahalanobis distance and inner products the learned
+    (PSD part of the) similarity.  ``n_components`` (where the learner has
+    it) keeps the ``n_components`` leading directions (largest eigenvalues
+    of ``L^T L``); ``transform_fidelity_`` says how much of the model the
+    embedding keeps.
+
+    Subclasses implement ``_transform_out(X)`` (the unchecked product on
+    validated, preprocessed X), ``_transform_width()`` (its number of
+    columns) and ``_transform_fidelity()``.
+    """
+
+    def transform(self, X) -> np.ndarray:
+        """Embed X (rows) into the learned space.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Raw rows, validated and preprocessed as by ``similarity``.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components_out)
+            ``n_components_out = len(get_feature_names_out())``.  Euclidean
+            distances between rows of Z are the learned Mahalanobis
+            distance of ``L^T L`` and inner products ``Z Z^T`` are
+            ``X L^T L X^T`` (see the class docstring for L).  Identity
+            models (Euclidean, DotProduct) return a sparse X sparse.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model is not fitted.
+        ValueError
+            On a wrong number of features, non-finite input, or an
+            embedding that overflows.
+        """
+        X = self._check_fitted_X(X)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._transform_out(X)
+        return self._finite_output(out, "transform")
+
+    def _transform(self, X):
+        """``X L^T`` with the full factor L = ``components_``."""
+        L = self.components_
+        return np.asarray(X @ L.T)
+
+    def _transform_out(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _transform_width(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _transform_fidelity(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def _n_features_out(self) -> int:
+        if not self.__sklearn_is_fitted__():
+            raise AttributeError("_n_features_out")  # check_is_fitted: NotFittedError
+        return int(self._transform_width())
+
+    @property
+    def transform_fidelity_(self) -> float:
+        """The share of the learned model that ``transform`` keeps: with
+        ``G = L^T L`` the Gram matrix of the embedding (``Z Z^T = X G
+        X^T``) and W the learned matrix (``M = L_full^T L_full`` for a
+        Mahalanobis learner, the bilinear W otherwise),
+        ``||G||_F^2 / ||W||_F^2 = 1 - ||W - G||_F^2 / ||W||_F^2``.
+
+        1.0 when the embedding is exact (a Mahalanobis learner without
+        truncation; a bilinear learner whose W is symmetric PSD, e.g.
+        COMET, with every positive direction kept); below 1 for a
+        non-symmetric or indefinite W (OASIS, SDCA, the factored models),
+        whose skew part and negative directions no embedding of one map
+        can express, or when ``n_components`` drops directions.  Computed
+        from the fitted arrays on first use and cached outside the
+        estimator (recomputed when they change); never stored in a model
+        file."""
+        check_is_fitted(self)
+        return float(self._transform_fidelity())
+
+
+class BilinearMixin(_EmbedMixin, EmbeddingMixin):
     """Similarity ``S(x, y) = x^T W y``.
 
     Subclasses implement ``_apply(X)`` returning the dense product ``X W``
     (or ``(X A) B^T`` for a factored W) and ``_bilinear_matrix()`` returning
     W; the public :meth:`get_bilinear_matrix` checks fitted-ness first.
+
+    A scikit-learn transformer (:class:`EmbeddingMixin`):
+    ``transform(X) = X P`` on the preprocessed rows, where ``P P^T = W_+``
+    is the projection of the symmetric part ``(W + W^T) / 2`` onto the PSD
+    cone (eigenvalues below 0 set to 0; :func:`tripletml.linalg.psd_part.psd_part`),
+    the symmetric PSD matrix nearest W in the Frobenius norm.  The columns
+    of P are the eigenvectors of the positive eigenvalues, largest first,
+    scaled by their square roots; ``n_components`` (where the learner has
+    it) keeps the leading ones.
+
+    * When W is symmetric PSD (COMET, SparseCOMET, DotProduct; any W with
+      ``transform_fidelity_ == 1``) the embedding is exact: ``transform(X)
+      @ transform(Y).T == similarity(X, Y)``, and squared Euclidean
+      distances between transformed rows are the Mahalanobis distance
+      ``(x - y)^T W (x - y)``.
+    * Otherwise (OASIS and SDCA learn a non-symmetric W; the factored
+      models an indefinite one) the embedding realises the nearest such
+      model: ``transform_fidelity_`` is the share of ``||W||_F^2`` it keeps.
+      ``similarity``, ``embed_queries`` and ``embed_database`` are always
+      the learned W itself.
+    * A factored model ``W = A B^T`` (rank k) is embedded from a thin QR of
+      ``[A B]`` and a 2k x 2k eigenproblem, never a d x d matrix
+      (:func:`tripletml.linalg.psd_part.psd_part_factored`); its embedding
+      has at most k columns: the width of ``transform`` is (at most)
+      ``rank``.
+
+    P is computed from the fitted arrays on first use and cached outside
+    the estimator (keyed by a digest of the arrays, so a ``partial_fit``
+    or an assignment to ``W_`` is seen); it is never stored in a model
+    file.
     """
 
     embedding_similarity = "inner_product"
@@ -741,6 +863,39 @@ class BilinearMixin(_EmbedMixin):
 
     def _bilinear_matrix(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # ------------------------------------------------------------ transform
+    def _bilinear_factors(self):
+        """``(A, B)`` with ``W = A B^T`` for a factored model (override),
+        else None."""
+        return None
+
+    def _psd_map(self):
+        """The :class:`~tripletml.linalg.psd_part.PSDPart` of the fitted W
+        (with ``n_components``), cached beside the estimator
+        (:mod:`tripletml._derived`)."""
+        from ._derived import derived, fingerprint
+        from .linalg.psd_part import psd_part, psd_part_factored
+
+        check_is_fitted(self)
+        k = getattr(self, "n_components", None)
+        factors = self._bilinear_factors()
+        if factors is not None:
+            A, B = factors
+            return derived(self, "psd_map", fingerprint(A, B, extra=("AB", k)),
+                           lambda: psd_part_factored(A, B, k))
+        W = self._bilinear_matrix()
+        return derived(self, "psd_map", fingerprint(W, extra=("W", k)),
+                       lambda: psd_part(W, k))
+
+    def _transform_out(self, X):
+        return np.asarray(X @ self._psd_map().factor)
+
+    def _transform_width(self) -> int:
+        return int(self._psd_map().factor.shape[1])
+
+    def _transform_fidelity(self) -> float:
+        return self._psd_map().fidelity
 
     def get_bilinear_matrix(self) -> np.ndarray:
         """The matrix W of ``S(x, y) = x^T W y`` (a new array).
@@ -775,32 +930,6 @@ class BilinearMixin(_EmbedMixin):
         return XW @ Y.T
 
 
-class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
-    """A scikit-learn transformer ``transform(X) = X L^T`` for a learner with a
-    factor ``components_`` (L, shape (r, d)): ``fit_transform``,
-    ``set_output``, ``get_feature_names_out`` (``"<classname><i>"``), and the
-    overflow check of every output.  Subclasses may override
-    ``_transform(X)`` (the unchecked product)."""
-
-    def transform(self, X) -> np.ndarray:
-        """Embed X as ``X L^T`` (Euclidean distances / inner products there
-        equal the learned ones)."""
-        X = self._check_fitted_X(X)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = self._transform(X)
-        return self._finite_output(out, "transform")
-
-    def _transform(self, X):
-        L = self.components_
-        return np.asarray(X @ L.T)
-
-    @property
-    def _n_features_out(self) -> int:
-        if not self.__sklearn_is_fitted__():
-            raise AttributeError("_n_features_out")  # check_is_fitted: NotFittedError
-        return int(self.components_.shape[0])
-
-
 class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
 
@@ -810,10 +939,45 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     (``squared=True`` for ``d^2``), as metric-learn.
 
     A scikit-learn transformer (:class:`EmbeddingMixin`): ``transform(X) =
-    X L^T``, ``fit_transform``, ``set_output``, ``get_feature_names_out``.
+    X L^T``, ``fit_transform``, ``set_output``, ``get_feature_names_out``;
+    Euclidean distances between transformed rows are the learned distance.
+    With ``n_components`` (SML, ITML, KISSME, Euclidean) ``transform`` keeps
+    the first ``n_components`` rows of ``components_``, the directions of
+    the largest eigenvalues of ``M = L^T L`` (the rows of ``components_``
+    are ``diag(sqrt(s)) U^T`` in decreasing order of eigenvalue); the
+    learner's ``rank_tol`` first drops the eigenvalues below ``rank_tol``
+    times the largest (``rank_``), so the width of ``transform`` is
+    ``min(n_components, rank_)``: a larger ``n_components`` keeps every
+    direction (no error).  ``n_components`` changes only ``transform``:
+    ``similarity``, the distances, the embeddings for search and
+    ``get_mahalanobis_matrix`` keep the full learned metric, and
+    ``transform_fidelity_`` is the share of ``||L^T L||_F^2`` kept.
+    Learners with ``rank`` (LowRankDML) embed into ``rank_`` dimensions;
+    RCA's own ``n_components`` is applied when it fits.
     """
 
     embedding_similarity = "neg_squared_l2"
+
+    def _transform_width(self) -> int:
+        r = int(self.components_.shape[0])
+        k = getattr(self, "n_components", None)
+        return r if k is None else min(r, int(k))
+
+    def _transform_out(self, X):
+        k = self._transform_width()
+        L = self.components_
+        if k == L.shape[0]:
+            return self._transform(X)
+        return np.asarray(X @ L[:k].T)
+
+    def _transform_fidelity(self) -> float:
+        L = self.components_
+        k = self._transform_width()
+        if k == L.shape[0]:
+            return 1.0
+        G = L @ L.T                     # ||L^T L||_F = ||L L^T||_F
+        total = float(np.sum(G * G))
+        return float(np.sum(G[:k, :k] ** 2) / total) if total > 0 else 1.0
 
     def _embed_queries(self, X):
         """``L x`` (rows of ``X L^T``), the same map on both sides."""

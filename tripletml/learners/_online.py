@@ -216,7 +216,10 @@ class OnlineTripletLearner(TripletLearner):
     #: what the divergence advice suggests
     _advice = "lower the step size (eta0) or scale the features down"
 
-    _parameter_constraints = dict(COMMON)
+    _parameter_constraints = {
+        **COMMON,
+        "preprocessor": ["no_validation"],   # resolved by the base class
+    }
 
     # model hooks -------------------------------------------------------
     def _init_model(self, n_features: int, rng: np.random.Generator, X=None) -> None:

@@ -7,17 +7,29 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..linalg import rowwise_dot
 from ..base import BilinearMixin, MahalanobisMixin, TripletLearner
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["Euclidean", "DotProduct"]
 
 
+def _identity_out(X, k):
+    """The first ``k`` columns of the preprocessed X (all for None), as a new
+    array (sparse stays sparse): ``transform`` of an identity model."""
+    if k is not None and k < X.shape[1]:
+        X = X[:, :k]
+    return X.copy() if hasattr(X, "copy") else np.array(X)
+
+
+@document_transform
 class Euclidean(MahalanobisMixin, TripletLearner):
     """Squared Euclidean distance (M = I); similarity is ``-||x - y||^2``.
 
     ``fit(X, y=None)`` only records ``n_features_in_``; labels and triplets
     are accepted and ignored so the baseline drops into any pipeline.
     ``transform`` is the identity (sparse input stays sparse) after the
-    preprocessing.
+    preprocessing; with ``n_components`` it keeps the first
+    ``n_components`` (preprocessed) columns: every direction of ``M = I``
+    has eigenvalue 1, so the leading ones are the first.
 
     Parameters
     ----------
@@ -26,17 +38,33 @@ class Euclidean(MahalanobisMixin, TripletLearner):
         :mod:`tripletml.preprocessing`).  The default ``None`` is the
         baseline on raw features ("no learning"); ``"standardize"`` gives the
         Euclidean distance of standardised features.
+    n_components : int or None, default=None
+        Width of ``transform``: the first ``n_components`` columns of the
+        preprocessed rows (None, or a value above their number: all).  The
+        distance is unchanged.
+    {preprocessor}
+
+    Attributes
+    ----------
+    transform_fidelity_ : float
+        ``n_components_out / d``, the share of ``||I||_F^2`` that
+        ``transform`` keeps (1.0 without ``n_components``).
     """
 
     _needs_triplets = False
     _partitioned_strategy = "statistics"    # the preprocessing is the model
     _feature_unit = False       # no scale-dependent parameter: raw distances
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
-    # checked by check_preprocessing in fit
-    _parameter_constraints = {"preprocessing": ["no_validation"]}
+    _parameter_constraints = {
+        "preprocessing": ["no_validation"],    # checked by check_preprocessing in fit
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],     # resolved by the base class
+    }
 
-    def __init__(self, preprocessing=None):
+    def __init__(self, preprocessing=None, *, n_components=None, preprocessor=None):
         self.preprocessing = preprocessing
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     def _fit(self, X, triplets, rng):
         self.history_ = {"step": [0], "seconds": [0.0]}
@@ -50,9 +78,19 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     def _transform(self, X):
         return X
 
+    def _transform_out(self, X):
+        return _identity_out(X, self.n_components)
 
+
+@document_transform
 class DotProduct(BilinearMixin, TripletLearner):
     """Plain inner product ``x^T y`` (W = I); cosine for normalised rows.
+
+    ``transform`` is the identity (sparse input stays sparse) after the
+    preprocessing, an exact embedding (``transform(X) @ transform(Y).T ==
+    similarity(X, Y)``); with ``n_components`` it keeps the first
+    ``n_components`` (preprocessed) columns: every eigenvalue of ``W = I``
+    is 1, so the leading directions are the first.
 
     Parameters
     ----------
@@ -61,17 +99,33 @@ class DotProduct(BilinearMixin, TripletLearner):
         :mod:`tripletml.preprocessing`).  The default ``None`` is the
         baseline on raw features ("no learning"); ``"standardize"`` gives the
         inner product of standardised features.
+    n_components : int or None, default=None
+        Width of ``transform``: the first ``n_components`` columns of the
+        preprocessed rows (None, or a value above their number: all).  The
+        similarity is unchanged.
+    {preprocessor}
+
+    Attributes
+    ----------
+    transform_fidelity_ : float
+        ``n_components_out / d``, the share of ``||I||_F^2`` that
+        ``transform`` keeps (1.0 without ``n_components``).
     """
 
     _needs_triplets = False
     _partitioned_strategy = "statistics"    # the preprocessing is the model
     _feature_unit = False       # no scale-dependent parameter: raw inner products
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
-    # checked by check_preprocessing in fit
-    _parameter_constraints = {"preprocessing": ["no_validation"]}
+    _parameter_constraints = {
+        "preprocessing": ["no_validation"],    # checked by check_preprocessing in fit
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],     # resolved by the base class
+    }
 
-    def __init__(self, preprocessing=None):
+    def __init__(self, preprocessing=None, *, n_components=None, preprocessor=None):
         self.preprocessing = preprocessing
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     def _fit(self, X, triplets, rng):
         self.history_ = {"step": [0], "seconds": [0.0]}
@@ -88,3 +142,14 @@ class DotProduct(BilinearMixin, TripletLearner):
 
     def _bilinear_matrix(self) -> np.ndarray:
         return np.eye(self.n_features_preprocessed_)
+
+    # transform: the identity (no eigendecomposition of I)
+    def _transform_out(self, X):
+        return _identity_out(X, self.n_components)
+
+    def _transform_width(self) -> int:
+        d = int(self.n_features_preprocessed_)
+        return d if self.n_components is None else min(d, int(self.n_components))
+
+    def _transform_fidelity(self) -> float:
+        return self._transform_width() / int(self.n_features_preprocessed_)

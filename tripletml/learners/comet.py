@@ -38,7 +38,8 @@ from ..preprocessing import document_preprocessing
 from ..triplets import document_sampling
 from .._params import COMMON, Interval, StrOptions
 from .._validation import check_triplets
-from ..base import BilinearMixin, EmbeddingMixin, TripletLearner
+from ..base import BilinearMixin, TripletLearner
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 from ..linalg.invariants import check_factor, check_inverse, check_positive_definite
 from ..training import DivergenceWatch, History, apply_result, run
 from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
@@ -46,9 +47,10 @@ from ..solvers.comet import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
 
 __all__ = ["COMET", "SparseCOMET", "group_prox", "comet_loss", "comet_loss_derivative"]
 
+@document_transform
 @document_sampling
 @document_preprocessing
-class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
+class COMET(BilinearMixin, TripletLearner):
     """Dense COMET (Algorithm 1): a PD bilinear similarity by block-coordinate
     descent inside the PD cone.
 
@@ -94,6 +96,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         Steps between exact refactorisations of W^-1, the Cholesky root and
         the cache of linear terms (None: d, once per epoch).
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -104,7 +108,13 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     W_inv_ : ndarray (d, d)
         Its inverse (Woodbury-maintained).
     components_ : ndarray (d, d)
-        Upper Cholesky root R, ``W_ = R^T R``; ``transform(X) = X R^T``.
+        Upper Cholesky root R, ``W_ = R^T R`` (the solver's factor).
+        ``transform`` embeds with the eigenvectors of W instead (``X U
+        sqrt(Lambda)``, largest eigenvalue first, so that ``n_components``
+        keeps the leading directions): the same Gram matrix ``X W X^T``,
+        rotated.
+    transform_fidelity_ : float
+        1.0 (W is symmetric PD) unless ``n_components`` drops directions.
     n_iter_ : int
         Epochs run.
     stop_reason_ : {"tol", "max_iter"}
@@ -144,7 +154,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
 
     def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", max_iter=100, tol=1e-2,
                  n_triplets=10000, sampling="class", step_fraction=0.5, eta0=1.0,
-                 refactor_every=None, preprocessing="auto", random_state=None, verbose=0):
+                 refactor_every=None, preprocessing="auto", random_state=None, verbose=0,
+                 n_components=None, preprocessor=None):
         self.alpha = alpha
         self.beta = beta
         self.loss = loss
@@ -158,6 +169,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMMON,
@@ -167,6 +180,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
         "step_fraction": [Interval(Real, 0, 1, closed="neither")],
         "eta0": [Interval(Real, 0, None, closed="neither")],
         "refactor_every": [Interval(Integral, 1, None, closed="left"), None],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     # ------------------------------------------------------------------
@@ -192,7 +207,7 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
 
     def _check_loaded(self) -> None:
         """A loaded W_ is symmetric positive definite, components_ its
-        Cholesky root (``R^T R = W``: what ``transform`` uses) and W_inv_ its
+        Cholesky root (``R^T R = W``) and W_inv_ its
         inverse (up to rounding)."""
         super()._check_loaded()
         check_positive_definite(self.W_, "W_")
@@ -219,8 +234,8 @@ class COMET(EmbeddingMixin, BilinearMixin, TripletLearner):
     def _bilinear_matrix(self) -> np.ndarray:
         return self.W_.copy()
 
-    # transform (EmbeddingMixin): X R^T with W = R^T R, so inner products of
-    # the embeddings equal the learned similarity
+    # transform (BilinearMixin): X P with P P^T = W (W is PD: the
+    # embedding is exact, transform_fidelity_ = 1 up to rounding)
 
 
 class SparseCOMET(COMET):
@@ -238,7 +253,7 @@ class SparseCOMET(COMET):
     Parameters
     ----------
     alpha, beta, loss, max_iter, n_triplets, sampling, step_fraction,
-    refactor_every, preprocessing, random_state, verbose
+    refactor_every, preprocessing, random_state, verbose, n_components, preprocessor
         As :class:`COMET`.
     group_alpha : float, default=1.0
         Group-lasso coefficient (lambda in eq. 7 and 8; >= 0).
@@ -268,7 +283,8 @@ class SparseCOMET(COMET):
 
     def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", group_alpha=1.0, max_iter=100,
                  tol=1e-2, n_triplets=10000, sampling="class", eta0=1.0, step_fraction=0.5,
-                 refactor_every=None, preprocessing="auto", random_state=None, verbose=0):
+                 refactor_every=None, preprocessing="auto", random_state=None, verbose=0,
+                 n_components=None, preprocessor=None):
         self.alpha = alpha
         self.beta = beta
         self.loss = loss
@@ -283,6 +299,8 @@ class SparseCOMET(COMET):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMET._parameter_constraints,

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from .._arrayspec import ArraySpec
 from ..triplets import SAMPLING_PARAM_DOC
 from ..preprocessing import PREPROCESSING_PARAM_DOC
+from ._transform_docs import PREPROCESSOR_DOC
 from .._params import Interval, StrOptions
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import diff_buffers
@@ -144,6 +145,11 @@ class FactoredBilinearMixin(BilinearMixin):
         """``W = A_ B_^T`` (d x d: large for many features; prefer the factors)."""
         return self.A_ @ self.B_.T
 
+    def _bilinear_factors(self):
+        """``(A_, B_)``: ``transform`` embeds the PSD part of ``A_ B_^T``
+        from the factors (thin QR, a 2k x 2k eigenproblem), never forming W."""
+        return self.A_, self.B_
+
     _fitted_arrays = {"A_": ArraySpec(("d", "rank_")), "B_": ArraySpec(("d", "rank_"))}
 
     def _check_loaded(self) -> None:
@@ -221,6 +227,7 @@ _DOC_COMMON = """
         stop when the mean hinge loss of a pass changed by less than ``tol``
         relative to the previous pass.
     {preprocessing}
+    {preprocessor}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -230,6 +237,10 @@ _DOC_COMMON = """
         The rank k used (``rank``, or ``min(10, n_features)`` for None).
     A_, B_ : ndarray of shape (n_features_preprocessed_, rank_)
         ``W = A_ B_^T``.
+    transform_fidelity_ : float
+        Share of ``||W||_F^2`` that ``transform`` keeps; the width of
+        ``transform`` is at most ``rank_`` (see
+        :class:`~tripletml.base.BilinearMixin`).
     t_ : int
         Triplets processed (over all calls).
     n_iter_ : int
@@ -257,7 +268,8 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         ``0.3 / (median ||q||^2 * median ||p+ - p-||^2)`` (see
         :func:`tripletml.learners._online.auto_step_size`); the value used is
         the fitted attribute ``eta_``.""" + _DOC_COMMON.format(
-        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1]))
+        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
+        preprocessor=PREPROCESSOR_DOC[4:-1]))
     #: measured (3 seeds, standardised, k = min(10, d)): c=0.03 was too small on segment
     #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
     #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
@@ -265,7 +277,8 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
     _method = GD
 
     def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
-                 init="identity", tol=None, preprocessing="auto", random_state=None, verbose=0):
+                 init="identity", tol=None, preprocessing="auto", random_state=None, verbose=0,
+                 preprocessor=None):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
@@ -276,13 +289,15 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.preprocessor = preprocessor
 
 
 class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
     def __init__(self, rank=None, *, C=0.001, max_iter=1, n_triplets=100000, sampling="class",
-                 init="identity", tol=None, preprocessing="auto", random_state=None, verbose=0):
+                 init="identity", tol=None, preprocessing="auto", random_state=None, verbose=0,
+                 preprocessor=None):
         self.rank = rank
         self.C = C
         self.max_iter = max_iter
@@ -293,6 +308,7 @@ class _PABaseline(_FactoredBaseline):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.preprocessor = preprocessor
 
 
 _DOC_PA = """
@@ -316,7 +332,8 @@ class IterativePA(_PABaseline):
                "baseline PA): ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)``, then "
                "``eta_B = min(l' / (||v||^2 ||A^T q||^2), C)`` with the loss l' after the "
                "A step." + _DOC_PA + _DOC_COMMON.format(
-        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1]))
+        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
+        preprocessor=PREPROCESSOR_DOC[4:-1]))
     _method = ITER_PA
 
 
@@ -324,5 +341,6 @@ class NaivePA(_PABaseline):
     __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
                "``eta = min(l / (||q||^2 ||v||^2), C)`` (LORETA paper, baseline PA v2)."
                + _DOC_PA + _DOC_COMMON.format(
-        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1]))
+        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
+        preprocessor=PREPROCESSOR_DOC[4:-1]))
     _method = NAIVE_PA

@@ -25,6 +25,7 @@ from ..pairs import PairConstraints
 from ..solvers.itml import BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
 from ..training import History, apply_result, run
 from ..triplets import ClassTriplets, is_class_sampling
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["ITML"]
 
@@ -36,6 +37,7 @@ TRIPLETS_PER_CLASS_PAIR = 20
 _BYTES_PER_CONSTRAINT = 80
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class ITML(MahalanobisMixin, TripletLearner):
@@ -95,6 +97,8 @@ class ITML(MahalanobisMixin, TripletLearner):
         Eigenvalues of M below ``rank_tol`` times its largest do not count
         in ``rank_`` and ``components_``.
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
         Samples the triplets and, with more than 1000 rows in the
         triplets, the rows of the default bounds.
@@ -109,6 +113,9 @@ class ITML(MahalanobisMixin, TripletLearner):
         ``diag(sqrt(s)) U^T``: ``transform`` maps into the learned space.
     rank_ : int
         Eigenvalues of ``M_`` kept in ``components_`` (``rank_tol``).
+    transform_fidelity_ : float
+        Share of ``||L^T L||_F^2`` (L = ``components_``) that ``transform``
+        keeps: 1.0 unless ``n_components`` drops directions.
     bounds_ : ndarray of shape (2,)
         ``(u, l)`` used.
     dual_ : ndarray of shape (2 m,) or (n_pairs,)
@@ -142,7 +149,8 @@ class ITML(MahalanobisMixin, TripletLearner):
     }
 
     def __init__(self, gamma=1.0, *, bounds=None, n_triplets=None, sampling="class", max_iter=1000,
-                 tol=1e-3, rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0):
+                 tol=1e-3, rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
+                 n_components=None, preprocessor=None):
         self.gamma = gamma
         self.bounds = bounds
         self.n_triplets = n_triplets
@@ -153,6 +161,8 @@ class ITML(MahalanobisMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMMON,
@@ -160,6 +170,8 @@ class ITML(MahalanobisMixin, TripletLearner):
         "bounds": ["no_validation"],                  # a pair: _check_bounds
         "n_triplets": [Interval(Integral, 1, None, closed="left"), None],
         "rank_tol": [Interval(Real, 0, 1, closed="both")],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     def _check_params(self):

@@ -23,6 +23,7 @@ from ..preprocessing import document_preprocessing
 from ..triplets import document_sampling
 from ..pairs import PairConstraints
 from ..triplets import AllLabels, ClassCodes, is_class_sampling
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 from ..solvers.kissme import (_scatter_from_labels, _scatter_from_triplets, kissme_matrix,
                               scatter_from_pairs)
 
@@ -43,6 +44,7 @@ def _moderate_scale(scale) -> bool:
     return s.size == 0 or (s.max() <= _RAW_SCALE_LIMIT and s.min() >= 1 / _RAW_SCALE_LIMIT)
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class KISSME(MahalanobisMixin, TripletLearner):
@@ -85,6 +87,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         Eigenvalues of M below ``rank_tol`` times its largest do not count
         in ``rank_`` and ``components_``.
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
         Used only to sample triplets (``n_triplets`` an int).
 
@@ -96,6 +100,9 @@ class KISSME(MahalanobisMixin, TripletLearner):
         ``diag(sqrt(s)) U^T`` over the eigenvalues kept: ``transform`` maps
         to the learned dimension.
     rank_ : int
+    transform_fidelity_ : float
+        Share of ``||L^T L||_F^2`` (L = ``components_``) that ``transform``
+        keeps: 1.0 unless ``n_components`` drops directions.
     similar_covariance_, dissimilar_covariance_ : ndarray of shape (d, d)
         ``Sigma_S`` and ``Sigma_D`` (before shrinkage).
     history_ : dict of lists
@@ -129,13 +136,16 @@ class KISSME(MahalanobisMixin, TripletLearner):
     }
 
     def __init__(self, shrinkage=0.01, *, n_triplets=None, sampling="class", rank_tol=1e-6,
-                 preprocessing="auto", random_state=None):
+                 preprocessing="auto", random_state=None, n_components=None,
+                 preprocessor=None):
         self.shrinkage = shrinkage
         self.n_triplets = n_triplets
         self.sampling = sampling
         self.rank_tol = rank_tol
         self.preprocessing = preprocessing
         self.random_state = random_state
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         "shrinkage": [Interval(Real, 0, 1, closed="both")],
@@ -144,6 +154,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         "sampling": COMMON["sampling"],
         "random_state": ["no_validation"],
         "preprocessing": ["no_validation"],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     #: the statistics of row differences are formed on the validated X, then

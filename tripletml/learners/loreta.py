@@ -48,10 +48,12 @@ from ..solvers.loreta import loreta1_triplet_steps, loreta_general_step
 from ._pinv_owner import PinvFactorsOwner
 from ._online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
 from .factored import DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, FactoredBilinearMixin
+from ._transform_docs import document_transform
 
 __all__ = ["LORETA"]
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripletLearner):
@@ -63,7 +65,10 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         k, the rank of ``W = A B^T`` (at most the number of features: a
         larger explicit rank raises ValueError).  None: ``min(10,
         max(1, n_features // 2))`` (below d on purpose, see
-        ``_default_rank``); the rank used is ``rank_``.
+        ``_default_rank``); the rank used is ``rank_``.  Also the width of
+        ``transform`` (at most ``rank_`` columns: the positive directions
+        of the symmetric part of W, see
+        :class:`~tripletml.base.BilinearMixin`).
     eta0 : "auto" or float, default="auto"
         The constant step size (eta in the paper, Algorithms 2-3).  "auto":
         resolved once at the start of ``fit`` (or the first ``partial_fit``)
@@ -100,6 +105,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         stop when the mean hinge loss of a pass changed by less than ``tol``
         relative to the previous pass.
     {preprocessing}
+    {preprocessor}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -121,6 +127,10 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     stop_reason_ : {"tol", "max_iter"}
     n_pinv_refresh_ : int
         Times the pseudo-inverses were recomputed.
+    transform_fidelity_ : float
+        Share of ``||W||_F^2`` that ``transform`` keeps (the PSD part of
+        the symmetric part of ``A_ B_^T``; see
+        :class:`~tripletml.base.BilinearMixin`).
     history_ : dict of lists
         One record per pass / ``partial_fit`` call: ``step``, ``seconds``,
         ``loss``, ``avg_loss``, ``mistake_rate`` (as OASIS) and
@@ -168,7 +178,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
                  batch_size=1, solver="auto", init="identity", pinv_check_every=1000,
                  pinv_tol=1e-8, tol=None, preprocessing="auto", random_state=None, verbose=0,
-                 algorithm="deprecated"):
+                 algorithm="deprecated", preprocessor=None):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
@@ -184,6 +194,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.preprocessor = preprocessor
 
     #: parameters renamed since 0.1, read under their new names from old files
     _renamed_params = {"algorithm": "solver"}

@@ -33,6 +33,7 @@ from ..base import MahalanobisMixin, TripletLearner
 from ..solvers.lowrank_dml import (AUTO_LEARNING_RATE, DEFAULT_BATCH, LEARNING_RATES, SOLVERS,
                                    Iterations, Minibatches, TripletDMLProblem, step_size)
 from ..training import DivergenceWatch, History, apply_result, run
+from ._transform_docs import document_transform
 
 __all__ = ["LowRankDML"]
 
@@ -41,6 +42,7 @@ _ADVICE = "lower eta0 or scale the features down"
 
 
 @document_sampling
+@document_transform
 @document_preprocessing
 class LowRankDML(MahalanobisMixin, TripletLearner):
     """Low-rank Mahalanobis metric ``d_W(x, y) = (x - y)^T W (x - y)``.
@@ -97,6 +99,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         Iterations between records of the objective in ``history_`` (0: only
         at the end; the rank is recorded every iteration).
     {preprocessing}
+    {preprocessor}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -148,7 +151,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     def __init__(self, alpha=0.1, *, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
                  max_iter=500, tol=None, constraint="frobenius", tau=1.0, n_triplets=10000,
                  sampling="class", learning_rate="auto", push_weight=1.0, max_time=None,
-                 eval_every=10, preprocessing="auto", random_state=None, verbose=0):
+                 eval_every=10, preprocessing="auto", random_state=None, verbose=0,
+                 preprocessor=None):
         self.alpha = alpha
         self.solver = solver
         self.loss = loss
@@ -167,6 +171,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMMON,
@@ -181,6 +186,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         "push_weight": [Interval(Real, 0, None, closed="left")],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
         "eval_every": [Interval(Integral, 0, None, closed="left")],
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     def _check_params(self):

@@ -23,10 +23,12 @@ from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
 from ..solvers.oasis import oasis_margins, oasis_steps
 from ._online import WATCH_HEAD, OnlineTripletLearner
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["OASIS"]
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class OASIS(BilinearMixin, OnlineTripletLearner):
@@ -63,6 +65,8 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         less than ``tol`` relative to the previous pass (ConvergenceWarning
         if ``max_iter`` passes end first).
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
         Seeds triplet sampling and the step order.
     verbose : int, default=0
@@ -72,6 +76,10 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ----------
     W_ : ndarray of shape (n_features_preprocessed_, n_features_preprocessed_)
         The learned bilinear matrix.
+    transform_fidelity_ : float
+        Share of ``||W_||_F^2`` that ``transform`` keeps (the PSD part of
+        the symmetric part of W, see :class:`~tripletml.base.BilinearMixin`;
+        below 1 for a non-symmetric W).
     n_features_in_ : int
     t_ : int
         Number of PA steps taken (over all ``fit``/``partial_fit`` calls).
@@ -98,7 +106,8 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _partitioned_strategy = "mixing"
 
     def __init__(self, C=0.01, *, max_iter=1, n_triplets=30000, sampling="class", init="identity",
-                 tol=None, preprocessing="auto", random_state=None, verbose=0):
+                 tol=None, preprocessing="auto", random_state=None, verbose=0,
+                 n_components=None, preprocessor=None):
         self.C = C
         self.max_iter = max_iter
         self.n_triplets = n_triplets
@@ -108,11 +117,14 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **OnlineTripletLearner._parameter_constraints,
         "C": [Interval(Real, 0, None, closed="neither")],
         "init": [StrOptions({"identity", "zeros"})],
+        "n_components": N_COMPONENTS_PARAM,
     }
 
     def _init_model(self, n_features, rng, X=None):

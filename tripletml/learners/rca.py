@@ -22,6 +22,7 @@ from ..base import MahalanobisMixin, TripletLearner
 from ..preprocessing import document_preprocessing
 from ..pairs import PairConstraints
 from ..triplets import AllLabels, ClassCodes
+from ._transform_docs import document_transform
 
 __all__ = ["RCA"]
 
@@ -134,6 +135,7 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     return np.ascontiguousarray(L)
 
 
+@document_transform
 @document_preprocessing
 class RCA(MahalanobisMixin, TripletLearner):
     """Relevant Component Analysis: ``M = C^{-1}``, the inverse of the
@@ -192,6 +194,7 @@ class RCA(MahalanobisMixin, TripletLearner):
         paper's plain inverse (a ValueError where ``C`` is singular on the
         span).
     {preprocessing}
+    {preprocessor}
 
     Attributes
     ----------
@@ -239,15 +242,18 @@ class RCA(MahalanobisMixin, TripletLearner):
         "total_scatter_": ArraySpec(("d", "d")),
     }
 
-    def __init__(self, n_components=None, *, regularization=1e-3, preprocessing="auto"):
+    def __init__(self, n_components=None, *, regularization=1e-3, preprocessing="auto",
+                 preprocessor=None):
         self.n_components = n_components
         self.regularization = regularization
         self.preprocessing = preprocessing
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "regularization": [Interval(Real, 0, None, closed="left")],
         "preprocessing": ["no_validation"],
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     #: the paper's setting: equivalence (similar) constraints

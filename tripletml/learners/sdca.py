@@ -53,10 +53,12 @@ from .._validation import as_generator
 from ..base import BilinearMixin
 from ..solvers.sdca import SDCASolver, relative_gap, sdca_objectives  # noqa: F401
 from ._online import OnlineTripletLearner
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["SDCA", "sdca_objectives"]
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class SDCA(BilinearMixin, OnlineTripletLearner):
@@ -98,6 +100,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         ``tol=1e-3, max_iter=30`` on features scaled to [-1, 1], as the
         reproduction of Table 2).
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -110,6 +114,10 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         Deprecated alias of ``W_`` (renamed in 0.2 so that every bilinear
         learner names its matrix ``W_``; removed in 0.3).  Files saved with
         ``M_`` still load.
+    transform_fidelity_ : float
+        Share of ``||W_||_F^2`` that ``transform`` keeps (the PSD part of
+        the symmetric part of W, see :class:`~tripletml.base.BilinearMixin`;
+        below 1 for a non-symmetric W).
     M_last_ : ndarray (d, d)
         The last iterate ``M^T = M(alpha)``.
     alpha_ : ndarray (n,)
@@ -181,7 +189,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, sampling="class",
                  output="average", average_start=0.5, tol=None, preprocessing="auto",
-                 random_state=None, verbose=0):
+                 random_state=None, verbose=0, n_components=None, preprocessor=None):
         self.alpha = alpha
         self.max_iter = max_iter
         self.n_triplets = n_triplets
@@ -192,12 +200,15 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **OnlineTripletLearner._parameter_constraints,
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "output": [StrOptions({"average", "random", "last"})],
         "average_start": [Interval(Real, 0, 1, closed="left")],
+        "n_components": N_COMPONENTS_PARAM,
     }
 
     # ----------------------------------------------------------- state

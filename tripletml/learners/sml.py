@@ -31,10 +31,12 @@ from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
 from ..solvers.sml import SMLProblem, SmoothSolver, SubgradientSolver
 from ..training import DivergenceWatch, History, apply_result, run
+from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
 __all__ = ["SML"]
 
 
+@document_transform
 @document_sampling
 @document_preprocessing
 class SML(MahalanobisMixin, TripletLearner):
@@ -100,6 +102,8 @@ class SML(MahalanobisMixin, TripletLearner):
         Eigenvalues below ``rank_tol * max eigenvalue`` do not count in
         ``rank_`` and ``components_``.
     {preprocessing}
+    {n_components}
+    {preprocessor}
     random_state : None, int or numpy Generator
     verbose : int, default=0
 
@@ -112,6 +116,9 @@ class SML(MahalanobisMixin, TripletLearner):
         maps to the reduced dimension.
     rank_ : int
         The learned dimensionality.
+    transform_fidelity_ : float
+        Share of ``||L^T L||_F^2`` (L = ``components_``) that ``transform``
+        keeps: 1.0 unless ``n_components`` drops directions.
     n_iter_ : int
     stop_reason_ : {"tol", "max_iter"}
     lipschitz_, lipschitz_final_ : float
@@ -165,7 +172,7 @@ class SML(MahalanobisMixin, TripletLearner):
     def __init__(self, alpha=1e-2, *, mu=1.0, solver="smooth", max_iter=2000, tol=1e-3,
                  n_triplets=1500, sampling="class", line_search=True, eta0=1e-2,
                  rank_tol=1e-6, preprocessing="auto", random_state=None,
-                 verbose=0):
+                 verbose=0, n_components=None, preprocessor=None):
         self.alpha = alpha
         self.mu = mu
         self.solver = solver
@@ -179,6 +186,8 @@ class SML(MahalanobisMixin, TripletLearner):
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
+        self.n_components = n_components
+        self.preprocessor = preprocessor
 
     _parameter_constraints = {
         **COMMON,
@@ -188,6 +197,8 @@ class SML(MahalanobisMixin, TripletLearner):
         "line_search": ["boolean"],
         "eta0": [Interval(Real, 0, None, closed="neither")],
         "rank_tol": [Interval(Real, 0, 1, closed="both")],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
     def _check_loaded(self) -> None:

@@ -1,0 +1,60 @@
+"""The docstring text of the two parameters every triplet learner shares
+for ``transform`` and index inputs: ``n_components`` (the width of
+``transform``, where the learner has no ``rank``) and ``preprocessor``
+(metric-learn's name).  :func:`document_transform` replaces the lines
+``    {n_components}`` and ``    {preprocessor}`` of a class docstring."""
+from __future__ import annotations
+
+__all__ = ["N_COMPONENTS_BILINEAR_DOC", "N_COMPONENTS_MAHALANOBIS_DOC", "PREPROCESSOR_DOC",
+           "document_transform", "N_COMPONENTS_PARAM"]
+
+from numbers import Integral
+
+from .._params import Interval
+
+#: the declaration of ``n_components``
+N_COMPONENTS_PARAM = [Interval(Integral, 1, None, closed="left"), None]
+
+N_COMPONENTS_BILINEAR_DOC = """\
+    n_components : int or None, default=None
+        Width of ``transform``: the embedding keeps the ``n_components``
+        largest positive eigenvalues of the symmetric part of W (see
+        :class:`~tripletml.base.BilinearMixin`); None keeps every positive
+        one, and a larger value keeps those there are (no error: how many
+        are positive depends on the fit).  Changes ``transform`` only, never
+        the similarity; ``transform_fidelity_`` says what it keeps.
+"""
+
+N_COMPONENTS_MAHALANOBIS_DOC = """\
+    n_components : int or None, default=None
+        Width of ``transform``: the first ``n_components`` rows of
+        ``components_``, the directions of the largest eigenvalues of M
+        (after ``rank_tol`` has dropped the negligible ones, so the width is
+        ``min(n_components, rank_)``; a larger value keeps every direction,
+        no error).  None: all ``rank_``.  Changes ``transform`` only, never
+        the learned distance (see :class:`~tripletml.base.MahalanobisMixin`);
+        ``transform_fidelity_`` says what it keeps.
+"""
+
+PREPROCESSOR_DOC = """\
+    preprocessor : array-like, callable or None, default=None
+        metric-learn's preprocessor: an array of rows, or a callable mapping
+        an array of indices to rows, through which index inputs are resolved
+        to rows.  None: inputs are rows.  Stored as given (not validated
+        here).
+"""
+
+
+def document_transform(cls: type) -> type:
+    """Class decorator: fill ``{n_components}`` (the bilinear or the
+    Mahalanobis wording, by the class's family) and ``{preprocessor}``."""
+    from ..base import BilinearMixin
+
+    doc = cls.__doc__
+    if doc:
+        nc = N_COMPONENTS_BILINEAR_DOC if issubclass(cls, BilinearMixin) \
+            else N_COMPONENTS_MAHALANOBIS_DOC
+        doc = doc.replace("    {n_components}\n", nc).replace("    {preprocessor}\n",
+                                                               PREPROCESSOR_DOC)
+        cls.__doc__ = doc
+    return cls
