@@ -31,18 +31,6 @@ def _has_learner(name: str):
     return check
 
 
-def _has_param(param: str, learner: str = "ITML"):
-    def check() -> bool:
-        import tripletml
-        return param in getattr(tripletml, learner)().get_params()
-    return check
-
-
-def _bilinear_transform() -> bool:
-    from tripletml import OASIS
-    return hasattr(OASIS, "transform")
-
-
 #: APIs an example may need, and how to tell that they exist
 APIS = {
     "LMNN": _has_learner("LMNN"),
@@ -50,13 +38,9 @@ APIS = {
     "LFDA": _has_learner("LFDA"),
     "MMC": _has_learner("MMC"),
     "SCML": _has_learner("SCML"),
-    "preprocessor": _has_param("preprocessor"),
-    "n_components": _has_param("n_components"),
-    "bilinear-transform": _bilinear_transform,
 }
 #: APIs not on the main branch yet (the guide's "Planned" section)
-PLANNED: set[str] = {"LMNN", "NCA", "LFDA", "MMC", "SCML", "preprocessor", "n_components",
-                     "bilinear-transform"}
+PLANNED: set[str] = {"LMNN", "NCA", "LFDA", "MMC", "SCML"}
 #: what each script of examples/migration/ needs from PLANNED
 SCRIPT_NEEDS: dict[str, set[str]] = {}
 

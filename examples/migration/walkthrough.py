@@ -85,11 +85,12 @@ def create_constraints(labels, rng):
 pairs, pairs_labels = create_constraints(y, np.random.default_rng(42))
 print(pairs[:3], pairs_labels[:3])
 
-# before: itml = metric_learn.ITML(preprocessor=X); itml.fit(pairs, pairs_labels)
 # 3,300 constraints need about 3,800 passes: metric-learn stops at its max_iter=1000
-# and reports convergence; tripletml warns (ConvergenceWarning) unless given the passes
-itml = tripletml.ITML(max_iter=5000, random_state=0)
-itml.fit(X, pairs=pairs, y=pairs_labels)
+# without a word; tripletml warns (ConvergenceWarning) unless given the passes
+# before: itml = metric_learn.ITML(preprocessor=X); itml.fit(pairs, pairs_labels)
+itml = tripletml.ITML(preprocessor=X, max_iter=5000, random_state=0)
+itml.fit(pairs, pairs_labels)
 plot_embedding(itml.transform(X), y, "ITML on pairs", next(axes))
+# or without a preprocessor: tripletml.ITML().fit(X, pairs=pairs, y=pairs_labels)
 plt.tight_layout()
 plt.show()

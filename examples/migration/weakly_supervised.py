@@ -55,10 +55,10 @@ metric_fun = itml.get_metric()
 print(metric_fun(pairs_test[0, 0], pairs_test[0, 1]))
 print(itml.get_mahalanobis_matrix().shape, itml.transform(X[:2]).shape)
 
-# the same pairs as row indices, the rows beside them
-# before: ITML(preprocessor=X, random_state=42).fit(idx_train, y_train)
-itml_idx = ITML(random_state=42).fit(X, pairs=idx_train, y=y_train)
-print("fitted on index pairs:", itml_idx.score(pairs_test, y_test))
+# the same pairs as row indices into a preprocessor (the rows, or a function of the ids)
+itml_idx = ITML(preprocessor=X, random_state=42).fit(idx_train, y_train)
+print("fitted on index pairs:", itml_idx.score(idx_test, y_test))
+# or without a preprocessor: ITML().fit(X, pairs=idx_train, y=y_train)
 
 # ------------------------------------------------------ scikit-learn model selection
 print("cross-validated ROC AUC:", cross_val_score(ITML(random_state=0), pairs, y, cv=3))
