@@ -1,6 +1,6 @@
 """metric-learn's tuple forms at fit: point triplets (n, 3, d) are learned
-from; pairs and misplaced index triplets get an error naming the right form
-(issue 29, items 1 and 5)."""
+from as their distinct points with index triplets; misplaced index tuples
+get an error naming the right form (issue 29, items 1 and 5)."""
 from __future__ import annotations
 
 import warnings
@@ -24,8 +24,9 @@ def iris():
 def test_point_triplets_equal_rows_with_index_triplets(entry, iris):
     X, _, T = iris
     P = X[T]                                       # (150, 3, 4): metric-learn's form
-    rows = P.reshape(-1, X.shape[1])
-    idx = np.arange(rows.shape[0]).reshape(-1, 3)
+    # the distinct points, each once, and the triplets into them
+    rows, inv = np.unique(P.reshape(-1, X.shape[1]), axis=0, return_inverse=True)
+    idx = inv.reshape(-1, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = entry.make().fit(P)

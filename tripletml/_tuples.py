@@ -122,11 +122,12 @@ def resolve_rows(est: Any, X: Any) -> Any:
 def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
     """X as a :class:`TupleInput`, or None when X is not a tuple input.
 
-    Point tuples ``(n, k, d)`` (k = 2 or 3) become ``n k`` rows (``dedupe``:
-    pairs' distinct rows, by value, so pairs sharing a point share a row)
-    with the index ``(n, k)``; with a ``preprocessor``, integer ``(n, k)``
-    arrays are index tuples (the preprocessor gives each distinct index's
-    row once).  Other 3-D shapes raise a ValueError naming the forms.
+    Point tuples ``(n, k, d)`` (k = 2 or 3) become ``n k`` rows with the
+    index ``(n, k)``; with a ``preprocessor``, integer ``(n, k)`` arrays are
+    index tuples (the preprocessor gives each distinct index's row once).
+    ``dedupe`` (what ``fit`` uses): the distinct rows by value, so tuples
+    sharing a point share a row and the preprocessing statistics count
+    each point once, whichever form the tuples came in.  Other 3-D shapes raise a ValueError naming the forms.
     """
     if sp.issparse(X):
         return None
@@ -143,7 +144,7 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
         if n == 0:
             raise ValueError(f"{who}: X holds no {_KINDS[k][:-1]} (shape {a.shape}).")
         rows = a.reshape(n * k, d)
-        if dedupe and k == 2 and a.dtype.kind in "fiu" and rows.size:
+        if dedupe and a.dtype.kind in "fiu" and rows.size:
             uniq, inv = np.unique(rows, axis=0, return_inverse=True)
             return TupleInput(_KINDS[k], uniq, np.asarray(inv, np.int64).reshape(n, k))
         return TupleInput(_KINDS[k], rows, np.arange(n * k, dtype=np.int64).reshape(n, k))
@@ -153,7 +154,12 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
             raise ValueError(f"{who}: X holds no index tuple (shape {a.shape}).")
         uniq, inv = np.unique(a, return_inverse=True)
         rows = _preprocess_indices(est, uniq)
-        return TupleInput(_KINDS[a.shape[1]], rows, np.asarray(inv, np.int64).reshape(a.shape))
+        inv = np.asarray(inv, np.int64).reshape(a.shape)
+        if dedupe and isinstance(rows, np.ndarray) \
+                and rows.dtype.kind in "fiu" and rows.size:
+            rows, again = np.unique(rows, axis=0, return_inverse=True)   # as point tuples
+            inv = np.asarray(again, np.int64).ravel()[inv]
+        return TupleInput(_KINDS[a.shape[1]], rows, inv)
     return None
 
 

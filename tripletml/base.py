@@ -394,10 +394,10 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
         X may also be one of metric-learn's tuple forms (with neither
         ``triplets`` nor ``pairs``): point triplets ``(n_triplets, 3,
-        n_features)`` (``X[T]``, no y), fitted as the ``3 n_triplets`` rows
-        with the triplets ``(3i, 3i + 1, 3i + 2)``; point pairs ``(n_pairs, 2,
-        n_features)`` with y their labels, fitted as the distinct rows of the
-        pairs (equal points share a row) with the pairs into them; with the
+        n_features)`` (``X[T]``, no y) and point pairs ``(n_pairs, 2,
+        n_features)`` with y their labels, each fitted as the distinct points
+        of the tuples (equal points share a row: the preprocessing counts
+        each point once) with index tuples into them; with the
         ``preprocessor`` parameter set, index tuples ``(n, 2)`` / ``(n, 3)``
         into its rows, or a 1-D array of row indices with class labels y.
         ``n_features_in_`` is always ``n_features``.  After a fit on tuples,
@@ -577,9 +577,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 def _tuple_forms(est, X, y, triplets, pairs=None):
     """metric-learn's tuple inputs as rows and index tuples: returns ``(X, y,
     triplets, pairs, form)`` with ``form`` "pairs" / "triplets" for a fit on
-    tuples (None for labels).  Point triplets ``(n, 3, d)`` become their
-    stacked rows and ``(3i, 3i + 1, 3i + 2)``; point pairs ``(n, 2, d)`` their
-    distinct rows and the pairs into them; with a ``preprocessor``, index
+    tuples (None for labels).  Point triplets ``(n, 3, d)`` and point pairs
+    ``(n, 2, d)`` become their distinct rows and index tuples into them;
+    with a ``preprocessor``, index
     tuples ``(n, 2)`` / ``(n, 3)`` the rows it gives.  Misplaced forms get an
     error naming the right one."""
     who = type(est).__name__
