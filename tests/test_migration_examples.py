@@ -35,12 +35,9 @@ def _has_learner(name: str):
 APIS = {
     "LMNN": _has_learner("LMNN"),
     "NCA": _has_learner("NCA"),
-    "LFDA": _has_learner("LFDA"),
-    "MMC": _has_learner("MMC"),
-    "SCML": _has_learner("SCML"),
 }
 #: APIs not on the main branch yet (the guide's "Planned" section)
-PLANNED: set[str] = {"LMNN", "NCA", "LFDA", "MMC", "SCML"}
+PLANNED: set[str] = {"LMNN", "NCA"}
 #: what each script of examples/migration/ needs from PLANNED
 SCRIPT_NEEDS: dict[str, set[str]] = {}
 

@@ -11,8 +11,8 @@ is printed.  The last part learns from pairs built by hand, as metric-learn's
 
 Changes from metric-learn's script: the imports and class names; learners
 metric-learn has and tripletml does not are replaced (SDML by KISSME, LSML by
-SML; MLKR is left out, see the migration guide), and LMNN, MMC, NCA and LFDA
-are planned.  The plots show the first two principal components of each
+SML; MLKR is left out, see the migration guide), and LMNN and NCA are
+planned.  The plots show the first two principal components of each
 embedding instead of a t-SNE map, which takes a while to compute.
 """
 import itertools
@@ -45,13 +45,17 @@ def plot_embedding(X, y, title, ax):
     print(f"{title:32s} 3-NN accuracy {knn:.3f}")
 
 
-fig, axes = plt.subplots(2, 3, figsize=(11, 7))
+fig, axes = plt.subplots(3, 3, figsize=(11, 10))
 axes = iter(axes.ravel())
 plot_embedding(X, y, "input space", next(axes))
 
 # ITML: before metric_learn.ITML_Supervised()
 itml = tripletml.ITML(random_state=0)
 plot_embedding(itml.fit_transform(X, y), y, "ITML", next(axes))
+
+# MMC: before metric_learn.MMC_Supervised()
+mmc = tripletml.MMC(random_state=0)
+plot_embedding(mmc.fit_transform(X, y), y, "MMC", next(axes))
 
 # SDML has no counterpart: KISSME learns from the same kind of pairs, in closed form
 # before: metric_learn.SDML_Supervised(sparsity_param=0.1, balance_param=0.0015,
@@ -63,6 +67,10 @@ plot_embedding(kissme.fit_transform(X, y), y, "KISSME (for SDML)", next(axes))
 # before: metric_learn.LSML_Supervised(tol=0.0001, max_iter=10000, prior='covariance')
 sml = tripletml.SML(random_state=0)
 plot_embedding(sml.fit_transform(X, y), y, "SML (for LSML)", next(axes))
+
+# LFDA: before metric_learn.LFDA(k=2, n_components=2)
+lfda = tripletml.LFDA(k=2, n_components=2)
+plot_embedding(lfda.fit_transform(X, y), y, "LFDA", next(axes))
 
 # RCA: every class is one chunklet
 # before: metric_learn.RCA_Supervised(n_chunks=30, chunk_size=2)

@@ -13,8 +13,8 @@ import numpy as np
 from sklearn.datasets import load_wine
 from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
 
-# before: from metric_learn import ITML, SCML
-from tripletml import ITML, KISSME, SML
+# before: from metric_learn import ITML, MMC, SCML
+from tripletml import ITML, KISSME, MMC, SCML
 
 X, classes = load_wine(return_X_y=True)
 rng = np.random.RandomState(42)
@@ -33,6 +33,9 @@ pairs_train, pairs_valid, pairs_test = X[idx_train], X[idx_valid], X[idx_test]
 # ---------------------------------------------------------------- fitting on pairs
 itml = ITML(random_state=42)
 itml.fit(pairs_train, y_train)               # threshold_ calibrated for accuracy here
+
+mmc = MMC(random_state=42).fit(pairs_train, y_train)
+print("MMC test ROC AUC:", mmc.score(pairs_test, y_test))
 
 # ------------------------------------------------------- prediction and threshold
 print("predicted:", itml.predict(pairs_test[:8]))
@@ -75,7 +78,6 @@ T = T[(classes[T[:, 0]] == classes[T[:, 1]]) & (classes[T[:, 0]] != classes[T[:,
       & (T[:, 0] != T[:, 1])]
 triplets = X[T]                              # (n_triplets, 3, 13)
 triplets_train, triplets_test = train_test_split(triplets, random_state=0)
-# before: scml = SCML(random_state=42); scml.fit(triplets_train)
-sml = SML(random_state=42).fit(triplets_train)
-print("triplets predicted:", sml.predict(triplets_test[:8]))
-print("fraction of test triplets ordered right:", sml.score(triplets_test))
+scml = SCML(random_state=42).fit(triplets_train)
+print("triplets predicted:", scml.predict(triplets_test[:8]))
+print("fraction of test triplets ordered right:", scml.score(triplets_test))
