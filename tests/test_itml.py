@@ -154,9 +154,10 @@ def test_near_duplicate_dissimilar_pair_keeps_M_positive_definite():
 
 
 def test_every_constraint_degenerate_is_refused():
-    X = np.arange(12.0).reshape(6, 2)
+    # distinct indices whose rows are identical points: rows 0-2 and 3-5 repeat
+    X = np.repeat(np.array([[0.0, 1.0], [2.0, 3.0]]), 3, axis=0)
     with pytest.raises(ValueError, match="ITML: every constraint pairs identical rows"):
-        ITML(bounds=(1.0, 4.0)).fit(X, triplets=[[0, 0, 0], [2, 2, 2]])
+        ITML(bounds=(1.0, 4.0)).fit(X, triplets=[[0, 1, 2], [3, 4, 5]])
 
 
 def test_duplicate_rows_are_not_pairs_of_the_default_bounds():

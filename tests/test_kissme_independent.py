@@ -117,12 +117,13 @@ def labelled_data(seed=0, n=17, d=4):
 
 
 def random_triplets(n, m, seed):
-    """Arbitrary index triplets (not label based), q != p, q != n."""
+    """Arbitrary index triplets (not label based) of three distinct indices
+    (training refuses q = p, q = k and p = k)."""
     rng = np.random.default_rng(seed)
     T = []
     while len(T) < m:
         q, p, k = rng.integers(0, n, size=3)
-        if q != p and q != k:
+        if q != p and q != k and p != k:
             T.append((q, p, k))
     return np.array(T, dtype=np.int64)
 
@@ -341,7 +342,8 @@ def test_negative_equals_positive_gives_zero():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(10, 3))
     T = random_triplets(10, 30, seed=1)
-    T[:, 2] = T[:, 1]
+    X = np.vstack([X, X])             # row i + 10 is the point of row i
+    T[:, 2] = T[:, 1] + 10            # each negative is its positive's point
     with pytest.warns(UserWarning):
         model = tripletml.KISSME(preprocessing=None).fit(X, triplets=T)
     S, D = ref_triplet_covs(X, T)

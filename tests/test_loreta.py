@@ -35,9 +35,19 @@ def _violated_triplet(X, A, B):
     raise AssertionError("no violated triplet")
 
 
+def _no_step_init(X):
+    """``(X', T)`` for a first ``partial_fit`` that only initialises: X' is X
+    with row 0 repeated at the end (row n), and T = [[1, 0, n]] has a positive
+    and a negative that are the same point at distinct indices, so
+    v = x_p+ - x_p- = 0, the gradient vanishes and the step does not move W."""
+    n = X.shape[0]
+    Xd = sp.vstack([X, X[:1]]).tocsr() if sp.issparse(X) else np.vstack([X, X[:1]])
+    return Xd, [[1, 0, n]]
+
+
 def _model_at(X, A, B, **params):
     """A LORETA model initialised on X, then set to the factors A, B."""
-    m = tm.LORETA(preprocessing=None, rank=A.shape[1], **params).partial_fit(X, [[0, 0, 0]])  # v = 0: no step
+    m = tm.LORETA(preprocessing=None, rank=A.shape[1], **params).partial_fit(*_no_step_init(X))
     m.A_, m.B_ = A.copy(), B.copy()
     m.pinv_A_, m.pinv_B_ = np.linalg.pinv(A).T.copy(), np.linalg.pinv(B).T.copy()
     return m
@@ -162,7 +172,7 @@ def test_refresh_rebalances_without_changing_W():
 
 def test_identity_init_and_errors():
     X = np.random.default_rng(0).normal(size=(10, 6))
-    m = tm.LORETA(preprocessing=None, rank=2).partial_fit(X, [[0, 0, 0]])
+    m = tm.LORETA(preprocessing=None, rank=2).partial_fit(*_no_step_init(X))
     np.testing.assert_array_equal(m.A_ @ m.B_.T, np.diag([1, 1, 0, 0, 0, 0]))
     with pytest.raises(ValueError, match="LORETA: rank=7 exceeds the number of features"):
         tm.LORETA(preprocessing=None, rank=7).partial_fit(X, [[0, 1, 2]])
@@ -204,7 +214,7 @@ def test_factored_baselines_match_loops(cls, method, sparse):
     Xin = sp.csr_matrix(X) if sparse else X
     step = {"eta0": 0.01} if cls is tm.FactoredGD else {"C": 0.5}   # only what the rule uses
     m = cls(preprocessing=None, rank=3, init="random", random_state=0, **step)
-    m.partial_fit(Xin, [[0, 0, 0]])
+    m.partial_fit(*_no_step_init(Xin))
     A0, B0 = m.A_.copy(), m.B_.copy()
     m.partial_fit(Xin, t)
     A, B = ref_factored(method, X, t, A0, B0, 0.01, 0.5)

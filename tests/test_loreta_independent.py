@@ -171,13 +171,16 @@ def random_factors(rng, n, k, scale=1.0):
 def primed(cls, X, A, B, **params):
     """A fitted model whose state is set to (A, B) by hand.
 
-    The first ``partial_fit`` on the triplet (0, 0, 0) initialises the model;
-    there v = p1 - p2 = 0, so the gradient is zero and no step moves W.  Then
-    the factors (and, for LORETA, the transposed pseudo-inverses it keeps) are
-    overwritten with ours.
+    The first ``partial_fit`` initialises the model on X with row 0 repeated
+    at the end (row n) and the triplet (1, 0, n): its positive and negative
+    are the same point at distinct indices, so v = p1 - p2 = 0, the gradient
+    is zero and no step moves W.  Then the factors (and, for LORETA, the
+    transposed pseudo-inverses it keeps) are overwritten with ours.
     """
     model = cls(preprocessing=None, **params)
-    model.partial_fit(X, [[0, 0, 0]])
+    n = X.shape[0]
+    Xd = sp.vstack([X, X[:1]]).tocsr() if sp.issparse(X) else np.vstack([X, X[:1]])
+    model.partial_fit(Xd, [[1, 0, n]])
     model.A_, model.B_ = A.copy(), B.copy()
     if cls is LORETA:
         model.pinv_A_ = np.linalg.pinv(A).T.copy()
@@ -291,7 +294,9 @@ def test_inactive_triplet_leaves_model_unchanged():
     for cls, kw in [(LORETA, {}), (LORETA, {"batch_size": 3}), (FactoredGD, {}),
                     (IterativePA, {}), (NaivePA, {})]:
         model = primed(cls, X, A, B, rank=k, **kw)
-        model.partial_fit(X, np.vstack([T, [[4, 4, 4]]]))
+        # ... and a last triplet whose p+ and p- are the same point (row 20
+        # repeats row 4 at a distinct index): v = 0
+        model.partial_fit(np.vstack([X, X[4]]), np.vstack([T, [[3, 4, 20]]]))
         if kw.get("batch_size", 1) == 1:
             # LORETA-1 and the baselines keep the very same factors
             np.testing.assert_array_equal(model.A_, A)

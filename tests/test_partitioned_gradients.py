@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+from _triplet_draws import distinct_triplets
 from tripletml import LowRankDML, SML, load_model
 from tripletml.sharded import ShardedCollection
 from tripletml.training import gradient_sums as gs
@@ -28,7 +29,7 @@ def _split(X, K, m_per=50, seed=1):
     triplets (partition order, local ids offset by the partition's rows)."""
     coll = ShardedCollection.from_arrays(X, None, n_partitions=K)
     rng = np.random.default_rng(seed)
-    Ts = [np.stack([rng.integers(0, n, m_per) for _ in range(3)], 1) for n in coll.n_rows]
+    Ts = [distinct_triplets(rng, n, m_per) for n in coll.n_rows]
     off = np.concatenate([[0], np.cumsum(coll.n_rows)])
     return coll.with_triplets(Ts), np.vstack([T + o for T, o in zip(Ts, off)])
 

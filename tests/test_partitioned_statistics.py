@@ -216,7 +216,8 @@ def test_kissme_and_rca_explicit_triplets(digits):
     for i, n in enumerate(sizes):
         yy = y[off[i]:off[i + 1]]
         q = rng.integers(0, n, 200)
-        pos = np.array([rng.choice(np.flatnonzero(yy == yy[a])) for a in q])
+        pos = np.array([rng.choice(np.flatnonzero((yy == yy[a]) & (np.arange(n) != a)))
+                        for a in q])
         neg = np.array([rng.choice(np.flatnonzero(yy != yy[a])) for a in q])
         Ts.append(np.c_[q, pos, neg])
     coll = _uneven(X, y, sizes).with_triplets(Ts)

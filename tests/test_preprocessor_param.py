@@ -84,3 +84,14 @@ def test_tuple_width_must_match_the_model(iris):
     with pytest.raises(ValueError, match=r"KISSME: X1 has 3 features, but KISSME is expecting "
                                          r"4 features"):
         m.predict(X[pc.pairs][:, :, :3])
+
+
+def test_save_leaves_the_preprocessor_out(iris, tmp_path):
+    from tripletml import load_model
+    X, _, pc, _ = iris
+    m = KISSME(preprocessor=X).fit(pc.pairs, pc.labels)
+    with pytest.warns(UserWarning, match="KISSME: the preprocessor .* is not saved"):
+        m.save(tmp_path / "m.npz")
+    m2 = load_model(tmp_path / "m.npz")
+    assert m2.preprocessor is None and m.preprocessor is X          # the model keeps its own
+    np.testing.assert_allclose(m2.decision_function(X[pc.pairs]), m.decision_function(pc.pairs))

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from _triplet_draws import distinct_triplets
 from tripletml import SDCA
 from tripletml.learners.sdca import sdca_objectives
 from tripletml.linalg import as_csr
@@ -277,7 +278,7 @@ def test_property_gap_nonnegative_and_dual_ascends(seed, n, d, m, alpha, sparse)
     X = rng.normal(size=(n, d))
     if sparse:
         X[rng.random(X.shape) < 0.4] = 0.0
-    t = rng.integers(0, n, size=(m, 3))
+    t = distinct_triplets(rng, n, m)
     model = SDCA(preprocessing=None, alpha=alpha, max_iter=3, tol=None, output="last", random_state=seed)
     model.fit(sp.csr_matrix(X) if sparse else X, triplets=t)
     P, D = np.array(model.history_["primal"]), np.array(model.history_["dual"])

@@ -23,6 +23,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from _triplet_draws import distinct_triplets
 from tripletml import SDCA
 
 # the solvers against their papers' formulas on the rows as given
@@ -147,17 +148,20 @@ def reference_fit(X, T, lam, max_iter, random_state, output="last", tol=None,
 # data
 # --------------------------------------------------------------------------
 def tricky_data(seed=0, n_rows=9, d=4):
-    """Rows with zeros (one all-zero row), duplicate triplets, p+ == p-."""
+    """Rows with zeros (one all-zero row), duplicate triplets, a positive and
+    a negative that are the same point (row ``n_rows`` repeats row 5: distinct
+    indices, since training refuses p+ == p- as indices)."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n_rows, d)) / math.sqrt(d)
     X[rng.random(X.shape) < 0.3] = 0.0
     X[4] = 0.0                                   # all-zero row
+    X = np.vstack([X, X[5]])                     # row n_rows: a copy of row 5
     T = np.array([
         [0, 1, 2],
         [0, 1, 2],            # duplicate
         [4, 1, 3],            # zero query -> X_i = 0
         [3, 4, 0],            # zero positive
-        [2, 5, 5],            # positive == negative -> X_i = 0
+        [2, 5, n_rows],       # positive == negative point -> X_i = 0
         [5, 6, 7],
         [6, 0, 8],
         [7, 3, 1],
@@ -268,8 +272,7 @@ def _history_data(name):
         return tricky_data()
     rng = np.random.default_rng(21)
     X = rng.normal(size=(12, 4)) / 2
-    T = rng.integers(0, 12, size=(15, 3))
-    T[:, 2] = (T[:, 1] + 1 + rng.integers(0, 11, size=15)) % 12   # p+ != p-
+    T = distinct_triplets(rng, 12, 15)
     assert not _degenerate(X, T)
     return X, T
 
@@ -342,7 +345,7 @@ def test_dual_monotone_and_alpha_nonnegative(lam):
     # and on a longer run with larger data
     rng = np.random.default_rng(9)
     X2 = rng.normal(size=(30, 5))
-    T2 = rng.integers(0, 30, size=(60, 3))
+    T2 = distinct_triplets(rng, 30, 60)
     m2 = fit_lib(X2, T2, alpha=lam, max_iter=8, random_state=2)
     assert np.all(m2.alpha_ >= 0.0)
     assert np.all(np.array(m2.history_["gap"]) >= -1e-12)

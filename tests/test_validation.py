@@ -330,3 +330,144 @@ def test_property_every_corrupted_csr_is_refused(case, how, where, amount):
         X.indptr = X.indptr[:-1] if where % 2 else np.append(X.indptr, X.indptr[-1])
     with pytest.raises(ValueError, match="prop: X is a malformed sparse matrix"):
         check_X(X, "prop")
+
+
+# ---------------------------------------------------------------------------
+# degenerate triplets (q = p+, q = p-, p+ = p-): refused by training, accepted
+# by scoring (issue 29)
+# ---------------------------------------------------------------------------
+from tripletml import _registry                                      # noqa: E402
+from tripletml._validation import check_triplets                      # noqa: E402
+
+
+def _deg_data(n=12, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, np.arange(n) % 3
+
+
+@pytest.mark.parametrize("row, kind", [
+    ([0, 0, 5], "q = p+"), ([0, 5, 0], "q = p-"), ([1, 5, 5], "p+ = p-"),
+    ([3, 3, 3], "q = p+"),                     # all three: the first kind named
+])
+def test_check_triplets_names_the_kind(row, kind):
+    T = [[0, 1, 2], row]
+    np.testing.assert_array_equal(check_triplets(T, 6, "f"), T)        # default: accepted
+    with pytest.raises(ValueError) as e:
+        check_triplets(T, 6, "f", allow_degenerate=False)
+    msg = str(e.value)
+    assert msg.startswith("f: 1 of the 2 rows of triplets is degenerate (row 1);")
+    assert f"row 1 = ({row[0]}, {row[1]}, {row[2]}), has {kind} " in msg
+
+
+def test_check_triplets_row_numbers_and_cap():
+    T = np.array([[0, 1, 2]] * 30)
+    T[[4, 7]] = [[2, 2, 1], [0, 1, 1]]
+    with pytest.raises(ValueError, match=r"2 of the 30 rows of triplets are degenerate "
+                                         r"\(rows 4, 7\); the first, row 4 = \(2, 2, 1\), "
+                                         r"has q = p\+"):
+        check_triplets(T, 3, "g", allow_degenerate=False)
+    bad = np.arange(3, 30, 2)                                          # 14 rows
+    T = np.array([[0, 1, 2]] * 30)
+    T[bad] = [0, 2, 2]
+    with pytest.raises(ValueError) as e:
+        check_triplets(T, 3, "g", allow_degenerate=False)
+    listed = ", ".join(str(r) for r in bad[:10])
+    assert f"14 of the 30 rows of triplets are degenerate (rows {listed}, ... (4 more));" \
+        in str(e.value)
+    assert f"{bad[10]}" not in str(e.value).split("(4 more)")[0].split("rows ")[1]
+    assert "has p+ = p-" in str(e.value)
+    # distinct indices of identical points are not degenerate
+    check_triplets([[0, 1, 2]], 3, "g", allow_degenerate=False)
+
+
+_TRIPLET_ENTRIES = [e for e in _registry.entries("triplet") if e.cls._needs_triplets]
+
+
+@pytest.mark.parametrize("entry", _TRIPLET_ENTRIES, ids=lambda e: e.name)
+def test_fit_refuses_degenerate_triplets(entry):
+    X, _ = _deg_data()
+    T = [[0, 1, 2], [3, 4, 5], [6, 6, 7], [8, 9, 8]]
+    with pytest.raises(ValueError, match=rf"^{entry.name}: 2 of the 4 rows of triplets are "
+                                         r"degenerate \(rows 2, 3\); the first, row 2 = "
+                                         r"\(6, 6, 7\), has q = p\+"):
+        entry.make().fit(X, triplets=T)
+
+
+@pytest.mark.parametrize("entry", [e for e in _TRIPLET_ENTRIES
+                                   if hasattr(e.cls, "partial_fit")], ids=lambda e: e.name)
+def test_partial_fit_refuses_degenerate_triplets(entry):
+    X, _ = _deg_data()
+    m = entry.make()
+    with pytest.raises(ValueError, match=rf"^{entry.name}: 1 of the 1 rows .* row 0 = "
+                                         r"\(1, 5, 5\), has p\+ = p-"):
+        m.partial_fit(X, [[1, 5, 5]])
+    assert not hasattr(m, "n_features_in_")            # a refused first call leaves it unfitted
+    m.partial_fit(X, [[0, 1, 2]])
+    assert m.t_ == 1
+    with pytest.raises(ValueError, match=r"row 0 = \(4, 3, 4\), has q = p-"):
+        m.partial_fit(X, [[4, 3, 4], [0, 1, 2]])
+    assert m.t_ == 1                                   # refused before any step
+
+
+def test_partitioned_training_refuses_degenerate_triplets():
+    from tripletml import ITML, SDCA
+    from tripletml.sharded import ShardedCollection
+
+    X, _ = _deg_data(n=20)
+    good, bad = np.array([[0, 1, 2], [3, 4, 5]]), np.array([[0, 1, 2], [9, 9, 9]])
+    coll = ShardedCollection.from_arrays(X, n_partitions=2)
+    for est in (OASIS(max_iter=1, random_state=0), SDCA(max_iter=1, random_state=0),
+                ITML(max_iter=2)):
+        name = type(est).__name__
+        with pytest.raises(ValueError, match=rf"{name} \(partition 1\): 1 of the 2 rows of "
+                                             r"triplets is degenerate \(row 1\)"):
+            est.fit(coll.with_triplets([good, bad]))
+    OASIS(max_iter=1, random_state=0).fit(coll.with_triplets([good, good]))
+
+
+def test_fit_stream_refuses_degenerate_triplets():
+    from tripletml.streaming import fit_stream
+
+    X, _ = _deg_data()
+    shards = [(X, None, np.array([[0, 1, 2]])),
+              (X, None, np.array([[0, 1, 2], [3, 4, 5], [7, 8, 8]]))]
+    with pytest.raises(ValueError, match=r"fit_stream \(OASIS, shard 1\): 1 of the 3 rows of "
+                                         r"triplets is degenerate \(row 2\); .* has p\+ = p-"):
+        fit_stream(OASIS(random_state=0), shards, random_state=0)
+
+
+def test_scoring_accepts_degenerate_triplets():
+    from tripletml.metrics import triplet_accuracy
+
+    X, y = _deg_data()
+    m = OASIS(max_iter=1, n_triplets=50, random_state=0).fit(X, y)
+    T = [[0, 1, 2], [0, 0, 5], [0, 5, 0], [1, 5, 5]]
+    margins = m.triplet_score(X, T)
+    assert margins.shape == (4,) and np.isfinite(margins).all()
+    assert margins[3] == 0.0                              # p+ = p-: margin exactly 0
+    np.testing.assert_allclose(margins[1], -margins[2])   # the same pair, swapped
+    assert 0.0 <= triplet_accuracy(m, X, T) <= 1.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_samplers_never_produce_degenerate_triplets(seed):
+    """Small classes (two members) and duplicated rows: every sampler
+    draws three distinct indices per triplet."""
+    from tripletml.triplets import knn_triplets, random_class_triplets, semihard_triplets
+
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(4, 3))
+    X = np.repeat(base, 2, axis=0)                        # each point twice
+    y = np.array([0, 0, 1, 1, 2, 2, 0, 1])
+    Xd = np.vstack([X, X[:2]])                            # and rows 0, 1 again
+    yd = np.concatenate([y, y[:2]])
+    for T in (random_class_triplets(y, 200, random_state=seed),
+              random_class_triplets(y, per_query=3, random_state=seed),
+              knn_triplets(Xd, yd, n_neighbors=2, n_impostors=4, random_state=seed),
+              knn_triplets(X, y, n_neighbors=1, n_impostors=2, random_state=seed),
+              semihard_triplets(Xd, yd, 200, random_state=seed),
+              semihard_triplets(X, y, 100, n_candidates=None, random_state=seed)):
+        T = np.asarray(T)
+        assert T.shape[0] > 0
+        check_triplets(T, Xd.shape[0], "sampler", allow_degenerate=False)

@@ -37,13 +37,13 @@ _LEARNERS = {e.name: e for e in _REGISTRY}
 _SUBMODULES = frozenset({
     "datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
     "index", "neighbors", "plot", "cluster", "sharded", "streaming", "base", "learners",
-    "solvers", "training", "persistence", "auto", "losses", "demo", "column_kinds",
+    "solvers", "training", "persistence", "auto", "losses", "demo", "column_kinds", "pairs",
 })
 
 __all__ = [
     "LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
     *_LEARNERS,
-    "AutoSimilarity", "load_model", "save_model", "learner_names", "datasets", "metrics",
+    "AutoSimilarity", "load_model", "save_model", "learner_names", "datasets", "metrics", "pairs",
     "triplets", "__version__",
 ]
 

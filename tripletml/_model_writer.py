@@ -10,6 +10,7 @@ circle through the learners (``_registry -> learners -> base -> writer``).
 from __future__ import annotations
 
 import json
+import warnings
 import os
 import re
 from pathlib import Path
@@ -126,6 +127,14 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
     params = model.get_params(deep=False)
     if not isinstance(params.get("random_state", None), (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator cannot be stored; documented
+    if params.get("preprocessor", None) is not None:
+        # metric-learn's preprocessor is data (rows or a function), not a
+        # setting: the model file holds the model only; documented
+        warnings.warn(f"{type(model).__name__}: the preprocessor (rows or a function for "
+                      "index inputs) is not saved with the model; the loaded model has "
+                      "preprocessor=None (set it again with set_params to pass indices).",
+                      UserWarning, stacklevel=3)
+        params["preprocessor"] = None
     sampling = params.get("sampling")
     if sampling is not None and not isinstance(sampling, str):
         # a tripletml sampler stores itself as class name + parameters (its

@@ -338,11 +338,21 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
 
 
 def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
-                   name: str = "triplets") -> np.ndarray:
+                   name: str = "triplets", *, allow_degenerate: bool = True) -> np.ndarray:
     """Validate a triplet index array.
 
     A triplet is a row ``(query, positive, negative)`` of integer indices into
     the rows of X.  Returns a C-contiguous int64 array of shape (m, 3).
+
+    ``allow_degenerate=False`` (what training passes: ``fit``,
+    ``partial_fit``, :func:`tripletml.streaming.fit_stream` and partitioned
+    training) also refuses degenerate triplets, whose indices are not three
+    distinct rows: ``q = p+``, ``q = p-`` or ``p+ = p-``.  The ValueError
+    names the owner, how many rows are degenerate, the first row numbers (at
+    most 10) and the kind of the first.  Scoring keeps the default (True): a
+    degenerate triplet's margin is simply 0 (``p+ = p-``) or harmless.
+    Identical points at distinct indices (duplicated rows of X) are not
+    degenerate.
     """
     who = _owner(owner)
     if triplets is None:
@@ -370,7 +380,35 @@ def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
         bad = lo if lo < 0 else hi
         raise ValueError(f"{who}: {name} index {bad} is out of range for X with {n_samples} "
                          f"rows (valid: 0..{n_samples - 1}).")
+    if not allow_degenerate:
+        _refuse_degenerate(t, who, name)
     return t
+
+
+#: the kinds of a degenerate triplet, in the order one is named
+_DEGENERATE_KINDS = (((0, 1), "q = p+ (the query is its own positive)"),
+                     ((0, 2), "q = p- (the query is its own negative)"),
+                     ((1, 2), "p+ = p- (the positive is also the negative)"))
+_MAX_ROWS_NAMED = 10
+
+
+def _refuse_degenerate(t: np.ndarray, who: str, name: str) -> None:
+    """Raise a ValueError when a row of ``t`` repeats an index."""
+    same = [t[:, a] == t[:, b] for (a, b), _ in _DEGENERATE_KINDS]
+    bad = np.flatnonzero(same[0] | same[1] | same[2])
+    if bad.size == 0:
+        return
+    first = int(bad[0])
+    kind = next(text for (_, text), s in zip(_DEGENERATE_KINDS, same) if s[first])
+    rows = ", ".join(str(int(r)) for r in bad[:_MAX_ROWS_NAMED])
+    more = f", ... ({bad.size - _MAX_ROWS_NAMED} more)" if bad.size > _MAX_ROWS_NAMED else ""
+    verb = "is" if bad.size == 1 else "are"
+    q, pp, pm = (int(v) for v in t[first])
+    raise ValueError(f"{who}: {bad.size} of the {t.shape[0]} rows of {name} {verb} degenerate "
+                     f"(row{'s' if bad.size > 1 else ''} {rows}{more}); the first, row {first} "
+                     f"= ({q}, {pp}, {pm}), has {kind}.  Training needs three distinct row "
+                     "indices (query, positive, negative) per triplet; remove those rows (a "
+                     "duplicated point at a distinct index is allowed).")
 
 
 def check_scalar_param(value: Any, name: str, owner: Any, *, kind: str = "real",

@@ -318,7 +318,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                                  "triplets=, not both.")
             got = check_pairs(pairs, y, X.shape[0], self)
         elif self._needs_triplets and triplets is not None:
-            got = check_triplets(triplets, X.shape[0], self)
+            got = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
         elif self._needs_triplets:
             if y is None:
                 raise ValueError(f"{who}: fit requires y to be passed, but the "

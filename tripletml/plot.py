@@ -168,7 +168,7 @@ def plot_embedding(model: Any, X, y, *, method: str = "pca", ax=None,
 
     Parameters
     ----------
-    model : fitted model with ``transform`` (Mahalanobis learners)
+    model : fitted model with ``transform`` (every tripletml learner)
     X : array-like or sparse matrix
     y : array-like of labels
     method : {"pca", "tsne"}, default="pca"
@@ -184,8 +184,8 @@ def plot_embedding(model: Any, X, y, *, method: str = "pca", ax=None,
     matplotlib.figure.Figure
     """
     if not hasattr(model, "transform"):
-        raise TypeError(f"plot_embedding: {type(model).__name__} has no transform (only "
-                        "Mahalanobis learners embed their input).")
+        raise TypeError(f"plot_embedding: {type(model).__name__} has no transform; give a "
+                        "fitted tripletml learner (every learner embeds its input).")
     if method not in ("pca", "tsne"):
         raise ValueError(f"plot_embedding: method must be 'pca' or 'tsne', got {method!r}.")
     Z = np.asarray(model.transform(X), dtype=float)

@@ -63,6 +63,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ._validation import check_triplets
+
 __all__ = ["fit_stream", "StreamState"]
 
 _FORMAT = "tripletml-stream-checkpoint"
@@ -316,6 +318,9 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
         for pos in range(state["shard_pos"] if epoch == state["epoch"] else 0, n_shards):
             s = int(order[pos])
             X, T = _shard_triplets(parts[s], s, n_triplets_per_shard, random_state)
+            if T.size:     # a shard without triplets is skipped, as before
+                T = check_triplets(T, X.shape[0], f"{func} ({settings['learner']}, shard {s})",
+                                   allow_degenerate=False)
             perm = np.random.default_rng([random_state, epoch, s]).permutation(T.shape[0])
             start = state["offset"] if (epoch, pos) == (state["epoch"], state["shard_pos"]) \
                 else 0

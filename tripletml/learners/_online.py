@@ -364,7 +364,7 @@ class OnlineTripletLearner(TripletLearner):
         first = not hasattr(self, "n_features_in_")
         X = check_X(X, self, accept_sparse=self._accepts_sparse,
                     n_features=None if first else self.n_features_in_)
-        triplets = check_triplets(triplets, X.shape[0], self)
+        triplets = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
         n_raw = X.shape[1]
         if first:    # the first call fits the preprocessing on its X
             check_preprocessing(self.preprocessing, self)

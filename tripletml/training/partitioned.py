@@ -135,7 +135,7 @@ def _load(part, label, trip, index: int, owner: str, n_features: int | None) -> 
                              "one per row")
     if T is not None:
         from .._validation import check_triplets
-        T = check_triplets(T, X.shape[0], where)
+        T = check_triplets(T, X.shape[0], where, allow_degenerate=False)
     return Partition(int(index), X, y, T)
 
 

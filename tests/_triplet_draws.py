@@ -1,0 +1,25 @@
+"""Random index triplets for tests: three distinct rows per triplet.
+
+Training refuses degenerate triplets (q = p+, q = p- or p+ = p-;
+:func:`tripletml._validation.check_triplets` with ``allow_degenerate=False``),
+so tests that draw triplets at random draw them here: ``rng.integers`` rows,
+the degenerate ones drawn again until none is left (uniform over the triplets
+of distinct indices).  Identical points at distinct indices remain possible,
+and are what a test of a zero difference ``x_p+ - x_p-`` should use.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def distinct_triplets(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
+    """``m`` random (query, positive, negative) triplets of distinct indices
+    into ``n >= 3`` rows, as an int64 array of shape (m, 3)."""
+    if n < 3:
+        raise ValueError(f"distinct_triplets: {n} rows; a triplet needs 3 distinct rows")
+    T = rng.integers(0, n, size=(m, 3))
+    while True:
+        bad = (T[:, 0] == T[:, 1]) | (T[:, 0] == T[:, 2]) | (T[:, 1] == T[:, 2])
+        if not bad.any():
+            return T.astype(np.int64)
+        T[bad] = rng.integers(0, n, size=(int(bad.sum()), 3))
