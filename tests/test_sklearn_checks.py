@@ -13,9 +13,6 @@ The few expected failures are listed with their reasons
 (``_expected_failed_checks``; ``xfail_strict = true`` in pyproject.toml, so
 one that starts to pass fails the suite):
 
-* ``partial_fit(X, triplets)`` takes a triplet index array where the checks
-  want ``y`` as the second argument (check_fit_score_takes_y) and pass
-  labels to it (the end of check_n_features_in_after_fitting);
 * a fixed ``rank`` larger than the check's single (preprocessed) feature is
   refused with the learner's own wording.
 
@@ -42,10 +39,6 @@ from tripletml.preprocessing import n_added_features
 
 from _estimators import toy_multilabel
 
-_PARTIAL = ("partial_fit(X, triplets) takes a triplet index array; the check wants y as its "
-            "second argument")
-_PARTIAL_LABELS = ("partial_fit(X, triplets) takes a triplet index array; the check's "
-                   "partial_fit(X, y) passes labels (the checks of the fitted methods pass)")
 _RANK = ("the test rank (2) exceeds the check's single (preprocessed) feature; the learner's "
          "ValueError does not use the check's wording 'n_features=1'")
 
@@ -53,9 +46,6 @@ _RANK = ("the test rank (2) exceeds the check's single (preprocessed) feature; t
 def _expected_failed_checks(est):
     """Expected failures of a triplet learner, each with its reason."""
     expected = {}
-    if hasattr(est, "partial_fit"):
-        expected["check_fit_score_takes_y"] = _PARTIAL
-        expected["check_n_features_in_after_fitting"] = _PARTIAL_LABELS
     params = est.get_params()
     if "rank" in params:
         # one raw feature: the solver sees 1 column, or 2 with "sphere"

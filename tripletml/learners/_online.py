@@ -51,6 +51,7 @@ import math
 from numbers import Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from .._stopping import relative_change
@@ -338,8 +339,8 @@ class OnlineTripletLearner(TripletLearner):
         return run(self._passes(Xc, triplets, hist), name=type(self).__name__, max_iter=1,
                    history=hist, watch=self._watch)
 
-    def partial_fit(self, X, triplets):
-        """One step per given triplet, in order (the first call initialises).
+    def partial_fit(self, X, y=None, *, triplets=None):
+        """One step per triplet, in order (the first call initialises).
 
         The first call also fits the ``preprocessing`` statistics (mean,
         scale, the ``"sphere"`` radius) on its X, and later calls reuse them:
@@ -350,14 +351,51 @@ class OnlineTripletLearner(TripletLearner):
         Parameters
         ----------
         X : array-like or CSR matrix of shape (n_samples, n_features)
-        triplets : array-like of shape (m, 3)
+        y : array-like of shape (n_samples,) or (m, 3), optional
+            Class labels of the rows: one random class triplet per row whose
+            class has another member in X (the row is its query; the
+            positive from its class, the negative from another), drawn with
+            the seed ``(random_state, t_)`` when ``random_state`` is an int.
+            An ``(m, 3)`` integer array here is index triplets, as
+            ``triplets=`` (the form of tripletml 0.2).
+        triplets : array-like of shape (m, 3), optional
             ``(query, positive, negative)`` row indices into X.
 
         Returns
         -------
         self
         """
-        return self._partial(X, triplets)
+        return self._partial(X, self._partial_triplets(X, y, triplets))
+
+    def _partial_triplets(self, X, y, triplets):
+        """The triplets of one ``partial_fit`` call: ``triplets``, or the
+        ``(m, 3)`` integer array passed as y, or one class triplet per row
+        drawn from the labels y (see :meth:`partial_fit`)."""
+        from ..triplets import check_labels, random_class_triplets
+
+        who = type(self).__name__
+        if triplets is not None:
+            if y is not None:
+                raise ValueError(f"{who}: partial_fit takes class labels y or triplets=, not "
+                                 "both.")
+            return triplets
+        if y is None:
+            raise ValueError(f"{who}: partial_fit needs class labels y (one per row of X) or "
+                             "triplets=(m, 3) row indices.")
+        ya = np.asarray(y) if not sp.issparse(y) else y
+        if getattr(ya, "ndim", 0) == 2 and ya.shape[1] == 3 and ya.dtype != bool \
+                and np.issubdtype(ya.dtype, np.integer):
+            return ya                                     # index triplets, positionally
+        n = getattr(X, "shape", (len(X),))[0]
+        _, codes = check_labels(y, n, self)
+        rs = self.random_state
+        t = int(getattr(self, "t_", 0)) if hasattr(self, "n_features_in_") else 0
+        rng = (np.random.default_rng([int(rs), t]) if isinstance(rs, (int, np.integer))
+               and not isinstance(rs, bool) else as_generator(rs, self))
+        try:
+            return random_class_triplets(codes, per_query=1, random_state=rng)
+        except ValueError as exc:
+            raise ValueError(f"{who}: partial_fit(X, y): {exc}") from None
 
     def _partial(self, X, triplets, **kwargs):
         self._validate_params()

@@ -39,9 +39,12 @@ N_COMPONENTS_MAHALANOBIS_DOC = """\
 PREPROCESSOR_DOC = """\
     preprocessor : array-like, callable or None, default=None
         metric-learn's preprocessor: an array of rows, or a callable mapping
-        an array of indices to rows, through which index inputs are resolved
-        to rows.  None: inputs are rows.  Stored as given (not validated
-        here).
+        a 1-D array of indices to their rows.  When set, integer inputs are
+        indices resolved through it: a 1-D array stands for rows (``fit(idx,
+        y)``, ``transform(idx)``), ``(n, 2)`` / ``(n, 3)`` arrays for index
+        pairs / triplets (each distinct index looked up once); float rows
+        pass through unchanged.  None: inputs are rows.  Not saved in model
+        files (a loaded model has None).
 """
 
 

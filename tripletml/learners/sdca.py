@@ -294,13 +294,16 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         finally:
             del self._plan
 
-    def partial_fit(self, X, triplets, triplet_ids=None):
+    def partial_fit(self, X, y=None, *, triplets=None, triplet_ids=None):
         """One closed-form dual step per given triplet, in order.
 
         Parameters
         ----------
         X : array-like or CSR matrix of shape (n_samples, n_features)
-        triplets : array-like of shape (m, 3)
+        y : array-like of shape (n_samples,) or (m, 3), optional
+            Class labels (one random class triplet per row, as
+            :meth:`OnlineTripletLearner.partial_fit`), or index triplets.
+        triplets : array-like of shape (m, 3), optional
         triplet_ids : array-like of shape (m,), optional
             Dual-variable identities (non-negative integers); unseen ids
             start at ``alpha = 0``.  An id must always name the same triplet
@@ -311,7 +314,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         -------
         self
         """
-        return self._partial(X, triplets, triplet_ids=triplet_ids)
+        return self._partial(X, self._partial_triplets(X, y, triplets),
+                             triplet_ids=triplet_ids)
 
     def _partial_steps(self, Xc, triplets, hist, triplet_ids=None):
         m = triplets.shape[0]

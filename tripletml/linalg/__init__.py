@@ -11,14 +11,16 @@
 * :mod:`.eig_update` -- Brand's incremental eigen-update in named steps, PSD
   projections, the PSD factor L of a Mahalanobis matrix and the closed form
   of SML's Lemma 3 (low-rank DML, SML, KISSME).
+* :mod:`.pairwise` -- blocked squared distances and the weighted sum of
+  outer products of row differences (the gradients of LMNN and NCA).
 * :mod:`.topk` -- the running top-k accumulator (:class:`~.topk.TopK`) of
   every exact search: the index scan, the metrics' rankings, the merge of
   sharded results.
 
 Every kernel has its own tests: ``tests/test_linalg.py`` (sparse rows,
 pseudo-inverses, PD updates), ``tests/test_linalg_pd.py``,
-``tests/test_linalg_pinv.py``, ``tests/test_linalg_eig.py`` and
-``tests/test_linalg_topk.py``.
+``tests/test_linalg_pinv.py``, ``tests/test_linalg_eig.py``,
+``tests/test_linalg_pairwise.py`` and ``tests/test_linalg_topk.py``.
 """
 from __future__ import annotations
 

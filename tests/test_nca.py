@@ -1,0 +1,202 @@
+"""NCA (Goldberger, Roweis, Hinton & Salakhutdinov, NIPS 2004): the objective
+against a plain transcription of eqs. 1-3, the gradient by finite
+differences, the triplet form against the label form, and the fitted
+model's behaviour."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris, load_wine
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neighbors import KNeighborsClassifier
+
+import tripletml as tm
+import tripletml.linalg.pairwise as pw
+import tripletml.solvers.nca as solver
+from tripletml import NCA
+
+
+def reference_objective(L, X, y):
+    """f(L) = sum_i p_i, p_i = sum_{j in C_i} p_ij, p_ij the softmax over
+    k != i of -||L x_i - L x_k||^2 (eqs. 1-3), one row at a time."""
+    n = len(X)
+    f = 0.0
+    for i in range(n):
+        e = np.array([np.exp(-np.sum((L @ (X[i] - X[k])) ** 2)) if k != i else 0.0
+                      for k in range(n)])
+        p = e / e.sum()
+        f += sum(p[j] for j in range(n) if y[j] == y[i] and j != i)
+    return f
+
+
+def _data(seed=0, n=40, d=4, classes=3):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    X = rng.normal(size=(n, d)) + 0.7 * y[:, None]
+    return X, y
+
+
+@pytest.mark.parametrize("elements", [None, 37])     # one block, many blocks
+@pytest.mark.parametrize("r", [4, 2])
+def test_objective_equals_the_paper(r, elements, monkeypatch):
+    if elements:
+        monkeypatch.setattr(pw, "BLOCK_ELEMENTS", elements)
+    X, y = _data()
+    f = solver.NCAObjective(X, y)
+    rng = np.random.default_rng(1)
+    for scale in (0.2, 0.6, 1.5):
+        L = scale * rng.normal(size=(r, 4))
+        ref = reference_objective(L, X, y)
+        value, _, info = f(L)
+        assert -value == pytest.approx(ref, rel=1e-10, abs=1e-10)
+        assert info["expected_correct"] == pytest.approx(ref, rel=1e-10)
+
+
+@pytest.mark.parametrize("elements", [None, 37])
+def test_gradient_by_finite_differences(elements, monkeypatch):
+    if elements:
+        monkeypatch.setattr(pw, "BLOCK_ELEMENTS", elements)
+    X, y = _data(seed=2)
+    f = solver.NCAObjective(X, y)
+    rng = np.random.default_rng(3)
+    for r in (4, 2, 6):
+        L = 0.5 * rng.normal(size=(r, 4))
+        _, grad, _ = f(L)
+        for _ in range(3):
+            E = rng.normal(size=L.shape)
+            h = 1e-6
+            fd = (f(L + h * E)[0] - f(L - h * E)[0]) / (2 * h)
+            assert fd == pytest.approx(float(np.sum(grad * E)), rel=1e-6, abs=1e-9)
+
+
+def test_triplet_form_with_every_class_triplet_is_nca():
+    X, y = _data(seed=4, n=18)
+    n = len(X)
+    t = np.array([(q, p, m) for q in range(n) for p in range(n) for m in range(n)
+                  if p != q and y[p] == y[q] and y[m] != y[q]])
+    L = np.random.default_rng(5).normal(size=(3, 4))
+    a = solver.NCAObjective(X, y)(L)
+    b = solver.NCATripletObjective(X, t)(L)
+    # every row has a same-class row and one of another class here
+    assert b[0] == pytest.approx(a[0], rel=1e-12)
+    np.testing.assert_allclose(b[1], a[1], rtol=1e-10, atol=1e-12)
+
+
+def test_triplet_form_gradient_and_conflicting_triplets():
+    X, y = _data(seed=6)
+    rng = np.random.default_rng(7)
+    t = rng.integers(0, len(X), size=(80, 3))
+    t = t[(t[:, 0] != t[:, 1]) & (t[:, 0] != t[:, 2]) & (t[:, 1] != t[:, 2])]
+    t = np.r_[t, t[:3, [0, 2, 1]]]            # (q, j) both positive and negative
+    f = solver.NCATripletObjective(X, t)
+    L = rng.normal(size=(2, 4))
+    value, grad, _ = f(L)
+    # reference: softmax of q over its candidates, s_qj = share of positives
+    Z = X @ L.T
+    ref = 0.0
+    for q in np.unique(t[:, 0]):
+        rows = t[t[:, 0] == q]
+        cand = sorted(set(rows[:, 1]) | set(rows[:, 2]))
+        pos = {j: np.sum(rows[:, 1] == j) / (np.sum(rows[:, 1] == j) + np.sum(rows[:, 2] == j))
+               for j in cand}
+        e = np.array([np.exp(-np.sum((Z[q] - Z[j]) ** 2)) for j in cand])
+        ref += float(np.sum(e / e.sum() * np.array([pos[j] for j in cand])))
+    assert -value == pytest.approx(ref, rel=1e-10)
+    E = rng.normal(size=L.shape)
+    h = 1e-6
+    fd = (f(L + h * E)[0] - f(L - h * E)[0]) / (2 * h)
+    assert fd == pytest.approx(float(np.sum(grad * E)), rel=1e-6)
+
+
+# ---------------------------------------------------------------- the learner
+def _easy(seed=0, n=120):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    info = rng.normal(size=(n, 2)) * 0.3 + np.c_[np.cos(2 * y), np.sin(2 * y)]
+    return np.c_[info, 3.0 * rng.normal(size=(n, 6))], y
+
+
+def test_fit_raises_the_objective_and_knn_accuracy(raw_rows):
+    X, y = _easy()
+    Xt, yt = _easy(seed=1)
+    m = NCA(preprocessing=None).fit(X, y)
+    f_end = reference_objective(m.components_, X, y)
+    f_init = reference_objective(np.eye(8), X, y)
+    assert -m.objective_ == pytest.approx(f_end, rel=1e-10)
+    assert -m.initial_objective_ == pytest.approx(f_init, rel=1e-10)
+    assert f_end >= f_init + 10
+    before = KNeighborsClassifier(3).fit(X, y).score(Xt, yt)
+    after = KNeighborsClassifier(3).fit(m.transform(X), y).score(m.transform(Xt), yt)
+    assert before < 0.8 and after > 0.9, (before, after)
+    np.testing.assert_allclose(m.M_, m.components_.T @ m.components_)
+    h = m.history_
+    assert len(h["objective"]) == m.n_iter_ + 1
+    assert all(b <= a + 1e-12 for a, b in zip(h["objective"], h["objective"][1:]))
+
+
+def test_iterates_equal_scikit_learns(raw_rows):
+    """scikit-learn's NeighborhoodComponentsAnalysis runs L-BFGS-B on the
+    same objective from the same identity: the same iterates, to rounding."""
+    from sklearn.neighbors import NeighborhoodComponentsAnalysis
+    X, y = _easy(n=60)
+    for it in (1, 5):
+        sk = NeighborhoodComponentsAnalysis(init="identity", max_iter=it, tol=1e-12).fit(X, y)
+        ours = NCA(init="identity", preprocessing=None, max_iter=it, tol=None).fit(X, y)
+        np.testing.assert_allclose(ours.components_, sk.components_, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("load", [load_iris, load_wine])
+def test_defaults_converge_without_warning(load):
+    X, y = load(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = NCA().fit(X, y)
+    assert m.stop_reason_ == "tol" and m.n_iter_ < m.max_iter
+    assert m.objective_ <= m.initial_objective_
+
+
+def test_max_iter_is_recorded_and_warns_only_with_tol():
+    X, y = _easy(n=60)
+    with pytest.warns(ConvergenceWarning, match="NCA: stopped at max_iter=2"):
+        m = NCA(max_iter=2).fit(X, y)
+    assert m.stop_reason_ == "max_iter" and m.n_iter_ == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert NCA(max_iter=2, tol=None).fit(X, y).stop_reason_ == "max_iter"
+
+
+def test_invariant_to_permuted_features():
+    X, y = _easy(n=60)
+    perm = np.random.default_rng(0).permutation(X.shape[1])
+    a = NCA().fit(X, y)
+    b = NCA().fit(X[:, perm], y)
+    np.testing.assert_allclose(b.get_mahalanobis_matrix(),
+                               a.get_mahalanobis_matrix()[np.ix_(perm, perm)],
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_bad_input_and_options(tmp_path):
+    X, y = _easy(n=60)
+    with pytest.raises(ValueError, match="NCA: every class has a single member"):
+        NCA().fit(X[:6], np.arange(6))
+    with pytest.raises(ValueError, match="NCA: y has 1 class"):
+        NCA().fit(X, np.zeros(60))
+    with pytest.raises(ValueError, match="NCA: n_components=9 exceeds"):
+        NCA(n_components=9).fit(X, y)
+    with pytest.raises(ValueError, match="NCA: parameter init="):
+        NCA(init="svd").fit(X, y)
+    for init in ("pca", "lda", "identity", "random"):
+        m = NCA(n_components=2, init=init, random_state=0, max_iter=10, tol=None).fit(X, y)
+        assert m.components_.shape == (2, 8) and m.init_ == init
+    y2 = y.copy()
+    y2[0] = 7                                    # a class of one member is allowed
+    assert np.isfinite(NCA(max_iter=5, tol=None).fit(X, y2).components_).all()
+    m = NCA(n_components=3, max_iter=10, tol=None).fit(X, y)
+    m.save(tmp_path / "m.npz")
+    b = tm.load_model(tmp_path / "m.npz")
+    np.testing.assert_array_equal(b.transform(X), m.transform(X))
+    data = dict(np.load(tmp_path / "m.npz", allow_pickle=False))
+    data["components_"] = 2 * data["components_"]
+    np.savez(tmp_path / "bad.npz", **data)
+    with pytest.raises(ValueError, match="components_ is not a factor"):
+        tm.load_model(tmp_path / "bad.npz")

@@ -1,0 +1,96 @@
+"""What the neighbourhood learners (LMNN, NCA) share: a linear map ``L``
+(``components_``, n_components x d) learned with L-BFGS from an initial map,
+the fitted attributes and their checks on load."""
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._arrayspec import ArraySpec
+from .._params import COMMON, Interval, StrOptions
+from .._stopping import finish
+from .._validation import check_dense_memory
+from ..base import MahalanobisMixin, TripletLearner
+from ..solvers._linear_map import INIT_OPTIONS, LBFGSResult, initial_components
+from ..triplets import AllLabels, ClassCodes
+
+__all__ = ["LinearMapLearner"]
+
+
+class LinearMapLearner(MahalanobisMixin, TripletLearner):
+    """Base of LMNN and NCA (not public)."""
+
+    _fitted_arrays = {
+        "M_": ArraySpec(("d", "d")),
+        "components_": ArraySpec(("rank_", "d")),
+    }
+    #: d x d arrays a fit holds at once (L, its gradient, M_, the L-BFGS
+    #: memory of 10 pairs of r x d vectors), checked before training
+    _square_arrays = 24
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "init": [StrOptions(set(INIT_OPTIONS))],
+        "max_iter": COMMON["max_iter"],
+        "tol": COMMON["tol"],
+        "random_state": COMMON["random_state"],
+        "verbose": COMMON["verbose"],
+        "preprocessing": COMMON["preprocessing"],
+        "preprocessor": ["no_validation"],   # resolved by the base class
+    }
+
+    def _sampler(self):
+        """Labels are used as they are (:class:`~tripletml.triplets.AllLabels`):
+        the learner forms its own neighbourhoods."""
+        return AllLabels()
+
+    def _check_loaded(self) -> None:
+        """A loaded ``M_`` is PSD with ``components_`` (``rank_`` rows, the
+        learned ``L``) its factor ``M_ = L^T L``, and ``rank_`` is
+        ``n_components`` when that is set."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_)
+        if self.n_components is not None and self.rank_ != self.n_components:
+            raise ValueError(f"rank_={self.rank_} differs from n_components="
+                             f"{self.n_components}")
+
+    # ------------------------------------------------------------------ fit
+    def _dense_rows(self, X) -> np.ndarray:
+        n, d = X.shape
+        if sp.issparse(X):
+            check_dense_memory(8 * n * d, self, f"the dense {n} x {d} rows")
+            return np.ascontiguousarray(X.toarray(), dtype=np.float64)
+        return np.ascontiguousarray(X, dtype=np.float64) if X.dtype != np.float64 or \
+            not X.flags.c_contiguous else X
+
+    def _n_out(self, d: int) -> int:
+        r = d if self.n_components is None else int(self.n_components)
+        if r > d:
+            raise ValueError(f"{type(self).__name__}: n_components={r} exceeds the number of "
+                             f"features the learner sees ({d}, after preprocessing).")
+        return r
+
+    def _initial(self, X, got, rng) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(L0, codes)``: the initial map and the class codes (None with
+        triplets; checked for a class of two or more members first)."""
+        codes = got.codes if isinstance(got, ClassCodes) else None
+        if codes is not None and np.bincount(codes).max() < 2:
+            raise ValueError(f"{type(self).__name__}: every class has a single member; no row "
+                             "has a neighbour of its own class.")
+        r = self._n_out(X.shape[1])
+        L0, used = initial_components(self.init, X, codes, r, rng, type(self).__name__)
+        self.init_ = used
+        return L0, codes
+
+    def _set_result(self, res: LBFGSResult, advice: str) -> None:
+        L = res.L
+        self.components_ = L
+        self.M_ = L.T @ L
+        self.rank_ = int(L.shape[0])
+        self.objective_ = float(res.objective)
+        self.initial_objective_ = float(res.initial_objective)
+        self.history_ = res.history
+        finish(self, res.n_iter, res.reason, tol=self.tol, criterion=res.criterion,
+               what="relative decrease of the objective", advice=advice, stacklevel=5)
