@@ -37,7 +37,7 @@ APIS = {
     "NCA": _has_learner("NCA"),
 }
 #: APIs not on the main branch yet (the guide's "Planned" section)
-PLANNED: set[str] = {"LMNN", "NCA"}
+PLANNED: set[str] = set()
 #: what each script of examples/migration/ needs from PLANNED
 SCRIPT_NEEDS: dict[str, set[str]] = {}
 

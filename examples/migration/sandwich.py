@@ -11,15 +11,14 @@ colour is its point's class).
 metric-learn's demo fits LMNN, ITML_Supervised, SDML_Supervised and
 LSML_Supervised.  tripletml's ``ITML`` is ITML_Supervised; SDML and LSML have
 no counterpart and are replaced by ``KISSME`` (a pair learner with a closed
-form) and ``SML`` (a Mahalanobis metric from triplets); LMNN is planned, and
-``RCA`` stands in for it.
+form) and ``SML`` (a Mahalanobis metric from triplets).
 """
 import numpy as np
 from matplotlib import pyplot as plt
 from sklearn.neighbors import NearestNeighbors
 
 # before: from metric_learn import LMNN, ITML_Supervised, LSML_Supervised, SDML_Supervised
-from tripletml import ITML, KISSME, RCA, SML
+from tripletml import ITML, KISSME, LMNN, SML
 
 
 def sandwich_data(rng, n_classes=6, n_points=9, dist=0.7):
@@ -62,7 +61,7 @@ ax.set_title(f"input space ({same_class_neighbour(knn, y):.0%} same-class neighb
 ax.set_aspect("equal")
 
 learners = [
-    RCA(),                                   # before: LMNN()
+    LMNN(),                                  # before: LMNN()
     ITML(n_triplets=200, random_state=0),    # before: ITML_Supervised(n_constraints=200)
     KISSME(n_triplets=200, random_state=0),  # before: SDML_Supervised(n_constraints=200)
     SML(n_triplets=200, random_state=0),     # before: LSML_Supervised(n_constraints=200)

@@ -11,8 +11,7 @@ is printed.  The last part learns from pairs built by hand, as metric-learn's
 
 Changes from metric-learn's script: the imports and class names; learners
 metric-learn has and tripletml does not are replaced (SDML by KISSME, LSML by
-SML; MLKR is left out, see the migration guide), and LMNN and NCA are
-planned.  The plots show the first two principal components of each
+SML; MLKR is left out, see the migration guide).  The plots show the first two principal components of each
 embedding instead of a t-SNE map, which takes a while to compute.
 """
 import itertools
@@ -45,9 +44,16 @@ def plot_embedding(X, y, title, ax):
     print(f"{title:32s} 3-NN accuracy {knn:.3f}")
 
 
-fig, axes = plt.subplots(3, 3, figsize=(11, 10))
+fig, axes = plt.subplots(3, 4, figsize=(14, 10))
+for ax in axes.ravel()[10:]:
+    ax.set_axis_off()
 axes = iter(axes.ravel())
 plot_embedding(X, y, "input space", next(axes))
+
+# LMNN: before lmnn = metric_learn.LMNN(n_neighbors=5, learn_rate=1e-6)
+lmnn = tripletml.LMNN(n_neighbors=5)
+lmnn.fit(X, y)
+plot_embedding(lmnn.transform(X), y, "LMNN", next(axes))
 
 # ITML: before metric_learn.ITML_Supervised()
 itml = tripletml.ITML(random_state=0)
@@ -67,6 +73,10 @@ plot_embedding(kissme.fit_transform(X, y), y, "KISSME (for SDML)", next(axes))
 # before: metric_learn.LSML_Supervised(tol=0.0001, max_iter=10000, prior='covariance')
 sml = tripletml.SML(random_state=0)
 plot_embedding(sml.fit_transform(X, y), y, "SML (for LSML)", next(axes))
+
+# NCA: before metric_learn.NCA(max_iter=1000)
+nca = tripletml.NCA(max_iter=1000)
+plot_embedding(nca.fit_transform(X, y), y, "NCA", next(axes))
 
 # LFDA: before metric_learn.LFDA(k=2, n_components=2)
 lfda = tripletml.LFDA(k=2, n_components=2)
