@@ -1,12 +1,8 @@
 """The migration guide for metric-learn users runs: every ``python`` code block
 of ``docs/user_guide/migration.rst`` and every script of
-``examples/migration/`` (metric-learn's own examples, ported).
-
-An example that needs an API not on the main branch yet says so: a
-``.. needs: NAME`` comment line right above its code block, or an entry in
-:data:`SCRIPT_NEEDS`; NAME must be in :data:`PLANNED`, and the example is
-skipped with that name.  Once the API lands, ``test_planned_apis_are_still_missing``
-fails until NAME leaves :data:`PLANNED` (and the example runs).
+``examples/migration/`` (metric-learn's own examples, ported), without
+metric-learn; and the guide names every metric-learn 0.7.0 estimator and
+method.
 """
 from __future__ import annotations
 
@@ -24,26 +20,22 @@ SCRIPTS = sorted((ROOT / "examples" / "migration").glob("*.py"))
 TIMEOUT = 300           # only stops a hung subprocess; each script takes seconds
 
 
-def _has_learner(name: str):
-    def check() -> bool:
-        import tripletml
-        return hasattr(tripletml, name)
-    return check
-
-
-#: APIs an example may need, and how to tell that they exist
-APIS = {
-    "LMNN": _has_learner("LMNN"),
-    "NCA": _has_learner("NCA"),
-}
-#: APIs not on the main branch yet (the guide's "Planned" section)
-PLANNED: set[str] = set()
-#: what each script of examples/migration/ needs from PLANNED
-SCRIPT_NEEDS: dict[str, set[str]] = {}
+#: metric-learn 0.7.0's estimators and the public methods and parameters of
+#: its learners: each must appear in the guide
+METRIC_LEARN_ESTIMATORS = (
+    "Covariance", "ITML", "ITML_Supervised", "LFDA", "LMNN", "LSML", "LSML_Supervised", "MLKR",
+    "MMC", "MMC_Supervised", "NCA", "RCA", "RCA_Supervised", "SDML", "SDML_Supervised", "SCML",
+    "SCML_Supervised")
+METRIC_LEARN_METHODS = (
+    "fit", "transform", "fit_transform", "get_mahalanobis_matrix", "get_metric", "pair_score",
+    "score_pairs", "pair_distance", "decision_function", "predict", "score",
+    "calibrate_threshold", "set_threshold", "preprocessor", "n_components", "prior",
+    "n_neighbors", "n_constraints", "calibration_params")
 
 
 def _blocks() -> list[tuple[int, str, set[str]]]:
-    """(line, code, needs) of every ``.. code-block:: python`` of the guide."""
+    """(line, code, needs) of every ``.. code-block:: python`` of the guide
+    (``needs``: the names of a ``.. needs: A, B`` comment right above it)."""
     lines = GUIDE.read_text().splitlines()
     out = []
     for i, ln in enumerate(lines):
@@ -71,14 +63,6 @@ def _blocks() -> list[tuple[int, str, set[str]]]:
 BLOCKS = _blocks()
 
 
-def _skip_planned(needs: set[str]) -> None:
-    unknown = needs - set(APIS)
-    assert not unknown, f"unknown API names {unknown}; known: {sorted(APIS)}"
-    waiting = sorted(needs & PLANNED)
-    if waiting:
-        pytest.skip(f"needs {', '.join(waiting)}: not on main yet (issue 29, planned)")
-
-
 def test_the_guide_has_examples_and_the_examples_folder_has_scripts():
     assert len(BLOCKS) >= 10
     assert {p.name for p in SCRIPTS} >= {"walkthrough.py", "sandwich.py", "weakly_supervised.py"}
@@ -96,24 +80,21 @@ def test_the_guide_is_in_the_user_guide_toctree():
     assert "user_guide/migration" in (ROOT / "docs" / "index.rst").read_text()
 
 
-def test_planned_apis_are_still_missing():
-    """A planned API that landed must leave PLANNED (and its skips go)."""
-    landed = sorted(name for name in PLANNED if APIS[name]())
-    assert not landed, (f"{landed} landed on main: remove them from PLANNED, from the "
-                        "'.. needs:' markers and from the guide's Planned section")
+def test_the_guide_names_every_metric_learn_estimator_and_method():
+    text = GUIDE.read_text()
+    for name in METRIC_LEARN_ESTIMATORS + METRIC_LEARN_METHODS:
+        assert re.search(rf"``[^`]*\b{name}\b[^`]*``", text), name
 
 
-def test_markers_name_planned_apis():
-    for line, _, needs in BLOCKS:
-        assert needs <= PLANNED, (line, needs - PLANNED)
-    for name, needs in SCRIPT_NEEDS.items():
-        assert (ROOT / "examples" / "migration" / name).is_file(), name
-        assert needs <= PLANNED, (name, needs - PLANNED)
+def test_no_example_waits_for_an_api():
+    """Every API the guide shows is on this branch: no block is marked as
+    needing one (``.. needs:``) and no section is left "Planned"."""
+    assert all(not needs for _, _, needs in BLOCKS)
+    assert "\nPlanned\n" not in GUIDE.read_text()
 
 
 @pytest.mark.parametrize("line,code,needs", BLOCKS, ids=[f"rst-line{b[0]}" for b in BLOCKS])
 def test_guide_code_block_runs(line, code, needs, tmp_path, monkeypatch, capsys):
-    _skip_planned(needs)
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "__migration_example__"}
     exec(compile(code, f"{GUIDE.name}:{line}", "exec"), namespace)
@@ -130,7 +111,6 @@ def _env(tmp_path: Path) -> dict:
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
 def test_ported_script_runs(script, tmp_path):
     """Run the script as a user would (``python script.py``, figures not shown)."""
-    _skip_planned(SCRIPT_NEEDS.get(script.name, set()))
     runner = ("import runpy, matplotlib\n"
               "matplotlib.use('Agg')\n"
               "import matplotlib.pyplot as plt\n"
