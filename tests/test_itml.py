@@ -156,7 +156,7 @@ def test_near_duplicate_dissimilar_pair_keeps_M_positive_definite():
 def test_every_constraint_degenerate_is_refused():
     # distinct indices whose rows are identical points: rows 0-2 and 3-5 repeat
     X = np.repeat(np.array([[0.0, 1.0], [2.0, 3.0]]), 3, axis=0)
-    with pytest.raises(ValueError, match="ITML: every constraint pairs identical rows"):
+    with pytest.raises(ValueError, match="ITML: every constraint pairs identical points"):
         ITML(bounds=(1.0, 4.0)).fit(X, triplets=[[0, 1, 2], [3, 4, 5]])
 
 

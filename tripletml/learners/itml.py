@@ -245,9 +245,9 @@ class ITML(MahalanobisMixin, TripletLearner):
                                  "to learn.")
         solver = ITMLSolver(X, triplets, bounds, float(self.gamma))
         if not solver.active.any():
-            raise ValueError("ITML: every constraint pairs identical rows (q == p+ and "
-                             "q == p- in every triplet, or equal points in every pair); "
-                             "nothing to learn.")
+            raise ValueError("ITML: every constraint pairs identical points (each triplet's "
+                             "query equals its positive and its negative as points, or every "
+                             "pair's two points are equal); nothing to learn.")
         solver.tol = self.tol
         result = run(solver, name="ITML", max_iter=self.max_iter, tol=self.tol,
                      history=History(keys=("convergence",)), verbose=self.verbose,
