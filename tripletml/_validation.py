@@ -16,6 +16,7 @@ __all__ = [
     "MAX_ABS_VALUE",
     "check_X",
     "check_triplets",
+    "check_index_tuples",
     "check_scalar_param",
     "check_choice_param",
     "as_generator",
@@ -337,6 +338,42 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
     return X
 
 
+def check_index_tuples(x: Any, width: int, n_samples: int, who: str, name: str,
+                       what: str) -> np.ndarray:
+    """An ``(m, width)`` array of row indices into ``n_samples`` rows as
+    C-contiguous int64 (the one check of index triplets and pairs): dense,
+    rectangular, non-empty, integer, every index in range.  ``what`` says
+    the expected shape and meaning in the errors, e.g. ``"(n_pairs, 2)
+    holding row indices into X"``."""
+    if x is None:
+        raise TypeError(f"{who}: {name} is None; expected an integer array of shape "
+                        f"(m, {width}).")
+    if sp.issparse(x):
+        raise TypeError(f"{who}: {name} must be a dense integer array of shape (m, {width}).")
+    try:
+        t = np.asarray(x)
+    except ValueError:  # ragged nested lists
+        raise ValueError(f"{who}: {name} must be a rectangular {what.split(' ')[0]} integer "
+                         "array; got rows of different lengths.") from None
+    if t.ndim != 2 or t.shape[1] != width:
+        raise ValueError(f"{who}: {name} must have shape {what}; got shape {t.shape}.")
+    if t.shape[0] == 0:
+        raise ValueError(f"{who}: {name} is empty; at least one "
+                         f"{'triplet' if width == 3 else 'pair'} is required.")
+    if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
+        raise TypeError(f"{who}: {name} must hold integer indices, got dtype {t.dtype}.")
+    if t.dtype.kind == "u" and t.max() >= n_samples:
+        raise ValueError(f"{who}: {name} index {t.max()} is out of range for X with "
+                         f"{n_samples} rows (valid: 0..{n_samples - 1}).")
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0 or hi >= n_samples:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{who}: {name} index {bad} is out of range for X with {n_samples} "
+                         f"rows (valid: 0..{n_samples - 1}).")
+    return t
+
+
 def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
                    name: str = "triplets", *, allow_degenerate: bool = True) -> np.ndarray:
     """Validate a triplet index array.
@@ -355,31 +392,9 @@ def check_triplets(triplets: Any, n_samples: int, owner: Any = None,
     degenerate.
     """
     who = _owner(owner)
-    if triplets is None:
-        raise TypeError(f"{who}: {name} is None; expected an integer array of shape (m, 3).")
-    if sp.issparse(triplets):
-        raise TypeError(f"{who}: {name} must be a dense integer array of shape (m, 3).")
-    try:
-        t = np.asarray(triplets)
-    except ValueError:  # ragged nested lists
-        raise ValueError(f"{who}: {name} must be a rectangular (n_triplets, 3) integer array; "
-                         "got rows of different lengths.") from None
-    if t.ndim != 2 or t.shape[1] != 3:
-        raise ValueError(f"{who}: {name} must have shape (n_triplets, 3) holding (query, "
-                         f"positive, negative) row indices into X; got shape {t.shape}.")
-    if t.shape[0] == 0:
-        raise ValueError(f"{who}: {name} is empty; at least one triplet is required.")
-    if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
-        raise TypeError(f"{who}: {name} must hold integer indices, got dtype {t.dtype}.")
-    if t.dtype.kind == "u" and t.max() >= n_samples:
-        raise ValueError(f"{who}: {name} index {t.max()} is out of range for X with "
-                         f"{n_samples} rows (valid: 0..{n_samples - 1}).")
-    t = np.ascontiguousarray(t, dtype=np.int64)
-    lo, hi = int(t.min()), int(t.max())
-    if lo < 0 or hi >= n_samples:
-        bad = lo if lo < 0 else hi
-        raise ValueError(f"{who}: {name} index {bad} is out of range for X with {n_samples} "
-                         f"rows (valid: 0..{n_samples - 1}).")
+    t = check_index_tuples(triplets, 3, n_samples, who, name,
+                           "(n_triplets, 3) holding (query, positive, negative) row indices "
+                           "into X")
     if not allow_degenerate:
         _refuse_degenerate(t, who, name)
     return t

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import as_generator, check_scalar_param
+from ._validation import as_generator, check_index_tuples, check_scalar_param
 
 __all__ = ["PairConstraints", "check_pairs", "check_pair_labels", "class_pairs",
            "pairs_to_triplets", "PAIR_LEARNERS"]
@@ -109,31 +109,8 @@ def check_pairs(pairs: Any, labels: Any, n_samples: int, owner: Any = None,
     numbers.
     """
     who = _who(owner)
-    if pairs is None:
-        raise TypeError(f"{who}: {name} is None; expected an integer array of shape (m, 2).")
-    if sp.issparse(pairs):
-        raise TypeError(f"{who}: {name} must be a dense integer array of shape (m, 2).")
-    try:
-        p = np.asarray(pairs)
-    except ValueError:
-        raise ValueError(f"{who}: {name} must be a rectangular (n_pairs, 2) integer array; "
-                         "got rows of different lengths.") from None
-    if p.ndim != 2 or p.shape[1] != 2:
-        raise ValueError(f"{who}: {name} must have shape (n_pairs, 2) holding row indices "
-                         f"into X; got shape {p.shape}.")
-    if p.shape[0] == 0:
-        raise ValueError(f"{who}: {name} is empty; at least one pair is required.")
-    if p.dtype == bool or not np.issubdtype(p.dtype, np.integer):
-        raise TypeError(f"{who}: {name} must hold integer indices, got dtype {p.dtype}.")
-    if p.dtype.kind == "u" and p.max() >= n_samples:
-        raise ValueError(f"{who}: {name} index {p.max()} is out of range for X with "
-                         f"{n_samples} rows (valid: 0..{n_samples - 1}).")
-    p = np.ascontiguousarray(p, dtype=np.int64)
-    lo, hi = int(p.min()), int(p.max())
-    if lo < 0 or hi >= n_samples:
-        bad = lo if lo < 0 else hi
-        raise ValueError(f"{who}: {name} index {bad} is out of range for X with {n_samples} "
-                         f"rows (valid: 0..{n_samples - 1}).")
+    p = check_index_tuples(pairs, 2, n_samples, who, name,
+                           "(n_pairs, 2) holding row indices into X")
     same = np.flatnonzero(p[:, 0] == p[:, 1])
     if same.size:
         rows = ", ".join(str(int(r)) for r in same[:10])
