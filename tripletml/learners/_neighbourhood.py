@@ -4,16 +4,18 @@ the fitted attributes and their checks on load."""
 from __future__ import annotations
 
 from numbers import Integral
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._arrayspec import ArraySpec
 from .._params import COMMON, Interval, StrOptions
-from .._stopping import finish
 from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
-from ..solvers._linear_map import INIT_OPTIONS, LBFGSResult, initial_components
+from ..solvers._linear_map import INIT_OPTIONS, LBFGSResult, initial_components, minimize_lbfgs
+from ..training import apply_result, run
+from ..training.whole import WholeRun
 from ..triplets import AllLabels, ClassCodes
 
 __all__ = ["LinearMapLearner"]
@@ -84,13 +86,28 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         self.init_ = used
         return L0, codes
 
-    def _set_result(self, res: LBFGSResult, advice: str) -> None:
+    def _train(self, objective, L0: np.ndarray, record_keys: tuple[str, ...]) -> None:
+        """Minimise ``objective`` from ``L0`` with L-BFGS
+        (:func:`~tripletml.solvers._linear_map.minimize_lbfgs`) as one step of
+        the driver (:class:`~tripletml.training.whole.WholeRun`), which records
+        ``n_iter_``, ``stop_reason_`` and ``history_``; set the model."""
+        who = type(self).__name__
+
+        def go(budget: int):
+            res = minimize_lbfgs(objective, L0, max_iter=budget, tol=self.tol,
+                                 verbose=self.verbose, who=who, record_keys=record_keys)
+            return SimpleNamespace(n_iter=res.n_iter, converged=res.reason == "tol",
+                                   criterion=res.criterion, history=res.history, lbfgs=res)
+
+        solver = WholeRun(go)
+        result = run(solver, name=who, max_iter=int(self.max_iter),
+                     tol=0.0 if self.tol is None else self.tol)
+        res: LBFGSResult = solver.result.lbfgs
         L = res.L
         self.components_ = L
         self.M_ = L.T @ L
         self.rank_ = int(L.shape[0])
         self.objective_ = float(res.objective)
         self.initial_objective_ = float(res.initial_objective)
-        self.history_ = res.history
-        finish(self, res.n_iter, res.reason, tol=self.tol, criterion=res.criterion,
-               what="relative decrease of the objective", advice=advice, stacklevel=5)
+        apply_result(self, result, tol=self.tol, what="relative decrease of the objective",
+                     advice="increase max_iter or tol")

@@ -17,7 +17,6 @@ import numpy as np
 from .._params import Interval
 from ..preprocessing import document_preprocessing
 from ._transform_docs import document_transform
-from ..solvers._linear_map import minimize_lbfgs
 from ..solvers.lmnn import LMNNObjective, LMNNTripletObjective, select_targets
 from ._neighbourhood import LinearMapLearner
 
@@ -166,10 +165,7 @@ class LMNN(LinearMapLearner):
             objective = self._label_objective(X, codes, mu)
         else:
             objective = LMNNTripletObjective(X, got, mu)
-        res = minimize_lbfgs(objective, L0, max_iter=self.max_iter, tol=self.tol,
-                             verbose=self.verbose, who="LMNN",
-                             record_keys=("active", "impostors"))
-        self._set_result(res, advice="increase max_iter or tol")
+        self._train(objective, L0, record_keys=("active", "impostors"))
 
     def _label_objective(self, X, codes, mu) -> LMNNObjective:
         k = int(self.n_neighbors)

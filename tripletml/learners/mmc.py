@@ -14,7 +14,8 @@ import scipy.sparse as sp
 
 from .._arrayspec import ArraySpec
 from .._params import COMMON, Interval
-from .._stopping import finish
+from ..training import apply_result, run
+from ..training.whole import WholeRun
 from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
@@ -196,8 +197,11 @@ class MMC(MahalanobisMixin, TripletLearner):
             raise ValueError("MMC: every similar pair joins identical rows; the constraint "
                              "bounds nothing.")
         solve = mmc_diagonal if self.diagonal else mmc_full
-        res = solve(Ds, Dd, max_iter=int(self.max_iter), tol=self.tol,
-                    verbose=int(self.verbose), who="MMC")
+        solver = WholeRun(lambda budget: solve(Ds, Dd, max_iter=budget, tol=self.tol,
+                                               verbose=int(self.verbose), who="MMC"))
+        result = run(solver, name="MMC", max_iter=int(self.max_iter),
+                     tol=0.0 if self.tol is None else self.tol)
+        res = solver.result
         A, L = res.A, res.factor
         if not self.diagonal:
             # eigen-directions of M (largest first), as transform's n_components expects
@@ -205,7 +209,5 @@ class MMC(MahalanobisMixin, TripletLearner):
         self.M_ = A
         self.components_ = L
         self.rank_ = int(L.shape[0])
-        self.history_ = res.history
-        finish(self, res.n_iter, "tol" if res.converged else "max_iter", tol=self.tol,
-               criterion=res.criterion, what="relative improvement of the objective",
-               advice="increase max_iter or tol", stacklevel=4)
+        apply_result(self, result, tol=self.tol, what="relative improvement of the objective",
+                     advice="increase max_iter or tol")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from ..preprocessing import document_preprocessing
 from ._transform_docs import document_transform
-from ..solvers._linear_map import minimize_lbfgs
 from ..solvers.nca import NCAObjective, NCATripletObjective
 from ._neighbourhood import LinearMapLearner
 
@@ -127,6 +126,4 @@ class NCA(LinearMapLearner):
             objective = NCAObjective(X, codes)
         else:
             objective = NCATripletObjective(X, got)
-        res = minimize_lbfgs(objective, L0, max_iter=self.max_iter, tol=self.tol,
-                             verbose=self.verbose, who="NCA", record_keys=("expected_correct",))
-        self._set_result(res, advice="increase max_iter or tol")
+        self._train(objective, L0, record_keys=("expected_correct",))

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 from .._arrayspec import ArraySpec
 from .._params import COMMON, Interval, StrOptions
-from .._stopping import finish
+from ..training import apply_result, run
+from ..training.whole import WholeRun
 from .._validation import check_dense_memory
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
@@ -224,10 +225,13 @@ class SCML(MahalanobisMixin, TripletLearner):
         if B.shape[0] == 0:
             raise ValueError("SCML: no basis direction separates the triplets' negatives from "
                              "their positives; nothing to learn.")
-        res = scml_rda(delta, alpha=float(self.alpha), eta0=float(self.eta0),
-                       batch_size=int(self.batch_size), max_iter=int(self.max_iter),
-                       tol=self.tol, check_every=int(self.check_every), rng=rng,
-                       verbose=int(self.verbose))
+        solver = WholeRun(lambda budget: scml_rda(
+            delta, alpha=float(self.alpha), eta0=float(self.eta0),
+            batch_size=int(self.batch_size), max_iter=budget, tol=self.tol,
+            check_every=int(self.check_every), rng=rng, verbose=int(self.verbose)))
+        result = run(solver, name="SCML", max_iter=int(self.max_iter),
+                     tol=0.0 if self.tol is None else self.tol)
+        res = solver.result
         w = res.w
         M = (B.T * w) @ B
         M = 0.5 * (M + M.T)
@@ -235,6 +239,5 @@ class SCML(MahalanobisMixin, TripletLearner):
         self.basis_, self.weights_ = np.ascontiguousarray(B), w
         self.M_ = M
         self.components_, self.rank_ = L, int(L.shape[0])
-        self.history_ = res.history
-        finish(self, res.n_iter, "tol" if res.converged else "max_iter", tol=None,
-               criterion=res.criterion)
+        apply_result(self, result, tol=None, what="relative change of the objective",
+                     advice="increase max_iter or tol")
