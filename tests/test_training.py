@@ -347,3 +347,31 @@ def test_a_solver_that_never_ends_a_pass_hits_the_cap(monkeypatch):
     monkeypatch.setattr(drv, "MAX_STEPS_PER_ITERATION", 5)
     with pytest.raises(RuntimeError, match="Toy: 6 steps in a row completed no iteration"):
         run(Endless(), name="Toy", max_iter=2)
+
+
+def test_whole_run_is_one_driver_step():
+    """A routine that runs all its iterations in one call (WholeRun): the
+    driver reports its iterations and "tol" when it converged, the whole
+    budget and "max_iter" when it did not, and takes its history."""
+    from types import SimpleNamespace
+
+    from tripletml.training.whole import WholeRun
+
+    calls = []
+
+    def go(n_done, converged, crit):
+        def f(budget):
+            calls.append(budget)
+            hist = {"step": list(range(n_done + 1)), "seconds": [0.0] * (n_done + 1)}
+            return SimpleNamespace(n_iter=n_done, converged=converged, criterion=crit,
+                                   history=hist)
+        return f
+
+    res = run(WholeRun(go(7, True, 1e-9)), name="Toy", max_iter=50, tol=1e-6)
+    assert (res.n_iter, res.stop_reason, calls) == (7, "tol", [50])
+    assert res.history["step"] == list(range(8)) and res.criterion == 1e-9
+    res = run(WholeRun(go(50, False, 0.3)), name="Toy", max_iter=50, tol=1e-6)
+    assert (res.n_iter, res.stop_reason) == (50, "max_iter") and res.criterion == 0.3
+    # converged at the start: one iteration; tol=0.0 (the learner's None) still stops
+    res = run(WholeRun(go(0, True, None)), name="Toy", max_iter=50, tol=0.0)
+    assert (res.n_iter, res.stop_reason) == (1, "tol")
