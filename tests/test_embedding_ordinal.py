@@ -57,14 +57,19 @@ def _planted(n=30, d=2, seed=0):
     return P, t[rng.permutation(len(t))]
 
 
-def _compact(est, X, t, dense):
-    """The implementation's objective and gradient at X (all items used)."""
+ROUTES = ["fused", "dense", "gather"]
+
+
+def _compact(est, X, t, route):
+    """The implementation's objective and gradient at X (all items used) on
+    one route: the compiled pair kernel, NumPy per pair, NumPy per triplet."""
     est._check_params()
-    return est._loss_grad(X, _Pairs(t, X.shape[0], dense))
+    est._fused = route == "fused"
+    return est._loss_grad(X, _Pairs(t, X.shape[0], route != "gather"))
 
 
 # --------------------------------------------------------------------------- objectives
-@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("dense", ROUTES)
 @pytest.mark.parametrize("margin", [0.1, 1.0, 3.0])
 def test_soe_objective_matches_paper(dense, margin):
     rng = np.random.default_rng(1)
@@ -76,7 +81,7 @@ def test_soe_objective_matches_paper(dense, margin):
     assert abs(loss - ref) <= 1e-10 * ref
 
 
-@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("dense", ROUTES)
 @pytest.mark.parametrize("d, alpha, lam", [(2, None, 0.0), (3, 0.5, 0.1), (5, 7.0, 1e-3),
                                            (1, None, 0.0)])
 def test_tste_objective_matches_paper(dense, d, alpha, lam):
@@ -99,7 +104,7 @@ def _fd_grad(f, X, eps=1e-6):
     return G
 
 
-@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("dense", ROUTES)
 @pytest.mark.parametrize("est", [SOE(3, margin=0.7), TSTE(3), TSTE(3, alpha=2.5,
                                                                     regularization=0.3)])
 def test_gradient_finite_differences(est, dense):
@@ -109,9 +114,10 @@ def test_gradient_finite_differences(est, dense):
     _, g = _compact(est, X, t, dense)
     fd = _fd_grad(lambda Y: _compact(est, Y, t, dense)[0], X)
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
-    # the two routes agree
-    _, g2 = _compact(est, X, t, not dense)
-    np.testing.assert_allclose(g, g2, rtol=1e-10, atol=1e-12)
+    # the routes agree
+    for other in ROUTES:
+        l2, g2 = _compact(est, X, t, other)
+        np.testing.assert_allclose(g, g2, rtol=1e-10, atol=1e-12)
 
 
 def test_gradient_is_not_trivially_zero():
@@ -119,7 +125,7 @@ def test_gradient_is_not_trivially_zero():
     X = rng.normal(size=(9, 2))
     t = _random_triplets(9, 50, rng)
     for est in (SOE(2), TSTE(2)):
-        assert np.abs(_compact(est, X, t, True)[1]).max() > 1e-3
+        assert np.abs(_compact(est, X, t, "fused")[1]).max() > 1e-3
 
 
 # --------------------------------------------------------------------------- recovery

@@ -520,7 +520,13 @@ def load_comparisons(name: str, data_home: str | os.PathLike | None = None, *,
     for f in (rec.triplets_file, rec.features_file):
         if f is None:
             continue
-        path, accepted = _locate(f, home, how, name)
+        try:
+            path, accepted = _locate(f, home, how, name)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"comparison data set {name!r}: file not found: {home / f.path} (data home "
+                f"{home}, chosen by {how}). Download it from {f.url} into that folder or "
+                "set TRIPLETML_DATA to a folder that holds it.") from None
         if verify:
             _verify(path, accepted)
         paths.append(path)

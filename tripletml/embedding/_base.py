@@ -55,6 +55,23 @@ class _Pairs:
         B = X[self.h] - X[self.f]
         return np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B), (A, B)
 
+    def dense_fused(self, X: np.ndarray, kernel, param: float) -> tuple[float, np.ndarray]:
+        """The dense route in one compiled pass: ``kernel`` (from ``_kernels``)
+        sums the objective and fills the pair weights ``W``; returns the
+        objective and its gradient."""
+        from scipy.spatial.distance import cdist
+        n = X.shape[0]
+        D2 = cdist(X, X, "sqeuclidean").ravel()
+        W = np.zeros(n * n)
+        loss = kernel(D2, self.hc, self.hf, float(param), W)
+        return loss, self._pair_grad(X, W)
+
+    def _pair_grad(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        n = X.shape[0]
+        W = W.reshape(n, n)
+        S = W + W.T
+        return 2.0 * (S.sum(axis=1)[:, None] * X - S @ X)
+
     def grad(self, X: np.ndarray, wc: np.ndarray, wf: np.ndarray, aux) -> np.ndarray:
         """Gradient of ``sum_t wc_t |x_h - x_c|^2 + wf_t |x_h - x_f|^2`` with the
         weights held fixed: ``2 sum_t wc_t (x_h - x_c)`` into ``h``, minus into
@@ -63,9 +80,7 @@ class _Pairs:
         if self.dense:
             W = np.bincount(self.hc, weights=wc, minlength=n * n)
             W += np.bincount(self.hf, weights=wf, minlength=n * n)
-            W = W.reshape(n, n)
-            S = W + W.T
-            return 2.0 * (S.sum(axis=1)[:, None] * X - S @ X)
+            return self._pair_grad(X, W)
         A, B = aux
         GA = A * wc[:, None]
         GB = B * wf[:, None]
@@ -97,6 +112,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
     _init_scale = 1.0
     #: route forced by tests (None: chosen by size)
     _dense = None
+    #: use the compiled kernel on the dense route (tests compare both)
+    _fused = True
 
     # ------------------------------------------------------------------ fit
     def fit(self, triplets, y=None):

@@ -85,6 +85,9 @@ class SOE(OrdinalEmbeddingBase):
         self.verbose = verbose
 
     def _loss_grad(self, X, pairs):
+        if pairs.dense and self._fused:
+            from ._kernels import soe_pairs
+            return pairs.dense_fused(X, soe_pairs, self.margin)
         uc, uf, aux = pairs.sq_dists(X)
         dc, df = np.sqrt(uc), np.sqrt(uf)
         v = np.maximum(dc + self.margin - df, 0.0)

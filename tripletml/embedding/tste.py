@@ -95,6 +95,14 @@ class TSTE(OrdinalEmbeddingBase):
 
     def _loss_grad(self, X, pairs):
         a = self.alpha_
+        lam = self.regularization
+        if pairs.dense and self._fused:
+            from ._kernels import tste_pairs
+            loss, g = pairs.dense_fused(X, tste_pairs, a)
+            if lam:
+                loss += lam * float((X * X).sum())
+                g += 2.0 * lam * X
+            return loss, g
         uc, uf, aux = pairs.sq_dists(X)
         # log K(u) = -(a+1)/2 log(1 + u/a);  z = log K_far - log K_close
         z = 0.5 * (a + 1.0) * (np.log1p(uc / a) - np.log1p(uf / a))
@@ -103,7 +111,6 @@ class TSTE(OrdinalEmbeddingBase):
         wc = q * (a + 1.0) / (2.0 * (a + uc))              # d(-log p)/d u_close
         wf = -q * (a + 1.0) / (2.0 * (a + uf))             # d(-log p)/d u_far
         g = pairs.grad(X, wc, wf, aux)
-        lam = self.regularization
         if lam:
             loss += lam * float((X * X).sum())
             g += 2.0 * lam * X
