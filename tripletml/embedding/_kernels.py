@@ -17,20 +17,21 @@ __all__ = ["soe_pairs", "tste_pairs"]
 def soe_pairs(D2, hc, hf, margin, W):  # pragma: no cover - compiled
     """SOE stress sum max(0, d_hc + margin - d_hf)^2 and, into W (zeroed),
     its derivative with respect to each pair's squared distance."""
+    dist = np.sqrt(D2)            # once per pair of items
+    inv = np.zeros_like(D2)
+    for p in range(D2.shape[0]):
+        if dist[p] > 0.0:
+            inv[p] = 1.0 / dist[p]
     loss = 0.0
     for t in range(hc.shape[0]):
-        uc = D2[hc[t]]
-        uf = D2[hf[t]]
-        dc = math.sqrt(uc)
-        df = math.sqrt(uf)
-        v = dc + margin - df
+        a = hc[t]
+        b = hf[t]
+        v = dist[a] + margin - dist[b]
         if v > 0.0:
             loss += v * v
             # d(v^2)/du = 2 v dd/du = v / d   (zero subgradient at d = 0)
-            if dc > 0.0:
-                W[hc[t]] += v / dc
-            if df > 0.0:
-                W[hf[t]] -= v / df
+            W[a] += v * inv[a]
+            W[b] -= v * inv[b]
     return loss
 
 
@@ -38,12 +39,17 @@ def soe_pairs(D2, hc, hf, margin, W):  # pragma: no cover - compiled
 def tste_pairs(D2, hc, hf, alpha, W):  # pragma: no cover - compiled
     """t-STE negative log-likelihood and, into W (zeroed), its derivative with
     respect to each pair's squared distance."""
-    loss = 0.0
     half = 0.5 * (alpha + 1.0)
+    logk = np.empty_like(D2)      # -log K(u) = half log(1 + u / alpha), once per pair
+    dlog = np.empty_like(D2)      # d(-log K)/du = half / (alpha + u)
+    for p in range(D2.shape[0]):
+        logk[p] = half * math.log1p(D2[p] / alpha)
+        dlog[p] = half / (alpha + D2[p])
+    loss = 0.0
     for t in range(hc.shape[0]):
-        uc = D2[hc[t]]
-        uf = D2[hf[t]]
-        z = half * (math.log1p(uc / alpha) - math.log1p(uf / alpha))
+        a = hc[t]
+        b = hf[t]
+        z = logk[a] - logk[b]
         if z > 0.0:
             e = math.exp(-z)
             loss += z + math.log1p(e)
@@ -52,6 +58,6 @@ def tste_pairs(D2, hc, hf, alpha, W):  # pragma: no cover - compiled
             e = math.exp(z)
             loss += math.log1p(e)
             q = e / (1.0 + e)
-        W[hc[t]] += q * half / (alpha + uc)
-        W[hf[t]] -= q * half / (alpha + uf)
+        W[a] += q * dlog[a]
+        W[b] -= q * dlog[b]
     return loss
