@@ -273,3 +273,13 @@ def test_zappos_held_out_accuracy(data_home):
     for Est in ESTIMATORS:
         # the CNN features' cosine agrees with 71.8 % of the answers
         assert Est(2, random_state=0).fit(train).score(test) > 0.80
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_n_init_keeps_the_lowest_objective(Est):
+    _, t = _planted(n=20, seed=8)
+    one = Est(2, n_init=1, random_state=3).fit(t[:800])
+    many = Est(2, n_init=5, random_state=3).fit(t[:800])   # its first start is one's
+    assert many.loss_ <= one.loss_ + 1e-9
+    with pytest.raises(ValueError, match=f"{Est.__name__}: parameter n_init"):
+        Est(n_init=0).fit(t)

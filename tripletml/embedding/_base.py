@@ -105,6 +105,7 @@ class OrdinalEmbeddingBase(BaseEstimator):
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_items": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="neither")],
         "random_state": ["no_validation"],
         "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
@@ -137,7 +138,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
         -----
         UserWarning
             When some items in ``0..n_items - 1`` appear in no triplet: their
-            position is undetermined and stays at its random initial value.
+            position is undetermined and stays at its random initial value
+            (of the first start).
         """
         who = type(self).__name__
         validate_constraints(self)
@@ -148,7 +150,6 @@ class OrdinalEmbeddingBase(BaseEstimator):
         t = check_item_triplets(triplets, self.n_items, who=f"{who}: triplets")
         n = int(self.n_items) if self.n_items is not None else int(t.max()) + 1
         rng = as_generator(self.random_state, self)
-        init = rng.standard_normal((n, self.n_components)) * self._init_scale
         used = np.zeros(n, dtype=bool)
         used[t.ravel()] = True
         if not used.all():
@@ -177,10 +178,21 @@ class OrdinalEmbeddingBase(BaseEstimator):
             if self.verbose and (it[0] % 50 == 0 or it[0] == 1):
                 print(f"{who}: iteration {it[0]}, {time.perf_counter() - start:.2f} s")
 
-        res = minimize(fun, init[ids].ravel(), jac=True, method="L-BFGS-B", callback=callback,
-                       options=dict(maxiter=self.max_iter, ftol=self.tol, gtol=self.tol * 1e-3,
-                                    maxcor=20))
-        X = init
+        best, X = None, None
+        for run in range(self.n_init):
+            init = rng.standard_normal((n, self.n_components)) * self._init_scale
+            if X is None:
+                X = init        # the items in no triplet keep the first start's place
+            res = minimize(fun, init[ids].ravel(), jac=True, method="L-BFGS-B",
+                           callback=callback,
+                           options=dict(maxiter=self.max_iter, ftol=self.tol,
+                                        gtol=self.tol * 1e-3, maxcor=20))
+            if self.verbose:
+                print(f"{who}: start {run + 1} of {self.n_init}: objective {res.fun:.6g} "
+                      f"after {res.nit} iterations")
+            if best is None or res.fun < best.fun:
+                best = res
+        res = best
         X[ids] = res.x.reshape(shape)
         if not np.isfinite(X).all():  # pragma: no cover - guarded by fun
             raise FloatingPointError(f"{who}: the embedding became non-finite.")
