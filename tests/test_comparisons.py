@@ -280,3 +280,24 @@ def test_bad_formats_and_files(tmp_path):
         read_triplets(p)
     with pytest.raises(ValueError, match="not a regular file|directory"):
         read_triplets(tmp_path)
+
+
+# --------------------------------------------------------------------------- answer counts
+def test_count_answers_plain():
+    from tripletml.datasets import count_answers
+    t = np.array([[0, 1, 2], [0, 2, 1], [0, 1, 2], [3, 1, 2], [0, 2, 3]])
+    c = count_answers(t)
+    q = {tuple(r): tuple(n) for r, n in zip(c.questions.tolist(), c.counts.tolist())}
+    assert q == {(0, 1, 2): (2, 1), (3, 1, 2): (1, 0), (0, 2, 3): (1, 0)}
+    assert c.n_questions == 3 and c.n_answers == 5 and c.n_conflicting == 1
+    assert c.majority_ceiling == pytest.approx(4 / 5)
+    with pytest.raises(ValueError, match="count_answers: .*repeats"):
+        count_answers([[0, 0, 1]])
+
+
+def test_zappos_answer_counts(zappos):
+    from tripletml.datasets import count_answers
+    c = count_answers(zappos.triplets)
+    # each (head, pair) question answered once: nothing left to conflict
+    assert c.n_questions == 283770 and c.n_answers == 283770
+    assert c.n_conflicting == 0 and c.majority_ceiling == 1.0

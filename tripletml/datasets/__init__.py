@@ -19,8 +19,8 @@ Text features for 20 Newsgroups are in :mod:`tripletml.datasets.text`.
 from ._base import get_data_home, info, list_datasets, load, read_libsvm, sha256sum
 from ._fetch import DownloadError, fetch
 from ._registry import DataFile, DatasetRecord, Subset
-from .comparisons import load_comparisons, read_triplets
+from .comparisons import count_answers, load_comparisons, read_triplets
 
 __all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum", "read_libsvm",
            "DownloadError", "DataFile", "DatasetRecord", "Subset", "load_comparisons",
-           "read_triplets"]
+           "read_triplets", "count_answers"]

@@ -46,7 +46,7 @@ from ._base import _locate, _resolve_data_home, _verify
 from ._registry import DataFile
 
 __all__ = ["ComparisonRecord", "COMPARISONS", "load_comparisons", "read_triplets",
-           "check_item_triplets", "FORMATS", "COMPARISON_MAX_BYTES"]
+           "check_item_triplets", "count_answers", "FORMATS", "COMPARISON_MAX_BYTES"]
 
 #: answer formats understood by :func:`read_triplets`
 FORMATS = ("head_close_far", "odd_one_out", "most_central")
@@ -99,8 +99,9 @@ COMPARISONS: dict[str, ComparisonRecord] = {
             "Turk workers about 85 shoe images, deconflicted by their collectors (answers "
             "forming cycles removed). Each triplet (head, close, far) of item ids 0-84 "
             "says that shoe 'close' was judged more like shoe 'head' than shoe 'far' is. "
-            "The 98,753 distinct unordered item triples were asked several times, so a "
-            "triplet may repeat. features[i] is the 4096-dimensional AlexNet CNN feature "
+            "No question (a head and its pair of candidates) appears twice, so no two "
+            "answers conflict; the triplets cover 98,753 distinct sets of three shoes (the "
+            "same three asked with different heads). features[i] is the 4096-dimensional AlexNet CNN feature "
             "vector of shoe i (non-negative, about 26 % non-zero). On all triplets the "
             "Euclidean distance on the features agrees with the people on 69.2 % of the "
             "triplets, the cosine on 71.8 %."),
@@ -409,6 +410,43 @@ def read_triplets(source: Any, format: str = "head_close_far", *,
     rows = check_item_triplets(rows, n_items, who=who, width=k if format != "head_close_far"
                                else 3)
     return _convert(rows, format)
+
+
+def count_answers(triplets: Any, n_items: int | None = None) -> Bunch:
+    """Count the answers given to each question and how much they agree.
+
+    A question is a head with an unordered pair of candidates; the triplets
+    ``(h, a, b)`` and ``(h, b, a)`` are its two possible answers.  Conflicting
+    answers are allowed (people disagree); this counts them.
+
+    Parameters
+    ----------
+    triplets : array-like of int, shape (m, 3)
+        ``(head, close, far)`` rows (checked as in :func:`read_triplets`).
+    n_items : int, optional
+
+    Returns
+    -------
+    sklearn.utils.Bunch
+        ``questions``: int64 ``(q, 3)`` rows ``(head, a, b)`` with ``a < b``;
+        ``counts``: int64 ``(q, 2)``, the answers "a is closer" and "b is
+        closer"; ``n_questions``, ``n_answers``; ``n_conflicting``: questions
+        with both answers; ``majority_ceiling``: the largest fraction of the
+        answers any fixed embedding can agree with (the majority answer of
+        each question, ties counted once), the ceiling of a triplet accuracy
+        measured on these same answers.
+    """
+    t = check_item_triplets(triplets, n_items, who="count_answers")
+    swap = t[:, 1] > t[:, 2]
+    key = t.copy()
+    key[swap, 1], key[swap, 2] = t[swap, 2], t[swap, 1]
+    questions, inverse = np.unique(key, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    counts = np.zeros((len(questions), 2), dtype=np.int64)
+    np.add.at(counts, (inverse, swap.astype(np.int64)), 1)
+    return Bunch(questions=questions, counts=counts, n_questions=len(questions),
+                 n_answers=len(t), n_conflicting=int((counts > 0).all(axis=1).sum()),
+                 majority_ceiling=float(counts.max(axis=1).sum() / len(t)))
 
 
 # --------------------------------------------------------------------------- loaders

@@ -42,8 +42,8 @@ class SOE(OrdinalEmbeddingBase):
     n_init : int, default=4
         Number of random starts; the embedding of the lowest objective is kept
         (low dimensions have local minima: on held-out Zappos triplets, 2-D,
-        4 starts gain about half a point of accuracy over one)
-        (``n_iter_`` and ``stop_reason_`` are that run's).
+        4 starts gain about half a point of accuracy over one);
+        ``n_iter_`` and ``stop_reason_`` are that start's.
     tol : float, default=1e-7
         L-BFGS stops when the relative decrease of the objective falls below
         ``tol`` (``ftol``; the projected-gradient threshold is ``tol * 1e-3``).

@@ -51,8 +51,8 @@ class TSTE(OrdinalEmbeddingBase):
     n_init : int, default=4
         Number of random starts; the embedding of the lowest objective is kept
         (low dimensions have local minima: on held-out Zappos triplets, 2-D,
-        4 starts gain about half a point of accuracy over one)
-        (``n_iter_`` and ``stop_reason_`` are that run's).
+        4 starts gain about half a point of accuracy over one);
+        ``n_iter_`` and ``stop_reason_`` are that start's.
     tol : float, default=1e-7
         Relative decrease of the objective at which L-BFGS stops.
     random_state : int, Generator, RandomState or None
