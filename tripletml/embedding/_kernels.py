@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["soe_pairs", "tste_pairs"]
+__all__ = ["soe_pairs", "tste_pairs", "pair_grad"]
 
 
 @njit(cache=True, nogil=True)
@@ -61,3 +61,21 @@ def tste_pairs(D2, hc, hf, alpha, W):  # pragma: no cover - compiled
         W[a] += q * dlog[a]
         W[b] -= q * dlog[b]
     return loss
+
+
+@njit(cache=True, nogil=True)
+def pair_grad(W, X):  # pragma: no cover - compiled
+    """``2 (diag(S 1) - S) X`` with ``S = W + W^T`` (W flat, n x n): the
+    gradient from the pair weights, without BLAS (whose threads cost more
+    than they save on the small matrices of a few hundred items)."""
+    n, d = X.shape
+    G = np.zeros((n, d))
+    for a in range(n):
+        for b in range(a + 1, n):
+            s = W[a * n + b] + W[b * n + a]
+            if s != 0.0:
+                for k in range(d):
+                    g = 2.0 * s * (X[a, k] - X[b, k])
+                    G[a, k] += g
+                    G[b, k] -= g
+    return G
