@@ -3,8 +3,6 @@ read_triplets (answer formats converted to (head, close, far) triplets)."""
 from __future__ import annotations
 
 import gzip
-import hashlib
-import itertools
 import shutil
 import zipfile
 from pathlib import Path
@@ -91,7 +89,8 @@ def test_zappos_checksum_mismatch_refused(data_home, tmp_path):
 
 
 def test_zappos_missing_and_unknown(tmp_path):
-    with pytest.raises(FileNotFoundError, match="zappos.*deconflicted_triplets.csv.zip.*TRIPLETML_DATA"):
+    with pytest.raises(FileNotFoundError,
+                       match="zappos.*deconflicted_triplets.csv.zip.*TRIPLETML_DATA"):
         load_comparisons("zappos", tmp_path)
     with pytest.raises(ValueError, match="unknown comparison data set"):
         load_comparisons("shoes", tmp_path)

@@ -29,8 +29,8 @@ from ..datasets.comparisons import check_item_triplets
 
 __all__ = ["OrdinalEmbeddingBase"]
 
-#: at most this many items (ids) per fit; above, the pair route is never used
-#: and the embedding alone is ``n_items * n_components`` floats
+#: the pair route is taken while ``n_items^2 <= 4 m + _DENSE_EXTRA`` (its n x n
+#: weights then cost no more than the per-triplet route's (m, d) arrays)
 _DENSE_EXTRA = 10 ** 6
 
 
