@@ -103,8 +103,8 @@ COMPARISONS: dict[str, ComparisonRecord] = {
             "answers conflict; the triplets cover 98,753 distinct sets of three shoes (the "
             "same three asked with different heads). features[i] is the 4096-dimensional "
             "AlexNet CNN feature vector of shoe i (non-negative, about 26 % non-zero). "
-            "On all triplets the Euclidean distance on the features agrees with the people on 69.2 % of the "
-            "triplets, the cosine on 71.8 %."),
+            "On all triplets the Euclidean distance on the features agrees with the "
+            "people on 69.2 % of the triplets, the cosine on 71.8 %."),
         origin=("E. Heim, M. Berger, L. Seversky and M. Hauskrecht, Active perceptual "
                 "similarity modeling with auxiliary information, arXiv:1511.02254, 2015; "
                 "files as published in the GitHub repository stsievert/salmon "
