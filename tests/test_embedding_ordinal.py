@@ -234,6 +234,8 @@ def test_bad_params_and_predict_input(Est):
     for kw in ({"n_components": 0}, {"max_iter": 0}, {"tol": -1.0}, {"n_items": 0}):
         with pytest.raises(ValueError, match=f"{Est.__name__}: parameter"):
             Est(**kw).fit(t)
+    with pytest.raises(ValueError, match="largest item id is 1000000000 .* Relabel"):
+        Est().fit([[0, 1, 10 ** 9]])
     with pytest.raises(ValueError, match="y must be None"):
         Est().fit(t, np.ones(3))
     est = Est(random_state=0).fit(t)

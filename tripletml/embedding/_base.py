@@ -151,6 +151,11 @@ class OrdinalEmbeddingBase(BaseEstimator):
                              "the order within each triplet (head, close, far).")
         t = check_item_triplets(triplets, self.n_items, who=f"{who}: triplets")
         n = int(self.n_items) if self.n_items is not None else int(t.max()) + 1
+        if self.n_items is None and n > 10 * t.size + 10 ** 5:
+            raise ValueError(f"{who}: the largest item id is {n - 1} but the triplets name at "
+                             f"most {t.size} items; ids must be 0..n_items - 1. Relabel them "
+                             "(ids, t = np.unique(triplets, return_inverse=True)) or pass "
+                             "n_items.")
         rng = as_generator(self.random_state, self)
         used = np.zeros(n, dtype=bool)
         used[t.ravel()] = True
