@@ -232,7 +232,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
         Parameters
         ----------
         triplets : array-like of int, shape (m, 3)
-            Ids below ``n_items_``.
+            Ids below ``n_items_``.  An item that was in no training triplet
+            sits at its random start, so answers about it are chance.
 
         Returns
         -------
