@@ -376,3 +376,16 @@ def test_every_learner_verifies_pairs(factory, alt, iris_pairs):
     pred = est.predict(P)
     assert set(np.unique(pred)) <= {-1, 1}
     assert est.score(P, pc.labels) > 0.6, type(est).__name__
+
+
+def test_pair_score_and_distance_take_one_array_of_pairs(iris_pairs):
+    """metric-learn's pair_score(pairs) / pair_distance(pairs)."""
+    X, _, pc = iris_pairs
+    P = X[pc.pairs]
+    m = ITML(tol=1e-2).fit(X, np.arange(150) % 3)
+    np.testing.assert_allclose(m.pair_score(P), m.pair_score(P[:, 0], P[:, 1]))
+    np.testing.assert_allclose(m.pair_distance(P), m.pair_distance(P[:, 0], P[:, 1]))
+    o = OASIS(random_state=0).fit(X, np.arange(150) % 3)
+    np.testing.assert_allclose(o.pair_score(P), o.pair_score(P[:, 0], P[:, 1]))
+    with pytest.raises(TypeError, match=r"OASIS: pair_score takes two arrays of rows"):
+        o.pair_score(X)

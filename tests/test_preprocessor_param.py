@@ -95,3 +95,19 @@ def test_save_leaves_the_preprocessor_out(iris, tmp_path):
     m2 = load_model(tmp_path / "m.npz")
     assert m2.preprocessor is None and m.preprocessor is X          # the model keeps its own
     np.testing.assert_allclose(m2.decision_function(X[pc.pairs]), m.decision_function(pc.pairs))
+
+
+def test_callable_preprocessor_takes_string_ids(iris):
+    """metric-learn's file-name example: ids are strings, the callable maps
+    them to rows."""
+    X, _, pc, _ = iris
+    names = np.array([f"img{i:03d}.png" for i in range(len(X))])
+    lookup = {n: i for i, n in enumerate(names)}
+
+    def load(ids):
+        return X[[lookup[str(i)] for i in ids]]
+
+    a = KISSME(preprocessor=load).fit(names[pc.pairs], pc.labels)
+    b = KISSME().fit(X[pc.pairs], pc.labels)
+    np.testing.assert_allclose(a.decision_function(names[pc.pairs]),
+                               b.decision_function(X[pc.pairs]), rtol=1e-10)

@@ -38,6 +38,7 @@ _SUBMODULES = frozenset({
     "datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
     "index", "neighbors", "plot", "cluster", "sharded", "streaming", "base", "learners",
     "solvers", "training", "persistence", "auto", "losses", "demo", "column_kinds", "pairs",
+    "embedding",
 })
 
 __all__ = [

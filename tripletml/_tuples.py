@@ -72,6 +72,17 @@ def _as_array(X: Any):
     return X
 
 
+def _is_id_array(est: Any, a: Any) -> bool:
+    """Whether ``a`` holds ids for ``est.preprocessor``: integers, or (for a
+    callable preprocessor, as metric-learn's file-name example) strings."""
+    if not isinstance(a, np.ndarray):
+        return False
+    if _is_int_array(a):
+        return True
+    pre = getattr(est, "preprocessor", None)
+    return callable(pre) and not isinstance(pre, np.ndarray) and a.dtype.kind in "US"
+
+
 def _is_int_array(a: Any) -> bool:
     return isinstance(a, np.ndarray) and a.dtype != bool and np.issubdtype(a.dtype, np.integer)
 
@@ -81,8 +92,8 @@ def _preprocess_indices(est: Any, idx: np.ndarray) -> Any:
     (an array of rows, or a callable from indices to rows), checked."""
     who = _who(est)
     pre = getattr(est, "preprocessor", None)
-    idx = np.ascontiguousarray(idx, dtype=np.int64)
     if callable(pre) and not isinstance(pre, np.ndarray) and not sp.issparse(pre):
+        idx = np.ascontiguousarray(idx)
         try:
             rows = pre(idx)
         except Exception as exc:  # the user's function: report it with context
@@ -95,6 +106,7 @@ def _preprocess_indices(est: Any, idx: np.ndarray) -> Any:
                              f"array of shape ({idx.size}, n_features); it returned shape "
                              f"{getattr(rows, 'shape', None)} for {idx.size} indices.")
         return rows
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
     if not sp.issparse(pre):
         pre = np.asarray(pre)
     if getattr(pre, "ndim", None) != 2:
@@ -114,7 +126,7 @@ def resolve_rows(est: Any, X: Any) -> Any:
     if getattr(est, "preprocessor", None) is None:
         return X
     a = _as_array(X)
-    if _is_int_array(a) and a.ndim == 1:
+    if _is_id_array(est, a) and a.ndim == 1:
         return _preprocess_indices(est, a)
     return X
 
@@ -148,7 +160,7 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
             uniq, inv = np.unique(rows, axis=0, return_inverse=True)
             return TupleInput(_KINDS[k], uniq, np.asarray(inv, np.int64).reshape(n, k))
         return TupleInput(_KINDS[k], rows, np.arange(n * k, dtype=np.int64).reshape(n, k))
-    if getattr(est, "preprocessor", None) is not None and a.ndim == 2 and _is_int_array(a) \
+    if getattr(est, "preprocessor", None) is not None and a.ndim == 2 and _is_id_array(est, a) \
             and a.shape[1] in _KINDS:
         if a.shape[0] == 0:
             raise ValueError(f"{who}: X holds no index tuple (shape {a.shape}).")

@@ -444,11 +444,24 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         X = self._validate_X(X, reset=False, name=name, accept_sparse=True)
         return self._preprocess(X)
 
-    def pair_score(self, X1, X2) -> np.ndarray:
+    def pair_score(self, X1, X2=None) -> np.ndarray:
         """Row-wise similarity ``S(X1[i], X2[i])`` (higher = more similar;
         Mahalanobis learners: ``-pair_distance``, see
-        :meth:`MahalanobisMixin.pair_score`)."""
+        :meth:`MahalanobisMixin.pair_score`).  ``pair_score(pairs)`` with one
+        array of pairs of points ``(n, 2, n_features)`` (or index pairs with a
+        ``preprocessor``) is metric-learn's form."""
+        X1, X2 = self._pair_rows(X1, X2, "pair_score")
         return self._rowwise_similarity(X1, X2)
+
+    def _pair_rows(self, X1, X2, what: str):
+        """``(X1, X2)``, or the two sides of one array of pairs given as X1."""
+        if X2 is not None:
+            return X1, X2
+        ti = tuple_input(self, X1)
+        if ti is None or ti.kind != "pairs":
+            raise TypeError(f"{type(self).__name__}: {what} takes two arrays of rows (X1, X2) "
+                            "or one array of pairs of points (n_pairs, 2, n_features).")
+        return ti.rows[ti.index[:, 0]], ti.rows[ti.index[:, 1]]
 
     def _rowwise_similarity(self, X1, X2) -> np.ndarray:
         """Validated, checked ``S(X1[i], X2[i])`` (the diagonal of
@@ -1021,13 +1034,15 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
             L = L * A if A.ndim < 2 else L @ A.T      # rows of L A^T
         return L.T @ L
 
-    def pair_distance(self, X1, X2, *, squared: bool = False) -> np.ndarray:
+    def pair_distance(self, X1, X2=None, *, squared: bool = False) -> np.ndarray:
         """Row-wise Mahalanobis distance ``d(X1[i], X2[i])`` (``squared=True``:
-        ``d^2``)."""
+        ``d^2``); ``pair_distance(pairs)`` with one array of pairs of points
+        ``(n, 2, n_features)`` is metric-learn's form."""
+        X1, X2 = self._pair_rows(X1, X2, "pair_distance")
         d2 = np.maximum(-self._rowwise_similarity(X1, X2), 0.0)
         return d2 if squared else np.sqrt(d2)
 
-    def pair_score(self, X1, X2) -> np.ndarray:
+    def pair_score(self, X1, X2=None) -> np.ndarray:
         """``-pair_distance(X1, X2)``: minus the (unsquared) learned distance,
         metric-learn's convention (higher = more similar).  It ranks pairs as
         :meth:`similarity` does, whose entries are ``-d^2`` (the form that

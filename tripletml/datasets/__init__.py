@@ -10,11 +10,17 @@ or plain; both are accepted and checked by SHA-256.
 >>> b.data.shape, b.target.max()               # doctest: +SKIP
 ((528, 10), 10)
 
+Comparison data (triplets answered by people, e.g. the Zappos shoes) are loaded
+by :func:`load_comparisons`; :func:`read_triplets` converts answer formats
+(see :mod:`tripletml.datasets.comparisons`).
+
 Text features for 20 Newsgroups are in :mod:`tripletml.datasets.text`.
 """
 from ._base import get_data_home, info, list_datasets, load, read_libsvm, sha256sum
 from ._fetch import DownloadError, fetch
 from ._registry import DataFile, DatasetRecord, Subset
+from .comparisons import count_answers, load_comparisons, read_triplets
 
 __all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum", "read_libsvm",
-           "DownloadError", "DataFile", "DatasetRecord", "Subset"]
+           "DownloadError", "DataFile", "DatasetRecord", "Subset", "load_comparisons",
+           "read_triplets", "count_answers"]

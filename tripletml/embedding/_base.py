@@ -1,0 +1,257 @@
+"""The shared machinery of the feature-free ordinal embeddings.
+
+Every objective here is a sum over triplets of a function of two distances,
+``d(head, close)`` and ``d(head, far)``.  Its gradient with respect to the
+coordinates is gathered per *pair of items*: a weight ``W[a, b]`` per pair
+(the derivative of the objective with respect to the pair's squared or plain
+distance) is accumulated with one :func:`numpy.bincount`, and the gradient is
+``(diag(S 1) - S) X`` with ``S = W + W^T`` -- O(m + n^2 d) time and no
+``(m, d)`` temporaries.  When the items are many compared with the triplets
+(``n_items^2 > 4 m + 10^6``) the per-triplet route is taken instead: the
+``(m, d)`` differences ``X[head] - X[close]`` and ``X[head] - X[far]`` and a
+bincount scatter, O(m d).
+"""
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize
+from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
+
+from .._params import Interval, validate_constraints
+from .._stopping import finish
+from .._validation import as_generator
+from ..datasets.comparisons import check_item_triplets
+
+__all__ = ["OrdinalEmbeddingBase"]
+
+#: the pair route is taken while ``n_items^2 <= 4 m + _DENSE_EXTRA`` (its n x n
+#: weights then cost no more than the per-triplet route's (m, d) arrays)
+_DENSE_EXTRA = 10 ** 6
+
+
+class _Pairs:
+    """Triplets compacted to the items they use, with the routes' helpers."""
+
+    def __init__(self, t: np.ndarray, n: int, dense: bool | None = None):
+        self.h, self.c, self.f = (np.ascontiguousarray(t[:, j]) for j in range(3))
+        self.n, self.m = n, len(t)
+        self.dense = (n * n <= 4 * self.m + _DENSE_EXTRA) if dense is None else dense
+        if self.dense:
+            self.hc = self.h * n + self.c
+            self.hf = self.h * n + self.f
+
+    def sq_dists(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, object]:
+        """Squared distances ``|x_h - x_c|^2`` and ``|x_h - x_f|^2`` per triplet
+        (and what ``grad`` needs)."""
+        if self.dense:
+            from scipy.spatial.distance import cdist
+            D2 = cdist(X, X, "sqeuclidean").ravel()
+            return D2[self.hc], D2[self.hf], None
+        A = X[self.h] - X[self.c]
+        B = X[self.h] - X[self.f]
+        return np.einsum("ij,ij->i", A, A), np.einsum("ij,ij->i", B, B), (A, B)
+
+    def dense_fused(self, X: np.ndarray, kernel, param: float) -> tuple[float, np.ndarray]:
+        """The dense route in one compiled pass: ``kernel`` (from ``_kernels``)
+        sums the objective and fills the pair weights ``W``; returns the
+        objective and its gradient."""
+        from scipy.spatial.distance import cdist
+        n = X.shape[0]
+        D2 = cdist(X, X, "sqeuclidean").ravel()
+        W = np.zeros(n * n)
+        loss = kernel(D2, self.hc, self.hf, float(param), W)
+        from ._kernels import pair_grad
+        return loss, pair_grad(W, np.ascontiguousarray(X))
+
+    def _pair_grad(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        n = X.shape[0]
+        W = W.reshape(n, n)
+        S = W + W.T
+        return 2.0 * (S.sum(axis=1)[:, None] * X - S @ X)
+
+    def grad(self, X: np.ndarray, wc: np.ndarray, wf: np.ndarray, aux) -> np.ndarray:
+        """Gradient of ``sum_t wc_t |x_h - x_c|^2 + wf_t |x_h - x_f|^2`` with the
+        weights held fixed: ``2 sum_t wc_t (x_h - x_c)`` into ``h``, minus into
+        ``c`` (likewise for ``f``)."""
+        n, d = X.shape
+        if self.dense:
+            W = np.bincount(self.hc, weights=wc, minlength=n * n)
+            W += np.bincount(self.hf, weights=wf, minlength=n * n)
+            return self._pair_grad(X, W)
+        A, B = aux
+        GA = A * wc[:, None]
+        GB = B * wf[:, None]
+        cols = np.arange(d)
+        out = np.bincount((self.h[:, None] * d + cols).ravel(), weights=(GA + GB).ravel(),
+                          minlength=n * d)
+        out -= np.bincount((self.c[:, None] * d + cols).ravel(), weights=GA.ravel(),
+                           minlength=n * d)
+        out -= np.bincount((self.f[:, None] * d + cols).ravel(), weights=GB.ravel(),
+                           minlength=n * d)
+        return 2.0 * out.reshape(n, d)
+
+
+class OrdinalEmbeddingBase(BaseEstimator):
+    """Common ``fit`` / ``predict`` / ``score`` of the ordinal embeddings.
+
+    Subclasses define ``_loss_grad(X, pairs)`` returning the objective and its
+    gradient for the compacted problem, and ``_init_scale``.
+    """
+
+    _common_constraints = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_items": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_init": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="neither")],
+        "random_state": ["no_validation"],
+        "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
+    }
+    _init_scale = 1.0
+    #: route forced by tests (None: chosen by size)
+    _dense = None
+    #: use the compiled kernel on the dense route (tests compare both)
+    _fused = True
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, triplets, y=None):
+        """Learn ``embedding_`` from triplets.
+
+        Parameters
+        ----------
+        triplets : array-like of int, shape (m, 3)
+            Rows ``(head, close, far)`` of item ids: ``close`` was judged more
+            like ``head`` than ``far`` is.  Ids in ``0..n_items - 1``, three
+            distinct ids per row.  Repeated and conflicting triplets are allowed
+            (each counts once per occurrence).
+        y : None
+            Ignored (there are no labels: the order within a row is the answer).
+
+        Returns
+        -------
+        self
+
+        Warns
+        -----
+        UserWarning
+            When some items in ``0..n_items - 1`` appear in no triplet: their
+            position is undetermined and stays at its random initial value
+            (of the first start).
+        """
+        who = type(self).__name__
+        validate_constraints(self)
+        self._check_params()
+        if y is not None:
+            raise ValueError(f"{who}.fit(triplets, y=None): y must be None; the answer is "
+                             "the order within each triplet (head, close, far).")
+        t = check_item_triplets(triplets, self.n_items, who=f"{who}: triplets")
+        n = int(self.n_items) if self.n_items is not None else int(t.max()) + 1
+        if self.n_items is None and n > 10 * t.size + 10 ** 5:
+            raise ValueError(f"{who}: the largest item id is {n - 1} but the triplets name at "
+                             f"most {t.size} items; ids must be 0..n_items - 1. Relabel them "
+                             "(ids, t = np.unique(triplets, return_inverse=True)) or pass "
+                             "n_items.")
+        rng = as_generator(self.random_state, self)
+        used = np.zeros(n, dtype=bool)
+        used[t.ravel()] = True
+        if not used.all():
+            idle = np.flatnonzero(~used)
+            warnings.warn(f"{who}: {len(idle)} of {n} items appear in no triplet (ids "
+                          f"{', '.join(map(str, idle[:10]))}{', ...' if len(idle) > 10 else ''}"
+                          "); their embedding is undetermined and stays at its random "
+                          "initial position.", UserWarning, stacklevel=2)
+        ids = np.flatnonzero(used)
+        code = np.full(n, -1, dtype=np.int64)
+        code[ids] = np.arange(len(ids))
+        pairs = _Pairs(code[t], len(ids), self._dense)
+        shape = (len(ids), self.n_components)
+        start = time.perf_counter()
+        it = [0]
+
+        def fun(x):
+            loss, g = self._loss_grad(x.reshape(shape), pairs)
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"{who}: the objective became non-finite; check "
+                                         "the parameters (margin, alpha, regularization).")
+            return loss, g.ravel()
+
+        def callback(xk):
+            it[0] += 1
+            if self.verbose and (it[0] % 50 == 0 or it[0] == 1):
+                print(f"{who}: iteration {it[0]}, {time.perf_counter() - start:.2f} s")
+
+        best, X = None, None
+        for run in range(self.n_init):
+            init = rng.standard_normal((n, self.n_components)) * self._init_scale
+            if X is None:
+                X = init        # the items in no triplet keep the first start's place
+            # L-BFGS-B's small dense updates (maxcor x maxcor) lose to BLAS threads:
+            # one thread is several times faster, and much faster on a busy machine
+            with threadpool_limits(limits=1, user_api="blas"):
+                res = minimize(fun, init[ids].ravel(), jac=True, method="L-BFGS-B",
+                               callback=callback,
+                               options=dict(maxiter=self.max_iter, ftol=self.tol,
+                                            gtol=self.tol * 1e-3, maxcor=20))
+            if self.verbose:
+                print(f"{who}: start {run + 1} of {self.n_init}: objective {res.fun:.6g} "
+                      f"after {res.nit} iterations")
+            if best is None or res.fun < best.fun:
+                best = res
+        res = best
+        X[ids] = res.x.reshape(shape)
+        if not np.isfinite(X).all():  # pragma: no cover - guarded by fun
+            raise FloatingPointError(f"{who}: the embedding became non-finite.")
+        self.embedding_ = X
+        self.n_items_ = n
+        self.loss_ = float(res.fun)
+        self.n_features_in_ = 3
+        reason = "max_iter" if res.nit >= self.max_iter and not res.success else "tol"
+        finish(self, res.nit, reason, tol=self.tol, what="relative decrease of the objective",
+               advice="increase max_iter", stacklevel=3)
+        return self
+
+    def _check_params(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ use
+    def _check_fitted_triplets(self, triplets) -> np.ndarray:
+        from sklearn.utils.validation import check_is_fitted
+        check_is_fitted(self, "embedding_")
+        return check_item_triplets(triplets, self.n_items_,
+                                   who=f"{type(self).__name__}: triplets")
+
+    def predict(self, triplets) -> np.ndarray:
+        """+1 where ``head`` is strictly nearer to ``close`` than to ``far`` in
+        ``embedding_`` (Euclidean), else -1.
+
+        Parameters
+        ----------
+        triplets : array-like of int, shape (m, 3)
+            Ids below ``n_items_``.  An item that was in no training triplet
+            sits at its random start, so answers about it are chance.
+
+        Returns
+        -------
+        ndarray of int8, shape (m,)
+        """
+        t = self._check_fitted_triplets(triplets)
+        X = self.embedding_
+        dc = ((X[t[:, 0]] - X[t[:, 1]]) ** 2).sum(axis=1)
+        df = ((X[t[:, 0]] - X[t[:, 2]]) ** 2).sum(axis=1)
+        return np.where(dc < df, 1, -1).astype(np.int8)
+
+    def score(self, triplets, y=None) -> float:
+        """Triplet accuracy: the fraction of ``triplets`` predicted +1 (the
+        embedding agrees with the answer).  ``y`` is ignored."""
+        return float(np.mean(self.predict(triplets) == 1))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = False
+        tags.requires_fit = True
+        return tags
