@@ -55,7 +55,7 @@ def test_bad_pair_labels(labels, match):
     ([[0.0, 1.0]], TypeError, r"integer indices"),
     (np.zeros((0, 2), int), ValueError, r"empty"),
     ([[0, 1], [3, 3], [2, 2]], ValueError, r"2 of the pairs pair a row with itself \(i, i\).*"
-                                           r"rows 1, 2\."),
+                                           r"positions 1, 2\."),
 ])
 def test_bad_index_pairs(pairs, err, match):
     with pytest.raises(err, match=match):
@@ -389,3 +389,21 @@ def test_pair_score_and_distance_take_one_array_of_pairs(iris_pairs):
     np.testing.assert_allclose(o.pair_score(P), o.pair_score(P[:, 0], P[:, 1]))
     with pytest.raises(TypeError, match=r"OASIS: pair_score takes two arrays of rows"):
         o.pair_score(X)
+
+
+def test_point_pairs_of_identical_points_are_left_out_with_a_warning(iris_pairs):
+    """Two equal points at different indices: the index form keeps the pair
+    (its distance is 0 under every metric), the point form cannot tell the
+    rows apart and leaves it out, saying which pairs."""
+    X, _, pc = iris_pairs
+    X = X.copy()
+    X[5] = X[3]
+    P = np.r_[pc.pairs, [[3, 5]]]
+    lab = np.r_[pc.labels, 1]
+    with pytest.warns(UserWarning, match=r"KISSME: 1 of the 301 pairs join two identical "
+                                         r"points \(pairs 300\)"):
+        a = KISSME().fit(X[P], lab)
+    b = KISSME().fit(X[pc.pairs], pc.labels)
+    np.testing.assert_allclose(a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix())
+    with pytest.raises(ValueError, match="every pair joins two identical points"):
+        KISSME().fit(X[[[3, 5], [5, 3]]], [1, -1])

@@ -628,7 +628,22 @@ def _tuple_forms(est, X, y, triplets, pairs=None):
     if y is None:
         raise ValueError(f"{who}: X of shape {np.shape(X)} holds pairs; give their labels, "
                          "fit(pairs, y) with y +1 (similar) or -1 (dissimilar) per pair.")
-    return ti.rows, y, None, ti.index, "pairs"
+    index = ti.index
+    same = np.flatnonzero(index[:, 0] == index[:, 1])
+    if same.size:       # two equal points: no metric tells them apart (metric-learn keeps them)
+        at = ", ".join(str(int(i)) for i in same[:10])
+        if same.size == index.shape[0]:
+            raise ValueError(f"{who}: every pair joins two identical points; no metric can be "
+                             "learned from them.")
+        warnings.warn(f"{who}: {same.size} of the {index.shape[0]} pairs join two identical "
+                      f"points (pairs {at}{', ...' if same.size > 10 else ''}); their distance "
+                      "is 0 under every metric, so they are left out.", UserWarning,
+                      stacklevel=3)
+        keep = np.ones(index.shape[0], bool)
+        keep[same] = False
+        index = index[keep]
+        y = np.asarray(y)[keep] if np.ndim(y) == 1 and np.shape(y)[0] == keep.size else y
+    return ti.rows, y, None, index, "pairs"
 
 
 def _is_collection(X) -> bool:

@@ -116,7 +116,8 @@ def check_pairs(pairs: Any, labels: Any, n_samples: int, owner: Any = None,
         rows = ", ".join(str(int(r)) for r in same[:10])
         more = f" (and {same.size - 10} more)" if same.size > 10 else ""
         raise ValueError(f"{who}: {same.size} of the {name} pair a row with itself (i, i), "
-                         f"which says nothing about the metric: rows {rows}{more}.")
+                         f"which says nothing about the metric: pairs at positions "
+                         f"{rows}{more}.")
     lab = check_pair_labels(labels, p.shape[0], owner)
     return PairConstraints(p, lab)
 
