@@ -95,14 +95,8 @@ def check_env(py: Path, log) -> dict:
 # --------------------------------------------------------------------------------------
 # rows
 # --------------------------------------------------------------------------------------
-def num(v) -> Optional[float]:
-    if v is None or v == "":
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+#: a CSV cell as a finite float or None (bench_peers' rule, once)
+num = bp._num
 
 
 def normalise(r: dict, fields: Sequence[str], floats: Sequence[str],
