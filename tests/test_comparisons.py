@@ -300,3 +300,11 @@ def test_zappos_answer_counts(zappos):
     # each (head, pair) question answered once: nothing left to conflict
     assert c.n_questions == 283770 and c.n_answers == 283770
     assert c.n_conflicting == 0 and c.majority_ceiling == 1.0
+
+
+def test_datasets_load_dispatches_to_the_comparison_loader(data_home):
+    from tripletml import datasets
+    b = datasets.load("zappos", data_home)
+    assert b.triplets.shape == (283770, 3) and b.features.shape == (85, 4096)
+    with pytest.raises(ValueError, match="has no subsets"):
+        datasets.load("zappos", data_home, subset="train")

@@ -16,7 +16,8 @@ by :func:`load_comparisons`; :func:`read_triplets` converts answer formats
 
 Text features for 20 Newsgroups are in :mod:`tripletml.datasets.text`.
 """
-from ._base import get_data_home, info, list_datasets, load, read_libsvm, sha256sum
+from ._base import get_data_home, info, list_datasets, read_libsvm, sha256sum
+from ._load import load
 from ._fetch import DownloadError, fetch
 from ._registry import DataFile, DatasetRecord, Subset
 from .comparisons import count_answers, load_comparisons, read_triplets
