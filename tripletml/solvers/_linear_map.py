@@ -11,12 +11,13 @@ iteration and maps scipy's exit to tripletml's stop reasons.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import scipy.optimize
+
+from ..training.history import History
 
 
 __all__ = ["INIT_OPTIONS", "initial_components", "minimize_lbfgs", "LBFGSResult"]
@@ -121,7 +122,6 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
     ``record_keys`` of ``info``.
     """
     shape = L0.shape
-    t0 = time.perf_counter()
     cache: dict = {}
 
     def f(x):
@@ -135,23 +135,18 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
         cache["x"], cache["value"], cache["info"] = x.copy(), float(value), info
         return float(value), grad.ravel()
 
-    hist = {"step": [], "seconds": [], "objective": []}
-    for k in record_keys:
-        hist[k] = []
+    hist = History(keys=("objective",) + tuple(record_keys))
 
     def record(step, value, info):
-        hist["step"].append(int(step))
-        hist["seconds"].append(time.perf_counter() - t0)
-        hist["objective"].append(float(value))
-        for k in record_keys:
-            v = info.get(k)
-            hist[k].append(float(v) if v is not None else None)
+        hist.record(step, objective=float(value),
+                    **{k: (float(info[k]) if info.get(k) is not None else None)
+                       for k in record_keys})
         if verbose:
             extra = " ".join(f"{k} {info.get(k)}" for k in record_keys)
             print(f"[{who}] iter {step:4d} objective {value:.10g} {extra}".rstrip(), flush=True)
 
     def criterion() -> float:
-        obj = hist["objective"]
+        obj = hist.data["objective"]
         w = min(int(window), len(obj) - 1)
         if w < 1:
             return math.inf
@@ -194,4 +189,4 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
     if verbose:
         print(f"[{who}] stopped after {n_iter} iterations ({reason}): {msg}", flush=True)
     return LBFGSResult(L=L, n_iter=n_iter, reason=reason, message=msg, objective=final,
-                       initial_objective=v0, criterion=crit, history=hist)
+                       initial_objective=v0, criterion=crit, history=hist.data)

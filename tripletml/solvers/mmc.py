@@ -28,11 +28,11 @@ free coordinates with a backtracking line search).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..training.history import History
 __all__ = ["project_simplex_capped", "project_spectraplex", "full_objective",
            "full_gradient", "mmc_full", "diagonal_objective", "mmc_diagonal", "MMCResult"]
 
@@ -123,14 +123,14 @@ def mmc_full(Ds: np.ndarray, Dd: np.ndarray, *, max_iter: int, tol: float | None
     condition ``g(B+) >= g(B) + <grad, B+ - B> - ||B+ - B||^2 / (2 t)`` holds.
     Stops when the relative increase of ``g`` over a step is at most ``tol``
     (criterion ``(g(B+) - g(B)) / g(B+)``) or after ``max_iter`` steps."""
-    t0 = time.perf_counter()
     W = _whitener(Ds, Dd)
     s = W.shape[1]
     Z = Dd @ W
     B = np.eye(s) / s
     g, G = full_gradient(Z, B)
     t = 1.0 / max(np.linalg.norm(G), 1e-300)
-    hist = {"step": [0], "seconds": [0.0], "objective": [g], "convergence": [math.inf]}
+    hist = History(keys=("objective", "convergence"))
+    hist.record(0, objective=g, convergence=math.inf)
     lam, V = np.full(s, 1.0 / s), np.eye(s)
     crit, converged, it = math.inf, False, 0
     for it in range(1, max_iter + 1):
@@ -148,10 +148,7 @@ def mmc_full(Ds: np.ndarray, Dd: np.ndarray, *, max_iter: int, tol: float | None
         crit = (gn - g) / max(abs(gn), 1e-300)
         B, g, G, lam, V = Bn, gn, Gn, lam_n, V_n
         t *= 2.0
-        hist["step"].append(it)
-        hist["seconds"].append(time.perf_counter() - t0)
-        hist["objective"].append(g)
-        hist["convergence"].append(crit)
+        hist.record(it, objective=g, convergence=crit)
         if verbose:
             print(f"{who}: step {it} objective {g:.6g} change {crit:.3g}")
         if tol is not None and crit <= tol:
@@ -161,7 +158,7 @@ def mmc_full(Ds: np.ndarray, Dd: np.ndarray, *, max_iter: int, tol: float | None
     order = order[lam[order] > 0]
     L = (np.sqrt(lam[order])[:, None] * (W @ V[:, order]).T)
     A = L.T @ L
-    return MMCResult(0.5 * (A + A.T), np.ascontiguousarray(L), it, converged, crit, hist)
+    return MMCResult(0.5 * (A + A.T), np.ascontiguousarray(L), it, converged, crit, hist.data)
 
 
 def diagonal_objective(us: np.ndarray, Ud: np.ndarray, a: np.ndarray) -> float:
@@ -184,7 +181,6 @@ def mmc_diagonal(Ds: np.ndarray, Dd: np.ndarray, *, max_iter: int, tol: float | 
     when the Newton decrement ``-grad . p`` is at most ``tol`` (scale free:
     scaling X shifts ``h`` by a constant), or when no step along the Newton
     direction decreases ``h``."""
-    t0 = time.perf_counter()
     us = np.einsum("ij,ij->j", Ds, Ds)
     Ud = Dd * Dd
     d = us.size
@@ -207,7 +203,8 @@ def mmc_diagonal(Ds: np.ndarray, Dd: np.ndarray, *, max_iter: int, tol: float | 
         return h, grad, H
 
     h, grad, H = parts(a)
-    hist = {"step": [0], "seconds": [0.0], "objective": [h], "convergence": [math.inf]}
+    hist = History(keys=("objective", "convergence"))
+    hist.record(0, objective=h, convergence=math.inf)
     crit, converged, it = math.inf, False, 0
     for it in range(1, max_iter + 1):
         # Bertsekas' epsilon-active set: coordinates near 0 that the gradient
@@ -245,14 +242,11 @@ def mmc_diagonal(Ds: np.ndarray, Dd: np.ndarray, *, max_iter: int, tol: float | 
         if not math.isfinite(h):
             raise FloatingPointError(f"{who}: training diverged (the objective is not finite); "
                                      "scale the features down.")
-        hist["step"].append(it)
-        hist["seconds"].append(time.perf_counter() - t0)
-        hist["objective"].append(h)
-        hist["convergence"].append(crit)
+        hist.record(it, objective=h, convergence=crit)
         if verbose:
             print(f"{who}: Newton step {it} objective {h:.6g} decrement {crit:.3g}")
     order = np.argsort(a)[::-1]
     order = order[a[order] > 0]
     L = np.zeros((order.size, d))
     L[np.arange(order.size), order] = np.sqrt(a[order])
-    return MMCResult(np.diag(a), L, it, converged, crit, hist)
+    return MMCResult(np.diag(a), L, it, converged, crit, hist.data)

@@ -22,13 +22,12 @@ namely ``w_b = eta0 t max(0, -(gbar_b + alpha)) / (delta0 + s_b)``
 from __future__ import annotations
 
 import math
-import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
 
+from ..training.history import History
 __all__ = ["rda_step", "scml_objective", "triplet_deltas", "lda_basis", "triplet_diff_basis",
            "scml_rda", "SCMLResult"]
 
@@ -181,14 +180,13 @@ def scml_rda(delta: np.ndarray, *, alpha: float, eta0: float, batch_size: int, m
     start ``w = 0`` is not a candidate).  Stops when the best objective
     improved by at most ``tol`` (relative) over the last ``check_every``
     steps (from the second check on), or after ``max_iter`` steps."""
-    t0 = time.perf_counter()
     m, K = delta.shape
     w = np.zeros(K)
     gsum = np.zeros(K)
     s2 = np.zeros(K)
     best_w, best = w.copy(), math.inf          # w = 0 is the start, not a candidate
-    hist = {"step": [0], "seconds": [0.0], "objective": [scml_objective(delta, w, alpha)],
-            "convergence": [math.inf]}
+    hist = History(keys=("objective", "convergence"))
+    hist.record(0, objective=scml_objective(delta, w, alpha), convergence=math.inf)
     last_best, crit, converged, it = best, math.inf, False, 0
     batches = rng.integers(0, m, size=(max_iter, batch_size))
     for it in range(1, max_iter + 1):
@@ -208,13 +206,10 @@ def scml_rda(delta: np.ndarray, *, alpha: float, eta0: float, batch_size: int, m
             crit = (last_best - best) / max(abs(last_best), 1e-12) \
                 if math.isfinite(last_best) else math.inf
             last_best = best
-            hist["step"].append(it)
-            hist["seconds"].append(time.perf_counter() - t0)
-            hist["objective"].append(obj)
-            hist["convergence"].append(crit)
+            hist.record(it, objective=obj, convergence=crit)
             if verbose:
                 print(f"{who}: step {it} objective {obj:.6g} best {best:.6g}")
             if tol is not None and crit <= tol:
                 converged = True
                 break
-    return SCMLResult(best_w, it, converged, crit, hist)
+    return SCMLResult(best_w, it, converged, crit, hist.data)
