@@ -12,10 +12,10 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from tripletml.embedding import SOE, TSTE
+from tripletml.embedding import SOE, STE, TSTE
 from tripletml.embedding._base import _Pairs
 
-ESTIMATORS = [SOE, TSTE]
+ESTIMATORS = [SOE, STE, TSTE]
 
 
 # --------------------------------------------------------------------------- references
@@ -34,6 +34,18 @@ def tste_objective_plain(X, triplets, alpha, lam):
     def kern(a, b):
         d2 = sum((X[a, c] - X[b, c]) ** 2 for c in range(X.shape[1]))
         return (1.0 + d2 / alpha) ** (-(alpha + 1.0) / 2.0)
+    s = 0.0
+    for i, j, l in triplets:
+        kij, kil = kern(i, j), kern(i, l)
+        s -= math.log(kij / (kij + kil))
+    return s + lam * float((X ** 2).sum())
+
+
+def ste_objective_plain(X, triplets, lam):
+    """van der Maaten & Weinberger 2012, Sec. 3.1 (Gaussian kernel):
+    -sum log p_ijl + lam ||X||^2 with p_ijl = K_ij / (K_ij + K_il), K = exp(-d^2)."""
+    def kern(a, b):
+        return math.exp(-sum((X[a, c] - X[b, c]) ** 2 for c in range(X.shape[1])))
     s = 0.0
     for i, j, l in triplets:
         kij, kil = kern(i, j), kern(i, l)
@@ -95,6 +107,17 @@ def test_tste_objective_matches_paper(dense, d, alpha, lam):
     assert abs(loss - ref) <= 1e-10 * ref
 
 
+@pytest.mark.parametrize("dense", ROUTES)
+@pytest.mark.parametrize("d, lam", [(2, 0.0), (3, 0.1), (1, 1e-3)])
+def test_ste_objective_matches_paper(dense, d, lam):
+    rng = np.random.default_rng(5)
+    X = 0.7 * rng.normal(size=(10, d))
+    t = _random_triplets(10, 150, rng)
+    loss, _ = _compact(STE(d, regularization=lam), X, t, dense)
+    ref = ste_objective_plain(X, t, lam)
+    assert abs(loss - ref) <= 1e-10 * ref
+
+
 def _fd_grad(f, X, eps=1e-6):
     G = np.zeros_like(X)
     for idx in np.ndindex(X.shape):
@@ -106,7 +129,8 @@ def _fd_grad(f, X, eps=1e-6):
 
 @pytest.mark.parametrize("dense", ROUTES)
 @pytest.mark.parametrize("est", [SOE(3, margin=0.7), TSTE(3), TSTE(3, alpha=2.5,
-                                                                    regularization=0.3)])
+                                                                    regularization=0.3),
+                                 STE(3), STE(3, regularization=0.0)])
 def test_gradient_finite_differences(est, dense):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(9, 3))
@@ -124,12 +148,12 @@ def test_gradient_is_not_trivially_zero():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(9, 2))
     t = _random_triplets(9, 50, rng)
-    for est in (SOE(2), TSTE(2)):
+    for est in (SOE(2), STE(2), TSTE(2)):
         assert np.abs(_compact(est, X, t, "fused")[1]).max() > 1e-3
 
 
 # --------------------------------------------------------------------------- recovery
-@pytest.mark.parametrize("Est, kw", [(SOE, {}), (TSTE, {"alpha": 10.0})])
+@pytest.mark.parametrize("Est, kw", [(SOE, {}), (STE, {}), (TSTE, {"alpha": 10.0})])
 def test_planted_configuration_recovered(Est, kw):
     P, t = _planted()
     half = len(t) // 2

@@ -9,6 +9,8 @@ distances agree with as many triplets as possible:
 
 * :class:`SOE` -- soft ordinal embedding (Terada & von Luxburg, ICML 2014):
   squared hinge on the distance differences;
+* :class:`STE` -- stochastic triplet embedding (van der Maaten & Weinberger,
+  MLSP 2012): logistic loss of the difference of squared distances;
 * :class:`TSTE` -- t-distributed stochastic triplet embedding (van der Maaten &
   Weinberger, MLSP 2012): log-likelihood under a Student-t kernel.
 
@@ -30,6 +32,7 @@ an item no one has judged (see the learners on features for that).
 True
 """
 from .soe import SOE
+from .ste import STE
 from .tste import TSTE
 
-__all__ = ["SOE", "TSTE"]
+__all__ = ["SOE", "STE", "TSTE"]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["soe_pairs", "tste_pairs", "pair_grad"]
+__all__ = ["soe_pairs", "ste_pairs", "tste_pairs", "pair_grad"]
 
 
 @njit(cache=True, nogil=True)
@@ -79,3 +79,26 @@ def pair_grad(W, X):  # pragma: no cover - compiled
                     G[a, k] += g
                     G[b, k] -= g
     return G
+
+
+@njit(cache=True, nogil=True)
+def ste_pairs(D2, hc, hf, unused, W):  # pragma: no cover - compiled
+    """STE negative log-likelihood ``sum log(1 + exp(u_close - u_far))`` (the
+    logistic loss of the difference of squared distances) and, into W
+    (zeroed), its derivative with respect to each pair's squared distance."""
+    loss = 0.0
+    for t in range(hc.shape[0]):
+        a = hc[t]
+        b = hf[t]
+        z = D2[a] - D2[b]
+        if z > 0.0:
+            e = math.exp(-z)
+            loss += z + math.log1p(e)
+            q = 1.0 / (1.0 + e)
+        else:
+            e = math.exp(z)
+            loss += math.log1p(e)
+            q = e / (1.0 + e)
+        W[a] += q
+        W[b] -= q
+    return loss
