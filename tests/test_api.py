@@ -63,6 +63,21 @@ def test_grid_search_with_numpy_ints(factory, alt):
 
 
 @pytest.mark.parametrize("factory, alt", ESTIMATORS)
+def test_triplet_score_on_few_items_equals_the_per_triplet_route(factory, alt):
+    """Many triplets about a few rows are scored from one heads x rows
+    similarity matrix; the margins are the per-triplet ones."""
+    X, y = toy_data()
+    est = factory().fit(X, y)
+    rng = np.random.default_rng(0)
+    t = np.array([rng.choice(8, 3, replace=False) for _ in range(400)])
+    few = est.triplet_score(X, t)                 # 8 x 8 <= 4 * 400: by items
+    per = np.concatenate([est.triplet_score(X, t[i:i + 1]) for i in range(0, 400, 37)])
+    np.testing.assert_allclose(few[::37], per, rtol=1e-9, atol=1e-9)
+    S = est.similarity(X[:8], X[:8])
+    np.testing.assert_allclose(few, S[t[:, 0], t[:, 1]] - S[t[:, 0], t[:, 2]], atol=1e-9)
+
+
+@pytest.mark.parametrize("factory, alt", ESTIMATORS)
 def test_scoring_contract(factory, alt):
     X, y = toy_data()
     est = factory().fit(X, y)

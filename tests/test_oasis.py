@@ -164,3 +164,44 @@ def test_initial_loss_is_the_mean_hinge_of_the_initial_W_on_the_first_triplets(s
         got = m._initial_loss(as_csr(sp.csr_matrix(X) if sparse else X), t)
         assert got == pytest.approx(ref, rel=1e-12, abs=1e-12)
     assert m._initial_loss(as_csr(X), t[:0]) is None
+
+
+# --------------------------------------------------------------------------- Gram route
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("C", [0.01, 1.0, 1e6])
+def test_gram_route_equals_the_plain_route_and_the_reference(sparse, C):
+    """Few rows, many features: the steps in the Gram space of the block's
+    rows give the paper's iterates (every block, every margin and loss)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(15, 40))
+    if sparse:
+        X[rng.random(X.shape) < 0.7] = 0.0
+    y = rng.integers(0, 3, size=15)
+    t = random_class_triplets(y, 2500, random_state=2)
+    Xin = sp.csr_matrix(X) if sparse else X
+    fits = {}
+    for route in (True, False):
+        m = OASIS(preprocessing=None, C=C, max_iter=2, random_state=0)
+        m._gram_route = route
+        fits[route] = m.fit(Xin, triplets=t)
+    np.testing.assert_allclose(fits[True].W_, fits[False].W_, rtol=1e-9, atol=1e-9)
+    for key in ("loss", "avg_loss", "mistake_rate"):
+        np.testing.assert_allclose(fits[True].history_[key], fits[False].history_[key],
+                                   rtol=1e-9, atol=1e-12)
+    assert not np.allclose(fits[True].W_, np.eye(40))
+    # step by step against the dense loop of the paper, from a non-identity W
+    W0 = np.eye(40) + 0.1 * rng.normal(size=(40, 40))
+    Wref, _ = reference_oasis(X, t[:300], C, W0)
+    m = OASIS(preprocessing=None, C=C)
+    m._gram_route = True
+    m.partial_fit(Xin, t[:1])
+    m.W_ = W0.copy()
+    m.partial_fit(Xin, t[:300])
+    np.testing.assert_allclose(m.W_, Wref, rtol=1e-9, atol=1e-9)
+
+
+def test_gram_route_is_taken_only_where_it_pays():
+    from tripletml.solvers.oasis import gram_route_pays
+    assert gram_route_pays(57, 57 * 4096, 1000, 4096)        # zappos: 57 items, 4096-D
+    assert not gram_route_pays(2000, 2000 * 50, 1000, 50)     # many rows, few features
+    assert not gram_route_pays(1500, 1500 * 30, 1000, 20000)  # sparse text rows

@@ -71,6 +71,11 @@ __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
 _CHUNK_BYTES = 64 * 2**20
 
 
+#: largest head x row similarity matrix :meth:`triplet_score` forms to score
+#: triplets that reuse few rows (16M float64 = 128 MiB)
+_MAX_ITEM_SIMILARITIES = 1 << 24
+
+
 def _chunk_rows(n_rows: int, width: int) -> int:
     return max(1, min(n_rows, _CHUNK_BYTES // (8 * max(1, width))))
 
@@ -507,6 +512,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         """
         X = self._check_fitted_X(X)
         t = check_triplets(triplets, X.shape[0], self)
+        out = self._triplet_score_by_items(X, t)
+        if out is not None:
+            return self._finite_output(out, "triplet_score")
         out = np.empty(t.shape[0])
         step = _chunk_rows(t.shape[0], X.shape[1])
         with np.errstate(over="ignore", invalid="ignore"):
@@ -516,6 +524,23 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                 out[s:s + step] = (self._pair_score(Q, X[c[:, 1]])
                                    - self._pair_score(Q, X[c[:, 2]]))
         return self._finite_output(out, "triplet_score")
+
+    def _triplet_score_by_items(self, X, t: np.ndarray) -> np.ndarray | None:
+        """Margins from one similarity matrix between the distinct heads and
+        the distinct other rows when the triplets reuse few rows (human
+        comparisons: many triplets about a few items), where scoring each
+        triplet's rows would repeat the same products; None otherwise."""
+        m = t.shape[0]
+        if m < 2:
+            return None
+        uq, iq = np.unique(t[:, 0], return_inverse=True)
+        up, ip = np.unique(t[:, 1:], return_inverse=True)
+        if uq.size * up.size > min(4 * m, _MAX_ITEM_SIMILARITIES):
+            return None
+        ip = ip.reshape(-1, 2)
+        with np.errstate(over="ignore", invalid="ignore"):
+            S = np.asarray(self._similarity(X[uq], X[up]))
+            return S[iq, ip[:, 0]] - S[iq, ip[:, 1]]
 
     def score(self, X, y=None) -> float:
         """Leave-one-out mean average precision of retrieval within rows X

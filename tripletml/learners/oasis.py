@@ -21,7 +21,7 @@ from .._params import Interval, StrOptions
 from ..base import BilinearMixin
 from ..linalg.sparse_rows import diff_buffers
 from ..losses import triplet_hinge_array
-from ..solvers.oasis import oasis_margins, oasis_steps
+from ..solvers.oasis import gram_route_pays, oasis_gram_steps, oasis_margins, oasis_steps
 from ._online import WATCH_HEAD, OnlineTripletLearner
 from ._transform_docs import N_COMPONENTS_PARAM, document_transform
 
@@ -104,6 +104,9 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _advice = "lower C or scale the features down"
     #: fit(ShardedCollection): iterative parameter mixing (:mod:`tripletml.training.mixing`)
     _partitioned_strategy = "mixing"
+    #: None: the Gram route where it is cheaper (``gram_route_pays``); tests
+    #: force True / False to compare the two
+    _gram_route = None
 
     def __init__(self, C=0.01, *, max_iter=1, n_triplets=30000, sampling="class", init="identity",
                  tol=None, preprocessing="auto", random_state=None, verbose=0,
@@ -135,11 +138,45 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         m = triplets.shape[0]
         losses = np.empty(m)
         margins = np.empty(m)
+        if self._gram_route is not False:
+            rows, local = np.unique(triplets, return_inverse=True)
+            R = Xc[rows]
+            if self._gram_route or gram_route_pays(len(rows), R.nnz, m, Xc.shape[1]):
+                bad = self._gram_steps(R, local.reshape(triplets.shape).astype(np.int64),
+                                       losses, margins)
+                if bad >= 0:
+                    raise self._diverged(self.t_ + bad + 1)
+                return losses, margins
         bad = oasis_steps(self.W_, Xc.indptr, Xc.indices, Xc.data, triplets, float(self.C),
                            losses, margins, *diff_buffers(Xc))
         if bad >= 0:
             raise self._diverged(self.t_ + bad + 1)
         return losses, margins
+
+    def _gram_steps(self, R, local, losses, margins) -> int:
+        """The block's steps by :func:`~tripletml.solvers.oasis.oasis_gram_steps`
+        on its rows ``R`` (CSR, k x d): ``H = R W R^T``, the steps, then
+        ``W += R^T A R`` (BLAS on dense rows)."""
+        W = self.W_
+        dense = R.nnz > 0.25 * R.shape[0] * R.shape[1]
+        Rd = R.toarray() if dense else None
+        if dense:
+            RW = Rd @ W
+            H = RW @ Rd.T
+            G = Rd @ Rd.T
+        else:
+            RW = np.asarray(R @ W)
+            H = np.asarray(R @ RW.T).T.copy()
+            G = np.asarray((R @ R.T).todense())
+        del RW
+        A = np.zeros_like(G)
+        bad = oasis_gram_steps(np.ascontiguousarray(H), G, R.indptr, R.indices, R.data, local,
+                               float(self.C), losses, margins, A, *diff_buffers(R))
+        if dense:
+            W += Rd.T @ (A @ Rd)
+        else:
+            W += np.asarray(R.T @ np.asarray(R.T @ A.T).T)
+        return bad
 
     def _initial_loss(self, Xc, triplets):
         """Mean hinge loss of the initial W on the first ``WATCH_HEAD``
