@@ -7,8 +7,9 @@ constructor parameters and the non-array fitted attributes (``history_``,
 
 Loading trusts nothing in the file:
 
-* the class must be a learner of :mod:`tripletml._registry` (abstract bases
-  and anything else are refused); nothing is imported or unpickled
+* the class must be a learner of :mod:`tripletml._registry` or one of the
+  feature-free ordinal embeddings SOE, STE, TSTE (an explicit allow-list;
+  abstract bases and anything else are refused); nothing is imported or unpickled
   (``allow_pickle=False``, JSON metadata);
 * every array member must be declared in the class's ``_fitted_arrays``
   (:mod:`tripletml._arrayspec`); an undeclared one is refused from the zip
@@ -148,6 +149,15 @@ def load_model(path: str | os.PathLike, *, max_bytes: int | None = None) -> Sava
                          f"(truncated or foreign: {type(exc).__name__}: {detail}).") from None
 
 
+def _embedding_classes() -> dict:
+    """The feature-free ordinal embeddings a model file may name besides the
+    registry's learners (they take no X, so they are not registered learners):
+    an explicit allow-list, checked like the learners (declared
+    ``_fitted_arrays``, ``_validate_params``, ``_check_loaded``)."""
+    from .embedding import SOE, STE, TSTE    # late: embedding imports datasets
+    return {c.__name__: c for c in (SOE, STE, TSTE)}
+
+
 def _read_meta(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path) -> dict:
     if info.file_size > _META_MAX_BYTES:
         raise _Refused(f"load_model: {path} has a {info.file_size}-byte metadata entry "
@@ -237,8 +247,11 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
         try:
             cls = get_entry(cname).cls
         except ValueError:
-            raise _Refused(f"load_model: {path} holds an unknown or abstract model class "
-                           f"{str(cname)[:80]!r}; known: {', '.join(learner_names())}.") from None
+            cls = _embedding_classes().get(cname) if isinstance(cname, str) else None
+            if cls is None:
+                raise _Refused(f"load_model: {path} holds an unknown or abstract model class "
+                               f"{str(cname)[:80]!r}; known: {', '.join(learner_names())}, "
+                               f"{', '.join(_embedding_classes())}.") from None
         params, attrs = meta.get("params"), meta.get("attributes")
         if not isinstance(params, dict) or not isinstance(attrs, dict):
             raise _Refused(f"load_model: {path} has malformed metadata (params/attributes).")

@@ -12,7 +12,16 @@ distances agree with as many triplets as possible:
 * :class:`STE` -- stochastic triplet embedding (van der Maaten & Weinberger,
   MLSP 2012): logistic loss of the difference of squared distances;
 * :class:`TSTE` -- t-distributed stochastic triplet embedding (van der Maaten &
-  Weinberger, MLSP 2012): log-likelihood under a Student-t kernel.
+  Weinberger, MLSP 2012): log-likelihood under a Student-t kernel;
+* :class:`BilinearEmbedding` -- a bilinear similarity learner (LORETA by
+  default) on one-hot item rows: a low-rank similarity per pair of items.
+
+:func:`choose_dimension` picks ``n_components`` by K-fold cross-validation over
+the triplets with the one-standard-error rule.  The estimators also work with
+:class:`sklearn.model_selection.GridSearchCV` directly (triplets as X, score
+= triplet accuracy; pass ``n_items`` so that every fold embeds the same
+items).  :func:`tripletml.save_model` / :func:`tripletml.load_model` store and
+check SOE, STE and TSTE.
 
 There are no features: the estimators have no ``transform``; the learned
 coordinates are ``embedding_`` (row ``i`` = item ``i``), and ``predict`` /
@@ -31,8 +40,12 @@ an item no one has judged (see the learners on features for that).
 >>> SOE(random_state=0).fit(t).score(t) > 0.95
 True
 """
+from ._base import UnusedItemsWarning
+from ._select import DimensionChoice, choose_dimension
+from .bilinear import BilinearEmbedding
 from .soe import SOE
 from .ste import STE
 from .tste import TSTE
 
-__all__ = ["SOE", "STE", "TSTE"]
+__all__ = ["SOE", "STE", "TSTE", "BilinearEmbedding", "choose_dimension", "DimensionChoice",
+           "UnusedItemsWarning"]

@@ -22,12 +22,33 @@ from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
 
+from .._arrayspec import ArraySpec, check_fitted_arrays
 from .._params import Interval, validate_constraints
 from .._stopping import finish
 from .._validation import as_generator
 from ..datasets.comparisons import check_item_triplets
 
-__all__ = ["OrdinalEmbeddingBase"]
+__all__ = ["OrdinalEmbeddingBase", "UnusedItemsWarning", "warn_unused_items"]
+
+
+class UnusedItemsWarning(UserWarning):
+    """Some items in ``0..n_items - 1`` appear in no training triplet: their
+    place (or similarity) is undetermined and triplets about them are answered
+    at chance.  A ``UserWarning``; filter it with ``warnings.filterwarnings(
+    "ignore", category=UnusedItemsWarning)`` (e.g. for the training folds of a
+    cross-validation, where it is expected)."""
+
+
+def warn_unused_items(who: str, used: np.ndarray, what: str, stacklevel: int = 2) -> None:
+    """Warn (:class:`UnusedItemsWarning`) when ``used`` (bool per item) is not
+    all True."""
+    if used.all():
+        return
+    idle = np.flatnonzero(~used)
+    n = len(used)
+    warnings.warn(f"{who}: {len(idle)} of {n} items appear in no triplet (ids "
+                  f"{', '.join(map(str, idle[:10]))}{', ...' if len(idle) > 10 else ''}"
+                  f"); {what}", UnusedItemsWarning, stacklevel=stacklevel + 1)
 
 #: the pair route is taken while ``n_items^2 <= 4 m + _DENSE_EXTRA`` (its n x n
 #: weights then cost no more than the per-triplet route's (m, d) arrays)
@@ -113,6 +134,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
         "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
     }
     _init_scale = 1.0
+    #: the fitted arrays a model file may hold (checked by ``load_model``)
+    _fitted_arrays = {"embedding_": ArraySpec(("n_items_", "n_components"))}
     #: route forced by tests (None: chosen by size)
     _dense = None
     #: use the compiled kernel on the dense route (tests compare both)
@@ -138,8 +161,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
 
         Warns
         -----
-        UserWarning
-            When some items in ``0..n_items - 1`` appear in no triplet: their
+        UnusedItemsWarning
+            (a ``UserWarning``) When some items in ``0..n_items - 1`` appear in no triplet: their
             position is undetermined and stays at its random initial value
             (of the first start).
         """
@@ -159,12 +182,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
         rng = as_generator(self.random_state, self)
         used = np.zeros(n, dtype=bool)
         used[t.ravel()] = True
-        if not used.all():
-            idle = np.flatnonzero(~used)
-            warnings.warn(f"{who}: {len(idle)} of {n} items appear in no triplet (ids "
-                          f"{', '.join(map(str, idle[:10]))}{', ...' if len(idle) > 10 else ''}"
-                          "); their embedding is undetermined and stays at its random "
-                          "initial position.", UserWarning, stacklevel=2)
+        warn_unused_items(who, used, "their embedding is undetermined and stays at its "
+                          "random initial position.")
         ids = np.flatnonzero(used)
         code = np.full(n, -1, dtype=np.int64)
         code[ids] = np.arange(len(ids))
@@ -218,12 +237,57 @@ class OrdinalEmbeddingBase(BaseEstimator):
     def _check_params(self) -> None:
         pass
 
+    # ------------------------------------------------------------ persistence
+    def _validate_params(self) -> None:
+        """The parameter constraints and rules (also run on a loaded model)."""
+        validate_constraints(self)
+        self._check_params()
+
+    def save(self, path) -> None:
+        """Write the fitted embedding to ``path`` (``.npz``), see
+        :func:`tripletml.save_model`; read it back with
+        :func:`tripletml.load_model`."""
+        from .._model_writer import save_model
+        if not hasattr(self, "embedding_"):
+            raise ValueError(f"{type(self).__name__}: cannot save an unfitted model; call fit "
+                             "first.")
+        save_model(self, path)
+
+    def _check_loaded(self) -> None:
+        """Consistency of a model built by ``load_model``: ``n_features_in_ ==
+        3``, ``n_items_`` a positive int agreeing with ``n_items``, finite
+        ``loss_``, the parameters valid and ``embedding_`` of shape
+        ``(n_items_, n_components)``, finite."""
+        if getattr(self, "n_features_in_", None) != 3 or isinstance(self.n_features_in_, bool):
+            raise ValueError(f"n_features_in_={getattr(self, 'n_features_in_', None)!r} "
+                             "must be 3 (triplets)")
+        n = getattr(self, "n_items_", None)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n_items_={n!r} is not a positive integer")
+        if self.n_items is not None and self.n_items != n:
+            raise ValueError(f"n_items_={n} disagrees with n_items={self.n_items}")
+        loss = getattr(self, "loss_", None)
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not np.isfinite(loss):
+            raise ValueError(f"loss_={loss!r} is not a finite number")
+        self._validate_params()
+        check_fitted_arrays(self)
+
     # ------------------------------------------------------------------ use
     def _check_fitted_triplets(self, triplets) -> np.ndarray:
         from sklearn.utils.validation import check_is_fitted
         check_is_fitted(self, "embedding_")
-        return check_item_triplets(triplets, self.n_items_,
-                                   who=f"{type(self).__name__}: triplets")
+        try:
+            return check_item_triplets(triplets, self.n_items_,
+                                       who=f"{type(self).__name__}: triplets")
+        except ValueError as exc:
+            if "out of range" in str(exc) and self.n_items is None:
+                # e.g. a held-out fold of a cross-validation naming an item
+                # that no training triplet named
+                raise ValueError(f"{exc} The model was fitted on n_items_={self.n_items_} "
+                                 "items (max id + 1 of the training triplets); pass n_items "
+                                 "to fit every item, e.g. in GridSearchCV or "
+                                 "cross_val_score.") from None
+            raise
 
     def predict(self, triplets) -> np.ndarray:
         """+1 where ``head`` is strictly nearer to ``close`` than to ``far`` in
