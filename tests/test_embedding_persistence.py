@@ -2,13 +2,13 @@
 STE, TSTE): round trip, and crafted files refused."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 
 import tripletml as tm
 from tripletml.embedding import SOE, STE, TSTE, BilinearEmbedding
+from _model_files import read_model_file as _read, write_model_file as _write
 
 ESTIMATORS = [SOE, STE, TSTE]
 
@@ -18,14 +18,7 @@ def _triplets(n=15, m=400, seed=0):
     return np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
 
 
-def _read(path):
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    return json.loads(arrays.pop("__meta__").tobytes()), arrays
 
-
-def _write(path, meta, arrays):
-    np.savez(path, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)

@@ -2,7 +2,6 @@
 tampered model files they refuse on load: a file whose arrays contradict each
 other or the learner's promises (PD, PSD, rank, factors, counters) is refused
 by load_model, not loaded to fail later."""
-import json
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import tripletml as tm
 from tripletml import load_model
 from tripletml.linalg.invariants import (check_factor, check_inverse, check_positive_definite,
                                          check_psd, check_symmetric)
+from _model_files import read_model_file as _read, write_model_file as _write
 
 
 def test_checks_accept_consistent_matrices_at_any_scale():
@@ -48,14 +48,7 @@ def test_factor_and_inverse_mismatch():
 
 
 # ------------------------------------------------------ tampered model files
-def _read(path):
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    return json.loads(arrays.pop("__meta__").tobytes()), arrays
 
-
-def _write(path, meta, arrays):
-    np.savez(path, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
 
 
 def _data():

@@ -26,6 +26,7 @@ from tripletml._arrayspec import ArraySpec
 from tripletml._registry import entries
 
 from _estimators import toy_data, toy_multilabel
+from _model_files import read_model_file as _read, write_model_file as _write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,15 +36,7 @@ def _fitted_perceptron():
     return tm.MatrixPerceptron(random_state=0).fit(X, Y), X, Y
 
 
-def _read(path):
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    meta = json.loads(arrays.pop("__meta__").tobytes())
-    return meta, arrays
 
-
-def _write(path, meta, arrays):
-    np.savez(path, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
 
 
 def _craft(tmp_path, edit, name="bad.npz"):

@@ -28,7 +28,7 @@ from .._stopping import finish
 from .._validation import as_generator
 from ..datasets.comparisons import check_item_triplets
 
-__all__ = ["OrdinalEmbeddingBase", "UnusedItemsWarning", "warn_unused_items"]
+__all__ = ["OrdinalEmbeddingBase", "UnusedItemsWarning", "warn_unused_items", "fit_items"]
 
 
 class UnusedItemsWarning(UserWarning):
@@ -53,6 +53,33 @@ def warn_unused_items(who: str, used: np.ndarray, what: str, stacklevel: int = 2
 #: the pair route is taken while ``n_items^2 <= 4 m + _DENSE_EXTRA`` (its n x n
 #: weights then cost no more than the per-triplet route's (m, d) arrays)
 _DENSE_EXTRA = 10 ** 6
+
+
+def fit_items(est, triplets, y, unused_means: str) -> tuple[np.ndarray, int, np.ndarray]:
+    """The checks every ``fit(triplets)`` of item ids makes: ``y`` is None,
+    the triplets are valid ids (:func:`check_item_triplets`), the number of
+    items (``n_items`` or the largest id + 1, refused when far above the ids
+    the triplets can name), and a warning for the items in no triplet
+    (``unused_means`` says what becomes of them).
+
+    Returns ``(triplets as int64 (m, 3), n_items, used)`` with ``used`` the
+    boolean mask of the items some triplet names.
+    """
+    who = type(est).__name__
+    if y is not None:
+        raise ValueError(f"{who}.fit(triplets, y=None): y must be None; the answer is "
+                         "the order within each triplet (head, close, far).")
+    t = check_item_triplets(triplets, est.n_items, who=f"{who}: triplets")
+    n = int(est.n_items) if est.n_items is not None else int(t.max()) + 1
+    if est.n_items is None and n > 10 * t.size + 10 ** 5:
+        raise ValueError(f"{who}: the largest item id is {n - 1} but the triplets name at "
+                         f"most {t.size} items; ids must be 0..n_items - 1. Relabel them "
+                         "(ids, t = np.unique(triplets, return_inverse=True)) or pass "
+                         "n_items.")
+    used = np.zeros(n, dtype=bool)
+    used[t.ravel()] = True
+    warn_unused_items(who, used, unused_means, stacklevel=3)
+    return t, n, used
 
 
 class _Pairs:
@@ -169,21 +196,9 @@ class OrdinalEmbeddingBase(BaseEstimator):
         who = type(self).__name__
         validate_constraints(self)
         self._check_params()
-        if y is not None:
-            raise ValueError(f"{who}.fit(triplets, y=None): y must be None; the answer is "
-                             "the order within each triplet (head, close, far).")
-        t = check_item_triplets(triplets, self.n_items, who=f"{who}: triplets")
-        n = int(self.n_items) if self.n_items is not None else int(t.max()) + 1
-        if self.n_items is None and n > 10 * t.size + 10 ** 5:
-            raise ValueError(f"{who}: the largest item id is {n - 1} but the triplets name at "
-                             f"most {t.size} items; ids must be 0..n_items - 1. Relabel them "
-                             "(ids, t = np.unique(triplets, return_inverse=True)) or pass "
-                             "n_items.")
+        t, n, used = fit_items(self, triplets, y, "their embedding is undetermined and "
+                               "stays at its random initial position.")
         rng = as_generator(self.random_state, self)
-        used = np.zeros(n, dtype=bool)
-        used[t.ravel()] = True
-        warn_unused_items(who, used, "their embedding is undetermined and stays at its "
-                          "random initial position.")
         ids = np.flatnonzero(used)
         code = np.full(n, -1, dtype=np.int64)
         code[ids] = np.arange(len(ids))

@@ -14,6 +14,18 @@ __all__ = ["soe_pairs", "ste_pairs", "tste_pairs", "pair_grad"]
 
 
 @njit(cache=True, nogil=True)
+def _logistic(z):  # pragma: no cover - compiled
+    """``(log(1 + e^z), sigmoid(z))`` without overflow: the negative
+    log-likelihood of a triplet whose log-odds against it are z, and its
+    derivative."""
+    if z > 0.0:
+        e = math.exp(-z)
+        return z + math.log1p(e), 1.0 / (1.0 + e)
+    e = math.exp(z)
+    return math.log1p(e), e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True)
 def soe_pairs(D2, hc, hf, margin, W):  # pragma: no cover - compiled
     """SOE stress sum max(0, d_hc + margin - d_hf)^2 and, into W (zeroed),
     its derivative with respect to each pair's squared distance."""
@@ -49,15 +61,8 @@ def tste_pairs(D2, hc, hf, alpha, W):  # pragma: no cover - compiled
     for t in range(hc.shape[0]):
         a = hc[t]
         b = hf[t]
-        z = logk[a] - logk[b]
-        if z > 0.0:
-            e = math.exp(-z)
-            loss += z + math.log1p(e)
-            q = 1.0 / (1.0 + e)
-        else:
-            e = math.exp(z)
-            loss += math.log1p(e)
-            q = e / (1.0 + e)
+        l, q = _logistic(logk[a] - logk[b])
+        loss += l
         W[a] += q * dlog[a]
         W[b] -= q * dlog[b]
     return loss
@@ -90,15 +95,8 @@ def ste_pairs(D2, hc, hf, unused, W):  # pragma: no cover - compiled
     for t in range(hc.shape[0]):
         a = hc[t]
         b = hf[t]
-        z = D2[a] - D2[b]
-        if z > 0.0:
-            e = math.exp(-z)
-            loss += z + math.log1p(e)
-            q = 1.0 / (1.0 + e)
-        else:
-            e = math.exp(z)
-            loss += math.log1p(e)
-            q = e / (1.0 + e)
+        l, q = _logistic(D2[a] - D2[b])
+        loss += l
         W[a] += q
         W[b] -= q
     return loss

@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, clone
 
 from .._params import Interval, validate_constraints
 from ..datasets.comparisons import check_item_triplets
-from ._base import warn_unused_items
+from ._base import fit_items
 
 __all__ = ["BilinearEmbedding"]
 
@@ -126,21 +126,9 @@ class BilinearEmbedding(BaseEstimator):
             (a ``UserWarning``) When some items appear in no triplet: their
             similarities stay at the learner's initial values.
         """
-        who = type(self).__name__
         validate_constraints(self)
-        if y is not None:
-            raise ValueError(f"{who}.fit(triplets, y=None): y must be None; the answer is "
-                             "the order within each triplet (head, close, far).")
-        t = check_item_triplets(triplets, self.n_items, who=f"{who}: triplets")
-        n = int(self.n_items) if self.n_items is not None else int(t.max()) + 1
-        if self.n_items is None and n > 10 * t.size + 10 ** 5:
-            raise ValueError(f"{who}: the largest item id is {n - 1} but the triplets name at "
-                             f"most {t.size} items; ids must be 0..n_items - 1. Relabel them "
-                             "or pass n_items.")
-        used = np.zeros(n, dtype=bool)
-        used[t.ravel()] = True
-        warn_unused_items(who, used, "their similarities stay at the learner's initial "
-                          "values.")
+        t, n, _ = fit_items(self, triplets, y, "their similarities stay at the learner's "
+                            "initial values.")
         learner = self._make_learner()
         X = sp.identity(n, format="csr", dtype=np.float64)
         learner.fit(X, triplets=t)

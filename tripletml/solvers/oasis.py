@@ -26,7 +26,19 @@ from ..linalg.sparse_rows import (csr_row_diff, sparse_bilinear, sparse_rank_one
                                   triplet_rows)
 from ..losses import triplet_hinge
 
-__all__ = ["oasis_steps", "oasis_margins", "oasis_gram_steps", "gram_route_pays"]
+__all__ = ["oasis_steps", "oasis_margins", "oasis_gram_steps", "gram_route_pays", "pa_step"]
+
+
+@njit(cache=True, nogil=True)
+def pa_step(m, nrm, C, t, losses, margins):  # pragma: no cover - compiled
+    """Record step ``t``'s margin ``m`` and hinge loss; return its PA-I step
+    size ``tau = min(C, l / ||q v^T||_F^2)`` (eq. 6), 0 when passive."""
+    margins[t] = m
+    loss = triplet_hinge(m)
+    losses[t] = loss
+    if loss > 0.0 and nrm > 0.0:
+        return min(C, loss / nrm)
+    return 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -37,11 +49,8 @@ def oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, vv
         nrm = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||q v^T||_F^2
         if not (np.isfinite(m) and np.isfinite(nrm)):
             return t
-        margins[t] = m
-        loss = triplet_hinge(m)
-        losses[t] = loss
-        if loss > 0.0 and nrm > 0.0:
-            tau = min(C, loss / nrm)                          # PA-I step (eq. 6)
+        tau = pa_step(m, nrm, C, t, losses, margins)
+        if tau > 0.0:
             sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
     return -1
 
@@ -87,11 +96,8 @@ def oasis_gram_steps(H, G, indptr, indices, data, triplets, C, losses, margins, 
         nrm = G[q, q] * vv                                   # ||q v^T||_F^2
         if not (np.isfinite(m) and np.isfinite(nrm)):
             return t
-        margins[t] = m
-        loss = triplet_hinge(m)
-        losses[t] = loss
-        if loss > 0.0 and nrm > 0.0:
-            tau = min(C, loss / nrm)                          # PA-I step (eq. 6)
+        tau = pa_step(m, nrm, C, t, losses, margins)
+        if tau > 0.0:
             A[q, a] += tau
             A[q, b] -= tau
             for i in range(k):                                # H += tau (R q)(R v)^T
