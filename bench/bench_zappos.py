@@ -24,17 +24,18 @@ def main(argv=None) -> int:
     from sklearn.model_selection import KFold
 
     from tripletml.datasets import load_comparisons
-    from tripletml.embedding import SOE, TSTE
+    from tripletml.embedding import SOE, STE, TSTE
 
     warnings.simplefilter("ignore", UserWarning)       # items no training triplet names
     T = load_comparisons("zappos").triplets
     SOE(2).fit(T[:2000])                                # compile once
     TSTE(2).fit(T[:2000])
+    STE(2).fit(T[:2000])
     res: dict = {}
     for f, (tr_i, te_i) in enumerate(KFold(5, shuffle=True, random_state=0).split(T)):
         rng = np.random.default_rng(f)
         tr, te = T[rng.choice(tr_i, 20000, replace=False)], T[te_i]
-        for E in (SOE, TSTE):
+        for E in (SOE, STE, TSTE):
             for d in args.dims:
                 ts = []
                 for r in range(3):

@@ -33,7 +33,8 @@ Protocol (identical for both libraries)
   replace=False)``; tested on the whole test fold (56,754 triplets).  The
   parent computes the split once and hands the same arrays to both workers;
   folds are interleaved (fold f: tripletml, then cblearn).
-* Methods: every class in ``tripletml.embedding.__all__``; every ordinal
+* Methods: every ordinal embedding in ``tripletml.embedding.__all__`` (the
+  subclasses of ``OrdinalEmbeddingBase``: SOE, STE, t-STE); every ordinal
   embedding of ``cblearn.embedding`` (SOE, STE, TSTE, CKL, GNMDS, FORTE, LORE,
   OENN, MLDS) at its default backend and, where it has a ``backend`` parameter
   whose default is not torch, also ``backend="torch"``.  All at their defaults
@@ -263,9 +264,12 @@ def tml_worker(data: str, fold: int, dims: Sequence[int], seeds: Sequence[int]) 
     tr = np.load(os.path.join(data, f"train_{fold}.npy"))
     test = np.load(os.path.join(data, f"test_{fold}.npy"))
     rows = []
+    from tripletml.embedding._base import OrdinalEmbeddingBase
     for name in te.__all__:
         E = getattr(te, name)
-        if not inspect.isclass(E):
+        # the ordinal embeddings (answers by distances in embedding_; not the
+        # helpers, nor BilinearEmbedding, which answers by its learner's W)
+        if not (inspect.isclass(E) and issubclass(E, OrdinalEmbeddingBase)):
             continue
         for d in dims:
             E(n_components=d, random_state=0).fit(tr[:2000])        # warm-up (compilation)
