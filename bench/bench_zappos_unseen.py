@@ -24,19 +24,19 @@ model's own ``triplet_score``; the accuracy is then
 
 Sections: ``main`` (the table), ``study`` (regularisation and rank of OASIS,
 LORETA, LowRankDML, SDCA, KISSME on l2 rows; preprocessing on raw rows),
-``span`` (share of a test item's squared norm outside the span of the train
+``study-c`` (OASIS's C where it binds, all seeds), ``span`` (share of a test item's squared norm outside the span of the train
 rows, and cosine accuracy on the in-span / out-of-span parts alone).
 
 Run: ``python -m bench.bench_zappos_unseen main study span`` (needs the shared
 data: ``TRIPLETML_DATA`` or ``~/tripletml_data`` with ``zappos/``); results
-go to ``results/zappos_unseen/`` (``--out``).
+go to ``results/zappos_unseen/`` (``--out``); ``tables`` prints the Markdown tables of
+the CSVs there.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import multiprocessing as mp
-import os
 import sys
 import time
 import traceback
@@ -355,14 +355,15 @@ def _read(path: Path) -> list[dict]:
 
 def summarize(path: Path, section: str) -> str:
     """Markdown table: mean +- sd of each (learner, input, params) over the
-    seeds, and the paired margin over cosine of the same seed."""
+    seeds, the paired margin over cosine of the same seed, and the mean
+    accuracy on the training triplets."""
     rows = [r for r in _read(path) if r["section"] == section]
     cos = {(r["seed"]): r for r in rows if r["learner"] == "cosine" and r["status"] == "ok"}
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["learner"], r["input"], r["params"]), []).append(r)
     out = ["| learner | input | params | seeds | fit s (median) | test-test | margin vs cosine "
-           "| test-head | margin vs cosine | note |", "|" + "---|" * 10]
+           "| test-head | margin vs cosine | train triplets | note |", "|" + "---|" * 11]
     for (name, inp, params), g in groups.items():
         ok = [r for r in g if r["status"] == "ok"]
         notes = sorted({r["note"] for r in g if r["note"]})
@@ -378,6 +379,7 @@ def summarize(path: Path, section: str) -> str:
             m = np.array([float(r[k]) - float(cos[r["seed"]][k]) for r in ok if r["seed"] in cos])
             cells.append(f"{a.mean():.3f} ± {a.std(ddof=1) if len(a) > 1 else 0:.3f}")
             cells.append(f"{m.mean():+.3f} ± {m.std(ddof=1) if len(m) > 1 else 0:.3f}")
+        cells.append(f"{np.mean([float(r['train']) for r in ok]):.3f}" if ok else "-")
         cells.append("; ".join(notes)[:120])
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -54,7 +54,7 @@ plt.show()
 # Five nearest neighbours of a few shoes in the embedding.
 D = np.linalg.norm(E[:, None] - E[None], axis=-1)
 for i in (0, 20, 40, 60, 80):
-    nn = [j for j in np.argsort(D[i]) if j != i][:5]
+    nn = [int(j) for j in np.argsort(D[i]) if j != i][:5]
     print(f"shoe {i:2d}: nearest {nn}")
 
 # %%
@@ -72,7 +72,7 @@ for i in (0, 20, 40, 60, 80):
 # order of the training triplets gives the model after the first n of them
 # (one pass), so one run per split traces the whole curve.
 Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
-sizes = [250, 1000, 4000, 12000]
+sizes = [250, 1000, 4000, 20000]
 accs, cos = [], []
 for seed in (0, 1):
     p = np.random.default_rng(seed).permutation(data.n_items)

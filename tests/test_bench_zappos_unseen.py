@@ -101,3 +101,27 @@ def test_example_compiles_and_exits_cleanly_without_data(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "TRIPLETML_DATA" in r.stdout and "zappos" in r.stdout
+
+
+def test_summarize_pairs_margins_per_seed(bz, tmp_path):
+    import csv
+
+    rows = [dict(section="main", learner="cosine", input="l2", params="", seed=s, status="ok",
+                 fit_s="0.1", **{"test-test": tt, "test-head": th, "train": "0.7"})
+            for s, tt, th in ((0, "0.70", "0.60"), (1, "0.80", "0.70"))]
+    rows += [dict(section="main", learner="X", input="l2", params="", seed=s, status="ok",
+                  fit_s="2", **{"test-test": tt, "test-head": th, "train": "0.9"})
+             for s, tt, th in ((0, "0.72", "0.61"), (1, "0.84", "0.71"))]
+    rows += [dict(section="main", learner="Y", input="raw", params="", seed=0, status="timeout",
+                  fit_s="90.1", note="fit > 90 s")]
+    path = tmp_path / "main.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, bz.FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    md = bz.summarize(path, "main")
+    x = next(line for line in md.splitlines() if line.startswith("| X |"))
+    assert "0.780 ± 0.085" in x and "+0.030 ± 0.014" in x and "+0.010 ± 0.000" in x
+    assert "| 0.900 |" in x
+    y = next(line for line in md.splitlines() if line.startswith("| Y |"))
+    assert "fit > 90 s" in y and "| 0 |" in y
