@@ -1,0 +1,106 @@
+"""
+Human comparisons: Zappos shoes
+===============================
+
+283,770 crowd-sourced triplets over 85 shoes ("is shoe *b* or shoe *c* more
+like shoe *a*?", Wilber et al. 2014) and a 4096-d AlexNet feature vector per
+shoe.  First a feature-free ordinal embedding (SOE) of the 85 shoes, then a
+similarity learned from the features on 57 shoes and scored on the 28 shoes it
+never saw, against the cosine of the CNN features.
+
+The data are not bundled: set ``TRIPLETML_DATA`` to a folder holding
+``zappos/`` (see :func:`tripletml.datasets.load_comparisons`).  Without them
+this example prints where to get them and stops.
+"""
+# %%
+import sys
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import tripletml as tm
+from tripletml.datasets import load_comparisons
+from tripletml.embedding import SOE
+from tripletml.metrics import triplet_accuracy
+
+try:
+    data = load_comparisons("zappos")
+except FileNotFoundError as err:   # the shared data are not here: say where to get them
+    print("This example needs the Zappos comparison data (not bundled).\n"
+          f"{err}\nSet TRIPLETML_DATA to the folder that holds zappos/ and run it again.")
+    sys.exit(0)
+
+T, X = data.triplets, data.features
+print(f"{len(T)} triplets (head, close, far) over {data.n_items} shoes; features {X.shape}")
+
+# %%
+# A 2-D ordinal embedding from 20,000 of the triplets alone (no features):
+# SOE places the shoes so that "close" lies nearer to "head" than "far" does,
+# for as many triplets as it can.  The labels are the item ids.
+rng = np.random.default_rng(0)
+soe = SOE(2, random_state=0).fit(T[rng.choice(len(T), 20_000, replace=False)])
+E = soe.embedding_
+print(f"SOE 2-D: accuracy on all {len(T)} triplets {soe.score(T):.3f}")
+
+fig, ax = plt.subplots(figsize=(6, 6))
+ax.scatter(E[:, 0], E[:, 1], s=12, c="tab:blue")
+for i, (u, v) in enumerate(E):
+    ax.annotate(str(i), (u, v), fontsize=7, xytext=(2, 2), textcoords="offset points")
+ax.set_title("Zappos: 2-D SOE of the 85 shoes from 20,000 triplets")
+ax.set_aspect("equal")
+plt.show()
+
+# %%
+# Five nearest neighbours of a few shoes in the embedding.
+D = np.linalg.norm(E[:, None] - E[None], axis=-1)
+for i in (0, 20, 40, 60, 80):
+    nn = [int(j) for j in np.argsort(D[i]) if j != i][:5]
+    print(f"shoe {i:2d}: nearest {nn}")
+
+# %%
+# Unseen shoes.  Split the *items* 57 / 28 (as in
+# ``bench/bench_zappos_unseen.py``), train on triplets among the 57 training
+# shoes only, score the triplets whose head is one of the 28 others.  The
+# learner is OASIS on l2-normalised rows with its step cap ``C = 1e-5`` (the
+# best of the benchmark, ``results/zappos_unseen/README.md``): it starts from
+# ``W = I``, the cosine, and adds a correction learned from the training
+# shoes; the small C keeps each passive-aggressive step from fully
+# satisfying one noisy crowd triplet (at the default C = 0.01 the cap never
+# binds on these rows and the correction overfits the 57 shoes).  The
+# baseline is the cosine itself (the Euclidean distance on l2-normalised
+# rows).  OASIS is online: ``partial_fit`` on successive chunks of one random
+# order of the training triplets gives the model after the first n of them
+# (one pass), so one run per split traces the whole curve.
+Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+sizes = [250, 1000, 4000, 20000]
+accs, cos = [], []
+for seed in (0, 1):
+    p = np.random.default_rng(seed).permutation(data.n_items)
+    train, test = np.sort(p[:57]), np.sort(p[57:])
+    is_tr = np.isin(np.arange(data.n_items), train)
+    local = np.full(data.n_items, -1)
+    local[train] = np.arange(len(train))
+    T_tr = local[T[is_tr[T].all(axis=1)]]          # re-indexed into Xn[train]
+    T_te = T[np.isin(T[:, 0], test)]               # headed by an unseen shoe
+    cos.append(triplet_accuracy(tm.Euclidean().fit(Xn[train], triplets=T_tr), Xn, T_te))
+    T_tr = T_tr[np.random.default_rng(seed).permutation(len(T_tr))]
+    oasis, done, row = tm.OASIS(C=1e-5, random_state=seed), 0, []
+    for n in sizes:
+        oasis.partial_fit(Xn[train], triplets=T_tr[done:n])
+        done = n
+        row.append(triplet_accuracy(oasis, Xn, T_te))
+    accs.append(row)
+    print(f"split {seed}: cosine {cos[-1]:.3f}, OASIS "
+          + ", ".join(f"{n}: {a:.3f}" for n, a in zip(sizes, row)))
+accs = np.array(accs)
+
+fig, ax = plt.subplots(figsize=(6, 4))
+ax.errorbar(sizes, accs.mean(0), yerr=accs.std(0), marker="o", capsize=3,
+            label="OASIS (l2 rows, C = 1e-5)")
+ax.axhline(np.mean(cos), color="k", ls="--", label=f"cosine {np.mean(cos):.3f}")
+ax.set_xscale("log")
+ax.set_xlabel("training triplets (among the 57 training shoes)")
+ax.set_ylabel("accuracy, triplets headed by an unseen shoe")
+ax.set_title("Zappos: a learned similarity for unseen shoes (2 item splits)")
+ax.legend()
+plt.show()
