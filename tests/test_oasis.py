@@ -146,19 +146,22 @@ def test_history_is_per_pass_and_the_watch_sees_blocks():
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_initial_loss_is_the_mean_hinge_of_the_initial_W_on_the_first_triplets(sparse):
+@pytest.mark.parametrize("d", [6, 600])     # 600: many features, one BLAS product
+def test_initial_loss_is_the_mean_hinge_of_the_initial_W_on_the_first_triplets(sparse, d):
     """The divergence watch's reference: mean ``[1 - q^T W (p+ - p-)]_+`` of
     the initial W over the first 100 triplets (a plain loop), for both
     inits."""
     import scipy.sparse as sp
     from tripletml.linalg.sparse_rows import as_csr
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(40, 6))
+    X = rng.normal(size=(40, d)) / np.sqrt(d)
     X[rng.random(X.shape) < 0.3] = 0.0
     t = rng.integers(0, 40, size=(150, 3))
-    for init in ("identity", "zeros"):
-        m = OASIS(preprocessing=None, init=init)
-        m._init_model(6, rng)
+    for init in ("identity", "zeros", "random"):
+        m = OASIS(preprocessing=None, init="zeros" if init == "random" else init)
+        m._init_model(d, rng)
+        if init == "random":
+            m.W_ = rng.normal(size=(d, d))
         W = m.W_.copy()
         ref = np.mean([max(0.0, 1.0 - X[q] @ W @ (X[p] - X[n])) for q, p, n in t[:100]])
         got = m._initial_loss(as_csr(sp.csr_matrix(X) if sparse else X), t)
