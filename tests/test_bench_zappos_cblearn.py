@@ -3,7 +3,6 @@ are bench_zappos' own, the accuracy formula, the summary and the verdict."""
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +19,13 @@ def bz():
         return importlib.import_module("bench.bench_zappos_cblearn")
 
 
-def _zappos_triplets():
-    from tripletml.datasets import load_comparisons
-    try:
-        return load_comparisons("zappos").triplets
-    except (OSError, FileNotFoundError, ValueError, RuntimeError) as exc:
-        pytest.skip(f"zappos data not available: {exc}")
-
-
-def test_splits_are_bench_zappos_splits(bz):
+def test_splits_are_bench_zappos_splits(bz, data_home):
     """The same indices as bench/bench_zappos.py's loop (KFold over the
     triplets, shuffled with seed 0, 20,000 drawn with default_rng(fold))."""
     from sklearn.model_selection import KFold
-    T = _zappos_triplets()
+
+    from tripletml.datasets import load_comparisons
+    T = load_comparisons("zappos", data_home).triplets
     got = list(bz.splits(len(T)))
     assert len(got) == 5
     for f, (tr_i, te_i) in enumerate(KFold(5, shuffle=True, random_state=0).split(T)):
