@@ -67,7 +67,8 @@ def split_items(seed: int, n_items: int = N_ITEMS, n_train: int = N_TRAIN
 
 def split_triplets(T: np.ndarray, train: np.ndarray, test: np.ndarray, n_items: int = N_ITEMS
                    ) -> dict[str, np.ndarray]:
-    """The triplets of one item split.
+    """The triplets of one item split (:func:`tripletml.datasets.split_items`
+    with these train items; ``test`` must be the other items).
 
     Returns
     -------
@@ -78,16 +79,12 @@ def split_triplets(T: np.ndarray, train: np.ndarray, test: np.ndarray, n_items: 
         ``"test-test"``: triplets whose three items are test items;
         ``"test-head"``: triplets whose head is a test item (item ids).
     """
-    T = np.asarray(T, dtype=np.int64)
-    is_tr = np.zeros(n_items, bool)
-    is_tr[train] = True
-    is_te = np.zeros(n_items, bool)
-    is_te[test] = True
-    local = np.full(n_items, -1, np.int64)
-    local[train] = np.arange(len(train))
-    tr = is_tr[T].all(axis=1)
-    return {"train": local[T[tr]], "train_global": T[tr], "test-test": T[is_te[T].all(axis=1)],
-            "test-head": T[is_te[T[:, 0]]]}
+    from tripletml.datasets import split_items as by_items
+
+    s = by_items(T, n_items, train_items=train)
+    assert np.array_equal(s.test_items, np.sort(test)), "test must be the other items"
+    return {"train": s.train, "train_global": s.train_items[s.train], "test-test": s.test,
+            "test-head": s.test_head}
 
 
 def l2_rows(X: np.ndarray) -> np.ndarray:

@@ -308,3 +308,54 @@ def test_datasets_load_dispatches_to_the_comparison_loader(data_home):
     assert b.triplets.shape == (283770, 3) and b.features.shape == (85, 4096)
     with pytest.raises(ValueError, match="has no subsets"):
         datasets.load("zappos", data_home, subset="train")
+
+
+# --------------------------------------------------------------------------- split_items
+def _brute_split(t, train):
+    tr = set(int(i) for i in train)
+    local = {item: k for k, item in enumerate(sorted(tr))}
+    among = [[local[a], local[b], local[c]] for a, b, c in t if {a, b, c} <= tr]
+    test = [list(r) for r in t if not ({int(x) for x in r} & tr)]
+    head = [list(r) for r in t if int(r[0]) not in tr]
+    return among, test, head
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_split_items_matches_a_brute_force_split(seed):
+    from tripletml.datasets import split_items
+    rng = np.random.default_rng(seed)
+    t = np.array([rng.choice(20, 3, replace=False) for _ in range(500)])
+    s = split_items(t, 20, test_size=0.3, random_state=seed)
+    assert len(s.test_items) == 6 and len(s.train_items) == 14
+    assert set(s.train_items).isdisjoint(s.test_items)
+    assert sorted(set(s.train_items) | set(s.test_items)) == list(range(20))
+    # the permutation rule the unseen-items benchmark documents
+    p = np.random.default_rng(seed).permutation(20)
+    np.testing.assert_array_equal(s.train_items, np.sort(p[:14]))
+    among, test, head = _brute_split(t, s.train_items)
+    assert s.train.tolist() == among and s.test.tolist() == test and s.test_head.tolist() == head
+    assert len(among) and len(test) and len(head)
+    # local ids index X[train_items]: back to the item ids
+    np.testing.assert_array_equal(s.train_items[s.train], t[np.isin(t, s.train_items).all(1)])
+    # the same split from the train items
+    again = split_items(t, 20, train_items=s.train_items[::-1])
+    for a, b in zip(again.__dict__.values(), s.__dict__.values()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_split_items_bad_arguments():
+    from tripletml.datasets import split_items
+    t = np.array([[0, 1, 2], [3, 4, 5]])
+    with pytest.raises(ValueError, match="split_items: test_size=1.5"):
+        split_items(t, test_size=1.5)
+    with pytest.raises(ValueError, match="at least one item must stay on each side"):
+        split_items(t, test_size=6)
+    with pytest.raises(TypeError, match="split_items: test_size must be"):
+        split_items(t, test_size="half")
+    with pytest.raises(ValueError, match="split_items: triplets"):
+        split_items([[0, 0, 1]])
+    with pytest.raises(ValueError, match="split_items: train_items"):
+        split_items(t, 6, train_items=[0, 9])
+    with pytest.raises(ValueError, match="each side"):
+        split_items(t, 6, train_items=range(6))
+    assert len(split_items(t, test_size=2, random_state=0).test_items) == 2

@@ -20,8 +20,8 @@ from ._base import get_data_home, info, list_datasets, read_libsvm, sha256sum
 from ._load import load
 from ._fetch import DownloadError, fetch
 from ._registry import DataFile, DatasetRecord, Subset
-from .comparisons import count_answers, load_comparisons, read_triplets
+from .comparisons import ItemSplit, count_answers, load_comparisons, read_triplets, split_items
 
 __all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum", "read_libsvm",
            "DownloadError", "DataFile", "DatasetRecord", "Subset", "load_comparisons",
-           "read_triplets", "count_answers"]
+           "read_triplets", "count_answers", "split_items", "ItemSplit"]

@@ -46,7 +46,8 @@ from ._base import _locate, _resolve_data_home, _verify
 from ._registry import DataFile
 
 __all__ = ["ComparisonRecord", "COMPARISONS", "load_comparisons", "read_triplets",
-           "check_item_triplets", "count_answers", "FORMATS", "COMPARISON_MAX_BYTES"]
+           "check_item_triplets", "count_answers", "split_items", "ItemSplit", "FORMATS",
+           "COMPARISON_MAX_BYTES"]
 
 #: answer formats understood by :func:`read_triplets`
 FORMATS = ("head_close_far", "odd_one_out", "most_central")
@@ -583,3 +584,111 @@ def load_comparisons(name: str, data_home: str | os.PathLike | None = None, *,
     return Bunch(triplets=triplets, features=features, n_items=rec.n_items, name=name,
                  description=rec.description, DESCR=f"{rec.description}\n\nOrigin: {rec.origin}",
                  files=paths)
+
+
+# ---------------------------------------------------------------- unseen items
+@dataclass(frozen=True)
+class ItemSplit:
+    """Triplets split by *items*: what :func:`split_items` returns.
+
+    Attributes
+    ----------
+    train_items, test_items : ndarray of int64
+        Sorted item ids of the two parts (disjoint; together every item).
+    train : ndarray of int64, shape (m_train, 3)
+        The triplets whose three items are train items, as *row indices into
+        ``train_items``*: ready for ``fit(X[train_items], triplets=train)``.
+    test : ndarray of int64, shape (m_test, 3)
+        The triplets whose three items are test items (item ids): questions
+        about unseen items only.
+    test_head : ndarray of int64, shape (m_head, 3)
+        The triplets whose head is a test item (item ids; the other two may be
+        train items): an unseen item compared with known ones.
+    """
+
+    train_items: np.ndarray
+    test_items: np.ndarray
+    train: np.ndarray
+    test: np.ndarray
+    test_head: np.ndarray
+
+
+def split_items(triplets: Any, n_items: int | None = None, *, test_size: float | int = 1 / 3,
+                random_state: Any = None, train_items: Any = None) -> ItemSplit:
+    """Split triplets of item ids by their *items*, for scoring a learned
+    similarity on items no one judged in training.
+
+    A random ``test_size`` share of the items (``p = default_rng(random_state)
+    .permutation(n_items)``: the last ``n_test`` of ``p``; or the complement of
+    ``train_items`` when given) is held out.  Training uses only the triplets
+    among the train items; the held-out triplets are those among the test
+    items and those whose head is a test item.  Triplets mixing train and
+    test items otherwise (a train head with a test item) are in neither.
+
+    Parameters
+    ----------
+    triplets : array-like of int, shape (m, 3)
+        ``(head, close, far)`` item ids, checked as everywhere
+        (:func:`check_item_triplets`).
+    n_items : int, optional
+        Number of items (default: the largest id + 1).
+    test_size : float in (0, 1) or int, default=1/3
+        Share (rounded up, as scikit-learn's ``train_test_split``) or number
+        of test items; at least one item stays on each side.
+    random_state : int, Generator or None
+        Seeds the permutation of the items.
+    train_items : array-like of int, optional
+        The train items, instead of a random split (``test_size`` and
+        ``random_state`` are then not used).
+
+    Returns
+    -------
+    ItemSplit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tripletml.datasets import split_items
+    >>> t = np.array([[0, 1, 2], [3, 4, 5], [3, 0, 1], [1, 4, 0]])
+    >>> s = split_items(t, 6, train_items=[0, 1, 2])
+    >>> s.train.tolist(), s.test.tolist(), s.test_head.tolist()
+    ([[0, 1, 2]], [[3, 4, 5]], [[3, 4, 5], [3, 0, 1]])
+    """
+    who = "split_items"
+    t = check_item_triplets(triplets, n_items, who=f"{who}: triplets")
+    n = int(n_items) if n_items is not None else (int(t.max()) + 1 if t.size else 0)
+    if n < 2:
+        raise ValueError(f"{who}: need at least 2 items to split, got n_items={n}.")
+    if train_items is not None:
+        tr = check_item_triplets(np.asarray(train_items).reshape(1, -1), n,
+                                 who=f"{who}: train_items", width=np.size(train_items))[0] \
+            if np.size(train_items) else np.empty(0, np.int64)
+        is_tr = np.zeros(n, dtype=bool)
+        is_tr[tr] = True
+    else:
+        if isinstance(test_size, bool) or not isinstance(test_size, (int, float, np.integer,
+                                                                     np.floating)):
+            raise TypeError(f"{who}: test_size must be a float in (0, 1) or an int, got "
+                            f"{test_size!r}.")
+        if isinstance(test_size, (float, np.floating)):
+            if not 0.0 < test_size < 1.0:
+                raise ValueError(f"{who}: test_size={test_size} must lie in (0, 1) as a share.")
+            n_test = int(np.ceil(test_size * n))
+        else:
+            n_test = int(test_size)
+        if not 1 <= n_test <= n - 1:
+            raise ValueError(f"{who}: test_size={test_size} leaves {n_test} of {n} items for "
+                             "testing; at least one item must stay on each side.")
+        from .._validation import as_generator
+        p = as_generator(random_state, who).permutation(n)
+        is_tr = np.zeros(n, dtype=bool)
+        is_tr[p[:n - n_test]] = True
+    if is_tr.all() or not is_tr.any():
+        raise ValueError(f"{who}: train_items must leave at least one item on each side.")
+    local = np.full(n, -1, dtype=np.int64)
+    tr_ids = np.flatnonzero(is_tr)
+    local[tr_ids] = np.arange(len(tr_ids))
+    in_tr = is_tr[t]
+    return ItemSplit(train_items=tr_ids, test_items=np.flatnonzero(~is_tr),
+                     train=local[t[in_tr.all(axis=1)]], test=t[(~in_tr).all(axis=1)],
+                     test_head=t[~in_tr[:, 0]])
