@@ -358,4 +358,12 @@ def test_split_items_bad_arguments():
         split_items(t, 6, train_items=[0, 9])
     with pytest.raises(ValueError, match="each side"):
         split_items(t, 6, train_items=range(6))
+    for bad in (-1, 1, 2.5, True, "6"):
+        with pytest.raises(ValueError, match="split_items: n_items=.* must be an integer >= 2"):
+            split_items(t, bad)
+    with pytest.raises(ValueError, match="split_items: train_items must be a 1-D array"):
+        split_items(t, 6, train_items=[[0, 1], [2, 3]])
+    for bad in ([[0, 1, np.nan]], [[0, 1, np.inf]], np.empty((0, 3)), [0, 1, 2]):
+        with pytest.raises(ValueError, match="split_items: triplets"):
+            split_items(bad)
     assert len(split_items(t, test_size=2, random_state=0).test_items) == 2

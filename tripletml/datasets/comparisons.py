@@ -655,11 +655,18 @@ def split_items(triplets: Any, n_items: int | None = None, *, test_size: float |
     ([[0, 1, 2]], [[3, 4, 5]], [[3, 4, 5], [3, 0, 1]])
     """
     who = "split_items"
+    if n_items is not None and (isinstance(n_items, (bool, np.bool_))
+                                or not isinstance(n_items, (int, np.integer)) or n_items < 2):
+        raise ValueError(f"{who}: n_items={n_items!r} must be an integer >= 2 (or None: the "
+                         "largest id + 1).")
     t = check_item_triplets(triplets, n_items, who=f"{who}: triplets")
     n = int(n_items) if n_items is not None else (int(t.max()) + 1 if t.size else 0)
     if n < 2:
         raise ValueError(f"{who}: need at least 2 items to split, got n_items={n}.")
     if train_items is not None:
+        if np.ndim(train_items) != 1:
+            raise ValueError(f"{who}: train_items must be a 1-D array of item ids, got shape "
+                             f"{np.shape(train_items)}.")
         tr = check_item_triplets(np.asarray(train_items).reshape(1, -1), n,
                                  who=f"{who}: train_items", width=np.size(train_items))[0] \
             if np.size(train_items) else np.empty(0, np.int64)
