@@ -965,7 +965,7 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
         check_is_fitted(self)
         W = np.array(self._bilinear_matrix(), dtype=float, copy=True)
         pre = self.__dict__.get("preprocessor_")
-        if pre is not None and pre.unit_ is not None:
+        if pre is not None and pre.unit_ is not None and pre.linear_map() is not None:
             W *= pre.linear_map() ** 2
         return W
 

@@ -19,7 +19,7 @@ from .._arrayspec import ArraySpec
 from .._params import COMMON, Interval
 from ..base import MahalanobisMixin, TripletLearner
 from ..linalg import psd_factor
-from ..preprocessing import document_preprocessing
+from ..preprocessing import document_preprocessing, is_linear_mode
 from ..triplets import document_sampling
 from ..pairs import PairConstraints
 from ..triplets import AllLabels, ClassCodes, is_class_sampling
@@ -194,10 +194,10 @@ class KISSME(MahalanobisMixin, TripletLearner):
 
     def _on_raw(self) -> bool:
         """Whether the pair statistics are formed on the raw rows and mapped
-        through the preprocessing afterwards (every mode but ``"sphere"``,
+        through the preprocessing afterwards (every mode but ``"sphere"`` and ``"normalize"``,
         columns of moderate scale)."""
         pre = self.preprocessor_
-        return pre.mode_ != "sphere" and _moderate_scale(pre.scale_)
+        return is_linear_mode(pre.mode_) and _moderate_scale(pre.scale_)
 
     #: d x d arrays a fit holds at once (covariances, their inverses, the
     #: model), checked before training (:meth:`_check_square_memory`)

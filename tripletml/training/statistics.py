@@ -28,8 +28,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import column_kinds as ck
-from ..preprocessing import (MAX_DENSIFY_FEATURES, Preprocessor, _mean_std, apply_preprocessing,
-                             column_scales, resolve_preprocessing, whitener_from_cov)
+from ..preprocessing import (MAX_DENSIFY_FEATURES, MIN_NETWORK_FEATURES, Preprocessor, _mean_std,
+                             apply_preprocessing, column_scales, merge_network_summaries,
+                             network_decision, network_summary, normalize_rows,
+                             resolve_preprocessing, whitener_from_cov)
 from .reduction import tree_sum
 
 __all__ = ["fit_preprocessor", "distributed_median", "merge_moments", "fit"]
@@ -104,6 +106,35 @@ def _unit_task(p, mean) -> tuple:
         total += float(z @ z)
         count += int(np.count_nonzero(b))
     return big, total, count
+
+
+def _unit_task_normalized(p) -> tuple:
+    """:func:`_unit_task` of the partition's rows divided by their norms
+    (the mode ``"normalize"``)."""
+    return _unit_task(_Rows(normalize_rows(p.X)), None)
+
+
+class _Rows:
+    """A stand-in partition holding only rows ``X``."""
+
+    def __init__(self, X):
+        self.X = X
+
+
+def _network_task(p) -> dict:
+    """The partition's :func:`~tripletml.preprocessing.network_summary`
+    (dense rows only; a sparse partition is never taken for network
+    features)."""
+    if sp.issparse(p.X):
+        return {"nonneg": False, "sq_lo": np.inf, "sq_hi": -np.inf, "values": np.empty(0)}
+    return network_summary(p.X)
+
+
+def _merge_network(*items) -> dict:
+    out = items[0]
+    for it in items[1:]:
+        out = merge_network_summaries(out, it)
+    return out
 
 
 def _merge_unit(*items) -> tuple:
@@ -350,9 +381,15 @@ def fit_preprocessor(learner, backend, infos: list[dict]) -> Preprocessor:
     d, sparse = infos[0]["d"], infos[0]["sparse"]
     n = int(sum(i["n"] for i in infos))
     g = backend.gather
+    network = False
+    if pre.mode == "auto" and not sparse and d >= MIN_NETWORK_FEATURES:
+        network = network_decision(g(backend.reduce(_merge_network,
+                                                    backend.map(_network_task))), d)
     if pre.mode == "auto":
         if sparse and d > MAX_DENSIFY_FEATURES:
             mode = None
+        elif network:
+            mode = "normalize"
         elif pre.auto == "sphere":
             lo, hi = g(backend.reduce(_merge_range, backend.map(_sqnorm_range_task)))
             on_sphere = bool(np.isfinite(hi) and hi > 0 and hi - lo <= 1e-6 * hi)
@@ -363,7 +400,7 @@ def fit_preprocessor(learner, backend, infos: list[dict]) -> Preprocessor:
         mode = resolve_preprocessing(pre.mode, _placeholder(sparse, d), owner)
     divisor, decision = None, None
     if pre.mode == "auto":
-        if mode is not None and pre.column_scale:
+        if mode is not None and mode != "normalize" and pre.column_scale:
             kinds = column_kinds_partitioned(backend, n)
             divisor, summary = ck.type_aware_scale(None, kinds)
             decision = {"mode": mode,
@@ -374,7 +411,10 @@ def fit_preprocessor(learner, backend, infos: list[dict]) -> Preprocessor:
             if mode is None and not (sparse and d > MAX_DENSIFY_FEATURES):
                 decision["reason"] = "the rows already lie on a sphere (equal norms): no lift"
     stats: dict[str, Any] = {}
-    if mode is None:
+    if mode == "normalize":
+        stats["unit"] = _unit_of(g(backend.reduce(_merge_unit,
+                                                  backend.map(_unit_task_normalized))))
+    elif mode is None:
         stats["unit"] = _unit_of(g(backend.reduce(_merge_unit, backend.map(_unit_task, None))))
     else:
         cnt, mean, m2 = g(backend.reduce(merge_moments, backend.map(_moments_task)))

@@ -61,13 +61,15 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._deprecated import _legacy_decision_function_available
-from .preprocessing import PREPROCESSING_MODES
-from ._validation import check_scalar_param, check_X
+from .._deprecated import _legacy_decision_function_available
+from ..preprocessing import PREPROCESSING_MODES
+from .._validation import check_scalar_param, check_X
 
 __all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
 
 _WHO = "AutoSimilarity"
+#: the validation scores of a fit on comparisons (tripletml.auto.comparisons)
+_COMPARISON_SCORES = ("triplet_accuracy", "roc_auc")
 
 #: The default race (chosen from measurements on the ten shipped sets; see
 #: docs/user_guide/auto.rst and results/auto/).  ``grid`` lists values to
@@ -155,7 +157,7 @@ _EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
 def _dense_work(template, params: dict) -> tuple[int, int, int, int]:
     """``(d x d arrays, eigendecompositions, products, rank-one updates)``
     of one fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
-    from .base import BilinearMixin, MahalanobisMixin
+    from ..base import BilinearMixin, MahalanobisMixin
 
     p = {**template.get_params(), **params}
     for klass in type(template).__mro__:
@@ -231,7 +233,7 @@ class _Candidate:
         # as the learner gets it: the grid's value, else the template's own
         self.prep = params["preprocessing"] if "preprocessing" in params \
             else has.get("preprocessing")
-        from .triplets import is_class_sampling
+        from ..triplets import is_class_sampling
         # a warm round adds random class triplets: only for class sampling
         self.warm = (budget is not None and budget[0] == "n_triplets"
                      and hasattr(template, "partial_fit")
@@ -256,7 +258,7 @@ class _Candidate:
 
 def _learner_template(spec_learner, where: str):
     if isinstance(spec_learner, str):
-        from ._registry import get_entry
+        from .._registry import get_entry
         try:
             entry = get_entry(spec_learner, case_sensitive=False)
         except ValueError as exc:
@@ -357,8 +359,8 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
     if (deadline is not None and (cand.budget is not None or min_secs >= 0)
             and time.time() + max(0.0, min_secs) > deadline):
         return None
-    from .metrics import validation_score
-    from .triplets import random_class_triplets
+    from ..metrics import validation_score
+    from ..triplets import random_class_triplets
 
     import warnings
 
@@ -575,7 +577,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                  n_splits: int = 1,
                  validation_size: float = 0.3, max_validation_items: Optional[int] = 1000,
                  factor: int = 3, n_jobs: Optional[int] = None, random_state=None,
-                 verbose: int = 0):
+                 verbose: int = 0, cv=None, preprocessor=None):
         self.candidates = candidates
         self.scoring = scoring
         self.time_budget = time_budget
@@ -586,11 +588,14 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.cv = cv
+        self.preprocessor = preprocessor
 
     # ------------------------------------------------------------ checks
     def _validate_params(self) -> None:
-        from .metrics import check_scoring
-        check_scoring(self.scoring, _WHO)
+        from ..metrics import check_scoring
+        if self.scoring not in _COMPARISON_SCORES:
+            check_scoring(self.scoring, _WHO)
         check_scalar_param(self.time_budget, "time_budget", _WHO, low=0, low_inclusive=False)
         check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
         check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
@@ -645,27 +650,74 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         return max(3, math.ceil(1.0 / v), math.ceil(2.0 / (1.0 - v)))
 
     # --------------------------------------------------------------- fit
-    def fit(self, X, y):
-        """Race the candidates on ``(X, y)`` and refit the winner on all rows.
+    def fit(self, X, y=None, *, triplets=None, pairs=None, groups=None):
+        """Race the candidates and refit the winner on all the supervision.
 
         Parameters
         ----------
         X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels.
+            The rows (items).  Also metric-learn's tuple forms: point
+            triplets ``(n, 3, n_features)`` (no y), point pairs ``(n, 2,
+            n_features)`` with y, or index tuples ``(n, 3)`` / ``(n, 2)`` into
+            the rows of ``preprocessor``.
+        y : array-like of shape (n_samples,) or (n_pairs,), optional
+            Class labels of the rows (the label race), or with pairs one
+            label per pair (+1 / -1, or 1 / 0).
+        triplets : array-like of shape (n_triplets, 3), optional
+            ``(query, closer, farther)`` row indices into X: "the query is
+            more like the second item than the third" (people's answers).
+        pairs : array-like of shape (n_pairs, 2), optional
+            Row indices into X of pairs labelled by y.
+        groups : array-like of shape (n_samples,), optional
+            With triplets or pairs: a group per row; the validation holds out
+            whole groups of items (e.g. all the photos of one product).
+
+        With triplets or pairs the race validates on held-out *items*
+        (:mod:`tripletml.auto.comparisons`): ``cv`` (None: ``n_splits``
+        random splits holding out ``validation_size`` of the items; an int:
+        that many folds; or a scikit-learn splitter, applied to the items
+        with ``groups``), held-out triplet accuracy or pair ROC AUC
+        (``scoring_``), the no-learning Euclidean and cosine always among
+        the candidates.
 
         Returns
         -------
         self
         """
-        from joblib import effective_n_jobs
-        from sklearn.model_selection import StratifiedShuffleSplit
-
         t_start = time.time()
-        for a in ("n_features_in_", "best_estimator_", "skipped_"):
+        for a in ("n_features_in_", "best_estimator_", "skipped_", "supervision_",
+                  "scoring_"):
             if hasattr(self, a):
                 delattr(self, a)
         self._validate_params()
+        from .comparisons import fit_comparisons, parse_comparisons
+
+        comp = parse_comparisons(self, X, y, triplets, pairs)
+        if comp is not None:
+            want = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}[comp.kind]
+            if self.scoring not in ("map", want):
+                raise ValueError(f"{_WHO}: scoring={self.scoring!r} does not apply to "
+                                 f"{comp.kind}; the race on {comp.kind} is scored by "
+                                 f"{want!r} on held-out items.")
+            fit_comparisons(self, comp, groups, t_start)
+            if self.verbose:
+                print(f"AutoSimilarity: {self.best_params_} (validation {self.scoring_} "
+                      f"{self.best_score_:.4f}), total {time.time() - t_start:.1f} s",
+                      file=sys.stderr)
+            return self
+        if groups is not None or self.cv is not None:
+            raise ValueError(f"{_WHO}: groups= and cv= apply to a fit on triplets or pairs; "
+                             "the label race splits the items stratified by class "
+                             "(n_splits, validation_size).")
+        if self.scoring in _COMPARISON_SCORES:
+            raise ValueError(f"{_WHO}: scoring={self.scoring!r} needs triplets or pairs; "
+                             "with class labels use 'map', 'precision@k' or 'knn_accuracy'.")
+        return self._fit_labels(X, y, t_start)
+
+    def _fit_labels(self, X, y, t_start: float):
+        """The label race (the module docstring)."""
+        from joblib import effective_n_jobs
+        from sklearn.model_selection import StratifiedShuffleSplit
         cands = _expand_candidates(self._candidate_specs())
         X = check_X(X, _WHO, accept_sparse=True)
         if sp.issparse(X):
@@ -808,7 +860,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         deadline: the baselines always score).  Work no larger than the speed probe's own (a
         product of two 512 x 512 matrices) is not measured and never skipped,
         so small data sets race as before."""
-        from .preprocessing import n_added_features, resolve_preprocessing
+        from ..preprocessing import n_added_features, resolve_preprocessing
 
         n_dd, n_eig, n_prod, n_upd = _dense_work(cand.template, cand.describe(budget_value))
         if not n_dd and not n_eig and not n_prod and not n_upd:
@@ -1126,7 +1178,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     def score(self, X, y) -> float:
         """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""
-        from .metrics import evaluate_retrieval
+        from ..metrics import evaluate_retrieval
 
         check_is_fitted(self, "best_estimator_")
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])

@@ -1,0 +1,129 @@
+"""AutoSimilarity fitted on comparisons (issue 38 s1): triplets and pairs in
+every form, validated on held-out items, never below the no-learning
+candidates on its validation items, and clear errors for bad input."""
+import numpy as np
+import pytest
+from sklearn.model_selection import GroupKFold
+
+from tripletml import AutoSimilarity
+from tripletml.auto.comparisons import item_splits, parse_comparisons, relative_step_cap
+from tripletml.metrics import triplet_accuracy
+
+FAST = [{"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize"]}},
+        {"learner": "OASIS", "grid": {"preprocessing": ["normalize"], "max_iter": [1]},
+         "kappa": [0.1, 1.0]}]
+
+
+def _items(n=40, d=12, seed=0):
+    """Items whose answers follow a hidden bilinear similarity of the
+    normalised rows (the first three features count ten times more), with
+    10 % of the answers flipped."""
+    rng = np.random.default_rng(seed)
+    X = np.abs(rng.standard_normal((n, d)))
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    w = np.ones(d)
+    w[:3] = 10.0
+    T = np.array([rng.choice(n, 3, replace=False) for _ in range(1500)])
+    sp_ = (Xn[T[:, 0]] * Xn[T[:, 1]] * w).sum(1)
+    sn_ = (Xn[T[:, 0]] * Xn[T[:, 2]] * w).sum(1)
+    T[sp_ < sn_] = T[sp_ < sn_][:, [0, 2, 1]]
+    flip = rng.random(len(T)) < 0.1
+    T[flip] = T[flip][:, [0, 2, 1]]
+    return X, T
+
+
+def _auto(**kw):
+    kw.setdefault("candidates", FAST)
+    return AutoSimilarity(random_state=0, n_splits=2, time_budget=60, **kw)
+
+
+def test_triplets_race_never_below_the_baselines_on_validation():
+    X, T = _items()
+    a = _auto().fit(X, triplets=T)
+    r = a.cv_results_
+    base = [i for i, n in enumerate(r["learner"]) if n == "Euclidean"]
+    assert a.best_score_ >= max(r["mean_validation_score"][i] for i in base)
+    assert a.best_score_ == pytest.approx(np.nanmax(r["mean_validation_score"]))
+    assert a.supervision_ == "triplets" and a.scoring_ == "triplet_accuracy"
+    assert r["rank_validation_score"].min() == 1
+    assert 0.5 < triplet_accuracy(a, X, T) <= 1.0
+    # the learned race beats the raw metric here (the hidden metric is not Euclidean)
+    assert a.best_params_["learner"] == "OASIS"
+
+
+def test_point_triplets_and_index_triplets_with_preprocessor_agree():
+    X, T = _items(n=30)
+    a = _auto().fit(X, triplets=T)
+    b = _auto(preprocessor=X).fit(T)   # the rows the ids name, deduplicated into items
+    c = _auto().fit(X[T])              # point triplets: likewise
+    for m in (b, c):
+        assert m.supervision_ == "triplets" and m.n_features_in_ == X.shape[1]
+        assert m.best_params_["learner"] == a.best_params_["learner"]
+        assert triplet_accuracy(m, X, T) > 0.6
+
+
+def test_pairs_race_scores_by_auc_and_accepts_0_1_labels():
+    X, T = _items(n=30)
+    P = np.vstack([T[:, [0, 1]], T[:, [0, 2]]])
+    y = np.r_[np.ones(len(T)), np.zeros(len(T))]
+    a = _auto().fit(X, y, pairs=P)
+    assert a.supervision_ == "pairs" and a.scoring_ == "roc_auc"
+    assert 0.5 < a.best_score_ <= 1.0
+    b = _auto().fit(X[P], np.where(y > 0, 1, -1))
+    assert b.supervision_ == "pairs"
+
+
+def test_groups_and_cv_hold_out_whole_groups():
+    X, T = _items(n=40)
+    groups = np.repeat(np.arange(8), 5)
+    a = _auto(cv=GroupKFold(n_splits=2)).fit(X, triplets=T, groups=groups)
+    assert a.best_score_ > 0.5
+    comp = parse_comparisons(a, X, None, T, None)
+    for fi, vi in item_splits(_auto(cv=GroupKFold(n_splits=2)), comp, groups, 0):
+        assert not set(groups[fi]) & set(groups[vi])
+
+
+def test_bad_input_clear_errors_and_nothing_half_fitted():
+    X, T = _items(n=30)
+    a = _auto()
+    with pytest.raises(ValueError, match="AutoSimilarity.*out of range|AutoSimilarity.*index"):
+        a.fit(X, triplets=np.vstack([T, [[0, 1, 30]]]))
+    assert not hasattr(a, "best_estimator_")
+    with pytest.raises(ValueError, match="AutoSimilarity"):
+        a.fit(X, triplets=np.vstack([T, [[2, 2, 3]]]))              # degenerate
+    with pytest.raises(ValueError, match="groups must hold one group per row"):
+        a.fit(X, triplets=T, groups=np.arange(5))
+    with pytest.raises(ValueError, match="takes no y"):
+        a.fit(X, np.zeros(30), triplets=T)
+    few = np.array([[0, 1, 2]])
+    with pytest.raises(ValueError, match="leaves no triplet"):
+        a.fit(X, triplets=few)
+    P = T[:, :2]
+    with pytest.raises(ValueError, match="all labelled similar"):
+        a.fit(X, np.ones(len(P)), pairs=P)
+    with pytest.raises(ValueError, match="does not apply to triplets"):
+        _auto(scoring="roc_auc").fit(X, triplets=T)
+    with pytest.raises(ValueError, match="groups= and cv= apply"):
+        _auto().fit(X, np.arange(30) % 3, groups=np.arange(30))
+    assert not hasattr(a, "best_estimator_")
+
+
+def test_relabelled_items_give_the_same_race():
+    """Permuting the items (rows of X and the ids in the answers) with a
+    splitter keyed to the items' groups changes nothing."""
+    X, T = _items(n=40)
+    groups = np.repeat(np.arange(8), 5)
+    perm = np.random.default_rng(7).permutation(40)
+    inv = np.argsort(perm)
+    a = _auto(cv=GroupKFold(n_splits=2)).fit(X, triplets=T, groups=groups)
+    b = _auto(cv=GroupKFold(n_splits=2)).fit(X[perm], triplets=inv[T], groups=groups[perm])
+    assert a.best_params_["learner"] == b.best_params_["learner"]
+    np.testing.assert_allclose(a.cv_results_["mean_validation_score"][:2],
+                               b.cv_results_["mean_validation_score"][:2], atol=1e-12)
+
+
+def test_relative_step_cap_is_scale_free():
+    Z = np.abs(np.random.default_rng(0).standard_normal((30, 8)))
+    c = relative_step_cap(0.5, Z, 0)
+    assert relative_step_cap(0.5, 10 * Z, 0) == pytest.approx(c / 1e4, rel=1e-12)
+    assert relative_step_cap(1.0, Z, 0) == pytest.approx(2 * c, rel=1e-12)

@@ -1,0 +1,441 @@
+"""``AutoSimilarity`` on comparisons: triplets or pairs, validated on unseen items.
+
+What people give is often not class labels but answers about items with
+features: "a is closer to b than to c" (triplets) or "a and b are alike / not
+alike" (pairs).  The promise to such a user is a similarity of the features
+that is never worse than the plain one (the cosine of features from a
+network, the Euclidean distance of tabular ones) *on items the learner never
+saw*, which is how it will be used.  So the race here:
+
+1. **Parses the supervision once** (:func:`parse_comparisons`): rows X with
+   ``triplets=`` (index triplets into X), point triplets ``(n, 3, d)``,
+   ``pairs=`` with one label per pair, point pairs ``(n, 2, d)`` with labels,
+   or index tuples with ``preprocessor=``, into one :class:`Comparisons`
+   (the rows, the index tuples, the pair labels, the form it came in).
+2. **Splits the items** (:func:`item_splits`), not the answers: each split
+   holds out a share of the items (``validation_size``; whole ``groups=``
+   when given; or any scikit-learn splitter / number of folds as ``cv=``,
+   applied to the items).  A candidate is fitted on the answers whose items
+   are all fit items, and scored on the answers whose items are all held-out
+   items (the *unseen-items* protocol of ``bench/bench_zappos_unseen.py``):
+   held-out triplet accuracy, or for pairs the ROC AUC of ``pair_score``.
+3. **Races every candidate on every split** (cheapest first, each fit
+   checked against the time budget and the dense-work resources as in the
+   label race), keeps the best mean validation score, ties going to the
+   earlier candidate, and refits the winner on all answers.  The no-learning
+   candidates come first and are always scored: Euclidean on the raw rows,
+   the **cosine** (``Euclidean(preprocessing="normalize")``) and Euclidean
+   on standardised columns.  So the winner is never below the best of them
+   on the validation items.
+
+Learned candidates start at those baselines and move away only as far as
+the validation items reward: OASIS from ``W = I`` on normalised rows (the
+cosine) or on the sphere lift (Euclidean), with its step cap ``C`` given
+*relative to the data's own scale* (:func:`relative_step_cap`: a fraction
+``kappa`` of the typical full passive-aggressive step, so that the same
+grid binds on l2-normalised, raw and standardised rows), and KISSME's
+closed form.  Crowd answers are noisy: a small ``kappa`` follows each
+answer only a little, and the held-out items decide how much.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any, Optional
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+
+__all__ = ["Comparisons", "parse_comparisons", "item_splits", "relative_step_cap",
+           "DEFAULT_COMPARISON_CANDIDATES", "COMPARISON_SCORINGS"]
+
+_WHO = "AutoSimilarity"
+
+#: the validation scores of the comparison race, by supervision
+COMPARISON_SCORINGS = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}
+
+#: The default race on comparisons.  ``kappa`` (OASIS): the step cap ``C`` as
+#: a fraction of the typical full step on the fit items
+#: (:func:`relative_step_cap`), four decades from barely moving (1 %) to
+#: a cap ten times the typical full step (plain passive-aggressive steps).
+DEFAULT_COMPARISON_CANDIDATES: tuple[dict, ...] = (
+    {"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize", "standardize"]}},
+    {"learner": "OASIS", "grid": {"preprocessing": ["normalize", "sphere"], "max_iter": [1]},
+     "kappa": [1e-2, 1e-1, 1.0, 10.0]},
+    {"learner": "KISSME", "grid": {"preprocessing": ["normalize", "standardize"],
+                                   "shrinkage": [0.1]}},
+)
+
+
+@dataclass
+class Comparisons:
+    """The supervision of a fit on comparisons, parsed once.
+
+    ``kind`` is ``"triplets"`` or ``"pairs"``; ``X`` the item rows (dense
+    float array or CSR matrix); ``index`` int64 ``(m, 3)`` triplets
+    ``(query, closer, farther)`` or ``(m, 2)`` pairs of row indices;
+    ``labels`` the pairs' labels as +1 / -1 (None for triplets); ``form``
+    how they were given (``"triplets"``, ``"pairs"``).
+    """
+
+    kind: str
+    X: Any
+    index: np.ndarray
+    labels: Optional[np.ndarray]
+    form: str
+
+    @property
+    def n_items(self) -> int:
+        return int(self.X.shape[0])
+
+    def among(self, items: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """The tuples whose items are all in ``items`` (sorted row ids),
+        re-indexed into ``X[items]``, and their labels."""
+        where = np.full(self.n_items, -1, dtype=np.int64)
+        where[items] = np.arange(items.size)
+        local = where[self.index]
+        keep = (local >= 0).all(axis=1)
+        return local[keep], None if self.labels is None else self.labels[keep]
+
+
+def parse_comparisons(est: Any, X, y, triplets, pairs) -> Optional[Comparisons]:
+    """Every comparison form ``fit`` accepts as one :class:`Comparisons`, or
+    None when the supervision is class labels (rows X with y).
+
+    Raises
+    ------
+    ValueError
+        Indices outside X, degenerate triplets (an item compared with
+        itself), pairs without both labels, y given with triplets.
+    """
+    from .._validation import check_triplets, check_X
+    from ..base import _tuple_forms
+    from ..pairs import check_pairs
+
+    X, y, triplets, pairs, form = _tuple_forms(est, X, y, triplets, pairs)
+    if form is None:
+        return None
+    X = check_X(X, _WHO, accept_sparse=True)
+    if sp.issparse(X):
+        X = X.tocsr()
+    n = X.shape[0]
+    if triplets is not None:
+        if pairs is not None:
+            raise ValueError(f"{_WHO}: give triplets= or pairs=, not both.")
+        if y is not None:
+            raise ValueError(f"{_WHO}: triplets carry their own supervision (the query is "
+                             "closer to the second item than to the third); fit(X, "
+                             "triplets=T) takes no y.")
+        T = check_triplets(triplets, n, _WHO, allow_degenerate=False)
+        return Comparisons("triplets", X, T, None, form)
+    pc = check_pairs(pairs, y, n, est)
+    labels = np.asarray(pc.labels)
+    if not ((labels > 0).any() and (labels < 0).any()):
+        raise ValueError(f"{_WHO}: the pairs are all labelled {'similar' if labels[0] > 0 else 'dissimilar'}; "
+                         "validation by ROC AUC (and learning) needs both similar and "
+                         "dissimilar pairs.")
+    return Comparisons("pairs", X, np.ascontiguousarray(pc.pairs, dtype=np.int64),
+                       np.where(labels > 0, 1, -1).astype(np.int8), form)
+
+
+def _check_groups(groups, n: int) -> Optional[np.ndarray]:
+    if groups is None:
+        return None
+    if sp.issparse(groups):
+        raise TypeError(f"{_WHO}: groups must be a 1-D array with one group per row of X, "
+                        "got a sparse matrix.")
+    g = np.asarray(groups)
+    if g.ndim != 1 or g.shape[0] != n:
+        raise ValueError(f"{_WHO}: groups must hold one group per row (item) of X: {n} "
+                         f"values; got shape {g.shape}.")
+    if g.dtype.kind == "f" and not np.isfinite(g).all():
+        raise ValueError(f"{_WHO}: groups holds NaN or infinite values.")
+    if np.unique(g).size < 2:
+        raise ValueError(f"{_WHO}: groups has a single group; holding out items needs at "
+                         "least 2.")
+    return g
+
+
+def _splitter(est: Any, groups: Optional[np.ndarray], seed: int):
+    from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold, ShuffleSplit
+
+    cv = est.cv
+    if cv is None:
+        kind = GroupShuffleSplit if groups is not None else ShuffleSplit
+        return kind(n_splits=int(est.n_splits), test_size=float(est.validation_size),
+                    random_state=seed)
+    if isinstance(cv, Integral) and not isinstance(cv, bool):
+        if cv < 2:
+            raise ValueError(f"{_WHO}: cv={cv} folds; at least 2 are needed.")
+        return GroupKFold(n_splits=int(cv)) if groups is not None else \
+            KFold(n_splits=int(cv), shuffle=True, random_state=seed)
+    if hasattr(cv, "split"):
+        return cv
+    raise TypeError(f"{_WHO}: cv must be None, a number of folds or a scikit-learn splitter "
+                    f"(an object with split(X, y, groups)); got {type(cv).__name__}.")
+
+
+def item_splits(est: Any, comp: Comparisons, groups, seed: int
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(fit items, validation items)`` per split, each a sorted int64
+    array of row ids; every split leaves answers to fit and to validate on.
+
+    Raises
+    ------
+    ValueError
+        ``groups`` of the wrong length, a splitter with fewer than 2 items,
+        or a split that leaves no answer among its fit or its validation
+        items (the message names the split and what to change).
+    """
+    n = comp.n_items
+    g = _check_groups(groups, n)
+    try:
+        raw = list(_splitter(est, g, seed).split(np.zeros((n, 1)), None, g))
+    except ValueError as exc:
+        raise ValueError(f"{_WHO}: the item splitter failed on {n} items: {exc}") from None
+    if not raw:
+        raise ValueError(f"{_WHO}: the splitter gave no split.")
+    out = []
+    for s, (fi, vi) in enumerate(raw):
+        fi, vi = np.unique(np.asarray(fi, np.int64)), np.unique(np.asarray(vi, np.int64))
+        if np.intersect1d(fi, vi).size:
+            raise ValueError(f"{_WHO}: split {s} puts items both in fit and validation; the "
+                             "race holds out items, so the splitter must not share them.")
+        for items, what in ((fi, "fit"), (vi, "validation")):
+            t, lab = comp.among(items)
+            if t.shape[0] == 0:
+                raise ValueError(
+                    f"{_WHO}: split {s} leaves no {comp.kind[:-1]} whose items are all "
+                    f"among its {items.size} {what} items (of {n}); answers are kept only "
+                    "within one side of a split. Hold out more items (validation_size), "
+                    "use fewer or larger groups, or give more answers.")
+            if lab is not None and what == "validation" and np.unique(lab).size < 2:
+                raise ValueError(f"{_WHO}: split {s}'s validation pairs are all of one "
+                                 "label; the ROC AUC needs both. Hold out more items.")
+        out.append((fi, vi))
+    return out
+
+
+def relative_step_cap(kappa: float, Z: np.ndarray, seed: int, sample: int = 2000) -> float:
+    """OASIS's cap ``C`` as a fraction ``kappa`` of the typical full step.
+
+    A passive-aggressive step is ``tau = min(C, loss / ||V||_F^2)`` with
+    ``V = q (p - n)^T`` (Chechik et al. 2010, eq. 6), and ``||V||_F^2 =
+    ||q||^2 ||p - n||^2``; a loss of the order of the margin 1 asks for a
+    step of about ``1 / ||V||^2``.  So ``C = kappa / s`` with ``s`` the
+    median of ``||z_i||^2`` times the median of ``||z_i - z_j||^2`` over
+    random pairs of the preprocessed fit rows ``Z``: ``kappa = 1`` follows a
+    typical answer fully, ``kappa = 0.01`` goes 1 % of the way.  ``c Z``
+    gives ``C / c^4`` and the same steps ``tau V``: the cap is scale-free.
+    """
+    Zd = Z.toarray() if sp.issparse(Z) else np.asarray(Z, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    n = Zd.shape[0]
+    i, j = rng.integers(0, n, size=sample), rng.integers(0, n, size=sample)
+    keep = i != j
+    sq = np.einsum("ij,ij->i", Zd, Zd)
+    D = Zd[i[keep]] - Zd[j[keep]]
+    diff = np.einsum("ij,ij->i", D, D) if D.size else np.ones(1)
+    s = float(np.median(sq)) * float(np.median(diff))
+    return float(kappa) / s if np.isfinite(s) and s > 0 else float(kappa)
+
+
+class _Racer:
+    """One candidate of the comparison race: a learner template, its fixed
+    parameters and, for OASIS, the relative step cap ``kappa``."""
+
+    def __init__(self, cand, kappa: Optional[float] = None):
+        self.cand = cand
+        self.kappa = kappa
+
+    @property
+    def name(self) -> str:
+        return self.cand.name
+
+    def params(self) -> dict:
+        p = dict(self.cand.params)
+        if self.kappa is not None:
+            p["kappa"] = self.kappa
+        return p
+
+    def make(self, X_fit, seed: int):
+        est = self.cand.make(None, seed)
+        if self.kappa is not None:
+            from ..preprocessing import Preprocessor
+            pre = Preprocessor(est.get_params().get("preprocessing"), auto="sphere",
+                               owner=self.name).fit(X_fit)
+            est.set_params(C=relative_step_cap(self.kappa, pre.transform(X_fit), seed))
+        return est
+
+
+def expand_racers(candidates) -> list[_Racer]:
+    """The racers of ``candidates`` (None: :data:`DEFAULT_COMPARISON_CANDIDATES`);
+    a spec may carry ``"kappa"`` (a list of relative step caps) for a learner
+    with a ``C`` parameter."""
+    from . import _expand_candidates
+
+    specs = DEFAULT_COMPARISON_CANDIDATES if candidates is None else candidates
+    out: list[_Racer] = []
+    for i, spec in enumerate(specs if not isinstance(specs, dict) else [specs]):
+        kappas = None
+        if isinstance(spec, dict) and "kappa" in spec:
+            spec = dict(spec)
+            kappas = list(spec.pop("kappa"))
+            if not kappas or not all(isinstance(k, (int, float)) and not isinstance(k, bool)
+                                     and k > 0 and math.isfinite(k) for k in kappas):
+                raise ValueError(f"{_WHO}: candidates[{i}]['kappa'] must be a non-empty list "
+                                 "of positive numbers.")
+        for cand in _expand_candidates([spec]):
+            if kappas is None:
+                out.append(_Racer(cand))
+                continue
+            if "C" not in cand.template.get_params():
+                raise ValueError(f"{_WHO}: candidates[{i}]: 'kappa' sets the step cap C, "
+                                 f"which {cand.name} does not have.")
+            out.extend(_Racer(cand, k) for k in kappas)
+    return out
+
+
+def score_split(model, comp: Comparisons, items: np.ndarray) -> float:
+    """The validation score of a fitted model on the answers among
+    ``items``: triplet accuracy (ties count half) or the pairs' ROC AUC."""
+    t, lab = comp.among(items)
+    Xv = comp.X[items]
+    if comp.kind == "triplets":
+        from ..metrics import triplet_accuracy
+        return float(triplet_accuracy(model, Xv, t))
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]])))
+
+
+def fit_on(model, comp: Comparisons, items: Optional[np.ndarray] = None):
+    """Fit ``model`` on the answers among ``items`` (None: all)."""
+    if items is None:
+        X, t, lab = comp.X, comp.index, comp.labels
+    else:
+        t, lab = comp.among(items)
+        X = comp.X[items]
+    if comp.kind == "triplets":
+        return model.fit(X, triplets=t)
+    return model.fit(X, lab, pairs=t)
+
+
+_FAILURES = (FloatingPointError, ArithmeticError, ValueError, np.linalg.LinAlgError,
+             MemoryError)
+
+
+def race(est: Any, comp: Comparisons, splits: list, t_start: float, seed0: int) -> dict:
+    """Fit and score every racer on every split; returns the race's record:
+    ``rows`` (one dict per racer), ``skipped``, ``stop``."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from . import AutoSimilarity
+
+    racers = expand_racers(est.candidates)
+    deadline = t_start + float(est.time_budget)
+    ctx = {"X": comp.X[splits[0][0]], "deadline": deadline, "memory": None, "speed": None,
+           "n_workers": 1}
+    rows, skipped, stop = [], [], "max_iter"
+    for c, racer in enumerate(racers):
+        row = {"candidate": c, "learner": racer.name, "params": racer.params(),
+               "preprocessing": str(racer.cand.prep), "scores": [], "fit_time": [],
+               "error": "", "stopped": ""}
+        rows.append(row)
+        why, secs = AutoSimilarity._resources(ctx, racer.cand, None)
+        free = secs < 0
+        if why:
+            row["stopped"] = why
+            skipped.append({"candidate": c, "learner": racer.name, "params": racer.params(),
+                            "reason": why})
+            continue
+        for s, (fi, vi) in enumerate(splits):
+            if not free and time.time() + max(secs, 0.0) > deadline:
+                row["stopped"] = f"max_time: time_budget spent before split {s}"
+                stop = "max_time"
+                break
+            seed = int(np.random.SeedSequence([seed0, c, s]).generate_state(1)[0])
+            t0 = time.perf_counter()
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    model = fit_on(racer.make(comp.X[fi], seed), comp, fi)
+                row["scores"].append(score_split(model, comp, vi))
+            except _FAILURES as exc:
+                row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                row["stopped"] = "error"
+                break
+            finally:
+                row["fit_time"].append(time.perf_counter() - t0)
+    return {"rows": rows, "racers": racers, "skipped": skipped, "stop": stop}
+
+
+def results_table(rows: list[dict], n_splits: int, win: int) -> dict:
+    """``cv_results_``: one entry per racer (NumPy arrays, pandas-readable)."""
+    nan = float("nan")
+    full = [len(r["scores"]) == n_splits and not r["error"] for r in rows]
+    mean = [float(np.mean(r["scores"])) if ok else nan for r, ok in zip(rows, full)]
+    order = sorted(range(len(rows)), key=lambda i: (i != win, not full[i],
+                                                    -(mean[i] if full[i] else -np.inf), i))
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[order] = np.arange(1, len(rows) + 1)
+    out: dict[str, Any] = {
+        "candidate": np.array([r["candidate"] for r in rows]),
+        "learner": np.array([r["learner"] for r in rows], dtype=object),
+        "params": np.array([r["params"] for r in rows], dtype=object),
+        "preprocessing": np.array([r["preprocessing"] for r in rows], dtype=object),
+        "mean_validation_score": np.array(mean),
+        "std_validation_score": np.array([float(np.std(r["scores"])) if ok else nan
+                                          for r, ok in zip(rows, full)]),
+        "mean_fit_time": np.array([float(np.mean(r["fit_time"])) if r["fit_time"] else 0.0
+                                   for r in rows]),
+        "error": np.array([r["error"] for r in rows], dtype=object),
+        "stopped": np.array([r["stopped"] for r in rows], dtype=object),
+        "rank_validation_score": rank,
+    }
+    for s in range(n_splits):
+        out[f"split{s}_validation_score"] = np.array(
+            [r["scores"][s] if len(r["scores"]) > s else nan for r in rows])
+    return out
+
+
+def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None:
+    """``AutoSimilarity.fit`` on comparisons: split the items, race, refit
+    the winner on all answers; sets the fitted attributes on ``est``."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    seed0 = est._seed()
+    split_seed = int(np.random.SeedSequence(seed0).generate_state(1)[0])
+    splits = item_splits(est, comp, groups, split_seed)
+    rec = race(est, comp, splits, t_start, seed0)
+    rows = rec["rows"]
+    scored = [i for i, r in enumerate(rows) if len(r["scores"]) == len(splits)
+              and not r["error"]]
+    if not scored:
+        raise RuntimeError(f"{_WHO}: no candidate was scored on every split within "
+                           f"time_budget={est.time_budget}.")
+    # ties go to the earlier racer: the no-learning baselines come first
+    win = max(scored, key=lambda i: (float(np.mean(rows[i]["scores"])), -i))
+    racer = rec["racers"][win]
+    seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = fit_on(racer.make(comp.X, seed), comp)
+    est.refit_time_ = time.perf_counter() - t0
+    est.best_estimator_ = model
+    est.best_params_ = {"learner": racer.name, **racer.params()}
+    if racer.kappa is not None:
+        est.best_params_["C"] = float(model.get_params()["C"])
+    est.best_score_ = float(np.mean(rows[win]["scores"]))
+    est.cv_results_ = results_table(rows, len(splits), win)
+    est.skipped_ = rec["skipped"]
+    est.stop_reason_ = rec["stop"]
+    est.history_ = {"step": [0], "seconds": [time.time() - t_start],
+                    "n_candidates": [len(rows)], "best_validation_score": [est.best_score_]}
+    est.supervision_ = comp.kind
+    est.scoring_ = COMPARISON_SCORINGS[comp.kind]
+    est.n_features_in_ = comp.X.shape[1]
