@@ -531,6 +531,16 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         and do not depend on ``n_jobs``.
     verbose : int, default=0
         1: one line per round on stderr.
+    cv : int, scikit-learn splitter or None, default=None
+        With triplets or pairs only: how the *items* are split for
+        validation (:mod:`tripletml.auto.comparisons`).  None: 3 shuffled
+        folds over the items (``GroupKFold`` over ``groups`` when given); an
+        int: that many folds; a splitter (``GroupKFold``,
+        ``GroupShuffleSplit``, ...): its ``split(items, None, groups)``.
+        ``n_splits`` and ``validation_size`` are the label race's.
+    preprocessor : array-like or callable or None, default=None
+        metric-learn's row lookup: with it, ``fit`` takes index triplets
+        ``(n, 3)`` or index pairs ``(n, 2)`` (with y) into its rows.
 
     Attributes
     ----------
@@ -571,6 +581,10 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         stopped the race.
     refit_time_ : float
         Seconds of the final refit.
+    supervision_ : {"triplets", "pairs"}
+        After a fit on comparisons: what was given (absent after a label fit).
+    scoring_ : {"triplet_accuracy", "roc_auc"}
+        After a fit on comparisons: the held-out score ``best_score_`` is in.
     """
 
     def __init__(self, candidates=None, *, scoring: str = "map", time_budget: float = 60.0,

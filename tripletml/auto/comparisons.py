@@ -12,9 +12,9 @@ saw*, which is how it will be used.  So the race here:
    ``pairs=`` with one label per pair, point pairs ``(n, 2, d)`` with labels,
    or index tuples with ``preprocessor=``, into one :class:`Comparisons`
    (the rows, the index tuples, the pair labels, the form it came in).
-2. **Splits the items** (:func:`item_splits`), not the answers: each split
-   holds out a share of the items (``validation_size``; whole ``groups=``
-   when given; or any scikit-learn splitter / number of folds as ``cv=``,
+2. **Splits the items** (:func:`item_splits`), not the answers: ``cv``
+   folds over the items (None: :data:`DEFAULT_FOLDS`; whole ``groups=``
+   together when given, ``GroupKFold``; or any scikit-learn splitter,
    applied to the items).  A candidate is fitted on the answers whose items
    are all fit items, and scored on the answers whose items are all held-out
    items (the *unseen-items* protocol of ``bench/bench_zappos_unseen.py``):
@@ -54,6 +54,12 @@ __all__ = ["Comparisons", "parse_comparisons", "item_splits", "relative_step_cap
            "DEFAULT_COMPARISON_CANDIDATES", "COMPARISON_SCORINGS"]
 
 _WHO = "AutoSimilarity"
+
+#: ``cv=None``: this many folds over the items (each item validated once).
+#: Answers are kept only within one side of a split, so a split holding out
+#: a share v of the items validates on about v^3 of the answers: one split
+#: is too few for noisy answers, three folds use every item once.
+DEFAULT_FOLDS = 3
 
 #: the validation scores of the comparison race, by supervision
 COMPARISON_SCORINGS = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}
@@ -161,13 +167,9 @@ def _check_groups(groups, n: int) -> Optional[np.ndarray]:
 
 
 def _splitter(est: Any, groups: Optional[np.ndarray], seed: int):
-    from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold, ShuffleSplit
+    from sklearn.model_selection import GroupKFold, KFold
 
-    cv = est.cv
-    if cv is None:
-        kind = GroupShuffleSplit if groups is not None else ShuffleSplit
-        return kind(n_splits=int(est.n_splits), test_size=float(est.validation_size),
-                    random_state=seed)
+    cv = DEFAULT_FOLDS if est.cv is None else est.cv
     if isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"{_WHO}: cv={cv} folds; at least 2 are needed.")
