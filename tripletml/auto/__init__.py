@@ -824,6 +824,12 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                   f"stopped by {stop}", file=sys.stderr)
         return self
 
+    @staticmethod
+    def _expand(specs) -> list[_Candidate]:
+        """The candidates of ``specs`` (the rules of ``candidates``), for
+        :mod:`tripletml.auto.comparisons`."""
+        return _expand_candidates(specs)
+
     def _cap_validation(self, vi: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
         """At most ``max_validation_items`` validation items (a stratified
         subset): scoring is quadratic in their number."""

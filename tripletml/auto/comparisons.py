@@ -274,12 +274,12 @@ class _Racer:
         return est
 
 
-def expand_racers(candidates) -> list[_Racer]:
-    """The racers of ``candidates`` (None: :data:`DEFAULT_COMPARISON_CANDIDATES`);
-    a spec may carry ``"kappa"`` (a list of relative step caps) for a learner
-    with a ``C`` parameter."""
-    from . import _expand_candidates
-
+def expand_racers(est: Any) -> list[_Racer]:
+    """The racers of ``est.candidates`` (None:
+    :data:`DEFAULT_COMPARISON_CANDIDATES`), expanded by the estimator's own
+    candidate rules (``est._expand``); a spec may carry ``"kappa"`` (a list
+    of relative step caps) for a learner with a ``C`` parameter."""
+    candidates = est.candidates
     specs = DEFAULT_COMPARISON_CANDIDATES if candidates is None else candidates
     out: list[_Racer] = []
     for i, spec in enumerate(specs if not isinstance(specs, dict) else [specs]):
@@ -291,7 +291,7 @@ def expand_racers(candidates) -> list[_Racer]:
                                      and k > 0 and math.isfinite(k) for k in kappas):
                 raise ValueError(f"{_WHO}: candidates[{i}]['kappa'] must be a non-empty list "
                                  "of positive numbers.")
-        for cand in _expand_candidates([spec]):
+        for cand in est._expand([spec]):
             if kappas is None:
                 out.append(_Racer(cand))
                 continue
@@ -326,6 +326,40 @@ def fit_on(model, comp: Comparisons, items: Optional[np.ndarray] = None):
     return model.fit(X, lab, pairs=t)
 
 
+def _has_span_route(template) -> bool:
+    """Whether a learner fits in the span of its rows when they are fewer
+    than the features (``_span_lift_spec`` overridden)."""
+    from ..base import TripletLearner
+
+    own = getattr(type(template), "_span_lift_spec", None)
+    return own is not None and own is not getattr(TripletLearner, "_span_lift_spec", None)
+
+
+def _work_proxy(template, X, items: np.ndarray):
+    """What the dense-work estimate of ``AutoSimilarity._resources`` should
+    see: the fit rows, narrowed to their span's width for a learner with the
+    span route (its d x d work happens at that width; the lift is one
+    ``O(d^2 r)`` product)."""
+    n, d = items.size, X.shape[1]
+    if _has_span_route(template) and n < d:
+        return np.zeros((n, n))
+    return X[items]
+
+
+def _with_answers(cand, comp: Comparisons, items: np.ndarray):
+    """``cand`` with its ``n_triplets`` set to the answers it will get, so
+    that the estimate counts the updates the fit makes (the answers among
+    the fit items, not the learner's default draw)."""
+    if "n_triplets" not in cand.template.get_params():
+        return cand
+    import copy
+
+    m = int(comp.among(items)[0].shape[0])
+    out = copy.copy(cand)
+    out.params = {**cand.params, "n_triplets": max(1, m)}
+    return out
+
+
 _FAILURES = (FloatingPointError, ArithmeticError, ValueError, np.linalg.LinAlgError,
              MemoryError)
 
@@ -335,19 +369,18 @@ def race(est: Any, comp: Comparisons, splits: list, t_start: float, seed0: int) 
     ``rows`` (one dict per racer), ``skipped``, ``stop``."""
     from sklearn.exceptions import ConvergenceWarning
 
-    from . import AutoSimilarity
-
-    racers = expand_racers(est.candidates)
+    racers = expand_racers(est)
     deadline = t_start + float(est.time_budget)
-    ctx = {"X": comp.X[splits[0][0]], "deadline": deadline, "memory": None, "speed": None,
-           "n_workers": 1}
+    fi0 = splits[0][0]
+    ctx = {"deadline": deadline, "memory": None, "speed": None, "n_workers": 1}
     rows, skipped, stop = [], [], "max_iter"
     for c, racer in enumerate(racers):
         row = {"candidate": c, "learner": racer.name, "params": racer.params(),
                "preprocessing": str(racer.cand.prep), "scores": [], "fit_time": [],
                "error": "", "stopped": ""}
         rows.append(row)
-        why, secs = AutoSimilarity._resources(ctx, racer.cand, None)
+        ctx["X"] = _work_proxy(racer.cand.template, comp.X, fi0)
+        why, secs = est._resources(ctx, _with_answers(racer.cand, comp, fi0), None)
         free = secs < 0
         if why:
             row["stopped"] = why
