@@ -234,14 +234,22 @@ def relative_step_cap(kappa: float, Z: np.ndarray, seed: int, sample: int = 2000
     typical answer fully, ``kappa = 0.01`` goes 1 % of the way.  ``c Z``
     gives ``C / c^4`` and the same steps ``tau V``: the cap is scale-free.
     """
-    Zd = Z.toarray() if sp.issparse(Z) else np.asarray(Z, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    n = Zd.shape[0]
+    n = Z.shape[0]
     i, j = rng.integers(0, n, size=sample), rng.integers(0, n, size=sample)
     keep = i != j
-    sq = np.einsum("ij,ij->i", Zd, Zd)
-    D = Zd[i[keep]] - Zd[j[keep]]
-    diff = np.einsum("ij,ij->i", D, D) if D.size else np.ones(1)
+    if sp.issparse(Z):              # sparse rows stay sparse: O(nnz) memory
+        Z = sp.csr_matrix(Z, dtype=np.float64)
+        sq = np.asarray(Z.multiply(Z).sum(axis=1), dtype=np.float64).ravel()
+        D = Z[i[keep]] - Z[j[keep]]
+        diff = np.asarray(D.multiply(D).sum(axis=1), dtype=np.float64).ravel()
+    else:
+        Zd = np.asarray(Z, dtype=np.float64)
+        sq = np.einsum("ij,ij->i", Zd, Zd)
+        D = Zd[i[keep]] - Zd[j[keep]]
+        diff = np.einsum("ij,ij->i", D, D)
+    if not diff.size:
+        diff = np.ones(1)
     s = float(np.median(sq)) * float(np.median(diff))
     return float(kappa) / s if np.isfinite(s) and s > 0 else float(kappa)
 
