@@ -58,9 +58,10 @@ from ._stopping import STOP_REASONS
 from ._preprocessed import PreprocessedModel
 from .preprocessing import check_preprocessing
 from ._validation import as_generator, check_dense_memory, check_triplets, check_X
-from ._tuples import TupleClassifierMixin, TupleInput, best_threshold, resolve_rows, tuple_input
+from ._tuples import (TupleClassifierMixin, TupleInput, available_if_fitted, best_threshold,
+                      refuse_index_tuples, resolve_rows, tuple_input)
 from ._deprecated import _legacy_decision_function_available
-from .pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pairs_to_triplets
+from .pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pair_classes, pairs_to_triplets
 from .linalg import rowwise_dot
 from .linalg.invariants import check_factor, check_positive_definite, check_psd
 from .triplets import check_labels, resolve_sampling
@@ -215,6 +216,9 @@ class LearnerBase(BaseEstimator):
             t = vars(self)["threshold_"]
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t):
                 raise ValueError(f"threshold_={t!r} must be a finite number")
+        classes = vars(self).get("classes_")
+        if classes is not None and np.asarray(classes).tolist() not in ([-1, 1], [0, 1]):
+            raise ValueError(f"classes_={classes!r} must be [-1, 1] or [0, 1]")
         form = vars(self).get("tuple_form_")
         if form is not None and form not in ("pairs", "triplets"):
             raise ValueError(f"tuple_form_={form!r} must be 'pairs' or 'triplets'")
@@ -282,6 +286,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     #: when fitted on pairs: a learner whose paper learns from pairs (ITML,
     #: KISSME, MMC); the others receive the triplets the pairs imply
     _accepts_pairs: ClassVar[bool] = False
+    #: whether a fit on pairs needs both similar and dissimilar pairs (RCA
+    #: learns from the similar ones alone)
+    _pairs_need_both: ClassVar[bool] = True
 
     def _check_square_memory(self, d: int) -> None:
         """A clear MemoryError, before any allocation, when the
@@ -321,7 +328,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             if triplets is not None:
                 raise ValueError(f"{who}: give pairs= (with y their +1/-1 labels) or "
                                  "triplets=, not both.")
-            got = check_pairs(pairs, y, X.shape[0], self)
+            got = check_pairs(pairs, y, X.shape[0], self, both=self._pairs_need_both)
         elif self._needs_triplets and triplets is not None:
             got = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
         elif self._needs_triplets:
@@ -421,7 +428,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             return X._fit_learner(self)       # tripletml.training.partitioned
         X, y, triplets, pairs, form = _tuple_forms(self, X, y, triplets, pairs)
         self._reset_fitted()  # a failed refit must not look fitted
-        for name in ("threshold_", "tuple_form_"):
+        for name in ("threshold_", "tuple_form_", "classes_"):
             self.__dict__.pop(name, None)
         X_raw = X
         X, got, rng = self._prepare_fit(X, y, triplets, pairs)
@@ -436,6 +443,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             pc = check_pairs(pairs, y, rows.shape[0], self)
             scores = self._tuple_scores(TupleInput("pairs", rows, pc.pairs))
             self.threshold_ = best_threshold(scores, pc.labels)
+            self.classes_ = pair_classes(y)     # predict answers in the labels given
         if form is not None:
             self.tuple_form_ = form
         return self
@@ -567,7 +575,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     def _decision_available(self) -> bool:
         return self._tuple_ready() or _legacy_decision_function_available(self)
 
-    @available_if(_decision_available)
+    @available_if_fitted(_decision_available)
     def decision_function(self, X, triplets=None) -> np.ndarray:
         """Scores of tuples: ``pair_score`` of each pair of points (higher =
         more similar; minus the distance for a Mahalanobis learner, as
@@ -593,7 +601,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             return LegacyDecisionFunction.decision_function(self, X, triplets)
         return self._tuple_decision(X)
 
-    @available_if(TupleClassifierMixin._tuple_ready)
+    @available_if_fitted(TupleClassifierMixin._tuple_ready)
     def predict(self, X) -> np.ndarray:
         """+1 / -1 for each pair (similar when its score is at least
         ``threshold_``) or triplet (+1 when the query is more similar to the
@@ -621,6 +629,8 @@ def _tuple_forms(est, X, y, triplets, pairs=None):
     tuples ``(n, 2)`` / ``(n, 3)`` the rows it gives.  Misplaced forms get an
     error naming the right one."""
     who = type(est).__name__
+    if triplets is None and pairs is None:
+        refuse_index_tuples(est, X, y)      # index tuples need preprocessor=
     if triplets is None and pairs is None and y is not None:
         ya = y if isinstance(y, np.ndarray) else None
         if isinstance(y, (list, tuple)):
@@ -1101,7 +1111,7 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         """
         check_is_fitted(self)
 
-        def metric(u, v):
+        def metric(u, v, squared=squared):
             pre = getattr(self, "_preprocess", lambda x: x)
             u2, v2 = (pre(np.atleast_2d(np.asarray(w, float))) for w in (u, v))
             diff = self._transform(u2 - v2)

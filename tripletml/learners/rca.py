@@ -258,6 +258,8 @@ class RCA(MahalanobisMixin, TripletLearner):
 
     #: the paper's setting: equivalence (similar) constraints
     _accepts_pairs = True
+    #: dissimilar pairs play no part: similar pairs alone are a full supervision
+    _pairs_need_both = False
 
     def _sampler(self):
         """Labels are used as they are (each class one chunklet):
