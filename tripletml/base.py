@@ -687,6 +687,20 @@ def _is_collection(X) -> bool:
     return bool(getattr(type(X), "_is_sharded_collection", False))
 
 
+def _pad_columns(Z, k: int):
+    """``Z`` with zero columns appended up to ``k`` columns (dense or CSR):
+    ``transform`` has exactly ``n_components`` columns even when the learned
+    matrix has a lower rank (the extra directions carry no distance)."""
+    w = Z.shape[1]
+    if w >= k:
+        return Z
+    if sp.issparse(Z):
+        return sp.hstack([Z, sp.csr_matrix((Z.shape[0], k - w))], format="csr")
+    out = np.zeros((Z.shape[0], k), dtype=np.result_type(Z.dtype, np.float64))
+    out[:, :w] = Z
+    return out
+
+
 def _dense_float(X) -> np.ndarray:
     """``X`` as a dense C-contiguous float64 array (sparse input densified)."""
     if sp.issparse(X):
@@ -952,10 +966,11 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
                        lambda: psd_part(W, k))
 
     def _transform_out(self, X):
-        return np.asarray(X @ self._psd_map().factor)
+        return _pad_columns(np.asarray(X @ self._psd_map().factor), self._transform_width())
 
     def _transform_width(self) -> int:
-        return int(self._psd_map().factor.shape[1])
+        k = getattr(self, "n_components", None)     # zero-padded beyond the PSD rank
+        return int(self._psd_map().factor.shape[1]) if k is None else int(k)
 
     def _transform_fidelity(self) -> float:
         return self._psd_map().fidelity
@@ -1009,9 +1024,10 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     the largest eigenvalues of ``M = L^T L`` (the rows of ``components_``
     are ``diag(sqrt(s)) U^T`` in decreasing order of eigenvalue); the
     learner's ``rank_tol`` first drops the eigenvalues below ``rank_tol``
-    times the largest (``rank_``), so the width of ``transform`` is
-    ``min(n_components, rank_)``: a larger ``n_components`` keeps every
-    direction (no error).  ``n_components`` changes only ``transform``:
+    times the largest (``rank_``); when ``n_components`` exceeds ``rank_``
+    the columns beyond it are zeros, so ``transform`` always has exactly
+    ``n_components`` columns (a pipeline's width does not depend on the
+    fit).  ``n_components`` changes only ``transform``:
     ``similarity``, the distances, the embeddings for search and
     ``get_mahalanobis_matrix`` keep the full learned metric, and
     ``transform_fidelity_`` is the share of ``||L^T L||_F^2`` kept.
@@ -1024,13 +1040,15 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     def _transform_width(self) -> int:
         r = int(self.components_.shape[0])
         k = getattr(self, "n_components", None)
-        return r if k is None else min(r, int(k))
+        return r if k is None else int(k)       # zero-padded beyond rank_
 
     def _transform_out(self, X):
         k = self._transform_width()
         L = self.components_
         if k == L.shape[0]:
             return self._transform(X)
+        if k > L.shape[0]:
+            return _pad_columns(self._transform(X), k)
         return np.asarray(X @ L[:k].T)
 
     def _transform_fidelity(self) -> float:

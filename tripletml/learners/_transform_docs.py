@@ -20,8 +20,9 @@ N_COMPONENTS_BILINEAR_DOC = """\
         Width of ``transform``: the embedding keeps the ``n_components``
         largest positive eigenvalues of the symmetric part of W (see
         :class:`~tripletml.base.BilinearMixin`); None keeps every positive
-        one, and a larger value keeps those there are (no error: how many
-        are positive depends on the fit).  Changes ``transform`` only, never
+        one.  ``transform`` always has exactly ``n_components`` columns:
+        when fewer eigenvalues are positive (how many depends on the fit),
+        the columns beyond them are zeros.  Changes ``transform`` only, never
         the similarity; ``transform_fidelity_`` says what it keeps.
 """
 
@@ -29,9 +30,9 @@ N_COMPONENTS_MAHALANOBIS_DOC = """\
     n_components : int or None, default=None
         Width of ``transform``: the first ``n_components`` rows of
         ``components_``, the directions of the largest eigenvalues of M
-        (after ``rank_tol`` has dropped the negligible ones, so the width is
-        ``min(n_components, rank_)``; a larger value keeps every direction,
-        no error).  None: all ``rank_``.  Changes ``transform`` only, never
+        (after ``rank_tol`` has dropped the negligible ones).  ``transform``
+        always has exactly ``n_components`` columns: beyond ``rank_`` they
+        are zeros.  None: all ``rank_``.  Changes ``transform`` only, never
         the learned distance (see :class:`~tripletml.base.MahalanobisMixin`);
         ``transform_fidelity_`` says what it keeps.
 """
