@@ -53,6 +53,7 @@ from sklearn.utils.validation import _check_feature_names, check_is_fitted
 from ._arrayspec import ArraySpec, check_fitted_arrays
 from ._deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # noqa: F401
                           legacy_decision_function)
+from ._metric_learn_names import check_fit_keywords, wrap_init
 from ._params import validate_constraints
 from ._stopping import STOP_REASONS
 from ._preprocessed import PreprocessedModel
@@ -107,6 +108,12 @@ class LearnerBase(BaseEstimator):
         tags.input_tags.sparse = self._accepts_sparse
         tags.target_tags.required = True   # labels, triplets or an indicator Y
         return tags
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # metric-learn's keyword names (k=, prior=, n_constraints=, ...): a
+        # TypeError naming tripletml's parameter (tripletml._metric_learn_names)
+        wrap_init(cls)
 
     #: hyper-parameter declarations with scikit-learn's constraint objects
     #: (:mod:`tripletml._params`)
@@ -379,7 +386,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                 "pairs that share rows.")
         return t
 
-    def fit(self, X, y=None, *, triplets=None, pairs=None):
+    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
         """Fit the model.
 
         Parameters
@@ -416,10 +423,14 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         ``predict``, ``decision_function`` and ``score`` take tuples
         (:class:`tripletml._tuples.TupleClassifierMixin`).
 
+        Any other keyword (metric-learn's ``bounds=``, ...) is a TypeError
+        naming tripletml's parameter.
+
         Returns
         -------
         self
         """
+        check_fit_keywords(self, fit_params, ["X", "y", "triplets", "pairs"])
         if _is_collection(X):
             if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "

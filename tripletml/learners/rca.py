@@ -279,7 +279,7 @@ class RCA(MahalanobisMixin, TripletLearner):
     #: dissimilar pairs play no part: similar pairs alone are a full supervision
     _pairs_need_both = False
 
-    def fit(self, X, y=None, *, triplets=None, pairs=None):
+    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
         """Fit the model (see :meth:`tripletml.base.TripletLearner.fit`).
 
         With class labels y, each class is one chunklet.  metric-learn's
@@ -296,7 +296,7 @@ class RCA(MahalanobisMixin, TripletLearner):
         self._unchunked = (triplets is None and pairs is None
                            and _has_unchunked_label(y))
         try:
-            return super().fit(X, y, triplets=triplets, pairs=pairs)
+            return super().fit(X, y, triplets=triplets, pairs=pairs, **fit_params)
         finally:
             del self._unchunked
 
