@@ -163,11 +163,13 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
     """X as a :class:`TupleInput`, or None when X is not a tuple input.
 
     Point tuples ``(n, k, d)`` (k = 2 or 3) become ``n k`` rows with the
-    index ``(n, k)``; with a ``preprocessor``, integer ``(n, k)`` arrays are
-    index tuples (the preprocessor gives each distinct index's row once).
-    ``dedupe`` (what ``fit`` uses): the distinct rows by value, so tuples
-    sharing a point share a row and the preprocessing statistics count
-    each point once, whichever form the tuples came in.  Other 3-D shapes raise a ValueError naming the forms.
+    index ``(n, k)``; with a ``preprocessor``, ``(n, k)`` arrays are index
+    tuples (the preprocessor gives each distinct index's row once): integers,
+    or floats of integral values (others are a ValueError, see
+    :func:`_integral_ids`).  ``dedupe`` (what ``fit`` uses): the distinct
+    rows by value, so tuples sharing a point share a row and the
+    preprocessing statistics count each point once, whichever form the
+    tuples came in.  Other 3-D shapes raise a ValueError naming the forms.
     """
     if sp.issparse(X):
         return None

@@ -43,8 +43,12 @@ PREPROCESSOR_DOC = """\
         a 1-D array of indices to their rows.  When set, integer inputs are
         indices resolved through it: a 1-D array stands for rows (``fit(idx,
         y)``, ``transform(idx)``), ``(n, 2)`` / ``(n, 3)`` arrays for index
-        pairs / triplets (each distinct index looked up once); float rows
-        pass through unchanged.  None: inputs are rows.  Not saved in model
+        pairs / triplets (each distinct index looked up once; floats of
+        integral values are read as indices, others refused); other float
+        rows pass through unchanged.  Without it, an integer ``(n, 2)``
+        array with pair labels y (values in {-1, 1} or {0, 1}) is refused
+        as index pairs that need it (``X.astype(float)`` fits genuine
+        two-feature rows).  None: inputs are rows.  Not saved in model
         files (a loaded model has None).
 """
 
