@@ -111,8 +111,8 @@ def test_predict_answers_in_the_pair_labels_given(iris_pairs, tmp_path):
 def test_predict_before_fit_is_not_fitted_error(iris_pairs):
     X, _, P, _ = iris_pairs
     m = tm.ITML()
+    assert not hasattr(m, "predict")
     for method in ("predict", "decision_function"):
-        assert not hasattr(m, method)
         with pytest.raises(NotFittedError):
             getattr(m, method)(X[P])
     # fitted on class labels: a transformer, no predict (not "not fitted")

@@ -586,7 +586,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     def _decision_available(self) -> bool:
         return self._tuple_ready() or _legacy_decision_function_available(self)
 
-    @available_if_fitted(_decision_available)
+    @available_if_fitted(_decision_available, unfitted=_legacy_decision_function_available)
     def decision_function(self, X, triplets=None) -> np.ndarray:
         """Scores of tuples: ``pair_score`` of each pair of points (higher =
         more similar; minus the distance for a Mahalanobis learner, as
