@@ -47,7 +47,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
@@ -618,7 +617,13 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         ``threshold_``) or triplet (+1 when the query is more similar to the
         positive than to the negative; a tie is -1).
 
-        Present after a fit on tuples or once a threshold is set.
+        Pairs are answered in the labels fitted on (``classes_``): 1 / 0
+        when the pair labels given to ``fit`` (or ``calibrate_threshold``)
+        were 1 / 0, as a scikit-learn classifier answers in its classes, so
+        ``accuracy_score`` and ``scoring="accuracy"`` compare like with like.
+
+        Present after a fit on tuples or once a threshold is set; before
+        ``fit``, ``NotFittedError``.
 
         Parameters
         ----------
