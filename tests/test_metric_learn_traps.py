@@ -63,6 +63,8 @@ def test_index_triplets_without_preprocessor_are_refused(iris_pairs):
     with pytest.raises(ValueError, match=r"OASIS: .*index triplets.*preprocessor="):
         _make("OASIS").fit(T)
     assert _make("OASIS", preprocessor=X).fit(T).n_features_in_ == X.shape[1]
+    # the unsupervised baselines always take rows (integer RGB values, say)
+    assert tm.Euclidean().fit(T).n_features_in_ == 3
 
 
 @pytest.mark.parametrize("name", ["KISSME", "OASIS", "ITML", "LORETA"])

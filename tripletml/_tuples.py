@@ -230,10 +230,12 @@ def refuse_index_tuples(est: Any, X: Any, y: Any) -> None:
     (values within {-1, 1} or within {0, 1}) -- index pairs with their
     labels, which would otherwise be fitted as n rows of two features with
     two classes; or X is such an (n, 3) integer array and y is None (index
-    triplets).  Genuine rows of two integer features with binary class
+    triplets).  Learners that need no supervision (Euclidean, DotProduct)
+    always take rows.  Genuine rows of two integer features with binary class
     labels are fitted after ``X.astype(float)`` (float X is always rows).
     """
-    if getattr(est, "preprocessor", None) is not None or sp.issparse(X):
+    if getattr(est, "preprocessor", None) is not None or sp.issparse(X) \
+            or not getattr(est, "_needs_triplets", True):    # baselines: rows only
         return
     a = _as_array(X)
     if not _is_int_array(a) or a.ndim != 2 or a.shape[1] not in _KINDS or a.shape[0] == 0:
