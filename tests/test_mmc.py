@@ -249,7 +249,7 @@ def test_n_components_narrows_transform_only(diagonal):
     np.testing.assert_array_equal(two.M_, full.M_)                  # the distance is kept
     k = min(2, full.rank_)
     Z = two.transform(X)
-    assert Z.shape == (len(X), k)
+    assert Z.shape == (len(X), 2) and not Z[:, k:].any()     # zero beyond rank_ (issue 39)
     # the leading eigen-directions of M: Z Z^T's metric is the top-k part of M_
     w, V = np.linalg.eigh(full.M_)
     top = (V[:, ::-1][:, :k] * w[::-1][:k]) @ V[:, ::-1][:, :k].T

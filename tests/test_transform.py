@@ -273,21 +273,27 @@ def test_n_components_keeps_the_top_directions(entry):
     assert est.transform_fidelity_ < full.transform_fidelity_ or r == k
     # similarity is unchanged by n_components
     np.testing.assert_allclose(est.similarity(X[:9]), full.similarity(X[:9]), atol=1e-9)
-    # more than there are: all of them, no error
+    # more than there are: all of them, zero-padded to exactly n_components
+    # columns (issue 39), no error
     big = clone(full).set_params(n_components=50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         big.fit(X, y)
-    assert big.transform(X).shape == Zf.shape and big.transform_fidelity_ == \
-        pytest.approx(full.transform_fidelity_)
+    Zb = big.transform(X)
+    assert Zb.shape == (150, 50) and big._n_features_out == 50
+    np.testing.assert_allclose(Zb[:, :r], Zf, atol=1e-8 * np.abs(Zf).max())
+    assert not Zb[:, r:].any()
+    assert big.transform_fidelity_ == pytest.approx(full.transform_fidelity_)
 
 
 def test_kissme_rank_tol_bounds_n_components():
     """rank_tol drops the small eigenvalues first; n_components then keeps
-    the leading ones of what is left: width = min(n_components, rank_)."""
+    the leading ones of what is left; beyond rank_ the columns are zeros
+    (exactly n_components of them, issue 39)."""
     X, y = _iris()
     m = tm.KISSME(rank_tol=0.5, n_components=4).fit(X, y)
-    assert m.rank_ < 4 and m.transform(X).shape[1] == m.rank_
+    Z = m.transform(X)
+    assert m.rank_ < 4 and Z.shape[1] == 4 and not Z[:, m.rank_:].any()
     m2 = tm.KISSME(rank_tol=0.5, n_components=1).fit(X, y)
     np.testing.assert_allclose(m2.transform(X), m.transform(X)[:, :1])
     ev = np.sort(np.linalg.eigvalsh(m.M_))[::-1]

@@ -37,6 +37,12 @@ def _read_svmlight(p: Path, source: str, n_features, zero_based: bool, multilabe
         except OverflowError as exc:
             raise ValueError(f"{source} is not a readable LIBSVM file: a feature index or "
                              f"label is too large ({exc}).") from None
+        except ValueError as exc:
+            if not zero_based and "Invalid index 0" in str(exc):
+                raise ValueError(f"{source} has a feature index 0, but LIBSVM feature indices "
+                                 "start at 1; if this file's start at 0, pass --zero-based.") \
+                    from None
+            raise
         finally:
             if fh is not raw:
                 fh.close()

@@ -65,9 +65,11 @@ class PreprocessedModel:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # the declarations found through the MRO (a mixin's included)
+        from ._tuples import TUPLE_ARRAYS     # classes_ of the pair classifier
+
         own = {name: spec for name, spec in cls._fitted_arrays.items()
-               if name not in PREPROCESSING_ARRAYS}
-        cls._fitted_arrays = {**own, **PREPROCESSING_ARRAYS}
+               if name not in PREPROCESSING_ARRAYS and name not in TUPLE_ARRAYS}
+        cls._fitted_arrays = {**own, **PREPROCESSING_ARRAYS, **TUPLE_ARRAYS}
 
     # ------------------------------------------------------------- widths
     @property
@@ -93,6 +95,8 @@ class PreprocessedModel:
             value = getattr(pre, attr)
             if value is not None or name == _PREP:
                 return value
+        from ._tuples import raise_fitted_method_error
+        raise_fitted_method_error(self, name)    # predict before fit: NotFittedError
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _reset_fitted(self) -> None:

@@ -24,6 +24,8 @@ the positive than to the negative.
 """
 from __future__ import annotations
 
+import functools
+import types
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
@@ -33,13 +35,18 @@ import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .pairs import check_pair_labels
+from ._arrayspec import ArraySpec
+from .pairs import check_pair_labels, pair_classes
 
 __all__ = ["TupleInput", "tuple_input", "resolve_rows", "best_threshold", "THRESHOLD_STRATEGIES",
-           "TupleClassifierMixin"]
+           "TupleClassifierMixin", "refuse_index_tuples", "TUPLE_ARRAYS", "available_if_fitted"]
 
 #: ``calibrate_threshold`` strategies (metric-learn's names)
 THRESHOLD_STRATEGIES = ("accuracy", "f_beta", "max_tpr", "max_tnr")
+#: the fitted arrays of the tuple classifier, merged into every triplet
+#: learner's ``_fitted_arrays``: ``classes_``, the two pair labels
+#: ``predict`` answers in ([-1, 1] or [0, 1], as the labels fitted on)
+TUPLE_ARRAYS = {"classes_": ArraySpec((2,), dtype="i", low=-1, high=2, optional=True)}
 #: tuples scored per block (bounds the rows gathered at once)
 _BLOCK = 8192
 _KINDS = {2: "pairs", 3: "triplets"}
@@ -85,6 +92,27 @@ def _is_id_array(est: Any, a: Any) -> bool:
 
 def _is_int_array(a: Any) -> bool:
     return isinstance(a, np.ndarray) and a.dtype != bool and np.issubdtype(a.dtype, np.integer)
+
+
+def _integral_ids(est: Any, a: np.ndarray) -> np.ndarray:
+    """With ``preprocessor=`` set, a 2-D ``(n, 2)`` / ``(n, 3)`` array is
+    index tuples into its rows: a float array of integral values (what
+    ``np.loadtxt`` or a pandas column gives) as int64; non-integral or
+    non-finite values are a ValueError (they cannot be row indices, and
+    reading them as two or three features would fit the wrong problem)."""
+    if a.dtype.kind != "f" or not a.size:
+        return a
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(a) & (a == np.round(a)) & (np.abs(a) < 2.0**62)
+    if not ok.all():
+        bad = a[~ok].ravel()[0]
+        kind = _KINDS[a.shape[1]]
+        raise ValueError(
+            f"{_who(est)}: with preprocessor= set, a 2-D X of shape {a.shape} holds index "
+            f"{kind} (row indices into the preprocessor's rows), but X holds the non-integral "
+            f"value {bad!r}. Give integer indices, or leave preprocessor= unset to fit rows X "
+            "with class labels y.")
+    return a.astype(np.int64)
 
 
 def _preprocess_indices(est: Any, idx: np.ndarray) -> Any:
@@ -135,11 +163,13 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
     """X as a :class:`TupleInput`, or None when X is not a tuple input.
 
     Point tuples ``(n, k, d)`` (k = 2 or 3) become ``n k`` rows with the
-    index ``(n, k)``; with a ``preprocessor``, integer ``(n, k)`` arrays are
-    index tuples (the preprocessor gives each distinct index's row once).
-    ``dedupe`` (what ``fit`` uses): the distinct rows by value, so tuples
-    sharing a point share a row and the preprocessing statistics count
-    each point once, whichever form the tuples came in.  Other 3-D shapes raise a ValueError naming the forms.
+    index ``(n, k)``; with a ``preprocessor``, ``(n, k)`` arrays are index
+    tuples (the preprocessor gives each distinct index's row once): integers,
+    or floats of integral values (others are a ValueError, see
+    :func:`_integral_ids`).  ``dedupe`` (what ``fit`` uses): the distinct
+    rows by value, so tuples sharing a point share a row and the
+    preprocessing statistics count each point once, whichever form the
+    tuples came in.  Other 3-D shapes raise a ValueError naming the forms.
     """
     if sp.issparse(X):
         return None
@@ -160,6 +190,8 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
             uniq, inv = np.unique(rows, axis=0, return_inverse=True)
             return TupleInput(_KINDS[k], uniq, np.asarray(inv, np.int64).reshape(n, k))
         return TupleInput(_KINDS[k], rows, np.arange(n * k, dtype=np.int64).reshape(n, k))
+    if getattr(est, "preprocessor", None) is not None and a.ndim == 2 and a.shape[1] in _KINDS:
+        a = _integral_ids(est, a)
     if getattr(est, "preprocessor", None) is not None and a.ndim == 2 and _is_id_array(est, a) \
             and a.shape[1] in _KINDS:
         if a.shape[0] == 0:
@@ -173,6 +205,57 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
             inv = np.asarray(again, np.int64).ravel()[inv]
         return TupleInput(_KINDS[a.shape[1]], rows, inv)
     return None
+
+
+def _looks_like_pair_labels(y: Any, n: int) -> bool:
+    """Whether ``y`` is one label per pair in metric-learn's conventions:
+    a 1-D array of n values within {-1, 1} or within {0, 1} (or booleans)."""
+    try:
+        a = np.asarray(y)
+    except (ValueError, TypeError):
+        return False
+    if a.ndim != 1 or a.shape[0] != n or a.dtype.kind not in "biuf" or n == 0:
+        return False
+    vals = set(np.unique(a).tolist())
+    return vals <= {-1, 1} or vals <= {0, 1}
+
+
+def refuse_index_tuples(est: Any, X: Any, y: Any) -> None:
+    """A ValueError naming ``preprocessor=`` when ``fit(X, y)`` without a
+    preprocessor looks like metric-learn's index tuples (which need one).
+
+    The rule (no ``preprocessor``, no ``triplets=`` / ``pairs=``): X is an
+    integer array (not bool, not float, not sparse, not a DataFrame) of
+    shape (n, 2) with no negative entry, and y holds one pair label per row
+    (values within {-1, 1} or within {0, 1}) -- index pairs with their
+    labels, which would otherwise be fitted as n rows of two features with
+    two classes; or X is such an (n, 3) integer array and y is None (index
+    triplets).  Learners that need no supervision (Euclidean, DotProduct)
+    always take rows.  Genuine rows of two integer features with binary class
+    labels are fitted after ``X.astype(float)`` (float X is always rows).
+    """
+    if getattr(est, "preprocessor", None) is not None or sp.issparse(X) \
+            or not getattr(est, "_needs_triplets", True):    # baselines: rows only
+        return
+    a = _as_array(X)
+    if not _is_int_array(a) or a.ndim != 2 or a.shape[1] not in _KINDS or a.shape[0] == 0:
+        return
+    if int(a.min()) < 0:
+        return
+    who = _who(est)
+    if a.shape[1] == 2 and y is not None and _looks_like_pair_labels(y, a.shape[0]):
+        raise ValueError(
+            f"{who}: X is an integer array of shape {a.shape} and y holds pair labels: this "
+            "looks like index pairs (i, j) into rows, which need the rows themselves. Give "
+            f"them with preprocessor=, {who}(preprocessor=rows).fit(pairs, y) (metric-learn's "
+            f"form), or fit(rows, pairs=pairs, y=y). If X really holds two integer features "
+            "per row and y binary class labels, pass X.astype(float).")
+    if a.shape[1] == 3 and y is None:
+        raise ValueError(
+            f"{who}: X is an integer array of shape {a.shape} without y: this looks like index "
+            "triplets (query, positive, negative) into rows, which need the rows themselves. "
+            f"Give them with preprocessor=, {who}(preprocessor=rows).fit(triplets), or "
+            "fit(rows, triplets=triplets).")
 
 
 def best_threshold(scores: np.ndarray, y: np.ndarray, strategy: str = "accuracy", *,
@@ -224,6 +307,57 @@ def best_threshold(scores: np.ndarray, y: np.ndarray, strategy: str = "accuracy"
     return float(lo + 0.5 * (s[j[c]] - lo)) if np.isfinite(s[j[c]]) else float(lo)
 
 
+class _FittedMethod:
+    """The descriptor of :func:`available_if_fitted`."""
+
+    def __init__(self, fn, check, unfitted=None):
+        self.fn, self.check, self.unfitted = fn, check, unfitted
+        functools.update_wrapper(self, fn)
+
+    def _before_fit(self, obj) -> bool:
+        try:
+            return self.unfitted is not None and bool(self.unfitted(obj))
+        except AttributeError:
+            return False
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.fn
+        if not obj.__sklearn_is_fitted__() and self._before_fit(obj):
+            return types.MethodType(self.fn, obj)     # its call says "not fitted"
+        # sklearn's NotFittedError is an AttributeError too: hasattr() is
+        # False before fit, and a call says "not fitted"
+        check_is_fitted(obj)
+        if not self.check(obj):
+            raise AttributeError(f"This {type(obj).__name__!r} has no attribute "
+                                 f"{self.fn.__name__!r}")
+        return types.MethodType(self.fn, obj)
+
+
+def raise_fitted_method_error(obj, name: str) -> None:
+    """Re-raise the error of an :func:`available_if_fitted` method ``name``
+    of ``obj`` (NotFittedError before fit), for a class whose
+    ``__getattr__`` would replace it by a plain AttributeError; return when
+    ``name`` is not such a method."""
+    for klass in type(obj).__mro__:
+        if name in vars(klass):
+            if isinstance(vars(klass)[name], _FittedMethod):
+                vars(klass)[name].__get__(obj, type(obj))
+            return
+
+
+def available_if_fitted(check, unfitted=None):
+    """scikit-learn's ``available_if`` for a method of a fitted model: before
+    fit, getting the method raises ``NotFittedError`` (so ``model.predict(X)``
+    says the model is not fitted, where ``available_if`` says it has no
+    ``predict``; ``hasattr`` is False either way); once fitted the method
+    exists when ``check(model)`` is true.  ``unfitted(model)`` true (an
+    AttributeError counts as false): the method exists before fit too (the
+    deprecated ``decision_function(X, triplets)``), and its call raises
+    ``NotFittedError`` itself."""
+    return lambda fn: _FittedMethod(fn, check, unfitted)
+
+
 class TupleClassifierMixin:
     """Pair verification and triplet classification on tuple inputs.
 
@@ -235,6 +369,13 @@ class TupleClassifierMixin:
 
     def _tuple_ready(self) -> bool:
         return "threshold_" in vars(self) or "tuple_form_" in vars(self)
+
+    def _pair_classes(self) -> np.ndarray:
+        """The two pair labels ``predict`` answers in: ``classes_`` (set
+        from the labels given to ``fit`` / ``calibrate_threshold``), else
+        [-1, 1]."""
+        c = vars(self).get("classes_")
+        return np.array([-1, 1]) if c is None else np.asarray(c)
 
     def _tuples(self, X, what: str) -> TupleInput:
         ti = tuple_input(self, X)
@@ -272,7 +413,8 @@ class TupleClassifierMixin:
         if "threshold_" not in vars(self):
             raise NotFittedError(f"{_who(self)}: predict on pairs needs a threshold: call "
                                  "calibrate_threshold(pairs, y) or set_threshold(t) first.")
-        return np.where(s >= self.threshold_, 1, -1)
+        neg, pos = self._pair_classes()
+        return np.where(s >= self.threshold_, pos, neg)
 
     def _tuple_score(self, X, y=None) -> float:
         """ROC AUC of the pairs' scores against y; the fraction of triplets
@@ -335,6 +477,7 @@ class TupleClassifierMixin:
             raise ValueError(f"{who}: calibrate_threshold needs both similar (+1) and "
                              "dissimilar (-1) pairs in y.")
         self.threshold_ = best_threshold(s, lab, strategy, min_rate=min_rate, beta=beta)
+        self.classes_ = pair_classes(y)
         return self
 
     def set_threshold(self, threshold: float):

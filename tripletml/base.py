@@ -47,20 +47,21 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import euclidean_distances
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from ._arrayspec import ArraySpec, check_fitted_arrays
 from ._deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # noqa: F401
                           legacy_decision_function)
+from ._metric_learn_names import check_fit_keywords, wrap_init
 from ._params import validate_constraints
 from ._stopping import STOP_REASONS
 from ._preprocessed import PreprocessedModel
 from .preprocessing import check_preprocessing
 from ._validation import as_generator, check_dense_memory, check_triplets, check_X
-from ._tuples import TupleClassifierMixin, TupleInput, best_threshold, resolve_rows, tuple_input
+from ._tuples import (TupleClassifierMixin, TupleInput, available_if_fitted, best_threshold,
+                      refuse_index_tuples, resolve_rows, tuple_input)
 from ._deprecated import _legacy_decision_function_available
-from .pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pairs_to_triplets
+from .pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pair_classes, pairs_to_triplets
 from .linalg import rowwise_dot
 from .linalg.invariants import check_factor, check_positive_definite, check_psd
 from .triplets import check_labels, resolve_sampling
@@ -106,6 +107,12 @@ class LearnerBase(BaseEstimator):
         tags.input_tags.sparse = self._accepts_sparse
         tags.target_tags.required = True   # labels, triplets or an indicator Y
         return tags
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # metric-learn's keyword names (k=, prior=, n_constraints=, ...): a
+        # TypeError naming tripletml's parameter (tripletml._metric_learn_names)
+        wrap_init(cls)
 
     #: hyper-parameter declarations with scikit-learn's constraint objects
     #: (:mod:`tripletml._params`)
@@ -215,6 +222,9 @@ class LearnerBase(BaseEstimator):
             t = vars(self)["threshold_"]
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not np.isfinite(t):
                 raise ValueError(f"threshold_={t!r} must be a finite number")
+        classes = vars(self).get("classes_")
+        if classes is not None and np.asarray(classes).tolist() not in ([-1, 1], [0, 1]):
+            raise ValueError(f"classes_={classes!r} must be [-1, 1] or [0, 1]")
         form = vars(self).get("tuple_form_")
         if form is not None and form not in ("pairs", "triplets"):
             raise ValueError(f"tuple_form_={form!r} must be 'pairs' or 'triplets'")
@@ -282,6 +292,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     #: when fitted on pairs: a learner whose paper learns from pairs (ITML,
     #: KISSME, MMC); the others receive the triplets the pairs imply
     _accepts_pairs: ClassVar[bool] = False
+    #: whether a fit on pairs needs both similar and dissimilar pairs (RCA
+    #: learns from the similar ones alone)
+    _pairs_need_both: ClassVar[bool] = True
 
     def _check_square_memory(self, d: int) -> None:
         """A clear MemoryError, before any allocation, when the
@@ -321,7 +334,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             if triplets is not None:
                 raise ValueError(f"{who}: give pairs= (with y their +1/-1 labels) or "
                                  "triplets=, not both.")
-            got = check_pairs(pairs, y, X.shape[0], self)
+            got = check_pairs(pairs, y, X.shape[0], self, both=self._pairs_need_both)
         elif self._needs_triplets and triplets is not None:
             got = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
         elif self._needs_triplets:
@@ -372,7 +385,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                 "pairs that share rows.")
         return t
 
-    def fit(self, X, y=None, *, triplets=None, pairs=None):
+    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
         """Fit the model.
 
         Parameters
@@ -409,10 +422,14 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         ``predict``, ``decision_function`` and ``score`` take tuples
         (:class:`tripletml._tuples.TupleClassifierMixin`).
 
+        Any other keyword (metric-learn's ``bounds=``, ...) is a TypeError
+        naming tripletml's parameter.
+
         Returns
         -------
         self
         """
+        check_fit_keywords(self, fit_params, ["X", "y", "triplets", "pairs"])
         if _is_collection(X):
             if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
@@ -421,7 +438,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             return X._fit_learner(self)       # tripletml.training.partitioned
         X, y, triplets, pairs, form = _tuple_forms(self, X, y, triplets, pairs)
         self._reset_fitted()  # a failed refit must not look fitted
-        for name in ("threshold_", "tuple_form_"):
+        for name in ("threshold_", "tuple_form_", "classes_"):
             self.__dict__.pop(name, None)
         X_raw = X
         X, got, rng = self._prepare_fit(X, y, triplets, pairs)
@@ -436,6 +453,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             pc = check_pairs(pairs, y, rows.shape[0], self)
             scores = self._tuple_scores(TupleInput("pairs", rows, pc.pairs))
             self.threshold_ = best_threshold(scores, pc.labels)
+            self.classes_ = pair_classes(y)     # predict answers in the labels given
         if form is not None:
             self.tuple_form_ = form
         return self
@@ -567,7 +585,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     def _decision_available(self) -> bool:
         return self._tuple_ready() or _legacy_decision_function_available(self)
 
-    @available_if(_decision_available)
+    @available_if_fitted(_decision_available, unfitted=_legacy_decision_function_available)
     def decision_function(self, X, triplets=None) -> np.ndarray:
         """Scores of tuples: ``pair_score`` of each pair of points (higher =
         more similar; minus the distance for a Mahalanobis learner, as
@@ -593,13 +611,19 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             return LegacyDecisionFunction.decision_function(self, X, triplets)
         return self._tuple_decision(X)
 
-    @available_if(TupleClassifierMixin._tuple_ready)
+    @available_if_fitted(TupleClassifierMixin._tuple_ready)
     def predict(self, X) -> np.ndarray:
         """+1 / -1 for each pair (similar when its score is at least
         ``threshold_``) or triplet (+1 when the query is more similar to the
         positive than to the negative; a tie is -1).
 
-        Present after a fit on tuples or once a threshold is set.
+        Pairs are answered in the labels fitted on (``classes_``): 1 / 0
+        when the pair labels given to ``fit`` (or ``calibrate_threshold``)
+        were 1 / 0, as a scikit-learn classifier answers in its classes, so
+        ``accuracy_score`` and ``scoring="accuracy"`` compare like with like.
+
+        Present after a fit on tuples or once a threshold is set; before
+        ``fit``, ``NotFittedError``.
 
         Parameters
         ----------
@@ -621,6 +645,8 @@ def _tuple_forms(est, X, y, triplets, pairs=None):
     tuples ``(n, 2)`` / ``(n, 3)`` the rows it gives.  Misplaced forms get an
     error naming the right one."""
     who = type(est).__name__
+    if triplets is None and pairs is None:
+        refuse_index_tuples(est, X, y)      # index tuples need preprocessor=
     if triplets is None and pairs is None and y is not None:
         ya = y if isinstance(y, np.ndarray) else None
         if isinstance(y, (list, tuple)):
@@ -675,6 +701,20 @@ def _is_collection(X) -> bool:
     """Whether X is a :class:`~tripletml.sharded.ShardedCollection` (without
     importing the module for plain arrays)."""
     return bool(getattr(type(X), "_is_sharded_collection", False))
+
+
+def _pad_columns(Z, k: int):
+    """``Z`` with zero columns appended up to ``k`` columns (dense or CSR):
+    ``transform`` has exactly ``n_components`` columns even when the learned
+    matrix has a lower rank (the extra directions carry no distance)."""
+    w = Z.shape[1]
+    if w >= k:
+        return Z
+    if sp.issparse(Z):
+        return sp.hstack([Z, sp.csr_matrix((Z.shape[0], k - w))], format="csr")
+    out = np.zeros((Z.shape[0], k), dtype=np.result_type(Z.dtype, np.float64))
+    out[:, :w] = Z
+    return out
 
 
 def _dense_float(X) -> np.ndarray:
@@ -942,10 +982,11 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
                        lambda: psd_part(W, k))
 
     def _transform_out(self, X):
-        return np.asarray(X @ self._psd_map().factor)
+        return _pad_columns(np.asarray(X @ self._psd_map().factor), self._transform_width())
 
     def _transform_width(self) -> int:
-        return int(self._psd_map().factor.shape[1])
+        k = getattr(self, "n_components", None)     # zero-padded beyond the PSD rank
+        return int(self._psd_map().factor.shape[1]) if k is None else int(k)
 
     def _transform_fidelity(self) -> float:
         return self._psd_map().fidelity
@@ -999,9 +1040,10 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     the largest eigenvalues of ``M = L^T L`` (the rows of ``components_``
     are ``diag(sqrt(s)) U^T`` in decreasing order of eigenvalue); the
     learner's ``rank_tol`` first drops the eigenvalues below ``rank_tol``
-    times the largest (``rank_``), so the width of ``transform`` is
-    ``min(n_components, rank_)``: a larger ``n_components`` keeps every
-    direction (no error).  ``n_components`` changes only ``transform``:
+    times the largest (``rank_``); when ``n_components`` exceeds ``rank_``
+    the columns beyond it are zeros, so ``transform`` always has exactly
+    ``n_components`` columns (a pipeline's width does not depend on the
+    fit).  ``n_components`` changes only ``transform``:
     ``similarity``, the distances, the embeddings for search and
     ``get_mahalanobis_matrix`` keep the full learned metric, and
     ``transform_fidelity_`` is the share of ``||L^T L||_F^2`` kept.
@@ -1014,13 +1056,15 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
     def _transform_width(self) -> int:
         r = int(self.components_.shape[0])
         k = getattr(self, "n_components", None)
-        return r if k is None else min(r, int(k))
+        return r if k is None else int(k)       # zero-padded beyond rank_
 
     def _transform_out(self, X):
         k = self._transform_width()
         L = self.components_
         if k == L.shape[0]:
             return self._transform(X)
+        if k > L.shape[0]:
+            return _pad_columns(self._transform(X), k)
         return np.asarray(X @ L[:k].T)
 
     def _transform_fidelity(self) -> float:
@@ -1101,7 +1145,7 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         """
         check_is_fitted(self)
 
-        def metric(u, v):
+        def metric(u, v, squared=squared):
             pre = getattr(self, "_preprocess", lambda x: x)
             u2, v2 = (pre(np.atleast_2d(np.asarray(w, float))) for w in (u, v))
             diff = self._transform(u2 - v2)

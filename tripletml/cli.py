@@ -291,6 +291,10 @@ def _evaluation_note(args, model, X_all, y_all, X, y) -> str:
     rec = getattr(model, "training_data_", None)
     split = (f"--test-size {args.test_size:g} --seed {args.seed}"
              if args.test_size is not None else None)
+    if isinstance(rec, dict) and "shards" in rec and split is None and Path(args.data).is_dir() \
+            and Path(str(rec.get("data"))).resolve() == Path(args.data).resolve():
+        return (f"scoring on the shards the model was fitted on ({args.data}, {X.shape[0]} "
+                "rows): an optimistic, in-sample score; hold out shards for a held-out one.")
     if not isinstance(rec, dict) or "fingerprint" not in rec:
         if split is None:
             return (f"scoring on {args.data}; pass --test-size 0.3 --seed S for a held-out "
@@ -322,15 +326,52 @@ def _evaluation_note(args, model, X_all, y_all, X, y) -> str:
     return f"scoring on {args.data} ({X.shape[0]} rows), not the data the model was fitted on."
 
 
+def _load_shard_dir(directory: str, model, multilabel: bool):
+    """The rows and labels of a folder of ``.npz`` shards (what ``tripletml
+    fit LEARNER DIR`` reads), concatenated in the order of their names."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from .sharded import load_npz_shard, read_npz_shards
+    if multilabel:
+        raise ValueError(f"{directory} is a folder of shards, which hold one class label per "
+                         "row; evaluate a multi-label model on a LIBSVM file or data set.")
+    if not any(Path(directory).glob("*.npz")):
+        raise ValueError(f"{directory} is a folder without .npz shards; DATA is a data set "
+                         "name, a LIBSVM file, or a folder of shards written by "
+                         "tripletml.sharded.write_npz_shards")
+    coll = read_npz_shards(directory)       # checks every shard's header first
+    d = model.n_features_in_
+    Xs, ys = [], []
+    for path in sorted(Path(directory).glob("*.npz")):
+        X, y = load_npz_shard(str(path))
+        if y is None:
+            raise ValueError(f"evaluate needs class labels; the shard {path} holds none "
+                             "(write the shards with write_npz_shards(directory, X, y, ...)).")
+        if X.shape[1] != d:
+            raise ValueError(f"the shard {path} has {X.shape[1]} features, the model expects "
+                             f"{d}.")
+        Xs.append(X)
+        ys.append(np.asarray(y))
+    X = sp.vstack(Xs, format="csr") if any(sp.issparse(x) for x in Xs) else np.vstack(Xs)
+    y = np.concatenate(ys)
+    if X.shape[0] != coll.n_total:      # pragma: no cover - a shard changed while read
+        raise ValueError(f"the shards of {directory} changed while they were read.")
+    return X, y
+
+
 def _cmd_evaluate(args):
     from .persistence import load_model
     from .metrics import evaluate_retrieval, knn_error
     model = load_model(args.model)
     multilabel = get_entry(type(model).__name__).kind == "multilabel"
-    X_all, y_all = _load_data(args.data, args.data_home, args.subset,
-                              n_features=model.n_features_in_, zero_based=args.zero_based,
-                              multilabel=multilabel,
-                              pad_features=getattr(args, "pad_features", False))
+    if Path(args.data).is_dir():        # a folder of shards, as 'tripletml fit' reads
+        X_all, y_all = _load_shard_dir(args.data, model, multilabel)
+    else:
+        X_all, y_all = _load_data(args.data, args.data_home, args.subset,
+                                  n_features=model.n_features_in_, zero_based=args.zero_based,
+                                  multilabel=multilabel,
+                                  pad_features=getattr(args, "pad_features", False))
     X, y = X_all, y_all
     if args.test_size is not None:
         _, X, _, y = _split(X_all, y_all, args.test_size, args.seed)
@@ -485,7 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=_cmd_fit)
     e = sub.add_parser("evaluate", help="mAP, P@k and 1-NN error of a saved model")
     e.add_argument("model", metavar="MODEL", help="model file written by 'tripletml fit'")
-    e.add_argument("data", metavar="DATA", help=_DATA_HELP)
+    e.add_argument("data", metavar="DATA",
+                   help=_DATA_HELP + ", or a directory of .npz shards with labels (as fit reads)")
     e.add_argument("--subset", default="all",
                    help="part of a registered data set: train, test or all (default all)")
     e.add_argument("--test-size", type=_test_size, metavar="FRACTION",

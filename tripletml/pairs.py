@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from ._validation import as_generator, check_index_tuples, check_scalar_param
 
-__all__ = ["PairConstraints", "check_pairs", "check_pair_labels", "class_pairs",
+__all__ = ["PairConstraints", "check_pairs", "check_pair_labels", "pair_classes", "class_pairs",
            "pairs_to_triplets", "PAIR_LEARNERS"]
 
 #: the learners that learn from pairs natively (named in error messages)
@@ -100,13 +100,26 @@ def check_pair_labels(y: Any, n_pairs: int, owner: Any = None,
     return np.where(a > 0, 1, -1).astype(np.int8)
 
 
+def pair_classes(y: Any) -> np.ndarray:
+    """The two pair labels in the convention of ``y`` (already checked by
+    :func:`check_pair_labels`): ``[0, 1]`` when y holds a 0 (or is boolean),
+    else ``[-1, 1]``.  ``predict`` on pairs answers in them, as a
+    scikit-learn classifier answers in its ``classes_``."""
+    a = np.asarray(y)
+    if a.dtype == bool or (a.size and bool(np.any(a == 0))):
+        return np.array([0, 1], dtype=np.int64)
+    return np.array([-1, 1], dtype=np.int64)
+
+
 def check_pairs(pairs: Any, labels: Any, n_samples: int, owner: Any = None,
-                name: str = "pairs") -> PairConstraints:
+                name: str = "pairs", *, both: bool = False) -> PairConstraints:
     """Validate index pairs ``(m, 2)`` into X and their labels.
 
     Indices must be integers in ``0..n_samples - 1``; a pair of one row with
     itself, ``(i, i)``, carries no information and is refused with its row
-    numbers.
+    numbers.  ``both`` (what ``fit`` asks): similar and dissimilar pairs
+    must both occur -- pairs all labelled +1 (or all -1) do not say which
+    distances to shrink and which to grow, and are a ValueError.
     """
     who = _who(owner)
     p = check_index_tuples(pairs, 2, n_samples, who, name,
@@ -119,6 +132,11 @@ def check_pairs(pairs: Any, labels: Any, n_samples: int, owner: Any = None,
                          f"which says nothing about the metric: pairs at positions "
                          f"{rows}{more}.")
     lab = check_pair_labels(labels, p.shape[0], owner)
+    if both and lab.size and np.unique(lab).size < 2:
+        what = "similar (+1)" if lab[0] > 0 else "dissimilar (-1, or 0)"
+        raise ValueError(f"{who}: all {lab.size} pairs are labelled {what}; a metric is "
+                         "learned from both similar and dissimilar pairs (metric-learn's "
+                         "+1 / -1, or 1 / 0). Add pairs of the other kind.")
     return PairConstraints(p, lab)
 
 

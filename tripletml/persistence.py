@@ -59,7 +59,7 @@ from ._model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, sa
 from ._registry import get_entry, learner_names
 from ._validation import as_generator
 
-__all__ = ["save_model", "load_model", "FORMAT_VERSION", "SavableModel",
+__all__ = ["save_model", "load_model", "ModelFileError", "FORMAT_VERSION", "SavableModel",
            "MAX_COMPRESSION_RATIO", "SMALL_MEMBER_BYTES", "LOAD_MAX_BYTES_ENV"]
 
 
@@ -86,8 +86,16 @@ LOAD_MAX_BYTES_ENV = "TRIPLETML_LOAD_MAX_BYTES"
 _READ_CHUNK = 4 << 20
 
 
-class _Refused(ValueError):
-    """A file refused with a message already naming it."""
+class ModelFileError(ValueError):
+    """A model file refused by :func:`load_model` (or
+    :func:`~tripletml.embedding.load_embedding`): not a regular file,
+    truncated, foreign, of a newer format, over the size limits, or holding
+    an inconsistent model.  The message names the file and the problem.  A
+    :class:`ValueError`, so ``except ValueError`` keeps working."""
+
+
+#: the name of :class:`ModelFileError` before tripletml 0.3 (private)
+_Refused = ModelFileError
 
 
 def load_model(path: str | os.PathLike, *, max_bytes: int | None = None) -> SavableModel:
@@ -138,14 +146,14 @@ def load_model(path: str | os.PathLike, *, max_bytes: int | None = None) -> Sava
     try:
         with fh:
             return _load(path, fh, limit)
-    except _Refused:
+    except ModelFileError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, UnicodeDecodeError,
             ValueError, struct.error, zlib.error, KeyError, TypeError, IndexError,
             OverflowError, RecursionError, MemoryError, NotImplementedError,
             AttributeError) as exc:
         detail = " ".join(str(exc).split())[:300]
-        raise ValueError(f"load_model: {path} is not a readable tripletml model file "
+        raise ModelFileError(f"load_model: {path} is not a readable tripletml model file "
                          f"(truncated or foreign: {type(exc).__name__}: {detail}).") from None
 
 
@@ -160,13 +168,13 @@ def _embedding_classes() -> dict:
 
 def _read_meta(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path) -> dict:
     if info.file_size > _META_MAX_BYTES:
-        raise _Refused(f"load_model: {path} has a {info.file_size}-byte metadata entry "
+        raise ModelFileError(f"load_model: {path} has a {info.file_size}-byte metadata entry "
                        f"(at most {_META_MAX_BYTES}).")
     with zf.open(info) as fh:
         arr = np.lib.format.read_array(fh, allow_pickle=False,
                                        max_header_size=_HEADER_MAX)
     if arr.dtype != np.uint8 or arr.ndim != 1:
-        raise _Refused(f"load_model: {path} is not a tripletml model file (bad metadata).")
+        raise ModelFileError(f"load_model: {path} is not a tripletml model file (bad metadata).")
     return json.loads(arr.tobytes().decode("utf-8"))
 
 
@@ -201,22 +209,22 @@ def _check_members(zf: zipfile.ZipFile, file_size: int, path) -> None:
     for info in zf.infolist():
         name = info.filename[:80]
         if info.flag_bits & 0x1:
-            raise _Refused(f"load_model: {path}: member {name!r} is encrypted.")
+            raise ModelFileError(f"load_model: {path}: member {name!r} is encrypted.")
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED,
                                       zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
-            raise _Refused(f"load_model: {path}: member {name!r} uses an unsupported "
+            raise ModelFileError(f"load_model: {path}: member {name!r} uses an unsupported "
                            f"compression method {info.compress_type}.")
         if info.header_offset + info.compress_size > file_size:
-            raise _Refused(f"load_model: {path}: member {name!r} claims "
+            raise ModelFileError(f"load_model: {path}: member {name!r} claims "
                            f"{info.compress_size} stored bytes beyond the end of the "
                            f"{file_size}-byte file (truncated or forged).")
         if info.compress_type == zipfile.ZIP_STORED:
             if info.file_size != info.compress_size:
-                raise _Refused(f"load_model: {path}: uncompressed member {name!r} declares "
+                raise ModelFileError(f"load_model: {path}: uncompressed member {name!r} declares "
                                f"{info.file_size} bytes but stores {info.compress_size}.")
         elif info.file_size > SMALL_MEMBER_BYTES and \
                 info.file_size > MAX_COMPRESSION_RATIO * info.compress_size:
-            raise _Refused(f"load_model: {path}: member {name!r} would expand from "
+            raise ModelFileError(f"load_model: {path}: member {name!r} would expand from "
                            f"{info.compress_size} to {info.file_size} bytes, more than "
                            f"{MAX_COMPRESSION_RATIO} times (a decompression bomb?); "
                            "refused without decompressing it.")
@@ -230,18 +238,18 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
         for info in zf.infolist():
             name = info.filename
             if not name.endswith(".npy") or name[:-4] in members or "/" in name:
-                raise _Refused(f"load_model: {path} is not a tripletml model file (member "
+                raise ModelFileError(f"load_model: {path} is not a tripletml model file (member "
                                f"{name[:80]!r}).")
             members[name[:-4]] = info
         if _META not in members:
-            raise _Refused(f"load_model: {path} is not a tripletml model file (no metadata "
+            raise ModelFileError(f"load_model: {path} is not a tripletml model file (no metadata "
                            "entry).")
         meta = _read_meta(zf, members.pop(_META), path)
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
-            raise _Refused(f"load_model: {path} is not a tripletml model file.")
+            raise ModelFileError(f"load_model: {path} is not a tripletml model file.")
         version = meta.get("format_version")
         if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
-            raise _Refused(f"load_model: {path} has format version {version!r}; this "
+            raise ModelFileError(f"load_model: {path} has format version {version!r}; this "
                            f"tripletml reads versions <= {FORMAT_VERSION}. Upgrade tripletml.")
         cname = meta.get("class")
         try:
@@ -249,12 +257,12 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
         except ValueError:
             cls = _embedding_classes().get(cname) if isinstance(cname, str) else None
             if cls is None:
-                raise _Refused(f"load_model: {path} holds an unknown or abstract model class "
+                raise ModelFileError(f"load_model: {path} holds an unknown or abstract model class "
                                f"{str(cname)[:80]!r}; known: {', '.join(learner_names())}, "
                                f"{', '.join(_embedding_classes())}.") from None
         params, attrs = meta.get("params"), meta.get("attributes")
         if not isinstance(params, dict) or not isinstance(attrs, dict):
-            raise _Refused(f"load_model: {path} has malformed metadata (params/attributes).")
+            raise ModelFileError(f"load_model: {path} has malformed metadata (params/attributes).")
         model = cls()
         if "preprocessing" in model.get_params() and "preprocessing" not in params:
             # written before preprocessing existed (issue 14): raw features
@@ -270,14 +278,14 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
                     params[new] = value
         unknown = set(params) - set(model.get_params())
         if unknown:
-            raise _Refused(f"load_model: {path} sets unknown {cls.__name__} parameters "
+            raise ModelFileError(f"load_model: {path} sets unknown {cls.__name__} parameters "
                            f"{sorted(unknown)[:10]}.")
         if isinstance(params.get("sampling"), dict):
             from .triplets import sampler_from_dict
             try:
                 params = {**params, "sampling": sampler_from_dict(params["sampling"])}
             except ValueError as e:
-                raise _Refused(f"load_model: {path} holds invalid {cls.__name__} "
+                raise ModelFileError(f"load_model: {path} holds invalid {cls.__name__} "
                                f"parameters: {e}") from None
         model.set_params(**params)
         try:
@@ -285,36 +293,36 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
             if "random_state" in params:      # as fit would (as_generator)
                 as_generator(model.random_state, model)
         except (TypeError, ValueError) as exc:
-            raise _Refused(f"load_model: {path} holds invalid {cls.__name__} parameters: "
+            raise ModelFileError(f"load_model: {path} holds invalid {cls.__name__} parameters: "
                            f"{exc}") from None
         specs = cls._fitted_arrays
         for k, v in attrs.items():
             if not (k.endswith("_") and not k.startswith("_") and k.isidentifier()):
-                raise _Refused(f"load_model: {path} holds {k[:80]!r}, which is not a fitted "
+                raise ModelFileError(f"load_model: {path} holds {k[:80]!r}, which is not a fitted "
                                "attribute name.")
             if k in specs or k in members:
-                raise _Refused(f"load_model: {path} stores the array {k} as metadata.")
+                raise ModelFileError(f"load_model: {path} stores the array {k} as metadata.")
             if k == "feature_names_in_":
                 if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-                    raise _Refused(f"load_model: {path} has malformed feature_names_in_.")
+                    raise ModelFileError(f"load_model: {path} has malformed feature_names_in_.")
                 v = np.asarray(v, dtype=object)
             setattr(model, k, v)
         d = getattr(model, "n_features_in_", None)
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise _Refused(f"load_model: {path} does not hold a consistent fitted "
+            raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
                            f"{cls.__name__}: n_features_in_={d!r} is not a positive integer")
         undeclared = sorted(set(members) - set(specs))
         if undeclared:
-            raise _Refused(f"load_model: {path} holds array(s) {undeclared[:5]} that "
+            raise ModelFileError(f"load_model: {path} holds array(s) {undeclared[:5]} that "
                            f"{cls.__name__} does not declare; refused without reading them.")
         missing = [n for n, s in specs.items() if n not in members and not s.optional]
         if missing:
-            raise _Refused(f"load_model: {path} does not hold a consistent fitted "
+            raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
                            f"{cls.__name__}: the fitted array(s) {missing} are missing.")
         total = sum(info.file_size for info in members.values())
         budget, source = limit
         if budget is not None and total > budget:
-            raise _Refused(f"load_model: {path} declares {total} bytes of arrays, more than "
+            raise ModelFileError(f"load_model: {path} declares {total} bytes of arrays, more than "
                            f"the {budget} bytes allowed ({source}); pass a larger "
                            f"max_bytes or set {LOAD_MAX_BYTES_ENV} to load it.")
         bindings: dict = {}
@@ -326,14 +334,14 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
     try:
         model._check_loaded()
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
-        raise _Refused(f"load_model: {path} does not hold a consistent fitted "
+        raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
                        f"{cls.__name__}: {exc}") from None
     return model
 
 
 def _read_array(zf, info, model, name, spec, bindings, path, cls) -> np.ndarray:
     def refuse(msg):
-        return _Refused(f"load_model: {path} does not hold a consistent fitted "
+        return ModelFileError(f"load_model: {path} does not hold a consistent fitted "
                         f"{cls.__name__}: {msg}")
 
     with zf.open(info) as fh:

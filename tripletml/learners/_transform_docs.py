@@ -20,8 +20,9 @@ N_COMPONENTS_BILINEAR_DOC = """\
         Width of ``transform``: the embedding keeps the ``n_components``
         largest positive eigenvalues of the symmetric part of W (see
         :class:`~tripletml.base.BilinearMixin`); None keeps every positive
-        one, and a larger value keeps those there are (no error: how many
-        are positive depends on the fit).  Changes ``transform`` only, never
+        one.  ``transform`` always has exactly ``n_components`` columns:
+        when fewer eigenvalues are positive (how many depends on the fit),
+        the columns beyond them are zeros.  Changes ``transform`` only, never
         the similarity; ``transform_fidelity_`` says what it keeps.
 """
 
@@ -29,9 +30,9 @@ N_COMPONENTS_MAHALANOBIS_DOC = """\
     n_components : int or None, default=None
         Width of ``transform``: the first ``n_components`` rows of
         ``components_``, the directions of the largest eigenvalues of M
-        (after ``rank_tol`` has dropped the negligible ones, so the width is
-        ``min(n_components, rank_)``; a larger value keeps every direction,
-        no error).  None: all ``rank_``.  Changes ``transform`` only, never
+        (after ``rank_tol`` has dropped the negligible ones).  ``transform``
+        always has exactly ``n_components`` columns: beyond ``rank_`` they
+        are zeros.  None: all ``rank_``.  Changes ``transform`` only, never
         the learned distance (see :class:`~tripletml.base.MahalanobisMixin`);
         ``transform_fidelity_`` says what it keeps.
 """
@@ -42,8 +43,12 @@ PREPROCESSOR_DOC = """\
         a 1-D array of indices to their rows.  When set, integer inputs are
         indices resolved through it: a 1-D array stands for rows (``fit(idx,
         y)``, ``transform(idx)``), ``(n, 2)`` / ``(n, 3)`` arrays for index
-        pairs / triplets (each distinct index looked up once); float rows
-        pass through unchanged.  None: inputs are rows.  Not saved in model
+        pairs / triplets (each distinct index looked up once; floats of
+        integral values are read as indices, others refused); other float
+        rows pass through unchanged.  Without it, an integer ``(n, 2)``
+        array with pair labels y (values in {-1, 1} or {0, 1}) is refused
+        as index pairs that need it (``X.astype(float)`` fits genuine
+        two-feature rows).  None: inputs are rows.  Not saved in model
         files (a loaded model has None).
 """
 

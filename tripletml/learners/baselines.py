@@ -14,10 +14,14 @@ __all__ = ["Euclidean", "DotProduct"]
 
 def _identity_out(X, k):
     """The first ``k`` columns of the preprocessed X (all for None), as a new
-    array (sparse stays sparse): ``transform`` of an identity model."""
+    array (sparse stays sparse): ``transform`` of an identity model; a ``k``
+    above the number of columns appends zero columns (exactly ``k``)."""
+    from ..base import _pad_columns
+
     if k is not None and k < X.shape[1]:
         X = X[:, :k]
-    return X.copy() if hasattr(X, "copy") else np.array(X)
+    X = X.copy() if hasattr(X, "copy") else np.array(X)
+    return X if k is None else _pad_columns(X, int(k))
 
 
 @document_transform
@@ -40,7 +44,8 @@ class Euclidean(MahalanobisMixin, TripletLearner):
         Euclidean distance of standardised features.
     n_components : int or None, default=None
         Width of ``transform``: the first ``n_components`` columns of the
-        preprocessed rows (None, or a value above their number: all).  The
+        preprocessed rows (None: all; a value above their number appends
+        zero columns, so ``transform`` has exactly ``n_components``).  The
         distance is unchanged.
     {preprocessor}
 
@@ -149,7 +154,8 @@ class DotProduct(BilinearMixin, TripletLearner):
 
     def _transform_width(self) -> int:
         d = int(self.n_features_preprocessed_)
-        return d if self.n_components is None else min(d, int(self.n_components))
+        return d if self.n_components is None else int(self.n_components)
 
     def _transform_fidelity(self) -> float:
-        return self._transform_width() / int(self.n_features_preprocessed_)
+        d = int(self.n_features_preprocessed_)
+        return min(self._transform_width(), d) / d

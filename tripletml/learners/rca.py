@@ -61,6 +61,22 @@ def _centred_scatters(X, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray,
     return 0.5 * (C + C.T) / max(p, 1), 0.5 * (T + T.T), p
 
 
+def _has_unchunked_label(y) -> bool:
+    """Whether y looks like metric-learn's chunk labels with -1 = "in no
+    chunklet": integers, -1 among them, and the others chunk ids 0, 1, ...
+    (0 present)."""
+    if y is None or sp.issparse(y):
+        return False
+    try:
+        a = np.asarray(y)
+    except (TypeError, ValueError):
+        return False
+    if a.ndim != 1 or a.dtype.kind not in "iu" or a.size == 0:
+        return False
+    vals = np.unique(a)
+    return bool(vals[0] == -1 and vals.size > 1 and vals[1] == 0)
+
+
 def _pair_chunklets(triplets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The (query, positive) pairs of the triplets as chunklets of size 2:
     ``(rows, groups)`` with every pair's two rows in its own chunklet."""
@@ -154,7 +170,9 @@ class RCA(MahalanobisMixin, TripletLearner):
 
     From labels ``fit(X, y)`` each class is one chunklet (every labelled
     point; a class with a single member contributes nothing), so ``C`` is
-    the pooled within-class covariance.  From explicit ``triplets``, every
+    the pooled within-class covariance; metric-learn's chunk labels, -1
+    beside the chunk ids 0, 1, ..., mark the rows with -1 as in no chunklet
+    (see :meth:`fit`).  From explicit ``triplets``, every
     ``(query, positive)`` pair is a chunklet of size 2 (the negatives are
     not used): ``C = (1 / 4m) sum (q - p+)(q - p+)^T`` over the m triplets.
     From labelled pairs (``fit(pairs_of_points, y)``), the paper's own
@@ -258,6 +276,29 @@ class RCA(MahalanobisMixin, TripletLearner):
 
     #: the paper's setting: equivalence (similar) constraints
     _accepts_pairs = True
+    #: dissimilar pairs play no part: similar pairs alone are a full supervision
+    _pairs_need_both = False
+
+    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
+        """Fit the model (see :meth:`tripletml.base.TripletLearner.fit`).
+
+        With class labels y, each class is one chunklet.  metric-learn's
+        chunk labels are understood: an integer y holding -1 beside the chunk
+        ids 0, 1, ... marks the rows with -1 as in no chunklet (metric-learn's
+        ``RCA.fit(X, chunks)``): they count in the data's span (the total
+        scatter) but not in the within-chunklet covariance.  Binary labels
+        {-1, 1} (no 0) are two classes, as everywhere in tripletml.
+
+        Returns
+        -------
+        self
+        """
+        self._unchunked = (triplets is None and pairs is None
+                           and _has_unchunked_label(y))
+        try:
+            return super().fit(X, y, triplets=triplets, pairs=pairs, **fit_params)
+        finally:
+            del self._unchunked
 
     def _sampler(self):
         """Labels are used as they are (each class one chunklet):
@@ -293,6 +334,8 @@ class RCA(MahalanobisMixin, TripletLearner):
         if isinstance(got, ClassCodes):
             codes = got.codes
             counts = np.bincount(codes)
+            if getattr(self, "_unchunked", False):     # label -1 (code 0): no chunklet
+                counts[0] = 0
             if counts.max() < 2:
                 raise ValueError("RCA: every class has a single member; no chunklet of two "
                                  "or more equivalent points exists.")
