@@ -136,7 +136,12 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     if regularization:
         Cs[np.diag_indices(s)] += regularization * tr / s
     Ts = np.diag(ev[keep])                              # U^T T U
+    cw = np.linalg.eigvalsh(Cs)
     try:
+        # singular to rounding: a Cholesky factor may still exist (LAPACK
+        # builds differ), the generalised problem is then meaningless
+        if not cw.min() > max(s, 1) * np.finfo(float).eps * cw.max():
+            raise np.linalg.LinAlgError("singular within-chunklet covariance")
         lam, V = scipy.linalg.eigh(Ts, Cs)
     except np.linalg.LinAlgError:
         raise ValueError("RCA: the within-chunklet covariance is singular on the span of the "
