@@ -80,27 +80,29 @@ UNNAMED_FACTOR = 10
 UNNAMED_SLACK = 10 ** 5
 
 
-def check_n_items_bound(t: np.ndarray, n_items: int, who: str, given: bool) -> None:
+def check_n_items_bound(t: np.ndarray, n_items: int, who: str, given: bool, *,
+                        factor: int = UNNAMED_FACTOR, slack: int = UNNAMED_SLACK,
+                        why: str = "items in no triplet learn nothing and each costs "
+                                   "memory") -> None:
     """Refuse an ``n_items`` (given, or the largest id + 1) far above the items
     the triplets ``t`` name, before anything of size ``n_items`` is allocated.
 
-    The bound is ``UNNAMED_FACTOR * named + UNNAMED_SLACK`` (10 x the named
+    The bound is ``factor * named + slack`` (by default 10 x the named
     items + 100,000): items in no triplet are legitimate (a held-out fold, items
     not yet asked about), but each costs memory and learns nothing, and an id
     or an ``n_items`` of 10**8 for a dozen items is a mistake that would
     otherwise allocate gigabytes.  Costs a sort of the ids, ``O(m log m)``.
     """
-    if n_items <= UNNAMED_SLACK:
+    if n_items <= slack:
         return
     named = int(np.unique(t).size)
-    bound = UNNAMED_FACTOR * named + UNNAMED_SLACK
+    bound = factor * named + slack
     if n_items <= bound:
         return
     if given:
         raise ValueError(f"{who}: n_items={n_items} but the triplets name only {named} items; "
-                         f"at most {UNNAMED_FACTOR} x {named} + {UNNAMED_SLACK} = {bound} "
-                         "items are accepted (items in no triplet learn nothing and each "
-                         "costs memory). Pass the number of items the data has, or relabel "
+                         f"at most {factor} x {named} + {slack} = {bound} items are accepted "
+                         f"({why}). Pass the number of items the data has, or relabel "
                          "the ids to the items named (ids, t = np.unique(triplets, "
                          "return_inverse=True)).")
     raise ValueError(f"{who}: the largest item id is {n_items - 1} but the triplets name only "
