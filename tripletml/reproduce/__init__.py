@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import numbers
 import os
 import platform
 import shlex
@@ -206,6 +207,11 @@ def run(name: str, out_dir=None, *, quick: bool = False, seeds: int | None = Non
     if name not in repros:
         raise ValueError(f"unknown reproduction {name!r}; available: "
                          f"{', '.join(sorted(repros))}")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, numbers.Integral)
+                              or seeds < 1):
+        raise ValueError(f"reproduce {name}: seeds={seeds!r} must be a positive integer (the "
+                         "number of random splits / seeds to average over), or None for the "
+                         "paper's.")
     kwargs = {}
     if only:
         if "only" not in inspect.signature(repros[name].func).parameters:
