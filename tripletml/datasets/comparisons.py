@@ -72,7 +72,7 @@ SMALL_TEXT_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 16
 #: Text parsed at a time (the Python objects of one chunk are freed before the
 #: next): parsing costs the text, the ids (8 bytes each) and one chunk.
-_PARSE_CHUNK = 1 << 20
+_PARSE_CHUNK = 1 << 16
 
 #: Items in ``0..n_items - 1`` that no triplet names are accepted up to
 #: ``UNNAMED_FACTOR * (items named) + UNNAMED_SLACK`` items in all.
