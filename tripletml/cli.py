@@ -346,10 +346,6 @@ def _cmd_evaluate(args):
                   ": every other row is relevant to every query, so mAP and precision@k "
                   "are 1.0 and the 1-NN error 0 whatever the model; score on data with at "
                   "least two classes.")
-        elif classes.size == np.asarray(y).shape[0]:
-            _note("every row scored has a class of its own: no query has a relevant row, "
-                  "so the retrieval scores say nothing about the model; score on data "
-                  "with several rows per class.")
     if multilabel:
         print(f"{'label_ranking_map':18s} {model.score(X, y):.4f}")
         return
@@ -375,7 +371,8 @@ def _cmd_datasets(args):
     how = ("--data-home" if args.data_home else
            "the TRIPLETML_DATA environment variable" if os.environ.get("TRIPLETML_DATA")
            else "the default; set TRIPLETML_DATA or pass --data-home to change it")
-    exists = "" if home.is_dir() else " (does not exist)"
+    exists = ("" if home.is_dir() else " (a file, not a folder)" if home.exists()
+              else " (does not exist)")
     print(f"data home: {home}{exists} (from {how})")
     print(f"{'name':14s} {'present':8s} description")
     n_yes = 0

@@ -218,6 +218,12 @@ def run(name: str, out_dir=None, *, quick: bool = False, seeds: int | None = Non
             raise ValueError(f"reproduction {name!r} cannot be restricted to some data sets")
         kwargs["only"] = tuple(only)
     out = Path(out_dir) if out_dir is not None else default_out_dir(name, quick)
+    folder = out
+    while not (folder.exists() or folder.is_symlink()) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"reproduce {name}: the output folder {out} cannot be made: "
+                         f"{folder} is a file, not a folder.")
     if quick:
         _guard_quick(out, name, overwrite)
     if quick and out.resolve().parent == default_out_dir(name, True).resolve().parent:
