@@ -295,6 +295,15 @@ def test_boolean_or_object_index_tuples_with_a_preprocessor():
     a = tm.KISSME(preprocessor=X30).fit(pairs.astype(object), lab)
     b = tm.KISSME(preprocessor=X30).fit(pairs, lab)
     assert np.allclose(a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix())
+    # 1-D row ids with class labels: likewise
+    ids = np.arange(30)
+    a = tm.KISSME(preprocessor=X30).fit(ids.astype(object), Y30)
+    assert np.allclose(a.get_mahalanobis_matrix(),
+                       tm.KISSME(preprocessor=X30).fit(ids, Y30).get_mahalanobis_matrix())
+    for dtype in (bool, float):
+        with pytest.raises(TypeError, match=f"KISSME: with a preprocessor, a 1-D X holds "
+                                            f"integer row ids .* got dtype {np.dtype(dtype)}"):
+            tm.KISSME(preprocessor=X30).fit(ids.astype(dtype), Y30)
 
 
 @pytest.mark.parametrize("labels, match", [

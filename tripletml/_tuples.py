@@ -168,8 +168,20 @@ def resolve_rows(est: Any, X: Any) -> Any:
     if getattr(est, "preprocessor", None) is None:
         return X
     a = _as_array(X)
+    if isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype == object and a.size \
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                    for v in a.tolist()):
+        a = np.asarray(a.tolist(), dtype=object if max(map(abs, a.tolist())) >= 2 ** 63
+                       else np.int64)
+        if a.dtype == object:
+            raise ValueError(f"{_who(est)}: index {max(a.tolist(), key=abs)} is out of range "
+                             "for the preprocessor's rows.")
     if _is_id_array(est, a) and a.ndim == 1:
         return _preprocess_indices(est, a)
+    if isinstance(a, np.ndarray) and a.ndim == 1:
+        raise TypeError(f"{_who(est)}: with a preprocessor, a 1-D X holds integer row ids "
+                        f"(one per sample, with class labels y); got dtype {a.dtype}. Give "
+                        "the ids as integers.")
     return X
 
 
