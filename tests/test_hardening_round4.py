@@ -4,7 +4,6 @@ messages.  Memory is measured with tracemalloc, never with timings."""
 import gzip
 import json
 import tracemalloc
-import warnings
 import zipfile
 
 import numpy as np
@@ -58,10 +57,9 @@ def test_n_items_bound_is_inclusive_and_items_in_no_triplet_stay_legitimate():
     with pytest.raises(ValueError, match=f"at most 10 x 12 \\+ 100000 = {bound} items"):
         check_n_items_bound(T12, bound + 1, "x", given=True)
     # BilinearEmbedding (time per step grows with n_items): 2 x named + 1000
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        emb = BilinearEmbedding(n_items=2 * 12 + 1000, random_state=0).fit(T12)
-    assert emb.n_items_ == 1024
+    from tripletml.embedding import bilinear
+    kw = dict(factor=bilinear._UNNAMED_FACTOR, slack=bilinear._UNNAMED_SLACK)
+    check_n_items_bound(T12, 1024, "x", given=True, **kw)
     with pytest.raises(ValueError, match="= 1024 items are accepted .*in proportion to "
                                          "n_items"):
         BilinearEmbedding(n_items=1025).fit(T12)
@@ -106,7 +104,7 @@ def test_read_triplets_gzip_expanding_64mb_is_refused_in_bounded_memory(tmp_path
 @pytest.mark.parametrize("line", [b"10,11,12\n", b"10 11 12\n"])
 def test_read_triplets_parse_memory_follows_the_text(tmp_path, line):
     path = tmp_path / "t.txt"
-    n = 2 * MB
+    n = MB
     path.write_bytes(b"head,close,far\n" + line * (n // len(line)))
     t, peak = _peak(lambda: read_triplets(path))
     assert t.shape == (n // len(line), 3) and (t == [10, 11, 12]).all()
