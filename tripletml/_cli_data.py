@@ -5,15 +5,30 @@ neither, so the command line has no import circle.
 """
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
-__all__ = ["load_data", "looks_like_path"]
+__all__ = ["load_data", "looks_like_path", "positive_int"]
 
 
 #: suffixes that mark a DATA argument as a file path rather than a data-set name
 _FILE_SUFFIXES = (".svm", ".libsvm", ".svmlight", ".txt", ".dat", ".data", ".gz", ".scale",
                   ".csv", ".t", ".tr", ".train", ".test")
+
+
+def positive_int(value: str) -> int:
+    """argparse type of a count (``--partitions``, ``--seeds``, ``--nprobe``,
+    ...): an integer >= 1; 0 or a negative number is a usage error, never
+    clamped to 1 in silence."""
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") \
+            from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {v}")
+    return v
 
 
 def looks_like_path(source: str) -> bool:
@@ -37,12 +52,17 @@ def _read_svmlight(p: Path, source: str, n_features, zero_based: bool, multilabe
         except OverflowError as exc:
             raise ValueError(f"{source} is not a readable LIBSVM file: a feature index or "
                              f"label is too large ({exc}).") from None
-        except ValueError as exc:
-            if not zero_based and "Invalid index 0" in str(exc):
+        except (ValueError, UnicodeDecodeError, EOFError, OSError) as exc:
+            if isinstance(exc, ValueError) and not zero_based and "Invalid index 0" in str(exc):
                 raise ValueError(f"{source} has a feature index 0, but LIBSVM feature indices "
                                  "start at 1; if this file's start at 0, pass --zero-based.") \
                     from None
-            raise
+            # e.g. a binary file: "could not convert string to float: b'PK...'"
+            detail = " ".join(str(exc).split())
+            detail = detail[:100] + ("..." if len(detail) > 100 else "")
+            raise ValueError(f"{source} is not a readable LIBSVM file ({detail}); DATA is a "
+                             "LIBSVM/svmlight text file or a registered data-set name.") \
+                from None
         finally:
             if fh is not raw:
                 fh.close()
@@ -82,6 +102,11 @@ def load_data(source: str, data_home, subset: str = "all", *, n_features=None,
         raise ValueError(f"{source} is a folder; give a LIBSVM file or a registered data-set "
                          "name (tripletml datasets lists them).")
     if p.exists():
+        from ._cli_output import is_model_file
+        if is_model_file(p):
+            raise ValueError(f"{source} is a tripletml model file, not data: give a LIBSVM "
+                             "file or a registered data-set name here (the model goes in "
+                             "the MODEL argument; see the command's --help).")
         X, y = _read_svmlight(p, source, n_features, zero_based, multilabel, pad_features)
         if multilabel:
             from sklearn.preprocessing import MultiLabelBinarizer

@@ -18,6 +18,7 @@ file whose first line is the results header.
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -99,6 +100,29 @@ _KINDS = {
 }
 
 
+_EXAMPLES = {"model": "model.npz", "index": "my-index", "results": "results.tsv"}
+
+
+def _check_folder(path: Path, kind: str, option: str) -> None:
+    """The folder ``path`` goes in: it must exist and be a writable folder
+    (an index directory's missing folders are created, but the nearest
+    existing one must be a writable folder) -- checked before any work, so
+    that a long fit does not end in an unwritable path."""
+    folder = path.parent
+    if kind == "index":
+        while not (folder.exists() or folder.is_symlink()) and folder != folder.parent:
+            folder = folder.parent
+    elif not folder.exists():
+        raise ValueError(f"{option} {path}: the folder {folder} does not exist; create it "
+                         "first (nothing was computed).")
+    if not folder.is_dir():
+        raise ValueError(f"{option} {path}: {folder} is not a folder, so {path} cannot be "
+                         "written (nothing was computed).")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: no permission to write in the folder {folder} "
+                         "(nothing was computed).")
+
+
 def check_output(path, kind: str, force: bool, option: str = "-o") -> Path:
     """Refuse to write ``kind`` ("model", "index", "results") over ``path``
     unless it is absent, or is an output of that kind and ``force`` is set.
@@ -109,14 +133,22 @@ def check_output(path, kind: str, force: bool, option: str = "-o") -> Path:
     ------
     ValueError
         ``path`` exists and is not such an output ("refusing to overwrite"),
-        or is one and ``force`` is not set ("pass --force").
+        or is one and ``force`` is not set ("pass --force"); ``path`` is not a
+        file name (``''``, ``.``); its folder does not exist (an index's
+        nearest existing folder), is not a folder or is not writable.
     """
+    what = _KINDS[kind][0]
+    raw = str(path)
+    if not raw.strip() or Path(raw).name in ("", ".", ".."):
+        raise ValueError(f"{option} {raw!r}: not a file name; give the path of "
+                         f"{what} to write (e.g. {_EXAMPLES[kind]}).")
     if kind == "model":
         path = model_target(path)
     path = Path(path)
+    _check_folder(path, kind, option)
     if not (path.exists() or path.is_symlink()):
         return path
-    what, test = _KINDS[kind]
+    test = _KINDS[kind][1]
     if kind == "index":
         from .index import is_index_dir
         ours = is_index_dir(path)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._cli_data import load_data
+from ._cli_data import load_data, positive_int
 from ._cli_output import RESULTS_HEADER, check_output
 
 __all__ = ["add_subcommands", "cmd_index_build", "cmd_search"]
@@ -150,19 +150,19 @@ def add_subcommands(subparsers) -> None:
                         "faiss: pip install tripletml[index]); default flat")
     b.add_argument("--backend", choices=("auto", "faiss", "numpy"), default="auto",
                    help="auto: faiss when installed, else the exact numpy scan")
-    b.add_argument("--nlist", type=int, help="IVF: number of cells (default ~4 sqrt(n))")
-    b.add_argument("--nprobe", type=int, help="IVF: cells visited per query "
+    b.add_argument("--nlist", type=positive_int, help="IVF: number of cells (default ~4 sqrt(n))")
+    b.add_argument("--nprobe", type=positive_int, help="IVF: cells visited per query "
                                               "(default nlist/16)")
-    b.add_argument("--hnsw-m", type=int, help="HNSW: links per node (default 32)")
-    b.add_argument("--ef-construction", type=int,
+    b.add_argument("--hnsw-m", type=positive_int, help="HNSW: links per node (default 32)")
+    b.add_argument("--ef-construction", type=positive_int,
                    help="HNSW: build beam width (default 200)")
-    b.add_argument("--ef-search", type=int, help="HNSW: search beam width (default 128)")
+    b.add_argument("--ef-search", type=positive_int, help="HNSW: search beam width (default 128)")
     b.add_argument("--ip-to-l2", action=argparse.BooleanOptionalAction, default=None,
                    help="faiss, inner-product models: search as L2 after appending "
                         "sqrt(M^2 - |x|^2) to the database vectors (default: on for "
                         "ivf; for hnsw when the embeddings lie in a narrow cone; check "
                         "recall on your data)")
-    b.add_argument("--batch-size", type=int, default=65536,
+    b.add_argument("--batch-size", type=positive_int, default=65536,
                    help="rows embedded at a time (default 65536)")
     b.add_argument("--seed", type=int, help="random seed of the IVF training sample")
     _data_options(b)
@@ -180,7 +180,7 @@ def add_subcommands(subparsers) -> None:
                         "and scores) or a tab-separated text file; an existing file is "
                         "refused unless it holds search results and --force is given")
     _force(s, "search-results file")
-    s.add_argument("--nprobe", type=int, help="IVF: cells visited per query (override)")
-    s.add_argument("--ef-search", type=int, help="HNSW: search beam width (override)")
+    s.add_argument("--nprobe", type=positive_int, help="IVF: cells visited per query (override)")
+    s.add_argument("--ef-search", type=positive_int, help="HNSW: search beam width (override)")
     _data_options(s)
     s.set_defaults(func=cmd_search)

@@ -115,6 +115,32 @@ def _integral_ids(est: Any, a: np.ndarray) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _object_ids(who: str, a: np.ndarray) -> np.ndarray:
+    """Index tuples given to a learner with a ``preprocessor`` as a boolean or
+    object array: an object array of Python / NumPy integers is taken as
+    int64 ids; booleans and anything else are refused (they would otherwise
+    be fitted as rows of 2 or 3 features)."""
+    kind = "pairs" if a.shape[1] == 2 else "triplets"
+    if a.dtype == bool:
+        raise TypeError(f"{who}: with a preprocessor, X holds index {kind} (n, "
+                        f"{a.shape[1]}) of integer row ids; got a boolean array of shape "
+                        f"{a.shape}. Give the ids as integers.")
+    flat = a.ravel()
+    bad = next((v for v in flat if isinstance(v, (bool, np.bool_))
+                or not isinstance(v, (int, np.integer))), None)
+    if bad is not None or flat.size == 0:
+        raise TypeError(f"{who}: with a preprocessor, X holds index {kind} (n, "
+                        f"{a.shape[1]}) of integer row ids; got an object array holding "
+                        f"{type(bad).__name__} {bad!r}." if bad is not None else
+                        f"{who}: X holds no index tuple (shape {a.shape}).")
+    try:
+        return np.asarray(a.tolist(), dtype=np.int64)
+    except OverflowError:
+        big = max((int(v) for v in flat), key=abs)
+        raise ValueError(f"{who}: index {big} is out of range for the preprocessor's "
+                         "rows.") from None
+
+
 def _preprocess_indices(est: Any, idx: np.ndarray) -> Any:
     """The rows of the 1-D index array ``idx`` from ``est.preprocessor``
     (an array of rows, or a callable from indices to rows), checked."""
@@ -128,12 +154,28 @@ def _preprocess_indices(est: Any, idx: np.ndarray) -> Any:
             raise ValueError(f"{who}: the preprocessor raised {type(exc).__name__} on "
                              f"{idx.size} indices: {exc}") from exc
         if not sp.issparse(rows):
-            rows = np.asarray(rows)
+            try:
+                rows = np.asarray(rows)
+            except (ValueError, TypeError):
+                raise ValueError(f"{who}: the preprocessor returned rows of different "
+                                 f"lengths for {idx.size} indices; it must return one row "
+                                 "of n_features numbers per index, an array of shape "
+                                 f"({idx.size}, n_features).") from None
+            if rows.dtype == object:
+                raise ValueError(f"{who}: the preprocessor returned an object array (rows of "
+                                 "different lengths or non-numeric values) for "
+                                 f"{idx.size} indices; it must return an array of numbers of "
+                                 f"shape ({idx.size}, n_features).")
         if getattr(rows, "ndim", None) != 2 or rows.shape[0] != idx.size:
             raise ValueError(f"{who}: the preprocessor must return one row per index, an "
                              f"array of shape ({idx.size}, n_features); it returned shape "
                              f"{getattr(rows, 'shape', None)} for {idx.size} indices.")
         return rows
+    if idx.size and idx.dtype.kind == "u" and int(idx.max()) > np.iinfo(np.int64).max:
+        # before the cast to int64, which would wrap 2**64 - 1 to -1
+        n = np.shape(pre)[0] if np.ndim(pre) else 0
+        raise ValueError(f"{who}: index {int(idx.max())} is out of range for the "
+                         f"preprocessor's {n} rows (valid: 0..{n - 1}).")
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     if not sp.issparse(pre):
         pre = np.asarray(pre)
@@ -154,8 +196,20 @@ def resolve_rows(est: Any, X: Any) -> Any:
     if getattr(est, "preprocessor", None) is None:
         return X
     a = _as_array(X)
+    if isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype == object and a.size \
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                    for v in a.tolist()):
+        a = np.asarray(a.tolist(), dtype=object if max(map(abs, a.tolist())) >= 2 ** 63
+                       else np.int64)
+        if a.dtype == object:
+            raise ValueError(f"{_who(est)}: index {max(a.tolist(), key=abs)} is out of range "
+                             "for the preprocessor's rows.")
     if _is_id_array(est, a) and a.ndim == 1:
         return _preprocess_indices(est, a)
+    if isinstance(a, np.ndarray) and a.ndim == 1:
+        raise TypeError(f"{_who(est)}: with a preprocessor, a 1-D X holds integer row ids "
+                        f"(one per sample, with class labels y); got dtype {a.dtype}. Give "
+                        "the ids as integers.")
     return X
 
 
@@ -191,7 +245,7 @@ def tuple_input(est: Any, X: Any, *, dedupe: bool = False) -> TupleInput | None:
             return TupleInput(_KINDS[k], uniq, np.asarray(inv, np.int64).reshape(n, k))
         return TupleInput(_KINDS[k], rows, np.arange(n * k, dtype=np.int64).reshape(n, k))
     if getattr(est, "preprocessor", None) is not None and a.ndim == 2 and a.shape[1] in _KINDS:
-        a = _integral_ids(est, a)
+        a = _object_ids(who, a) if a.dtype.kind in "bO" else _integral_ids(est, a)
     if getattr(est, "preprocessor", None) is not None and a.ndim == 2 and _is_id_array(est, a) \
             and a.shape[1] in _KINDS:
         if a.shape[0] == 0:

@@ -29,6 +29,7 @@ from typing import Any
 
 from ._cli_cluster import add_scheduler_argument, scheduler_context
 from ._cli_data import load_data as _load_data
+from ._cli_data import positive_int
 from ._cli_output import check_output
 from ._registry import entries, get_entry
 from .preprocessing import PREPROCESSING_MODES
@@ -244,6 +245,8 @@ def _n_partitions(args, client, kind: str, name: str, n_rows: int) -> int | None
                          f"{kind} learner (fit it without them)")
     if k is None:
         k = max(1, sum(client.nthreads().values()))
+    elif k < 1:                # the parser refuses it; a caller building args may not
+        raise ValueError(f"--partitions must be a positive integer, got {k}")
     return max(1, min(int(k), n_rows))
 
 
@@ -376,6 +379,14 @@ def _cmd_evaluate(args):
     if args.test_size is not None:
         _, X, _, y = _split(X_all, y_all, args.test_size, args.seed)
     _note(_evaluation_note(args, model, X_all, y_all, X, y))
+    if not multilabel:
+        import numpy as np
+        classes = np.unique(np.asarray(y))
+        if classes.size < 2:
+            _note(f"the rows scored hold one class ({classes[0].item()!r})"
+                  ": every other row is relevant to every query, so mAP and precision@k "
+                  "are 1.0 and the 1-NN error 0 whatever the model; score on data with at "
+                  "least two classes.")
     if multilabel:
         print(f"{'label_ranking_map':18s} {model.score(X, y):.4f}")
         return
@@ -401,7 +412,8 @@ def _cmd_datasets(args):
     how = ("--data-home" if args.data_home else
            "the TRIPLETML_DATA environment variable" if os.environ.get("TRIPLETML_DATA")
            else "the default; set TRIPLETML_DATA or pass --data-home to change it")
-    exists = "" if home.is_dir() else " (does not exist)"
+    exists = ("" if home.is_dir() else " (a file, not a folder)" if home.exists()
+              else " (does not exist)")
     print(f"data home: {home}{exists} (from {how})")
     print(f"{'name':14s} {'present':8s} description")
     n_yes = 0
@@ -470,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="output folder (default results/NAME, or results/quick/NAME "
                                  "with --quick)")
     r.add_argument("--quick", action="store_true", help="fewer seeds / smaller runs")
-    r.add_argument("--seeds", type=int, metavar="N",
+    r.add_argument("--seeds", type=positive_int, metavar="N",
                    help="number of random splits / seeds to average over (default: the "
                         "paper's)")
     r.add_argument("--only", help="comma-separated data sets (a subset of the run's)")
@@ -509,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "'standardize' for Mahalanobis ones, none for sparse X with more "
                         "than 2000 features; 'none' for raw features)")
     add_scheduler_argument(f)
-    f.add_argument("--partitions", type=int, metavar="K",
+    f.add_argument("--partitions", type=positive_int, metavar="K",
                    help="train over K row partitions of the data (the learner's partitioned "
                         "strategy: exact statistics, CoCoA+, parameter mixing, gradient sums "
                         "or a gathered sample); with --scheduler the default is one per "

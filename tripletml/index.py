@@ -65,7 +65,13 @@ Integrity: ``index.json`` records the SHA-256 of every other file of the
 directory (``hashes``: the vectors or faiss index, and the model that
 embedded them).  :func:`load_index` hashes each file before using it and
 refuses a mismatch (a flipped byte in the vectors, a ``model.npz`` replaced
-by another model), opening regular files only.  An index written before
+by another model), opening regular files only.  The hashes catch accidents
+(a damaged copy, a file replaced by mistake), not an attacker: whoever can
+write the directory can replace a file *and* its hash in ``index.json``, and
+the index then loads.  Keep index directories where only you can write, or
+check them against a digest kept elsewhere (e.g. ``sha256sum`` of the three
+files); the model is still read without pickle, so a swapped model gives
+wrong answers, not code execution.  An index written before
 hashes were recorded (format version 1 or 2) is refused unless
 ``allow_unverified=True`` (then loaded with a warning); ``save`` it again
 to record them.
@@ -499,6 +505,11 @@ class SimilarityIndex:
             raise ValueError(f"{func}: k must satisfy 1 <= k <= ntotal={n_total}, got k={k}.")
         k = int(k)
         batch_size = check_scalar_param(batch_size, "batch_size", func, kind="int", low=1)
+        # the search settings may have been set as attributes after construction
+        # (the CLI's --nprobe / --ef-search): faiss would fail on 0 (a C++
+        # assertion) or a negative number (a SWIG message), or ignore them
+        check_scalar_param(self.nprobe, "nprobe", func, kind="int", low=1, allow_none=True)
+        check_scalar_param(self.ef_search, "ef_search", func, kind="int", low=1)
         n_q = Q.shape[0]
         ids = np.full((n_q, k), -1, dtype=np.int64)
         scores = np.full((n_q, k), -np.inf)
@@ -808,7 +819,11 @@ def load_index(path, *, allow_unverified: bool = False) -> SimilarityIndex:
 
     Every file is checked against the SHA-256 that ``index.json`` records
     for it before it is used (the model that embedded the vectors, and the
-    vectors or faiss index), and only regular files are opened.  The model
+    vectors or faiss index), and only regular files are opened.  The hashes
+    catch accidents, not an attacker who can write the directory: a model
+    swapped together with its hash in ``index.json`` loads (the index is not
+    signed).  Trust an index as far as you trust whoever can write its
+    directory.  The model
     is read with :func:`tripletml.load_model`, the vectors with
     ``np.load(..., allow_pickle=False)`` or faiss's ``read_index``; shapes,
     dtypes, the metric and the row count are checked against ``index.json``.

@@ -59,6 +59,21 @@ def _is_present(record: DatasetRecord, f: DataFile, home: Path) -> bool:
     return True
 
 
+def _check_home_folder(home: Path, how: str) -> None:
+    """The data home (chosen by ``how``) is a folder or can be created as one:
+    its nearest existing ancestor is a folder.  Checked before any download,
+    so that a file named as the data home is not reported as a network error."""
+    if not str(home).strip():
+        raise ValueError(f"the data home (from {how}) is an empty path; name a folder.")
+    folder = home
+    while not (folder.exists() or folder.is_symlink()) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        what = "is" if folder == home else f"would be inside {folder}, which is"
+        raise ValueError(f"the data home {home} (from {how}) {what} a file, not a folder; "
+                         "give a folder (--data-home DIR or TRIPLETML_DATA).")
+
+
 def _makedirs(folder: Path) -> list[Path]:
     """Create ``folder`` and return the folders that were created, outermost first."""
     created = []
@@ -170,7 +185,8 @@ def fetch(name: str, data_home: str | os.PathLike | None = None, *, mirror: str 
     left empty, are removed.  Files of the set completed before the error stay.
     """
     record = get_record(name)
-    home, _ = _resolve_data_home(data_home)
+    home, how = _resolve_data_home(data_home)
+    _check_home_folder(home, how)
     for f in record.files:
         if _is_present(record, f, home):
             if verbose:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ from ._registry import DataFile
 
 __all__ = ["ComparisonRecord", "COMPARISONS", "load_comparisons", "read_triplets",
            "check_item_triplets", "count_answers", "split_items", "ItemSplit", "FORMATS",
-           "COMPARISON_MAX_BYTES"]
+           "COMPARISON_MAX_BYTES", "MAX_TEXT_RATIO", "check_n_items_bound"]
 
 #: answer formats understood by :func:`read_triplets`
 FORMATS = ("head_close_far", "odd_one_out", "most_central")
@@ -58,6 +59,56 @@ COMPARISON_MAX_BYTES = 256 << 20
 
 #: Largest number of choices per row of an odd-one-out / most-central file.
 MAX_CHOICES = 64
+
+#: Largest expansion (text bytes / stored bytes) of a ``.gz`` or ``.zip``
+#: comparison file beyond :data:`SMALL_TEXT_BYTES` of text: real answer files
+#: compress 3 to 5 times (Zappos: 3.2), a decompression bomb 1000 times.
+MAX_TEXT_RATIO = 100
+#: Text up to this size is exempt from :data:`MAX_TEXT_RATIO`.
+SMALL_TEXT_BYTES = 1 << 20
+#: Longest line of a comparison file (MAX_CHOICES ids of 18 digits and
+#: separators fit many times over); a longer one is refused, which bounds the
+#: memory of parsing one line.
+MAX_LINE_BYTES = 1 << 16
+#: Text parsed at a time (the Python objects of one chunk are freed before the
+#: next): parsing costs the text, the ids (8 bytes each) and one chunk.
+_PARSE_CHUNK = 1 << 16
+
+#: Items in ``0..n_items - 1`` that no triplet names are accepted up to
+#: ``UNNAMED_FACTOR * (items named) + UNNAMED_SLACK`` items in all.
+UNNAMED_FACTOR = 10
+UNNAMED_SLACK = 10 ** 5
+
+
+def check_n_items_bound(t: np.ndarray, n_items: int, who: str, given: bool, *,
+                        factor: int = UNNAMED_FACTOR, slack: int = UNNAMED_SLACK,
+                        why: str = "items in no triplet learn nothing and each costs "
+                                   "memory") -> None:
+    """Refuse an ``n_items`` (given, or the largest id + 1) far above the items
+    the triplets ``t`` name, before anything of size ``n_items`` is allocated.
+
+    The bound is ``factor * named + slack`` (by default 10 x the named
+    items + 100,000): items in no triplet are legitimate (a held-out fold, items
+    not yet asked about), but each costs memory and learns nothing, and an id
+    or an ``n_items`` of 10**8 for a dozen items is a mistake that would
+    otherwise allocate gigabytes.  Costs a sort of the ids, ``O(m log m)``.
+    """
+    if n_items <= slack:
+        return
+    named = int(np.unique(t).size)
+    bound = factor * named + slack
+    if n_items <= bound:
+        return
+    if given:
+        raise ValueError(f"{who}: n_items={n_items} but the triplets name only {named} items; "
+                         f"at most {factor} x {named} + {slack} = {bound} items are accepted "
+                         f"({why}). Pass the number of items the data has, or relabel "
+                         "the ids to the items named (ids, t = np.unique(triplets, "
+                         "return_inverse=True)).")
+    raise ValueError(f"{who}: the largest item id is {n_items - 1} but the triplets name only "
+                     f"{named} items (at most {bound} ids accepted); ids must be "
+                     "0..n_items - 1. Relabel them (ids, t = np.unique(triplets, "
+                     "return_inverse=True)) or pass n_items.")
 
 
 @dataclass(frozen=True)
@@ -224,8 +275,37 @@ def _convert(rows: np.ndarray, fmt: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- text files
-def _read_zip_member(path: Path, member: str, limit: int) -> bytes:
-    """The bytes of the only member ``member`` of the zip at ``path``."""
+def _read_bounded(fh, n: int) -> bytearray:
+    """At most ``n`` bytes of ``fh``, read 1 MiB at a time (a single
+    ``read(n)`` reserves ``n`` bytes however short the stream is)."""
+    out = bytearray()
+    while len(out) < n:
+        chunk = fh.read(min(1 << 20, n - len(out)))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def _allowed_text(limit: int, stored: int, max_ratio: int | None) -> int:
+    """The text a compressed file of ``stored`` bytes may expand to."""
+    if max_ratio is None:
+        return limit
+    return min(limit, max(SMALL_TEXT_BYTES, max_ratio * stored))
+
+
+def _too_large(where: str, limit: int, allowed: int, max_ratio: int | None) -> str:
+    if allowed < limit:
+        return (f"{where} expands to more than {allowed} bytes, over {max_ratio} times its "
+                "stored size (a decompression bomb?); refusing to read it.")
+    return f"{where} holds more than {limit} bytes; refusing to read it."
+
+
+def _read_zip_member(path: Path, member: str, limit: int,
+                     max_ratio: int | None = None) -> bytes:
+    """The bytes of the only member ``member`` of the zip at ``path`` (at most
+    ``limit``, and at most ``max_ratio`` times its compressed size beyond
+    :data:`SMALL_TEXT_BYTES`)."""
     with open_regular(path, "tripletml.datasets") as raw:
         try:
             with zipfile.ZipFile(raw) as zf:
@@ -241,21 +321,32 @@ def _read_zip_member(path: Path, member: str, limit: int) -> bytes:
                 if info.file_size > limit:
                     raise ValueError(f"{path}: {member} declares {info.file_size} bytes, more "
                                      f"than the {limit} bytes a comparison file may have.")
+                allowed = _allowed_text(limit, info.compress_size, max_ratio)
+                if info.file_size > allowed:
+                    raise ValueError(f"{path}: {member} declares {info.file_size} bytes, "
+                                     f"{info.file_size / max(info.compress_size, 1):.0f} times "
+                                     f"its compressed size (at most {max_ratio} times "
+                                     "accepted: a decompression bomb?).")
                 with zf.open(info) as fh:
-                    data = fh.read(limit + 1)
+                    data = _read_bounded(fh, allowed + 1)
         except zipfile.BadZipFile as exc:
             raise ValueError(f"{path}: not a valid zip archive ({exc}).") from None
         except (OSError, EOFError, NotImplementedError) as exc:
             raise ValueError(f"{path}: cannot read {member} from the zip archive "
                              f"({exc}).") from None
-    if len(data) > limit:
+    if len(data) > allowed:
+        if allowed < limit:
+            raise ValueError(_too_large(f"{path}: {member}", limit, allowed, max_ratio))
         raise ValueError(f"{path}: {member} inflates to more than {limit} bytes; "
                          "refusing to read it.")
     return data
 
 
 def _read_text(path: Path, limit: int) -> bytes:
-    """A plain, ``.gz`` or single-member ``.zip`` file's bytes, bounded."""
+    """A plain, ``.gz`` or single-member ``.zip`` file's bytes, bounded: at
+    most ``limit`` bytes of text, and a compressed file at most
+    :data:`MAX_TEXT_RATIO` times its stored size (beyond
+    :data:`SMALL_TEXT_BYTES`), read as a stream that stops there."""
     if path.suffix == ".zip":
         with open_regular(path, "read_triplets") as raw:
             try:
@@ -266,22 +357,26 @@ def _read_text(path: Path, limit: int) -> bytes:
         if len(names) != 1:
             raise ValueError(f"read_triplets: {path}: a zip archive must hold exactly one "
                              f"file; it holds {len(names)}.")
-        return _read_zip_member(path, names[0], limit)
+        return _read_zip_member(path, names[0], limit, MAX_TEXT_RATIO)
     import gzip
     import zlib
     with open_regular(path, "read_triplets") as raw:
-        fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
+        gz = path.suffix == ".gz"
+        allowed = _allowed_text(limit, os.fstat(raw.fileno()).st_size,
+                                MAX_TEXT_RATIO if gz else None)
+        fh = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
         try:
-            data = fh.read(limit + 1)
+            data = _read_bounded(fh, allowed + 1)
         except (OSError, EOFError, zlib.error) as exc:
             raise ValueError(f"read_triplets: {path}: cannot read the file ({exc}).") from None
-    if len(data) > limit:
-        raise ValueError(f"read_triplets: {path}: more than {limit} bytes; refusing to "
-                         "read it.")
+    if len(data) > allowed:
+        raise ValueError(_too_large(f"read_triplets: {path}", limit, allowed,
+                                    MAX_TEXT_RATIO if gz else None))
     return data
 
 
 _DIGITS_COMMAS_NL = bytes(range(48, 58)) + b",\n"
+_FIELD_SEPARATORS = re.compile(r"[,;\t]")
 
 
 def _fast_id_rows(data: bytes, width: int | None) -> np.ndarray | None:
@@ -300,36 +395,51 @@ def _fast_id_rows(data: bytes, width: int | None) -> np.ndarray | None:
             or np.any(b[np.concatenate([starts, ends - 1])] == 44)
             or np.any((b[1:] == 44) & (b[:-1] == 44))):
         return None
-    tokens = body.replace(b"\n", b",").split(b",")
+    tokens = bytes(body).replace(b"\n", b",").split(b",")
     if any(len(t) > 18 for t in tokens):
         return None
     return np.array(tokens, dtype=np.int64).reshape(-1, width)
 
 
-def _parse_id_rows(data: bytes, where: str, width: int | None) -> np.ndarray:
-    """Rows of integer ids separated by commas, tabs or blanks.  Blank lines and
-    lines starting with ``#`` are skipped; a first line that is not all integers
-    is taken as a header.  ``width=None``: the first data row's width."""
-    fast = _fast_id_rows(data, width)
+def _fields(line: str) -> tuple[list[str], bool]:
+    """The fields of a stripped line and whether one of them is empty (two
+    commas, semicolons or tabs in a row, or one at the start or end)."""
+    parts = _FIELD_SEPARATORS.split(line)
+    if len(parts) == 1:
+        return line.split(), False
+    return [f for part in parts for f in part.split()], any(not p.strip() for p in parts)
+
+
+def _parse_chunk(chunk: bytes, where: str, width: int | None, first_line: int,
+                 header_done: bool) -> tuple[np.ndarray, int | None, bool]:
+    """One chunk of whole lines (starting at line ``first_line``) as an int64
+    array of rows; returns ``(rows, width, header_done)``."""
+    fast = _fast_id_rows(chunk, width)     # digits and commas only: no header line
     if fast is not None:
-        return fast
+        return fast, width, True
     try:
-        text = data.decode("ascii")
+        text = chunk.decode("ascii")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = first_line + chunk.count(b"\n", 0, exc.start)
         raise ValueError(f"{where}, line {line}: not ASCII text; is this a comparison "
                          "file?") from None
     rows, linenos = [], []
-    header_done = False
-    for lineno, line in enumerate(text.split("\n"), 1):
+    for lineno, line in enumerate(text.split("\n"), first_line):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        fields = line.replace(",", " ").replace(";", " ").split()
+        if len(line) > MAX_LINE_BYTES:
+            raise ValueError(f"{where}, line {lineno}: longer than {MAX_LINE_BYTES} bytes; is "
+                             "this a comparison file?")
+        fields, empty = _fields(line)
         if not header_done:
             header_done = True
             if not all(f.lstrip("+-").isdigit() for f in fields):
                 continue  # a header line such as "head, b, c"
+        if empty:
+            raise ValueError(f"{where}, line {lineno}: an empty field in {line[:80]!r} (two "
+                             "separators in a row, or one at the start or end of the line); "
+                             "every field must be an item id.")
         if width is None:
             width = len(fields)
         if len(fields) != width:
@@ -337,14 +447,56 @@ def _parse_id_rows(data: bytes, where: str, width: int | None) -> np.ndarray:
                              f"{len(fields)}.")
         rows.append(fields)
         linenos.append(lineno)
-    if not rows:
-        raise ValueError(f"{where}: no comparisons in the file.")
     for fields, lineno in zip(rows, linenos):
         for f in fields:
             if not f.lstrip("+-").isdigit() or len(f) > 18:
                 raise ValueError(f"{where}, line {lineno}: item id {f[:40]!r} is not an "
                                  "integer (or too long).")
-    return np.array(rows, dtype=np.int64).reshape(len(rows), width)
+    if not rows:
+        return np.empty((0, width or 0), dtype=np.int64), width, header_done
+    return np.array(rows, dtype=np.int64).reshape(len(rows), width), width, header_done
+
+
+def _parse_id_rows(data: bytes, where: str, width: int | None) -> np.ndarray:
+    """Rows of integer ids separated by commas, tabs or blanks.  Blank lines and
+    lines starting with ``#`` are skipped; a first line that is not all integers
+    is taken as a header.  ``width=None``: the first data row's width.  An
+    empty field (``0,,1,2``) is refused naming its line.
+
+    Memory: the text, the ids (8 bytes each, at most one per separator or
+    line end: counted and checked against the memory available before
+    parsing) and one chunk of :data:`_PARSE_CHUNK` bytes of lines at a time;
+    a line longer than :data:`MAX_LINE_BYTES` is refused.
+    """
+    from .._validation import check_dense_memory
+    n = len(data)
+    bound = sum(data.count(c) for c in (b",", b";", b"\t", b" ", b"\n")) + 1
+    check_dense_memory(8 * bound, where, f"the item ids of {n} bytes of text (at most "
+                                         f"{bound}) do not fit")
+    out = np.empty(bound, dtype=np.int64)
+    filled, line, pos, header_done = 0, 1, 0, False
+    while pos < n:
+        end = min(pos + _PARSE_CHUNK, n)
+        if end < n:
+            nl = data.find(b"\n", end - 1, end + MAX_LINE_BYTES + 1)
+            if nl < 0 and n <= end + MAX_LINE_BYTES:
+                nl = n - 1                      # the last line, without a line end
+            if nl < 0:
+                start = data.rfind(b"\n", pos, end) + 1 or pos
+                at = line + data.count(b"\n", pos, start)
+                raise ValueError(f"{where}, line {at}: longer than {MAX_LINE_BYTES} bytes; "
+                                 "is this a comparison file?")
+            end = nl + 1
+        chunk = bytes(data[pos:end])
+        rows, width, header_done = _parse_chunk(chunk, where, width, line, header_done)
+        out[filled:filled + rows.size] = rows.ravel()
+        filled += rows.size
+        line += chunk.count(b"\n")
+        pos = end
+    if filled == 0:
+        raise ValueError(f"{where}: no comparisons in the file.")
+    out = out[:filled] if 2 * filled > bound else out[:filled].copy()
+    return out.reshape(-1, width)
 
 
 def read_triplets(source: Any, format: str = "head_close_far", *,
@@ -410,6 +562,13 @@ def read_triplets(source: Any, format: str = "head_close_far", *,
                          f"(the chosen one first); got {k}.")
     rows = check_item_triplets(rows, n_items, who=who, width=k if format != "head_close_far"
                                else 3)
+    if format != "head_close_far":
+        # (k - 1)(k - 2) triplets per answer: the expansion is checked before
+        # it is allocated (the pair columns, the stacked triplets)
+        from .._validation import check_dense_memory
+        n_out = rows.shape[0] * (k - 1) * (k - 2)
+        check_dense_memory(5 * 8 * n_out, who, f"{rows.shape[0]} {format} answers of {k} "
+                           f"items give {n_out} triplets, which do not fit")
     return _convert(rows, format)
 
 
@@ -570,8 +729,9 @@ def load_comparisons(name: str, data_home: str | os.PathLike | None = None, *,
             _verify(path, accepted)
         paths.append(path)
     tpath = paths[0]
-    rows = _parse_id_rows(_read_zip_member(tpath, rec.member_triplets, COMPARISON_MAX_BYTES),
-                          str(tpath), 3)
+    # the expansion bound too: verify=False reads files no checksum vouches for
+    rows = _parse_id_rows(_read_zip_member(tpath, rec.member_triplets, COMPARISON_MAX_BYTES,
+                                           MAX_TEXT_RATIO), str(tpath), 3)
     triplets = check_item_triplets(rows, rec.n_items, who=str(tpath))
     if len(triplets) != rec.n_triplets:
         raise ValueError(f"{tpath}: expected {rec.n_triplets} triplets, found {len(triplets)}.")
@@ -579,7 +739,8 @@ def load_comparisons(name: str, data_home: str | os.PathLike | None = None, *,
     if rec.features_file is not None:
         fpath = paths[1]
         features = _parse_features(
-            _read_zip_member(fpath, rec.member_features, COMPARISON_MAX_BYTES), fpath,
+            _read_zip_member(fpath, rec.member_features, COMPARISON_MAX_BYTES,
+                             MAX_TEXT_RATIO), fpath,
             rec.n_items, rec.n_features)
     return Bunch(triplets=triplets, features=features, n_items=rec.n_items, name=name,
                  description=rec.description, DESCR=f"{rec.description}\n\nOrigin: {rec.origin}",
@@ -663,6 +824,9 @@ def split_items(triplets: Any, n_items: int | None = None, *, test_size: float |
     n = int(n_items) if n_items is not None else (int(t.max()) + 1 if t.size else 0)
     if n < 2:
         raise ValueError(f"{who}: need at least 2 items to split, got n_items={n}.")
+    # every item is split (a permutation, masks and ids of n items): bounded
+    # by the items the triplets name, before allocating
+    check_n_items_bound(t, n, who, given=n_items is not None)
     if train_items is not None:
         if np.ndim(train_items) != 1:
             raise ValueError(f"{who}: train_items must be a 1-D array of item ids, got shape "

@@ -26,7 +26,7 @@ from .._arrayspec import ArraySpec, check_fitted_arrays
 from .._params import Interval, validate_constraints
 from .._stopping import finish
 from .._validation import as_generator
-from ..datasets.comparisons import check_item_triplets
+from ..datasets.comparisons import check_item_triplets, check_n_items_bound
 
 __all__ = ["OrdinalEmbeddingBase", "UnusedItemsWarning", "warn_unused_items", "fit_items"]
 
@@ -55,11 +55,14 @@ def warn_unused_items(who: str, used: np.ndarray, what: str, stacklevel: int = 2
 _DENSE_EXTRA = 10 ** 6
 
 
-def fit_items(est, triplets, y, unused_means: str) -> tuple[np.ndarray, int, np.ndarray]:
+def fit_items(est, triplets, y, unused_means: str, **bound) -> tuple[np.ndarray, int,
+                                                                      np.ndarray]:
     """The checks every ``fit(triplets)`` of item ids makes: ``y`` is None,
     the triplets are valid ids (:func:`check_item_triplets`), the number of
-    items (``n_items`` or the largest id + 1, refused when far above the ids
-    the triplets can name), and a warning for the items in no triplet
+    items (``n_items`` or the largest id + 1, refused when above 10 times the
+    items the triplets name + 100,000:
+    :func:`~tripletml.datasets.comparisons.check_n_items_bound`, whose
+    ``factor`` / ``slack`` / ``why`` ``bound`` passes on), and a warning for the items in no triplet
     (``unused_means`` says what becomes of them).
 
     Returns ``(triplets as int64 (m, 3), n_items, used)`` with ``used`` the
@@ -71,11 +74,9 @@ def fit_items(est, triplets, y, unused_means: str) -> tuple[np.ndarray, int, np.
                          "the order within each triplet (head, close, far).")
     t = check_item_triplets(triplets, est.n_items, who=f"{who}: triplets")
     n = int(est.n_items) if est.n_items is not None else int(t.max()) + 1
-    if est.n_items is None and n > 10 * t.size + 10 ** 5:
-        raise ValueError(f"{who}: the largest item id is {n - 1} but the triplets name at "
-                         f"most {t.size} items; ids must be 0..n_items - 1. Relabel them "
-                         "(ids, t = np.unique(triplets, return_inverse=True)) or pass "
-                         "n_items.")
+    # memory follows the items named: n_items (given or max id + 1) far above
+    # them is refused before anything of size n_items is allocated
+    check_n_items_bound(t, n, who, given=est.n_items is not None, **bound)
     used = np.zeros(n, dtype=bool)
     used[t.ravel()] = True
     warn_unused_items(who, used, unused_means, stacklevel=3)

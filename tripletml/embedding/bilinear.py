@@ -14,6 +14,10 @@ from ._base import fit_items
 
 __all__ = ["BilinearEmbedding"]
 
+#: ``n_items`` may be at most ``2 x (items named) + 1000``
+_UNNAMED_FACTOR = 2
+_UNNAMED_SLACK = 1000
+
 
 class BilinearEmbedding(BaseEstimator):
     r"""Item similarities from triplets alone, learnt by a bilinear learner on
@@ -51,7 +55,10 @@ class BilinearEmbedding(BaseEstimator):
         ``rank`` parameter then raises ValueError).  None: the learner's own
         rank (4 for the default learner).
     n_items : int, optional
-        Number of items; default ``max id + 1``.
+        Number of items; default ``max id + 1``.  Items no triplet names are
+        allowed up to ``2 x (items named) + 1000`` items in all (above, a
+        ValueError before anything is allocated): every step of the learner
+        costs time in proportion to ``n_items`` on one-hot rows.
     random_state : int, Generator, RandomState or None
         Seeds the default learner (a given learner keeps its own).
 
@@ -127,8 +134,13 @@ class BilinearEmbedding(BaseEstimator):
             similarities stay at the learner's initial values.
         """
         validate_constraints(self)
+        # every step of the learner costs O(n_items x rank) on one-hot rows
+        # (400 triplets and 10**6 items: 46 s), so few items may go unnamed
         t, n, _ = fit_items(self, triplets, y, "their similarities stay at the learner's "
-                            "initial values.")
+                            "initial values.", factor=_UNNAMED_FACTOR, slack=_UNNAMED_SLACK,
+                            why="every step of the learner costs time in proportion to "
+                                "n_items on one-hot rows, and items in no triplet learn "
+                                "nothing")
         learner = self._make_learner()
         X = sp.identity(n, format="csr", dtype=np.float64)
         learner.fit(X, triplets=t)

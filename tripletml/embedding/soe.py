@@ -36,7 +36,9 @@ class SOE(OrdinalEmbeddingBase):
     margin : float, default=1.0
         :math:`\delta > 0`, the least difference of distances asked for.
     n_items : int, optional
-        Number of items; default ``max id + 1``.
+        Number of items; default ``max id + 1``.  Items no triplet names are
+        allowed up to ``10 x (items named) + 100,000`` items in all (above,
+        a ValueError before anything is allocated).
     max_iter : int, default=1000
         Cap on L-BFGS iterations.
     n_init : int, default=4

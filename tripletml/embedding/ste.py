@@ -44,7 +44,9 @@ class STE(OrdinalEmbeddingBase):
         :math:`\lambda \ge 0` (with 0 and separable triplets the objective has
         no minimiser: the points spread out without end).
     n_items : int, optional
-        Number of items; default ``max id + 1``.
+        Number of items; default ``max id + 1``.  Items no triplet names are
+        allowed up to ``10 x (items named) + 100,000`` items in all (above,
+        a ValueError before anything is allocated).
     max_iter : int, default=1000
     n_init : int, default=4
         Number of random starts; the embedding of the lowest objective is kept.

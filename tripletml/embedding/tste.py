@@ -46,7 +46,9 @@ class TSTE(OrdinalEmbeddingBase):
         out), and L-BFGS runs to ``max_iter``; the default keeps the minimiser
         finite and barely moves the answers on thousands of triplets.
     n_items : int, optional
-        Number of items; default ``max id + 1``.
+        Number of items; default ``max id + 1``.  Items no triplet names are
+        allowed up to ``10 x (items named) + 100,000`` items in all (above,
+        a ValueError before anything is allocated).
     max_iter : int, default=1000
     n_init : int, default=4
         Number of random starts; the embedding of the lowest objective is kept

@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import numbers
 import os
 import platform
 import shlex
@@ -206,12 +207,23 @@ def run(name: str, out_dir=None, *, quick: bool = False, seeds: int | None = Non
     if name not in repros:
         raise ValueError(f"unknown reproduction {name!r}; available: "
                          f"{', '.join(sorted(repros))}")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, numbers.Integral)
+                              or seeds < 1):
+        raise ValueError(f"reproduce {name}: seeds={seeds!r} must be a positive integer (the "
+                         "number of random splits / seeds to average over), or None for the "
+                         "paper's.")
     kwargs = {}
     if only:
         if "only" not in inspect.signature(repros[name].func).parameters:
             raise ValueError(f"reproduction {name!r} cannot be restricted to some data sets")
         kwargs["only"] = tuple(only)
     out = Path(out_dir) if out_dir is not None else default_out_dir(name, quick)
+    folder = out
+    while not (folder.exists() or folder.is_symlink()) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"reproduce {name}: the output folder {out} cannot be made: "
+                         f"{folder} is a file, not a folder.")
     if quick:
         _guard_quick(out, name, overwrite)
     if quick and out.resolve().parent == default_out_dir(name, True).resolve().parent:

@@ -419,15 +419,58 @@ def _labels_task(p: Partition):
     out = {"n": p.n_rows, "d": int(p.X.shape[1]), "sparse": bool(sp.issparse(p.X)),
            "triplets": None if p.triplets is None else int(p.triplets.shape[0])}
     if p.y is not None:
-        keys, counts = np.unique(p.y, return_counts=True)
+        try:
+            keys, counts = np.unique(p.y, return_counts=True)
+        except TypeError as exc:        # e.g. None, or ints mixed with strings
+            out["labels"], out["labels_error"] = None, str(exc)
+            return out
         out["labels"] = (keys, counts)
     else:
         out["labels"] = None
     return out
 
 
+def _label_kinds(keys: np.ndarray) -> set:
+    """``"numbers"`` and / or ``"strings"`` (or a type name) of sorted labels."""
+    if keys.dtype.kind in "biuf":
+        return {"numbers"}
+    if keys.dtype.kind in "US":
+        return {"strings"}
+    return {"numbers" if isinstance(v, (int, float, np.integer, np.floating))
+            and not isinstance(v, (bool, np.bool_)) else
+            "strings" if isinstance(v, (str, bytes, np.str_)) else type(v).__name__
+            for v in keys.tolist()}
+
+
+def _check_partition_labels(infos: list[dict], owner: str) -> None:
+    """Clear errors for labels no partitioned fit can use: unsortable ones,
+    NaN, and numbers in one partition with strings in another (which NumPy
+    would compare as strings, or not at all)."""
+    seen = {}
+    for i, inf in enumerate(infos):
+        if inf.get("labels_error"):
+            raise ValueError(f"{owner}: the labels of partition {i} cannot be sorted "
+                             f"({inf['labels_error']}); labels must be all numbers or all "
+                             "strings.")
+        if inf["labels"] is None:
+            continue
+        keys = inf["labels"][0]
+        if keys.dtype.kind in "fc" and not np.isfinite(keys).all():
+            raise ValueError(f"{owner}: the labels of partition {i} hold NaN or infinity; "
+                             "every row needs a class label (drop or label those rows).")
+        for kind in _label_kinds(keys):
+            seen.setdefault(kind, i)
+    if len(seen) > 1:
+        (k1, p1), (k2, p2) = sorted(seen.items(), key=lambda kv: kv[1])[:2]
+        where = (f"partition {p1} has {k1} and {k2} as labels" if p1 == p2 else
+                 f"partition {p1} has {k1} as labels but partition {p2} has {k2}")
+        raise ValueError(f"{owner}: {where}; labels must be of one kind in every partition "
+                         "(all numbers or all strings).")
+
+
 def _label_table(infos: list[dict], owner: str):
     """Global sorted labels (keys -> codes) from the per-partition uniques."""
+    _check_partition_labels(infos, owner)
     all_keys = [i["labels"][0] for i in infos if i["labels"] is not None]
     if not all_keys:
         return None
