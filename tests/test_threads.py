@@ -44,10 +44,11 @@ needs_threads = pytest.mark.skipif(
 
 
 @needs_threads
-def test_small_fit_runs_on_one_thread_and_restores():
+@pytest.mark.parametrize("shape", [(30, 4), (600, 40)])
+def test_small_fit_runs_on_one_thread_and_restores(shape):
     before = _counts()
-    X, y = _data(600, 40)            # w = 40^2 (600 + 40) ~ 1e6 < SMALL_WORK
-    assert _threads.SMALL_WORK > _threads.fit_work(*X.shape) > _threads._TINY_WORK
+    X, y = _data(*shape)             # w = 40^2 (600 + 40) ~ 1e6 < SMALL_WORK
+    assert _threads.SMALL_WORK > _threads.fit_work(*X.shape)
     _Probe().fit(X, y)
     assert all(c == 1 for c in _Probe.seen)
     assert _counts() == before

@@ -22,7 +22,9 @@ The rule: the work of a fit on ``n`` rows of ``d`` features is
 multiply-adds) plus one decomposition of a ``d x d`` matrix (``~d^3``), the
 largest dense products a learner makes in one step; a prediction's is the
 size of its product (``n_X x n_Y x d`` for a similarity matrix, ``n d^2``
-for a transform); a search block's is ``n_queries x n_block`` entries.
+for a transform).  Numba's top-k pass over a block of scores
+(:class:`tripletml.linalg.TopK`) runs on one thread below
+:data:`SMALL_SCAN` entries.
 Below ``SMALL_WORK = 2**28`` multiply-adds (~0.27 G, ~15-30 ms on one core
 of the machine above) no single product of the call can save more than a
 few milliseconds with a second thread, less than one lost scheduler slice on
@@ -30,7 +32,10 @@ a busy machine: one thread.  Above it the thread counts are left as they
 are.  Examples: digits (1,257 x 64: ``w = 5.4e6``), a 2,230 x 180 set
 (``7.8e7``) and 5,000 x 200 (``2.1e8``) run on one thread; 10,000 x 256
 (``6.7e8``), 1,000 x 1,000 (``2e9``) and any sparse text set with thousands
-of columns keep the library's threads.
+of columns keep the library's threads.  Tiny work is limited too: OpenBLAS
+does not keep every small call on one thread (LowRankDML at its defaults on
+30 x 4 rows, 50 iterations: 22.7 s with two threads on the busy machine,
+1.06 s with one); setting and restoring the counts costs ~0.1 ms a call.
 
 A setting of the user always wins: nothing is changed
 
@@ -68,9 +73,6 @@ SMALL_WORK = 1 << 28
 #: entries of a score block below which Numba's top-k pass runs on one
 #: thread (a compare per entry: 4M entries are a few ms on one core)
 SMALL_SCAN = 1 << 22
-#: below this the libraries already run one thread (OpenBLAS's GEMM
-#: threshold is m n k <= 262,144): nothing to set, no overhead
-_TINY_WORK = 1 << 18
 
 _BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
              "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
@@ -169,7 +171,7 @@ def limit_threads(work: Optional[float], *, numba_start: bool = False):
     """One BLAS / OpenMP and Numba thread inside, when ``work`` (an estimate
     in multiply-adds, see the module's rule) is below :data:`SMALL_WORK` and
     the user set no limit; no change otherwise (``work`` None: unknown)."""
-    if work is None or work >= SMALL_WORK or work < _TINY_WORK:
+    if work is None or work >= SMALL_WORK:
         yield
         return
     with _blas_one(), _numba_one(numba_start):
