@@ -231,7 +231,7 @@ def test_per_partition_indexes_equal_sharded_search(client, data, models, tmp_pa
     np.testing.assert_array_equal(got[1], ref[1])          # (scores, ids): the ids
 
 
-def test_reproduce_parallel_path_equals_serial(client, tmp_path):
+def test_reproduce_parallel_path_equals_serial(client):
     from tripletml.cluster import use_cluster
     from tripletml.reproduce import _common
     jobs = [((s, n), {"scale": 0.5}) for s in range(3) for n in (5, 8)]
@@ -245,12 +245,15 @@ def test_reproduce_parallel_path_equals_serial(client, tmp_path):
     if not home or not os.path.isdir(home):
         pytest.skip("TRIPLETML_DATA not set: the euclidean-baseline part needs the data")
     from tripletml.reproduce import euclidean
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    rows = euclidean.run(tmp_path / "a", quick=True, seeds=1, data_home=home, verbose=0)
+    # the reproduction's own jobs (real data read on the workers through
+    # data_home), on its sets but letter (6,000 test rows: a 6,000^2
+    # similarity matrix per run, most of this test's time before); the whole
+    # table is tests/test_cli.py::test_euclidean_reproduces_sdca_table2_eucl_row
+    jobs = [((name, 0, home), {}) for name in euclidean.PAPER_EUCL if name != "letter"]
+    maps = _common.run_jobs(euclidean.euclidean_map, jobs)
     with use_cluster(client):
-        rows_c = euclidean.run(tmp_path / "b", quick=True, seeds=1, data_home=home, verbose=0)
-    assert rows == rows_c
+        maps_c = _common.run_jobs(euclidean.euclidean_map, jobs)
+    assert len(maps) == 4 and maps == maps_c
 
 
 def _job(seed, n, scale=1.0):

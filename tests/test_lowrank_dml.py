@@ -342,7 +342,47 @@ def test_the_default_fixed_budget_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m = LowRankDML(preprocessing=None, max_iter=30, batch_size=10, eval_every=0, random_state=0).fit(X, triplets=t)
-    assert (m.stop_reason_, m.n_iter_, m.tol) == ("max_iter", 30, None)
+    assert (m.stop_reason_, m.n_iter_, m.tol) == ("max_iter", 30, "auto")
+
+
+def test_auto_tol_stops_when_the_best_objective_stalls():
+    """tol="auto" (issue 40): one evaluation per pass over the triplets;
+    stop when the best F of the last PATIENCE evaluations is not below the
+    best before them by more than AUTO_TOL of its size -- recomputed here
+    from the recorded objectives; no warning at the budget."""
+    import warnings
+    from tripletml.learners.lowrank_dml import AUTO_TOL, PATIENCE
+    X, t = _data(seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = LowRankDML(preprocessing=None, batch_size=10, max_iter=2000, random_state=0).fit(
+            X, triplets=t)
+    per_pass = -(-t.shape[0] // 10)
+    steps = [s for s, o in zip(m.history_["step"], m.history_["objective"]) if o is not None]
+    objs = [o for o in m.history_["objective"] if o is not None]
+    assert all(s % per_pass == 0 for s in steps[:-1])            # once per pass
+    assert m.stop_reason_ == "tol" and m.n_iter_ < 2000
+
+    def stalled(k):                   # the rule after the k-th evaluation
+        before = min(o for s, o in zip(steps[:k], objs[:k]) if s <= steps[k - 1] - PATIENCE * per_pass)
+        best = min(objs[:k])
+        return (before - best) / abs(best) <= AUTO_TOL
+    assert stalled(len(objs))
+    assert not any(stalled(k) for k in range(PATIENCE + 1, len(objs)))
+
+
+def test_explicit_settings_give_the_same_iterates_as_before():
+    """The stopping rule changes when a run ends, nothing else: a default
+    run that reaches max_iter equals the old default (tol=None,
+    eval_every=10) bit for bit."""
+    X, t = _data(seed=7)
+    new = LowRankDML(preprocessing=None, batch_size=10, max_iter=40, random_state=0).fit(
+        X, triplets=t)
+    old = LowRankDML(preprocessing=None, batch_size=10, max_iter=40, tol=None, eval_every=10,
+                     random_state=0).fit(X, triplets=t)
+    assert new.n_iter_ == old.n_iter_ == 40
+    np.testing.assert_array_equal(new.U_, old.U_)
+    np.testing.assert_array_equal(new.s_, old.s_)
 
 
 @pytest.mark.parametrize("solver", ["incsvd", "sgd"])
@@ -376,7 +416,7 @@ def test_history_records_the_minibatch_loss():
     ({"verbose": -1}, ValueError, "parameter verbose=-1 must be an integer >= 0"),
     ({"verbose": 1.5}, TypeError, "parameter verbose=1.5 must be an integer"),
     ({"learning_rate": "optimal"}, ValueError, "parameter learning_rate='optimal' must be one"),
-    ({"tol": -1e-3}, ValueError, "parameter tol=-0.001 must be a real number >= 0 or None"),
+    ({"tol": -1e-3}, ValueError, "parameter tol=-0.001 must be a real number >= 0, one of 'auto' or None"),
     ({"tol": 1e-3, "eval_every": 0}, ValueError, "tol needs the objective during training"),
 ])
 def test_more_bad_parameters(params, err, msg):

@@ -55,6 +55,8 @@ from ._deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # n
 from ._metric_learn_names import check_fit_keywords, wrap_init
 from ._params import validate_constraints
 from ._stopping import STOP_REASONS
+from ._threads import (threads_for, work_fit, work_pairs, work_rows, work_similarity,
+                       work_triplets)
 from ._preprocessed import PreprocessedModel
 from .preprocessing import check_preprocessing
 from ._validation import as_generator, check_dense_memory, check_triplets, check_X
@@ -385,6 +387,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                 "pairs that share rows.")
         return t
 
+    @threads_for(work_fit)        # one BLAS thread for small work (tripletml._threads)
     def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
         """Fit the model.
 
@@ -486,6 +489,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                             "or one array of pairs of points (n_pairs, 2, n_features).")
         return ti.rows[ti.index[:, 0]], ti.rows[ti.index[:, 1]]
 
+    @threads_for(work_pairs)
     def _rowwise_similarity(self, X1, X2) -> np.ndarray:
         """Validated, checked ``S(X1[i], X2[i])`` (the diagonal of
         :meth:`similarity`)."""
@@ -498,6 +502,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             out = self._pair_score(X1, X2)
         return self._finite_output(out, "pair_score")
 
+    @threads_for(work_similarity)
     def similarity(self, X, Y=None) -> np.ndarray:
         """Similarity matrix ``S[i, j] = S(X[i], Y[j])`` (Y defaults to X)."""
         X = self._check_fitted_X(X, "X")
@@ -506,6 +511,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             out = self._similarity(X, Y)
         return self._finite_output(out, "similarity")
 
+    @threads_for(work_triplets)
     def triplet_score(self, X, triplets) -> np.ndarray:
         """Margin of each triplet: ``S(q, p+) - S(q, p-)`` (positive = satisfied).
 
@@ -560,6 +566,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             S = np.asarray(self._similarity(X[uq], X[up]))
             return S[iq, ip[:, 0]] - S[iq, ip[:, 1]]
 
+    @threads_for(work_similarity)
     def score(self, X, y=None) -> float:
         """Leave-one-out mean average precision of retrieval within rows X
         with class labels y.
@@ -586,6 +593,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         return self._tuple_ready() or _legacy_decision_function_available(self)
 
     @available_if_fitted(_decision_available, unfitted=_legacy_decision_function_available)
+    @threads_for(work_rows)
     def decision_function(self, X, triplets=None) -> np.ndarray:
         """Scores of tuples: ``pair_score`` of each pair of points (higher =
         more similar; minus the distance for a Mahalanobis learner, as
@@ -612,6 +620,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         return self._tuple_decision(X)
 
     @available_if_fitted(TupleClassifierMixin._tuple_ready)
+    @threads_for(work_rows)
     def predict(self, X) -> np.ndarray:
         """+1 / -1 for each pair (similar when its score is at least
         ``threshold_``) or triplet (+1 when the query is more similar to the
@@ -738,6 +747,7 @@ class _EmbedMixin:
     #: ``is_inverted``: inner product means larger = closer.
     embedding_similarity: ClassVar[str] = "inner_product"
 
+    @threads_for(work_rows)
     def embed_queries(self, X) -> np.ndarray:
         """Embed query rows so that the learned similarity is a plain inner
         product (or minus squared Euclidean distance) of embeddings.
@@ -770,6 +780,7 @@ class _EmbedMixin:
             out = _dense_float(self._embed_queries(X))
         return self._finite_output(out, "embed_queries")
 
+    @threads_for(work_rows)
     def embed_database(self, X) -> np.ndarray:
         """Embed database rows (the right-hand side of ``S(q, x)``).
 
@@ -827,6 +838,7 @@ class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     columns) and ``_transform_fidelity()``.
     """
 
+    @threads_for(work_rows)
     def transform(self, X) -> np.ndarray:
         """Embed X (rows) into the learned space.
 

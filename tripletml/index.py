@@ -92,6 +92,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .linalg.topk import KERNEL_MAX_K, TopK
+from ._threads import threads_for
 
 from ._progress import progress_bar
 from ._validation import as_generator, check_choice_param, check_scalar_param
@@ -173,6 +174,12 @@ def _faiss(func: str):
 def _take(X, rows):
     """Rows of X (a DataFrame by position)."""
     return X.iloc[rows] if hasattr(X, "iloc") else X[rows]
+
+
+def _search_work(index, Q, *args, **kwargs):
+    """A search's work (tripletml._threads): queries x database x dim."""
+    n = getattr(Q, "shape", (None,))[0]
+    return None if n is None or index.dim is None else float(n) * index.ntotal * index.dim
 
 
 class SimilarityIndex:
@@ -463,6 +470,7 @@ class SimilarityIndex:
         self._norms.append(np.einsum("ij,ij->i", E, E, dtype=np.float64))
 
     # ---------------------------------------------------------------- search
+    @threads_for(_search_work)
     def search(self, Q, k: int = 10, *, batch_size: int = 4096,
                verbose: Any = 0) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` database rows of highest similarity to each query.

@@ -45,6 +45,7 @@ from .._params import COMMON, Interval
 from .._validation import as_generator, check_X
 from ._online import fitted_step_size
 from ..base import LearnerBase
+from .._threads import threads_for, work_fit, work_rows
 from ..linalg.sparse_rows import as_csr
 from ..solvers.multilabel import LORETA, PA, PERCEPTRON, multilabel_steps
 from ._pinv_owner import PinvFactorsOwner
@@ -257,6 +258,7 @@ class _MultilabelRanker(LearnerBase):
     def _record_extra(self):
         return {}
 
+    @threads_for(work_fit)        # one BLAS thread for small work (tripletml._threads)
     def fit(self, X, Y):
         """Fit on samples X (n x d, dense or CSR) and labels Y (n x L, 0/1):
         up to ``max_iter`` passes, each over the samples in a new random order.
@@ -342,12 +344,14 @@ class _MultilabelRanker(LearnerBase):
         apply_result(self, result, tol=None, what="", advice="")
         return self
 
+    @threads_for(work_rows)
     def decision_function(self, X) -> np.ndarray:
         """Label scores ``W x`` for every sample: array (n_samples, n_labels)."""
         check_is_fitted(self, "n_features_in_")
         X = check_X(X, self, n_features=self.n_features_in_)
         return self._scores(_with_intercept(X, self.fit_intercept))
 
+    @threads_for(work_rows)
     def score(self, X, Y) -> float:
         """Label-ranking mean average precision of ``decision_function(X)``."""
         from ..metrics import label_ranking_map

@@ -27,6 +27,8 @@ import numbers
 import numpy as np
 from numba import njit, prange
 
+from .._threads import limit_numba
+
 __all__ = ["TopK", "topk", "KERNEL_MAX_K"]
 
 #: largest k handled by the compiled insertion pass; above it, selection by
@@ -194,8 +196,9 @@ class TopK:
                 np.ascontiguousarray(sq_norms[1], dtype=np.float64))
             ids_in = _NO_IDS if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
             kv, ki = np.ascontiguousarray(keys), np.ascontiguousarray(kept)
-            _insert_block(S, ids_in, ids is not None, int(offset), self._sign,
-                          sq_norms is not None, qn, xn, kv, ki)
+            with limit_numba(S.size):      # one thread for a small block (tripletml._threads)
+                _insert_block(S, ids_in, ids is not None, int(offset), self._sign,
+                              sq_norms is not None, qn, xn, kv, ki)
             if kv is not keys:
                 keys[...] = kv
                 kept[...] = ki

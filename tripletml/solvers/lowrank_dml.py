@@ -375,7 +375,7 @@ class Iterations:
     """
 
     def __init__(self, state, batches: Minibatches, eta, *, eval_every: int | None = None,
-                 watch=None):
+                 watch=None, patience: int | None = None):
         self.state, self.batches, self.eta = state, batches, eta
         #: the driver's divergence watch, fed by :meth:`finish` too
         self.watch = watch
@@ -383,6 +383,12 @@ class Iterations:
         self.t, self.train = 0, 0.0
         self._block: list[float] = []
         self._prev: float | None = None
+        #: ``patience`` (iterations): the criterion is the relative
+        #: improvement of the best objective over the last ``patience``
+        #: iterations (LowRankDML's ``tol="auto"``), not the change between
+        #: two evaluations
+        self.patience = None if patience is None else int(patience)
+        self._evals: list[tuple[int, float]] = []
 
     def _objective(self, t: int) -> float:
         obj = self.state.objective()
@@ -409,7 +415,14 @@ class Iterations:
         criterion = None
         if obj is not None:
             watch.append((obj, f"iteration {t}", "objective"))
-            if aligned:
+            if aligned and self.patience is not None:
+                self._evals.append((t, obj))
+                old = [o for s, o in self._evals if s <= t - self.patience]
+                if old:
+                    before = min(old)
+                    best = min(before, min(o for _, o in self._evals))
+                    criterion = max(0.0, before - best) / max(abs(best), 1e-300)
+            elif aligned:
                 if self._prev is not None:
                     criterion = relative_change(self._prev, obj)
                 self._prev = obj

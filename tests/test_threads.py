@@ -1,0 +1,156 @@
+"""Thread limits for small work (issue 40, :mod:`tripletml._threads`): one
+BLAS / OpenMP thread inside a small fit, the previous counts restored, and a
+setting of the user (a ``threadpool_limits`` context, an environment
+variable) kept."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from tripletml import Euclidean
+from tripletml import _threads
+from tripletml.linalg import TopK
+
+
+def _counts():
+    return [i["num_threads"] for i in threadpool_info()]
+
+
+class _Probe(Euclidean):
+    """Records the thread counts its solver runs with."""
+
+    def _fit(self, X, triplets, rng):
+        type(self).seen = _counts()
+        return super()._fit(X, triplets, rng)
+
+
+def _data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, d)), np.arange(n) % 3
+
+
+def _defaults():
+    return _threads._controller()[1]
+
+
+needs_threads = pytest.mark.skipif(
+    not _defaults() or max(_defaults()) < 2 or any(v in os.environ for v in _threads._BLAS_ENV),
+    reason="needs a multi-threaded BLAS / OpenMP and no *_NUM_THREADS variable")
+
+
+@needs_threads
+@pytest.mark.parametrize("shape", [(30, 4), (600, 40)])
+def test_small_fit_runs_on_one_thread_and_restores(shape):
+    before = _counts()
+    X, y = _data(*shape)             # w = 40^2 (600 + 40) ~ 1e6 < SMALL_WORK
+    assert _threads.SMALL_WORK > _threads.fit_work(*X.shape)
+    _Probe().fit(X, y)
+    assert all(c == 1 for c in _Probe.seen)
+    assert _counts() == before
+
+
+@needs_threads
+def test_large_fit_keeps_the_library_threads():
+    before = _counts()
+    X, y = _data(2500, 330)          # w = 330^2 (2500 + 330) ~ 3.1e8 > SMALL_WORK
+    assert _threads.fit_work(*X.shape) > _threads.SMALL_WORK
+    _Probe().fit(X, y)
+    assert _Probe.seen == before
+
+
+@needs_threads
+@pytest.mark.parametrize("limit", [2, 3])
+@pytest.mark.parametrize("shape", [(600, 40), (2500, 330)])
+def test_user_threadpool_limits_wins(limit, shape):
+    """A fit inside the user's ``threadpool_limits`` keeps the user's count.
+    A limit equal to every library's count at import cannot be told apart
+    from no limit (see tripletml._threads): skipped there."""
+    if all(c == limit for c in _defaults()):
+        pytest.skip(f"limits={limit} equals the libraries' own count here")
+    X, y = _data(*shape)
+    with threadpool_limits(limits=limit):
+        inside = _counts()
+        _Probe().fit(X, y)
+        assert _Probe.seen == inside
+        assert _counts() == inside
+
+
+@needs_threads
+def test_similarity_and_transform_small_work_one_thread():
+    X, y = _data(600, 40)
+    est = _Probe().fit(X, y)
+    seen = []
+    orig = type(est)._similarity
+
+    def spy(self, A, B):
+        seen.append(_counts())
+        return orig(self, A, B)
+
+    type(est)._similarity = spy
+    try:
+        est.similarity(X[:300])
+    finally:
+        type(est)._similarity = orig
+    assert seen and all(c == 1 for c in seen[0])
+
+
+def test_environment_variable_wins():
+    """OPENBLAS_NUM_THREADS set by the user: the fit keeps the library's count."""
+    code = (
+        "import numpy as np\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from tripletml import Euclidean\n"
+        "class P(Euclidean):\n"
+        "    def _fit(self, X, t, rng):\n"
+        "        P.seen = [i['num_threads'] for i in threadpool_info() if i['internal_api'] == 'openblas']\n"
+        "        return super()._fit(X, t, rng)\n"
+        "X = np.random.default_rng(0).random((600, 40))\n"
+        "P().fit(X, np.arange(600) % 3)\n"
+        "print(P.seen)\n")
+    env = {k: v for k, v in os.environ.items() if k not in _threads._BLAS_ENV}
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = eval(out.stdout.strip())
+    if not seen:
+        pytest.skip("no OpenBLAS here")
+    assert all(c == 2 for c in seen)
+
+
+def test_work_rule():
+    # digits and a 2,230 x 180 set: one thread; 1,000 x 1,000: the library's
+    assert _threads.fit_work(1257, 64) < _threads.SMALL_WORK
+    assert _threads.fit_work(2230, 180) < _threads.SMALL_WORK
+    assert _threads.fit_work(1000, 1000) > _threads.SMALL_WORK
+    with _threads.limit_threads(None):          # unknown work: nothing changes
+        pass
+
+
+def test_numba_threads_restored_and_user_setting_kept():
+    numba = pytest.importorskip("numba")
+    if "NUMBA_NUM_THREADS" in os.environ or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs Numba's default of >= 2 threads")
+    S = np.random.default_rng(0).random((50, 100))
+    top = TopK(50, 5)
+    top.add(S)                                   # a small block: one thread inside
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
+    with _threads.limit_numba(10):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS
+    numba.set_num_threads(2 if numba.config.NUMBA_NUM_THREADS != 2 else 1)
+    try:
+        user = numba.get_num_threads()
+        if user != 1:
+            with _threads.limit_numba(10):
+                assert numba.get_num_threads() == user
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    s, i = top.finalize()
+    ref = np.argsort(-S, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(i, ref)

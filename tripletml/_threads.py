@@ -1,0 +1,270 @@
+"""One thread for small work: BLAS / OpenMP and Numba thread limits (issue 40).
+
+Every ``fit``, every prediction (``similarity``, ``pair_score``,
+``transform``, ...) and every search runs inside :func:`limit_threads` with
+an estimate of its dense work; below :data:`SMALL_WORK` the BLAS and OpenMP
+libraries (through :mod:`threadpoolctl`, as scikit-learn does in
+``KMeans``) and Numba's parallel kernels run on one thread, and the previous
+counts are restored on exit.
+
+Why: a multi-threaded BLAS call hands its blocks to worker threads that must
+be scheduled on other cores; on a machine whose other cores are busy (a
+laptop, a shared server) every call then waits for a scheduler slice.  On the
+2-core machine of issue 40 with other jobs running, the 1,257 x 64 Gram
+product ``X^T X`` of digits took a median of 204 ms with OpenBLAS's two
+threads and 0.34 ms with one; the demo's learners make thousands of such
+calls.  Two threads can save at most half of a call's time, so threads are
+worth their risk only for calls much longer than a scheduler slice
+(milliseconds).
+
+The rule: the work of a fit on ``n`` rows of ``d`` features is
+``w = d^2 (n + d)`` -- one Gram product of the data (``n d^2``
+multiply-adds) plus one decomposition of a ``d x d`` matrix (``~d^3``), the
+largest dense products a learner makes in one step; a prediction's is the
+size of its product (``n_X x n_Y x d`` for a similarity matrix, ``n d^2``
+for a transform).  Numba's top-k pass over a block of scores
+(:class:`tripletml.linalg.TopK`) runs on one thread below
+:data:`SMALL_SCAN` entries.
+Below ``SMALL_WORK = 2**28`` multiply-adds (~0.27 G, ~15-30 ms on one core
+of the machine above) no single product of the call can save more than a
+few milliseconds with a second thread, less than one lost scheduler slice on
+a busy machine: one thread.  Above it the thread counts are left as they
+are.  Examples: digits (1,257 x 64: ``w = 5.4e6``), a 2,230 x 180 set
+(``7.8e7``) and 5,000 x 200 (``2.1e8``) run on one thread; 10,000 x 256
+(``6.7e8``), 1,000 x 1,000 (``2e9``) and any sparse text set with thousands
+of columns keep the library's threads.  Tiny work is limited too: OpenBLAS
+does not keep every small call on one thread (LowRankDML at its defaults on
+30 x 4 rows, 50 iterations: 22.7 s with two threads on the busy machine,
+1.06 s with one); setting and restoring the counts costs ~0.1 ms a call.
+
+A setting of the user always wins: nothing is changed
+
+* when one of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+  ``MKL_NUM_THREADS``, ``BLIS_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``
+  (for BLAS / OpenMP) or ``NUMBA_NUM_THREADS`` (for Numba) is set, or
+* when a library's current thread count differs from its count when
+  tripletml was imported (a ``threadpoolctl.threadpool_limits`` context of
+  the user, :class:`tripletml.AutoSimilarity`'s per-job limit, or an
+  enclosing :func:`limit_threads`); for Numba, when
+  ``numba.get_num_threads()`` differs from ``NUMBA_NUM_THREADS``'s default
+  (a ``numba.set_num_threads`` of the user).
+
+A ``threadpool_limits`` of the user that sets exactly the count the library
+started with cannot be told apart from no setting; it is then treated as no
+setting (small work runs on one thread, which the limit allows).
+
+Numba's thread pool is only limited when it is already running (or by
+:class:`tripletml.linalg.TopK`, whose kernel starts it anyway): starting it
+for nothing would make a later ``fork`` of the process unsafe under GNU
+OpenMP's layer.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from typing import Callable, Optional
+
+__all__ = ["SMALL_WORK", "SMALL_SCAN", "limit_threads", "limit_numba", "threads_for", "fit_work"]
+
+#: work (multiply-adds) below which a call runs on one thread
+SMALL_WORK = 1 << 28
+#: entries of a score block below which Numba's top-k pass runs on one
+#: thread (a compare per entry: 4M entries are a few ms on one core)
+SMALL_SCAN = 1 << 22
+
+_BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
+_NUMBA_ENV = "NUMBA_NUM_THREADS"
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def _controller():
+    """threadpoolctl's controller of the libraries loaded when first asked
+    (tripletml's import: numpy, scipy, scikit-learn are loaded by then) and
+    their thread counts then (the process defaults), cached."""
+    if "ctl" not in _state:
+        with _lock:
+            if "ctl" not in _state:
+                try:
+                    from threadpoolctl import ThreadpoolController
+                    ctl = ThreadpoolController()
+                    libs = list(ctl.lib_controllers)
+                    defaults = [lib.num_threads for lib in libs]
+                except Exception:  # pragma: no cover - threadpoolctl cannot read this process
+                    libs, defaults = [], []
+                _state["libs"], _state["defaults"] = libs, defaults
+                _state["ctl"] = True
+    return _state["libs"], _state["defaults"]
+
+
+def _numba_default() -> Optional[int]:
+    try:
+        from numba import config
+        return int(config.NUMBA_NUM_THREADS)
+    except Exception:  # pragma: no cover
+        return None
+
+
+@contextlib.contextmanager
+def _blas_one():
+    libs, defaults = _controller()
+    if not libs or any(v in os.environ for v in _BLAS_ENV):
+        yield
+        return
+    try:
+        current = [lib.num_threads for lib in libs]
+    except Exception:  # pragma: no cover
+        yield
+        return
+    if current != defaults or all(c == 1 for c in current):
+        yield                       # a setting of the user (or ours, enclosing): keep it
+        return
+    changed = []
+    try:
+        for lib, c in zip(libs, current):
+            if c != 1:
+                lib.set_num_threads(1)
+                changed.append((lib, c))
+        yield
+    finally:
+        for lib, c in changed:
+            lib.set_num_threads(c)
+
+
+def _numba_running() -> bool:
+    try:
+        from numba.np.ufunc import parallel
+        return bool(getattr(parallel, "_is_initialized", False))
+    except Exception:  # pragma: no cover
+        return False
+
+
+@contextlib.contextmanager
+def _numba_one(start: bool):
+    """Numba's threads (thread-local) to 1, restored; ``start``: also when
+    the pool is not running yet (the caller runs a parallel kernel anyway)."""
+    if _NUMBA_ENV in os.environ or not (start or _numba_running()):
+        yield
+        return
+    try:
+        import numba
+        before = numba.get_num_threads()
+    except Exception:  # pragma: no cover
+        yield
+        return
+    if before != _numba_default() or before == 1:
+        yield
+        return
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def limit_threads(work: Optional[float], *, numba_start: bool = False):
+    """One BLAS / OpenMP and Numba thread inside, when ``work`` (an estimate
+    in multiply-adds, see the module's rule) is below :data:`SMALL_WORK` and
+    the user set no limit; no change otherwise (``work`` None: unknown)."""
+    if work is None or work >= SMALL_WORK:
+        yield
+        return
+    with _blas_one(), _numba_one(numba_start):
+        yield
+
+
+@contextlib.contextmanager
+def limit_numba(entries: int):
+    """One Numba thread inside for a parallel pass over fewer than
+    :data:`SMALL_SCAN` entries, unless the user set Numba's threads."""
+    if entries >= SMALL_SCAN:
+        yield
+        return
+    with _numba_one(True):
+        yield
+
+
+def fit_work(n_rows: int, n_features: int) -> float:
+    """The rule's work of a fit: ``d^2 (n + d)``."""
+    d = float(n_features)
+    return d * d * (float(n_rows) + d)
+
+
+def _shape(a):
+    """(rows, columns) of an array-like, None when it has no 2-D shape."""
+    s = getattr(a, "shape", None)
+    if s is None or len(s) < 2:
+        return None
+    n = 1
+    for v in s[:-1]:
+        n *= int(v)
+    return n, int(s[-1])
+
+
+def threads_for(work: Callable) -> Callable:
+    """Decorator: run the method inside :func:`limit_threads` with
+    ``work(self, *args, **kwargs)`` (None when it cannot tell)."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            try:
+                w = work(self, *args, **kwargs)
+            except Exception:
+                w = None            # bad input: the method itself says so
+            with limit_threads(w):
+                return fn(self, *args, **kwargs)
+        return wrapper
+    return deco
+
+
+def work_fit(self, X, *args, **kwargs):
+    """A fit's work from its X (rows x features); a point-tuple form counts
+    its points."""
+    s = _shape(X)
+    return None if s is None else fit_work(*s)
+
+
+def work_rows(self, X, *args, **kwargs):
+    """``n d^2``: the rows of X (all tuple points) through a d x d map."""
+    s = _shape(X)
+    if s is None:
+        return None
+    return float(s[0]) * s[1] * s[1]
+
+
+def work_pairs(self, X1, X2=None, *args, **kwargs):
+    """Pair scores: both sides through a d x d map."""
+    s1, s2 = _shape(X1), _shape(X2) if X2 is not None else None
+    if s1 is None:
+        return None
+    n = s1[0] + (s2[0] if s2 is not None else 0)
+    return float(n) * s1[1] * s1[1]
+
+
+def work_triplets(self, X, triplets=None, *args, **kwargs):
+    """Triplet margins: three rows per triplet through a d x d map."""
+    sx, st = _shape(X), _shape(triplets)
+    if sx is None or st is None:
+        return None
+    return 3.0 * st[0] * sx[1] * sx[1]
+
+
+def work_similarity(self, X, Y=None, *args, **kwargs):
+    """A similarity matrix: ``n_X x n_Y x d`` plus the d x d maps."""
+    sx = _shape(X)
+    if sx is None:
+        return None
+    sy = _shape(Y) if Y is not None else sx
+    if sy is None:
+        return None
+    d = sx[1]
+    return float(sx[0]) * sy[0] * d + float(sx[0] + sy[0]) * d * d
+
+
+# the helpers are part of the rule: importing tripletml records the defaults
+_controller()
