@@ -426,7 +426,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         X_raw = X
         X, got, rng = self._prepare_fit(X, y, triplets, pairs)
         try:
-            self._fit(X, got, rng)
+            self._fit_span(X, got, rng)
         except BaseException:
             self._clear_preprocessing()
             raise
@@ -442,6 +442,49 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # ------------------------------------------------------- the span route
+    #: None: the span route (:mod:`tripletml.linalg.span`) when the learner
+    #: declares it (:meth:`_span_lift_spec`) and the preprocessed training
+    #: rows are fewer than their features; tests set True / False on an
+    #: instance to force either route
+    _span_route: ClassVar[bool | None] = None
+
+    def _span_lift_spec(self, X, supervision) -> dict[str, float] | None:
+        """The span route's declaration: None (the default) when this
+        learner, with these parameters, does not fit the same model on the
+        coordinates ``X Q`` of the rows' span; else ``{name: c}`` for each
+        fitted ``d x d`` attribute that is ``c I`` at the start and is
+        lifted back as ``c I + Q (A_r - c I_r) Q^T``
+        (:func:`tripletml.linalg.span.lift_square`).  ``X`` and
+        ``supervision`` are what ``_fit`` would receive."""
+        return None
+
+    def _span_lift_extra(self, Q: np.ndarray, spec: dict[str, float]) -> None:
+        """Called after the fit on the span's coordinates, before the
+        attributes of ``spec`` are lifted with the basis ``Q`` (``d x r``;
+        they still hold the ``r x r`` fit): lift the other fitted arrays of
+        width ``d`` (``components_``) and drop solver state of width ``r``."""
+
+    def _fit_span(self, X, supervision, rng) -> None:
+        """``_fit`` on the preprocessed rows, by the span route where it is
+        declared and pays (fewer rows than features), else directly."""
+        from .linalg.span import lift_square, reduce_rows, span_basis, span_route_applies
+
+        route = self._span_route
+        spec = None if route is False or not self._fit_preprocessed \
+            else self._span_lift_spec(X, supervision)
+        if spec is None or not (route or span_route_applies(X.shape[0], X.shape[1])):
+            self._fit(X, supervision, rng)
+            return
+        Q = span_basis(X)
+        if Q.shape[1] == 0 or Q.shape[1] >= X.shape[1]:
+            self._fit(X, supervision, rng)
+            return
+        self._fit(reduce_rows(X, Q), supervision, rng)
+        self._span_lift_extra(Q, spec)
+        for name, c in spec.items():
+            setattr(self, name, lift_square(getattr(self, name), Q, float(c)))
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):
