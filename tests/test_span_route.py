@@ -183,3 +183,52 @@ def test_partial_fit_continues_a_span_fit():
     a.partial_fit(X, triplets=T[:20])
     b.partial_fit(X, triplets=T[:20])
     _same_model(a, b, ["W_"])
+
+
+def _classes(seed=5, n=N, d=D):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, d)) + 3.0 * rng.normal(size=(3, d))[y]
+    return X, y
+
+
+@pytest.mark.parametrize("kw", [{}, {"shrinkage": 0.0}, {"shrinkage": 0.3},
+                                {"preprocessing": "standardize"}, {"preprocessing": None},
+                                {"n_triplets": 400}])
+def test_kissme_span_route_is_the_plain_model(kw):
+    """KISSME's closed form splits into the span and its complement
+    (``c I`` there, ``c > 0`` when the dissimilar pairs spread more)."""
+    X, y = _classes()
+    fits = []
+    for route in (False, None):
+        est = KISSME(random_state=0, **kw)
+        est._span_route = route
+        got = []
+        inner = est._set_model
+        est._set_model = lambda *a, **k: (got.append(a[4] if len(a) > 4 else None),
+                                          inner(*a, **k))
+        est.fit(X, y)
+        del est._set_model
+        fits.append((est, got[0]))
+    (a, qa), (b, qb) = fits
+    assert qa is None and qb is not None and qb.shape[1] <= N
+    _same_model(a, b, ["M_", "similar_covariance_", "dissimilar_covariance_"])
+    assert a.rank_ == b.rank_ and a.components_.shape == b.components_.shape
+    np.testing.assert_allclose(b.components_.T @ b.components_, a.M_, atol=1e-8)
+    off = complement_basis(qb)[:, 0]
+    c = off @ b.M_ @ off
+    if kw.get("shrinkage", 0.01) > 0:
+        assert c > 0 and a.rank_ >= a.n_features_preprocessed_ - qb.shape[1]   # complement kept
+    else:
+        assert abs(c) < 1e-12
+
+
+def test_kissme_span_route_on_pairs():
+    X, T = _data(seed=6)
+    pairs = np.concatenate([T[:, [0, 1]], T[:, [0, 2]]])
+    y = np.repeat([1, -1], len(T))
+    a = KISSME()
+    a._span_route = False
+    a.fit(X, pairs=pairs, y=y)
+    b = KISSME().fit(X, pairs=pairs, y=y)
+    _same_model(a, b, ["M_", "similar_covariance_", "dissimilar_covariance_"])
