@@ -450,41 +450,76 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     #: instance to force either route
     _span_route: ClassVar[bool | None] = None
 
-    def _span_lift_spec(self, X, supervision) -> dict[str, float] | None:
+    def _span_lift_spec(self, X, supervision) -> dict[str, float | str] | None:
         """The span route's declaration: None (the default) when this
         learner, with these parameters, does not fit the same model on the
-        coordinates ``X Q`` of the rows' span; else ``{name: c}`` for each
-        fitted ``d x d`` attribute that is ``c I`` at the start and is
-        lifted back as ``c I + Q (A_r - c I_r) Q^T``
-        (:func:`tripletml.linalg.span.lift_square`).  ``X`` and
-        ``supervision`` are what ``_fit`` would receive."""
+        coordinates ``X Q`` of the rows' span; else ``{name: kind}`` for
+        each fitted array of width ``d``:
+
+        * a float ``c``: a ``d x d`` attribute that is ``c I`` at the start,
+          lifted back as ``c I + Q (A_r - c I_r) Q^T``
+          (:func:`tripletml.linalg.span.lift_square`);
+        * ``"rows"``: a ``d x k`` attribute (a factor) whose columns stay in
+          the span of the rows and of its initial value; the learner is
+          initialised at full width first (the plain route's random draws),
+          the basis ``Q`` spans the rows and these initial factors, the
+          fit starts from ``Q^T A_0`` (:meth:`_span_set_init`) and the
+          result is lifted back as ``Q A_r``.
+
+        ``X`` and ``supervision`` are what ``_fit`` would receive."""
         return None
 
-    def _span_lift_extra(self, Q: np.ndarray, spec: dict[str, float]) -> None:
+    def _span_set_init(self, init: dict[str, np.ndarray]) -> None:
+        """Set the ``"rows"`` attributes of the span route's initial model
+        (``Q^T A_0``, at the reduced width) with any state that depends on
+        them (LORETA's pseudo-inverses)."""
+        for name, value in init.items():
+            setattr(self, name, value)
+
+    def _span_lift_extra(self, Q: np.ndarray, spec: dict[str, float | str]) -> None:
         """Called after the fit on the span's coordinates, before the
         attributes of ``spec`` are lifted with the basis ``Q`` (``d x r``;
-        they still hold the ``r x r`` fit): lift the other fitted arrays of
+        they still hold the reduced fit): lift the other fitted arrays of
         width ``d`` (``components_``) and drop solver state of width ``r``."""
 
     def _fit_span(self, X, supervision, rng) -> None:
         """``_fit`` on the preprocessed rows, by the span route where it is
         declared and pays (fewer rows than features), else directly."""
+        import copy
+
         from .linalg.span import lift_square, reduce_rows, span_basis, span_route_applies
 
         route = self._span_route
         spec = None if route is False or not self._fit_preprocessed \
             else self._span_lift_spec(X, supervision)
-        if spec is None or not (route or span_route_applies(X.shape[0], X.shape[1])):
+        d = X.shape[1]
+        if spec is None or not (route or span_route_applies(X.shape[0], d)):
             self._fit(X, supervision, rng)
             return
-        Q = span_basis(X)
-        if Q.shape[1] == 0 or Q.shape[1] >= X.shape[1]:
+        rows = [name for name, kind in spec.items() if isinstance(kind, str)]
+        fit_rng, basis_rows = rng, X
+        if rows:       # the plain route's initial factors (and draws), then their span
+            fit_rng = copy.deepcopy(rng)
+            self._init_model(d, fit_rng, X)
+            init = {name: np.array(getattr(self, name), dtype=np.float64) for name in rows}
+            Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+            basis_rows = np.vstack([Xd] + [A.T for A in init.values()])
+        Q = span_basis(basis_rows)
+        if not 0 < Q.shape[1] < d:
             self._fit(X, supervision, rng)
             return
-        self._fit(reduce_rows(X, Q), supervision, rng)
+        if rows:
+            reduced = {name: Q.T @ A for name, A in init.items()}
+            self._init_model = lambda n_features, rng_, X_=None: self._span_set_init(reduced)
+        try:
+            self._fit(reduce_rows(X, Q), supervision, fit_rng)
+        finally:
+            self.__dict__.pop("_init_model", None)
         self._span_lift_extra(Q, spec)
-        for name, c in spec.items():
-            setattr(self, name, lift_square(getattr(self, name), Q, float(c)))
+        for name, kind in spec.items():
+            value = getattr(self, name)
+            setattr(self, name, np.ascontiguousarray(Q @ value) if isinstance(kind, str)
+                    else lift_square(value, Q, float(kind)))
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):
