@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tripletml import COMET, ITML, KISSME, LORETA, OASIS, SDCA, FactoredGD, IterativePA, NaivePA
+from tripletml import (COMET, ITML, KISSME, LORETA, OASIS, SDCA, FactoredGD, IterativePA,
+                       LowRankDML, NaivePA)
 from tripletml.linalg import psd_factor
 from tripletml.linalg.span import (complement_basis, lift_psd_factor, lift_square,
                                    reduce_rows, span_basis, span_route_applies)
@@ -112,6 +113,9 @@ CASES = [
     (FactoredGD, {}, ["A_", "B_"]),
     (IterativePA, {"init": "random"}, ["A_", "B_"]),
     (NaivePA, {"rank": 3, "max_iter": 2}, ["A_", "B_"]),
+    (LowRankDML, {"max_iter": 30}, ["U_", "s_", "components_"]),
+    (LowRankDML, {"max_iter": 10, "constraint": "spectral", "alpha": 0.01},
+     ["U_", "s_", "components_"]),
 ]
 
 

@@ -459,18 +459,22 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         * a float ``c``: a ``d x d`` attribute that is ``c I`` at the start,
           lifted back as ``c I + Q (A_r - c I_r) Q^T``
           (:func:`tripletml.linalg.span.lift_square`);
-        * ``"rows"``: a ``d x k`` attribute (a factor) whose columns stay in
-          the span of the rows and of its initial value; the learner is
-          initialised at full width first (the plain route's random draws),
-          the basis ``Q`` spans the rows and these initial factors, the
-          fit starts from ``Q^T A_0`` (:meth:`_span_set_init`) and the
-          result is lifted back as ``Q A_r``.
+        * ``"rows"``: a ``d x k`` attribute whose columns lie in the span
+          (0 at the start, e.g. LowRankDML's ``U_``), lifted as ``Q A_r``;
+        * ``"cols"``: a ``k x d`` attribute whose rows lie in the span
+          (``components_``), lifted as ``A_r Q^T``;
+        * ``"factor"``: a ``d x k`` factor whose columns stay in the span of
+          the rows and of its initial value; the learner is initialised at
+          full width first (with the plain route's random draws), the basis
+          ``Q`` spans the rows and these initial factors, the fit starts
+          from ``Q^T A_0`` (:meth:`_span_set_init`) and the result is
+          lifted back as ``Q A_r``.
 
         ``X`` and ``supervision`` are what ``_fit`` would receive."""
         return None
 
     def _span_set_init(self, init: dict[str, np.ndarray]) -> None:
-        """Set the ``"rows"`` attributes of the span route's initial model
+        """Set the ``"factor"`` attributes of the span route's initial model
         (``Q^T A_0``, at the reduced width) with any state that depends on
         them (LORETA's pseudo-inverses)."""
         for name, value in init.items():
@@ -496,7 +500,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         if spec is None or not (route or span_route_applies(X.shape[0], d)):
             self._fit(X, supervision, rng)
             return
-        rows = [name for name, kind in spec.items() if isinstance(kind, str)]
+        rows = [name for name, kind in spec.items() if kind == "factor"]
         fit_rng, basis_rows = rng, X
         if rows:       # the plain route's initial factors (and draws), then their span
             fit_rng = copy.deepcopy(rng)
@@ -518,8 +522,13 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         self._span_lift_extra(Q, spec)
         for name, kind in spec.items():
             value = getattr(self, name)
-            setattr(self, name, np.ascontiguousarray(Q @ value) if isinstance(kind, str)
-                    else lift_square(value, Q, float(kind)))
+            if kind in ("rows", "factor"):
+                value = np.ascontiguousarray(Q @ value)
+            elif kind == "cols":
+                value = np.ascontiguousarray(value @ Q.T)
+            else:
+                value = lift_square(value, Q, float(kind))
+            setattr(self, name, value)
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):

@@ -23,13 +23,13 @@ class PinvFactorsOwner:
         self._store()
 
     def _span_lift_spec(self, X, supervision):
-        """The span route (:mod:`tripletml.linalg.span`, ``"rows"``): each
+        """The span route (:mod:`tripletml.linalg.span`, ``"factor"``): each
         step moves the factors' rows at a query and a difference of rows
         (``A += q a^T``, the retraction's corrections along ``A``, ``A^+``'s
         span), with step sizes from inner products (``q^T A``, ``||q||``),
         so on the span of the rows and of the initial factors the run is
         the same; the pseudo-inverses follow their factors."""
-        return {"A_": "rows", "B_": "rows", "pinv_A_": "rows", "pinv_B_": "rows"}
+        return {"A_": "factor", "B_": "factor", "pinv_A_": "rows", "pinv_B_": "rows"}
 
     def _span_set_init(self, init) -> None:
         self._new_factors(init["A_"], init["B_"])

@@ -64,18 +64,25 @@ def span_basis(X) -> np.ndarray:
     values above ``eps * max(n, d) * s_max`` (numpy's ``matrix_rank`` rule).
 
     ``r`` = 0 (a ``d x 0`` array) for rows that are all zero.  Cost: a thin
-    SVD, ``O(n^2 d)``.
+    QR of ``X^T`` and the SVD of its ``n x n`` triangle, ``O(n^2 d)`` (a
+    third of a wide thin SVD's time).
     """
     Xd = _dense(X)
     n, d = Xd.shape
     if n == 0 or d == 0:
         return np.zeros((d, 0))
-    _, s, Vt = np.linalg.svd(Xd, full_matrices=False)
+    if n < d:      # X^T = Q0 R, R = U S V^T: X's right singular vectors are Q0 U
+        Q0, R = np.linalg.qr(Xd.T, mode="reduced")
+        U, s, _ = np.linalg.svd(R)
+        V = Q0 @ U
+    else:
+        _, s, Vt = np.linalg.svd(Xd, full_matrices=False)
+        V = Vt.T
     top = float(s[0]) if s.size else 0.0
     if not (np.isfinite(top) and top > 0.0):
         return np.zeros((d, 0))
     keep = s > SPAN_RTOL * max(n, d) * top
-    Q = Vt[keep].T
+    Q = V[:, keep]
     return np.ascontiguousarray(Q)
 
 
