@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from tripletml import (COMET, ITML, KISSME, LORETA, OASIS, SDCA, FactoredGD, IterativePA,
-                       LowRankDML, NaivePA)
+                       LowRankDML, MMC, NaivePA)
 from tripletml.linalg import psd_factor
 from tripletml.linalg.span import (complement_basis, lift_psd_factor, lift_square,
                                    reduce_rows, span_basis, span_route_applies)
@@ -116,6 +116,8 @@ CASES = [
     (LowRankDML, {"max_iter": 30}, ["U_", "s_", "components_"]),
     (LowRankDML, {"max_iter": 10, "constraint": "spectral", "alpha": 0.01},
      ["U_", "s_", "components_"]),
+    (MMC, {}, ["M_"]),
+    (MMC, {"preprocessing": "standardize", "max_iter": 20, "tol": None}, ["M_"]),
 ]
 
 
@@ -195,6 +197,8 @@ def test_plain_route_when_rows_outnumber_features():
 def test_undeclared_learner_stays_plain():
     X, T = _data(n=8, d=12, m=60)
     _, w = _fit(COMET, None, X, {"max_iter": 2, "tol": None}, triplets=T)
+    assert w >= 12
+    _, w = _fit(MMC, None, X, {"diagonal": True}, triplets=T)     # weighs the axes
     assert w >= 12
 
 
