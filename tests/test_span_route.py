@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from tripletml import (COMET, ITML, KISSME, LORETA, OASIS, SDCA, FactoredGD, IterativePA,
-                       LowRankDML, MMC, NaivePA)
+                       LowRankDML, MMC, NaivePA, SML)
 from tripletml.linalg import psd_factor
 from tripletml.linalg.span import (complement_basis, lift_psd_factor, lift_square,
                                    reduce_rows, span_basis, span_route_applies)
@@ -117,6 +117,8 @@ CASES = [
     (LowRankDML, {"max_iter": 10, "constraint": "spectral", "alpha": 0.01},
      ["U_", "s_", "components_"]),
     (MMC, {}, ["M_"]),
+    (SML, {"max_iter": 30, "tol": None}, ["M_"]),
+    (SML, {"max_iter": 20, "solver": "subgradient", "tol": None}, ["M_"]),
     (MMC, {"preprocessing": "standardize", "max_iter": 20, "tol": None}, ["M_"]),
 ]
 
