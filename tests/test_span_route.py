@@ -267,3 +267,29 @@ def test_kissme_span_route_on_pairs():
     a.fit(X, pairs=pairs, y=y)
     b = KISSME().fit(X, pairs=pairs, y=y)
     _same_model(a, b, ["M_", "similar_covariance_", "dissimilar_covariance_"])
+
+
+def test_sdca_objective_gram_margins():
+    """SDCA's per-pass objective by the Gram route (few rows under many
+    triplets) equals the per-triplet margins, degenerate triplets included."""
+    from tripletml.linalg.sparse_rows import as_csr, diff_buffers
+    from tripletml.solvers.sdca import _all_margins, _margins_gram, sdca_objectives
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(12, 41))
+    X[11] = X[10]                                   # p+ = p- as points: degenerate
+    T = rng.integers(0, 12, size=(3000, 3))
+    T[:5] = [[0, 10, 11], [1, 11, 10], [2, 3, 3], [4, 5, 6], [7, 8, 9]]
+    M = rng.normal(size=(41, 41))
+    Xc = as_csr(X)
+    mg, xn = _margins_gram(M, Xc, T)
+    assert mg is not None
+    ref, xr = np.empty(len(T)), np.empty(len(T))
+    _all_margins(M, Xc.indptr, Xc.indices, Xc.data, T, ref, xr, *diff_buffers(Xc))
+    np.testing.assert_allclose(mg, ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(xn > 0, xr > 0)
+    assert not (xn[:3] > 0).any()
+    alpha = rng.random(len(T))
+    P, D, gap = sdca_objectives(M, alpha, Xc, T, 0.1)
+    assert np.isfinite([P, D, gap]).all()
+    assert _margins_gram(M, Xc, T[:3]) == (None, None)          # does not pay
