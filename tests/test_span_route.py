@@ -113,8 +113,8 @@ CASES = [
     (FactoredGD, {}, ["A_", "B_"]),
     (IterativePA, {"init": "random"}, ["A_", "B_"]),
     (NaivePA, {"rank": 3, "max_iter": 2}, ["A_", "B_"]),
-    (LowRankDML, {"max_iter": 30}, ["U_", "s_", "components_"]),
-    (LowRankDML, {"max_iter": 10, "constraint": "spectral", "alpha": 0.01},
+    (LowRankDML, {"max_iter": 10}, ["U_", "s_", "components_"]),
+    (LowRankDML, {"max_iter": 5, "constraint": "spectral", "alpha": 0.01},
      ["U_", "s_", "components_"]),
     (MMC, {}, ["M_"]),
     (SML, {"max_iter": 30, "tol": None}, ["M_"]),
@@ -188,6 +188,20 @@ def test_identity_kept_off_the_span():
     z = complement_basis(Q)[:, 0]
     np.testing.assert_allclose(est.W_ @ z, z, atol=1e-12)
     np.testing.assert_allclose(z @ est.W_, z, atol=1e-12)
+
+
+def test_plain_route_for_short_sparse_rows():
+    """Sparse rows with fewer stored entries than the span's dimension (text)
+    keep the plain route, whose steps follow the non-zeros."""
+    rng = np.random.default_rng(8)
+    X = sp.random(30, 400, density=0.01, random_state=1, format="csr") + \
+        sp.eye(30, 400, format="csr")
+    T = rng.integers(0, 30, size=(200, 3))
+    T = T[(T[:, 0] != T[:, 1]) & (T[:, 0] != T[:, 2]) & (T[:, 1] != T[:, 2])]
+    _, w = _fit(OASIS, None, X, {"preprocessing": None}, triplets=T)
+    assert w == 400
+    _, w = _fit(OASIS, True, X, {"preprocessing": None}, triplets=T)     # forced
+    assert w <= 30
 
 
 def test_plain_route_when_rows_outnumber_features():

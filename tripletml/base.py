@@ -488,7 +488,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
     def _fit_span(self, X, supervision, rng) -> None:
         """``_fit`` on the preprocessed rows, by the span route where it is
-        declared and pays (fewer rows than features), else directly."""
+        declared and pays (fewer rows than features, and rows that store at
+        least as many entries as the span has dimensions: not short sparse
+        rows), else directly."""
         import copy
 
         from .linalg.span import lift_square, reduce_rows, span_basis, span_route_applies
@@ -497,7 +499,12 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         spec = None if route is False or not self._fit_preprocessed \
             else self._span_lift_spec(X, supervision)
         d = X.shape[1]
-        if spec is None or not (route or span_route_applies(X.shape[0], d)):
+        # a step on a reduced row costs O(r) per factor entry against O(nnz)
+        # on a stored row: sparse rows shorter than the span's dimension (text)
+        # stay on the plain route, whose steps follow the non-zeros
+        stored = X.nnz / max(X.shape[0], 1) if sp.issparse(X) else d
+        if spec is None or not (route or (span_route_applies(X.shape[0], d)
+                                          and stored >= X.shape[0])):
             self._fit(X, supervision, rng)
             return
         rows = [name for name, kind in spec.items() if kind == "factor"]
@@ -509,7 +516,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
             basis_rows = np.vstack([Xd] + [A.T for A in init.values()])
         Q = span_basis(basis_rows)
-        if not 0 < Q.shape[1] < d:
+        if not 0 < Q.shape[1] < d or (not route and Q.shape[1] > stored):
             self._fit(X, supervision, rng)
             return
         if rows:
