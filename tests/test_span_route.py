@@ -307,3 +307,13 @@ def test_sdca_objective_gram_margins():
     P, D, gap = sdca_objectives(M, alpha, Xc, T, 0.1)
     assert np.isfinite([P, D, gap]).all()
     assert _margins_gram(M, Xc, T[:3]) == (None, None)          # does not pay
+
+
+def test_span_route_checks_the_lifted_model_memory():
+    """The lifted d x d model is checked before the reduced fit: a clear
+    MemoryError naming the learner, as on the plain route."""
+    X = np.random.default_rng(0).normal(size=(5, 200_000))
+    T = np.array([[0, 1, 2], [3, 4, 0], [1, 2, 3]])
+    for cls in (ITML, OASIS):
+        with pytest.raises(MemoryError, match=cls.__name__):
+            cls(preprocessing=None).fit(X, triplets=T)

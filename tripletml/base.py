@@ -507,6 +507,12 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                                           and stored >= X.shape[0])):
             self._fit(X, supervision, rng)
             return
+        n_square = sum(not isinstance(kind, str) for kind in spec.values())
+        if n_square:     # the lifted d x d arrays (and one for the lift's product)
+            check_dense_memory(8 * (n_square + 1) * d * d, self,
+                               f"{n_square + 1} dense {d} x {d} arrays (the model) do not "
+                               "fit; reduce the dimension first (e.g. sklearn's "
+                               "TruncatedSVD) or use a low-rank learner (LORETA, LowRankDML)")
         rows = [name for name, kind in spec.items() if kind == "factor"]
         fit_rng, basis_rows = rng, X
         if rows:       # the plain route's initial factors (and draws), then their span
