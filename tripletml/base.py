@@ -446,7 +446,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         X_raw = X
         X, got, rng = self._prepare_fit(X, y, triplets, pairs)
         try:
-            self._fit(X, got, rng)
+            self._fit_span(X, got, rng)
         except BaseException:
             self._clear_preprocessing()
             raise
@@ -463,6 +463,106 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # ------------------------------------------------------- the span route
+    #: None: the span route (:mod:`tripletml.linalg.span`) when the learner
+    #: declares it (:meth:`_span_lift_spec`) and the preprocessed training
+    #: rows are fewer than their features; tests set True / False on an
+    #: instance to force either route
+    _span_route: ClassVar[bool | None] = None
+
+    def _span_lift_spec(self, X, supervision) -> dict[str, float | str] | None:
+        """The span route's declaration: None (the default) when this
+        learner, with these parameters, does not fit the same model on the
+        coordinates ``X Q`` of the rows' span; else ``{name: kind}`` for
+        each fitted array of width ``d``:
+
+        * a float ``c``: a ``d x d`` attribute that is ``c I`` at the start,
+          lifted back as ``c I + Q (A_r - c I_r) Q^T``
+          (:func:`tripletml.linalg.span.lift_square`);
+        * ``"rows"``: a ``d x k`` attribute whose columns lie in the span
+          (0 at the start, e.g. LowRankDML's ``U_``), lifted as ``Q A_r``;
+        * ``"cols"``: a ``k x d`` attribute whose rows lie in the span
+          (``components_``), lifted as ``A_r Q^T``;
+        * ``"factor"``: a ``d x k`` factor whose columns stay in the span of
+          the rows and of its initial value; the learner is initialised at
+          full width first (with the plain route's random draws), the basis
+          ``Q`` spans the rows and these initial factors, the fit starts
+          from ``Q^T A_0`` (:meth:`_span_set_init`) and the result is
+          lifted back as ``Q A_r``.
+
+        ``X`` and ``supervision`` are what ``_fit`` would receive."""
+        return None
+
+    def _span_set_init(self, init: dict[str, np.ndarray]) -> None:
+        """Set the ``"factor"`` attributes of the span route's initial model
+        (``Q^T A_0``, at the reduced width) with any state that depends on
+        them (LORETA's pseudo-inverses)."""
+        for name, value in init.items():
+            setattr(self, name, value)
+
+    def _span_lift_extra(self, Q: np.ndarray, spec: dict[str, float | str]) -> None:
+        """Called after the fit on the span's coordinates, before the
+        attributes of ``spec`` are lifted with the basis ``Q`` (``d x r``;
+        they still hold the reduced fit): lift the other fitted arrays of
+        width ``d`` (``components_``) and drop solver state of width ``r``."""
+
+    def _fit_span(self, X, supervision, rng) -> None:
+        """``_fit`` on the preprocessed rows, by the span route where it is
+        declared and pays (fewer rows than features, and rows that store at
+        least as many entries as the span has dimensions: not short sparse
+        rows), else directly."""
+        import copy
+
+        from .linalg.span import lift_square, reduce_rows, span_basis, span_route_applies
+
+        route = self._span_route
+        spec = None if route is False or not self._fit_preprocessed \
+            else self._span_lift_spec(X, supervision)
+        d = X.shape[1]
+        # a step on a reduced row costs O(r) per factor entry against O(nnz)
+        # on a stored row: sparse rows shorter than the span's dimension (text)
+        # stay on the plain route, whose steps follow the non-zeros
+        stored = X.nnz / max(X.shape[0], 1) if sp.issparse(X) else d
+        if spec is None or not (route or (span_route_applies(X.shape[0], d)
+                                          and stored >= X.shape[0])):
+            self._fit(X, supervision, rng)
+            return
+        n_square = sum(not isinstance(kind, str) for kind in spec.values())
+        if n_square:     # the lifted d x d arrays (and one for the lift's product)
+            check_dense_memory(8 * (n_square + 1) * d * d, self,
+                               f"{n_square + 1} dense {d} x {d} arrays (the model) do not "
+                               "fit; reduce the dimension first (e.g. sklearn's "
+                               "TruncatedSVD) or use a low-rank learner (LORETA, LowRankDML)")
+        rows = [name for name, kind in spec.items() if kind == "factor"]
+        fit_rng, basis_rows = rng, X
+        if rows:       # the plain route's initial factors (and draws), then their span
+            fit_rng = copy.deepcopy(rng)
+            self._init_model(d, fit_rng, X)
+            init = {name: np.array(getattr(self, name), dtype=np.float64) for name in rows}
+            Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+            basis_rows = np.vstack([Xd] + [A.T for A in init.values()])
+        Q = span_basis(basis_rows)
+        if not 0 < Q.shape[1] < d or (not route and Q.shape[1] > stored):
+            self._fit(X, supervision, rng)
+            return
+        if rows:
+            reduced = {name: Q.T @ A for name, A in init.items()}
+            self._init_model = lambda n_features, rng_, X_=None: self._span_set_init(reduced)
+        try:
+            self._fit(reduce_rows(X, Q), supervision, fit_rng)
+        finally:
+            self.__dict__.pop("_init_model", None)
+        self._span_lift_extra(Q, spec)
+        for name, kind in spec.items():
+            value = getattr(self, name)
+            if kind in ("rows", "factor"):
+                value = np.ascontiguousarray(Q @ value)
+            elif kind == "cols":
+                value = np.ascontiguousarray(value @ Q.T)
+            else:
+                value = lift_square(value, Q, float(kind))
+            setattr(self, name, value)
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):

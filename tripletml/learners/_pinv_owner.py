@@ -22,6 +22,22 @@ class PinvFactorsOwner:
                                     tol=self.pinv_tol, owner=type(self).__name__)
         self._store()
 
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`, ``"factor"``): each
+        step moves the factors' rows at a query and a difference of rows
+        (``A += q a^T``, the retraction's corrections along ``A``, ``A^+``'s
+        span), with step sizes from inner products (``q^T A``, ``||q||``),
+        so on the span of the rows and of the initial factors the run is
+        the same; the pseudo-inverses follow their factors."""
+        return {"A_": "factor", "B_": "factor", "pinv_A_": "rows", "pinv_B_": "rows"}
+
+    def _span_set_init(self, init) -> None:
+        self._new_factors(init["A_"], init["B_"])
+
+    def _span_lift_extra(self, Q, spec) -> None:
+        # the solver state is rebuilt from the lifted arrays (_resume_factors)
+        self.__dict__.pop("_factors", None)
+
     def _store(self) -> None:
         f = self._factors
         self.A_, self.B_, self.pinv_A_, self.pinv_B_ = f.A, f.B, f.PA, f.PB

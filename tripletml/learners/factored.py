@@ -179,6 +179,14 @@ class FactoredBilinearMixin(BilinearMixin):
     def _model_finite(self):
         return bool(np.isfinite(self.A_).all() and np.isfinite(self.B_).all())
 
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`, ``"factor"``): the
+        steps ``A += eta q (B^T v)^T``, ``B += eta v (A^T q)^T`` move the
+        factors' rows along the rows only, with step sizes from ``q^T A``,
+        ``B^T v`` and row norms, so on the span of the rows and of the
+        initial factors the run is the same."""
+        return {"A_": "factor", "B_": "factor"}
+
 
 class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
     """Shared driver of the three baselines; each subclass declares exactly

@@ -22,7 +22,8 @@ from ..linalg import psd_factor
 from ..preprocessing import document_preprocessing
 from ..triplets import document_sampling
 from ..pairs import PairConstraints
-from ..solvers.itml import BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
+from ..linalg.span import lift_psd_factor
+from ..solvers.itml import BOUND_ROWS, BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
 from ..training import History, apply_result, run
 from ..triplets import ClassTriplets, is_class_sampling
 from ._transform_docs import N_COMPONENTS_PARAM, document_transform
@@ -216,6 +217,26 @@ class ITML(MahalanobisMixin, TripletLearner):
             raise ValueError(f"bounds_={tuple(self.bounds_)!r} must satisfy 0 < u <= l")
         if np.any(self.dual_ < 0):
             raise ValueError("dual_ has negative entries")
+
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`): M starts at the
+        identity and each Bregman projection ``M += beta (M v)(M v)^T``
+        (``v`` a difference of rows) with ``beta`` from ``v^T M v`` lies in
+        span x span, so the projections on the span's coordinates are the
+        same (the kernel form of Davis et al., Section 4); the default
+        bounds are percentiles of distances, the same on the coordinates,
+        unless more than ``BOUND_ROWS`` distinct rows are subsampled (the
+        sample then depends on the rows' sorted order): plain route there."""
+        if self._check_bounds() is None:
+            used = supervision.pairs if isinstance(supervision, PairConstraints) \
+                else supervision
+            if len(np.unique(used)) > BOUND_ROWS:
+                return None
+        return {"M_": 1.0}
+
+    def _span_lift_extra(self, Q, spec):
+        # components_ of the lifted M from the r x r eigendecomposition
+        self.components_, self.rank_ = lift_psd_factor(self.M_, Q, 1.0, self.rank_tol)
 
     def _fit(self, X, triplets, rng):
         d = X.shape[1]

@@ -24,8 +24,10 @@ from ..triplets import document_sampling
 from ..pairs import PairConstraints
 from ..triplets import AllLabels, ClassCodes, is_class_sampling
 from ._transform_docs import N_COMPONENTS_PARAM, document_transform
+from ..linalg.span import (lift_psd_factor, lift_square, reduce_rows, span_basis,
+                           span_route_applies)
 from ..solvers.kissme import (_scatter_from_labels, _scatter_from_triplets, kissme_matrix,
-                              scatter_from_pairs)
+                              kissme_matrix_span, scatter_from_pairs)
 
 __all__ = ["KISSME"]
 
@@ -209,8 +211,18 @@ class KISSME(MahalanobisMixin, TripletLearner):
         if exact:
             got = got.codes
         on_raw = self._on_raw()
-        if not on_raw:
-            X = self._preprocess(X)
+        Q = None
+        if not on_raw or self._span_route is not False:
+            Xp = self._preprocess(X)
+            if self._span_route is not False and (
+                    self._span_route or span_route_applies(Xp.shape[0], Xp.shape[1])):
+                Q = span_basis(Xp)
+                Q = Q if 0 < Q.shape[1] < Xp.shape[1] else None
+            if Q is not None:                    # the span route: see _set_model
+                X, on_raw = reduce_rows(Xp, Q), False
+            elif not on_raw:
+                X = Xp
+            del Xp
         self._check_square_memory(X.shape[1])
         if exact and np.bincount(got).max() < 2:
             raise ValueError("KISSME: every class has a single member; no (query, "
@@ -219,7 +231,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
             S, D = scatter_from_pairs(X, got.pairs, got.similar)
         else:
             S, D = _scatter_from_labels(X, got) if exact else _scatter_from_triplets(X, got)
-        self._set_model(S, D, on_raw, t0)
+        self._set_model(S, D, on_raw, t0, Q)
 
     def _fit_statistics(self, plan) -> None:
         """Strategy ``"statistics"`` of ``fit(ShardedCollection)``: the same
@@ -263,10 +275,22 @@ class KISSME(MahalanobisMixin, TripletLearner):
             plan.info["report"] = {"passes": 1, "triplets": int(m)}
         self._set_model(S, D, on_raw, t0)
 
-    def _set_model(self, S, D, on_raw: bool, t0: float) -> None:
+    def _set_model(self, S, D, on_raw: bool, t0: float, Q=None) -> None:
         """Map the pair covariances through the preprocessing (``on_raw``),
         check them, and set the fitted attributes (eq. 12, spectrum
-        clipping)."""
+        clipping).
+
+        With ``Q`` (the span route, fewer rows than features): ``S`` and
+        ``D`` are the ``r x r`` covariances of the coordinates ``X Q`` of
+        the preprocessed rows in their span's orthonormal basis ``Q``
+        (``d x r``).  Every pair difference lies in the span, so
+        ``Sigma = Q S Q^T``, and the shrunk inverses, their difference and
+        its PSD projection split into the span and its complement, where
+        the model is ``c I`` (:func:`~tripletml.solvers.kissme.kissme_matrix_span`;
+        ``c = max(d / (s tr Sigma_S) - d / (s tr Sigma_D), 0)`` with
+        shrinkage ``s``, 0 without): the same model as the plain route's
+        ``d x d`` closed form, at the cost of ``r x r`` eigendecompositions
+        and an ``O(d^2 r)`` lift instead of three ``d x d`` ones."""
         if on_raw:
             S = self._preprocessed_second_moment(S)
             D = self._preprocessed_second_moment(D)
@@ -278,8 +302,14 @@ class KISSME(MahalanobisMixin, TripletLearner):
             which = "similar" if not np.trace(S) > 0 else "dissimilar"
             raise ValueError(f"KISSME: the {which} pairs have zero scatter (every such pair "
                              "is identical); no metric can be estimated from them.")
-        M = kissme_matrix(S, D, float(self.shrinkage))
-        L, rank = psd_factor(M, self.rank_tol)
+        if Q is None:
+            M = kissme_matrix(S, D, float(self.shrinkage))
+            L, rank = psd_factor(M, self.rank_tol)
+        else:
+            M_r, c = kissme_matrix_span(S, D, float(self.shrinkage), Q.shape[0])
+            L, rank = lift_psd_factor(M_r, Q, c, self.rank_tol)
+            M = lift_square(M_r, Q, c)
+            S, D = lift_square(S, Q, 0.0), lift_square(D, Q, 0.0)
         if rank == 0:
             warnings.warn("KISSME: no direction separates the similar pairs from the "
                           "dissimilar ones (M = 0): every distance is 0. Check the labels "

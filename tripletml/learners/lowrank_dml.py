@@ -246,6 +246,16 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
                                f"solver={self.solver!r} keeps dense {d} x {d} matrices; "
                                "solver='incsvd' needs O(d r) memory")
 
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`): W starts at 0 and
+        each step adds ``-eta g = A diag(signs) A^T`` with ``A``'s columns
+        differences of rows (or their images under W), then a spectral
+        projection (shift ``eta alpha``, the ball of radius ``tau``), so W
+        stays ``Q W_r Q^T`` and every quantity the solvers use (losses,
+        ``tr W``, eigenvalues, angles to ``span(U)``) is the same on the
+        span's coordinates: ``U_ = Q U_r``, ``components_ = L_r Q^T``."""
+        return {"U_": "rows", "components_": "cols"}
+
     def _fit(self, X, triplets, rng):
         self._check_solver_memory(X.shape[1])
         prob = TripletDMLProblem(X, triplets, self.loss, self.alpha, self.push_weight)

@@ -172,6 +172,18 @@ class MMC(MahalanobisMixin, TripletLearner):
         labels = np.concatenate([np.ones(len(t), np.int8), -np.ones(len(t), np.int8)])
         return PairConstraints(np.ascontiguousarray(pairs, dtype=np.int64), labels)
 
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`) for the full
+        matrix: the solver already works on the span of the pair
+        differences (``A = W B W^T``, 0 on the complement) and every
+        quantity it uses (the whitener's eigenvalues, ``g``, the steps) is
+        the same on the span's coordinates, so ``M_ = Q M_r Q^T`` and
+        ``components_ = L_r Q^T``.  (The whitener's rank cut, ``d eps``
+        times its largest eigenvalue, becomes ``r eps``: both only drop
+        directions at rounding level.)  The diagonal MMC weighs the
+        coordinate axes: plain route."""
+        return None if self.diagonal else {"M_": 0.0, "components_": "cols"}
+
     def _fit(self, X, got, rng):
         d = X.shape[1]
         pc = self._pairs(got, rng)

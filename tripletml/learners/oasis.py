@@ -130,6 +130,13 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         "n_components": N_COMPONENTS_PARAM,
     }
 
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`): W starts at ``c I``
+        and every step ``tau q v^T`` lies in span x span with ``tau`` from
+        inner products of rows, so the fit on the span's coordinates is the
+        same model."""
+        return {"W_": 1.0 if self.init == "identity" else 0.0}
+
     def _init_model(self, n_features, rng, X=None):
         self.W_ = np.eye(n_features) if self.init == "identity" else np.zeros((n_features,
                                                                                 n_features))

@@ -285,6 +285,26 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self._store()
         self.W_ = self._solver.output_matrix()
 
+    # -------------------------------------------------------- span route
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`): ``M(Theta) =
+        (lambda n)^-1 sum_i alpha_i x_i v_i^T`` lies in span x span, and the
+        dual steps use only ``x_i^T M v_i`` and ``||x_i||^2 ||v_i||^2``
+        (and the objective ``||M||_F^2``), so the dual run on the span's
+        coordinates is the same; M starts at 0 (``c = 0``), as do the
+        average's accumulator and the reservoir's iterate."""
+        spec = {"M_last_": 0.0, "W_": 0.0}
+        if self.output == "average":
+            spec["avg_accum_"] = 0.0
+        elif self.output == "random":
+            spec["random_iterate_"] = 0.0
+        return spec
+
+    def _span_lift_extra(self, Q, spec):
+        # the solver holds the r x r state: rebuilt from the lifted arrays
+        # by _check_resumable at the next partial_fit
+        self.__dict__.pop("_solver", None)
+
     # -------------------------------------------------------------- fit
     def _fit(self, X, triplets, rng):
         n = triplets.shape[0]

@@ -214,6 +214,17 @@ class SML(MahalanobisMixin, TripletLearner):
         return SMLProblem(X, check_triplets(triplets, X.shape[0], self),
                           self.alpha).objective(self.M_)
 
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`): M starts at 0 and
+        both solvers move it along ``sum_tau u_tau X_tau`` (``X_tau`` built
+        from differences of rows: span x span), projected by a spectral map
+        that sends the complement's zero eigenvalues to 0 (Lemma 3's
+        ``max(lambda - theta, 0) / (2 mu)`` with ``theta >= 0``, the
+        subgradient's PSD projection); the Lipschitz constant, gaps and
+        steps are inner products.  So ``M_ = Q M_r Q^T``,
+        ``components_ = L_r Q^T``."""
+        return {"M_": 0.0, "components_": "cols"}
+
     def _fit(self, X, triplets, rng):
         self._fit_problem(SMLProblem(X, triplets, self.alpha))
 

@@ -13,6 +13,10 @@
   of SML's Lemma 3 (low-rank DML, SML, KISSME).
 * :mod:`.pairwise` -- blocked squared distances and the weighted sum of
   outer products of row differences (the gradients of LMNN and NCA).
+* :mod:`.span` -- the span route of few rows with many features: an
+  orthonormal basis of the rows' span, the rows' coordinates in it, and the
+  lift of a model fitted there back to ``d x d`` (identity kept on the
+  complement), with the PSD factor of the lift (``tests/test_span_route.py``).
 * :mod:`.topk` -- the running top-k accumulator (:class:`~.topk.TopK`) of
   every exact search: the index scan, the metrics' rankings, the merge of
   sharded results.

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from .._validation import check_scalar_param, check_triplets, check_X
 from ..linalg import project_psd
 
-__all__ = ["pair_scatter_from_labels", "pair_scatter_from_triplets",
+__all__ = ["kissme_matrix_span", "shrunk_inverse_span", "pair_scatter_from_labels", "pair_scatter_from_triplets",
            "scatter_from_class_statistics", "shrunk_inverse", "kissme_matrix"]
 
 #: rows per block of the class-centred scatter: blocks of this many matrix
@@ -282,6 +282,44 @@ def kissme_matrix(Sigma_S: np.ndarray, Sigma_D: np.ndarray, shrinkage: float) ->
                          f"{Sigma_D.shape} differ in shape")
     M = shrunk_inverse(Sigma_S, shrinkage) - shrunk_inverse(Sigma_D, shrinkage)
     return project_psd(M)
+
+
+def shrunk_inverse_span(C_r: np.ndarray, shrinkage: float, d: int) -> tuple[np.ndarray, float]:
+    """:func:`shrunk_inverse` of ``C = Q C_r Q^T`` (``Q`` an orthonormal
+    ``d x r`` basis, ``r < d``) without forming it: ``(1 - s) C + (s tr C /
+    d) I`` has the eigenvalues of ``(1 - s) C_r + lam I_r`` on the span and
+    ``lam = s tr C / d`` on its complement, so its (pseudo-)inverse is
+    ``Q Inv_r Q^T + c (I - Q Q^T)``.  Returns ``(Inv_r, c)``, with the
+    eigenvalue cut of :data:`EIG_RTOL` taken over the whole spectrum (``c``
+    = 0 when ``lam`` falls under it, e.g. without shrinkage)."""
+    C_r = _check_square(C_r, "shrunk_inverse_span", "C_r")
+    r = C_r.shape[0]
+    if not int(d) > r:
+        raise ValueError(f"shrunk_inverse_span: d={d} must exceed the span's dimension {r}")
+    lam = float(shrinkage) * float(np.trace(C_r)) / int(d)
+    A = (1.0 - shrinkage) * C_r
+    if shrinkage:
+        A = A + lam * np.eye(r)
+    w, V = np.linalg.eigh(_sym(A))
+    top = max(float(w.max()), lam)
+    keep = w > EIG_RTOL * top if top > 0 else np.zeros(w.shape, bool)
+    Vk = V[:, keep]
+    c = 1.0 / lam if (top > 0 and lam > EIG_RTOL * top) else 0.0
+    return (Vk / w[keep]) @ Vk.T, c
+
+
+def kissme_matrix_span(S_r: np.ndarray, D_r: np.ndarray, shrinkage: float, d: int
+                       ) -> tuple[np.ndarray, float]:
+    """:func:`kissme_matrix` of ``Sigma_S = Q S_r Q^T`` and ``Sigma_D = Q
+    D_r Q^T`` (pair differences in the span of the rows ``Q``, ``d x r``):
+    ``M = Q M_r Q^T + c (I - Q Q^T)``, returned as ``(M_r, c)``.  The
+    difference of the inverses is ``Q (S_r^-1 - D_r^-1) Q^T + (c_S - c_D)
+    (I - Q Q^T)`` (:func:`shrunk_inverse_span`), and the PSD projection
+    clips each part: ``M_r = P_psd(S_r^-1 - D_r^-1)``, ``c = max(c_S - c_D,
+    0)``."""
+    S_inv, c_s = shrunk_inverse_span(S_r, shrinkage, d)
+    D_inv, c_d = shrunk_inverse_span(D_r, shrinkage, d)
+    return project_psd(S_inv - D_inv), max(c_s - c_d, 0.0)
 
 
 def _sym(A: np.ndarray) -> np.ndarray:

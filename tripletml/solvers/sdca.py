@@ -85,6 +85,35 @@ def _all_margins(M, indptr, indices, data, triplets, out, xnorm2, vidx, vval):
         xnorm2[t] = np.dot(q_val, q_val) * np.dot(v_val, v_val)
 
 
+def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
+    """The margins of :func:`_all_margins` by the Gram route of OASIS
+    (:func:`~tripletml.solvers.oasis.gram_route_pays`): with ``k`` distinct
+    rows ``R`` under many triplets (few rows, many features), ``H = R M
+    R^T`` once and each margin ``H[q, p+] - H[q, p-]``; ``||X_i||_F^2`` is
+    only tested for zero (the degenerate triplets), so it is returned as
+    ``||q||^2`` times 1 or 0 for distinct or equal rows ``p+``, ``p-``.
+    ``(None, None)`` where the route does not pay."""
+    from .oasis import gram_route_pays
+
+    m = triplets.shape[0]
+    if m == 0:
+        return None, None
+    rows, local = np.unique(triplets, return_inverse=True)
+    local = local.reshape(triplets.shape)
+    R = Xc[rows]
+    if not gram_route_pays(len(rows), R.nnz, m, Xc.shape[1]):
+        return None, None
+    Rd = R.toarray()
+    H = (Rd @ M) @ Rd.T
+    _, same = np.unique(Rd, axis=0, return_inverse=True)      # equal rows, exactly
+    same = same.ravel()
+    qq = np.einsum("ij,ij->i", Rd, Rd)
+    q, a, b = local[:, 0], local[:, 1], local[:, 2]
+    mg = H[q, a] - H[q, b]
+    xn = qq[q] * (same[a] != same[b])
+    return mg, xn
+
+
 def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, lam: float,
                     n: int | None = None) -> tuple[float, float, float]:
     """Primal ``P(M)``, dual ``D(alpha)`` and gap for ``M = M(alpha)``.
@@ -95,9 +124,11 @@ def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, 
     d x d matrices.  Returns ``(P, D, P - D)``.
     """
     n = triplets.shape[0] if n is None else n
-    mg = np.empty(triplets.shape[0])
-    xn = np.empty(triplets.shape[0])
-    _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, xn, *diff_buffers(Xc))
+    mg, xn = _margins_gram(M, Xc, triplets)
+    if mg is None:
+        mg = np.empty(triplets.shape[0])
+        xn = np.empty(triplets.shape[0])
+        _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, xn, *diff_buffers(Xc))
     reg = 0.5 * lam * float(np.sum(M * M))
     P = float(np.sum(triplet_hinge_array(mg) ** 2)) / n + reg
     # -l_i^*(-Theta_i) = alpha_i - alpha_i^2/4; when X_i = 0 the loss is the
