@@ -413,9 +413,52 @@ class PartitionedFit:
 # ---------------------------------------------------------------------------
 # the driver
 # ---------------------------------------------------------------------------
-def _labels_task(p: Partition):
+def _fingerprint(p: Partition, labels) -> str:
+    """A hash of a partition for its checkpoint: shape and kind, the column
+    sums (every row counts), at most
+    :data:`~tripletml.training.checkpoint.FINGERPRINT_ROWS` rows -- the
+    first, the last and evenly spaced ones -- with their labels, the label
+    counts and the explicit triplets.  O(n d) arithmetic and O(d) memory
+    beyond the rows the task holds anyway."""
+    import hashlib
+
+    from .checkpoint import FINGERPRINT_ROWS
+    X, n = p.X, p.n_rows
+    h = hashlib.sha256()
+    h.update(repr((tuple(X.shape), bool(sp.issparse(X)))).encode())
+    k = FINGERPRINT_ROWS // 4
+    if n <= FINGERPRINT_ROWS:
+        rows = np.arange(n)
+    else:
+        rows = np.unique(np.concatenate([np.arange(k), np.arange(n - k, n),
+                                         np.linspace(0, n - 1, FINGERPRINT_ROWS - 2 * k)
+                                         .astype(np.int64)]))
+    if sp.issparse(X):
+        sub = X[rows]
+        h.update(np.int64(X.nnz).tobytes())
+        for a in (np.diff(sub.indptr), sub.indices, sub.data):
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    else:
+        h.update(np.ascontiguousarray(X[rows]).tobytes())
+    h.update(np.ascontiguousarray(np.asarray(X.sum(axis=0)).ravel(),
+                                  dtype=np.float64).tobytes())
+    for a in ((None, None) if labels is None else labels) + (
+            None if p.y is None else p.y[rows],):
+        if a is None:
+            h.update(b"-")
+        elif a.dtype.kind in "biuf":
+            h.update(a.dtype.str.encode() + np.ascontiguousarray(a).tobytes())
+        else:
+            h.update(repr(a.tolist()).encode())
+    if p.triplets is not None:
+        h.update(np.ascontiguousarray(p.triplets, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _labels_task(p: Partition, fingerprint: bool = False):
     """Per partition: rows, columns, sparse, unique labels with counts,
-    explicit triplet count."""
+    explicit triplet count (and the data's fingerprint with
+    ``fingerprint``)."""
     out = {"n": p.n_rows, "d": int(p.X.shape[1]), "sparse": bool(sp.issparse(p.X)),
            "triplets": None if p.triplets is None else int(p.triplets.shape[0])}
     if p.y is not None:
@@ -423,6 +466,8 @@ def _labels_task(p: Partition):
         out["labels"] = (keys, counts)
     else:
         out["labels"] = None
+    if fingerprint:
+        out["fingerprint"] = _fingerprint(p, out["labels"])
     return out
 
 
@@ -524,16 +569,26 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                              f"{checkpoint_every!r}")
         ckpt = RoundCheckpoint(checkpoint_dir, _settings(learner, collection, name),
                                resume=resume, every=int(checkpoint_every))
+    backend = backend_for(collection, owner)
+    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+    d = infos[0]["d"]
+    if ckpt is not None:
+        # a checkpoint belongs to its data: refused when made from other rows
+        ckpt.data = {"n_features": int(d), "partitions": [inf["fingerprint"] for inf in infos]}
         resumed = ckpt.load()
         if resumed is not None:
             try:
-                seed = int(resumed[2]["seed"])
+                saved = int(resumed[2]["seed"])
             except (KeyError, TypeError, ValueError):
                 raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records no "
                                  "seed") from None
-    backend = backend_for(collection, owner)
-    infos = backend.gather(backend.map(_labels_task))
-    d = infos[0]["d"]
+            rs = getattr(learner, "random_state", None)
+            if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and saved != seed:
+                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records the "
+                                 f"sampling seed {saved}, but random_state={rs} gives {seed}; "
+                                 "it was edited or written by another run (use another "
+                                 "checkpoint_dir or resume=False)")
+            seed = saved
     for i, inf in enumerate(infos):
         if inf["d"] != d:
             raise ValueError(f"{owner}: partition {i} has {inf['d']} features, partition 0 "
