@@ -415,11 +415,14 @@ class PartitionedFit:
 # ---------------------------------------------------------------------------
 def _fingerprint(p: Partition, labels) -> str:
     """A hash of a partition for its checkpoint: shape and kind, the column
-    sums (every row counts), at most
+    sums weighted by a fixed pseudo-random weight in [1, 2) per row (every
+    value and the rows' order count), at most
     :data:`~tripletml.training.checkpoint.FINGERPRINT_ROWS` rows -- the
-    first, the last and evenly spaced ones -- with their labels, the label
-    counts and the explicit triplets.  O(n d) arithmetic and O(d) memory
-    beyond the rows the task holds anyway."""
+    first, the last and evenly spaced ones --, the labels (all of them when
+    numeric, else those of the hashed rows, and the label counts) and the
+    explicit triplets.  One pass of O(n d) arithmetic (about as long as
+    reading the rows once) and O(n + d) memory beyond the rows the task holds
+    anyway."""
     import hashlib
 
     from .checkpoint import FINGERPRINT_ROWS
@@ -440,10 +443,14 @@ def _fingerprint(p: Partition, labels) -> str:
             h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
     else:
         h.update(np.ascontiguousarray(X[rows]).tobytes())
-    h.update(np.ascontiguousarray(np.asarray(X.sum(axis=0)).ravel(),
-                                  dtype=np.float64).tobytes())
+    # weights 1 + ((i * 2654435761) mod 2^16) / 2^16: Knuth's multiplicative hash of the row
+    w = 1.0 + ((np.arange(n, dtype=np.uint64) * np.uint64(2654435761)) % np.uint64(1 << 16)
+               ).astype(np.float64) / (1 << 16)
+    h.update(np.ascontiguousarray(np.asarray(X.T @ w).ravel(), dtype=np.float64).tobytes())
+    y = p.y
+    numeric = y is not None and y.dtype.kind in "biuf"
     for a in ((None, None) if labels is None else labels) + (
-            None if p.y is None else p.y[rows],):
+            None if y is None else (y if numeric else y[rows]),):
         if a is None:
             h.update(b"-")
         elif a.dtype.kind in "biuf":
@@ -537,7 +544,14 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         checkpoint there every ``checkpoint_every`` rounds
         (:class:`~tripletml.training.checkpoint.RoundCheckpoint`); running
         the same call again after a crash of the driver resumes from it and
-        ends with the model of an uninterrupted run.
+        ends with the model of an uninterrupted run.  A checkpoint belongs
+        to its data and settings: it records a fingerprint of every
+        partition (shape, weighted column sums, sampled rows, labels,
+        triplets) and the learner's parameters, and a run on other data or
+        with other settings is refused with a ValueError saying what
+        differs.  A path that is a file or a device, or a folder holding a
+        ``state.json`` or ``round-*.npz`` the library did not write, is
+        refused; other files there are left alone.
     resume : bool, default=True
         Continue from the checkpoint in ``checkpoint_dir`` when there is one.
     checkpoint_every : int, default=1
