@@ -228,3 +228,152 @@ def test_temporaries_of_a_killed_save_are_removed_at_the_next_save(tmp_path, dig
     assert not any(p.exists() for p in killed)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["round-000000000003.npz",
                                                           "state.json"]
+
+
+# ---------------------------------------------------------------------------
+# section 2: scheduler addresses fail fast (loopback only, bounded loops)
+# ---------------------------------------------------------------------------
+class _SilentServer:
+    """Accepts connections on 127.0.0.1 and never answers (at most 50)."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.conns = []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        import socket
+        for _ in range(500):                         # bounded: 100 s at most
+            if self.stop.is_set() or len(self.conns) >= 50:
+                return
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+class _HTTPServer:
+    def __init__(self):
+        import http.server
+        import threading
+        self.srv = http.server.HTTPServer(("127.0.0.1", 0),
+                                          http.server.BaseHTTPRequestHandler)
+        self.port = self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever,
+                                       kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+        self.thread.join(5)
+
+
+def _free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                         # nothing listens there now
+    return port
+
+
+@pytest.fixture(scope="module")
+def cli_inputs(tmp_path_factory):
+    from sklearn.datasets import dump_svmlight_file
+
+    from tripletml.sharded import write_npz_shards
+    d = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(0)
+    y = np.arange(60) % 3
+    X = rng.normal(size=(60, 4)) + y[:, None]
+    dump_svmlight_file(X, y, str(d / "toy.svm"), zero_based=False)
+    write_npz_shards(d / "shards", X, y, rows_per_shard=30)
+    return d
+
+
+def _commands(d, address, timeout):
+    tail = ["--scheduler", address, "--scheduler-timeout", str(timeout)]
+    return {"fit": ["fit", "OASIS", str(d / "toy.svm"), "-o", str(d / "m.npz")] + tail,
+            "fit auto": ["fit", "auto", str(d / "toy.svm"), "-o", str(d / "a.npz")] + tail,
+            "shards": ["fit", "OASIS", str(d / "shards"), "-o", str(d / "s.npz")] + tail,
+            "reproduce": ["reproduce", "euclidean", "--quick", "--out", str(d / "r")] + tail}
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("silent", "accepted the connection but did not answer as a Dask scheduler within 1 s"),
+    ("nothing", "nothing answers at"),
+    ("not an address", "is not a scheduler address"),
+    ("http url", "is an HTTP URL"),
+    ("http port", "did not answer as a Dask scheduler within 1 s"),
+])
+def test_bad_scheduler_address_is_a_clear_error_for_every_command(cli_inputs, capsys, kind,
+                                                                  message):
+    pytest.importorskip("distributed")
+    from tripletml.cli import main
+    server = {"silent": _SilentServer, "http port": _HTTPServer}.get(kind, lambda: None)()
+    try:
+        address = {"silent": lambda: f"tcp://127.0.0.1:{server.port}",
+                   "nothing": lambda: f"tcp://127.0.0.1:{_free_port()}",
+                   "not an address": lambda: "not an address",
+                   "http url": lambda: "http://127.0.0.1:8787/status",
+                   "http port": lambda: f"tcp://127.0.0.1:{server.port}"}[kind]()
+        for name, argv in _commands(cli_inputs, address, 1).items():
+            code = main(argv)
+            err = capsys.readouterr().err
+            assert code in (1, 2), name
+            assert "tripletml: error: use_cluster:" in err and message in err, (name, err)
+            assert "Traceback" not in err
+            assert not (cli_inputs / "m.npz").exists()
+    finally:
+        if server is not None:
+            server.close()
+
+
+def test_silent_scheduler_ends_the_process_without_traceback_or_exit_wait(cli_inputs):
+    """In a fresh interpreter: the error, exit status 1, no traceback and no
+    wait at exit for a half-made Client (a hang guard, not a timing test)."""
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+    server = _SilentServer()
+    try:
+        argv = _commands(cli_inputs, f"tcp://127.0.0.1:{server.port}", 1)["fit"]
+        code = f"import sys; from tripletml.cli import main; sys.exit(main({argv!r}))"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+    finally:
+        server.close()
+    assert proc.returncode == 1, proc.stderr
+    assert "did not answer as a Dask scheduler" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_use_cluster_timeout_is_validated_and_defaults_to_10_s():
+    pytest.importorskip("distributed")
+    import inspect
+
+    from tripletml.cluster import CONNECT_TIMEOUT, use_cluster
+    assert CONNECT_TIMEOUT == 10.0
+    assert inspect.signature(use_cluster.__wrapped__).parameters["timeout"].default == 10.0
+    for bad in (0, -1, float("nan"), float("inf"), True, "5"):
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            with use_cluster("tcp://127.0.0.1:1", timeout=bad):
+                pass
