@@ -241,6 +241,29 @@ def _connect(scheduler: Any, distributed, timeout: float = CONNECT_TIMEOUT) -> t
                     f"{type(scheduler).__name__}")
 
 
+def _bounded(call, timeout: float, what: str):
+    """``call()`` in a helper thread, waited for at most ``timeout`` seconds
+    (TimeoutError naming ``what`` after that; the call's own error is
+    raised as is)."""
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = call()
+        except BaseException as e:        # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=work, daemon=True, name="tripletml-cluster-call")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise TimeoutError(f"use_cluster: {what} did not finish within {timeout:g} s (a lost "
+                           "or unresponsive worker?)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 @contextlib.contextmanager
 def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
                 timeout: float = CONNECT_TIMEOUT) -> Iterator[Any]:
@@ -302,7 +325,10 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
         if blas_threads is not None:
             name = f"tripletml-blas-{uuid.uuid4().hex[:8]}"
             from ._dask_plugins import BlasLimitPlugin
-            client.register_plugin(BlasLimitPlugin(int(blas_threads)), name=name)
+            from .training.partitioned import cluster_timeout
+            plugin = BlasLimitPlugin(int(blas_threads))
+            _bounded(lambda: client.register_plugin(plugin, name=name), cluster_timeout(),
+                     "registering the BLAS-threads plugin on the workers")
         stack = getattr(_state, "stack", None)
         if stack is None:
             stack = _state.stack = []
@@ -315,7 +341,20 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
     finally:
         try:
             if name is not None and client.status == "running":
-                client.unregister_worker_plugin(name)
+                # the work is done: a worker lost meanwhile (its connection closed,
+                # or no answer) must not turn it into an error; a new worker
+                # process starts with its own BLAS settings anyway
+                from distributed.comm.core import CommClosedError
+
+                from .training.partitioned import cluster_timeout
+                try:
+                    _bounded(lambda: client.unregister_worker_plugin(name),
+                             cluster_timeout(), "removing the BLAS-threads plugin")
+                except (CommClosedError, OSError, ValueError, KeyError) as e:
+                    import warnings
+                    warnings.warn(f"use_cluster: the BLAS-threads plugin could not be "
+                                  f"removed from every worker ({type(e).__name__}: "
+                                  f"{str(e)[:200]})", RuntimeWarning, stacklevel=3)
         finally:
             for obj in to_close:
                 obj.close()

@@ -50,7 +50,8 @@ from .reduction import tree_sum  # noqa: F401  (re-exported)
 
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
            "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
-           "RestartWarning", "MAX_RESTARTS", "tree_sum"]
+           "RestartWarning", "MAX_RESTARTS", "tree_sum", "CLUSTER_TIMEOUT", "cluster_timeout",
+           "WorkerLostError"]
 
 #: partitions (or partial results) combined per reduction task
 FAN_IN = 8
@@ -63,16 +64,41 @@ STRATEGIES = {"statistics": "statistics", "cocoa": "cocoa", "mixing": "mixing",
 #: restarts of a fit after lost worker data before giving up
 MAX_RESTARTS = 3
 
+#: seconds a broadcast, a scatter or a plugin call on a Dask cluster may take
+#: before the worker it waits for counts as lost (environment variable
+#: ``TRIPLETML_CLUSTER_TIMEOUT`` overrides)
+CLUSTER_TIMEOUT = 60.0
 
-class RestartWarning(UserWarning):
-    """A worker was lost with data the partitioned fit could not recompute;
-    the fit restarted from its last checkpoint (or its first round)."""
+
+def cluster_timeout() -> float:
+    """:data:`CLUSTER_TIMEOUT`, or ``TRIPLETML_CLUSTER_TIMEOUT`` when set (a
+    positive number of seconds)."""
+    import os
+    env = os.environ.get("TRIPLETML_CLUSTER_TIMEOUT", "").strip()
+    if not env:
+        return float(CLUSTER_TIMEOUT)
+    try:
+        value = float(env)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"the TRIPLETML_CLUSTER_TIMEOUT environment variable must be a "
+                         f"positive number of seconds, got {env[:40]!r}")
+    return value
 
 
-class ClassesWarning(UserWarning):
-    """A partition lacks classes (its triplets cannot reach them) or cannot
-    form a triplet at all; shuffle the rows across shards
-    (``write_npz_shards(..., shuffle=True)``)."""
+class WorkerLostError(ConnectionError):
+    """A partitioned fit lost workers more often than :data:`MAX_RESTARTS`
+    allows (the message names the worker and the error)."""
+
+
+def _lost(exc: BaseException) -> str:
+    """What a lost-worker error says: the worker for KilledWorker, else the
+    error's type and text (which names the connection)."""
+    last = getattr(exc, "last_worker", None)          # KilledWorker
+    addr = getattr(last, "address", None)
+    where = f"worker {addr}, " if isinstance(addr, str) else ""
+    return f"{where}{type(exc).__name__}: {str(exc)[:200]}"
 
 
 # ---------------------------------------------------------------------------
@@ -237,10 +263,12 @@ class DaskBackend(LocalBackend):
         # unique keys: a value equal to an earlier round's (hash=True) would share
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
-        return self.client.scatter([value], broadcast=True, hash=False)[0]
+        # bounded: a dead worker the scheduler still lists would block it for good
+        return self.client.scatter([value], broadcast=True, hash=False,
+                                   timeout=cluster_timeout())[0]
 
     def scatter_each(self, values: Sequence) -> list:
-        return list(self.client.scatter(list(values), hash=False))
+        return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         import dask
@@ -265,10 +293,13 @@ class DaskBackend(LocalBackend):
 
     @staticmethod
     def lost_data_errors() -> tuple:
+        """A lost worker shows as cancelled or killed tasks, a connection
+        closed under a scatter or gather, or a call that timed out."""
         from concurrent.futures import CancelledError
 
+        from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
-        return (CancelledError, KilledWorker)
+        return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
 
     def release(self, handles) -> None:
         if isinstance(handles, (list, tuple)):
@@ -693,9 +724,12 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                 # the model is the one of an undisturbed run
                 restarts += 1
                 if restarts > MAX_RESTARTS:
-                    raise RuntimeError(f"{owner}: partitioned fit lost data {restarts} times "
-                                       f"(last: {e!r}); giving up") from e
-                warnings.warn(f"{owner}: a worker was lost with data the fit needs ({e!r}); "
+                    raise WorkerLostError(
+                        f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
+                        f"{_lost(e)}); giving up" + (f"; run it again to resume from {checkpoint_dir}"
+                                if ckpt is not None else "")) from None
+                warnings.warn(f"{owner}: a worker was lost with data the fit needs "
+                              f"({_lost(e)}); "
                               "restarting from " + ("the last checkpoint" if ckpt is not None
                                                     else "the first round (give "
                                                     "fit_partitioned a checkpoint_dir to "
