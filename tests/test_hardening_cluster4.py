@@ -377,3 +377,96 @@ def test_use_cluster_timeout_is_validated_and_defaults_to_10_s():
         with pytest.raises(ValueError, match="timeout must be a positive number"):
             with use_cluster("tcp://127.0.0.1:1", timeout=bad):
                 pass
+
+
+# ---------------------------------------------------------------------------
+# section 1: losing a worker (real kills, a hang guard rather than a timing test)
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster2():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    yield cluster
+    cluster.close()
+
+
+def _guarded(fn, limit=300):
+    """``fn()`` in a thread; a hang fails the test instead of blocking it."""
+    import threading
+    box = {}
+
+    def work():
+        try:
+            box["value"] = fn()
+        except BaseException as e:             # noqa: BLE001 - re-raised below
+            box["error"] = e
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(limit)
+    assert not t.is_alive(), f"the fit still runs after {limit} s: it hangs"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@pytest.mark.parametrize("where", ["broadcast", "after the last round"])
+def test_worker_killed_mid_fit_restarts_or_fails_clearly(cluster2, digits, tmp_path,
+                                                         monkeypatch, where):
+    import signal
+    import warnings
+
+    from tripletml.cluster import use_cluster
+    from tripletml.training import partitioned
+    X, y = digits
+    coll = ShardedCollection.from_arrays(X, y, n_partitions=4)
+
+    def make():
+        return tripletml.SDCA(n_triplets=1500, max_iter=3, tol=None, random_state=0)
+
+    ref = make().fit(coll)                                  # in-process, undisturbed
+    killed, victim = [], []
+
+    def kill():
+        if not killed:
+            killed.append(victim[0])
+            os.kill(victim[0], signal.SIGKILL)
+
+    if where == "broadcast":
+        real = partitioned.DaskBackend.broadcast
+        calls = []
+
+        def broadcast(self, value):
+            calls.append(1)
+            if len(calls) == 2:                            # round 2's model
+                kill()
+            return real(self, value)
+        monkeypatch.setattr(partitioned.DaskBackend, "broadcast", broadcast)
+    else:
+        real = partitioned.PartitionedFit.save_round
+
+        def save_round(self, r, arrays, *, last=False, meta=None):
+            real(self, r, arrays, last=last, meta=meta)
+            if last:
+                kill()
+        monkeypatch.setattr(partitioned.PartitionedFit, "save_round", save_round)
+
+    def run():                         # the cluster context belongs to this thread
+        with use_cluster(cluster2) as client:
+            client.wait_for_workers(2, timeout=120)
+            victim.append(sorted(client.run(os.getpid).values())[0])
+            est = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+            assert est.partitioned_["backend"] == "dask"
+            return est
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            got = _guarded(run)
+        except partitioned.WorkerLostError as e:           # a clear error is acceptable
+            assert "lost a worker" in str(e)
+            got = None
+    assert killed
+    if got is not None:
+        np.testing.assert_allclose(got.W_, ref.W_, rtol=1e-9, atol=1e-12)

@@ -101,6 +101,17 @@ def _lost(exc: BaseException) -> str:
     return f"{where}{type(exc).__name__}: {str(exc)[:200]}"
 
 
+class RestartWarning(UserWarning):
+    """A worker was lost with data the partitioned fit could not recompute;
+    the fit restarted from its last checkpoint (or its first round)."""
+
+
+class ClassesWarning(UserWarning):
+    """A partition lacks classes (its triplets cannot reach them) or cannot
+    form a triplet at all; shuffle the rows across shards
+    (``write_npz_shards(..., shuffle=True)``)."""
+
+
 # ---------------------------------------------------------------------------
 # what a task sees
 # ---------------------------------------------------------------------------
