@@ -426,6 +426,8 @@ def test_worker_killed_mid_fit_restarts_or_fails_clearly(cluster2, digits, tmp_p
         return tripletml.SDCA(n_triplets=1500, max_iter=3, tol=None, random_state=0)
 
     ref = make().fit(coll)                                  # in-process, undisturbed
+    # a broadcast towards the dead worker gives up after 10 s (the default is 60)
+    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "10")
     killed, victim = [], []
 
     def kill():
@@ -460,13 +462,15 @@ def test_worker_killed_mid_fit_restarts_or_fails_clearly(cluster2, digits, tmp_p
             assert est.partitioned_["backend"] == "dask"
             return est
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
             got = _guarded(run)
         except partitioned.WorkerLostError as e:           # a clear error is acceptable
             assert "lost a worker" in str(e)
             got = None
     assert killed
+    print([f"{w.category.__name__}: {str(w.message)[:150]}" for w in caught
+           if w.category in (partitioned.RestartWarning, RuntimeWarning)])
     if got is not None:
         np.testing.assert_allclose(got.W_, ref.W_, rtol=1e-9, atol=1e-12)

@@ -737,8 +737,9 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                 if restarts > MAX_RESTARTS:
                     raise WorkerLostError(
                         f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
-                        f"{_lost(e)}); giving up" + (f"; run it again to resume from {checkpoint_dir}"
-                                if ckpt is not None else "")) from None
+                        f"{_lost(e)}); giving up"
+                        + (f"; run it again to resume from {checkpoint_dir}"
+                           if ckpt is not None else "")) from None
                 warnings.warn(f"{owner}: a worker was lost with data the fit needs "
                               f"({_lost(e)}); "
                               "restarting from " + ("the last checkpoint" if ckpt is not None
