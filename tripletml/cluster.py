@@ -31,7 +31,7 @@ import uuid
 from typing import Any, Iterator
 
 __all__ = ["use_cluster", "active_client", "require_dask", "INSTALL_HINT", "worker_blas_threads",
-           "CONNECT_TIMEOUT"]
+           "CONNECT_TIMEOUT", "CLUSTER_TIMEOUT", "cluster_timeout"]
 
 #: what to install for the Dask features
 INSTALL_HINT = 'pip install "tripletml[dask]"  (dask[array] and distributed)'
@@ -241,6 +241,29 @@ def _connect(scheduler: Any, distributed, timeout: float = CONNECT_TIMEOUT) -> t
                     f"{type(scheduler).__name__}")
 
 
+#: seconds a broadcast, a scatter or a plugin call on a Dask cluster may take
+#: before the worker it waits for counts as lost (environment variable
+#: ``TRIPLETML_CLUSTER_TIMEOUT`` overrides)
+CLUSTER_TIMEOUT = 60.0
+
+
+def cluster_timeout() -> float:
+    """:data:`CLUSTER_TIMEOUT`, or ``TRIPLETML_CLUSTER_TIMEOUT`` when set (a
+    positive number of seconds)."""
+    import os
+    env = os.environ.get("TRIPLETML_CLUSTER_TIMEOUT", "").strip()
+    if not env:
+        return float(CLUSTER_TIMEOUT)
+    try:
+        value = float(env)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"the TRIPLETML_CLUSTER_TIMEOUT environment variable must be a "
+                         f"positive number of seconds, got {env[:40]!r}")
+    return value
+
+
 def _bounded(call, timeout: float, what: str):
     """``call()`` in a helper thread, waited for at most ``timeout`` seconds
     (TimeoutError naming ``what`` after that; the call's own error is
@@ -325,7 +348,6 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
         if blas_threads is not None:
             name = f"tripletml-blas-{uuid.uuid4().hex[:8]}"
             from ._dask_plugins import BlasLimitPlugin
-            from .training.partitioned import cluster_timeout
             plugin = BlasLimitPlugin(int(blas_threads))
             _bounded(lambda: client.register_plugin(plugin, name=name), cluster_timeout(),
                      "registering the BLAS-threads plugin on the workers")
@@ -345,8 +367,6 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
                 # or no answer) must not turn it into an error; a new worker
                 # process starts with its own BLAS settings anyway
                 from distributed.comm.core import CommClosedError
-
-                from .training.partitioned import cluster_timeout
                 try:
                     _bounded(lambda: client.unregister_worker_plugin(name),
                              cluster_timeout(), "removing the BLAS-threads plugin")

@@ -50,8 +50,7 @@ from .reduction import tree_sum  # noqa: F401  (re-exported)
 
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
            "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
-           "RestartWarning", "MAX_RESTARTS", "tree_sum", "CLUSTER_TIMEOUT", "cluster_timeout",
-           "WorkerLostError"]
+           "RestartWarning", "MAX_RESTARTS", "tree_sum", "WorkerLostError"]
 
 #: partitions (or partial results) combined per reduction task
 FAN_IN = 8
@@ -63,29 +62,6 @@ STRATEGIES = {"statistics": "statistics", "cocoa": "cocoa", "mixing": "mixing",
 
 #: restarts of a fit after lost worker data before giving up
 MAX_RESTARTS = 3
-
-#: seconds a broadcast, a scatter or a plugin call on a Dask cluster may take
-#: before the worker it waits for counts as lost (environment variable
-#: ``TRIPLETML_CLUSTER_TIMEOUT`` overrides)
-CLUSTER_TIMEOUT = 60.0
-
-
-def cluster_timeout() -> float:
-    """:data:`CLUSTER_TIMEOUT`, or ``TRIPLETML_CLUSTER_TIMEOUT`` when set (a
-    positive number of seconds)."""
-    import os
-    env = os.environ.get("TRIPLETML_CLUSTER_TIMEOUT", "").strip()
-    if not env:
-        return float(CLUSTER_TIMEOUT)
-    try:
-        value = float(env)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise ValueError(f"the TRIPLETML_CLUSTER_TIMEOUT environment variable must be a "
-                         f"positive number of seconds, got {env[:40]!r}")
-    return value
-
 
 class WorkerLostError(ConnectionError):
     """A partitioned fit lost workers more often than :data:`MAX_RESTARTS`
@@ -275,10 +251,12 @@ class DaskBackend(LocalBackend):
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
         # bounded: a dead worker the scheduler still lists would block it for good
+        from ..cluster import cluster_timeout
         return self.client.scatter([value], broadcast=True, hash=False,
                                    timeout=cluster_timeout())[0]
 
     def scatter_each(self, values: Sequence) -> list:
+        from ..cluster import cluster_timeout
         return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
