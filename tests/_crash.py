@@ -27,3 +27,23 @@ def crash_then_resume(make, collection, directory, *, after_round: int):
         with pytest.raises(Crash):
             fit_partitioned(make(), collection, checkpoint_dir=directory)
     return fit_partitioned(make(), collection, checkpoint_dir=directory)
+
+
+def reseal(directory):
+    """Rewrite the digests of the checkpoint in ``directory`` after an edit
+    (what someone who can write the folder can do), so that the checks
+    behind the digests are reached."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from tripletml._files import is_regular_file
+
+    d = Path(directory)
+    state = json.loads((d / "state.json").read_text())
+    state.pop("sha256", None)
+    name = state.get("state", {}).get("file")
+    if isinstance(name, str) and "/" not in name and is_regular_file(d / name):
+        state["arrays_sha256"] = hashlib.sha256((d / name).read_bytes()).hexdigest()
+    state["sha256"] = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+    (d / "state.json").write_text(json.dumps(state))

@@ -325,6 +325,8 @@ def test_dask_backend_equals_local(digits):
 def test_round_checkpoint_roundtrip_and_refusals(tmp_path):
     import json
     import os
+    from _crash import reseal
+
     from tripletml.training.checkpoint import RoundCheckpoint
     d = tmp_path / "ck"
     ck = RoundCheckpoint(d, {"a": 1})
@@ -342,25 +344,39 @@ def test_round_checkpoint_roundtrip_and_refusals(tmp_path):
     state = json.loads((d / "state.json").read_text())
     state["state"]["file"] = "../../etc/passwd"
     (d / "state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="modified after tripletml wrote it"):
+        RoundCheckpoint(d, {"a": 1}).load()
+    reseal(d)
     with pytest.raises(ValueError, match="not one this library writes"):
         RoundCheckpoint(d, {"a": 1}).load()
     # a symbolic link in place of the arrays
     state["state"]["file"] = "round-000000000004.npz"
     (d / "state.json").write_text(json.dumps(state))
+    reseal(d)
     os.replace(d / "round-000000000004.npz", tmp_path / "real.npz")
     os.symlink(tmp_path / "real.npz", d / "round-000000000004.npz")
-    with pytest.raises(ValueError, match="not a regular file"):
+    with pytest.raises(ValueError, match="not a regular file|did not write"):
         RoundCheckpoint(d, {"a": 1}).load()
     # a pickled object member is never unpickled
     os.unlink(d / "round-000000000004.npz")
     np.savez(d / "round-000000000004.npz", M=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(ValueError, match="did not write"):      # no marker: foreign
+        RoundCheckpoint(d, {"a": 1})
+    from tripletml.training import checkpoint
+    np.savez(d / "round-000000000004.npz", M=np.array([{"x": 1}], dtype=object),
+             tripletml_checkpoint=np.frombuffer(checkpoint._MARK_BYTES, np.uint8))
+    reseal(d)
     with pytest.raises(ValueError, match="allow_pickle"):
         RoundCheckpoint(d, {"a": 1}).load()
     # stale temporaries of a killed write are removed, foreign files kept
-    (d / ".round-000000000009.npz.abc123.tmp").write_bytes(b"x")
+    RoundCheckpoint(tmp_path / "other", {"a": 1}).save(1, {"M": np.eye(3)})
+    raw = (tmp_path / "other" / "round-000000000001.npz").read_bytes()
+    (d / ".round-000000000009.npz.abc123.tmp").write_bytes(raw[:100])
+    (d / ".round-000000000008.npz.abc123.tmp").write_bytes(b"x")     # not ours: kept
     (d / "notes.txt").write_text("mine")
     RoundCheckpoint(d, {"a": 1})
     assert not (d / ".round-000000000009.npz.abc123.tmp").exists()
+    assert (d / ".round-000000000008.npz.abc123.tmp").exists()
     assert (d / "notes.txt").exists()
 
 

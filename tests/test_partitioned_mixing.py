@@ -403,10 +403,15 @@ def test_tampered_round_checkpoint_is_refused(tmp_path):
     good = {k: v.copy() for k, v in arrays.items()}
     arrays["A"][0, 0] = np.nan
     np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="modified after tripletml wrote it"):
+        fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    from _crash import reseal
+    reseal(tmp_path)                     # digests rewritten: the model's own checks
     with pytest.raises(ValueError, match="NaN or infinity"):
         fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
     np.savez(path, **good)
     state["state"]["meta"]["model"]["rank"] = 3
     (tmp_path / "state.json").write_text(json.dumps(state))
+    reseal(tmp_path)
     with pytest.raises(ValueError, match="do not match this run's"):
         fit_partitioned(make(), coll, checkpoint_dir=tmp_path)

@@ -20,6 +20,10 @@ def add_scheduler_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--blas-threads", metavar="N", type=int, default=1,
         help="BLAS threads per Dask worker while the run lasts (default 1).")
+    parser.add_argument(
+        "--scheduler-timeout", metavar="SECONDS", type=float, default=None,
+        help="seconds the --scheduler address may take to answer as a Dask scheduler before "
+             "the run stops with an error (default 10).")
 
 
 @contextlib.contextmanager
@@ -37,5 +41,13 @@ def scheduler_context(args: argparse.Namespace) -> Iterator[Any]:
             target = int(address.split(":", 1)[1])
         except ValueError:
             raise SystemExit(f"tripletml: --scheduler {address!r}: expected local:N") from None
-    with use_cluster(target, blas_threads=getattr(args, "blas_threads", 1)) as client:
+    from .cluster import CONNECT_TIMEOUT
+    timeout = getattr(args, "scheduler_timeout", None)
+    if timeout is None:
+        timeout = CONNECT_TIMEOUT
+    if not 0 < timeout < float("inf"):
+        raise ValueError(f"--scheduler-timeout must be a positive number of seconds, got "
+                         f"{timeout!r}")
+    with use_cluster(target, blas_threads=getattr(args, "blas_threads", 1),
+                     timeout=timeout) as client:
         yield client

@@ -233,6 +233,66 @@ def _eval_task(p, state, M, Mbar, sup, use_sum, owner):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _primal_sum(D, coef, indptr, indices, data, triplets, vidx, vval):
+    """``D += sum_i coef_i X_i`` over a partition's triplets; returns
+    ``sum_i |coef_i| ||X_i||_F`` (the scale of the sum's terms)."""
+    scale = 0.0
+    for t in range(triplets.shape[0]):
+        c = coef[t]
+        if c == 0.0:
+            continue
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        xn = np.sqrt(np.dot(q_val, q_val) * np.dot(v_val, v_val))
+        if xn > 0.0:
+            scale += abs(c) * xn
+            sparse_rank_one_update(D, c, q_idx, q_val, v_idx, v_val)
+    return scale
+
+
+def _primal_task(p, state, sup, lam_n, owner):
+    """``(M(alpha), M(alpha_sum), scales)`` of a partition's share (the
+    primal recomputed from the dual variables of a checkpoint)."""
+    Xc, T = _data(p, sup)
+    _check_state(p, state, T.shape[0], owner)
+    vidx, vval = diff_buffers(Xc)
+    d = Xc.shape[1]
+    A = np.zeros((d, d))
+    scale = np.zeros(2)
+    scale[0] = _primal_sum(A, state[0] / lam_n, Xc.indptr, Xc.indices, Xc.data, T, vidx, vval)
+    S = None
+    if state[1] is not None:
+        S = np.zeros((d, d))
+        scale[1] = _primal_sum(S, state[1] / lam_n, Xc.indptr, Xc.indices, Xc.data, T,
+                               vidx, vval)
+    return A, S, scale
+
+
+#: relative disagreement (to the scale of the sum's terms) between a
+#: checkpoint's M and the M recomputed from its dual variables above which
+#: the checkpoint is refused (rounding gives ~1e-15)
+PRIMAL_RTOL = 1e-8
+
+
+def _check_primal(plan, owner, states, M, Msum, lam_n) -> None:
+    """Refuse a checkpoint whose ``M`` (or averaged ``Msum``) is not
+    ``M(alpha) = (lambda n)^-1 sum_i alpha_i X_i`` of its dual variables
+    (an edited model or edited duals): one pass over the data."""
+    be, sup = plan.backend, plan.supervision
+    A, S, scale = be.gather(be.reduce(tree_sum, be.map(_primal_task, sup, lam_n, owner,
+                                                       states=states)))
+    for name, have, want, sc in (("M", M, A, scale[0]), ("Msum", Msum, S, scale[1])):
+        if have is None or want is None:
+            continue
+        err = float(np.linalg.norm(have - want))
+        if not err <= PRIMAL_RTOL * max(float(sc), 1e-300) + 1e-300:
+            raise ValueError(f"{owner}: the checkpoint's {name!r} is not the model of its "
+                             f"dual variables (M(alpha) recomputed from the data differs by "
+                             f"{err:.3g}, terms of size {float(sc):.3g}): the checkpoint was "
+                             "edited or made from other data; use another checkpoint_dir or "
+                             "resume=False")
+
+
 def _count_task(p, sup):
     return int(sup.triplets(p, sup.rows(p)).shape[0])
 
@@ -385,6 +445,7 @@ def fit(learner, plan) -> None:
     if plan.resumed is not None:             # a checkpoint of a crashed driver
         first, states, M, Msum, n_window, cum, Mrand, hist = _restore(
             plan, owner, K, d, average, hist)
+        _check_primal(plan, owner, states, M, Msum, lam_n)
         first += 1
         n_iter = first - 1
         try:

@@ -479,6 +479,10 @@ class _MixingRounds:
             raise ValueError(f"{name}: the checkpoint's state is malformed ({e!r})") from None
         if self.round != r or not isinstance(hist, dict):
             raise ValueError(f"{name}: the checkpoint's state is malformed")
+        if model["t"] != r * self.M:         # every round passes over all M triplets
+            raise ValueError(f"{name}: the checkpoint's step count t={model['t']} is not "
+                             f"{r} rounds of {self.M} triplets; it was edited or made from "
+                             "other data (use another checkpoint_dir or resume=False)")
         self.model = model
         self.resumed_history = hist
 

@@ -50,7 +50,7 @@ from .reduction import tree_sum  # noqa: F401  (re-exported)
 
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
            "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
-           "RestartWarning", "MAX_RESTARTS", "tree_sum"]
+           "RestartWarning", "MAX_RESTARTS", "tree_sum", "WorkerLostError"]
 
 #: partitions (or partial results) combined per reduction task
 FAN_IN = 8
@@ -62,6 +62,19 @@ STRATEGIES = {"statistics": "statistics", "cocoa": "cocoa", "mixing": "mixing",
 
 #: restarts of a fit after lost worker data before giving up
 MAX_RESTARTS = 3
+
+class WorkerLostError(ConnectionError):
+    """A partitioned fit lost workers more often than :data:`MAX_RESTARTS`
+    allows (the message names the worker and the error)."""
+
+
+def _lost(exc: BaseException) -> str:
+    """What a lost-worker error says: the worker for KilledWorker, else the
+    error's type and text (which names the connection)."""
+    last = getattr(exc, "last_worker", None)          # KilledWorker
+    addr = getattr(last, "address", None)
+    where = f"worker {addr}, " if isinstance(addr, str) else ""
+    return f"{where}{type(exc).__name__}: {str(exc)[:200]}"
 
 
 class RestartWarning(UserWarning):
@@ -237,10 +250,14 @@ class DaskBackend(LocalBackend):
         # unique keys: a value equal to an earlier round's (hash=True) would share
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
-        return self.client.scatter([value], broadcast=True, hash=False)[0]
+        # bounded: a dead worker the scheduler still lists would block it for good
+        from ..cluster import cluster_timeout
+        return self.client.scatter([value], broadcast=True, hash=False,
+                                   timeout=cluster_timeout())[0]
 
     def scatter_each(self, values: Sequence) -> list:
-        return list(self.client.scatter(list(values), hash=False))
+        from ..cluster import cluster_timeout
+        return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         import dask
@@ -265,10 +282,13 @@ class DaskBackend(LocalBackend):
 
     @staticmethod
     def lost_data_errors() -> tuple:
+        """A lost worker shows as cancelled or killed tasks, a connection
+        closed under a scatter or gather, or a call that timed out."""
         from concurrent.futures import CancelledError
 
+        from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
-        return (CancelledError, KilledWorker)
+        return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
 
     def release(self, handles) -> None:
         if isinstance(handles, (list, tuple)):
@@ -413,9 +433,59 @@ class PartitionedFit:
 # ---------------------------------------------------------------------------
 # the driver
 # ---------------------------------------------------------------------------
-def _labels_task(p: Partition):
+def _fingerprint(p: Partition, labels) -> str:
+    """A hash of a partition for its checkpoint: shape and kind, the column
+    sums weighted by a fixed pseudo-random weight in [1, 2) per row (every
+    value and the rows' order count), at most
+    :data:`~tripletml.training.checkpoint.FINGERPRINT_ROWS` rows -- the
+    first, the last and evenly spaced ones --, the labels (all of them when
+    numeric, else those of the hashed rows, and the label counts) and the
+    explicit triplets.  One pass of O(n d) arithmetic (about as long as
+    reading the rows once) and O(n + d) memory beyond the rows the task holds
+    anyway."""
+    import hashlib
+
+    from .checkpoint import FINGERPRINT_ROWS
+    X, n = p.X, p.n_rows
+    h = hashlib.sha256()
+    h.update(repr((tuple(X.shape), bool(sp.issparse(X)))).encode())
+    k = FINGERPRINT_ROWS // 4
+    if n <= FINGERPRINT_ROWS:
+        rows = np.arange(n)
+    else:
+        rows = np.unique(np.concatenate([np.arange(k), np.arange(n - k, n),
+                                         np.linspace(0, n - 1, FINGERPRINT_ROWS - 2 * k)
+                                         .astype(np.int64)]))
+    if sp.issparse(X):
+        sub = X[rows]
+        h.update(np.int64(X.nnz).tobytes())
+        for a in (np.diff(sub.indptr), sub.indices, sub.data):
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    else:
+        h.update(np.ascontiguousarray(X[rows]).tobytes())
+    # weights 1 + ((i * 2654435761) mod 2^16) / 2^16: Knuth's multiplicative hash of the row
+    w = 1.0 + ((np.arange(n, dtype=np.uint64) * np.uint64(2654435761)) % np.uint64(1 << 16)
+               ).astype(np.float64) / (1 << 16)
+    h.update(np.ascontiguousarray(np.asarray(X.T @ w).ravel(), dtype=np.float64).tobytes())
+    y = p.y
+    numeric = y is not None and y.dtype.kind in "biuf"
+    for a in ((None, None) if labels is None else labels) + (
+            None if y is None else (y if numeric else y[rows]),):
+        if a is None:
+            h.update(b"-")
+        elif a.dtype.kind in "biuf":
+            h.update(a.dtype.str.encode() + np.ascontiguousarray(a).tobytes())
+        else:
+            h.update(repr(a.tolist()).encode())
+    if p.triplets is not None:
+        h.update(np.ascontiguousarray(p.triplets, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _labels_task(p: Partition, fingerprint: bool = False):
     """Per partition: rows, columns, sparse, unique labels with counts,
-    explicit triplet count."""
+    explicit triplet count (and the data's fingerprint with
+    ``fingerprint``)."""
     out = {"n": p.n_rows, "d": int(p.X.shape[1]), "sparse": bool(sp.issparse(p.X)),
            "triplets": None if p.triplets is None else int(p.triplets.shape[0])}
     if p.y is not None:
@@ -427,6 +497,8 @@ def _labels_task(p: Partition):
         out["labels"] = (keys, counts)
     else:
         out["labels"] = None
+    if fingerprint:
+        out["fingerprint"] = _fingerprint(p, out["labels"])
     return out
 
 
@@ -535,7 +607,14 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         checkpoint there every ``checkpoint_every`` rounds
         (:class:`~tripletml.training.checkpoint.RoundCheckpoint`); running
         the same call again after a crash of the driver resumes from it and
-        ends with the model of an uninterrupted run.
+        ends with the model of an uninterrupted run.  A checkpoint belongs
+        to its data and settings: it records a fingerprint of every
+        partition (shape, weighted column sums, sampled rows, labels,
+        triplets) and the learner's parameters, and a run on other data or
+        with other settings is refused with a ValueError saying what
+        differs.  A path that is a file or a device, or a folder holding a
+        ``state.json`` or ``round-*.npz`` the library did not write, is
+        refused; other files there are left alone.
     resume : bool, default=True
         Continue from the checkpoint in ``checkpoint_dir`` when there is one.
     checkpoint_every : int, default=1
@@ -567,16 +646,26 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                              f"{checkpoint_every!r}")
         ckpt = RoundCheckpoint(checkpoint_dir, _settings(learner, collection, name),
                                resume=resume, every=int(checkpoint_every))
+    backend = backend_for(collection, owner)
+    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+    d = infos[0]["d"]
+    if ckpt is not None:
+        # a checkpoint belongs to its data: refused when made from other rows
+        ckpt.data = {"n_features": int(d), "partitions": [inf["fingerprint"] for inf in infos]}
         resumed = ckpt.load()
         if resumed is not None:
             try:
-                seed = int(resumed[2]["seed"])
+                saved = int(resumed[2]["seed"])
             except (KeyError, TypeError, ValueError):
                 raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records no "
                                  "seed") from None
-    backend = backend_for(collection, owner)
-    infos = backend.gather(backend.map(_labels_task))
-    d = infos[0]["d"]
+            rs = getattr(learner, "random_state", None)
+            if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and saved != seed:
+                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records the "
+                                 f"sampling seed {saved}, but random_state={rs} gives {seed}; "
+                                 "it was edited or written by another run (use another "
+                                 "checkpoint_dir or resume=False)")
+            seed = saved
     for i, inf in enumerate(infos):
         if inf["d"] != d:
             raise ValueError(f"{owner}: partition {i} has {inf['d']} features, partition 0 "
@@ -667,9 +756,13 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                 # the model is the one of an undisturbed run
                 restarts += 1
                 if restarts > MAX_RESTARTS:
-                    raise RuntimeError(f"{owner}: partitioned fit lost data {restarts} times "
-                                       f"(last: {e!r}); giving up") from e
-                warnings.warn(f"{owner}: a worker was lost with data the fit needs ({e!r}); "
+                    raise WorkerLostError(
+                        f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
+                        f"{_lost(e)}); giving up"
+                        + (f"; run it again to resume from {checkpoint_dir}"
+                           if ckpt is not None else "")) from None
+                warnings.warn(f"{owner}: a worker was lost with data the fit needs "
+                              f"({_lost(e)}); "
                               "restarting from " + ("the last checkpoint" if ckpt is not None
                                                     else "the first round (give "
                                                     "fit_partitioned a checkpoint_dir to "
