@@ -172,7 +172,7 @@ def test_refresh_rebalances_without_changing_W():
 
 def test_identity_init_and_errors():
     X = np.random.default_rng(0).normal(size=(10, 6))
-    m = tm.LORETA(preprocessing=None, rank=2).partial_fit(*_no_step_init(X))
+    m = tm.LORETA(preprocessing=None, rank=2, init="identity").partial_fit(*_no_step_init(X))
     np.testing.assert_array_equal(m.A_ @ m.B_.T, np.diag([1, 1, 0, 0, 0, 0]))
     with pytest.raises(ValueError, match="LORETA: rank=7 exceeds the number of features"):
         tm.LORETA(preprocessing=None, rank=7).partial_fit(X, [[0, 1, 2]])

@@ -47,7 +47,7 @@ from ..losses import triplet_hinge_array
 from ..solvers.loreta import loreta1_triplet_steps, loreta_general_step
 from ._pinv_owner import PinvFactorsOwner
 from ._online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
-from .factored import DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, FactoredBilinearMixin
+from .factored import DEFAULT_RANK, RANK_CAP, LOWRANK_PARAMS, PINV_PARAMS, FactoredBilinearMixin
 from ._transform_docs import document_transform
 
 __all__ = ["LORETA"]
@@ -165,18 +165,26 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
 
     @staticmethod
     def _default_rank(n_features: int) -> int:
-        """``rank=None``: ``min(10, max(1, n_features // 2))``.  Below the
-        number of features on purpose: with k = d the retraction's error grows
-        as the smallest singular value of W shrinks, and a constant step that
-        learns for 30,000 steps diverges later (measured: svmguide4 and
-        balance-scale at k = d diverged after 70,000-90,000 steps; at k = d/2
-        they learned, .526 and .87 mAP against Euclidean's .205 and .603)."""
+        """``rank=None`` for a model initialised without rows:
+        ``min(10, max(1, n_features // 2))``."""
         return min(DEFAULT_RANK, max(1, n_features // 2))
+
+    @staticmethod
+    def _rank_cap(n_features: int) -> int:
+        """The largest rank ``rank=None`` picks: ``min(RANK_CAP, max(1, d //
+        2))``.  Below the number of features on purpose: with k = d the
+        retraction's error grows as the smallest singular value of W
+        shrinks, and a constant step that learns for 30,000 steps diverges
+        later (measured with the identity start: svmguide4 and
+        balance-scale at k = d diverged after 70,000-90,000 steps; at k =
+        d/2 they learned, .526 and .87 mAP against Euclidean's .205 and
+        .603)."""
+        return min(RANK_CAP, max(1, n_features // 2))
     _fitted_arrays = {name: ArraySpec(("d", "rank_"))
                       for name in ("A_", "B_", "pinv_A_", "pinv_B_")}
 
     def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
-                 batch_size=1, solver="auto", init="identity", pinv_check_every=1000,
+                 batch_size=1, solver="auto", init="pca", pinv_check_every=1000,
                  pinv_tol=1e-8, tol=None, preprocessing="auto", random_state=None, verbose=0,
                  algorithm="deprecated", preprocessor=None):
         self.rank = rank
@@ -226,8 +234,8 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self._init_factors(n_features, rng, X)
         self._new_factors(self.A_, self.B_)
 
-    def _init_model_partitioned(self, n_features, rng, energy):
-        self._init_factors(n_features, rng, energy=energy)
+    def _init_model_partitioned(self, n_features, rng, energy, spectrum=None):
+        self._init_factors(n_features, rng, energy=energy, spectrum=spectrum)
         self._new_factors(self.A_, self.B_)
 
     def _check_resumable(self):

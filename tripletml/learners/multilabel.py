@@ -448,6 +448,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
         **_MultilabelRanker._parameter_constraints,
         **LOWRANK_PARAMS,
         **PINV_PARAMS,
+        "init": [StrOptions({"identity", "random"})],
         "eta0": ETA0_AUTO,
     }
 
@@ -526,6 +527,7 @@ class IterativePAMultilabel(_MultilabelRanker):
     _parameter_constraints = {
         **_MultilabelRanker._parameter_constraints,
         **LOWRANK_PARAMS,
+        "init": [StrOptions({"identity", "random"})],
         "C": [Interval(Real, 0, None, closed="neither")],
     }
 
