@@ -362,8 +362,11 @@ _DOC_COMMON = """
     n_triplets : int, default=100000
         Triplets sampled by ``fit`` from labels.
     {sampling}
-    init : {{"identity", "random"}}, default="identity"
-        As LORETA (:func:`init_factors`).
+    init : {{"pca", "identity", "random"}}, default="pca"
+        As LORETA: "pca" starts at ``A = B = U_k``, the top-k principal
+        directions of the preprocessed training rows (``W = U_k U_k^T``, the
+        best rank-k approximation of the dot product on them); "identity"
+        at the paper's ``[I_k; 0]`` (:func:`init_factors`).
     tol : float or None, default=None
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
@@ -376,7 +379,7 @@ _DOC_COMMON = """
     Attributes
     ----------
     rank_ : int
-        The rank k used (``rank``, or ``min(10, n_features)`` for None).
+        The rank k used (``rank``, or the spectral rule for None).
     A_, B_ : ndarray of shape (n_features_preprocessed_, rank_)
         ``W = A_ B_^T``.
     transform_fidelity_ : float
@@ -402,7 +405,9 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
     ----------
     rank : int or None, default=None
         k, the rank of ``W = A B^T`` (an explicit rank above the number of
-        features raises ValueError).  None: ``min(10, n_features)``.
+        features raises ValueError).  None: the smallest k whose principal
+        directions hold 80 % of the energy of the preprocessed training
+        rows, at most ``min(32, n_features)`` (as LORETA).
     eta0 : "auto" or float, default="auto"
         The constant step size (eta in the paper).  "auto": resolved once at
         the start of ``fit`` (or the first ``partial_fit``) from the
@@ -459,7 +464,9 @@ _DOC_PA = """
     ----------
     rank : int or None, default=None
         k, the rank of ``W = A B^T`` (an explicit rank above the number of
-        features raises ValueError).  None: ``min(10, n_features)``.
+        features raises ValueError).  None: the smallest k whose principal
+        directions hold 80 % of the energy of the preprocessed training
+        rows, at most ``min(32, n_features)`` (as LORETA).
     C : float, default=0.001
         Cap on the passive-aggressive step sizes (C in the paper, PA-I).
         The default was chosen on standardised features

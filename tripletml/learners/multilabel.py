@@ -41,7 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from .._stopping import relative_change
-from .._params import COMMON, Interval
+from .._params import COMMON, Interval, StrOptions
 from .._validation import as_generator, check_X
 from ._online import fitted_step_size
 from ..base import LearnerBase

@@ -99,6 +99,10 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         the symmetric part of W, see :class:`~tripletml.base.BilinearMixin`;
         below 1 for a non-symmetric W).
     n_features_in_ : int
+    averaged_ : bool
+        Whether ``fit`` returned the average of its last pass's iterates
+        (``average=True`` and a third d x d array fits in memory) or the
+        last iterate.
     t_ : int
         Number of PA steps taken (over all ``fit``/``partial_fit`` calls).
     n_iter_ : int
@@ -116,8 +120,10 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ``O(nnz(q) (nnz(p+) + nnz(p-)))`` (``O(d^2)`` for dense rows).
     """
 
-    #: d x d arrays held while fitting (W_, the update temporaries, the average)
-    _square_arrays = 3
+    #: d x d arrays held while fitting (W_ and the update temporaries); the
+    #: average of ``average=True`` is a third one when it fits (see
+    #: :meth:`_check_square_memory`)
+    _square_arrays = 2
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
     #: fit(ShardedCollection): iterative parameter mixing (:mod:`tripletml.training.mixing`)
@@ -155,18 +161,32 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
                                                                                 n_features))
 
     # tail averaging (``average=True``): fit's passes only --------------
+    def _check_square_memory(self, d: int) -> None:
+        """Two d x d arrays must fit (MemoryError otherwise); the average
+        of ``average=True`` is a third, kept only when it fits too (else
+        ``fit`` returns the last iterate: ``averaged_`` says which)."""
+        super()._check_square_memory(d)
+        self._can_average = True
+        if self.average:
+            from .._validation import check_dense_memory
+            try:
+                check_dense_memory(3 * 8 * d * d, self, "")
+            except MemoryError:
+                self._can_average = False
+
     def _fit(self, X, triplets, rng):
         self._avg, self._avg_n = None, 0
         try:
             super()._fit(X, triplets, rng)
-            if self.average and self._avg is not None and self._avg_n > 0:
+            self.averaged_ = bool(self._avg is not None and self._avg_n > 0)
+            if self.averaged_:
                 self.W_ = self._avg / self._avg_n
         finally:
             self._avg, self._avg_n = None, 0
 
     def _begin_epoch(self, rng, m):
         """A pass of ``fit`` starts: the average restarts (the last pass's)."""
-        if self.average:
+        if self.average and getattr(self, "_can_average", True):
             self._avg, self._avg_n = np.zeros_like(self.W_), 0
 
     def _run_block(self, Xc, triplets, idx, pos):
