@@ -68,8 +68,8 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         principal directions hold 80 % of the energy ``sum_i ||x_i||^2``
         (i.e. the rows keep on average 80 % of their squared norm in the
         starting subspace, the error of the starting similarity on them is
-        the remaining 20 %), at most ``min(32, max(1, n_features // 2))``:
-        32 bounds the memory (``4 d k`` floats) and the ``O(d k)`` cost of
+        the remaining 20 %), at most ``min(16, max(1, n_features // 2))``:
+        16 bounds the memory (``4 d k`` floats) and the ``O(d k)`` cost of
         a step; below d on purpose, see ``_rank_cap`` (the number of classes
         is not used: triplets need not come from classes).  The rank used
         is ``rank_``.  Also the width of
