@@ -173,11 +173,23 @@ def spectrum_from(d: int, p: int, trace: float, *, moment: np.ndarray | None = N
 
 
 def second_moment(X) -> np.ndarray:
-    """``X^T X`` (d x d, float64) of dense or CSR rows."""
+    """``X^T X`` (d x d, float64) of dense or CSR rows, with one BLAS
+    thread: the same bits in every process (a partitioned fit's workers and
+    its driver; a multi-threaded GEMM may round differently)."""
+    from threadpoolctl import threadpool_limits
     if sp.issparse(X):
         return np.asarray((X.T @ X).toarray(), dtype=np.float64)
     Xd = np.asarray(X, dtype=np.float64)
-    return Xd.T @ Xd
+    with threadpool_limits(1, user_api="blas"):
+        return Xd.T @ Xd
+
+
+def moment_product(X, Q: np.ndarray) -> np.ndarray:
+    """``X^T (X Q)`` (d x b) of dense or CSR rows, with one BLAS thread (as
+    :func:`second_moment`)."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(1, user_api="blas"):
+        return np.asarray(X.T @ np.asarray(X @ Q), dtype=np.float64)
 
 
 def data_spectrum(X, p: int) -> Spectrum:
@@ -188,7 +200,7 @@ def data_spectrum(X, p: int) -> Spectrum:
     trace = float(column_energy(X).sum())
     if d <= MOMENT_MAX_FEATURES:
         return spectrum_from(d, p, trace, moment=second_moment(X))
-    return spectrum_from(d, p, trace, matmat=lambda Q: np.asarray(X.T @ np.asarray(X @ Q)))
+    return spectrum_from(d, p, trace, matmat=lambda Q: moment_product(X, Q))
 
 
 def spectral_rank(spec: Spectrum, cap: int) -> int:

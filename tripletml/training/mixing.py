@@ -259,8 +259,8 @@ def _moment_task(p, sup) -> np.ndarray:
 
 def _matmat_task(p, sup, Q: "_Shared") -> np.ndarray:
     """``X_p^T (X_p Q)`` of the partition's preprocessed rows (d x b)."""
-    X = sup.rows(p)
-    return np.asarray(X.T @ np.asarray(X @ Q.model), dtype=np.float64)
+    from ..learners.factored import moment_product
+    return moment_product(sup.rows(p), Q.model)
 
 
 def partitioned_spectrum(learner, backend, sup, d: int, energy: np.ndarray):
