@@ -71,10 +71,12 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
         noise included; the average of the iterates is the estimate of
         low variance (iterative parameter mixing, the partitioned fit, is
         the same averaging over partitions, and it won where the last
-        iterate lost).  Measured at the defaults, seed 0, last iterate ->
-        average: segment .727 -> .780, letter .263 -> .337, vehicle .613 ->
-        .660, optdigits .792 -> .805, semeion .635 -> .612 (Euclidean .664,
-        .228, .378, .683, .461).  False: the paper's last iterate.
+        iterate lost).  Measured at the defaults (``bench_defaults_all``,
+        seed 0), last iterate -> average: segment .727 -> .783, vehicle
+        .613 -> .661, vowel .360 -> .392, ionosphere .835 -> .878,
+        wine-quality .419 -> .474, optdigits .792 -> .801, digits .779 ->
+        .778, semeion .635 -> .616 (Euclidean .664, .378, .277, .670, .388,
+        .683, .648, .461).  False: the paper's last iterate.
         ``partial_fit`` always makes plain PA steps (one update per
         triplet) from the current ``W_``.
     tol : float or None, default=None
