@@ -174,12 +174,13 @@ def spectrum_from(d: int, p: int, trace: float, *, moment: np.ndarray | None = N
 
 def second_moment(X) -> np.ndarray:
     """``X^T X`` (d x d, float64) of dense or CSR rows, with one BLAS
-    thread: the same bits in every process (a partitioned fit's workers and
-    its driver; a multi-threaded GEMM may round differently)."""
+    thread on C-ordered rows: the same bits in every process (a partitioned
+    fit's workers and its driver; a multi-threaded GEMM or another memory
+    layout may round differently)."""
     from threadpoolctl import threadpool_limits
     if sp.issparse(X):
         return np.asarray((X.T @ X).toarray(), dtype=np.float64)
-    Xd = np.asarray(X, dtype=np.float64)
+    Xd = np.ascontiguousarray(X, dtype=np.float64)        # one memory layout, one kernel
     with threadpool_limits(1, user_api="blas"):
         return Xd.T @ Xd
 
@@ -188,6 +189,9 @@ def moment_product(X, Q: np.ndarray) -> np.ndarray:
     """``X^T (X Q)`` (d x b) of dense or CSR rows, with one BLAS thread (as
     :func:`second_moment`)."""
     from threadpoolctl import threadpool_limits
+    if not sp.issparse(X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
     with threadpool_limits(1, user_api="blas"):
         return np.asarray(X.T @ np.asarray(X @ Q), dtype=np.float64)
 
