@@ -153,22 +153,28 @@ def spectrum_from(d: int, p: int, trace: float, *, moment: np.ndarray | None = N
     seed 0, then Rayleigh-Ritz): the same rule for an in-memory fit
     (:func:`data_spectrum`) and a partitioned one (``M`` summed over the
     partitions), so both start from the same subspace."""
+    from threadpoolctl import threadpool_limits
     p = int(min(p, d))
     if moment is not None:
         M = np.asarray(moment, dtype=np.float64)
-        M = 0.5 * (M + M.T)
-        w, V = np.linalg.eigh(M)
+        M = np.ascontiguousarray(0.5 * (M + M.T))
+        with threadpool_limits(1, user_api="blas"):   # the same bits whatever the threads
+            w, V = np.linalg.eigh(M)
         w, V = w[::-1][:p], V[:, ::-1][:, :p]
     else:
         b = min(d, p + SUBSPACE_OVERSAMPLE)
         Q = np.random.default_rng(0).standard_normal((d, b))
-        Q, _ = np.linalg.qr(Q)
+        with threadpool_limits(1, user_api="blas"):
+            Q, _ = np.linalg.qr(Q)
         for _ in range(SUBSPACE_ITERS):
-            Q, _ = np.linalg.qr(np.asarray(matmat(Q), dtype=np.float64))
+            Y = np.asarray(matmat(Q), dtype=np.float64)
+            with threadpool_limits(1, user_api="blas"):
+                Q, _ = np.linalg.qr(Y)
         H = Q.T @ np.asarray(matmat(Q), dtype=np.float64)
-        w, V = np.linalg.eigh(0.5 * (H + H.T))
-        w, V = w[::-1][:p], Q @ V[:, ::-1][:, :p]
-        V, _ = np.linalg.qr(V)                       # orthonormal to rounding
+        with threadpool_limits(1, user_api="blas"):
+            w, V = np.linalg.eigh(0.5 * (H + H.T))
+            w, V = w[::-1][:p], Q @ V[:, ::-1][:, :p]
+            V, _ = np.linalg.qr(V)                       # orthonormal to rounding
     return Spectrum(_signed(np.ascontiguousarray(V)), np.maximum(w, 0.0), trace)
 
 
