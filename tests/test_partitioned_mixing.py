@@ -318,10 +318,8 @@ def test_local_and_dask_give_identical_models(digits):
     Xtr, _, ytr, _ = digits
     coll = ShardedCollection.from_arrays(Xtr, ytr, n_partitions=3)
     make = {"OASIS": lambda: tripletml.OASIS(n_triplets=3000, max_iter=2, random_state=0),
-            # init="identity": the mixing bit for bit; the "pca" start (second
-            # moments reduced on the backend) agrees to ~1e-14 only (issue 43)
             "LORETA": lambda: tripletml.LORETA(rank=5, n_triplets=3000, max_iter=2,
-                                               init="identity", random_state=0)}
+                                               random_state=0)}
     local = {n: f().fit(coll) for n, f in make.items()}
     with use_cluster(2):
         remote = {n: f().fit(coll) for n, f in make.items()}
