@@ -70,6 +70,28 @@ def test_fit_equals_reference_in_fit_order():
     np.testing.assert_allclose(model.W_, W, rtol=1e-10, atol=1e-12)
 
 
+def test_fit_averages_the_iterates_of_its_last_pass():
+    """average=True (the default): W_ is the mean of the last pass's
+    iterates taken at the ends of its blocks (1000 steps here: 1000, 1000,
+    500), each weighted by its steps; average=False the last iterate."""
+    X, y = _data(seed=4)
+    t = random_class_triplets(y, 2500, random_state=5)
+    fits = {a: OASIS(preprocessing=None, C=0.5, max_iter=2, average=a,
+                     random_state=7).fit(X, triplets=t) for a in (True, False)}
+    rng = np.random.default_rng(7)
+    order = np.concatenate([rng.permutation(2500), rng.permutation(2500)])
+    W, trace = reference_oasis(X, t[order], 0.5, np.eye(X.shape[1]))
+    np.testing.assert_allclose(fits[False].W_, W, rtol=1e-10, atol=1e-12)
+    ends = [2500 + 999, 2500 + 1999, 4999]
+    avg = (1000 * trace[ends[0]] + 1000 * trace[ends[1]] + 500 * trace[ends[2]]) / 2500
+    np.testing.assert_allclose(fits[True].W_, avg, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(avg, W)               # the test can tell them apart
+    # partial_fit makes plain PA steps whatever ``average`` says
+    m = OASIS(preprocessing=None, C=0.5, average=True).partial_fit(X, t[:50])
+    np.testing.assert_allclose(m.W_, reference_oasis(X, t[:50], 0.5, np.eye(7))[0],
+                               rtol=1e-10, atol=1e-12)
+
+
 def test_dense_and_csr_give_same_model():
     X, y = _data(seed=4, sparse=True)
     a = OASIS(preprocessing=None, random_state=0, n_triplets=300, max_iter=2).fit(X, y)

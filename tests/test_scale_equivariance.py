@@ -135,3 +135,28 @@ def test_auto_on_mixed_columns_with_a_duplicated_feature(name):
     # (a 1e-15 relative perturbation of X moves its scores as much), so the
     # model is compared by its ranking quality
     assert b.score(1e3 * X, y) == pytest.approx(a.score(X, y), abs=0.02)
+
+
+@pytest.mark.parametrize("preprocessing", ["auto", None])
+@pytest.mark.parametrize("name", ["LORETA", "IterativePA", "NaivePA", "FactoredGD"])
+def test_factored_data_defaults_do_not_depend_on_the_unit(name, preprocessing):
+    """Issue 43: the factored learners' data-dependent defaults -- the rank
+    from the spectrum, the "pca" start, the step ``eta0="auto"`` -- are the
+    same for X and c * X (they are computed on the rows the solver sees)."""
+    import tripletml as tm
+    X, y = _digits(120)
+    seen = {}
+    cls = getattr(tm, name)
+    for c in (1.0, *SCALES):
+        est = cls(n_triplets=1, random_state=0, preprocessing=preprocessing)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(c * X, y)
+        seen[c] = est
+    ref = seen[1.0]
+    for c in SCALES:
+        est = seen[c]
+        assert est.rank_ == ref.rank_ > 1
+        if hasattr(ref, "eta_"):
+            assert est.eta_ == pytest.approx(ref.eta_, rel=1e-9)
+        np.testing.assert_allclose(est.A_ @ est.B_.T, ref.A_ @ ref.B_.T, atol=1e-8)

@@ -95,7 +95,7 @@ REGISTRY: tuple[LearnerEntry, ...] = (
     LearnerEntry("DotProduct", "learners.baselines", "triplet", tests=({},),
                  alt={"preprocessor": _PREPROCESSOR_ALT, "n_components": 2, "preprocessing": "center"}, demo={}, demo_label="DotProduct"),
     LearnerEntry("OASIS", "learners.oasis", "triplet", tests=(dict(n_triplets=200),),
-                 alt={"preprocessor": _PREPROCESSOR_ALT, "n_components": 2, "preprocessing": "center", "C": 0.5, "max_iter": 2, "tol": 0.5, "n_triplets": 150, "init": "zeros",
+                 alt={"preprocessor": _PREPROCESSOR_ALT, "n_components": 2, "preprocessing": "center", "C": 0.5, "max_iter": 2, "tol": 0.5, "n_triplets": 150, "init": "zeros", "average": False,
                       "random_state": 3, "verbose": 0},
                  demo=dict(preprocessing=None, C=0.1, n_triplets=50000, max_iter=3), demo_label="OASIS"),
     LearnerEntry("SDCA", "learners.sdca", "triplet", tests=(dict(n_triplets=200, max_iter=3),),

@@ -41,7 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrayspec import ArraySpec
 from .._stopping import relative_change
-from .._params import COMMON, Interval
+from .._params import COMMON, Interval, StrOptions
 from .._validation import as_generator, check_X
 from ._online import fitted_step_size
 from ..base import LearnerBase
@@ -452,6 +452,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
         **_MultilabelRanker._parameter_constraints,
         **LOWRANK_PARAMS,
         **PINV_PARAMS,
+        "init": [StrOptions({"identity", "random"})],
         "eta0": ETA0_AUTO,
     }
 
@@ -530,6 +531,7 @@ class IterativePAMultilabel(_MultilabelRanker):
     _parameter_constraints = {
         **_MultilabelRanker._parameter_constraints,
         **LOWRANK_PARAMS,
+        "init": [StrOptions({"identity", "random"})],
         "C": [Interval(Real, 0, None, closed="neither")],
     }
 

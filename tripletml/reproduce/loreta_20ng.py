@@ -68,9 +68,12 @@ def _job(method: str, seed: int, rank: int, n_features: int, param: float, n_ste
     Xtr, ytr, Xte, yte = _split_features(seed, n_features, data_home, validation)
     t = random_class_triplets(ytr, n_steps, random_state=seed)
     if method == "loreta":
-        model = LORETA(preprocessing=None, rank=rank, eta0=param, random_state=seed)
+        # the paper's start (the stored results); the library's default is "pca"
+        model = LORETA(preprocessing=None, rank=rank, eta0=param, init="identity",
+                       random_state=seed)
     elif method == "pa":
-        model = IterativePA(preprocessing=None, rank=rank, C=param, random_state=seed)
+        model = IterativePA(preprocessing=None, rank=rank, C=param, init="identity",
+                            random_state=seed)
     elif method == "oasis":
         model = OASIS(preprocessing=None, C=param, random_state=seed)
     else:

@@ -57,7 +57,10 @@ the partitions).
 **Initialisation.**  The model is initialised on the driver by the
 learner's ``_init_model_partitioned`` from the column energies of all
 preprocessed rows (summed over the partitions; the factored learners'
-identity initialisation on the live axes), and ``eta0="auto"`` is resolved
+identity initialisation on the live axes) and, for the factored learners'
+default ``init="pca"`` and ``rank=None``, from the spectrum of the merged
+second moments (:func:`partitioned_spectrum`: the in-memory start and rank,
+to rounding), and ``eta0="auto"`` is resolved
 from the norms of the first ``AUTO_ETA_HEAD`` triplets taken from the
 partitions in proportion to their triplets (the in-memory rule on the
 partition's triplets when K = 1).
@@ -245,6 +248,49 @@ def _setup_task(p, sup, head: int) -> dict:
     qq, vv = auto_step_norms(as_csr(X), T, head)
     return {"m": int(T.shape[0]), "d": int(X.shape[1]), "energy": column_energy(X),
             "qq": qq, "vv": vv}
+
+
+def _moment_task(p, sup) -> np.ndarray:
+    """The partition's second moment ``X_p^T X_p`` of its preprocessed rows
+    (d x d; summed over the partitions it is the in-memory ``X^T X``)."""
+    from ..learners.factored import second_moment
+    return second_moment(sup.rows(p))
+
+
+def _matmat_task(p, sup, Q: "_Shared") -> np.ndarray:
+    """``X_p^T (X_p Q)`` of the partition's preprocessed rows (d x b)."""
+    from ..learners.factored import moment_product
+    return moment_product(sup.rows(p), Q.model)
+
+
+def partitioned_spectrum(learner, backend, sup, d: int, energy: np.ndarray):
+    """The :class:`~tripletml.learners.factored.Spectrum` of all the
+    preprocessed training rows from the partitions, by the in-memory rule
+    (:func:`~tripletml.learners.factored.spectrum_from`): the second
+    moments ``X_p^T X_p`` summed in a tree up to
+    :data:`~tripletml.learners.factored.MOMENT_MAX_FEATURES` features, above
+    it the products ``X_p^T (X_p Q)`` summed once per sweep of the subspace
+    iteration.  The trace is the summed column energy."""
+    from ..learners.factored import MOMENT_MAX_FEATURES, spectrum_from
+    from .reduction import tree_sum
+    p = learner._spectrum_size(d)
+    trace = float(np.sum(energy))
+    if d <= MOMENT_MAX_FEATURES:
+        handles = backend.map(_moment_task, sup)
+        red = backend.reduce(tree_sum, handles)
+        M = backend.gather(red)
+        backend.release(list(handles) + [red])
+        return spectrum_from(d, p, trace, moment=M)
+
+    def matmat(Q):
+        h = backend.broadcast(_Shared(np.ascontiguousarray(Q)))
+        handles = backend.map(_matmat_task, sup, h)
+        red = backend.reduce(tree_sum, handles)
+        out = backend.gather(red)
+        backend.release(list(handles) + [red, h])
+        return out
+
+    return spectrum_from(d, p, trace, matmat=matmat)
 
 
 def _sum_energy(*items: dict) -> dict:
@@ -654,7 +700,13 @@ def fit(learner, plan) -> None:
     heads = partition_shares(min(AUTO_ETA_HEAD, M), ms)
     qq = np.concatenate([inf["qq"][:h] for inf, h in zip(infos, heads)])
     vv = np.concatenate([inf["vv"][:h] for inf, h in zip(infos, heads)])
-    learner._init_model_partitioned(d, plan.rng, energy)
+    needs = getattr(learner, "_needs_spectrum", None)
+    if needs is not None and needs():     # the factored learners' "pca" start / rank rule
+        learner._init_model_partitioned(d, plan.rng, energy,
+                                        spectrum=partitioned_spectrum(learner, be, sup, d,
+                                                                      energy))
+    else:
+        learner._init_model_partitioned(d, plan.rng, energy)
     learner._resolve_data_params_partitioned(qq, vv)
     learner.t_ = 0
     rounds = _MixingRounds(learner, plan, kind, _get_model(learner, kind), M, weights)
