@@ -312,12 +312,13 @@ def test_fitted_arrays_are_declared(cls):
     from tripletml._arrayspec import ArraySpec
     X, t = _problem(seed=10, d=5)
     from tripletml._preprocessed import PREPROCESSING_ARRAYS
+    from tripletml._tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
     m = cls(max_iter=2, tol=None, group_alpha=0.0, random_state=0) if cls is tm.SparseCOMET \
         else cls(max_iter=2, tol=None, random_state=0)
     m.set_params(preprocessing=None)
     m.fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
-    assert arrays == set(cls._fitted_arrays) - set(PREPROCESSING_ARRAYS)
+    assert arrays == set(cls._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS)
     assert not hasattr(cls, "_square_attrs") or cls._square_attrs == ()
     for name, spec in cls._fitted_arrays.items():
         assert isinstance(spec, ArraySpec)

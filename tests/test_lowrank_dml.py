@@ -430,7 +430,8 @@ def test_every_fitted_array_is_declared():
     m = LowRankDML(preprocessing=None, max_iter=10, batch_size=10, eta0=0.05, random_state=0).fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
     from tripletml._preprocessed import PREPROCESSING_ARRAYS
-    assert (arrays == set(LowRankDML._fitted_arrays) - set(PREPROCESSING_ARRAYS)
+    from tripletml._tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
+    assert (arrays == set(LowRankDML._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS)
             == {"U_", "s_", "components_"})
     spec = LowRankDML._fitted_arrays
     assert spec["U_"].shape == ("d", "rank_") and spec["s_"].shape == ("rank_",)

@@ -326,9 +326,15 @@ def test_local_and_dask_give_identical_models(digits):
     for n in make:
         assert remote[n].partitioned_["backend"] == "dask"
         assert local[n].partitioned_["backend"] == "local"
+        # equal to rounding: the two backends reduce the partitions' models in
+        # their own order (differences of a few ulps of the largest entry,
+        # seen with numpy 2.4; before, bit for bit)
         for key, v in _model(local[n]).items():
-            np.testing.assert_array_equal(_model(remote[n])[key], v, err_msg=f"{n} {key}")
-        assert remote[n].history_["loss"] == local[n].history_["loss"]
+            np.testing.assert_allclose(_model(remote[n])[key], v, rtol=1e-12,
+                                       atol=1e-13 * max(1.0, float(np.abs(v).max())),
+                                       err_msg=f"{n} {key}")
+        np.testing.assert_allclose(remote[n].history_["loss"], local[n].history_["loss"],
+                                   rtol=1e-12)
 
 
 def test_tol_stops_on_the_relative_change_of_the_mean_pass_loss(digits):

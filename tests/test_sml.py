@@ -399,7 +399,8 @@ def test_every_fitted_array_is_declared():
     m = SML(preprocessing=None, max_iter=5, tol=None).fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
     from tripletml._preprocessed import PREPROCESSING_ARRAYS
-    assert arrays == set(SML._fitted_arrays) - set(PREPROCESSING_ARRAYS) == {"M_", "components_"}
+    from tripletml._tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
+    assert arrays == set(SML._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS) == {"M_", "components_"}
     assert SML._fitted_arrays["M_"].shape == ("d", "d")
     assert SML._fitted_arrays["components_"].shape == ("rank_", "d")
 

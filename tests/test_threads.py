@@ -38,6 +38,23 @@ def _defaults():
     return _threads._controller()[1]
 
 
+@pytest.fixture(autouse=True)
+def _library_defaults(monkeypatch):
+    """Each test starts from the process's default thread counts and no
+    *_NUM_THREADS variable (an earlier test in the same worker may have left
+    others: importing distributed sets OMP/MKL/OPENBLAS_NUM_THREADS=1 in
+    os.environ for the worker processes it spawns) and leaves what it found."""
+    for v in _threads._BLAS_ENV:
+        monkeypatch.delenv(v, raising=False)
+    libs, defaults = _threads._controller()
+    found = [lib.num_threads for lib in libs]
+    for lib, c in zip(libs, defaults):
+        lib.set_num_threads(c)
+    yield
+    for lib, c in zip(libs, found):
+        lib.set_num_threads(c)
+
+
 needs_threads = pytest.mark.skipif(
     not _defaults() or max(_defaults()) < 2 or any(v in os.environ for v in _threads._BLAS_ENV),
     reason="needs a multi-threaded BLAS / OpenMP and no *_NUM_THREADS variable")

@@ -63,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 from typing import Callable, Optional
 
@@ -83,21 +84,26 @@ _state: dict = {}
 
 
 def _controller():
-    """threadpoolctl's controller of the libraries loaded when first asked
-    (tripletml's import: numpy, scipy, scikit-learn are loaded by then) and
-    their thread counts then (the process defaults), cached."""
-    if "ctl" not in _state:
+    """threadpoolctl's controllers of the BLAS / OpenMP libraries loaded now
+    and each one's thread count when tripletml first saw it (the process
+    default).  Cached, and looked up again when modules were imported since
+    (a library such as faiss brings its own OpenBLAS and OpenMP, which must
+    be limited too)."""
+    n_mod = len(sys.modules)
+    if _state.get("n_mod") != n_mod:
         with _lock:
-            if "ctl" not in _state:
+            if _state.get("n_mod") != n_mod:
+                known = _state.setdefault("known", {})
                 try:
                     from threadpoolctl import ThreadpoolController
-                    ctl = ThreadpoolController()
-                    libs = list(ctl.lib_controllers)
-                    defaults = [lib.num_threads for lib in libs]
+                    libs = list(ThreadpoolController().lib_controllers)
+                    for lib in libs:
+                        known.setdefault(lib.filepath, lib.num_threads)
+                    defaults = [known[lib.filepath] for lib in libs]
                 except Exception:  # pragma: no cover - threadpoolctl cannot read this process
                     libs, defaults = [], []
                 _state["libs"], _state["defaults"] = libs, defaults
-                _state["ctl"] = True
+                _state["n_mod"] = n_mod
     return _state["libs"], _state["defaults"]
 
 

@@ -348,7 +348,8 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             if X.shape[0] < 3:
                 raise ValueError(f"{who}: X has {X.shape[0]} samples; at "
                                  "least 3 are needed to form a triplet.")
-            _, codes = check_labels(y, X.shape[0], self)
+            classes, codes = check_labels(y, X.shape[0], self)
+            codes = self._label_codes(classes, codes)
         Xp = self._fit_preprocessing(X)
         try:
             self._check_square_memory(self.preprocessor_.n_features_out_)
@@ -460,6 +461,12 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         if form is not None:
             self.tuple_form_ = form
         return self
+
+    def _label_codes(self, classes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """The class codes the sampling policy receives, from the sorted
+        distinct labels ``classes`` and each row's code into them (a learner
+        that reads a label as "no class", RCA's chunk -1, remaps here)."""
+        return codes
 
     def _fit(self, X, triplets, rng):  # pragma: no cover - abstract
         raise NotImplementedError

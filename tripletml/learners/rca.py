@@ -284,26 +284,19 @@ class RCA(MahalanobisMixin, TripletLearner):
     #: dissimilar pairs play no part: similar pairs alone are a full supervision
     _pairs_need_both = False
 
-    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
-        """Fit the model (see :meth:`tripletml.base.TripletLearner.fit`).
-
-        With class labels y, each class is one chunklet.  metric-learn's
-        chunk labels are understood: an integer y holding -1 beside the chunk
-        ids 0, 1, ... marks the rows with -1 as in no chunklet (metric-learn's
-        ``RCA.fit(X, chunks)``): they count in the data's span (the total
-        scatter) but not in the within-chunklet covariance.  Binary labels
-        {-1, 1} (no 0) are two classes, as everywhere in tripletml.
-
-        Returns
-        -------
-        self
-        """
-        self._unchunked = (triplets is None and pairs is None
-                           and _has_unchunked_label(y))
-        try:
-            return super().fit(X, y, triplets=triplets, pairs=pairs, **fit_params)
-        finally:
-            del self._unchunked
+    def _label_codes(self, classes, codes):
+        """metric-learn's chunk labels: an integer y holding -1 beside the
+        chunk ids 0, 1, ... marks the rows with -1 as in no chunklet
+        (metric-learn's ``RCA.fit(X, chunks)``): each becomes a class of its
+        own, so it counts in the data's span (the total scatter) but not in
+        the within-chunklet covariance.  Binary labels {-1, 1} (no 0) are two
+        classes, as everywhere in tripletml."""
+        if not _has_unchunked_label(classes):
+            return codes
+        loose = np.flatnonzero(codes == int(np.searchsorted(classes, -1)))
+        out = codes.copy()
+        out[loose] = classes.size + np.arange(loose.size)
+        return out
 
     def _sampler(self):
         """Labels are used as they are (each class one chunklet):
@@ -339,8 +332,6 @@ class RCA(MahalanobisMixin, TripletLearner):
         if isinstance(got, ClassCodes):
             codes = got.codes
             counts = np.bincount(codes)
-            if getattr(self, "_unchunked", False):     # label -1 (code 0): no chunklet
-                counts[0] = 0
             if counts.max() < 2:
                 raise ValueError("RCA: every class has a single member; no chunklet of two "
                                  "or more equivalent points exists.")
