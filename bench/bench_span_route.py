@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -103,22 +102,9 @@ def _child(conn, name, route, Xtr, T, Xall):
 
 
 def fit_capped(name, route, Xtr, T, Xall, timeout):
-    ctx = mp.get_context("fork")
-    a, b = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_child, args=(b, name, route, Xtr, T, Xall))
-    t0 = time.perf_counter()
-    p.start()
-    b.close()
-    if a.poll(timeout):
-        try:
-            out = a.recv()
-        except EOFError:
-            out = ("error", float("nan"), None, "child died")
-        p.join()
-        return out
-    p.kill()
-    p.join()
-    return ("timeout", time.perf_counter() - t0, None, f"fit > {timeout:.0f} s")
+    from .bench_zappos_unseen import run_forked
+
+    return run_forked(_child, (name, route, Xtr, T, Xall), timeout)
 
 
 def learner_names(only: Optional[list[str]] = None) -> list[str]:

@@ -160,9 +160,16 @@ def fit_capped(name: str, params: dict, seed: int, Xtr, Ttr, Xall, check, timeou
                ) -> tuple[str, float, Optional[np.ndarray], str]:
     """Fit in a forked child killed after ``timeout`` seconds: ``(status,
     fit seconds, item similarity table or None, note)``."""
+    return run_forked(_child, (name, params, seed, Xtr, Ttr, Xall, check), timeout)
+
+
+def run_forked(target, args: tuple, timeout: float):
+    """``target(conn, *args)`` in a forked child killed after ``timeout``
+    seconds: what it sent on ``conn``, or ``("timeout", seconds, None,
+    note)`` / ``("error", nan, None, "child died")``."""
     ctx = mp.get_context("fork")
     a, b = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_child, args=(b, name, params, seed, Xtr, Ttr, Xall, check))
+    p = ctx.Process(target=target, args=(b, *args))
     t0 = time.perf_counter()
     p.start()
     b.close()

@@ -109,27 +109,18 @@ def _parse_address(address: str) -> tuple[str, str | None, int | None]:
 
 def _resolve(host: str, port: int, timeout: float) -> tuple:
     """The first socket address of ``host`` (getaddrinfo in a thread, as it
-    has no timeout of its own)."""
+    has no timeout of its own: :func:`_bounded`)."""
     import socket
 
-    box: dict = {}
-
-    def work():
-        try:
-            box["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as e:
-            box["error"] = e
-
-    t = threading.Thread(target=work, daemon=True, name="tripletml-resolve")
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise TimeoutError(f"use_cluster: the host name {host!r} was not resolved within "
-                           f"{timeout:g} s")
-    if "error" in box:
+    try:
+        infos = _bounded(lambda: socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+                         timeout, f"resolving the host name {host!r}", hint="")
+    except OSError as e:
+        if isinstance(e, TimeoutError):
+            raise
         raise ConnectionError(f"use_cluster: the host name {host!r} cannot be resolved "
-                              f"({box['error']})")
-    info = box["infos"][0]
+                              f"({e})") from None
+    info = infos[0]
     return info[0], info[4]
 
 
@@ -264,10 +255,11 @@ def cluster_timeout() -> float:
     return value
 
 
-def _bounded(call, timeout: float, what: str):
+def _bounded(call, timeout: float, what: str,
+             hint: str = " (a lost or unresponsive worker?)"):
     """``call()`` in a helper thread, waited for at most ``timeout`` seconds
-    (TimeoutError naming ``what`` after that; the call's own error is
-    raised as is)."""
+    (TimeoutError naming ``what`` and ``hint`` after that; the call's own
+    error is raised as is)."""
     box: dict = {}
 
     def work():
@@ -280,8 +272,7 @@ def _bounded(call, timeout: float, what: str):
     t.start()
     t.join(timeout)
     if t.is_alive():
-        raise TimeoutError(f"use_cluster: {what} did not finish within {timeout:g} s (a lost "
-                           "or unresponsive worker?)")
+        raise TimeoutError(f"use_cluster: {what} did not finish within {timeout:g} s{hint}")
     if "error" in box:
         raise box["error"]
     return box.get("value")
