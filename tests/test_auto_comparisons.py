@@ -108,6 +108,20 @@ def test_bad_input_clear_errors_and_nothing_half_fitted():
     assert not hasattr(a, "best_estimator_")
 
 
+def test_nan_empty_and_misshaped_supervision_refused():
+    X, T = _items(n=30)
+    Xn = X.copy()
+    Xn[3, 2] = np.nan
+    with pytest.raises(ValueError, match="AutoSimilarity.*(NaN|infinity)"):
+        _auto().fit(Xn, triplets=T)
+    with pytest.raises(ValueError, match="AutoSimilarity"):
+        _auto().fit(X, triplets=np.empty((0, 3), dtype=int))
+    with pytest.raises(ValueError, match="AutoSimilarity"):
+        _auto().fit(X, triplets=T[:, :2])
+    with pytest.raises(ValueError, match="AutoSimilarity"):
+        _auto().fit(X, triplets=T - 1)                  # -1: out of range
+
+
 def test_relabelled_items_give_the_same_race():
     """Permuting the items (rows of X and the ids in the answers) with a
     splitter keyed to the items' groups changes nothing."""
