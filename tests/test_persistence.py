@@ -536,3 +536,20 @@ def test_truncated_and_forged_archives(tmp_path):
     with pytest.raises(ValueError, match=r"load_model: .*long.npz: member 'W_.npy' claims "
                                          r"\d+ stored bytes beyond the end"):
         tm.load_model(tmp_path / "long.npz")
+
+
+@pytest.mark.parametrize("prep", ["auto", "standardize", None])
+def test_public_save_model_writes_a_preprocessed_model(tmp_path, prep):
+    """tripletml.save_model(model) and model.save() write the same file: the
+    fitted scaler is flattened to plain attributes either way (a default fit
+    used to fail with "cannot store attribute preprocessor_ as JSON")."""
+    from tripletml import OASIS, load_model, save_model
+    X, y = toy_data()
+    est = OASIS(n_triplets=100, preprocessing=prep, random_state=0).fit(X, y)
+    save_model(est, tmp_path / "a.npz")
+    est.save(tmp_path / "b.npz")
+    for name in ("a.npz", "b.npz"):
+        back = load_model(tmp_path / name)
+        np.testing.assert_array_equal(back.W_, est.W_)
+        np.testing.assert_array_equal(back.pair_score(np.stack([X[:5], X[5:10]], axis=1)),
+                                      est.pair_score(np.stack([X[:5], X[5:10]], axis=1)))

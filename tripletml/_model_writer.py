@@ -124,6 +124,9 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
     """
     if not hasattr(model, "n_features_in_"):
         raise ValueError(f"{type(model).__name__}: cannot save an unfitted model; call fit first.")
+    flatten = getattr(model, "_saved_form", None)
+    if callable(flatten):     # a fitted helper object (the scaler) as plain attributes
+        model = flatten()
     params = model.get_params(deep=False)
     if not isinstance(params.get("random_state", None), (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator cannot be stored; documented

@@ -188,7 +188,7 @@ class LearnerBase(BaseEstimator):
         file in the same directory, then renamed over ``path``."""
         from ._model_writer import save_model
 
-        save_model(self._saved_form(), path)
+        save_model(self, path)
 
     def _saved_form(self) -> "LearnerBase":
         """The model as :func:`tripletml.persistence.save_model` writes it
