@@ -51,6 +51,8 @@ def _jsonable(v):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray) and v.dtype == object:
+        return [_jsonable(x) for x in v.tolist()]
     if isinstance(v, np.ndarray):
         return {"array": v.dtype.str, "shape": list(v.shape),
                 "sha": hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]}
@@ -83,24 +85,37 @@ def _model_members(est) -> dict:
                                       .decode("utf-8").rstrip("\x00")) \
                         if name.endswith(".npy") else data.decode("utf-8", "replace")
                     if isinstance(meta, dict):
-                        meta.pop("history_", None)
-                        meta.pop("version", None)
-                        meta.pop("tripletml_version", None)
+                        _drop_clock(meta.get("attributes", {}))
                     out[name] = json.dumps(meta, sort_keys=True, default=str)
                 else:
                     out[name] = hashlib.sha256(data).hexdigest()[:16]
         return out
 
 
+def _drop_clock(attrs: dict) -> None:
+    """Wall-clock values out of model-file attributes (they differ per run)."""
+    for name in list(attrs):
+        if _is_clock(name):
+            del attrs[name]
+        elif isinstance(attrs[name], dict):
+            _drop_clock(attrs[name])
+
+
+def _is_clock(name: str) -> bool:
+    return any(w in name for w in ("seconds", "time"))
+
+
 def record(est) -> tuple[dict, dict]:
     """(arrays, meta) of a fitted estimator."""
     arrays, meta = {}, {}
     for name in sorted(vars(est)):
-        if not name.endswith("_") or name.startswith("_"):
+        if not name.endswith("_") or name.startswith("_") or _is_clock(name):
             continue
         value = getattr(est, name)
-        if name == "history_" and isinstance(value, dict):
-            meta[name] = _jsonable({k: v for k, v in value.items() if k != "seconds"})
+        if isinstance(value, dict):
+            value = dict(value)
+            _drop_clock(value)
+            meta[name] = _jsonable(value)
         elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
             arrays[name] = value
             meta[name] = _jsonable(value)
@@ -162,12 +177,12 @@ def _embedding_cases():
 
 def _auto_cases(X, y):
     from tripletml import AutoSimilarity
-    yield "AutoSimilarity/labels", lambda: AutoSimilarity(random_state=0, candidates="fast").fit(X, y) \
-        if _auto_has_fast() else AutoSimilarity(random_state=0).fit(X, y)
-
-
-def _auto_has_fast() -> bool:
-    return False
+    yield "AutoSimilarity/labels", lambda: AutoSimilarity(random_state=0).fit(X, y)
+    rng = np.random.default_rng(4)
+    T = _class_triplets(y, rng, 400)
+    yield "AutoSimilarity/triplets", lambda: AutoSimilarity(random_state=0).fit(X, triplets=T)
+    P, s = _pairs(y, np.random.default_rng(5), 300)
+    yield "AutoSimilarity/pairs", lambda: AutoSimilarity(random_state=0).fit(X, pairs=P, y=s)
 
 
 def _class_triplets(y, rng, m):
