@@ -10,11 +10,11 @@ each with
   ``"standardize"`` for the Mahalanobis ones (and for Euclidean, whose
   ``"auto"`` would be None: the standardised Euclidean distance);
 * ``typed``  -- the same mode with the per-column standard deviation replaced
-  by :func:`tripletml.column_kinds.type_aware_scale` (and, on sets with
+  by :func:`tripletml.core.column_kinds.type_aware_scale` (and, on sets with
   binary indicators, also with ``binary="pooled"``).
 
 Emulation of ``typed``: ``"standardize"`` and ``"sphere"`` take their divisor
-from ``tripletml.preprocessing._mean_std(X)`` (``scale = 1 / std``, columns
+from ``tripletml.core.preprocessing._mean_std(X)`` (``scale = 1 / std``, columns
 constant to rounding kept at 1; the sphere radius is then the median norm of
 the rows divided by that scale).  :func:`typed_scale` replaces that one
 function, for the duration of a fit, by one returning the true column mean
@@ -41,8 +41,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import OneHotEncoder
 
 import tripletml
-import tripletml.preprocessing as tp
-from tripletml.column_kinds import column_kinds, type_aware_scale
+import tripletml.core.preprocessing as tp
+from tripletml.core.column_kinds import column_kinds, type_aware_scale
 from tripletml.metrics import evaluate_retrieval
 
 DATA = os.environ.get("TRIPLETML_DATA", "/work/shared/data")

@@ -7,7 +7,7 @@ log-det gradient does), at d = 300 and d = 1000.
 Both run the same steps on the same random sparse data and triplets; the
 ratio is measured in one run.  The re-inverting variant differs only in
 replacing the O(d^2) Woodbury update by np.linalg.inv (O(d^3)).  Steps are
-driven through the public solver (:class:`tripletml.solvers.comet.COMETSolver`).
+driven through the public solver (:class:`tripletml.algorithms.comet.kernels.COMETSolver`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml import COMET, SparseCOMET
-from tripletml.solvers.comet import COMETSolver
+from tripletml.algorithms.comet.kernels import COMETSolver
 from tripletml.triplets import random_class_triplets
 
 

@@ -6,9 +6,9 @@ seeded Gaussian class means plus noise); it never exists whole in one
 process.  A model (OASIS) is fitted on a small sample, then for 1 and 2
 worker processes (one thread each, a memory limit per worker):
 
-* embedding: ``tripletml.sharded.embed`` reduced on the workers (sum of
+* embedding: ``tripletml.distributed.sharded.embed`` reduced on the workers (sum of
   squares of every partition's embeddings, so nothing is gathered);
-* evaluation: ``tripletml.sharded.evaluate_retrieval`` of ``--queries``
+* evaluation: ``tripletml.distributed.sharded.evaluate_retrieval`` of ``--queries``
   queries drawn from the collection (leave-one-out), full-ranking mAP and
   P@10.
 
@@ -65,7 +65,7 @@ def run(n_workers: int, args, model, coll, Xq, yq, qids):
     import dask.array as da  # noqa: F401
     from distributed import Client, LocalCluster
 
-    from tripletml import sharded
+    from tripletml.distributed import sharded
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                            memory_limit=args.memory_limit, dashboard_address=None)
     client = Client(cluster)
@@ -102,7 +102,7 @@ def main():
     args = ap.parse_args()
 
     from tripletml import OASIS
-    from tripletml.sharded import ShardedCollection
+    from tripletml.distributed.sharded import ShardedCollection
     sizes = [min(args.partition_rows, args.rows - s) for s in range(0, args.rows,
                                                                      args.partition_rows)]
     loaders = [functools.partial(make_partition, args.seed, i, n, args.dim, args.classes)

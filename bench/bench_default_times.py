@@ -39,7 +39,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 import tripletml
-from tripletml._registry import entries
+from tripletml.registry import entries
 
 try:
     from ._provenance import git_revision, machine_info

@@ -13,7 +13,7 @@ bilinear learner (``tripletml.BilinearMixin``).  ``--before TABLE`` (a
 table this script wrote earlier) adds its mAP as a column, the change, and
 the number of flagged pairs before and after.  The
 ``preprocessing_`` each learner fits (what its default resolves to on the
-set, ``tripletml.preprocessing.resolve_preprocessing``) is a column.  Public names only.
+set, ``tripletml.core.preprocessing.resolve_preprocessing``) is a column.  Public names only.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 import tripletml
-from tripletml.preprocessing import resolve_preprocessing
+from tripletml.core.preprocessing import resolve_preprocessing
 
 try:
     from ._protocol import BASELINES, DEFAULT_SETS, load_set, run_one, triplet_learners

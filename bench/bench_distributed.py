@@ -12,8 +12,8 @@ commit, date, ``nproc``, platform) and ``<out>/<section>.json`` (the raw rows);
 LocalClusters (in-process fits only).
 
 Public API only: ``learner.fit(ShardedCollection)``,
-``tripletml.cluster.use_cluster``, ``learner.partitioned_``, ``history_``,
-``tripletml.streaming.fit_stream``; the script measures whatever partitioned
+``tripletml.distributed.dask_search.use_cluster``, ``learner.partitioned_``, ``history_``,
+``tripletml.distributed.streaming.fit_stream``; the script measures whatever partitioned
 strategy each learner has when it runs (``partitioned_["strategy"]`` is
 printed with every row).
 
@@ -74,7 +74,7 @@ from pathlib import Path
 import numpy as np
 
 import tripletml
-from tripletml.sharded import ShardedCollection
+from tripletml.distributed.sharded import ShardedCollection
 
 try:
     from . import _provenance
@@ -276,7 +276,7 @@ def _cluster_spec(w: int) -> dict:
 
 
 def _fit_stream_time(name, coll_mem, args, n_triplets):
-    from tripletml.streaming import fit_stream
+    from tripletml.distributed.streaming import fit_stream
     model = make_learner(name, n_triplets=n_triplets, passes=args.passes, seed=args.seed,
                          preprocessing=_prep(args.preprocessing), rank=args.rank)
     shards = [(x, y) for x, y in zip(coll_mem.parts, coll_mem.labels)]
@@ -411,7 +411,7 @@ def section_speedup(args, prov) -> list[dict]:
         log(f"  {name:7s} in-process {rows[name]['in-process s']:.2f} s, fit_stream "
             f"{rows[name]['fit_stream s']:.2f} s")
     for w in workers:
-        from tripletml.cluster import use_cluster
+        from tripletml.distributed.dask_search import use_cluster
         with use_cluster(_cluster_spec(w)) as client:
             client.run(warm_learners, [n for n, _ in jobs], args.d)
             for name, m in jobs:
@@ -633,7 +633,7 @@ def section_bigdata(args, prov) -> list[dict]:
                 t = timed_fit(model, coll)
             calls, rss = generated_counts()["calls"], {"driver": peak_rss_mb()}
         else:
-            from tripletml.cluster import use_cluster
+            from tripletml.distributed.dask_search import use_cluster
             with use_cluster(_cluster_spec(workers)) as client:
                 client.run(warm_learners, [name], d)
                 client.run(reset_counts)

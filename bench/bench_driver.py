@@ -4,7 +4,7 @@
 
 Measured in one run:
 
-1. the driver's own cost per step (``tripletml.training.run`` over a solver
+1. the driver's own cost per step (``tripletml.engine.run`` over a solver
    whose ``step`` does nothing but report: history record, divergence watch,
    stopping rule), in microseconds;
 2. for the online learners (whose passes run as blocks of at least 1,000
@@ -24,8 +24,8 @@ import scipy.sparse as sp
 
 import tripletml as tm
 from tripletml.linalg import as_csr, diff_buffers
-from tripletml.solvers.oasis import oasis_steps
-from tripletml.training import DivergenceWatch, History, StepReport, run
+from tripletml.algorithms.oasis.kernels import oasis_steps
+from tripletml.engine import DivergenceWatch, History, StepReport, run
 
 
 class _Idle:

@@ -35,8 +35,8 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 import tripletml
-from tripletml.sharded import ShardedCollection
-from tripletml.training.partitioned import fit_partitioned
+from tripletml.distributed.sharded import ShardedCollection
+from tripletml.distributed.partitioned import fit_partitioned
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,7 @@ def _make(args):
 def worker_lost(args, coll) -> dict:
     from distributed import Client, LocalCluster
 
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     out = {}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
@@ -115,7 +115,7 @@ def driver_crash(args, coll) -> dict:
     out = {}
     ref = _make(args).fit(coll)
     with tempfile.TemporaryDirectory() as d:
-        from tripletml.training import partitioned
+        from tripletml.distributed import partitioned
         real = partitioned.PartitionedFit.save_round
         stop = max(1, args.rounds // 2)
 

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml import LORETA
-from tripletml.index import SimilarityIndex, build, faiss_available
+from tripletml.search.index import SimilarityIndex, build, faiss_available
 from tripletml.metrics import evaluate_retrieval
 
 

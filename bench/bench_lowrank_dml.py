@@ -26,8 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml.linalg.eig_update import lowrank_eig_update, project_spectrum
-from tripletml.solvers.lowrank_dml import DenseProjectedSolver
-from tripletml.solvers.triplet_dml import TripletDMLProblem
+from tripletml.algorithms.lowrank_dml.kernels import DenseProjectedSolver
+from tripletml.linalg.triplet_dml import TripletDMLProblem
 
 
 def state(d, r, c, rng, nnz=90):
@@ -97,7 +97,7 @@ def main(argv=None):
     print("\n3. on a real state: dexter (d = 20,000), alpha = 0.1 lam_max, c = 10, after 100 "
           "iterations;\n   the next 20 iterations, each against a bare GEMM "
           "(d x (r + c)) @ ((r + c) x (r + c)) of its own r and c")
-    from tripletml.learners.lowrank_dml import LowRankDML
+    from tripletml.algorithms.lowrank_dml.estimator import LowRankDML
     from tripletml.reproduce.lowrank_dml import lam_max, load
     X, y = load("dexter")
     t = random_class_triplets(y, 20000, random_state=0)
@@ -128,7 +128,7 @@ def main(argv=None):
           "span(U) and the QR path runs)")
 
     if args.news20:
-        from tripletml.learners.lowrank_dml import LowRankDML
+        from tripletml.algorithms.lowrank_dml.estimator import LowRankDML
         from tripletml.reproduce.lowrank_dml import lam_max, load
         X, y = load("news20")
         t = random_class_triplets(y, 20000, random_state=0)

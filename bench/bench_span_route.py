@@ -73,7 +73,7 @@ def synth_rows(n: int = 70, d: int = 1088, m: int = 20000, seed: int = 0):
 def declares_span(est, Xtr, T) -> bool:
     """Whether the learner has a span route (its own, or declared)."""
     from tripletml import KISSME
-    from tripletml.base import TripletLearner
+    from tripletml.core.base import TripletLearner
 
     if isinstance(est, KISSME):
         return True
@@ -83,7 +83,7 @@ def declares_span(est, Xtr, T) -> bool:
 def _child(conn, name, route, Xtr, T, Xall):
     try:
         warnings.simplefilter("ignore")
-        from tripletml._registry import get_entry
+        from tripletml.registry import get_entry
 
         cls = get_entry(name).cls
         m = cls(random_state=0) if "random_state" in cls().get_params() else cls()
@@ -108,7 +108,7 @@ def fit_capped(name, route, Xtr, T, Xall, timeout):
 
 
 def learner_names(only: Optional[list[str]] = None) -> list[str]:
-    from tripletml._registry import REGISTRY
+    from tripletml.registry import REGISTRY
 
     names = [e.name for e in REGISTRY if e.kind == "triplet"
              and e.name not in ("Euclidean", "DotProduct")]
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-timeout", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    from tripletml._registry import get_entry
+    from tripletml.registry import get_entry
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "times.csv"

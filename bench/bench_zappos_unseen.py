@@ -131,7 +131,7 @@ def score_sets(S: np.ndarray, X: np.ndarray, sets: dict[str, np.ndarray]) -> dic
 def make_learner(name: str, params: dict, seed: int):
     """The registry learner ``name`` with ``params`` (and ``random_state=seed``
     where it has one)."""
-    from tripletml._registry import get_entry
+    from tripletml.registry import get_entry
 
     cls = get_entry(name).cls
     kw = dict(params)
@@ -247,7 +247,7 @@ class Runner:
 
 def learner_names(only: Optional[list[str]] = None) -> list[str]:
     """Registry triplet learners except the baselines (or ``only``)."""
-    from tripletml._registry import REGISTRY
+    from tripletml.registry import REGISTRY
 
     names = [e.name for e in REGISTRY if e.kind == "triplet" and e.name not in BASELINES]
     return names if only is None else [n for n in only if n in names]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tripletml._registry import entries
+from tripletml.registry import entries
 
 #: learners whose fit is a pure function of pairs
 PAIR_LEARNERS = ("ITML", "KISSME", "MMC", "RCA", "OASIS")
@@ -130,7 +130,7 @@ def record(est) -> tuple[dict, dict]:
 
 def _cases():
     """(case name, zero-argument function returning a fitted estimator)."""
-    from tripletml.sharded import ShardedCollection
+    from tripletml.distributed.sharded import ShardedCollection
     X, y = toy()
     for e in entries("triplet"):
         for i, tid in enumerate(e.test_ids()):
@@ -149,7 +149,7 @@ def _cases():
                 ShardedCollection.from_arrays(X, y, n_partitions=3))
         if hasattr(e.cls, "partial_fit"):
             def stream(e=e):
-                from tripletml.streaming import fit_stream
+                from tripletml.distributed.streaming import fit_stream
                 shards = [(X[:18], y[:18]), (X[18:], y[18:])]
                 return fit_stream(e.make(0), shards, n_triplets_per_shard=60, batch_size=20)
             yield f"{e.name}/stream", stream
@@ -232,12 +232,15 @@ def _diff(old: dict, new: dict, path: str = "") -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("write", "compare"):
-        print(__doc__)
-        return 2
-    out = Path(argv[1])
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m bench.house_reference",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("write", "compare"))
+    parser.add_argument("directory", type=Path)
+    args = parser.parse_args(argv)
+    out = args.directory
     arrays, metas = run()
-    if argv[0] == "write":
+    if args.action == "write":
         out.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(out / "reference.npz", **arrays)
         (out / "reference.json").write_text(json.dumps(metas, indent=1, sort_keys=True))

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import tripletml  # noqa: E402
-from tripletml._registry import entries  # noqa: E402
+from tripletml.registry import entries  # noqa: E402
 
 project = "tripletml"
 author = "the tripletml developers"
@@ -95,7 +95,7 @@ def _write_learner_api() -> None:
     """docs/api/learners.rst: one autosummary row per registry entry, so a
     learner added to the registry is documented without editing the docs."""
     lines = ["Learners", "========", "",
-             "Every public learner, in the order of :mod:`tripletml._registry` (the one "
+             "Every public learner, in the order of :mod:`tripletml.registry` (the one "
              "list the command line, ``load_model`` and the tests read).", "",
              ".. currentmodule:: tripletml", ""]
     for kind, heading in (("triplet", "Similarity and metric learners (triplets)"),

@@ -3,8 +3,8 @@ Training over partitions: what K machines cost in quality
 =========================================================
 
 ``learner.fit(collection)`` trains on a
-:class:`~tripletml.sharded.ShardedCollection`: on a Dask cluster inside
-:func:`tripletml.cluster.use_cluster`, or, as here, in this process one
+:class:`~tripletml.distributed.sharded.ShardedCollection`: on a Dask cluster inside
+:func:`tripletml.distributed.dask_search.use_cluster`, or, as here, in this process one
 partition at a time.  The algorithm is the same either way (and so is the
 model, for a fixed partitioning), so simulating K machines in one process
 shows what data parallelism costs: SDCA by CoCoA+ (the partitions' dual
@@ -24,7 +24,7 @@ from sklearn.model_selection import train_test_split
 
 import tripletml as tm
 from tripletml.metrics import evaluate_retrieval
-from tripletml.sharded import ShardedCollection
+from tripletml.distributed.sharded import ShardedCollection
 
 X, y = load_digits(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tripletml.training import partitioned
-from tripletml.training.partitioned import fit_partitioned
+from tripletml.distributed import partitioned
+from tripletml.distributed.partitioned import fit_partitioned
 
 
 class Crash(Exception):
@@ -37,7 +37,7 @@ def reseal(directory):
     import json
     from pathlib import Path
 
-    from tripletml._files import is_regular_file
+    from tripletml.core.files import is_regular_file
 
     d = Path(directory)
     state = json.loads((d / "state.json").read_text())

@@ -1,10 +1,10 @@
-"""The generic tests' view of the learner registry (:mod:`tripletml._registry`):
+"""The generic tests' view of the learner registry (:mod:`tripletml.registry`):
 add a learner there, not here."""
 import numpy as np
 import pytest
 
-from tripletml._registry import entries
-from tripletml.base import MahalanobisMixin
+from tripletml.registry import entries
+from tripletml.core.base import MahalanobisMixin
 
 
 def _make(entry, variant):

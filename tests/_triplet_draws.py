@@ -1,7 +1,7 @@
 """Random index triplets for tests: three distinct rows per triplet.
 
 Training refuses degenerate triplets (q = p+, q = p- or p+ = p-;
-:func:`tripletml._validation.check_triplets` with ``allow_degenerate=False``),
+:func:`tripletml.core.validation.check_triplets` with ``allow_degenerate=False``),
 so tests that draw triplets at random draw them here: ``rng.integers`` rows,
 the degenerate ones drawn again until none is left (uniform over the triplets
 of distinct indices).  Identical points at distinct indices remain possible,

@@ -47,11 +47,11 @@ def data_home() -> Path:
 @pytest.fixture
 def raw_rows(monkeypatch):
     """Train on the rows as given: the feature unit of ``preprocessing=None``
-    and ``"center"`` (:func:`tripletml.preprocessing.feature_unit`) is 1.
+    and ``"center"`` (:func:`tripletml.core.preprocessing.feature_unit`) is 1.
 
     For the tests that compare a solver with its paper's formulas on raw
     rows (step sizes, margins and duality gaps in the caller's numbers);
     the unit itself is tested in test_preprocessing.py and
     test_scale_equivariance.py."""
-    import tripletml.preprocessing as prep
+    import tripletml.core.preprocessing as prep
     monkeypatch.setattr(prep, "feature_unit", lambda X, mean=None: 1.0)

@@ -6,7 +6,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 import tripletml as tm
-from tripletml.base import LearnerBase, MahalanobisMixin
+from tripletml.core.base import LearnerBase, MahalanobisMixin
 
 from _estimators import _cases, ALL, ESTIMATORS, LEARNERS, MAHALANOBIS, MULTILABEL, toy_data, toy_multilabel
 
@@ -191,7 +191,7 @@ def test_decision_function_is_a_deprecated_alias_of_triplet_score(factory, alt):
     no per-sample decision_function."""
     import warnings
 
-    from tripletml.base import legacy_decision_function
+    from tripletml.core.base import legacy_decision_function
     X, y = toy_data()
     est = factory().fit(X, y)
     name = type(est).__name__
@@ -215,7 +215,7 @@ def test_decision_function_is_a_deprecated_alias_of_triplet_score(factory, alt):
 
 def test_autosimilarity_decision_function_is_a_deprecated_alias_too():
     from tripletml.auto import AutoSimilarity
-    from tripletml.base import legacy_decision_function
+    from tripletml.core.base import legacy_decision_function
     X, y = toy_data()
     auto = AutoSimilarity()
     auto.best_estimator_ = tm.OASIS(n_triplets=50, random_state=0).fit(X, y)
@@ -231,8 +231,8 @@ def test_autosimilarity_decision_function_is_a_deprecated_alias_too():
 
 
 def test_legacy_decision_function_switch_is_restored_and_checked():
-    from tripletml._deprecated import legacy_decision_function_enabled
-    from tripletml.base import legacy_decision_function
+    from tripletml.core.deprecated import legacy_decision_function_enabled
+    from tripletml.core.base import legacy_decision_function
     with pytest.raises(TypeError, match="enabled='no' must be True or False"):
         with legacy_decision_function("no"):
             pass
@@ -248,7 +248,7 @@ def test_check_X_words_errors_as_scikit_learn_and_names_the_estimator():
     """The checks of scikit-learn match these phrases (estimator_checks:
     check_complex_data, check_estimators_empty_data_messages,
     check_dtype_object, check_fit2d_predict1d); tripletml adds the name."""
-    from tripletml._validation import ComplexDataError, check_X
+    from tripletml.core.validation import ComplexDataError, check_X
     with pytest.raises(ValueError, match="^OASIS: X is complex. Complex data not supported"):
         check_X(np.ones((3, 2)) + 1j, tm.OASIS())
     assert issubclass(ComplexDataError, TypeError)        # the class of tripletml <= 0.1
@@ -310,16 +310,16 @@ def test_registry_lists_every_public_learner():
     import importlib
     import pkgutil
 
-    import tripletml.learners
-    from tripletml._registry import entries
+    import tripletml.algorithms
+    from tripletml.registry import entries
     registered = {e.cls.__name__ for e in entries()}
     assert registered == {e.name for e in entries()} == {c.id.split("-")[0] for c in ALL}
     exported = {n for n in tm.__all__ if isinstance(getattr(tm, n, None), type)
                 and issubclass(getattr(tm, n), LearnerBase) and _concrete(getattr(tm, n))}
     assert exported == registered
     found = set()
-    for mod in pkgutil.iter_modules(tripletml.learners.__path__):
-        m = importlib.import_module(f"tripletml.learners.{mod.name}")
+    for mod in pkgutil.iter_modules(tripletml.algorithms.__path__):
+        m = importlib.import_module(f"tripletml.algorithms.{mod.name}.estimator")
         for name, obj in vars(m).items():
             if (isinstance(obj, type) and issubclass(obj, LearnerBase) and _concrete(obj)
                     and not name.startswith("_") and obj.__module__ == m.__name__):
@@ -345,7 +345,7 @@ def test_more_bad_inputs():
 @pytest.mark.parametrize("factory, alt", LEARNERS)
 def test_failed_training_leaves_model_unfitted(factory, alt, monkeypatch):
     from sklearn.exceptions import NotFittedError
-    import tripletml.preprocessing as prep
+    import tripletml.core.preprocessing as prep
     # the feature unit makes huge rows harmless; train on them as they are
     monkeypatch.setattr(prep, "feature_unit", lambda X, mean=None: 1.0)
     X = np.array([[1e155, 0.0], [0.0, 1e155], [1e155, 0.0], [0.0, 1e155]])
@@ -530,7 +530,7 @@ class _FixedL(MahalanobisMixin, tm.TripletLearner):
 
     _needs_triplets = False
     _feature_unit = False       # a fixed L on the raw rows
-    _fitted_arrays = {"components_": tm.base.ArraySpec((None, "d"))}
+    _fitted_arrays = {"components_": tm.core.base.ArraySpec((None, "d"))}
 
     def __init__(self, seed=0, rank=4):
         self.seed = seed
@@ -651,8 +651,8 @@ def test_legacy_decision_function_switch_is_per_thread_and_nests():
     what another thread sees, and overlapping blocks restore their own value."""
     import threading
 
-    from tripletml._deprecated import legacy_decision_function_enabled
-    from tripletml.base import legacy_decision_function
+    from tripletml.core.deprecated import legacy_decision_function_enabled
+    from tripletml.core.base import legacy_decision_function
     inside, release, seen = threading.Event(), threading.Event(), {}
 
     def off_in_a_thread():
@@ -676,15 +676,15 @@ def test_legacy_decision_function_switch_is_per_thread_and_nests():
 
 
 def test_names_that_left_base_warn_for_one_release():
-    import tripletml.base as base
-    from tripletml.training import History
-    with pytest.warns(FutureWarning, match="moved to tripletml.training.History"):
+    import tripletml.core.base as base
+    from tripletml.engine import History
+    with pytest.warns(FutureWarning, match="moved to tripletml.engine.History"):
         assert base.History is History
     with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
         assert tm.KISSME.similarity_kind == "distance"          # on the class too
 
 
-@pytest.mark.parametrize("entry", [e for e in __import__("tripletml._registry", fromlist=["x"])
+@pytest.mark.parametrize("entry", [e for e in __import__("tripletml.registry", fromlist=["x"])
                                    .entries() if e.kind != "multilabel"], ids=lambda e: e.name)
 def test_float16_input_is_upcast(entry):
     """Half-precision X (a common storage type of embeddings) is upcast:

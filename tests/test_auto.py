@@ -12,7 +12,7 @@ from sklearn.datasets import load_iris
 
 import tripletml as tm
 from tripletml import AutoSimilarity, load_model
-from tripletml.learners.oasis import OASIS
+from tripletml.algorithms.oasis.estimator import OASIS
 from tripletml.metrics import evaluate_retrieval
 
 
@@ -739,9 +739,9 @@ def test_after_the_deadline_only_the_free_baselines_are_fitted():
 
 def test_dense_work_table_and_fallbacks():
     from tripletml.auto import _dense_work
-    from tripletml.learners.itml import ITML
-    from tripletml.learners.loreta import LORETA
-    from tripletml.learners.sml import SML
+    from tripletml.algorithms.itml.estimator import ITML
+    from tripletml.algorithms.loreta.estimator import LORETA
+    from tripletml.algorithms.sml.estimator import SML
 
     assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0)
     assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900)

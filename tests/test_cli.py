@@ -7,7 +7,7 @@ from sklearn.datasets import dump_svmlight_file
 
 import tripletml as tm
 from tripletml.cli import main
-from tripletml.demo import DEMO_LEARNERS, run_demo
+from tripletml.cli.demo import DEMO_LEARNERS, run_demo
 
 
 #: the demo rows whose mAP must beat Euclidean's by 0.05
@@ -23,7 +23,7 @@ def test_demo_table_lists_every_demo_learner():
     """The table's rows are the registry's demo entries, in order (each row is
     fitted by test_demo_row below: one learner per test, so that no test runs
     the whole half-minute demo)."""
-    from tripletml._registry import entries
+    from tripletml.registry import entries
     shown = [e.demo_label for e in entries() if e.demo is not None]
     assert [label for label, _ in DEMO_LEARNERS] == shown
     for name in ("Euclidean", "DotProduct", "OASIS", "SDCA", "COMET", "LORETA k=10", "PA k=10",
@@ -106,7 +106,7 @@ def test_cli_errors(tmp_path, capsys, monkeypatch):
 
 
 def test_fit_accepts_every_registry_learner_and_lists_them(capsys):
-    from tripletml._registry import entries
+    from tripletml.registry import entries
     from tripletml.cli import build_parser
     with pytest.raises(SystemExit) as info:
         main(["fit", "--help"])
@@ -296,7 +296,7 @@ def test_fit_verbose_bar_advances_within_one_pass(tmp_path, capsys, monkeypatch)
     """``fit -v`` forces the bar (verbose=2) and a single pass of an online
     learner updates it once per block, not once per pass (the training
     driver's bar)."""
-    import tripletml.training.driver as driver
+    import tripletml.engine.driver as driver
 
     calls = []
 
@@ -336,7 +336,7 @@ def test_reproduce_list(capsys):
 
 
 def test_progress_bar_only_when_asked(capsys):
-    from tripletml._progress import progress
+    from tripletml.engine.progress import progress
     X = np.random.default_rng(0).normal(size=(30, 3))
     y = np.arange(30) % 3
     tm.OASIS(n_triplets=50, max_iter=3, verbose=0).fit(X, y)
@@ -409,7 +409,7 @@ def test_fit_refuses_to_overwrite_a_file_that_is_not_a_model(tmp_path, capsys):
 def test_model_recognition_reads_only_a_small_bounded_member(tmp_path):
     import zipfile
 
-    from tripletml._cli_output import is_model_file
+    from tripletml.cli.output import is_model_file
 
     X, y = np.random.default_rng(0).normal(size=(30, 3)), np.arange(30) % 3
     tm.KISSME().fit(X, y).save(tmp_path / "m.npz")

@@ -1,4 +1,4 @@
-"""Dask features (tripletml.cluster, tripletml.sharded, tripletml.streaming).
+"""Dask features (tripletml.distributed.dask_search, tripletml.distributed.sharded, tripletml.distributed.streaming).
 
 One 2-worker LocalCluster per module, with worker *processes* (one thread
 each): that is what a real cluster does (pickling the models and loaders,
@@ -18,16 +18,16 @@ import pytest
 import scipy.sparse as sp
 
 from tripletml import LORETA, OASIS, SDCA, Euclidean
-from tripletml.index import build
+from tripletml.search.index import build
 from tripletml.metrics import evaluate_retrieval as local_evaluate
-from tripletml.streaming import fit_stream
+from tripletml.distributed.streaming import fit_stream
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_importing_tripletml_does_not_import_dask():
-    code = ("import sys, tripletml, tripletml.cluster, tripletml.sharded, tripletml.streaming, "
-            "tripletml._cli_cluster, tripletml.reproduce._common\n"
+    code = ("import sys, tripletml, tripletml.distributed.dask_search, tripletml.distributed.sharded, tripletml.distributed.streaming, "
+            "tripletml.cli.cluster, tripletml.reproduce._common\n"
             "assert not any(m == 'dask' or m.startswith(('dask.', 'distributed')) "
             "for m in sys.modules), sorted(m for m in sys.modules if 'dask' in m)")
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -35,7 +35,7 @@ def test_importing_tripletml_does_not_import_dask():
 
 
 def test_missing_dask_gives_install_hint(monkeypatch):
-    from tripletml import cluster, sharded
+    from tripletml.distributed import dask_search as cluster, sharded
     real = builtins.__import__
 
     def fake(name, *a, **k):
@@ -50,7 +50,7 @@ def test_missing_dask_gives_install_hint(monkeypatch):
     X = np.eye(4)
     m = Euclidean().fit(X)
     coll = sharded.ShardedCollection.from_loaders([lambda: (X, np.arange(4))], [4])
-    with pytest.raises(ImportError, match="tripletml.sharded.search needs Dask"):
+    with pytest.raises(ImportError, match="tripletml.distributed.sharded.search needs Dask"):
         sharded.search(m, coll, X, k=1)
 
 
@@ -94,7 +94,7 @@ def models(data):
 def test_use_cluster_gridsearch_equals_local_and_pins_blas(client, data):
     from sklearn.model_selection import GridSearchCV
 
-    from tripletml.cluster import active_client, use_cluster, worker_blas_threads
+    from tripletml.distributed.dask_search import active_client, use_cluster, worker_blas_threads
     X, y = data
     grid = {"C": [0.01, 1.0]}
     local = GridSearchCV(OASIS(n_triplets=300, random_state=0), grid, cv=2, n_jobs=1).fit(X, y)
@@ -113,7 +113,7 @@ def test_use_cluster_gridsearch_equals_local_and_pins_blas(client, data):
 
 
 def test_use_cluster_rejects_bad_arguments():
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     with pytest.raises(TypeError, match="scheduler must be"):
         with use_cluster(3.5):
             pass
@@ -133,7 +133,7 @@ def _brute_topk(model, Q, X, k, exclude=None):
 
 @pytest.mark.parametrize("name", ["OASIS", "Euclidean"])
 def test_sharded_search_evaluate_embed_equal_local(client, data, models, name, tmp_path):
-    from tripletml import sharded
+    from tripletml.distributed import sharded
     X, y = data
     m = models[name]
     sharded.write_npz_shards(tmp_path, X, y, rows_per_shard=60)       # 4 shards, last short
@@ -165,7 +165,7 @@ def test_sharded_search_evaluate_embed_equal_local(client, data, models, name, t
 
 
 def test_sharded_sparse_equals_exact_index(client, data, tmp_path):
-    from tripletml import sharded
+    from tripletml.distributed import sharded
     X, y = data
     rng = np.random.default_rng(1)
     Xs = sp.random(230, 30, density=0.2, format="csr", random_state=rng)
@@ -219,7 +219,7 @@ def _loo_subset(m, X, y, n_q, ks):
 
 
 def test_per_partition_indexes_equal_sharded_search(client, data, models, tmp_path):
-    from tripletml import sharded
+    from tripletml.distributed import sharded
     X, y = data
     m = models["OASIS"]
     coll = sharded.ShardedCollection.from_loaders(
@@ -232,7 +232,7 @@ def test_per_partition_indexes_equal_sharded_search(client, data, models, tmp_pa
 
 
 def test_reproduce_parallel_path_equals_serial(client):
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     from tripletml.reproduce import _common
     jobs = [((s, n), {"scale": 0.5}) for s in range(3) for n in (5, 8)]
     serial = _common.run_jobs(_job, jobs)
@@ -328,7 +328,7 @@ def test_stream_checkpoint_settings_are_checked(tmp_path):
 
 
 def test_stream_from_npz_shards(tmp_path):
-    from tripletml import sharded
+    from tripletml.distributed import sharded
     X = np.concatenate([s[0] for s in _shards()])
     y = np.concatenate([s[1] for s in _shards()])
     sharded.write_npz_shards(tmp_path / "d", X, y, rows_per_shard=70)

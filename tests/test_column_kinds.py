@@ -1,4 +1,4 @@
-"""Column kinds and the type-aware scale (tripletml.column_kinds)."""
+"""Column kinds and the type-aware scale (tripletml.core.column_kinds)."""
 from __future__ import annotations
 
 import tracemalloc
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import tripletml.column_kinds as ck
-from tripletml.column_kinds import column_kinds, type_aware_scale
+import tripletml.core.column_kinds as ck
+from tripletml.core.column_kinds import column_kinds, type_aware_scale
 
 
 def _mixed(n: int = 300, seed: int = 0) -> np.ndarray:

@@ -6,8 +6,8 @@ import pytest
 import scipy.sparse as sp
 
 import tripletml as tm
-from tripletml.learners.comet import comet_loss
-from tripletml.solvers.comet import COMETSolver
+from tripletml.algorithms.comet.estimator import comet_loss
+from tripletml.algorithms.comet.kernels import COMETSolver
 from tripletml.triplets import random_class_triplets
 
 # the solvers against their papers' formulas on the rows as given
@@ -118,7 +118,7 @@ def test_fit_lowers_objective_and_embeds():
 # ------------------------------------------------------------ sparse COMET
 def test_group_prox_solves_eq_8():
     from scipy.optimize import minimize
-    from tripletml.learners.comet import group_prox
+    from tripletml.algorithms.comet.estimator import group_prox
     rng = np.random.default_rng(5)
     d, k = 6, 2
     for lam, theta in [(0.3, 0.7), (5.0, 0.2), (0.0, 1.0)]:
@@ -309,10 +309,10 @@ def test_divergence_stops_with_advice(cls):
 
 @pytest.mark.parametrize("cls", [tm.COMET, tm.SparseCOMET])
 def test_fitted_arrays_are_declared(cls):
-    from tripletml._arrayspec import ArraySpec
+    from tripletml.core.arrayspec import ArraySpec
     X, t = _problem(seed=10, d=5)
-    from tripletml._preprocessed import PREPROCESSING_ARRAYS
-    from tripletml._tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
+    from tripletml.core.preprocessed import PREPROCESSING_ARRAYS
+    from tripletml.core.tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
     m = cls(max_iter=2, tol=None, group_alpha=0.0, random_state=0) if cls is tm.SparseCOMET \
         else cls(max_iter=2, tol=None, random_state=0)
     m.set_params(preprocessing=None)

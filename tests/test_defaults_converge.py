@@ -95,7 +95,7 @@ def test_itml_convergence_value_is_the_l1_relative_change_of_the_duals():
     """ITML's sweep test is ``||dl||_1 / (||l||_1 + ||l_old||_1)`` (issue 27):
     free of the number of constraints, where the released code's l1 / l2
     ratio grew like its square root."""
-    from tripletml.solvers.itml import ITMLSolver
+    from tripletml.algorithms.itml.kernels import ITMLSolver
     X, y = load_wine(return_X_y=True)
     X = (X - X.mean(0)) / X.std(0)
     rng = np.random.default_rng(0)

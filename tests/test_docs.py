@@ -76,7 +76,7 @@ _DOCS_TOOLS = all(importlib.util.find_spec(m) for m in
 def test_sphinx_site_builds_offline_with_warnings_as_errors(tmp_path):
     """``sphinx-build -W`` on a copy of docs/ (the tree stays clean): the API
     pages of every registry learner and the gallery are produced."""
-    from tripletml._registry import entries
+    from tripletml.registry import entries
     src = tmp_path / "docs"
     shutil.copytree(ROOT / "docs", src, ignore=shutil.ignore_patterns(
         "_build", "generated", "auto_examples", "sg_execution_times.rst"))

@@ -8,8 +8,8 @@ import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 
 from tripletml import LORETA, OASIS, LowRankDML
-from tripletml._registry import entries
-from tripletml.base import EMBEDDING_SIMILARITIES
+from tripletml.registry import entries
+from tripletml.core.base import EMBEDDING_SIMILARITIES
 
 from _estimators import ESTIMATORS, toy_data
 

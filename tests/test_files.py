@@ -1,11 +1,11 @@
-"""tripletml._files: only regular files are read, in bounded time."""
+"""tripletml.core.files: only regular files are read, in bounded time."""
 import os
 import signal
 import socket
 
 import pytest
 
-from tripletml._files import check_regular_file, open_regular
+from tripletml.core.files import check_regular_file, open_regular
 
 
 def test_a_regular_file_opens_and_reads(tmp_path):
@@ -61,7 +61,7 @@ def test_special_files_are_refused_quickly(tmp_path, kind):
 
 
 def test_read_json_is_bounded_and_names_the_reader(tmp_path):
-    from tripletml._files import read_json
+    from tripletml.core.files import read_json
     p = tmp_path / "a.json"
     p.write_text('{"a": 1}')
     assert read_json(p, "reader", 100, "a state") == {"a": 1}
@@ -74,7 +74,7 @@ def test_read_json_is_bounded_and_names_the_reader(tmp_path):
 
 
 def test_write_atomically_replaces_or_leaves_the_old_file(tmp_path):
-    from tripletml._files import write_atomically
+    from tripletml.core.files import write_atomically
     p = tmp_path / "out.bin"
     p.write_bytes(b"old")
     write_atomically(p, lambda fh: fh.write(b"new"), mode=0o644)

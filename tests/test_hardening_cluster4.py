@@ -10,8 +10,8 @@ import pytest
 from sklearn.datasets import load_digits
 
 import tripletml
-from tripletml.sharded import ShardedCollection
-from tripletml.training.partitioned import fit_partitioned
+from tripletml.distributed.sharded import ShardedCollection
+from tripletml.distributed.partitioned import fit_partitioned
 
 from _crash import reseal
 
@@ -58,7 +58,7 @@ def test_checkpoint_of_other_data_with_the_same_sizes_is_refused(tmp_path, digit
 
 
 def test_fingerprint_sees_a_swap_of_rows_or_labels_outside_the_hashed_rows():
-    from tripletml.training.partitioned import Partition, _fingerprint
+    from tripletml.distributed.partitioned import Partition, _fingerprint
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(5000, 3)), rng.integers(0, 3, 5000)
     fp = _fingerprint(Partition(0, X, y), np.unique(y, return_counts=True))
@@ -212,7 +212,7 @@ def test_foreign_files_in_the_checkpoint_folder_are_never_deleted(tmp_path, digi
 
 
 def test_temporaries_of_a_killed_save_are_removed_at_the_next_save(tmp_path, digits):
-    from tripletml.training.checkpoint import RoundCheckpoint
+    from tripletml.distributed.checkpoint import RoundCheckpoint
     X, y = digits
     coll = _coll(X, y)
     fit_partitioned(_make("OASIS"), coll, checkpoint_dir=tmp_path)
@@ -299,7 +299,7 @@ def _free_port():
 def cli_inputs(tmp_path_factory):
     from sklearn.datasets import dump_svmlight_file
 
-    from tripletml.sharded import write_npz_shards
+    from tripletml.distributed.sharded import write_npz_shards
     d = tmp_path_factory.mktemp("cli")
     rng = np.random.default_rng(0)
     y = np.arange(60) % 3
@@ -370,7 +370,7 @@ def test_use_cluster_timeout_is_validated_and_defaults_to_10_s():
     pytest.importorskip("distributed")
     import inspect
 
-    from tripletml.cluster import CONNECT_TIMEOUT, use_cluster
+    from tripletml.distributed.dask_search import CONNECT_TIMEOUT, use_cluster
     assert CONNECT_TIMEOUT == 10.0
     assert inspect.signature(use_cluster.__wrapped__).parameters["timeout"].default == 10.0
     for bad in (0, -1, float("nan"), float("inf"), True, "5"):
@@ -422,8 +422,8 @@ def test_worker_killed_mid_fit_restarts_or_fails_clearly(cluster2, digits, tmp_p
     import signal
     import warnings
 
-    from tripletml.cluster import use_cluster
-    from tripletml.training import partitioned
+    from tripletml.distributed.dask_search import use_cluster
+    from tripletml.distributed import partitioned
     X, y = digits
     coll = ShardedCollection.from_arrays(X, y, n_partitions=4)
 

@@ -11,12 +11,12 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 import tripletml as tm
-import tripletml._validation as val
+import tripletml.core.validation as val
 from tripletml.cli import main
 from tripletml.datasets import read_triplets, split_items
 from tripletml.datasets.comparisons import check_n_items_bound
 from tripletml.embedding import SOE, STE, TSTE, BilinearEmbedding
-from tripletml.sharded import ShardedCollection
+from tripletml.distributed.sharded import ShardedCollection
 
 MB = 2 ** 20
 #: 5 triplets naming 12 items
@@ -171,7 +171,7 @@ def test_search_settings_must_be_positive(tmp_path, capsys, option, value):
     assert f"{option}: must be a positive integer (>= 1), got {value}" in \
         capsys.readouterr().err
     # the library checks them at search time too (set as attributes)
-    ix = tm.index.load_index(index)
+    ix = tm.search.index.load_index(index)
     setattr(ix, option[2:].replace("-", "_"), int(value))
     with pytest.raises(ValueError, match=f"SimilarityIndex.search: parameter "
                                          f"{option[2:].replace('-', '_')}={value} must be >= 1"):
@@ -181,7 +181,7 @@ def test_search_settings_must_be_positive(tmp_path, capsys, option, value):
 def test_search_nprobe_on_a_faiss_ivf_index_is_a_clear_error(tmp_path, capsys):
     pytest.importorskip("faiss")
     db, _, index = _index(tmp_path, capsys, kind="ivf")
-    ix = tm.index.load_index(index)
+    ix = tm.search.index.load_index(index)
     for bad in (0, -1):
         ix.nprobe = bad
         with pytest.raises(ValueError, match=f"nprobe.*got {bad}|nprobe={bad}"):
@@ -225,8 +225,8 @@ def test_index_hashes_catch_accidents_not_an_attacker(tmp_path, capsys):
     """Documented limit: a model swapped together with its hash loads."""
     import hashlib
 
-    from tripletml.index import load_index
-    doc = " ".join((load_index.__doc__ + tm.index.__doc__).split())
+    from tripletml.search.index import load_index
+    doc = " ".join((load_index.__doc__ + tm.search.index.__doc__).split())
     assert "not an attacker" in doc and "not signed" in doc
     _, _, index = _index(tmp_path, capsys)
     other = tm.OASIS(n_triplets=100, random_state=5).fit(

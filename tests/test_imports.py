@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,14 +91,14 @@ def _dynamic_edges(registry: bool) -> dict[str, set[str]]:
     ``registry``, the registry's import of each learner's module
     (``LearnerEntry.cls``, used by ``load_model``)."""
     import tripletml
-    from tripletml._registry import REGISTRY
+    from tripletml.registry import REGISTRY
 
     learners = {f"tripletml.{e.module}" for e in REGISTRY}
     root = ({f"tripletml.{m}" for m in tripletml._LAZY_NAMES.values()}
             | {f"tripletml.{m}" for m in tripletml._SUBMODULES} | learners)
     edges = {"tripletml": root}
     if registry:
-        edges["tripletml._registry"] = learners
+        edges["tripletml.registry"] = learners
     return edges
 
 
@@ -146,18 +147,18 @@ def test_cycle_finder_finds_a_planted_circle():
     assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     tree = ast.parse("def f():\n    from .persistence import save_model\n"
-                     "if TYPE_CHECKING:\n    from .base import LearnerBase\n"
+                     "if TYPE_CHECKING:\n    from .core.base import LearnerBase\n"
                      "import importlib\nimportlib.import_module('.cli', 'tripletml')\n")
     targets = _import_targets("tripletml.x", False, tree, _modules())
-    assert targets == {"tripletml.persistence", "tripletml.base", "tripletml.cli"}
+    assert targets == {"tripletml.persistence", "tripletml.core.base", "tripletml.cli"}
 
 
 def test_graph_sees_the_known_function_level_imports():
     graph = import_graph()
-    assert "tripletml._model_writer" in graph["tripletml.base"]    # inside LearnerBase.save
-    assert "tripletml._cli_search" in graph["tripletml.cli"]       # inside build_parser
-    assert "tripletml._cli_data" in graph["tripletml._cli_search"]
-    assert "tripletml.base" in graph["tripletml"]                  # the lazy __getattr__
+    assert "tripletml.core.model_writer" in graph["tripletml.core.base"]    # inside LearnerBase.save
+    assert "tripletml.cli.search" in graph["tripletml.cli"]       # inside build_parser
+    assert "tripletml.cli.data" in graph["tripletml.cli.search"]
+    assert "tripletml.core.base" in graph["tripletml"]                  # the lazy __getattr__
 
 
 def test_import_graph_has_no_circle():
@@ -181,13 +182,13 @@ def test_no_module_imports_the_package_root():
 
 def test_persistence_is_typed_against_a_protocol():
     from tripletml import persistence
-    from tripletml._registry import entries
+    from tripletml.registry import entries
 
     graph = import_graph(registry=True)
-    assert "tripletml.base" not in graph["tripletml.persistence"]
+    assert "tripletml.core.base" not in graph["tripletml.persistence"]
     # the writer needs no learner: only the file helpers, which import nothing of the package
-    assert graph["tripletml._model_writer"] == {"tripletml._files"}
-    assert graph["tripletml._files"] == set()
+    assert graph["tripletml.core.model_writer"] == {"tripletml.core.files"}
+    assert graph["tripletml.core.files"] == set()
     for e in entries():
         assert isinstance(e.make(), persistence.SavableModel), e.name
 
@@ -205,22 +206,21 @@ def test_import_tripletml_loads_no_learner_until_asked():
     out = json.loads(_run(
         "import json, sys, tripletml\n"
         "assert tripletml.__file__.startswith(%r), tripletml.__file__\n"
-        "before = sorted(m for m in sys.modules if m.startswith(('tripletml.learners',"
-        " 'tripletml.solvers')))\n"
+        "before = sorted(m for m in sys.modules if m.startswith('tripletml.algorithms.'))\n"
         "numba = 'numba' in sys.modules\n"
         "from tripletml import OASIS\n"
-        "after = sorted(m for m in sys.modules if m.startswith('tripletml.learners'))\n"
+        "after = sorted(m for m in sys.modules if m.startswith('tripletml.algorithms'))\n"
         "print(json.dumps({'before': before, 'after': after,"
         " 'numba': numba, 'name': OASIS.__module__}))\n" % str(PKG)))
     assert out["before"] == []
     assert out["numba"] is False        # not even the shared Numba kernels
-    assert "tripletml.learners.oasis" in out["after"]
-    assert out["name"] == "tripletml.learners.oasis"
+    assert "tripletml.algorithms.oasis.estimator" in out["after"]
+    assert out["name"] == "tripletml.algorithms.oasis.estimator"
 
 
 def test_every_public_name_resolves():
     import tripletml
-    from tripletml._registry import learner_names
+    from tripletml.registry import learner_names
 
     for name in tripletml.__all__:
         assert getattr(tripletml, name) is not None, name
@@ -229,7 +229,7 @@ def test_every_public_name_resolves():
     assert set(tripletml.__all__) <= set(dir(tripletml))
     from tripletml import OASIS, load_model, save_model  # noqa: F401
     assert tripletml.OASIS is OASIS
-    assert tripletml.index.__name__ == "tripletml.index"
+    assert tripletml.search.index.__name__ == "tripletml.search.index"
     with pytest.raises(AttributeError, match="no attribute 'NoSuchLearner'"):
         tripletml.NoSuchLearner
 
@@ -267,17 +267,17 @@ def test_reproductions_use_public_names_only():
 
 
 def test_public_api_checker_flags_private_imports():
-    src = ("from ..metrics import _topk_sorted\nfrom .._validation import check_X\n"
+    src = ("from ..metrics import _topk_sorted\nfrom ..core._validation import check_X\n"
            "from ..metrics import evaluate_retrieval\nfrom ._common import run_jobs\n"
-           "import tripletml._registry\n")
+           "import tripletml._moved\n")
     bad = _public_api_violations(src, "tripletml.reproduce.probe")
     assert bad == ["tripletml.reproduce.probe: tripletml.metrics._topk_sorted",
-                   "tripletml.reproduce.probe: tripletml._validation.check_X",
-                   "tripletml.reproduce.probe: tripletml._registry"]
+                   "tripletml.reproduce.probe: tripletml.core._validation.check_X",
+                   "tripletml.reproduce.probe: tripletml._moved"]
 
 
 def test_every_subpackage_is_an_attribute_of_a_fresh_import():
-    """``import tripletml; tripletml.base`` works whatever was imported
+    """``import tripletml; tripletml.core.base`` works whatever was imported
     before (the lazy table lists every public module of the package)."""
     names = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_")) + sorted(
         p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
@@ -291,3 +291,45 @@ def test_every_subpackage_is_an_attribute_of_a_fresh_import():
         "        bad.append(n)\n"
         "print(json.dumps(bad))\n" % names))
     assert out == []
+
+
+def test_the_moved_module_paths_of_0_2_import_with_a_warning():
+    """The 0.2 public module paths give the modules at their new place, with
+    a FutureWarning naming it; a 0.2 pickle (class path
+    ``tripletml.learners.oasis``) loads as the same class."""
+    import pickle
+    import warnings
+
+    import tripletml
+    from tripletml._moved import MOVED
+
+    out = json.loads(_run(
+        "import json, warnings, importlib, tripletml\n"
+        "from tripletml._moved import MOVED\n"
+        "res = {}\n"
+        "for old, new in MOVED.items():\n"
+        "    with warnings.catch_warnings(record=True) as w:\n"
+        "        warnings.simplefilter('always')\n"
+        "        mod = importlib.import_module(old)\n"
+        "    res[old] = [mod is importlib.import_module(new), [str(x.message) for x in w]]\n"
+        "print(json.dumps(res))\n"))
+    for old, (same, messages) in out.items():
+        assert same, old
+        assert any(MOVED[old] in m for m in messages), (old, messages)
+    est = tripletml.OASIS(n_triplets=50, random_state=0).fit(*_toy())
+    # protocol 2 names classes with GLOBAL opcodes (plain text, no lengths)
+    blob = pickle.dumps(est, protocol=2).replace(b"tripletml.algorithms.oasis.estimator",
+                                     b"tripletml.learners.oasis")
+    assert b"tripletml.learners.oasis" in blob
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        back = pickle.loads(blob)
+    assert type(back) is tripletml.OASIS
+    np.testing.assert_array_equal(back.W_, est.W_)
+    with pytest.raises(ModuleNotFoundError):
+        __import__("tripletml.solvers.oasis")
+
+
+def _toy():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(20, 3)), np.arange(20) % 2

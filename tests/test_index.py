@@ -1,4 +1,4 @@
-"""tripletml.index: exact search equals the brute-force top k of
+"""tripletml.search.index: exact search equals the brute-force top k of
 ``model.similarity`` (tie rule: lower index first), the faiss backends agree
 with it, save/load round trips, and clear errors."""
 import json
@@ -10,9 +10,9 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 
-import tripletml.index as tindex
+import tripletml.search.index as tindex
 from tripletml import DotProduct, LORETA, LowRankDML, OASIS
-from tripletml.index import (IP_TO_L2_CONE, SimilarityIndex, build, embedding_cone,
+from tripletml.search.index import (IP_TO_L2_CONE, SimilarityIndex, build, embedding_cone,
                              faiss_available, load_index)
 
 from _estimators import ESTIMATORS, toy_data
@@ -440,11 +440,11 @@ def test_input_errors():
 # --------------------------------------------------------------------------
 def _cli_main(monkeypatch):
     """tripletml.cli.main with the search subcommands registered (as cli.py
-    does with tripletml._cli_search.add_subcommands; no-op once it does)."""
+    does with tripletml.cli.search.add_subcommands; no-op once it does)."""
     import argparse
 
     import tripletml.cli as cli
-    from tripletml._cli_search import add_subcommands
+    from tripletml.cli.search import add_subcommands
 
     original = cli.build_parser
 

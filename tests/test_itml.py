@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from tripletml import ITML, Euclidean
 from tripletml.metrics import evaluate_retrieval
-from tripletml.solvers.itml import ITMLSolver, itml_bounds, triplet_pairs
+from tripletml.algorithms.itml.kernels import ITMLSolver, itml_bounds, triplet_pairs
 from tripletml.triplets import random_class_triplets
 
 # the solvers against their papers' formulas on the rows as given
@@ -323,7 +323,7 @@ def test_lost_positive_definiteness_stops_with_advice(monkeypatch, how):
     """Rounding that breaks positive definiteness (an indefinite M after the
     sweeps, or an active pair with a non-positive distance during them)
     stops the fit with the learner's FloatingPointError."""
-    import tripletml.learners.itml as mod
+    import tripletml.algorithms.itml.estimator as mod
     run = ITMLSolver.run_sweeps
 
     def broken(self, n, tol):

@@ -1,5 +1,5 @@
 """Independent reference tests of :class:`tripletml.ITML` and
-:mod:`tripletml.solvers.itml`.
+:mod:`tripletml.algorithms.itml.kernels`.
 
 Davis, Kulis, Jain, Sra & Dhillon, "Information-theoretic metric learning",
 ICML 2007 (Algorithm 1), with the projection of the authors' released MATLAB
@@ -35,7 +35,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import tripletml
-from tripletml.solvers.itml import ITMLSolver, itml_bounds, triplet_pairs
+from tripletml.algorithms.itml.kernels import ITMLSolver, itml_bounds, triplet_pairs
 from tripletml.triplets import random_class_triplets
 
 # the solvers against their papers' formulas on the rows as given

@@ -1,4 +1,4 @@
-"""KISSME's kernels (tripletml.solvers.kissme) against plain loops, and the
+"""KISSME's kernels (tripletml.algorithms.kissme.kernels) against plain loops, and the
 fast column statistics of the preprocessing.
 
 The learner's contract (exact statistics by enumeration, shrinkage, PSD
@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from tripletml import KISSME
-from tripletml.preprocessing import _mean_std
-from tripletml.solvers.kissme import (kissme_matrix, pair_scatter_from_labels,
+from tripletml.core.preprocessing import _mean_std
+from tripletml.algorithms.kissme.kernels import (kissme_matrix, pair_scatter_from_labels,
                                       pair_scatter_from_triplets, shrunk_inverse)
 from tripletml.triplets import random_class_triplets
 
@@ -168,7 +168,7 @@ def test_scatter_from_labels_csr_with_a_large_offset(offset):
 
 
 def test_sparse_expansion_is_used_where_it_is_accurate():
-    from tripletml.solvers import kissme as K
+    from tripletml.algorithms.kissme import kernels as K
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 300)
     X = sp.random(300, 40, density=0.1, format="csr", random_state=0)

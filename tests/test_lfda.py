@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_iris, load_wine
 
 import tripletml as tm
-from tripletml.learners import lfda as lfda_mod
-from tripletml.learners.lfda import LFDA, lfda_scatters
+from tripletml.algorithms.lfda import estimator as lfda_mod
+from tripletml.algorithms.lfda.estimator import LFDA, lfda_scatters
 
 
 def _paper_scatters(X, y, k):

@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neighbors import KNeighborsClassifier
 
 import tripletml as tm
-import tripletml.solvers.lmnn as solver
+import tripletml.algorithms.lmnn.kernels as solver
 from tripletml import LMNN
 
 

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 import tripletml as tm
 from tripletml.linalg.pinv import balanced_factors
-from tripletml.solvers.loreta import loreta_general_step
+from tripletml.algorithms.loreta.kernels import loreta_general_step
 
 
 def dense_retraction(A, B, Z):
@@ -341,7 +341,7 @@ def test_eta0_auto_resolves_to_a_finite_step_that_does_not_diverge(cls):
     m = cls(preprocessing=None, rank=3, n_triplets=3000, random_state=0).fit(X, y)
     assert m.eta0 == "auto" and np.isfinite(m.eta_) and m.eta_ > 0
     # the resolved step is the formula on the (unpreprocessed) sampled triplets
-    from tripletml.learners._online import AUTO_ETA_HEAD
+    from tripletml.core.online import AUTO_ETA_HEAD
     assert np.isfinite(m.A_).all() and np.isfinite(m.B_).all()
     # the same step for a data set scaled by s is s^-4 times the step
     m2 = cls(preprocessing=None, rank=3, n_triplets=3000, random_state=0).fit(X * 10.0, y)
@@ -350,7 +350,7 @@ def test_eta0_auto_resolves_to_a_finite_step_that_does_not_diverge(cls):
 
 
 def test_eta0_auto_formula_against_a_dense_loop():
-    from tripletml.learners._online import auto_step_size
+    from tripletml.core.online import auto_step_size
     from tripletml.linalg.sparse_rows import as_csr
     rng = np.random.default_rng(3)
     X = rng.normal(size=(50, 4)) * 3 + 1
@@ -374,7 +374,7 @@ def test_explicit_eta0_is_used_as_is():
 def test_default_rank_on_four_features(cls):
     # rank=None: the smallest rank holding ENERGY_SHARE of the preprocessed
     # rows' energy, capped at min(RANK_CAP, d) (LORETA: d // 2, below d)
-    from tripletml.learners.factored import data_spectrum, spectral_rank
+    from tripletml.algorithms.factored.estimator import data_spectrum, spectral_rank
     pp = dict(preprocessing="standardize")
     for d in (4, 12):
         X, y = _blobs(d, 1.0, 5.0 if d == 4 else 0.0)

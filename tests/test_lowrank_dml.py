@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import tripletml as tm
 from tripletml import LowRankDML
 from tripletml.linalg.eig_update import orthonormality_error, project_psd
-from tripletml.solvers import lowrank_dml as dml_solvers
-from tripletml.solvers.lowrank_dml import Minibatches
-from tripletml.solvers.triplet_dml import TripletDMLProblem
+from tripletml.algorithms.lowrank_dml import kernels as dml_solvers
+from tripletml.algorithms.lowrank_dml.kernels import Minibatches
+from tripletml.linalg.triplet_dml import TripletDMLProblem
 from tripletml.triplets import random_class_triplets
 
 # the solvers against their papers' formulas on the rows as given
@@ -245,7 +245,7 @@ def test_every_solver_decreases_the_objective(solver):
 # ----------------------------------------------------------- errors etc.
 def test_dense_solvers_refuse_to_exhaust_memory(monkeypatch):
     X, t = _data()
-    monkeypatch.setattr("tripletml._validation.available_memory", lambda: 1000)
+    monkeypatch.setattr("tripletml.core.validation.available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match=r"LowRankDML: solver='gd' keeps dense 12 x 12 "
                                           r"matrices; solver='incsvd'"):
         LowRankDML(preprocessing=None, solver="gd").fit(X, triplets=t)
@@ -351,7 +351,7 @@ def test_auto_tol_stops_when_the_best_objective_stalls():
     best before them by more than AUTO_TOL of its size -- recomputed here
     from the recorded objectives; no warning at the budget."""
     import warnings
-    from tripletml.learners.lowrank_dml import AUTO_TOL, PATIENCE
+    from tripletml.algorithms.lowrank_dml.estimator import AUTO_TOL, PATIENCE
     X, t = _data(seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -429,8 +429,8 @@ def test_every_fitted_array_is_declared():
     X, t = _data(sparse=True)
     m = LowRankDML(preprocessing=None, max_iter=10, batch_size=10, eta0=0.05, random_state=0).fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
-    from tripletml._preprocessed import PREPROCESSING_ARRAYS
-    from tripletml._tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
+    from tripletml.core.preprocessed import PREPROCESSING_ARRAYS
+    from tripletml.core.tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
     assert (arrays == set(LowRankDML._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS)
             == {"U_", "s_", "components_"})
     spec = LowRankDML._fitted_arrays
@@ -454,7 +454,7 @@ def test_incsvd_W_is_psd_on_random_problems(seed, d, alpha, eta0, constraint, ba
 
 
 def test_solver_step_is_a_deprecated_alias_of_update():
-    from tripletml.solvers.lowrank_dml import SOLVERS
+    from tripletml.algorithms.lowrank_dml.kernels import SOLVERS
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 4))
     t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tripletml as tm
-import tripletml._validation as val
+import tripletml.core.validation as val
 
 SQUARE = ["OASIS", "SDCA", "COMET", "SparseCOMET", "SML"]
 
@@ -38,7 +38,7 @@ def test_available_memory_honours_an_address_space_limit():
     code = (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))\n"
-        "from tripletml._validation import available_memory\n"
+        "from tripletml.core.validation import available_memory\n"
         "print(available_memory())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

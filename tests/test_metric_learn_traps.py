@@ -12,7 +12,7 @@ from sklearn.metrics import accuracy_score
 from sklearn.model_selection import cross_val_score
 
 import tripletml as tm
-from tripletml._registry import get_entry
+from tripletml.registry import get_entry
 
 
 def _make(name, **params):
@@ -218,7 +218,7 @@ def test_fit_bounds_and_get_metric_squared(iris_pairs):
 # --------------------------------------------------------------------- CLI
 def test_cli_evaluate_reads_a_shard_folder(tmp_path, capsys):
     from tripletml.cli import main
-    from tripletml.sharded import write_npz_shards
+    from tripletml.distributed.sharded import write_npz_shards
 
     X, y = load_iris(return_X_y=True)
     write_npz_shards(tmp_path / "sh", X, y, rows_per_shard=50, random_state=0)

@@ -8,9 +8,9 @@ from sklearn.datasets import load_iris, load_wine
 from sklearn.preprocessing import StandardScaler
 
 import tripletml as tm
-from tripletml.learners.mmc import MMC
+from tripletml.algorithms.mmc.estimator import MMC
 from tripletml.pairs import PairConstraints, class_pairs
-from tripletml.solvers.mmc import (diagonal_objective, full_gradient, mmc_diagonal, mmc_full,
+from tripletml.algorithms.mmc.kernels import (diagonal_objective, full_gradient, mmc_diagonal, mmc_full,
                                    project_simplex_capped, project_spectraplex)
 
 

@@ -237,8 +237,8 @@ def test_matrix_perceptron_without_its_matrix_is_refused():
 def test_loreta_multilabel_eta0_auto_is_the_formula_on_the_first_rows(sparse, fit_intercept):
     """eta_ = c / (2 median ||p||^2) over the first 1000 rows as the kernel
     sees them (with the intercept feature), from a plain loop; c = 0.3."""
-    from tripletml.learners._online import AUTO_ETA_HEAD
-    from tripletml.learners.multilabel import auto_step_size_multilabel
+    from tripletml.core.online import AUTO_ETA_HEAD
+    from tripletml.algorithms.multilabel.estimator import auto_step_size_multilabel
     from tripletml.linalg.sparse_rows import as_csr
     rng = np.random.default_rng(7)
     X = rng.normal(size=(1200, 6)) * 3.0 + 1.0

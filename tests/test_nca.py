@@ -12,7 +12,7 @@ from sklearn.neighbors import KNeighborsClassifier
 
 import tripletml as tm
 import tripletml.linalg.pairwise as pw
-import tripletml.solvers.nca as solver
+import tripletml.algorithms.nca.kernels as solver
 from tripletml import NCA
 
 

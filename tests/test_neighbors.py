@@ -9,9 +9,9 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from tripletml import LORETA, OASIS, DotProduct, Euclidean, LowRankDML
-from tripletml.index import build
+from tripletml.search.index import build
 from tripletml.metrics import evaluate_retrieval, knn_error
-from tripletml.neighbors import KNeighborsTripletClassifier
+from tripletml.search.neighbors import KNeighborsTripletClassifier
 
 from _estimators import ESTIMATORS
 

@@ -10,9 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 from tripletml import KISSME, OASIS, Euclidean, load_model
-from tripletml.preprocessing import (MIN_NETWORK_FEATURES, Preprocessor,
+from tripletml.core.preprocessing import (MIN_NETWORK_FEATURES, Preprocessor,
                                      looks_like_network_features)
-from tripletml.sharded import ShardedCollection
+from tripletml.distributed.sharded import ShardedCollection
 
 
 def _relu_features(n=60, d=128, seed=0):

@@ -226,7 +226,7 @@ def test_gram_route_equals_the_plain_route_and_the_reference(sparse, C):
 
 
 def test_gram_route_is_taken_only_where_it_pays():
-    from tripletml.solvers.oasis import gram_route_pays
+    from tripletml.algorithms.oasis.kernels import gram_route_pays
     assert gram_route_pays(57, 57 * 4096, 1000, 4096)        # zappos: 57 items, 4096-D
     assert not gram_route_pays(2000, 2000 * 50, 1000, 50)     # many rows, few features
     assert not gram_route_pays(1500, 1500 * 30, 1000, 20000)  # sparse text rows

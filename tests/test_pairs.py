@@ -14,7 +14,7 @@ from sklearn.datasets import load_iris
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from tripletml import ITML, KISSME, OASIS, RCA, Euclidean, load_model
-from tripletml._tuples import best_threshold
+from tripletml.core.tuples import best_threshold
 from tripletml.pairs import (PairConstraints, check_pair_labels, check_pairs, class_pairs,
                              pairs_to_triplets)
 
@@ -237,7 +237,7 @@ def test_triplet_classifier_methods(iris_pairs):
 def test_predict_absent_after_a_label_fit_until_calibrated(iris_pairs):
     X, y, pc = iris_pairs
     m = ITML().fit(X, y)
-    from tripletml.base import legacy_decision_function
+    from tripletml.core.base import legacy_decision_function
     with legacy_decision_function(False):
         assert not hasattr(m, "predict") and not hasattr(m, "decision_function")
         m.calibrate_threshold(X[pc.pairs], pc.labels)

@@ -1,4 +1,4 @@
-"""Declarative hyper-parameter constraints (tripletml._params): the rules
+"""Declarative hyper-parameter constraints (tripletml.core.params): the rules
 tripletml adds to scikit-learn's constraint objects, and that every learner
 of the registry declares every constructor parameter."""
 import numbers
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
 
-from tripletml._params import (Interval, InvalidParameterError, Options, StrOptions, describe,
+from tripletml.core.params import (Interval, InvalidParameterError, Options, StrOptions, describe,
                                validate_constraints)
-from tripletml._registry import entries
+from tripletml.registry import entries
 
 
 class Toy(BaseEstimator):

@@ -1,4 +1,4 @@
-"""The partitioned training driver (tripletml.training.partitioned): exact
+"""The partitioned training driver (tripletml.distributed.partitioned): exact
 preprocessing statistics over partitions, per-partition supervision, the
 gather-a-sample strategy, input checks, and the local / Dask backends."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
 from tripletml import COMET, ITML, OASIS, RCA, DotProduct, Euclidean, load_model
-from tripletml._registry import entries
-from tripletml.sharded import ShardedCollection, read_npz_shards, write_npz_shards
-from tripletml.training import statistics as stats
-from tripletml.training.partitioned import (ClassesWarning, LocalBackend, _labels_task,
+from tripletml.registry import entries
+from tripletml.distributed.sharded import ShardedCollection, read_npz_shards, write_npz_shards
+from tripletml.distributed import statistics as stats
+from tripletml.distributed.partitioned import (ClassesWarning, LocalBackend, _labels_task,
                                             partition_shares)
 
 MODES = ["auto", None, "center", "standardize", "whiten", "sphere"]
@@ -126,8 +126,8 @@ def test_sample_strategy_equals_in_memory_fit_on_gathered_rows(digits):
     assert a.partitioned_["strategy"] == "sample"
     assert a.partitioned_["n_triplets"] == 20 * 10 ** 2           # metric-learn's 20 c^2
     # rebuild the triplets: partition p samples its share with seed (seed, p)
-    from tripletml.training.sample import gather_triplet_rows
-    from tripletml.training.partitioned import (LocalBackend, PartitionedFit, Supervision,
+    from tripletml.distributed.sample import gather_triplet_rows
+    from tripletml.distributed.partitioned import (LocalBackend, PartitionedFit, Supervision,
                                                 _label_table)
     seed = int(np.random.default_rng(0).integers(2 ** 63 - 1))
     be = LocalBackend(coll, "ITML", 64)
@@ -181,7 +181,7 @@ class _SampledRCA(RCA):
 
 
 def test_labels_only_learner_gets_a_row_sample(digits, monkeypatch):
-    from tripletml.training import sample
+    from tripletml.distributed import sample
     X, y = digits
     m = _SampledRCA().fit(ShardedCollection.from_arrays(X, y, n_partitions=3))
     assert m.partitioned_["strategy"] == "sample"
@@ -267,7 +267,7 @@ def test_write_npz_shards_shuffle(tmp_path, digits):
         m = ITML(max_iter=3, tol=None, random_state=0).fit(coll)
     assert m.partitioned_["partitions"] == 4
     perm = np.random.default_rng(0).permutation(len(y))
-    from tripletml.sharded import load_npz_shard
+    from tripletml.distributed.sharded import load_npz_shard
     X0, y0 = load_npz_shard(tmp_path / "a" / "shard-00000.npz")
     np.testing.assert_array_equal(X0, X[order][perm][:450])
     with pytest.raises(ValueError, match="labels for"):
@@ -304,7 +304,7 @@ def test_baselines_through_statistics(digits):
 # ---------------------------------------------------------------------------
 def test_dask_backend_equals_local(digits):
     pytest.importorskip("distributed")
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     X, y = digits
     coll = ShardedCollection.from_arrays(X, y, n_partitions=5)
     params = dict(preprocessing="auto", max_iter=10, tol=None, random_state=0)
@@ -327,7 +327,7 @@ def test_round_checkpoint_roundtrip_and_refusals(tmp_path):
     import os
     from _crash import reseal
 
-    from tripletml.training.checkpoint import RoundCheckpoint
+    from tripletml.distributed.checkpoint import RoundCheckpoint
     d = tmp_path / "ck"
     ck = RoundCheckpoint(d, {"a": 1})
     assert ck.load() is None
@@ -362,7 +362,7 @@ def test_round_checkpoint_roundtrip_and_refusals(tmp_path):
     np.savez(d / "round-000000000004.npz", M=np.array([{"x": 1}], dtype=object))
     with pytest.raises(ValueError, match="did not write"):      # no marker: foreign
         RoundCheckpoint(d, {"a": 1})
-    from tripletml.training import checkpoint
+    from tripletml.distributed import checkpoint
     np.savez(d / "round-000000000004.npz", M=np.array([{"x": 1}], dtype=object),
              tripletml_checkpoint=np.frombuffer(checkpoint._MARK_BYTES, np.uint8))
     reseal(d)
@@ -381,7 +381,7 @@ def test_round_checkpoint_roundtrip_and_refusals(tmp_path):
 
 
 def test_dense_update_too_large_to_ship_is_refused(monkeypatch):
-    from tripletml.training import partitioned
+    from tripletml.distributed import partitioned
     monkeypatch.setattr(partitioned, "MAX_UPDATE_BYTES", 8 * 63 * 63)
     X, y = load_digits(return_X_y=True)
     coll = ShardedCollection.from_arrays(X, y, n_partitions=2)
@@ -393,7 +393,7 @@ def test_dense_update_too_large_to_ship_is_refused(monkeypatch):
 
 
 def test_checkpoint_dir_without_rounds_warns(tmp_path, digits):
-    from tripletml.training.partitioned import fit_partitioned
+    from tripletml.distributed.partitioned import fit_partitioned
     X, y = digits
     coll = ShardedCollection.from_arrays(X, y, n_partitions=2)
     with pytest.warns(UserWarning, match="no rounds to checkpoint"):
@@ -422,7 +422,7 @@ def test_dask_array_and_delayed_collections_train_in_process(digits):
 
 
 def test_tree_sum_is_pure_and_sums_nested_parts():
-    from tripletml.training.reduction import tree_sum
+    from tripletml.distributed.reduction import tree_sum
     a, b = np.ones(3), np.arange(3.0)
     out = tree_sum((a, 2), None, (b, 3))
     np.testing.assert_array_equal(out[0], a + b)
@@ -440,6 +440,6 @@ def test_empty_and_infinite_partitions_are_refused(digits):
     with pytest.raises(ValueError, match=r"OASIS \(partition 0\).*infinity"):
         OASIS().fit(ShardedCollection([Xi], [50], [y[:50]]))
     with pytest.raises(ValueError, match="checkpoint_every"):
-        from tripletml.training.partitioned import fit_partitioned
+        from tripletml.distributed.partitioned import fit_partitioned
         fit_partitioned(OASIS(), ShardedCollection([X[:50]], [50], [y[:50]]),
                         checkpoint_dir="/tmp/unused-ck", checkpoint_every=0)

@@ -1,4 +1,4 @@
-"""Strategy "gradients" (tripletml.training.gradient_sums): LowRankDML's
+"""Strategy "gradients" (tripletml.distributed.gradient_sums): LowRankDML's
 minibatch gradients and SML's smoothed gradients summed over partitions, the
 solver step on the driver.  The partitioned fit must give the in-memory
 fit's iterates on the concatenated rows with the concatenated triplets."""
@@ -11,9 +11,9 @@ import pytest
 
 from _triplet_draws import distinct_triplets
 from tripletml import LowRankDML, SML, load_model
-from tripletml.sharded import ShardedCollection
-from tripletml.training import gradient_sums as gs
-from tripletml.training.partitioned import LocalBackend, PartitionedFit, Supervision
+from tripletml.distributed.sharded import ShardedCollection
+from tripletml.distributed import gradient_sums as gs
+from tripletml.distributed.partitioned import LocalBackend, PartitionedFit, Supervision
 
 RTOL = 1e-8
 
@@ -231,7 +231,7 @@ def test_sampled_triplets_quality_and_save_load(tmp_path):
 def test_dask_equals_local():
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     X, y = _data(n=150, d=5, seed=11)
     coll = ShardedCollection.from_arrays(X, y, n_partitions=3)
     lr = dict(max_iter=25, n_triplets=300, batch_size=30, random_state=0)

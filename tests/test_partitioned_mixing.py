@@ -1,4 +1,4 @@
-"""Iterative parameter mixing (tripletml.training.mixing; McDonald, Hall &
+"""Iterative parameter mixing (tripletml.distributed.mixing; McDonald, Hall &
 Mann, NAACL 2010, Algorithm 3) for OASIS, LORETA and the factored
 baselines: fit(ShardedCollection) against the in-memory passes, a
 reference written from the algorithm, quality on digits, Dask, determinism
@@ -13,9 +13,8 @@ from sklearn.model_selection import train_test_split
 
 import tripletml
 from tripletml.linalg.sparse_rows import as_csr, diff_buffers
-from tripletml.sharded import ShardedCollection
-from tripletml.training import mixing
-
+from tripletml.distributed.sharded import ShardedCollection
+from tripletml.distributed import mixing
 LEARNERS = ["OASIS", "LORETA", "IterativePA", "NaivePA", "FactoredGD"]
 
 
@@ -80,7 +79,7 @@ def test_one_partition_equals_in_memory_passes(name):
 
 
 def _pass(W, X, T, C):
-    from tripletml.solvers.oasis import oasis_steps
+    from tripletml.algorithms.oasis.kernels import oasis_steps
     Xc = as_csr(X)
     W = W.copy()
     m = len(T)
@@ -165,7 +164,7 @@ def test_factored_gd_mixing_equals_dense_reference(n_steps, monkeypatch):
     V S^(1/2); with the line search (n_steps = 5) every truncated candidate
     is evaluated by its mean triplet hinge and the lowest kept, with plain
     averaging (n_steps = 1) s = 1."""
-    from tripletml.solvers.factored import GD, factored_steps
+    from tripletml.algorithms.factored.kernels import GD, factored_steps
     monkeypatch.setattr(mixing, "MIX_STEPS", n_steps)
     X, y = load_digits(return_X_y=True)
     X, y = X[:300, 8:40] / 16.0 + 0.05, y[:300]           # every column live
@@ -297,7 +296,7 @@ def test_search_never_picks_a_candidate_with_a_higher_loss(name, digits):
 def test_partition_without_triplets_is_left_out():
     """A partition that cannot form a triplet (one class) gets mu = 0: the
     mix is the other partition's model, unchanged (no re-factoring)."""
-    from tripletml.training.partitioned import ClassesWarning
+    from tripletml.distributed.partitioned import ClassesWarning
     X, y = load_digits(return_X_y=True)
     X, y = X[:200] / 16.0, y[:200].copy()
     y[100:] = 3
@@ -314,7 +313,7 @@ def test_local_and_dask_give_identical_models(digits):
     pytest.importorskip("distributed")
     import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     Xtr, _, ytr, _ = digits
     coll = ShardedCollection.from_arrays(Xtr, ytr, n_partitions=3)
     make = {"OASIS": lambda: tripletml.OASIS(n_triplets=3000, max_iter=2, random_state=0),
@@ -340,7 +339,7 @@ def test_local_and_dask_give_identical_models(digits):
 def test_tol_stops_on_the_relative_change_of_the_mean_pass_loss(digits):
     """tol as in memory: the relative change of the mean pass loss between
     rounds (the per-partition loss sums reduced over all triplets)."""
-    from tripletml._stopping import relative_change
+    from tripletml.engine.stopping import relative_change
     Xtr, _, ytr, _ = digits
     coll = ShardedCollection.from_arrays(Xtr, ytr, n_partitions=3)
     full = tripletml.NaivePA(n_triplets=3000, max_iter=4, random_state=0).fit(coll)
@@ -360,8 +359,8 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, name):
     import tripletml
     from sklearn.datasets import load_digits
 
-    from tripletml.sharded import ShardedCollection
-    from tripletml.training.partitioned import fit_partitioned
+    from tripletml.distributed.sharded import ShardedCollection
+    from tripletml.distributed.partitioned import fit_partitioned
 
     X, y = load_digits(return_X_y=True)
     coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)
@@ -392,8 +391,8 @@ def test_tampered_round_checkpoint_is_refused(tmp_path):
     from sklearn.datasets import load_digits
 
     import tripletml
-    from tripletml.sharded import ShardedCollection
-    from tripletml.training.partitioned import fit_partitioned
+    from tripletml.distributed.sharded import ShardedCollection
+    from tripletml.distributed.partitioned import fit_partitioned
 
     X, y = load_digits(return_X_y=True)
     coll = ShardedCollection.from_arrays(X[:300], y[:300], n_partitions=2)

@@ -3,7 +3,7 @@
 What is proven here:
 
 * with one partition a round is one pass of the in-memory SDCA solver's step
-  (:class:`tripletml.solvers.sdca.SDCASolver`) in the round's order, to
+  (:class:`tripletml.algorithms.sdca.kernels.SDCASolver`) in the round's order, to
   rounding, and the fit reaches the in-memory optimum;
 * two rounds on tiny data (d = 3, two partitions) equal a dense reference
   written from the paper's formulas: each coordinate step maximises the local
@@ -25,10 +25,10 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from tripletml import SDCA
-from tripletml._validation import as_generator
+from tripletml.core.validation import as_generator
 from tripletml.linalg.sparse_rows import as_csr
-from tripletml.sharded import ShardedCollection
-from tripletml.solvers.sdca import SDCASolver, sdca_objectives
+from tripletml.distributed.sharded import ShardedCollection
+from tripletml.algorithms.sdca.kernels import SDCASolver, sdca_objectives
 
 LAM = 0.1
 BLOCKS, BLOCK_ROWS, BLOCK_TRIPLETS = 8, 30, 40
@@ -259,7 +259,7 @@ def test_same_fitted_attributes_determinism_and_save_load(tmp_path):
 
 
 def test_memory_refusal_points_to_low_rank_learners(problem, monkeypatch):
-    import tripletml._validation as v
+    import tripletml.core.validation as v
     d = problem[0].shape[1]
     # room for the model's 4 arrays, not for 8 updates + 4
     monkeypatch.setattr(v, "available_memory", lambda: 6 * 8 * d * d)
@@ -285,7 +285,7 @@ def test_digits_map_close_to_single_process():
 def test_dask_backend_gives_the_local_model(problem):
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, max_iter=5, preprocessing=None, random_state=9)
     local = SDCA(**kw).fit(coll)
@@ -321,8 +321,8 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     checkpoint_dir ends with the uninterrupted model (bit for bit)."""
     from sklearn.datasets import load_digits
 
-    from tripletml.sharded import ShardedCollection
-    from tripletml.training.partitioned import fit_partitioned
+    from tripletml.distributed.sharded import ShardedCollection
+    from tripletml.distributed.partitioned import fit_partitioned
 
     X, y = load_digits(return_X_y=True)
     coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)

@@ -1,5 +1,5 @@
 """Strategy "statistics" of fit(ShardedCollection): KISSME and RCA from
-per-partition class statistics (tripletml.training.class_stats), and the
+per-partition class statistics (tripletml.distributed.class_stats), and the
 baselines, equal to the in-memory fit on the concatenated rows to rounding.
 
 Every comparison is against the in-memory ``fit`` (or a loop over the
@@ -18,10 +18,10 @@ from sklearn.datasets import load_digits
 
 from tripletml import KISSME, RCA, DotProduct, Euclidean
 from tripletml.persistence import load_model
-from tripletml.sharded import ShardedCollection
-from tripletml.solvers.kissme import pair_scatter_from_triplets
-from tripletml.training import class_stats
-from tripletml.training.partitioned import ClassesWarning, Supervision
+from tripletml.distributed.sharded import ShardedCollection
+from tripletml.algorithms.kissme.kernels import pair_scatter_from_triplets
+from tripletml.distributed import class_stats
+from tripletml.distributed.partitioned import ClassesWarning, Supervision
 
 MODES = [None, "center", "standardize", "whiten", "sphere", "auto"]
 RTOL = 1e-9
@@ -324,7 +324,7 @@ def test_dask_equals_local(digits):
     pytest.importorskip("distributed")
     import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    from tripletml.cluster import use_cluster
+    from tripletml.distributed.dask_search import use_cluster
     X, y = digits
     coll = _uneven(X, y, [60, 300, 140])
     Xs = sp.csr_matrix(X)

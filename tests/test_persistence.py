@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import tripletml as tm
-from tripletml._arrayspec import ArraySpec
-from tripletml._registry import entries
+from tripletml.core.arrayspec import ArraySpec
+from tripletml.registry import entries
 
 from _estimators import toy_data, toy_multilabel
 from _model_files import read_model_file as _read, write_model_file as _write
@@ -307,9 +307,9 @@ def test_pickles_of_0_1_online_learners_still_load():
     import pickle
 
     from tripletml import OASIS, SDCA, LORETAMultilabel
-    from tripletml._stopping import LossWatch
-    from tripletml.learners import _online
-    from tripletml.training import DivergenceWatch
+    from tripletml.engine.stopping import LossWatch
+    from tripletml.core import online as _online
+    from tripletml.engine import DivergenceWatch
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 5))
     y = np.repeat(np.arange(4), 10)
@@ -408,7 +408,7 @@ def test_one_megabyte_bomb_refused_in_bounded_memory(tmp_path):
         assert zf.getinfo("W_.npy").file_size >= d * d * 8    # 1.07 GB declared
     res = _run_isolated(f"""
         import resource, tripletml as tm
-        import tripletml.persistence, tripletml.learners
+        import tripletml.persistence, tripletml.algorithms.oasis.estimator
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         try:
             tm.load_model({str(path)!r}, max_bytes=2**40)    # the ratio cap alone

@@ -13,9 +13,9 @@ import pytest
 import scipy.sparse as sp
 
 import tripletml as tm
-from tripletml._registry import entries
-from tripletml.base import BilinearMixin, MahalanobisMixin
-from tripletml.preprocessing import MAX_DENSIFY_FEATURES, MAX_WHITEN_FEATURES
+from tripletml.registry import entries
+from tripletml.core.base import BilinearMixin, MahalanobisMixin
+from tripletml.core.preprocessing import MAX_DENSIFY_FEATURES, MAX_WHITEN_FEATURES
 
 MODES = (None, "center", "standardize", "whiten", "sphere")
 TRIPLET = entries("triplet")
@@ -360,7 +360,7 @@ def test_objective_takes_raw_X(name, mode, params):
 def test_every_learner_documents_preprocessing_once():
     """The shared parameter text lands in each docstring exactly once, with
     no placeholder left (``document_preprocessing`` / the factored template)."""
-    from tripletml._registry import entries
+    from tripletml.registry import entries
     for entry in entries():
         if entry.kind != "triplet" or entry.name in ("Euclidean", "DotProduct"):
             continue
@@ -378,7 +378,7 @@ def test_every_learner_documents_preprocessing_once():
 
 # ---------------------------------------------------------------- "sphere"
 def test_sphere_lift_matches_formula_and_has_norm_s():
-    from tripletml.preprocessing import sphere_lift
+    from tripletml.core.preprocessing import sphere_lift
     rng = np.random.default_rng(0)
     Z = np.vstack([rng.normal(size=(20, 4)) * 3, np.zeros((1, 4)), [[1e3, -2e3, 0, 5]]])
     for s in (0.3, 1.0, 2.5):
@@ -530,7 +530,7 @@ def test_tiny_columns_are_standardised_not_taken_for_constant():
 def test_sphere_lift_far_rows_reach_the_pole_without_overflow():
     """|z| up to the largest float and s from 1e-300 to 1e150: finite, norm s,
     and the limit of the formula (u -> infinity: phi -> [0, s])."""
-    from tripletml.preprocessing import sphere_lift
+    from tripletml.core.preprocessing import sphere_lift
     Z = np.array([[1e308, -1e308, 0.0], [0.0, 0.0, 0.0]])
     for s in (1e-300, 1.0, 1e150):
         P = sphere_lift(Z, s)
@@ -541,8 +541,8 @@ def test_sphere_lift_far_rows_reach_the_pole_without_overflow():
 
 
 def test_sphere_functions_refuse_bad_input():
-    from tripletml.preprocessing import sphere_lift, sphere_radius
-    from tripletml.index import embedding_cone
+    from tripletml.core.preprocessing import sphere_lift, sphere_radius
+    from tripletml.search.index import embedding_cone
     Z = np.ones((3, 2))
     for bad, msg in ((np.ones(3), "2-D"), (np.array([[1.0, np.nan]]), "NaN or infinity")):
         with pytest.raises(ValueError, match=f"sphere_lift: Z .*{msg}|sphere_lift: .*{msg}"):
@@ -583,7 +583,7 @@ def _manual(mode, X):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_preprocessor_fit_transform_second_moment(mode):
-    from tripletml.preprocessing import Preprocessor
+    from tripletml.core.preprocessing import Preprocessor
     X, y, t = _data(seed=11)
     pre = Preprocessor(mode, owner="OASIS")
     assert pre.fit(X) is pre and pre.mode_ == mode
@@ -614,7 +614,7 @@ def test_preprocessor_fit_transform_second_moment(mode):
 def test_preprocessor_resolves_auto_and_refuses_unfitted_use():
     from sklearn.exceptions import NotFittedError
 
-    from tripletml.preprocessing import Preprocessor
+    from tripletml.core.preprocessing import Preprocessor
     X, y, t = _data()
     assert Preprocessor("auto", auto="sphere").resolve(X) == "sphere"
     wide = sp.random(10, MAX_DENSIFY_FEATURES + 1, density=0.01, format="csr", random_state=0)
@@ -631,7 +631,7 @@ def test_preprocessor_resolves_auto_and_refuses_unfitted_use():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_preprocessor_attributes_round_trip_and_equality(mode):
-    from tripletml.preprocessing import Preprocessor
+    from tripletml.core.preprocessing import Preprocessor
     X, y, t = _data(seed=3)
     pre = Preprocessor(mode, owner="SML").fit(X)
     attrs = pre.to_attributes()
@@ -648,7 +648,7 @@ def test_preprocessor_attributes_round_trip_and_equality(mode):
 
 
 def test_preprocessor_from_attributes_refuses_inconsistent_state():
-    from tripletml.preprocessing import Preprocessor
+    from tripletml.core.preprocessing import Preprocessor
     X, y, t = _data()
     good = Preprocessor("standardize").fit(X).to_attributes()
     bad_cases = [
@@ -672,7 +672,7 @@ def test_learner_holds_one_preprocessor():
     """The statistics live in preprocessor_ only; the preprocessing_* names
     read it; a refit replaces it and a failed refit removes it."""
     X, y, t = _data()
-    from tripletml._registry import get_entry
+    from tripletml.registry import get_entry
     m = get_entry("LowRankDML").make(0, preprocessing="whiten").fit(X, triplets=t)
     pre = m.preprocessor_
     assert pre.mode_ == m.preprocessing_ == "whiten" and pre.owner == "LowRankDML"
@@ -742,7 +742,7 @@ def test_a_pickle_of_tripletml_0_1_is_adopted():
 def test_a_file_cannot_plant_a_preprocessor(tmp_path):
     """preprocessor_ is never read from a file: a metadata value under that
     name is refused, and so is a state whose n_features_in_ is not a width."""
-    from tripletml.preprocessing import Preprocessor
+    from tripletml.core.preprocessing import Preprocessor
     X, y, t = _data(seed=7)
     m = tm.OASIS(preprocessing=None, n_triplets=40, random_state=0).fit(X, y)
     arrays = {k: v for k, v in vars(m).items() if isinstance(v, np.ndarray)}

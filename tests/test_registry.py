@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import tripletml as tm
-from tripletml._arrayspec import check_fitted_arrays
-from tripletml._registry import KINDS, entries, get_entry, learner_class, learner_names
+from tripletml.core.arrayspec import check_fitted_arrays
+from tripletml.registry import KINDS, entries, get_entry, learner_class, learner_names
 
 from _estimators import toy_data, toy_multilabel
 
@@ -49,10 +49,10 @@ def _module_imports(path):
 
 
 def test_no_import_cycle_between_base_persistence_and_registry():
-    assert "persistence" not in _module_imports(PKG / "base.py")
-    assert "_registry" not in _module_imports(PKG / "base.py")
-    assert "base" not in _module_imports(PKG / "persistence.py")
-    assert _module_imports(PKG / "_registry.py") == set()   # learners imported lazily
+    assert "persistence" not in _module_imports(PKG / "core" / "base.py")
+    assert "registry" not in _module_imports(PKG / "core" / "base.py")
+    assert "core.base" not in _module_imports(PKG / "persistence.py")
+    assert _module_imports(PKG / "registry.py") == set()   # learners imported lazily
 
 
 def _fit(entry):

@@ -12,7 +12,7 @@ from sklearn.metrics import pairwise_distances
 
 import tripletml as tm
 from tripletml import load_model
-from tripletml._registry import entries
+from tripletml.registry import entries
 from tripletml.triplets import (ClassTriplets, KNNTriplets, SemiHardTriplets, TripletSampler,
                                 knn_triplets, resolve_sampling, semihard_triplets)
 

@@ -15,9 +15,9 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
-from tripletml._registry import entries
-from tripletml.base import BilinearMixin, MahalanobisMixin
-from tripletml.preprocessing import feature_unit
+from tripletml.registry import entries
+from tripletml.core.base import BilinearMixin, MahalanobisMixin
+from tripletml.core.preprocessing import feature_unit
 
 LEARNERS = [e for e in entries("triplet")]
 SCALES = (1e-3, 1e3)

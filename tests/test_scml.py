@@ -6,8 +6,8 @@ from scipy.optimize import minimize_scalar
 from sklearn.datasets import load_iris, load_wine
 
 import tripletml as tm
-from tripletml.learners.scml import SCML
-from tripletml.solvers.scml import rda_step, scml_objective, triplet_deltas
+from tripletml.algorithms.scml.estimator import SCML
+from tripletml.algorithms.scml.kernels import rda_step, scml_objective, triplet_deltas
 
 
 def F_paper(X, T, U, w, alpha):
@@ -49,7 +49,7 @@ def test_proximal_step_minimises_the_rda_model(seed):
     t, alpha, eta0 = int(rng.integers(1, 50)), 0.1 * rng.random(), 2.0 * rng.random() + 0.1
     w = rda_step(gbar, s, t, alpha, eta0)
     assert np.all(w >= 0)
-    from tripletml.solvers.scml import DELTA0
+    from tripletml.algorithms.scml.kernels import DELTA0
     for b in range(K):
         def model(v):
             return gbar[b] * v + alpha * abs(v) + (DELTA0 + s[b]) * v * v / (2 * eta0 * t)

@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 from _triplet_draws import distinct_triplets
 from tripletml import SDCA
-from tripletml.learners.sdca import sdca_objectives
+from tripletml.algorithms.sdca.estimator import sdca_objectives
 from tripletml.linalg import as_csr
 from tripletml.triplets import random_class_triplets
 
@@ -241,7 +241,7 @@ def test_default_is_a_fixed_budget_with_the_gap_recorded():
 
 @pytest.mark.parametrize("output", ["average", "random"])
 def test_a_loaded_state_with_missing_or_inconsistent_arrays_is_refused(output):
-    from tripletml.solvers.sdca import SDCASolver
+    from tripletml.algorithms.sdca.kernels import SDCASolver
     X, t = _problem(seed=11)
     m = SDCA(preprocessing=None, alpha=0.1, max_iter=1, output=output, tol=None, random_state=0).fit(X, triplets=t)
     name = "avg_accum_" if output == "average" else "random_iterate_"

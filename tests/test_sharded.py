@@ -1,4 +1,4 @@
-"""tripletml.sharded's shard readers: regular files only, declared rows
+"""tripletml.distributed.sharded's shard readers: regular files only, declared rows
 checked against stored bytes, every error naming the shard (issue 26)."""
 import io
 import os
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tripletml import sharded
-from tripletml.sharded import load_npz_shard, read_npz_shards, write_npz_shards
+from tripletml.distributed import sharded
+from tripletml.distributed.sharded import load_npz_shard, read_npz_shards, write_npz_shards
 
 
 def _alarm_guard(what):
@@ -165,7 +165,7 @@ def test_special_files_refused_without_blocking(tmp_path, kind):
 def test_fit_stream_never_sees_a_lying_shard(tmp_path):
     """Issue 26: fit_stream allocated 44.7 GiB from a 200-byte shard."""
     from tripletml import OASIS
-    from tripletml.streaming import fit_stream
+    from tripletml.distributed.streaming import fit_stream
 
     d = tmp_path / "shards"
     rng = np.random.default_rng(0)

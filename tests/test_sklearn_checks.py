@@ -2,7 +2,7 @@
 
 The triplet learners run every check scikit-learn generates for them, with
 the deprecated ``decision_function(X, triplets)`` alias switched off
-(:func:`tripletml.base.legacy_decision_function`): a triplet learner has no
+(:func:`tripletml.core.base.legacy_decision_function`): a triplet learner has no
 per-sample decision function, and after the deprecation release it has no
 ``decision_function`` attribute, which is what the checks see here.  The
 per-triplet margin is ``triplet_score(X, triplets)``, which no check calls.
@@ -33,9 +33,9 @@ import pytest
 from sklearn.base import TransformerMixin, clone
 from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
 
-from tripletml._registry import entries
-from tripletml.base import legacy_decision_function
-from tripletml.preprocessing import n_added_features
+from tripletml.registry import entries
+from tripletml.core.base import legacy_decision_function
+from tripletml.core.preprocessing import n_added_features
 
 from _estimators import toy_multilabel
 
@@ -184,7 +184,7 @@ def test_multilabel_fitted_contract(estimator):
 @pytest.mark.parametrize("entry", entries(), ids=lambda e: e.name)
 def test_learners_with_transform_are_transformers(entry):
     """A learner with ``transform`` must be a TransformerMixin (e.g. through
-    tripletml.base.EmbeddingMixin), or scikit-learn cannot check it."""
+    tripletml.core.base.EmbeddingMixin), or scikit-learn cannot check it."""
     if hasattr(entry.cls, "transform"):
         assert issubclass(entry.cls, TransformerMixin)
 

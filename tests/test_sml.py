@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 
 from tripletml import SML
 from tripletml.linalg.eig_update import solve_lemma3
-from tripletml.solvers.sml import SMLProblem
+from tripletml.algorithms.sml.kernels import SMLProblem
 from tripletml.triplets import random_class_triplets
 
 
@@ -233,7 +233,7 @@ _HANG = """
 import numpy as np
 from sklearn.datasets import load_iris
 from tripletml import SML
-import tripletml.preprocessing as prep
+import tripletml.core.preprocessing as prep
 prep.feature_unit = lambda X, mean=None: 1.0     # the raw huge rows (see raw_rows)
 X, y = load_iris(return_X_y=True)
 try:
@@ -293,7 +293,7 @@ def test_huge_alpha_gives_the_zero_metric():
 def test_line_search_stops_at_the_papers_lipschitz_constant():
     """A descent test that never holds cannot loop: the estimate stops at the
     paper's L; a NaN phi stops training."""
-    from tripletml.solvers.sml import SmoothSolver
+    from tripletml.algorithms.sml.kernels import SmoothSolver
     X, t = _data()
     prob = SMLProblem(X, t, 0.1)
     solver = SmoothSolver(prob, mu=0.5)
@@ -350,7 +350,7 @@ def test_smoothed_gap_is_a_certificate(seed, mu):
     and bounds the true suboptimality of the smoothed objective: at every
     iteration it is at least ``f_mu(M^(t)) - f_ref``, ``f_ref`` the smallest
     smoothed objective of a long reference run (>= min f_mu)."""
-    from tripletml.solvers.sml import SmoothSolver
+    from tripletml.algorithms.sml.kernels import SmoothSolver
     X, t = _data(seed=seed)
     prob = SMLProblem(X, t, 0.1)
     ref = SmoothSolver(prob, mu=mu)
@@ -398,8 +398,8 @@ def test_every_fitted_array_is_declared():
     X, t = _data()
     m = SML(preprocessing=None, max_iter=5, tol=None).fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
-    from tripletml._preprocessed import PREPROCESSING_ARRAYS
-    from tripletml._tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
+    from tripletml.core.preprocessed import PREPROCESSING_ARRAYS
+    from tripletml.core.tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
     assert arrays == set(SML._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS) == {"M_", "components_"}
     assert SML._fitted_arrays["M_"].shape == ("d", "d")
     assert SML._fitted_arrays["components_"].shape == ("rank_", "d")
@@ -455,7 +455,7 @@ def test_margins_equal_a_plain_loop_on_both_paths(sparse, ratio, monkeypatch):
     """``<X_tau, M>`` by either form equals the loop over triplets, also for a
     non-symmetric M (the quadratic form only sees its symmetric part) and
     degenerate triplets."""
-    import tripletml.solvers.sml as sml_solver
+    import tripletml.algorithms.sml.kernels as sml_solver
     monkeypatch.setattr(sml_solver, "MARGIN_ROWS_RATIO", ratio)
     X, t = _data(seed=22, sparse=sparse)
     t = t.copy()
@@ -474,7 +474,7 @@ def test_margins_equal_a_plain_loop_on_both_paths(sparse, ratio, monkeypatch):
 def test_smooth_solver_margins_of_the_averaged_iterate_are_exact():
     """The margins of ``M^(t)`` kept by linearity equal a fresh evaluation,
     and the recorded objective is eq. (4) at M^(t), after many iterations."""
-    from tripletml.solvers.sml import SmoothSolver
+    from tripletml.algorithms.sml.kernels import SmoothSolver
     X, t = _data(seed=23)
     prob = SMLProblem(X, t, 0.05)
     solver = SmoothSolver(prob, mu=0.5)

@@ -287,7 +287,7 @@ def test_sdca_objective_gram_margins():
     """SDCA's per-pass objective by the Gram route (few rows under many
     triplets) equals the per-triplet margins, degenerate triplets included."""
     from tripletml.linalg.sparse_rows import as_csr, diff_buffers
-    from tripletml.solvers.sdca import _all_margins, _margins_gram, sdca_objectives
+    from tripletml.algorithms.sdca.kernels import _all_margins, _margins_gram, sdca_objectives
 
     rng = np.random.default_rng(7)
     X = rng.normal(size=(12, 41))

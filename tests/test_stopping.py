@@ -5,7 +5,7 @@ import warnings
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from tripletml._stopping import LossWatch, finish, relative_change
+from tripletml.engine.stopping import LossWatch, finish, relative_change
 
 
 class _Est:

@@ -1,4 +1,4 @@
-"""tripletml.streaming.fit_stream: a tampered checkpoint is refused (model
+"""tripletml.distributed.streaming.fit_stream: a tampered checkpoint is refused (model
 names outside the directory, a model of another class, malformed or special
 state files) and the leftovers of killed saves are removed (issue 26, item 4).
 """
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tripletml import KISSME, OASIS, SDCA
-from tripletml.streaming import fit_stream
+from tripletml.distributed.streaming import fit_stream
 
 KW = dict(n_triplets_per_shard=100, batch_size=50, checkpoint_every=100, random_state=0)
 
@@ -133,7 +133,7 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
 def test_killed_save_leftovers_then_resume_equals_uninterrupted(tmp_path, monkeypatch):
     """A save killed before its rename leaves a temporary; the resumed run
     removes it and still ends with the uninterrupted model."""
-    import tripletml._model_writer as writer
+    import tripletml.core.model_writer as writer
 
     full = fit_stream(OASIS(C=0.1, random_state=0), _shards(), **KW)
     ckpt = tmp_path / "ckpt"

@@ -1,4 +1,4 @@
-"""Thread limits for small work (issue 40, :mod:`tripletml._threads`): one
+"""Thread limits for small work (issue 40, :mod:`tripletml.engine.threads`): one
 BLAS / OpenMP thread inside a small fit, the previous counts restored, and a
 setting of the user (a ``threadpool_limits`` context, an environment
 variable) kept."""
@@ -13,7 +13,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from tripletml import Euclidean
-from tripletml import _threads
+from tripletml.engine import threads as _threads
 from tripletml.linalg import TopK
 
 
@@ -86,7 +86,7 @@ def test_large_fit_keeps_the_library_threads():
 def test_user_threadpool_limits_wins(limit, shape):
     """A fit inside the user's ``threadpool_limits`` keeps the user's count.
     A limit equal to every library's count at import cannot be told apart
-    from no limit (see tripletml._threads): skipped there."""
+    from no limit (see tripletml.engine.threads): skipped there."""
     if all(c == limit for c in _defaults()):
         pytest.skip(f"limits={limit} equals the libraries' own count here")
     X, y = _data(*shape)

@@ -19,8 +19,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import tripletml as tm
-from tripletml._registry import entries
-from tripletml.base import BilinearMixin, MahalanobisMixin
+from tripletml.registry import entries
+from tripletml.core.base import BilinearMixin, MahalanobisMixin
 
 TRIPLET = entries("triplet")
 IDS = [e.name for e in TRIPLET]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_iris
 
-from tripletml._registry import entries
+from tripletml.registry import entries
 from tripletml.triplets import random_class_triplets
 
 

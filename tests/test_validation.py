@@ -1,4 +1,4 @@
-"""Input validation (``tripletml._validation`` and the entry points that use
+"""Input validation (``tripletml.core.validation`` and the entry points that use
 it): malformed sparse matrices, canonical CSR form, hostile values and shapes,
 property tests of ``check_X``.
 
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tripletml import OASIS
-from tripletml._validation import MAX_ABS_VALUE, check_X
+from tripletml.core.validation import MAX_ABS_VALUE, check_X
 from tripletml.linalg import as_csr
 import tripletml
 
@@ -141,7 +141,7 @@ for corrupt in CORRUPTIONS:
 
 def test_malformed_coo_and_bsr_refused_before_conversion():
     proc = _run("""
-from tripletml._validation import check_X
+from tripletml.core.validation import check_X
 X = base("coo"); X.col[2] = 99
 try:
     check_X(X, "probe")
@@ -336,8 +336,8 @@ def test_property_every_corrupted_csr_is_refused(case, how, where, amount):
 # degenerate triplets (q = p+, q = p-, p+ = p-): refused by training, accepted
 # by scoring (issue 29)
 # ---------------------------------------------------------------------------
-from tripletml import _registry                                      # noqa: E402
-from tripletml._validation import check_triplets                      # noqa: E402
+from tripletml import registry as _registry                                      # noqa: E402
+from tripletml.core.validation import check_triplets                      # noqa: E402
 
 
 def _deg_data(n=12, d=4, seed=0):
@@ -412,7 +412,7 @@ def test_partial_fit_refuses_degenerate_triplets(entry):
 
 def test_partitioned_training_refuses_degenerate_triplets():
     from tripletml import ITML, SDCA
-    from tripletml.sharded import ShardedCollection
+    from tripletml.distributed.sharded import ShardedCollection
 
     X, _ = _deg_data(n=20)
     good, bad = np.array([[0, 1, 2], [3, 4, 5]]), np.array([[0, 1, 2], [9, 9, 9]])
@@ -427,7 +427,7 @@ def test_partitioned_training_refuses_degenerate_triplets():
 
 
 def test_fit_stream_refuses_degenerate_triplets():
-    from tripletml.streaming import fit_stream
+    from tripletml.distributed.streaming import fit_stream
 
     X, _ = _deg_data()
     shards = [(X, None, np.array([[0, 1, 2]])),

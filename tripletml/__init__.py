@@ -1,9 +1,9 @@
 """tripletml: fast metric and similarity learning from relative comparisons.
 
-Learners share one scikit-learn style API (see :mod:`tripletml.base`):
+Learners share one scikit-learn style API (see :mod:`tripletml.core.base`):
 ``fit(X, y=None, *, triplets=None)``, ``similarity``, ``pair_score``,
 ``triplet_score``, ``score`` (leave-one-out mAP), ``save``.  The list of
-learners is :mod:`tripletml._registry`; every public learner class is
+learners is :mod:`tripletml.registry`; every public learner class is
 importable from here.  :class:`AutoSimilarity` (not a learner of the
 registry: a search over them) picks and tunes one by validation.
 
@@ -19,14 +19,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._registry import REGISTRY as _REGISTRY
-from ._registry import learner_names
-from ._version import __version__
+from tripletml.registry import REGISTRY as _REGISTRY
+from tripletml.registry import learner_names
+from tripletml._version import __version__
+from tripletml._moved import install as _install_moved
+
+_install_moved()     # the 0.2 module paths, for one release
 
 #: public names defined in a module of the package: name -> module
 _LAZY_NAMES: dict[str, str] = {
-    "LearnerBase": "base", "TripletLearner": "base", "BilinearMixin": "base",
-    "MahalanobisMixin": "base",
+    "LearnerBase": "core.base", "TripletLearner": "core.base", "BilinearMixin": "core.base",
+    "MahalanobisMixin": "core.base",
     "AutoSimilarity": "auto",
     "load_model": "persistence", "save_model": "persistence",
 }
@@ -35,10 +38,9 @@ _LAZY_NAMES: dict[str, str] = {
 _LEARNERS = {e.name: e for e in _REGISTRY}
 
 _SUBMODULES = frozenset({
-    "datasets", "metrics", "triplets", "linalg", "reproduce", "cli", "preprocessing",
-    "index", "neighbors", "plot", "cluster", "sharded", "streaming", "base", "learners",
-    "solvers", "training", "persistence", "auto", "losses", "demo", "column_kinds", "pairs",
-    "embedding",
+    "algorithms", "auto", "cli", "core", "datasets", "distributed", "embedding", "engine",
+    "linalg", "losses", "metrics", "pairs", "persistence", "plot", "registry", "reproduce",
+    "search", "triplets",
 })
 
 __all__ = [

@@ -57,9 +57,9 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from ._progress import progress_bar
-from ._validation import check_triplets, check_X
-from .linalg.topk import topk
+from tripletml.engine.progress import progress_bar
+from tripletml.core.validation import check_triplets, check_X
+from tripletml.linalg.topk import topk
 
 __all__ = [
     "average_precision_per_query",
@@ -532,7 +532,7 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
         Query rows per ``similarity`` call (None: ~64 MB of scores).
     verbose : bool, default False
         Show a tqdm progress bar.
-    index : tripletml.index.SimilarityIndex or None, keyword-only
+    index : tripletml.search.index.SimilarityIndex or None, keyword-only
         Rank with this index instead of ``estimator.similarity`` (for
         collections too big for brute force).  The index holds the database:
         ``X_db`` must be None and ``y_db`` gives the labels of its rows in id
@@ -620,7 +620,7 @@ def _evaluate_with_index(index: Any, estimator: Any, X_query: Any, y_query: Any,
     search = getattr(index, "search", None)
     n_db = getattr(index, "ntotal", None)
     if not callable(search) or not isinstance(n_db, numbers.Integral):
-        raise TypeError(f"{func}: index must be a tripletml.index.SimilarityIndex, got "
+        raise TypeError(f"{func}: index must be a tripletml.search.index.SimilarityIndex, got "
                         f"{type(index).__name__}")
     if estimator is not None and not callable(getattr(estimator, "similarity", None)):
         raise TypeError(f"{func}: estimator must be None or have a callable `similarity` "

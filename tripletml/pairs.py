@@ -10,7 +10,7 @@ the pairs form no triplet.
 
 Pairs are never materialised as ``(m, 2, d)`` arrays inside the library;
 metric-learn's point pairs are turned into rows and index pairs on entry
-(:func:`tripletml.base._tuple_forms`).
+(:func:`tripletml.core.base._tuple_forms`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import as_generator, check_index_tuples, check_scalar_param
+from tripletml.core.validation import as_generator, check_index_tuples, check_scalar_param
 
 __all__ = ["PairConstraints", "check_pairs", "check_pair_labels", "pair_classes", "class_pairs",
            "pairs_to_triplets", "PAIR_LEARNERS"]

@@ -7,12 +7,12 @@ constructor parameters and the non-array fitted attributes (``history_``,
 
 Loading trusts nothing in the file:
 
-* the class must be a learner of :mod:`tripletml._registry` or one of the
+* the class must be a learner of :mod:`tripletml.registry` or one of the
   feature-free ordinal embeddings SOE, STE, TSTE (an explicit allow-list;
   abstract bases and anything else are refused); nothing is imported or unpickled
   (``allow_pickle=False``, JSON metadata);
 * every array member must be declared in the class's ``_fitted_arrays``
-  (:mod:`tripletml._arrayspec`); an undeclared one is refused from the zip
+  (:mod:`tripletml.core.arrayspec`); an undeclared one is refused from the zip
   directory, before anything is decompressed;
 * each array's shape and dtype are read from its ``.npy`` header and checked
   against the declaration (shape symbols, dtype) and its size against the
@@ -23,7 +23,7 @@ Loading trusts nothing in the file:
   preprocessing (``preprocessing_`` and its statistics, plain arrays) is
   checked there too.  A file written before the ``preprocessing`` parameter
   existed loads as ``preprocessing=None`` (raw features);
-* only a regular file is opened (:func:`tripletml._files.open_regular`): a
+* only a regular file is opened (:func:`tripletml.core.files.open_regular`): a
   FIFO, ``/dev/zero`` or a directory is refused at once, naming the file;
 * what a file may allocate is bounded by what it stores: every member's
   stored bytes must lie inside the file, a compressed member may expand at
@@ -53,11 +53,11 @@ from typing import IO
 
 import numpy as np
 
-from ._arrayspec import check_header, check_values, expected_nbytes
-from ._files import open_regular
-from ._model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, save_model
-from ._registry import get_entry, learner_names
-from ._validation import as_generator
+from tripletml.core.arrayspec import check_header, check_values, expected_nbytes
+from tripletml.core.files import open_regular
+from tripletml.core.model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, save_model
+from tripletml.registry import get_entry, learner_names
+from tripletml.core.validation import as_generator
 
 __all__ = ["save_model", "load_model", "ModelFileError", "FORMAT_VERSION", "SavableModel",
            "MAX_COMPRESSION_RATIO", "SMALL_MEMBER_BYTES", "LOAD_MAX_BYTES_ENV"]
@@ -162,7 +162,7 @@ def _embedding_classes() -> dict:
     registry's learners (they take no X, so they are not registered learners):
     an explicit allow-list, checked like the learners (declared
     ``_fitted_arrays``, ``_validate_params``, ``_check_loaded``)."""
-    from .embedding import SOE, STE, TSTE    # late: embedding imports datasets
+    from tripletml.embedding import SOE, STE, TSTE    # late: embedding imports datasets
     return {c.__name__: c for c in (SOE, STE, TSTE)}
 
 
@@ -197,7 +197,7 @@ def _max_bytes(max_bytes) -> tuple[int | None, str]:
             raise ValueError(f"load_model: the {LOAD_MAX_BYTES_ENV} environment variable "
                              f"must be a positive integer of bytes, got {env[:40]!r}")
         return value, f"the {LOAD_MAX_BYTES_ENV} environment variable"
-    from ._validation import available_memory
+    from tripletml.core.validation import available_memory
 
     avail = available_memory()
     return (None if avail is None else avail // 2), "half the available memory"
@@ -281,7 +281,7 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
             raise ModelFileError(f"load_model: {path} sets unknown {cls.__name__} parameters "
                            f"{sorted(unknown)[:10]}.")
         if isinstance(params.get("sampling"), dict):
-            from .triplets import sampler_from_dict
+            from tripletml.triplets import sampler_from_dict
             try:
                 params = {**params, "sampling": sampler_from_dict(params["sampling"])}
             except ValueError as e:

@@ -138,7 +138,7 @@ def plot_precision_at_k(models: Mapping[str, Any], X_query, y_query, X_db=None, 
     -------
     matplotlib.figure.Figure
     """
-    from .metrics import evaluate_retrieval
+    from tripletml.metrics import evaluate_retrieval
 
     if not isinstance(models, Mapping) or not models:
         raise TypeError("plot_precision_at_k: models must be a non-empty mapping name -> "

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.neighbors import NearestNeighbors
 
-from ._validation import (available_memory, as_generator, check_scalar_param,
+from tripletml.core.validation import (available_memory, as_generator, check_scalar_param,
                           check_triplets, check_X)
 
 __all__ = ["random_class_triplets", "knn_triplets", "semihard_triplets", "check_triplets",
@@ -678,7 +678,7 @@ def sampler_to_dict(sampling: Any, owner: Any = None) -> Any:
     cls = type(sampling)
     if cls in SAMPLING_CLASSES.values():
         return {"sampler": cls.__name__, "params": sampling.get_params()}
-    from ._model_writer import unstorable_sampler_message
+    from tripletml.core.model_writer import unstorable_sampler_message
     raise TypeError(unstorable_sampler_message(sampling, _who_of(owner, "model")))
 
 

@@ -61,9 +61,9 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from .._deprecated import _legacy_decision_function_available
-from ..preprocessing import PREPROCESSING_MODES
-from .._validation import check_scalar_param, check_X
+from tripletml.core.deprecated import _legacy_decision_function_available
+from tripletml.core.preprocessing import PREPROCESSING_MODES
+from tripletml.core.validation import check_scalar_param, check_X
 
 __all__ = ["AutoSimilarity", "DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
 
@@ -157,7 +157,7 @@ _EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
 def _dense_work(template, params: dict) -> tuple[int, int, int, int]:
     """``(d x d arrays, eigendecompositions, products, rank-one updates)``
     of one fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
-    from ..base import BilinearMixin, MahalanobisMixin
+    from tripletml.core.base import BilinearMixin, MahalanobisMixin
 
     p = {**template.get_params(), **params}
     for klass in type(template).__mro__:
@@ -233,7 +233,7 @@ class _Candidate:
         # as the learner gets it: the grid's value, else the template's own
         self.prep = params["preprocessing"] if "preprocessing" in params \
             else has.get("preprocessing")
-        from ..triplets import is_class_sampling
+        from tripletml.triplets import is_class_sampling
         # a warm round adds random class triplets: only for class sampling
         self.warm = (budget is not None and budget[0] == "n_triplets"
                      and hasattr(template, "partial_fit")
@@ -258,7 +258,7 @@ class _Candidate:
 
 def _learner_template(spec_learner, where: str):
     if isinstance(spec_learner, str):
-        from .._registry import get_entry
+        from tripletml.registry import get_entry
         try:
             entry = get_entry(spec_learner, case_sensitive=False)
         except ValueError as exc:
@@ -359,8 +359,8 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
     if (deadline is not None and (cand.budget is not None or min_secs >= 0)
             and time.time() + max(0.0, min_secs) > deadline):
         return None
-    from ..metrics import validation_score
-    from ..triplets import random_class_triplets
+    from tripletml.metrics import validation_score
+    from tripletml.triplets import random_class_triplets
 
     import warnings
 
@@ -409,7 +409,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     ``embed_database``, ``save``) delegates to it.
 
     A scikit-learn transformer whatever learner wins (every triplet learner
-    has ``transform``, see :class:`tripletml.base.EmbeddingMixin`):
+    has ``transform``, see :class:`tripletml.core.base.EmbeddingMixin`):
     ``make_pipeline(StandardScaler(), AutoSimilarity(), KNeighborsClassifier())``
     works, as do ``fit_transform``, ``set_output(transform="pandas")`` and
     ``get_feature_names_out`` (``"autosimilarity0"``, ... : the names do not
@@ -607,7 +607,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     # ------------------------------------------------------------ checks
     def _validate_params(self) -> None:
-        from ..metrics import check_scoring
+        from tripletml.metrics import check_scoring
         if self.scoring not in _COMPARISON_SCORES:
             check_scoring(self.scoring, _WHO)
         check_scalar_param(self.time_budget, "time_budget", _WHO, low=0, low_inclusive=False)
@@ -704,7 +704,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             if hasattr(self, a):
                 delattr(self, a)
         self._validate_params()
-        from .comparisons import fit_comparisons, parse_comparisons
+        from tripletml.auto.comparisons import fit_comparisons, parse_comparisons
 
         comp = parse_comparisons(self, X, y, triplets, pairs)
         if comp is not None:
@@ -880,7 +880,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         deadline: the baselines always score).  Work no larger than the speed probe's own (a
         product of two 512 x 512 matrices) is not measured and never skipped,
         so small data sets race as before."""
-        from ..preprocessing import n_added_features, resolve_preprocessing
+        from tripletml.core.preprocessing import n_added_features, resolve_preprocessing
 
         n_dd, n_eig, n_prod, n_upd = _dense_work(cand.template, cand.describe(budget_value))
         if not n_dd and not n_eig and not n_prod and not n_upd:
@@ -1185,7 +1185,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     @available_if(_legacy_decision_function_available)
     def decision_function(self, X, triplets=None) -> np.ndarray:
         """Deprecated alias of :meth:`triplet_score` (one release, FutureWarning);
-        see :func:`tripletml.base.legacy_decision_function`."""
+        see :func:`tripletml.core.base.legacy_decision_function`."""
         if triplets is None:
             raise TypeError("AutoSimilarity: a triplet learner has no per-sample "
                             "decision_function; score triplets with triplet_score(X, "
@@ -1198,14 +1198,14 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     def score(self, X, y) -> float:
         """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""
-        from ..metrics import evaluate_retrieval
+        from tripletml.metrics import evaluate_retrieval
 
         check_is_fitted(self, "best_estimator_")
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
     def transform(self, X) -> np.ndarray:
         """The winner's embedding, ``best_estimator_.transform(X)`` (see
-        :class:`tripletml.base.EmbeddingMixin`; for a bilinear winner the
+        :class:`tripletml.core.base.EmbeddingMixin`; for a bilinear winner the
         PSD part of its W, ``transform_fidelity_``)."""
         return self._best().transform(X)
 

@@ -122,9 +122,9 @@ def parse_comparisons(est: Any, X, y, triplets, pairs) -> Optional[Comparisons]:
         Indices outside X, degenerate triplets (an item compared with
         itself), pairs without both labels, y given with triplets.
     """
-    from .._validation import check_triplets, check_X
-    from ..base import _tuple_forms
-    from ..pairs import check_pairs
+    from tripletml.core.validation import check_triplets, check_X
+    from tripletml.core.base import _tuple_forms
+    from tripletml.pairs import check_pairs
 
     X, y, triplets, pairs, form = _tuple_forms(est, X, y, triplets, pairs)
     if form is None:
@@ -279,7 +279,7 @@ class _Racer:
     def make(self, X_fit, seed: int):
         est = self.cand.make(None, seed)
         if self.kappa is not None:
-            from ..preprocessing import Preprocessor
+            from tripletml.core.preprocessing import Preprocessor
             pre = Preprocessor(est.get_params().get("preprocessing"), auto="sphere",
                                owner=self.name).fit(X_fit)
             est.set_params(C=relative_step_cap(self.kappa, pre.transform(X_fit), seed))
@@ -320,7 +320,7 @@ def score_split(model, comp: Comparisons, items: np.ndarray) -> float:
     t, lab = comp.among(items)
     Xv = comp.X[items]
     if comp.kind == "triplets":
-        from ..metrics import triplet_accuracy
+        from tripletml.metrics import triplet_accuracy
         return float(triplet_accuracy(model, Xv, t))
     from sklearn.metrics import roc_auc_score
     return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]])))
@@ -341,7 +341,7 @@ def fit_on(model, comp: Comparisons, items: Optional[np.ndarray] = None):
 def _has_span_route(template) -> bool:
     """Whether a learner fits in the span of its rows when they are fewer
     than the features (``_span_lift_spec`` overridden)."""
-    from ..base import TripletLearner
+    from tripletml.core.base import TripletLearner
 
     own = getattr(type(template), "_span_lift_spec", None)
     return own is not None and own is not getattr(TripletLearner, "_span_lift_spec", None)

@@ -16,11 +16,11 @@ by :func:`load_comparisons`; :func:`read_triplets` converts answer formats
 
 Text features for 20 Newsgroups are in :mod:`tripletml.datasets.text`.
 """
-from ._base import get_data_home, info, list_datasets, read_libsvm, sha256sum
-from ._load import load
-from ._fetch import DownloadError, fetch
-from ._registry import DataFile, DatasetRecord, Subset
-from .comparisons import ItemSplit, count_answers, load_comparisons, read_triplets, split_items
+from tripletml.datasets._base import get_data_home, info, list_datasets, read_libsvm, sha256sum
+from tripletml.datasets._load import load
+from tripletml.datasets._fetch import DownloadError, fetch
+from tripletml.datasets._registry import DataFile, DatasetRecord, Subset
+from tripletml.datasets.comparisons import ItemSplit, count_answers, load_comparisons, read_triplets, split_items
 
 __all__ = ["get_data_home", "list_datasets", "info", "load", "fetch", "sha256sum", "read_libsvm",
            "DownloadError", "DataFile", "DatasetRecord", "Subset", "load_comparisons",

@@ -10,8 +10,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from ._base import _locate, _resolve_data_home, _verify
-from ._registry import DataFile, DatasetRecord, get_record
+from tripletml.datasets._base import _locate, _resolve_data_home, _verify
+from tripletml.datasets._registry import DataFile, DatasetRecord, get_record
 
 __all__ = ["fetch", "DownloadError", "MAX_DOWNLOAD_BYTES"]
 

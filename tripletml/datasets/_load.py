@@ -6,8 +6,8 @@ import os
 
 from sklearn.utils import Bunch
 
-from . import _base
-from .comparisons import COMPARISONS, load_comparisons
+from tripletml.datasets import _base
+from tripletml.datasets.comparisons import COMPARISONS, load_comparisons
 
 __all__ = ["load"]
 

@@ -40,12 +40,12 @@ an item no one has judged (see the learners on features for that).
 >>> SOE(random_state=0).fit(t).score(t) > 0.95
 True
 """
-from ._base import UnusedItemsWarning
-from ._select import DimensionChoice, choose_dimension
-from .bilinear import BilinearEmbedding
-from .soe import SOE
-from .ste import STE
-from .tste import TSTE
+from tripletml.embedding._base import UnusedItemsWarning
+from tripletml.embedding._select import DimensionChoice, choose_dimension
+from tripletml.embedding.bilinear import BilinearEmbedding
+from tripletml.embedding.soe import SOE
+from tripletml.embedding.ste import STE
+from tripletml.embedding.tste import TSTE
 
 __all__ = ["SOE", "STE", "TSTE", "BilinearEmbedding", "choose_dimension", "DimensionChoice",
            "UnusedItemsWarning"]

@@ -11,8 +11,8 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import KFold
 
-from ..datasets.comparisons import check_item_triplets
-from ._base import UnusedItemsWarning
+from tripletml.datasets.comparisons import check_item_triplets
+from tripletml.embedding._base import UnusedItemsWarning
 
 __all__ = ["choose_dimension", "DimensionChoice"]
 

@@ -8,9 +8,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 
-from .._params import Interval, validate_constraints
-from ..datasets.comparisons import check_item_triplets
-from ._base import fit_items
+from tripletml.core.params import Interval, validate_constraints
+from tripletml.datasets.comparisons import check_item_triplets
+from tripletml.embedding._base import fit_items
 
 __all__ = ["BilinearEmbedding"]
 
@@ -97,7 +97,7 @@ class BilinearEmbedding(BaseEstimator):
 
     def _make_learner(self):
         if self.learner is None:
-            from ..learners.loreta import LORETA
+            from tripletml.algorithms.loreta.estimator import LORETA
             return LORETA(rank=self.n_components or 4, max_iter=20, preprocessing=None,
                           random_state=self.random_state)
         if not (hasattr(self.learner, "fit") and hasattr(self.learner, "triplet_score")):

@@ -5,8 +5,8 @@ import numbers
 
 import numpy as np
 
-from .._params import Interval
-from ._base import OrdinalEmbeddingBase
+from tripletml.core.params import Interval
+from tripletml.embedding._base import OrdinalEmbeddingBase
 
 __all__ = ["SOE"]
 
@@ -94,7 +94,7 @@ class SOE(OrdinalEmbeddingBase):
 
     def _loss_grad(self, X, pairs):
         if pairs.dense and self._fused:
-            from ._kernels import soe_pairs
+            from tripletml.embedding._kernels import soe_pairs
             return pairs.dense_fused(X, soe_pairs, self.margin)
         uc, uf, aux = pairs.sq_dists(X)
         dc, df = np.sqrt(uc), np.sqrt(uf)

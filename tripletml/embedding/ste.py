@@ -5,8 +5,8 @@ import numbers
 
 import numpy as np
 
-from .._params import Interval
-from ._base import OrdinalEmbeddingBase
+from tripletml.core.params import Interval
+from tripletml.embedding._base import OrdinalEmbeddingBase
 
 __all__ = ["STE"]
 
@@ -93,7 +93,7 @@ class STE(OrdinalEmbeddingBase):
     def _loss_grad(self, X, pairs):
         lam = self.regularization
         if pairs.dense and self._fused:
-            from ._kernels import ste_pairs
+            from tripletml.embedding._kernels import ste_pairs
             loss, g = pairs.dense_fused(X, ste_pairs, 0.0)
         else:
             uc, uf, aux = pairs.sq_dists(X)

@@ -6,8 +6,8 @@ import numbers
 
 import numpy as np
 
-from .._params import Interval
-from ._base import OrdinalEmbeddingBase
+from tripletml.core.params import Interval
+from tripletml.embedding._base import OrdinalEmbeddingBase
 
 __all__ = ["TSTE"]
 
@@ -107,7 +107,7 @@ class TSTE(OrdinalEmbeddingBase):
         a = self.alpha_
         lam = self.regularization
         if pairs.dense and self._fused:
-            from ._kernels import tste_pairs
+            from tripletml.embedding._kernels import tste_pairs
             loss, g = pairs.dense_fused(X, tste_pairs, a)
             if lam:
                 loss += lam * float((X * X).sum())

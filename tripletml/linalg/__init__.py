@@ -28,18 +28,18 @@ pseudo-inverses, PD updates), ``tests/test_linalg_pd.py``,
 """
 from __future__ import annotations
 
-from ._flags import FAST
-from .eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
+from tripletml.linalg._flags import FAST
+from tripletml.linalg.eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
                          orthonormality_error, project_psd, project_spectrum,
                          psd_factor, reorthonormalize_eig, solve_lemma3)
-from .pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
+from tripletml.linalg.pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
                          chol_update_downdate, inverse_row_column_update, row_column_update,
                          schur_coefficients, schur_step_bound)
-from .pinv import (balanced_factors, pinv_drift, pinv_full_column_rank, pinv_update_apply,
+from tripletml.linalg.pinv import (balanced_factors, pinv_drift, pinv_full_column_rank, pinv_update_apply,
                    pinv_update_prepare, rank_one_update_with_pinv)
-from .sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
+from tripletml.linalg.sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
                           sparse_rank_one_update, triplet_rows)
-from .topk import TopK, topk
+from tripletml.linalg.topk import TopK, topk
 
 __all__ = [
     "FAST", "GRAM_COL_RTOL", "GRAM_COND_RTOL",

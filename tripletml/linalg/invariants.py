@@ -1,7 +1,7 @@
 """Invariant checks of fitted matrices (used when a model is loaded).
 
 A model file is untrusted: its arrays have the declared shapes (see
-:mod:`tripletml._arrayspec`) but may still contradict each other or the
+:mod:`tripletml.core.arrayspec`) but may still contradict each other or the
 learner's promises.  These checks raise ValueError naming the array:
 
 * :func:`check_symmetric` -- ``M = M^T`` up to rounding;

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._flags import FAST
+from tripletml.linalg._flags import FAST
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)

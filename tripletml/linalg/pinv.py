@@ -2,7 +2,7 @@
 pseudo-inverse update (LORETA, Theorem 1; the multi-label rankers).
 
 The drift control built on these kernels (when to re-factor) is one class,
-:class:`tripletml.solvers.loreta.PinvFactors`.
+:class:`tripletml.algorithms.loreta.kernels.PinvFactors`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from ._flags import FAST
+from tripletml.linalg._flags import FAST
 
 __all__ = ["PinvFactors", "pinv_full_column_rank", "balanced_factors", "pinv_drift",
            "rank_one_update_with_pinv", "pinv_update_prepare", "pinv_update_apply"]
@@ -213,7 +213,7 @@ class PinvFactors:
         """Drive ``kernel(self, start, stop) -> (t, flags)`` over steps
         ``0..m-1`` in chunks that end at the next drift check.
 
-        ``flags`` as :func:`tripletml.solvers.loreta.loreta1_triplet_steps`: 0 done up to ``t``;
+        ``flags`` as :func:`tripletml.algorithms.loreta.kernels.loreta1_triplet_steps`: 0 done up to ``t``;
         1/2/3 Meyer's update was inapplicable at step ``t - 1`` (re-factor,
         resume at ``t``); -1 non-finite scores at step ``t`` (raise
         ``diverged(step0 + t + 1)``).  At most ``m`` re-factorings plus

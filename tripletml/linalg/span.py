@@ -30,8 +30,8 @@ are unique only up to a rotation of that eigenspace, exactly as for the
 plain route's ``eigh``: ``components_^T components_`` is the same matrix.
 
 Learners declare the route with ``_span_lift_spec`` (see
-:meth:`tripletml.base.TripletLearner._span_lift_spec`); the fit hook is
-:meth:`tripletml.base.TripletLearner._fit_span`.
+:meth:`tripletml.core.base.TripletLearner._span_lift_spec`); the fit hook is
+:meth:`tripletml.core.base.TripletLearner._fit_span`.
 """
 from __future__ import annotations
 

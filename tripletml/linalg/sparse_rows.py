@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .._validation import _checked_csr
+from tripletml.core.validation import _checked_csr
 
 
 def as_csr(X) -> sp.csr_matrix:
@@ -26,7 +26,7 @@ def as_csr(X) -> sp.csr_matrix:
 
     The kernels below index through ``indptr``/``indices`` without bounds
     checks, so a sparse X is verified here in O(nnz) even though callers pass
-    X that :func:`tripletml._validation.check_X` already accepted: the check is
+    X that :func:`tripletml.core.validation.check_X` already accepted: the check is
     one pass over the index arrays (negligible next to training), and it keeps
     a malformed matrix (column index >= n_features, non-monotone ``indptr``,
     ...) from reaching a kernel through any future caller.  Raises ValueError

@@ -3,9 +3,9 @@
 :class:`TopK` keeps, for each of ``n_queries`` rows, the ``k`` best
 ``(score, id)`` pairs seen so far, fed block by block (faiss's ``ResultHeap``
 is the model: ``add`` blocks of scores, then ``finalize``).  It serves
-:class:`tripletml.index.SimilarityIndex` (blocks of a database scan),
+:class:`tripletml.search.index.SimilarityIndex` (blocks of a database scan),
 :mod:`tripletml.metrics` (whole rows of similarities) and
-:mod:`tripletml.sharded` (merging the top-k lists of partitions).
+:mod:`tripletml.distributed.sharded` (merging the top-k lists of partitions).
 
 The order is one rule everywhere: best score first (the largest with
 ``largest=True``, similarities; the smallest with ``largest=False``,
@@ -27,7 +27,7 @@ import numbers
 import numpy as np
 from numba import njit, prange
 
-from .._threads import limit_numba
+from tripletml.engine.threads import limit_numba
 
 __all__ = ["TopK", "topk", "KERNEL_MAX_K"]
 
@@ -196,7 +196,7 @@ class TopK:
                 np.ascontiguousarray(sq_norms[1], dtype=np.float64))
             ids_in = _NO_IDS if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
             kv, ki = np.ascontiguousarray(keys), np.ascontiguousarray(kept)
-            with limit_numba(S.size):      # one thread for a small block (tripletml._threads)
+            with limit_numba(S.size):      # one thread for a small block (tripletml.engine.threads)
                 _insert_block(S, ids_in, ids is not None, int(offset), self._sign,
                               sq_norms is not None, qn, xn, kv, ki)
             if kv is not keys:

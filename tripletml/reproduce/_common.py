@@ -14,7 +14,7 @@ def run_jobs(func, jobs, n_jobs: int | None = 1):
     """``[func(*args, **kwargs) for args, kwargs in jobs]``, in order.
 
     Each job is ``(args, kwargs)`` or a plain tuple of args.  Serial by
-    default; inside :func:`tripletml.cluster.use_cluster` (``tripletml
+    default; inside :func:`tripletml.distributed.dask_search.use_cluster` (``tripletml
     reproduce --scheduler ...``) the jobs go through joblib's Dask backend
     (``n_jobs=-1``), and with ``n_jobs != 1`` through joblib's local backend.
     Jobs are pure functions of their arguments (data, settings, seed), so
@@ -22,7 +22,7 @@ def run_jobs(func, jobs, n_jobs: int | None = 1):
     """
     jobs = [j if (len(j) == 2 and isinstance(j[0], tuple) and isinstance(j[1], dict))
             else (tuple(j), {}) for j in jobs]
-    from ..cluster import active_client
+    from tripletml.distributed.dask_search import active_client
     if active_client() is not None:
         n_jobs = -1
     if n_jobs == 1:

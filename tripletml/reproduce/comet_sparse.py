@@ -24,16 +24,16 @@ import time
 import numpy as np
 from sklearn.preprocessing import normalize
 
-from .. import datasets
-from ..cluster import active_client
-from ..datasets.text import InfoGainSelector, NewsgroupsVectorizer
-from ..learners.baselines import Euclidean
-from ..learners.comet import COMET, SparseCOMET
-from ..metrics import evaluate_retrieval
-from ..solvers.comet import COMETSolver
-from ..triplets import random_class_triplets
-from . import register
-from ._common import mean_std, per_class_split, run_jobs, write_table
+from tripletml import datasets
+from tripletml.distributed.dask_search import active_client
+from tripletml.datasets.text import InfoGainSelector, NewsgroupsVectorizer
+from tripletml.algorithms.baselines.estimator import Euclidean
+from tripletml.algorithms.comet.estimator import COMET, SparseCOMET
+from tripletml.metrics import evaluate_retrieval
+from tripletml.algorithms.comet.kernels import COMETSolver
+from tripletml.triplets import random_class_triplets
+from tripletml.reproduce import register
+from tripletml.reproduce._common import mean_std, per_class_split, run_jobs, write_table
 
 KS = tuple(range(1, 11))
 LAM_FRACTIONS = (0.02, 0.1, 0.3)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import datasets
-from ..learners.baselines import Euclidean
-from ..metrics import evaluate_retrieval
-from . import register
-from ._common import mean_std, per_class_split, run_jobs, write_table
+from tripletml import datasets
+from tripletml.algorithms.baselines.estimator import Euclidean
+from tripletml.metrics import evaluate_retrieval
+from tripletml.reproduce import register
+from tripletml.reproduce._common import mean_std, per_class_split, run_jobs, write_table
 
 #: Table 2, row "Eucl", of sdca-relative-similarity.md
 PAPER_EUCL = {"vehicle": 0.3697, "vowel": 0.2920, "letter": 0.2135, "svmguide4": 0.2088,

@@ -28,16 +28,16 @@ import time
 
 import numpy as np
 
-from .. import datasets
-from ..datasets.text import NewsgroupsVectorizer
-from ..learners.baselines import DotProduct
-from ..learners.factored import IterativePA
-from ..learners.loreta import LORETA
-from ..learners.oasis import OASIS
-from ..metrics import evaluate_retrieval
-from ..triplets import random_class_triplets
-from . import register
-from ._common import mean_std, per_class_split, run_jobs, write_table
+from tripletml import datasets
+from tripletml.datasets.text import NewsgroupsVectorizer
+from tripletml.algorithms.baselines.estimator import DotProduct
+from tripletml.algorithms.factored.estimator import IterativePA
+from tripletml.algorithms.loreta.estimator import LORETA
+from tripletml.algorithms.oasis.estimator import OASIS
+from tripletml.metrics import evaluate_retrieval
+from tripletml.triplets import random_class_triplets
+from tripletml.reproduce import register
+from tripletml.reproduce._common import mean_std, per_class_split, run_jobs, write_table
 
 #: (rank, number of features): features x rank = 500,000
 CONFIGS = [(10, 50_000), (25, 20_000), (50, 10_000), (100, 5_000)]

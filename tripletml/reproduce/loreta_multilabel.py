@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from .. import datasets
-from ..learners.multilabel import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
-from . import register
-from ._common import mean_std, run_jobs, write_table
+from tripletml import datasets
+from tripletml.algorithms.multilabel.estimator import IterativePAMultilabel, LORETAMultilabel, MatrixPerceptron
+from tripletml.reproduce import register
+from tripletml.reproduce._common import mean_std, run_jobs, write_table
 
 RANKS = {"yeast": (1, 2, 4, 6, 8, 10), "scene": (1, 2, 3, 4, 5)}
 ETA_GRID = (0.003, 0.01, 0.03, 0.1)
@@ -66,7 +66,7 @@ def run(out_dir, *, quick=False, seeds=None, data_home=None, verbose=1):
         tr = datasets.load(name, data_home=data_home, subset="train")
         te = datasets.load(name, data_home=data_home, subset="test")
         freq = np.tile(tr.target.mean(0), (te.target.shape[0], 1))
-        from ..metrics import label_ranking_map
+        from tripletml.metrics import label_ranking_map
         rows.append({"dataset": name, "method": "label frequency (no features)", "rank": "-",
                      "map_mean": label_ranking_map(te.target, freq), "map_std": 0.0,
                      "param": "", "fit_seconds": 0.0})

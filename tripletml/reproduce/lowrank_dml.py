@@ -37,13 +37,13 @@ import time
 import numpy as np
 from sklearn.preprocessing import normalize
 
-from .. import datasets
-from ..learners.lowrank_dml import LowRankDML
-from ..solvers.triplet_dml import TripletDMLProblem
-from ..triplets import random_class_triplets
-from . import register
-from ._common import write_table
-from .sml_uci import check_only
+from tripletml import datasets
+from tripletml.algorithms.lowrank_dml.estimator import LowRankDML
+from tripletml.linalg.triplet_dml import TripletDMLProblem
+from tripletml.triplets import random_class_triplets
+from tripletml.reproduce import register
+from tripletml.reproduce._common import write_table
+from tripletml.reproduce.sml_uci import check_only
 
 C_GRID = (0.1, 1.0, 10.0, 100.0)
 SOLVERS = ("incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one")
@@ -67,14 +67,14 @@ def load(name: str, data_home=None, seed: int = 0):
     """(X, y) of ``dexter``, ``dexter-<d>`` (top-d information-gain
     features) or ``news20``; rows l2-normalised."""
     if name == "news20":
-        from ..datasets.text import NewsgroupsVectorizer
+        from tripletml.datasets.text import NewsgroupsVectorizer
         c = datasets.load("20newsgroups", data_home=data_home, subset="train")
         X = NewsgroupsVectorizer(min_df=1, max_features=60000).fit_transform(c.data, c.target)
         return X.tocsr(), np.asarray(c.target)
     b = datasets.load("dexter", data_home=data_home)
     X, y = b.data, b.target
     if name != "dexter":
-        from ..datasets.text import InfoGainSelector
+        from tripletml.datasets.text import InfoGainSelector
         X = InfoGainSelector(int(name.split("-")[1])).fit(X, y).transform(X)
     return normalize(X).tocsr(), y
 

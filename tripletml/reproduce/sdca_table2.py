@@ -32,13 +32,13 @@ import time
 
 import numpy as np
 
-from .. import datasets
-from ..learners.baselines import Euclidean
-from ..learners.oasis import OASIS
-from ..learners.sdca import SDCA
-from ..metrics import evaluate_retrieval
-from . import register
-from ._common import markdown_table, mean_std, per_class_split, run_jobs, write_table
+from tripletml import datasets
+from tripletml.algorithms.baselines.estimator import Euclidean
+from tripletml.algorithms.oasis.estimator import OASIS
+from tripletml.algorithms.sdca.estimator import SDCA
+from tripletml.metrics import evaluate_retrieval
+from tripletml.reproduce import register
+from tripletml.reproduce._common import markdown_table, mean_std, per_class_split, run_jobs, write_table
 
 #: Table 2 of sdca-relative-similarity.md: (Eucl, OASIS, SDCA)
 PAPER = {"vehicle": (0.3697, 0.5318, 0.5955), "vowel": (0.2920, 0.3383, 0.3564),
@@ -122,7 +122,7 @@ def convergence_curves(name: str = "vehicle", lam: float = 0.0025, C: float = 0.
                        data_home=None) -> dict:
     """Average hinge loss and online mistake rate against steps (Fig. 1-2):
     both learners see the same uniformly drawn stream of the 10k triplets."""
-    from ..triplets import random_class_triplets
+    from tripletml.triplets import random_class_triplets
     b = datasets.load(name, data_home=data_home)
     X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
     tr, _ = per_class_split(b.target, 0.3, seed)

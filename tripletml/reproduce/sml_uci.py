@@ -31,14 +31,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
-from .. import datasets
-from ..learners.baselines import Euclidean
-from ..learners.lowrank_dml import LowRankDML
-from ..learners.sml import SML
-from ..metrics import knn_error
-from ..triplets import random_class_triplets
-from . import register
-from ._common import mean_std, run_jobs, write_table
+from tripletml import datasets
+from tripletml.algorithms.baselines.estimator import Euclidean
+from tripletml.algorithms.lowrank_dml.estimator import LowRankDML
+from tripletml.algorithms.sml.estimator import SML
+from tripletml.metrics import knn_error
+from tripletml.triplets import random_class_triplets
+from tripletml.reproduce import register
+from tripletml.reproduce._common import mean_std, run_jobs, write_table
 
 SETS = ("wine", "iris", "balance-scale", "ionosphere")
 GRID = tuple(10.0 ** e for e in range(-5, 3))

@@ -1,0 +1,225 @@
+"""MMC: Mahalanobis Metric for Clustering (Xing, Ng, Jordan & Russell,
+"Distance metric learning, with application to clustering with
+side-information", NIPS 2002), from similar and dissimilar pairs.
+
+The estimator validates, builds the pairs (given, from class labels or from
+triplets) and stores; the optimisation is :mod:`tripletml.algorithms.mmc.kernels`.
+"""
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+import scipy.sparse as sp
+
+from tripletml.core.arrayspec import ArraySpec
+from tripletml.core.params import COMMON, Interval
+from tripletml.engine import apply_result, run
+from tripletml.engine.whole import WholeRun
+from tripletml.core.validation import check_dense_memory
+from tripletml.core.base import MahalanobisMixin, TripletLearner
+from tripletml.linalg import psd_factor
+from tripletml.pairs import PairConstraints, class_pairs
+from tripletml.core.preprocessing import document_preprocessing
+from tripletml.algorithms.mmc.kernels import mmc_diagonal, mmc_full
+from tripletml.triplets import AllLabels, ClassCodes
+from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
+
+__all__ = ["MMC"]
+
+#: similar and dissimilar pairs per squared class count when n_pairs is None
+#: (metric-learn's MMC_Supervised: 20 c^2 of each)
+PAIRS_PER_CLASS_PAIR = 40
+
+
+def _differences(X, pairs: np.ndarray) -> np.ndarray:
+    D = X[pairs[:, 0]] - X[pairs[:, 1]]
+    return np.asarray(D.toarray() if sp.issparse(D) else D, dtype=np.float64)
+
+
+@document_transform
+@document_preprocessing
+class MMC(MahalanobisMixin, TripletLearner):
+    """Mahalanobis Metric for Clustering: the metric that spreads the
+    dissimilar pairs as far as possible while the similar pairs stay close.
+
+    With similar pairs S and dissimilar pairs D (Xing et al. 2002, eqs. 3-5):
+
+        max_M  sum_{(i,j) in D} ||x_i - x_j||_M
+        s.t.   sum_{(i,j) in S} ||x_i - x_j||_M^2 <= 1,   M PSD,
+
+    ``||v||_M = sqrt(v^T M v)``.  The objective is concave and the feasible
+    set convex.  The full matrix is found by projected gradient ascent
+    (Sec. 2.1) with the feasible set written, after the change of variable
+    ``B = C_S^{1/2} M C_S^{1/2}`` (``C_S`` the similar pairs' scatter), as
+    ``{B PSD, tr B <= 1}``, whose projection is exact (the paper alternates
+    projections onto the two sets, which only approximates it); see
+    :mod:`tripletml.algorithms.mmc.kernels`.  ``diagonal=True`` learns ``M = diag(a)``
+    by the paper's Newton-Raphson on eq. 6, ``sum_S ||x_i - x_j||_a^2 -
+    log(sum_D ||x_i - x_j||_a)`` over ``a >= 0``.
+
+    Supervision: pairs (``fit(X, y)`` with X of shape (m, 2, n_features)
+    and y of +1 / -1, metric-learn's form, or ``fit(X, pairs=P, y=labels)``;
+    the solver receives them as :class:`~tripletml.pairs.PairConstraints`),
+    class labels (``fit(X, y)``: ``n_pairs`` random pairs,
+    :func:`~tripletml.pairs.class_pairs`) or index triplets
+    (``fit(X, triplets=T)``: ``(q, p+)`` similar, ``(q, p-)`` dissimilar).
+
+    Directions along which no pair differs get no weight.  A direction in
+    which similar pairs never differ but dissimilar pairs do makes the
+    problem unbounded; the similar scatter is ridged there by 1e-8 times its
+    mean eigenvalue (the direction then dominates the metric).
+
+    Parameters
+    ----------
+    diagonal : bool, default=False
+        Learn a diagonal ``M`` (feature weights, eq. 6) instead of a full one.
+    {n_components}
+    n_pairs : int or None, default=None
+        Pairs drawn from class labels, half similar and half dissimilar;
+        None gives ``40 c^2`` for c classes (metric-learn's MMC_Supervised:
+        20 c^2 of each).  Ignored with pairs or triplets.
+    max_iter : int, default=1000
+        Projected-gradient steps (full) or Newton steps (diagonal).
+    tol : float or None, default=1e-6
+        Stop when the relative improvement of the objective over a step is
+        at most ``tol`` (full: ``(g_new - g) / g_new`` of the dissimilar
+        distances' sum; diagonal: the relative decrease of eq. 6); else a
+        ConvergenceWarning after ``max_iter``.  None: ``max_iter`` steps.
+    {preprocessing}
+    random_state : None, int or numpy Generator
+        Draws the pairs from labels.
+    verbose : int, default=0
+        Print the objective at every step.
+    {preprocessor}
+
+    Attributes
+    ----------
+    M_ : ndarray of shape (d, d)
+        The learned PSD matrix (d = ``n_features_preprocessed_``); the
+        similar pairs' constraint holds, ``sum_S ||x_i - x_j||_M^2 <= 1``.
+    components_ : ndarray of shape (``rank_``, d)
+        ``L`` with ``L^T L = M_``: the eigen-directions of ``M_`` scaled by
+        the roots of their eigenvalues, largest first.
+    rank_ : int
+        Rank of ``M_``.
+    n_iter_ : int
+    stop_reason_ : {"tol", "max_iter"}
+    history_ : dict of lists
+        ``step``, ``seconds``, ``objective`` (full: the dissimilar pairs'
+        distance sum; diagonal: eq. 6) and ``convergence`` (the value
+        compared with ``tol``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from tripletml import MMC
+    >>> X, y = load_iris(return_X_y=True)
+    >>> MMC(random_state=0).fit(X, y).M_.shape
+    (4, 4)
+    """
+
+    _accepts_pairs = True
+    _fitted_arrays = {
+        "M_": ArraySpec(("d", "d")),
+        "components_": ArraySpec(("rank_", "d")),
+    }
+    _square_arrays = 8
+
+    def __init__(self, diagonal=False, *, n_components=None, n_pairs=None, max_iter=1000,
+                 tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
+                 preprocessor=None):
+        self.diagonal = diagonal
+        self.n_components = n_components
+        self.n_pairs = n_pairs
+        self.max_iter = max_iter
+        self.tol = tol
+        self.preprocessing = preprocessing
+        self.random_state = random_state
+        self.verbose = verbose
+        self.preprocessor = preprocessor
+
+    _parameter_constraints = {
+        **COMMON,
+        "diagonal": ["boolean"],
+        "n_components": N_COMPONENTS_PARAM,
+        "preprocessor": ["no_validation"],   # resolved by the base class
+        "n_pairs": [Interval(Integral, 2, None, closed="left"), None],
+    }
+
+    def _sampler(self):
+        """Labels are kept (:class:`~tripletml.triplets.AllLabels`); the
+        pairs are drawn in ``_fit``."""
+        return AllLabels()
+
+    def _check_loaded(self) -> None:
+        """``M_`` PSD with ``components_`` its factor; diagonal when
+        ``diagonal``."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_)
+        if self.diagonal and np.count_nonzero(self.M_ - np.diag(np.diag(self.M_))):
+            raise ValueError("M_ of a diagonal MMC has off-diagonal entries")
+
+    def _pairs(self, got, rng) -> PairConstraints:
+        if isinstance(got, PairConstraints):
+            return got
+        if isinstance(got, ClassCodes):
+            c = int(got.codes.max()) + 1
+            n_pairs = self.n_pairs if self.n_pairs is not None else PAIRS_PER_CLASS_PAIR * c * c
+            return class_pairs(got.codes, n_pairs, rng, owner=self)
+        t = np.asarray(got)
+        pairs = np.concatenate([t[:, [0, 1]], t[:, [0, 2]]])
+        labels = np.concatenate([np.ones(len(t), np.int8), -np.ones(len(t), np.int8)])
+        return PairConstraints(np.ascontiguousarray(pairs, dtype=np.int64), labels)
+
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`) for the full
+        matrix: the solver already works on the span of the pair
+        differences (``A = W B W^T``, 0 on the complement) and every
+        quantity it uses (the whitener's eigenvalues, ``g``, the steps) is
+        the same on the span's coordinates, so ``M_ = Q M_r Q^T`` and
+        ``components_ = L_r Q^T``.  (The whitener's rank cut, ``d eps``
+        times its largest eigenvalue, becomes ``r eps``: both only drop
+        directions at rounding level.)  The diagonal MMC weighs the
+        coordinate axes: plain route."""
+        return None if self.diagonal else {"M_": 0.0, "components_": "cols"}
+
+    def _fit(self, X, got, rng):
+        d = X.shape[1]
+        pc = self._pairs(got, rng)
+        sim = pc.similar
+        check_dense_memory(8 * (pc.n_pairs * d + 8 * d * d), self,
+                           f"the differences of {pc.n_pairs} pairs ({d} features)")
+        with np.errstate(over="ignore", invalid="ignore"):
+            Ds = _differences(X, pc.pairs[sim])
+            Dd = _differences(X, pc.pairs[~sim])
+            ok = np.isfinite(Ds).all() and np.isfinite(Dd).all() and \
+                np.isfinite(Ds.T @ Ds).all() and np.isfinite(Dd.T @ Dd).all()
+        if not ok:
+            raise FloatingPointError("MMC: training diverged (the pair differences overflow "
+                                     "float64); scale the features down (e.g. "
+                                     "preprocessing='standardize').")
+        if Ds.shape[0] == 0:
+            raise ValueError("MMC: no similar pair; the constraint needs at least one.")
+        Dd = Dd[np.any(Dd != 0, axis=1)]
+        if Dd.shape[0] == 0:
+            raise ValueError("MMC: no dissimilar pair of distinct rows; the objective is 0 "
+                             "for every metric.")
+        if not np.any(Ds != 0):
+            raise ValueError("MMC: every similar pair joins identical rows; the constraint "
+                             "bounds nothing.")
+        solve = mmc_diagonal if self.diagonal else mmc_full
+        solver = WholeRun(lambda budget: solve(Ds, Dd, max_iter=budget, tol=self.tol,
+                                               verbose=int(self.verbose), who="MMC"))
+        result = run(solver, name="MMC", max_iter=int(self.max_iter),
+                     tol=0.0 if self.tol is None else self.tol)
+        res = solver.result
+        A, L = res.A, res.factor
+        if not self.diagonal:
+            # eigen-directions of M (largest first), as transform's n_components expects
+            L = np.ascontiguousarray(psd_factor(A, 1e-12)[0][:res.factor.shape[0]])
+        self.M_ = A
+        self.components_ = L
+        self.rank_ = int(L.shape[0])
+        apply_result(self, result, tol=self.tol, what="relative improvement of the objective",
+                     advice="increase max_iter or tol")

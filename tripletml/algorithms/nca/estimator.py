@@ -1,0 +1,129 @@
+"""NCA: Neighbourhood Components Analysis (Goldberger, Roweis, Hinton &
+Salakhutdinov, "Neighbourhood components analysis", NIPS 2004).
+
+The expected number of correctly classified points under the stochastic
+nearest-neighbour rule (eqs. 1-3) and its gradient (eq. 5), formed a block
+of rows at a time (O(block x n) memory, where scikit-learn's
+NeighborhoodComponentsAnalysis holds n x n arrays), maximised with L-BFGS
+(scipy) from scikit-learn's initialisations.  The objective lives in
+:mod:`tripletml.algorithms.nca.kernels`; the estimator validates and stores.
+"""
+from __future__ import annotations
+
+from tripletml.core.preprocessing import document_preprocessing
+from tripletml.core.docstrings import document_transform
+from tripletml.algorithms.nca.kernels import NCAObjective, NCATripletObjective
+from tripletml.core.neighborhood import LinearMapLearner
+
+__all__ = ["NCA"]
+
+
+@document_transform
+@document_preprocessing
+class NCA(LinearMapLearner):
+    """Neighbourhood Components Analysis: the linear map ``L`` that maximises
+    the expected leave-one-out accuracy of a stochastic nearest-neighbour
+    classifier.
+
+    Row ``i`` picks a neighbour ``j != i`` with probability (eq. 1)
+
+        p_ij = exp(-||L x_i - L x_j||^2) / sum_{k != i} exp(-||L x_i - L x_k||^2),
+
+    is classified correctly with probability ``p_i = sum_{j in C_i} p_ij``
+    (eq. 2, ``C_i`` the rows of its class), and NCA maximises ``f(L) =
+    sum_i p_i`` (eq. 3), the expected number of correct rows, with the
+    gradient of eq. 5,
+
+        df/dL = 2 L sum_i ( p_i sum_k p_ik x_ik x_ik^T - sum_{j in C_i} p_ij x_ij x_ij^T ),
+
+    ``x_ab = x_a - x_b``.  The objective is the one of scikit-learn's
+    ``NeighborhoodComponentsAnalysis`` (its ``init`` options and L-BFGS
+    too); the n x n probabilities are formed a block of rows at a time, so
+    memory is O(block x n) instead of several n x n arrays.  ``M = L^T L``.
+
+    From labels ``fit(X, y)`` (the paper's setting; a class of one member
+    is never classified correctly but its row still serves as a neighbour).
+    From explicit triplets ``fit(X, triplets=T)``, each query's softmax runs
+    over the rows its triplets name, and a candidate counts as "of its
+    class" with the fraction of those triplets in which it is the positive;
+    with every class triplet of a labelled set this is the objective above.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Rows of ``L`` (the width of ``transform``).  None: ``d`` (the
+        preprocessed width).
+    init : {"auto", "pca", "lda", "identity", "random"}, default="auto"
+        The initial ``L``, as scikit-learn's: ``"auto"`` is ``"lda"`` when
+        ``n_components <= min(d, n_classes - 1)``, ``"pca"`` when
+        ``n_components < min(d, n_samples)``, else ``"identity"``.
+        ``"lda"`` needs labels.
+    max_iter : int, default=100
+        Most L-BFGS iterations (and ``20 max_iter`` evaluations).
+    tol : float or None, default=1e-5
+        Stop when an iteration raises ``f`` by at most ``tol`` times its
+        value (scipy's relative ``ftol`` on ``-f``), or when the line search
+        can raise it no further.  None: run ``max_iter`` iterations.
+    {preprocessing}
+    {preprocessor}
+    random_state : None, int or numpy Generator
+        Used only by ``init="random"``.
+    verbose : int, default=0
+        Print ``-f`` at every iteration.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, d)
+        The learned map ``L``; ``transform(X) = X L^T``.
+    M_ : ndarray of shape (d, d)
+        ``L^T L``.
+    rank_ : int
+        Rows of ``components_``.
+    init_ : str
+        The initialisation used (``"auto"`` resolved).
+    objective_, initial_objective_ : float
+        ``-f`` at the end and at the initial ``L`` (the solver minimises
+        ``-f``; ``objective_ <= initial_objective_``).
+    n_iter_ : int
+        L-BFGS iterations.
+    stop_reason_ : {"tol", "max_iter"}
+    history_ : dict of lists
+        Per iteration (0: the initial ``L``): ``step``, ``seconds``,
+        ``objective`` (``-f``) and ``expected_correct`` (``f``).
+
+    Notes
+    -----
+    Time per evaluation O(n^2 (r + d)); memory O(n d) plus blocks of at
+    most 2^21 probabilities.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from tripletml import NCA
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = NCA(n_components=2, random_state=0).fit(X, y)
+    >>> model.transform(X[:2]).shape
+    (2, 2)
+    """
+
+    def __init__(self, n_components=None, *, init="auto", max_iter=100, tol=1e-5,
+                 preprocessing="auto", random_state=None, verbose=0, preprocessor=None):
+        self.n_components = n_components
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.preprocessing = preprocessing
+        self.random_state = random_state
+        self.verbose = verbose
+        self.preprocessor = preprocessor
+
+    _parameter_constraints = dict(LinearMapLearner._parameter_constraints)
+
+    def _fit(self, X, got, rng):
+        X = self._dense_rows(X)
+        L0, codes = self._initial(X, got, rng)
+        if codes is not None:
+            objective = NCAObjective(X, codes)
+        else:
+            objective = NCATripletObjective(X, got)
+        self._train(objective, L0, record_keys=("expected_correct",))

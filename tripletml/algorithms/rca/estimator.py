@@ -1,0 +1,388 @@
+"""RCA: Relevant Component Analysis, a Mahalanobis metric in closed form from
+chunklets of equivalent points (Bar-Hillel, Hertz, Shental & Weinshall,
+"Learning a Mahalanobis metric from equivalence constraints", JMLR 6, 2005).
+
+No iterations and no step size: the within-chunklet covariance, one
+reduction to the span of the data (the paper's Step 2, needed when the
+covariance is singular) and one symmetric-definite eigenproblem whose
+eigenvectors whiten the within-chunklet scatter (Step 3).
+"""
+from __future__ import annotations
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from tripletml.core.arrayspec import ArraySpec
+from tripletml.core.params import Interval
+from tripletml.core.base import MahalanobisMixin, TripletLearner
+from tripletml.core.preprocessing import document_preprocessing
+from tripletml.pairs import PairConstraints
+from tripletml.triplets import AllLabels, ClassCodes
+from tripletml.core.docstrings import document_transform
+
+__all__ = ["RCA"]
+
+#: rows per block of the centred scatters: blocks of this many matrix
+#: entries (128 KiB) stay in cache
+_BLOCK_ELEMENTS = 16384
+
+
+def _centred_scatters(X, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(C, T, p)``: the within-chunklet scatter ``sum_j sum_{i in j} (x_ji -
+    m_j)(x_ji - m_j)^T / p`` over the rows with ``groups >= 0`` (``p`` of
+    them, chunklet j = the rows with ``groups == j``) and the total scatter
+    ``sum_i (x_i - mean)(x_i - mean)^T`` of every row of X, on centred rows
+    formed a block at a time (X dense or CSR)."""
+    n, d = X.shape
+    member = groups >= 0
+    g = np.where(member, groups, n_groups)              # row group, or a dummy one
+    counts = np.bincount(g, minlength=n_groups + 1).astype(float)
+    sums = np.zeros((n_groups + 1, d))
+    step = max(1, _BLOCK_ELEMENTS // max(d, 1))
+    for s0 in range(0, n, step):
+        B = X[s0:s0 + step]
+        np.add.at(sums, g[s0:s0 + step], B.toarray() if sp.issparse(B) else B)
+    mean = sums.sum(axis=0) / n
+    means = sums / np.maximum(counts, 1.0)[:, None]
+    C = np.zeros((d, d))
+    T = np.zeros((d, d))
+    for s0 in range(0, n, step):
+        B = X[s0:s0 + step]
+        B = B.toarray() if sp.issparse(B) else np.asarray(B)
+        Z = B - mean
+        T += Z.T @ Z
+        W = (B - means[g[s0:s0 + step]]) * member[s0:s0 + step, None]
+        C += W.T @ W
+    p = int(member.sum())
+    return 0.5 * (C + C.T) / max(p, 1), 0.5 * (T + T.T), p
+
+
+def _has_unchunked_label(y) -> bool:
+    """Whether y looks like metric-learn's chunk labels with -1 = "in no
+    chunklet": integers, -1 among them, and the others chunk ids 0, 1, ...
+    (0 present)."""
+    if y is None or sp.issparse(y):
+        return False
+    try:
+        a = np.asarray(y)
+    except (TypeError, ValueError):
+        return False
+    if a.ndim != 1 or a.dtype.kind not in "iu" or a.size == 0:
+        return False
+    vals = np.unique(a)
+    return bool(vals[0] == -1 and vals.size > 1 and vals[1] == 0)
+
+
+def _pair_chunklets(triplets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (query, positive) pairs of the triplets as chunklets of size 2:
+    ``(rows, groups)`` with every pair's two rows in its own chunklet."""
+    pairs = np.asarray(triplets)[:, :2]
+    rows = pairs.ravel()
+    groups = np.repeat(np.arange(pairs.shape[0]), 2)
+    return rows, groups
+
+
+def _similar_chunklets(pc, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunklets of labelled pairs (the paper's Section 2): the connected
+    components of the similar pairs' graph (the transitive closure of the
+    equivalence constraints); dissimilar pairs are not used by RCA.
+    Returns ``(rows, groups)``: the rows in a chunklet and its number."""
+    from scipy.sparse.csgraph import connected_components
+
+    P = pc.pairs[pc.similar]
+    if P.shape[0] == 0:
+        raise ValueError("RCA: the pairs hold no similar (+1) pair; RCA learns from "
+                         "equivalence (similar) constraints only.")
+    G = sp.coo_matrix((np.ones(P.shape[0]), (P[:, 0], P[:, 1])), shape=(n, n))
+    _, comp = connected_components(G, directed=False)
+    rows = np.unique(P)
+    _, groups = np.unique(comp[rows], return_inverse=True)
+    return rows, groups.astype(np.int64)
+
+
+def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
+                   n_components: int | None) -> np.ndarray:
+    """The RCA factor ``L`` (r x d, ``M = L^T L``) of the within-chunklet
+    covariance ``C`` and the total scatter ``T`` (both d x d, symmetric PSD).
+
+    Step 2: ``U`` (d x s) spans the eigenvectors of ``T`` with eigenvalues
+    above ``d eps`` times the largest (the directions the data occupy);
+    ``C_s = U^T C U + regularization (tr(U^T C U) / s) I``.  Step 3: the
+    generalised eigenvectors ``V`` of ``(U^T T U, C_s)`` normalised to
+    ``V^T C_s V = I``, in decreasing order of the ratio of total to
+    within-chunklet variance; ``L = (U V[:, :k])^T``, each row's sign set so
+    that its largest entry is positive.  With all ``k = s``
+    directions, ``L^T L = U C_s^{-1} U^T``: the paper's ``M = C^{-1}`` on the
+    data's span; fewer keep the constrained Fisher criterion's top ``k``.
+    """
+    d = C.shape[0]
+    ev, Ut = np.linalg.eigh(T)
+    top = float(ev.max()) if ev.size else 0.0
+    keep = ev > max(d, 1) * np.finfo(float).eps * top if top > 0 else np.zeros(d, bool)
+    U = Ut[:, keep]
+    s = U.shape[1]
+    if s == 0:
+        raise ValueError("RCA: every row is identical (the data span no direction).")
+    Cs = U.T @ C @ U
+    Cs = 0.5 * (Cs + Cs.T)
+    tr = float(np.trace(Cs))
+    if not tr > 0:
+        raise ValueError("RCA: the chunklets have zero scatter (every chunklet's points are "
+                         "identical); no metric can be estimated from them.")
+    if regularization:
+        Cs[np.diag_indices(s)] += regularization * tr / s
+    Ts = np.diag(ev[keep])                              # U^T T U
+    cw = np.linalg.eigvalsh(Cs)
+    try:
+        # singular to rounding: a Cholesky factor may still exist (LAPACK
+        # builds differ), the generalised problem is then meaningless
+        if not cw.min() > max(s, 1) * np.finfo(float).eps * cw.max():
+            raise np.linalg.LinAlgError("singular within-chunklet covariance")
+        lam, V = scipy.linalg.eigh(Ts, Cs)
+    except np.linalg.LinAlgError:
+        raise ValueError("RCA: the within-chunklet covariance is singular on the span of the "
+                         "data; set regularization > 0.") from None
+    order = np.argsort(lam)[::-1]
+    if n_components is not None:
+        order = order[:n_components]
+    L = (U @ V[:, order]).T
+    # deterministic signs (as sklearn's svd_flip): each row's largest entry > 0
+    big = np.abs(L).argmax(axis=1)
+    L *= np.where(L[np.arange(L.shape[0]), big] < 0, -1.0, 1.0)[:, None]
+    return np.ascontiguousarray(L)
+
+
+@document_transform
+@document_preprocessing
+class RCA(MahalanobisMixin, TripletLearner):
+    """Relevant Component Analysis: ``M = C^{-1}``, the inverse of the
+    within-chunklet covariance.
+
+    A chunklet is a set of points known to share a class.  With ``p``
+    points in chunklets ``j = 1..k`` of means ``m_j``, the paper's
+    within-chunklet covariance (Step 2 of Algorithm 1) is
+
+        C = (1 / p) sum_j sum_{i in chunklet j} (x_ji - m_j)(x_ji - m_j)^T,
+
+    and RCA whitens it (Step 3): ``L = C^{-1/2}``, ``M = L^T L = C^{-1}``,
+    the Mahalanobis distance ``d(x, y)^2 = (x - y)^T C^{-1} (x - y)``.  It is
+    the maximum-likelihood estimate of a Gaussian's within-class covariance
+    and the optimal metric of the paper's information-theoretic criterion.
+
+    From labels ``fit(X, y)`` each class is one chunklet (every labelled
+    point; a class with a single member contributes nothing), so ``C`` is
+    the pooled within-class covariance; metric-learn's chunk labels, -1
+    beside the chunk ids 0, 1, ..., mark the rows with -1 as in no chunklet
+    (see :meth:`fit`).  From explicit ``triplets``, every
+    ``(query, positive)`` pair is a chunklet of size 2 (the negatives are
+    not used): ``C = (1 / 4m) sum (q - p+)(q - p+)^T`` over the m triplets.
+    From labelled pairs (``fit(pairs_of_points, y)``), the paper's own
+    setting, the chunklets are the connected components of the similar
+    pairs (the transitive closure of the equivalence constraints); the
+    dissimilar pairs are not used.
+
+    Where ``C`` is singular (fewer points than features, duplicated or
+    constant columns) the paper first reduces the dimension (its Step 2):
+    RCA works on the span of the centred data (the eigenvectors of the total
+    scatter above ``d eps`` times its largest eigenvalue) and adds
+    ``regularization * (tr C / s) I`` there (``s`` the span's dimension), a
+    ridge in units of the average within-chunklet variance, so the rule does
+    not depend on the scale of X.  Directions outside the span (no training
+    point varies along them) get no weight.
+
+    Fitting is a closed form (milliseconds on the UCI sets).  RCA keeps
+    d x d matrices, so it suits d up to a few thousand.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        None: every direction of the data's span (``M = C^{-1}`` there).  An
+        int ``k``: the ``k`` directions of the whitened space with the
+        largest ratio of total to within-chunklet variance (the generalised
+        eigenvectors of the total scatter ``T`` and ``C``: the paper's
+        constrained Fisher criterion ``max |A^T T A| / |A^T C A|``), or all
+        of them if the span has fewer.
+    regularization : float, default=1e-3
+        Weight of the ridge ``(tr C / s) I`` added to ``C`` on the data's
+        span before it is inverted (>= 0).  Positive values keep ``C``
+        invertible when a direction of the data has no within-chunklet
+        variance (a column constant within every class) and bound the weight
+        of any direction to ``s / (regularization tr C)``; 1e-3 changes no
+        eigenvalue above a thousandth of the mean by more than 0.1% and
+        matches 0 on the benchmark sets (see the changelog).  0 is the
+        paper's plain inverse (a ValueError where ``C`` is singular on the
+        span).
+    {preprocessing}
+    {preprocessor}
+
+    Attributes
+    ----------
+    M_ : ndarray of shape (d, d)
+        The learned PSD matrix ``L^T L`` (d = ``n_features_preprocessed_``).
+    components_ : ndarray of shape (``rank_``, d)
+        The whitening ``L``: rows in decreasing order of total to
+        within-chunklet variance; ``transform`` maps to the learned
+        dimension.
+    rank_ : int
+        The dimension kept (the span's, or ``n_components``).
+    chunklet_covariance_ : ndarray of shape (d, d)
+        ``C`` (before regularisation).
+    total_scatter_ : ndarray of shape (d, d)
+        ``T = sum_i (x_i - mean)(x_i - mean)^T`` of the training rows (its
+        span is the reduction of Step 2).
+    history_ : dict of lists
+        One record: ``step`` 0 and the ``seconds`` of the fit.
+
+    Notes
+    -----
+    RCA is equivariant to invertible linear maps of X: ``d(Ax, Ay)`` learned
+    on ``AX`` equals ``d(x, y)`` learned on ``X`` (exactly with
+    ``regularization=0``; the ridge is defined on the scale of ``C`` but
+    not its shape).  Column scaling therefore changes only the ridge.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from tripletml import RCA
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = RCA().fit(X, y)
+    >>> model.transform(X[:2]).shape
+    (2, 4)
+    """
+
+    #: "auto" keeps per-column standard deviations: the closed form is
+    #: equivariant to invertible linear maps (column scales only move the
+    #: ridge, defined for unit variances), as KISSME
+    _auto_column_scale = False
+    _fitted_arrays = {
+        "M_": ArraySpec(("d", "d")),
+        "components_": ArraySpec(("rank_", "d")),
+        "chunklet_covariance_": ArraySpec(("d", "d")),
+        "total_scatter_": ArraySpec(("d", "d")),
+    }
+
+    def __init__(self, n_components=None, *, regularization=1e-3, preprocessing="auto",
+                 preprocessor=None):
+        self.n_components = n_components
+        self.regularization = regularization
+        self.preprocessing = preprocessing
+        self.preprocessor = preprocessor
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "regularization": [Interval(Real, 0, None, closed="left")],
+        "preprocessing": ["no_validation"],
+        "preprocessor": ["no_validation"],   # resolved by the base class
+    }
+
+    #: the paper's setting: equivalence (similar) constraints
+    _accepts_pairs = True
+    #: dissimilar pairs play no part: similar pairs alone are a full supervision
+    _pairs_need_both = False
+
+    def _label_codes(self, classes, codes):
+        """metric-learn's chunk labels: an integer y holding -1 beside the
+        chunk ids 0, 1, ... marks the rows with -1 as in no chunklet
+        (metric-learn's ``RCA.fit(X, chunks)``): each becomes a class of its
+        own, so it counts in the data's span (the total scatter) but not in
+        the within-chunklet covariance.  Binary labels {-1, 1} (no 0) are two
+        classes, as everywhere in tripletml."""
+        if not _has_unchunked_label(classes):
+            return codes
+        loose = np.flatnonzero(codes == int(np.searchsorted(classes, -1)))
+        out = codes.copy()
+        out[loose] = classes.size + np.arange(loose.size)
+        return out
+
+    def _sampler(self):
+        """Labels are used as they are (each class one chunklet):
+        :class:`~tripletml.triplets.AllLabels`."""
+        return AllLabels()
+
+    def _check_loaded(self) -> None:
+        """A loaded ``M_`` is PSD with ``components_`` its factor, and the
+        factor is the RCA whitening of the stored ``chunklet_covariance_``
+        and ``total_scatter_`` (recomputed)."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_)
+        L = rca_components(self.chunklet_covariance_, self.total_scatter_,
+                           float(self.regularization), self.n_components)
+        M = L.T @ L
+        if L.shape != self.components_.shape or \
+                np.linalg.norm(M - self.M_) > 1e-8 * np.linalg.norm(M) + 1e-300:
+            raise ValueError("M_ is not the RCA matrix of chunklet_covariance_ and "
+                             "total_scatter_")
+
+    #: ``fit(ShardedCollection)``: exact, from per-partition class statistics
+    #: (:meth:`_fit_statistics`)
+    _partitioned_strategy = "statistics"
+
+    #: d x d arrays a fit holds at once (covariances, their inverses, the
+    #: model), checked before training (:meth:`_check_square_memory`)
+    _square_arrays = 5
+
+    def _fit(self, X, got, rng):
+        t0 = time.perf_counter()
+        n, d = X.shape
+        self._check_square_memory(d)
+        if isinstance(got, ClassCodes):
+            codes = got.codes
+            counts = np.bincount(codes)
+            if counts.max() < 2:
+                raise ValueError("RCA: every class has a single member; no chunklet of two "
+                                 "or more equivalent points exists.")
+            groups = np.where(counts[codes] >= 2, codes, -1)
+            C, T, _ = _centred_scatters(X, groups, counts.size)
+        else:
+            rows, groups = (_similar_chunklets(got, n) if isinstance(got, PairConstraints)
+                            else _pair_chunklets(got, n))
+            Xc = X[rows]
+            C, _, _ = _centred_scatters(Xc, groups, int(groups.max()) + 1)
+            _, T, _ = _centred_scatters(X, np.full(n, -1), 0)
+        self._set_model(C, T, t0)
+
+    def _fit_statistics(self, plan) -> None:
+        """Strategy ``"statistics"`` of ``fit(ShardedCollection)``: the same
+        ``C`` and ``T`` as the in-memory fit on the concatenated rows, to
+        rounding (:mod:`tripletml.distributed.class_stats`).
+
+        From labels every class is one chunklet (as in memory: whole classes,
+        nothing sampled): each partition's class sizes, class means and
+        pooled scatter about its class means, merged pairwise in the tree
+        (Chan, Golub & LeVeque 1983); ``C`` is the merged within-class scatter
+        over the rows of classes with two or more members (Step 2 of the
+        paper's Algorithm 1), ``T`` that scatter plus the between-class one.
+        From explicit triplets, every ``(q, p+)`` is a chunklet of two: the
+        partitions' sums of ``(q - p+)(q - p+)^T``, over ``4 m``.
+        """
+        from tripletml.distributed import class_stats
+        t0 = time.perf_counter()
+        sup = plan.supervision
+        self._check_square_memory(int(self.preprocessor_.n_features_out_))
+        if isinstance(sup.sampler, AllLabels):
+            k = int(len(sup.codes["keys"]))
+            C, T = class_stats.rca_label_scatters(plan, sup, k)
+            plan.info["report"] = {"passes": 1, "classes": k}
+        else:
+            C, T, m = class_stats.rca_triplet_scatters(plan, sup)
+            if m == 0:
+                raise ValueError("RCA: the collection's partitions gave no triplet")
+            plan.info["report"] = {"passes": 2, "triplets": int(m)}
+        self._set_model(0.5 * (C + C.T), 0.5 * (T + T.T), t0)
+
+    def _set_model(self, C, T, t0: float) -> None:
+        """Check the covariances and set the fitted attributes (Step 3)."""
+        if not (np.isfinite(C).all() and np.isfinite(T).all()):
+            raise FloatingPointError("RCA: training diverged (the covariances are not finite: the "
+                                     "features overflow float64); scale them down (e.g. "
+                                     "preprocessing='standardize').")
+        L = rca_components(C, T, float(self.regularization), self.n_components)
+        self.chunklet_covariance_ = C
+        self.total_scatter_ = T
+        self.M_ = L.T @ L
+        self.components_, self.rank_ = L, int(L.shape[0])
+        self.history_ = {"step": [0], "seconds": [time.perf_counter() - t0]}

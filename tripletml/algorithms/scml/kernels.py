@@ -1,0 +1,215 @@
+"""SCML (Shi, Bellet & Sha, "Sparse compositional metric learning", AAAI
+2014): the pure math.
+
+``M = sum_b w_b u_b u_b^T`` over a fixed basis of unit vectors ``u_b`` (the
+rows of ``U``, K x d), ``w >= 0``.  The squared distance is ``d_w(x, x') =
+sum_b w_b (u_b . (x - x'))^2``, linear in ``w``, so a triplet ``(q, p+, p-)``
+has the hinge ``[1 + w . delta]_+`` with ``delta_b = (u_b . (q - p+))^2 -
+(u_b . (q - p-))^2``.  The global problem (the paper's eq. 4)
+
+    min_{w >= 0}  F(w) = (1/m) sum_t [1 + w . delta_t]_+ + alpha ||w||_1
+
+is solved as the paper does, by stochastic regularised dual averaging with
+AdaGrad's per-coordinate steps (Duchi, Hazan & Singer 2011): at step t, with
+``gbar`` the average of the mini-batch subgradients so far and ``s`` the root
+of the sum of their squares, ``w`` is the closed-form minimiser of
+
+    <gbar, w> + alpha ||w||_1 + (1 / (2 eta0 t)) sum_b (delta0 + s_b) w_b^2,  w >= 0,
+
+namely ``w_b = eta0 t max(0, -(gbar_b + alpha)) / (delta0 + s_b)``
+(:func:`rda_step`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+
+from tripletml.engine.history import History
+__all__ = ["rda_step", "scml_objective", "triplet_deltas", "lda_basis", "triplet_diff_basis",
+           "scml_rda", "SCMLResult"]
+
+#: AdaGrad's offset in the step's denominator (Duchi et al.'s delta)
+DELTA0 = 1e-3
+
+
+@dataclass
+class SCMLResult:
+    w: np.ndarray
+    n_iter: int
+    converged: bool
+    criterion: float
+    history: dict = field(default_factory=dict)
+
+
+def rda_step(gbar: np.ndarray, s: np.ndarray, t: int, alpha: float, eta0: float) -> np.ndarray:
+    """The minimiser over ``w >= 0`` of ``<gbar, w> + alpha sum w + sum (DELTA0
+    + s) w^2 / (2 eta0 t)`` (separable: one clipped 1-D quadratic per
+    coordinate)."""
+    return eta0 * t * np.maximum(-(gbar + alpha), 0.0) / (DELTA0 + s)
+
+
+def triplet_deltas(XU: np.ndarray, triplets: np.ndarray) -> np.ndarray:
+    """``delta`` (m x K): ``(XU[q] - XU[p+])^2 - (XU[q] - XU[p-])^2`` with
+    ``XU = X U^T`` the rows' coordinates on the basis."""
+    m = triplets.shape[0]
+    pairs = np.concatenate([triplets[:, [0, 1]], triplets[:, [0, 2]]])
+    uniq, inv = np.unique(pairs, axis=0, return_inverse=True)   # kNN triplets repeat pairs
+    inv = inv.ravel()
+    if uniq.shape[0] > 0.75 * pairs.shape[0]:
+        q = XU[triplets[:, 0]]
+        return (q - XU[triplets[:, 1]]) ** 2 - (q - XU[triplets[:, 2]]) ** 2
+    sq = (XU[uniq[:, 0]] - XU[uniq[:, 1]]) ** 2
+    return sq[inv[:m]] - sq[inv[m:]]
+
+
+def scml_objective(delta: np.ndarray, w: np.ndarray, alpha: float) -> float:
+    """``F(w) = mean_t [1 + w . delta_t]_+ + alpha ||w||_1``."""
+    return float(np.maximum(1.0 + delta @ w, 0.0).mean() + alpha * np.abs(w).sum())
+
+
+def _unit_rows(B: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(B, axis=1)
+    keep = n > 1e-12 * max(float(n.max(initial=0.0)), 1e-300)
+    return B[keep] / n[keep, None]
+
+
+#: ridge of the local within-class scatter, times its mean eigenvalue
+LDA_SHRINKAGE = 1e-2
+
+
+def _lda_directions(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` leading directions of regularised LDA on the rows: the
+    generalised eigenvectors of the between-class scatter and the
+    within-class scatter plus ``LDA_SHRINKAGE`` times its mean eigenvalue
+    (a smooth, scale-free ridge: local neighbourhoods have fewer rows than
+    features, and a rank cut would make the basis jump with rounding), as
+    unit rows."""
+    d = X.shape[1]
+    classes = np.unique(codes)
+    if classes.size < 2:
+        return np.zeros((0, d))
+    m = X.mean(axis=0)
+    Sw = np.zeros((d, d))
+    Sb = np.zeros((d, d))
+    for c in classes:
+        Xc = X[codes == c]
+        mc = Xc.mean(axis=0)
+        Z = Xc - mc
+        Sw += Z.T @ Z
+        Sb += Xc.shape[0] * np.outer(mc - m, mc - m)
+    tr = float(np.trace(Sw))
+    Sw += (LDA_SHRINKAGE * tr / d if tr > 0 else 1.0) * np.eye(d)
+    lam, V = scipy.linalg.eigh(0.5 * (Sb + Sb.T), 0.5 * (Sw + Sw.T))
+    return _unit_rows(V[:, np.argsort(lam)[::-1][:k]].T)
+
+
+def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray:
+    """The paper's basis (Sec. 4.1): local discriminative directions.
+
+    ``ceil(n_basis / (2 e))`` k-means centres (``e = min(c - 1, d)``); around
+    each, the ``k`` nearest rows of every class at two scales (k = 10 and
+    20, or 20 and 50 when d > 50) and the ``e`` leading LDA directions of
+    those rows; the first ``n_basis`` of them (unit rows)."""
+    from sklearn.cluster import KMeans
+
+    n, d = X.shape
+    classes = np.unique(codes)
+    e = min(classes.size - 1, d)
+    n_clusters = min(n, int(math.ceil(n_basis / (2 * e))))
+    seed = int(rng.integers(2**31 - 1))
+    centres = KMeans(n_clusters=n_clusters, n_init=3, random_state=seed).fit(X).cluster_centers_
+    scales = (20, 50) if d > 50 else (10, 20)
+    near = {}
+    for c in classes:
+        rows = np.flatnonzero(codes == c)
+        kk = min(rows.size, scales[1])
+        Xc = X[rows]
+        D = ((Xc ** 2).sum(1)[None, :] - 2 * centres @ Xc.T) + (centres ** 2).sum(1)[:, None]
+        # ties (integer features) broken by row, not by rounding: distances
+        # rounded to 9 significant digits of the largest
+        scale = max(float(np.abs(D).max()), 1e-300)
+        Dr = np.round(D / scale, 9)
+        order = np.lexsort((np.broadcast_to(np.arange(rows.size), D.shape), Dr), axis=1)
+        near[c] = rows[order[:, :kk]]
+    out = []
+    for k in scales:
+        for j in range(n_clusters):
+            idx = np.concatenate([near[c][j, :min(k, near[c].shape[1])] for c in classes])
+            out.append(_lda_directions(X[idx], codes[idx], e))
+    B = np.concatenate(out)[:n_basis]
+    return np.ascontiguousarray(B)
+
+
+def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng) -> np.ndarray:
+    """A basis from triplets (metric-learn's ``"triplet_diffs"`` idea): for
+    random batches of ``d`` triplets, the eigenvectors with positive
+    eigenvalue of ``sum (q - p-)(q - p-)^T - (q - p+)(q - p+)^T`` (directions
+    along which the batch's negatives are farther than its positives),
+    until ``n_basis`` are collected (at most ``20 n_basis / d + 20``
+    batches); unit rows."""
+    d = X.shape[1]
+    m = triplets.shape[0]
+    out, total = [], 0
+    for _ in range(20 * n_basis // max(d, 1) + 20):
+        t = triplets[rng.integers(0, m, size=min(d, m))]
+        P = X[t[:, 0]] - X[t[:, 1]]
+        N = X[t[:, 0]] - X[t[:, 2]]
+        C = N.T @ N - P.T @ P
+        lam, V = np.linalg.eigh(0.5 * (C + C.T))
+        pos = lam > 1e-12 * max(float(np.abs(lam).max()), 1e-300)
+        if pos.any():
+            out.append(V[:, pos].T)
+            total += int(pos.sum())
+        if total >= n_basis:
+            break
+    if not out:
+        return np.zeros((0, d))
+    return np.ascontiguousarray(_unit_rows(np.concatenate(out))[:n_basis])
+
+
+def scml_rda(delta: np.ndarray, *, alpha: float, eta0: float, batch_size: int, max_iter: int,
+             tol: float | None, check_every: int, rng, verbose: int = 0,
+             who: str = "SCML") -> SCMLResult:
+    """Mini-batch RDA with AdaGrad on ``F`` (module docstring), from ``w = 0``.
+
+    Every ``check_every`` steps (and at the last) the full objective
+    ``F(w)`` is evaluated and the best ``w`` so far kept (the result; the
+    start ``w = 0`` is not a candidate).  Stops when the best objective
+    improved by at most ``tol`` (relative) over the last ``check_every``
+    steps (from the second check on), or after ``max_iter`` steps."""
+    m, K = delta.shape
+    w = np.zeros(K)
+    gsum = np.zeros(K)
+    s2 = np.zeros(K)
+    best_w, best = w.copy(), math.inf          # w = 0 is the start, not a candidate
+    hist = History(keys=("objective", "convergence"))
+    hist.record(0, objective=scml_objective(delta, w, alpha), convergence=math.inf)
+    last_best, crit, converged, it = best, math.inf, False, 0
+    batches = rng.integers(0, m, size=(max_iter, batch_size))
+    for it in range(1, max_iter + 1):
+        D = delta[batches[it - 1]]
+        active = (1.0 + D @ w) > 0
+        g = D[active].sum(axis=0) / batch_size
+        gsum += g
+        s2 += g * g
+        w = rda_step(gsum / it, np.sqrt(s2), it, alpha, eta0)
+        if it % check_every == 0 or it == max_iter:
+            obj = scml_objective(delta, w, alpha)
+            if not math.isfinite(obj):
+                raise FloatingPointError(f"{who}: training diverged (non-finite objective); "
+                                         "lower eta0 or scale the features down.")
+            if obj < best:
+                best, best_w = obj, w.copy()
+            crit = (last_best - best) / max(abs(last_best), 1e-12) \
+                if math.isfinite(last_best) else math.inf
+            last_best = best
+            hist.record(it, objective=obj, convergence=crit)
+            if verbose:
+                print(f"{who}: step {it} objective {obj:.6g} best {best:.6g}")
+            if tol is not None and crit <= tol:
+                converged = True
+                break
+    return SCMLResult(best_w, it, converged, crit, hist.data)

@@ -1,0 +1,281 @@
+"""SDCA's dual bookkeeping apart from the estimator (Wu, Ding, Zhao, Miao &
+Hoi, AAAI 2015; the estimator is :class:`tripletml.SDCA`).
+
+The problem (eq. 3-5): the primal
+
+    P(M) = (1/n) sum_i [1 - x_i^T M (x_i+ - x_i-)]_+^2 + (lambda/2) ||M||_F^2
+
+and its dual with one scalar ``alpha_i >= 0`` per triplet,
+``Theta_i = alpha_i X_i`` (``X_i = x_i v_i^T``, ``v_i = x_i+ - x_i-``) and
+``M(Theta) = (lambda n)^-1 sum_i alpha_i X_i`` (eq. 7).  One step of
+Algorithm 1 on triplet i:
+
+    d_alpha = max((1 - x_i^T M v_i - alpha_i / 2) / (1/2 + ||X_i||^2 / (lambda n)), -alpha_i)
+    alpha_i += d_alpha,    M += (lambda n)^-1 d_alpha X_i.
+
+:class:`SDCASolver` holds M, the dual variables (sorted triplet ids ->
+``alpha``), the step counter and the state of the average / random outputs;
+``step`` runs Algorithm 1 over given triplets, ``objective`` evaluates
+``P``, ``D`` and the duality gap (eq. 8), ``output_matrix`` returns the
+chosen output.  The *average* output ``(T - T0)^-1 sum_{t=T0+1}^T M^{t-1}`` is
+kept without an ``O(d^2)`` cost per step: with ``dM_s`` the update of step
+``s`` and ``B = T0 M^{T0} + sum_{s>T0} s dM_s``,
+``sum_{t=T0+1}^{T} M^{t-1} = T M^T - B``.  The *random* output ``M^t``, ``t``
+uniform in ``{T0+1, ..., T}``, is drawn by reservoir sampling.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tripletml.linalg.sparse_rows import (diff_buffers, sparse_bilinear, sparse_rank_one_update,
+                                  triplet_rows)
+from tripletml.losses import triplet_hinge, triplet_hinge_array
+
+__all__ = ["SDCASolver", "sdca_steps", "sdca_objectives", "relative_gap", "OUTPUTS"]
+
+OUTPUTS = ("average", "random", "last")
+
+
+@njit(cache=True, nogil=True)
+def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n, step0, T0,
+               u, losses, sq_losses, margins, track_avg, track_rand, vidx, vval):
+    """Algorithm 1 over the given triplets in order (global steps step0+1...).
+
+    ``B`` accumulates ``T0 M^{T0} + sum_{s > T0} s dM_s`` (average option),
+    ``Mrand`` holds the reservoir sample (random option).  Returns the index
+    of the first step with a non-finite margin or norm, or -1.
+    """
+    for t in range(triplets.shape[0]):
+        s = step0 + t + 1
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        i = slots[t]
+        mg = sparse_bilinear(M, q_idx, q_val, v_idx, v_val)
+        xnorm2 = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||X_i||_F^2
+        if not (np.isfinite(mg) and np.isfinite(xnorm2)):
+            return t
+        margins[t] = mg
+        h = triplet_hinge(mg)
+        losses[t] = h
+        sq_losses[t] = h * h
+        a = alpha[i]
+        da = (1.0 - mg - 0.5 * a) / (0.5 + xnorm2 / lam_n)
+        if da < -a:
+            da = -a
+        alpha[i] = a + da
+        if da != 0.0 and xnorm2 > 0.0:
+            sparse_rank_one_update(M, da / lam_n, q_idx, q_val, v_idx, v_val)
+            if track_avg and s > T0:
+                sparse_rank_one_update(B, s * da / lam_n, q_idx, q_val, v_idx, v_val)
+        if track_avg and s == T0:
+            B[:, :] = T0 * M
+        if track_rand and s > T0:
+            # reservoir sampling: M^s kept with probability 1 / (s - T0)
+            if u[t] * (s - T0) < 1.0:
+                Mrand[:, :] = M
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _all_margins(M, indptr, indices, data, triplets, out, xnorm2, vidx, vval):
+    """Margins ``x_i^T M v_i`` and ``||X_i||_F^2`` of every triplet."""
+    for t in range(triplets.shape[0]):
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        out[t] = sparse_bilinear(M, q_idx, q_val, v_idx, v_val)
+        xnorm2[t] = np.dot(q_val, q_val) * np.dot(v_val, v_val)
+
+
+def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
+    """The margins of :func:`_all_margins` by the Gram route of OASIS
+    (:func:`~tripletml.algorithms.oasis.kernels.gram_route_pays`): with ``k`` distinct
+    rows ``R`` under many triplets (few rows, many features), ``H = R M
+    R^T`` once and each margin ``H[q, p+] - H[q, p-]``; ``||X_i||_F^2`` is
+    only tested for zero (the degenerate triplets), so it is returned as
+    ``||q||^2`` times 1 or 0 for distinct or equal rows ``p+``, ``p-``.
+    ``(None, None)`` where the route does not pay."""
+    from tripletml.algorithms.oasis.kernels import gram_route_pays
+
+    m = triplets.shape[0]
+    if m == 0:
+        return None, None
+    rows, local = np.unique(triplets, return_inverse=True)
+    local = local.reshape(triplets.shape)
+    R = Xc[rows]
+    if not gram_route_pays(len(rows), R.nnz, m, Xc.shape[1]):
+        return None, None
+    Rd = R.toarray()
+    H = (Rd @ M) @ Rd.T
+    _, same = np.unique(Rd, axis=0, return_inverse=True)      # equal rows, exactly
+    same = same.ravel()
+    qq = np.einsum("ij,ij->i", Rd, Rd)
+    q, a, b = local[:, 0], local[:, 1], local[:, 2]
+    mg = H[q, a] - H[q, b]
+    xn = qq[q] * (same[a] != same[b])
+    return mg, xn
+
+
+def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, lam: float,
+                    n: int | None = None) -> tuple[float, float, float]:
+    """Primal ``P(M)``, dual ``D(alpha)`` and gap for ``M = M(alpha)``.
+
+    ``lam`` is lambda of eq. (4) (the estimator's ``alpha``); ``n`` (default
+    ``len(triplets)``) is the ``n`` of eq. (4)-(5).  The dual is evaluated
+    through ``||M(alpha)||^2`` with the maintained M, never from per-triplet
+    d x d matrices.  Returns ``(P, D, P - D)``.
+    """
+    n = triplets.shape[0] if n is None else n
+    mg, xn = _margins_gram(M, Xc, triplets)
+    if mg is None:
+        mg = np.empty(triplets.shape[0])
+        xn = np.empty(triplets.shape[0])
+        _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, xn, *diff_buffers(Xc))
+    reg = 0.5 * lam * float(np.sum(M * M))
+    P = float(np.sum(triplet_hinge_array(mg) ** 2)) / n + reg
+    # -l_i^*(-Theta_i) = alpha_i - alpha_i^2/4; when X_i = 0 the loss is the
+    # constant 1 and Theta_i = 0 whatever alpha_i, so the term is its maximum, 1.
+    conj = np.where(xn > 0.0, alpha - 0.25 * alpha * alpha, 1.0)
+    D = float(np.sum(conj)) / n - reg
+    return P, D, P - D
+
+
+def relative_gap(P: float, gap: float) -> float:
+    """The stopping criterion of SDCA: ``gap / max(|P|, 1e-12)``."""
+    return gap / max(abs(P), 1e-12)
+
+
+class SDCASolver:
+    """Algorithm 1's state: ``M = M(alpha)``, the dual variables and the
+    output accumulators.
+
+    Parameters
+    ----------
+    n_features : int
+    lam : float
+        lambda of eq. (4) (> 0).
+    n_scale : int
+        The n of ``(lambda n)^-1`` (fixed for the life of the state).
+    output : {"average", "random", "last"}
+    T0 : int
+        First step of the averaging / sampling window.
+    owner : str
+        Learner name for messages.
+
+    Use :meth:`from_state` to resume from stored arrays (checked).
+    """
+
+    def __init__(self, n_features: int, lam: float, n_scale: int, output: str = "average",
+                 T0: int = 0, owner: str = "SDCA"):
+        d = int(n_features)
+        self.owner = owner
+        self.M = np.zeros((d, d))
+        self.alpha = np.zeros(0)
+        self.dual_ids = np.zeros(0, dtype=np.int64)
+        self.next_id = 0
+        self.lam = float(lam)
+        self.n_scale = int(n_scale)
+        self.t = 0
+        self.T0 = int(T0)
+        self.output = output
+        self.avg = np.zeros((d, d)) if output == "average" else None
+        self.rand = np.zeros((d, d)) if output == "random" else None
+        self._check()
+
+    @classmethod
+    def from_state(cls, *, M, alpha, dual_ids, next_id, lam, n_scale, t, T0, output,
+                   avg=None, rand=None, owner="SDCA") -> "SDCASolver":
+        """A solver over stored arrays (used in place), after checking that
+        they are consistent: the kernels index them without bounds checks."""
+        self = cls.__new__(cls)
+        self.owner = owner
+        self.M, self.alpha, self.dual_ids = M, alpha, dual_ids
+        self.next_id, self.lam, self.n_scale = int(next_id), float(lam), int(n_scale)
+        self.t, self.T0, self.output = int(t), int(T0), output
+        self.avg, self.rand = avg, rand
+        self._check()
+        return self
+
+    def _check(self) -> None:
+        who = self.owner
+        d = self.M.shape[0]
+        if self.output not in OUTPUTS:
+            raise ValueError(f"{who}: output {self.output!r} is not one of {OUTPUTS}.")
+        if self.M.shape != (d, d):
+            raise ValueError(f"{who}: M has shape {self.M.shape}, expected a square matrix.")
+        for name, arr, need in (("avg_accum_", self.avg, self.output == "average"),
+                                ("random_iterate_", self.rand, self.output == "random")):
+            if need and (arr is None or arr.shape != (d, d)):
+                raise ValueError(f"{who}: output={self.output!r} needs {name} of shape "
+                                 f"({d}, {d}), got {getattr(arr, 'shape', None)}.")
+        ids = self.dual_ids
+        if self.alpha.shape != ids.shape or ids.ndim != 1:
+            raise ValueError(f"{who}: alpha_ and dual_ids_ must be 1-D of one length, got "
+                             f"{self.alpha.shape} and {ids.shape}.")
+        if ids.size and (ids[0] < 0 or np.any(ids[1:] <= ids[:-1])):
+            raise ValueError(f"{who}: dual_ids_ must be strictly increasing non-negative ids.")
+        if ids.size and self.next_id <= ids[-1]:
+            raise ValueError(f"{who}: next id {self.next_id} must exceed every dual id.")
+        if np.any(self.alpha < 0):
+            raise ValueError(f"{who}: dual variables alpha_ must be >= 0.")
+        if not (self.lam > 0 and self.n_scale > 0 and self.t >= 0 and self.T0 >= 0):
+            raise ValueError(f"{who}: inconsistent scalars (alpha={self.lam}, "
+                             f"n_scale={self.n_scale}, t={self.t}, T0={self.T0}).")
+
+    def slots_for(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of the triplet ``ids`` in ``alpha`` (new ids get
+        ``alpha = 0``); ``next_id`` moves past them."""
+        ids = np.asarray(ids, dtype=np.int64)
+        # O(b log m + m) per call of b ids (a sorted merge), not a sort of all
+        # m ids: a stream of small partial_fit calls stays linear in m
+        u = np.unique(ids)
+        pos = np.searchsorted(self.dual_ids, u)
+        n_old = self.dual_ids.size
+        known = (pos < n_old) & (self.dual_ids[np.minimum(pos, max(n_old - 1, 0))] == u) \
+            if n_old else np.zeros(u.size, bool)
+        new = u[~known]
+        if new.size:
+            at = pos[~known]
+            self.dual_ids = np.insert(self.dual_ids, at, new)
+            self.alpha = np.insert(self.alpha, at, 0.0)
+        if ids.size:
+            self.next_id = max(self.next_id, int(ids.max()) + 1)
+        return np.searchsorted(self.dual_ids, ids).astype(np.int64)
+
+    def step(self, Xc, triplets: np.ndarray, slots: np.ndarray, u: np.ndarray | None = None):
+        """Algorithm 1 on ``triplets`` in order, triplet j on dual variable
+        ``slots[j]``; ``u`` are the uniform numbers of the reservoir (random
+        output).  Returns ``(losses, squared losses, margins)`` before each
+        step, or raises FloatingPointError on a non-finite margin or norm."""
+        m = triplets.shape[0]
+        if slots.shape != (m,) or (m and (slots.min() < 0 or slots.max() >= self.alpha.size)):
+            raise ValueError(f"{self.owner}: slots out of range of the dual variables.")
+        losses, sq, margins = np.empty(m), np.empty(m), np.empty(m)
+        avg, rnd = self.output == "average", self.output == "random"
+        if rnd and (u is None or u.shape != (m,)):
+            raise ValueError(f"{self.owner}: the random output needs {m} uniform numbers.")
+        dummy = np.zeros((1, 1))
+        bad = sdca_steps(self.M, self.avg if avg else dummy, self.rand if rnd else dummy,
+                         self.alpha, slots, Xc.indptr, Xc.indices, Xc.data, triplets,
+                         self.lam * self.n_scale, self.t, self.T0,
+                         u if rnd else np.zeros(1), losses, sq, margins, avg, rnd,
+                         *diff_buffers(Xc))
+        if bad >= 0:
+            self.t += bad
+            raise FloatingPointError(
+                f"{self.owner}: training diverged (non-finite margin or norm at step "
+                f"{self.t + 1}); scale the features down or raise alpha.")
+        self.t += m
+        return losses, sq, margins
+
+    def objective(self, Xc, triplets: np.ndarray) -> tuple[float, float, float]:
+        """``(P, D, gap)`` of eq. (4), (5), (8) over ``triplets`` (ids 0..n-1)."""
+        return sdca_objectives(self.M, self.alpha, Xc, triplets, self.lam, self.n_scale)
+
+    def output_matrix(self) -> np.ndarray:
+        """The chosen output (a new array): last iterate, reservoir sample or
+        the window average (the last iterate while the window is empty)."""
+        T, T0 = self.t, self.T0
+        if self.output == "last" or T <= T0:
+            return self.M.copy()
+        if self.output == "random":
+            return self.rand.copy()
+        return (T * self.M - self.avg) / (T - T0)

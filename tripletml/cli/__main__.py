@@ -1,0 +1,6 @@
+"""``python -m tripletml.cli``."""
+import sys
+
+from tripletml.cli import main
+
+sys.exit(main())

@@ -1,0 +1,113 @@
+"""What the neighbourhood learners (LMNN, NCA) share: a linear map ``L``
+(``components_``, n_components x d) learned with L-BFGS from an initial map,
+the fitted attributes and their checks on load."""
+from __future__ import annotations
+
+from numbers import Integral
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+
+from tripletml.core.arrayspec import ArraySpec
+from tripletml.core.params import COMMON, Interval, StrOptions
+from tripletml.core.validation import check_dense_memory
+from tripletml.core.base import MahalanobisMixin, TripletLearner
+from tripletml.linalg.linear_map import INIT_OPTIONS, LBFGSResult, initial_components, minimize_lbfgs
+from tripletml.engine import apply_result, run
+from tripletml.engine.whole import WholeRun
+from tripletml.triplets import AllLabels, ClassCodes
+
+__all__ = ["LinearMapLearner"]
+
+
+class LinearMapLearner(MahalanobisMixin, TripletLearner):
+    """Base of LMNN and NCA (not public)."""
+
+    _fitted_arrays = {
+        "M_": ArraySpec(("d", "d")),
+        "components_": ArraySpec(("rank_", "d")),
+    }
+    #: d x d arrays a fit holds at once (L, its gradient, M_, the L-BFGS
+    #: memory of 10 pairs of r x d vectors), checked before training
+    _square_arrays = 24
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "init": [StrOptions(set(INIT_OPTIONS))],
+        "max_iter": COMMON["max_iter"],
+        "tol": COMMON["tol"],
+        "random_state": COMMON["random_state"],
+        "verbose": COMMON["verbose"],
+        "preprocessing": COMMON["preprocessing"],
+        "preprocessor": ["no_validation"],   # resolved by the base class
+    }
+
+    def _sampler(self):
+        """Labels are used as they are (:class:`~tripletml.triplets.AllLabels`):
+        the learner forms its own neighbourhoods."""
+        return AllLabels()
+
+    def _check_loaded(self) -> None:
+        """A loaded ``M_`` is PSD with ``components_`` (``rank_`` rows, the
+        learned ``L``) its factor ``M_ = L^T L``, and ``rank_`` is
+        ``n_components`` when that is set."""
+        super()._check_loaded()
+        self._check_loaded_metric(self.M_)
+        if self.n_components is not None and self.rank_ != self.n_components:
+            raise ValueError(f"rank_={self.rank_} differs from n_components="
+                             f"{self.n_components}")
+
+    # ------------------------------------------------------------------ fit
+    def _dense_rows(self, X) -> np.ndarray:
+        n, d = X.shape
+        if sp.issparse(X):
+            check_dense_memory(8 * n * d, self, f"the dense {n} x {d} rows")
+            return np.ascontiguousarray(X.toarray(), dtype=np.float64)
+        return np.ascontiguousarray(X, dtype=np.float64) if X.dtype != np.float64 or \
+            not X.flags.c_contiguous else X
+
+    def _n_out(self, d: int) -> int:
+        r = d if self.n_components is None else int(self.n_components)
+        if r > d:
+            raise ValueError(f"{type(self).__name__}: n_components={r} exceeds the number of "
+                             f"features the learner sees ({d}, after preprocessing).")
+        return r
+
+    def _initial(self, X, got, rng) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(L0, codes)``: the initial map and the class codes (None with
+        triplets; checked for a class of two or more members first)."""
+        codes = got.codes if isinstance(got, ClassCodes) else None
+        if codes is not None and np.bincount(codes).max() < 2:
+            raise ValueError(f"{type(self).__name__}: every class has a single member; no row "
+                             "has a neighbour of its own class.")
+        r = self._n_out(X.shape[1])
+        L0, used = initial_components(self.init, X, codes, r, rng, type(self).__name__)
+        self.init_ = used
+        return L0, codes
+
+    def _train(self, objective, L0: np.ndarray, record_keys: tuple[str, ...]) -> None:
+        """Minimise ``objective`` from ``L0`` with L-BFGS
+        (:func:`~tripletml.linalg.linear_map.minimize_lbfgs`) as one step of
+        the driver (:class:`~tripletml.engine.whole.WholeRun`), which records
+        ``n_iter_``, ``stop_reason_`` and ``history_``; set the model."""
+        who = type(self).__name__
+
+        def go(budget: int):
+            res = minimize_lbfgs(objective, L0, max_iter=budget, tol=self.tol,
+                                 verbose=self.verbose, who=who, record_keys=record_keys)
+            return SimpleNamespace(n_iter=res.n_iter, converged=res.reason == "tol",
+                                   criterion=res.criterion, history=res.history, lbfgs=res)
+
+        solver = WholeRun(go)
+        result = run(solver, name=who, max_iter=int(self.max_iter),
+                     tol=0.0 if self.tol is None else self.tol)
+        res: LBFGSResult = solver.result.lbfgs
+        L = res.L
+        self.components_ = L
+        self.M_ = L.T @ L
+        self.rank_ = int(L.shape[0])
+        self.objective_ = float(res.objective)
+        self.initial_objective_ = float(res.initial_objective)
+        apply_result(self, result, tol=self.tol, what="relative decrease of the objective",
+                     advice="increase max_iter or tol")

@@ -1,0 +1,785 @@
+"""Training over the partitions of a :class:`~tripletml.distributed.sharded.ShardedCollection`:
+in-process shard by shard (out of core), or on a Dask cluster.
+
+``learner.fit(collection)`` lands here (:func:`fit_partitioned`).  The driver
+
+1. validates every partition on the partition itself (a task) and fits the
+   learner's preprocessing from per-partition statistics reduced in a tree
+   (:mod:`tripletml.distributed.statistics`): the same statistics as an
+   in-memory fit on the concatenated rows, to rounding;
+2. decides the supervision of each partition: its own triplets (index
+   arrays into the partition's rows) or ``n_p`` triplets sampled from its
+   labels by the learner's ``sampling`` policy, with ``n_p`` the partition's
+   share of the learner's ``n_triplets`` (largest remainders, proportional to
+   its rows among the partitions that can form a triplet) and the seed
+   ``(seed, p)`` -- ``seed`` one integer drawn from ``random_state`` -- so the
+   triplets of a partition are the same in every round, on one worker or on
+   many;
+3. hands the learner and a :class:`PartitionedFit` to the learner's
+   *strategy* (its class attribute ``_partitioned_strategy``):
+
+   ``"statistics"``  exact from per-partition sufficient statistics
+                     (KISSME, RCA, the baselines) -- :mod:`.statistics`;
+   ``"cocoa"``       CoCoA+ (Ma, Smith, Jaggi et al., ICML 2015) -- SDCA;
+   ``"mixing"``      iterative parameter mixing (McDonald, Hall & Mann,
+                     NAACL 2010) -- OASIS, LORETA, the factored learners;
+   ``"gradients"``   per-partition gradient sums, the solver step on the
+                     driver -- LowRankDML, SML;
+   ``"sample"``      gather a bounded sample (the triplets' rows) and fit on
+                     the driver -- ITML, COMET, SparseCOMET and any
+                     learner without a strategy of its own.
+
+Tasks are module-level functions of their arguments only: no estimator is
+mutated inside a task, so a task a scheduler reruns (a lost worker) returns
+the same value, and the model equals an undisturbed run's.  Reductions use
+one fixed tree (:data:`FAN_IN`) in-process and on Dask, so the two give the
+same floating-point results.
+"""
+from __future__ import annotations
+
+import copy
+import numbers
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from tripletml.distributed.reduction import tree_sum  # noqa: F401  (re-exported)
+
+__all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
+           "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
+           "RestartWarning", "MAX_RESTARTS", "tree_sum", "WorkerLostError"]
+
+#: partitions (or partial results) combined per reduction task
+FAN_IN = 8
+
+#: strategy name -> module defining ``fit(learner, plan)``
+STRATEGIES = {"statistics": "tripletml.distributed.statistics",
+              "cocoa": "tripletml.algorithms.sdca.distributed",
+              "mixing": "tripletml.distributed.mixing",
+              "gradients": "tripletml.distributed.gradient_sums",
+              "sample": "tripletml.distributed.sample"}
+
+
+#: restarts of a fit after lost worker data before giving up
+MAX_RESTARTS = 3
+
+class WorkerLostError(ConnectionError):
+    """A partitioned fit lost workers more often than :data:`MAX_RESTARTS`
+    allows (the message names the worker and the error)."""
+
+
+def _lost(exc: BaseException) -> str:
+    """What a lost-worker error says: the worker for KilledWorker, else the
+    error's type and text (which names the connection)."""
+    last = getattr(exc, "last_worker", None)          # KilledWorker
+    addr = getattr(last, "address", None)
+    where = f"worker {addr}, " if isinstance(addr, str) else ""
+    return f"{where}{type(exc).__name__}: {str(exc)[:200]}"
+
+
+class RestartWarning(UserWarning):
+    """A worker was lost with data the partitioned fit could not recompute;
+    the fit restarted from its last checkpoint (or its first round)."""
+
+
+class ClassesWarning(UserWarning):
+    """A partition lacks classes (its triplets cannot reach them) or cannot
+    form a triplet at all; shuffle the rows across shards
+    (``write_npz_shards(..., shuffle=True)``)."""
+
+
+# ---------------------------------------------------------------------------
+# what a task sees
+# ---------------------------------------------------------------------------
+@dataclass
+class Partition:
+    """One partition inside a task: its number, validated raw rows ``X``
+    (float64 C-contiguous array or canonical CSR), labels ``y`` (or None) and
+    explicit local ``triplets`` (int64 (m, 3) into the rows of X, or None)."""
+
+    index: int
+    X: Any
+    y: np.ndarray | None = None
+    triplets: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.X.shape[0])
+
+
+def _is_dask(obj) -> bool:
+    try:
+        import dask
+    except ImportError:        # pragma: no cover - no dask: nothing is a collection
+        return False
+    return dask.is_dask_collection(obj)
+
+
+def _load(part, label, trip, index: int, owner: str, n_features: int | None) -> Partition:
+    """Materialise partition ``index`` (a loader, an array, a tuple) and
+    validate it; every error names the partition."""
+    from tripletml.core.validation import check_X
+    if _is_dask(part):                     # local backend: a Delayed part
+        import dask
+        part, label, trip = dask.compute(part, label, trip, scheduler="sync")
+    if callable(part) and not hasattr(part, "shape"):
+        part = part()
+    T = None
+    if isinstance(part, tuple):
+        if len(part) == 3:
+            X, y, T = part
+        elif len(part) == 2:
+            X, y = part
+        else:
+            raise ValueError(f"{owner}: partition {index} is a tuple of {len(part)} items; "
+                             "expected (X, y) or (X, y, triplets)")
+    else:
+        X, y = part, None
+    if label is not None:
+        y = label
+    if trip is not None:
+        T = trip
+    where = f"{owner} (partition {index})"
+    X = check_X(X, where, n_features=n_features)
+    if y is not None:
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"{where}: {y.shape} labels for {X.shape[0]} rows; labels must be "
+                             "one per row")
+    if T is not None:
+        from tripletml.core.validation import check_triplets
+        T = check_triplets(T, X.shape[0], where, allow_degenerate=False)
+    return Partition(int(index), X, y, T)
+
+
+def _call(func, part, label, trip, index, owner, n_features, state, shared, with_state):
+    """The body of every map task."""
+    p = _load(part, label, trip, index, owner, n_features)
+    if with_state:
+        return func(p, state, *shared)
+    return func(p, *shared)
+
+
+def _tree_groups(n: int) -> list[list[tuple[int, int]]]:
+    """The fixed reduction tree over n items: per level, ``(start, stop)``
+    groups of at most :data:`FAN_IN` consecutive items."""
+    levels = []
+    while n > 1:
+        groups = [(i, min(i + FAN_IN, n)) for i in range(0, n, FAN_IN)]
+        levels.append(groups)
+        n = len(groups)
+    return levels
+
+
+# ---------------------------------------------------------------------------
+# backends
+# ---------------------------------------------------------------------------
+class LocalBackend:
+    """Run the tasks in this process, one partition in memory at a time.
+
+    Handles are the values themselves."""
+
+    name = "local"
+
+    def __init__(self, collection, owner: str, n_features: int | None = None):
+        self.collection = collection
+        self.owner = owner
+        self.n_features = n_features
+
+    @property
+    def n_partitions(self) -> int:
+        return self.collection.n_partitions
+
+    def _args(self, i: int) -> tuple:
+        c = self.collection
+        return (c.parts[i], None if c.labels is None else c.labels[i],
+                None if getattr(c, "triplets", None) is None else c.triplets[i])
+
+    def broadcast(self, value):
+        return value
+
+    def scatter_each(self, values: Sequence) -> list:
+        """One handle per value (per-partition state restored from a
+        checkpoint)."""
+        return list(values)
+
+    def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
+        """``func(partition, *shared)`` (or ``func(partition, state_p,
+        *shared)`` with ``states``) on every partition; a list of handles."""
+        out = []
+        for i in range(self.n_partitions):
+            out.append(_call(func, *self._args(i), i, self.owner, self.n_features,
+                             None if states is None else states[i], shared,
+                             states is not None))
+        return out
+
+    def apply(self, func: Callable, handles: Sequence, *shared) -> list:
+        """``func(value_p, *shared)`` on each handle (no partition loaded)."""
+        return [func(h, *shared) for h in handles]
+
+    def reduce(self, func: Callable, handles: Sequence):
+        """``func(*group)`` over the fixed tree; one handle."""
+        items = list(handles)
+        for level in _tree_groups(len(items)):
+            items = [func(*items[a:b]) for a, b in level]
+        return items[0]
+
+    def gather(self, handles):
+        return handles
+
+    def release(self, handles) -> None:
+        pass
+
+    @staticmethod
+    def lost_data_errors() -> tuple:
+        """Exceptions meaning a worker was lost with data (none in-process)."""
+        return ()
+
+
+class DaskBackend(LocalBackend):
+    """Run the tasks on a Dask cluster through ``client``; handles are
+    futures (results stay on the workers until gathered)."""
+
+    name = "dask"
+
+    def __init__(self, collection, owner: str, client, n_features: int | None = None):
+        super().__init__(collection, owner, n_features)
+        self.client = client
+
+    def broadcast(self, value):
+        # unique keys: a value equal to an earlier round's (hash=True) would share
+        # its key, and releasing the old round could drop the new data
+        # in a list: scatter sends a bare dict / list item by item
+        # bounded: a dead worker the scheduler still lists would block it for good
+        from tripletml.distributed.dask_search import cluster_timeout
+        return self.client.scatter([value], broadcast=True, hash=False,
+                                   timeout=cluster_timeout())[0]
+
+    def scatter_each(self, values: Sequence) -> list:
+        from tripletml.distributed.dask_search import cluster_timeout
+        return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
+
+    def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
+        import dask
+        tasks = []
+        for i in range(self.n_partitions):
+            tasks.append(dask.delayed(_call, pure=True)(
+                func, *self._args(i), i, self.owner, self.n_features,
+                None if states is None else states[i], tuple(shared), states is not None))
+        return list(self.client.compute(tasks))
+
+    def apply(self, func: Callable, handles: Sequence, *shared) -> list:
+        return [self.client.submit(func, h, *shared, pure=True) for h in handles]
+
+    def reduce(self, func: Callable, handles: Sequence):
+        items = list(handles)
+        for level in _tree_groups(len(items)):
+            items = [self.client.submit(func, *items[a:b], pure=True) for a, b in level]
+        return items[0]
+
+    def gather(self, handles):
+        return self.client.gather(handles)
+
+    @staticmethod
+    def lost_data_errors() -> tuple:
+        """A lost worker shows as cancelled or killed tasks, a connection
+        closed under a scatter or gather, or a call that timed out."""
+        from concurrent.futures import CancelledError
+
+        from distributed.comm.core import CommClosedError
+        from distributed.scheduler import KilledWorker
+        return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
+
+    def release(self, handles) -> None:
+        if isinstance(handles, (list, tuple)):
+            for h in handles:
+                self.release(h)
+        elif hasattr(handles, "release"):
+            handles.release()
+
+
+def backend_for(collection, owner: str, n_features: int | None = None):
+    """The Dask backend inside :func:`tripletml.use_cluster` or with a
+    default ``distributed`` client, else the local one."""
+    from tripletml.distributed.dask_search import active_client
+    client = active_client()
+    if client is None:
+        try:
+            from distributed import default_client
+            client = default_client()
+        except (ImportError, ValueError):
+            client = None
+    if client is None:
+        return LocalBackend(collection, owner, n_features)
+    return DaskBackend(collection, owner, client, n_features)
+
+
+# ---------------------------------------------------------------------------
+# the plan handed to a strategy
+# ---------------------------------------------------------------------------
+def partition_shares(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders, ties
+    to the lower partition); zero weight gets zero."""
+    w = np.asarray(weights, dtype=np.float64)
+    if total <= 0 or w.sum() <= 0:
+        return [0] * len(w)
+    exact = total * w / w.sum()
+    base = np.floor(exact).astype(np.int64)
+    rest = int(total - base.sum())
+    order = np.lexsort((np.arange(len(w)), -(exact - base)))
+    base[order[:rest]] += 1
+    return [int(v) for v in base]
+
+
+@dataclass
+class Supervision:
+    """What a task needs to make its partition's training data (picklable):
+    the fitted preprocessor, whether the learner trains on preprocessed rows,
+    the sampling policy (None: explicit triplets), the triplets per partition
+    and the seed."""
+
+    owner: str
+    preprocessor: Any
+    preprocessed: bool
+    sampler: Any
+    n_triplets: list[int] | None
+    seed: int
+    codes: dict | None = None
+
+    def rows(self, p: Partition):
+        """The rows the learner's solver sees (preprocessed when it trains on
+        preprocessed rows)."""
+        if self.preprocessor is None or not self.preprocessed:
+            return p.X
+        X = p.X
+        if self.preprocessor.resolve(X) is not None and sp.issparse(X):
+            X = np.ascontiguousarray(X.toarray(), dtype=np.float64)
+            return self.preprocessor.transform(X, copy=False)
+        return self.preprocessor.transform(X, copy=True)
+
+    def codes_of(self, p: Partition) -> np.ndarray:
+        """Global class codes 0..C-1 of the partition's labels."""
+        keys, values = self.codes["keys"], self.codes["values"]
+        pos = np.searchsorted(keys, p.y)
+        pos = np.minimum(pos, len(keys) - 1)
+        if not np.all(keys[pos] == p.y):
+            raise ValueError(f"{self.owner} (partition {p.index}): labels changed between "
+                             "passes over the partition (the data must be deterministic)")
+        return values[pos]
+
+    def triplets(self, p: Partition, X=None) -> np.ndarray:
+        """The partition's triplets (local row ids): its own, or sampled from
+        its labels with the seed ``(seed, p)`` -- the same in every round.
+        ``X``: the partition's preprocessed rows when already computed."""
+        if self.sampler is None:
+            if p.triplets is None:
+                raise ValueError(f"{self.owner}: partition {p.index} has no triplets")
+            return p.triplets
+        n = self.n_triplets[p.index]
+        if n == 0:
+            return np.zeros((0, 3), np.int64)
+        from sklearn.base import clone
+        sampler = clone(self.sampler) if hasattr(self.sampler, "get_params") else self.sampler
+        if hasattr(sampler, "set_params") and "n_triplets" in sampler.get_params():
+            sampler.set_params(n_triplets=int(n))
+        rng = np.random.default_rng([self.seed, p.index])
+        rows = self.rows(p) if X is None else X
+        T = sampler.sample(rows, self.codes_of(p), rng, owner=self.owner)
+        return np.ascontiguousarray(T, dtype=np.int64)
+
+    def order(self, p: Partition | int, m: int, round_: int) -> np.ndarray:
+        """The order of a partition's m triplets in round ``round_`` (seed
+        ``(seed, p, round + 1)``)."""
+        i = p.index if isinstance(p, Partition) else int(p)
+        return np.random.default_rng([self.seed, i, round_ + 1]).permutation(m)
+
+
+@dataclass
+class PartitionedFit:
+    """What a strategy gets: the backend, the partition sizes, the
+    supervision, the total number of triplets, a driver-side generator and
+    the checkpoint (None without ``checkpoint_dir``).
+
+    ``resumed`` is ``(round, arrays, meta)`` of the checkpoint the run
+    continues from (None for a fresh run): a strategy with rounds restores
+    its state from it and calls :meth:`save_round` after each round."""
+
+    backend: Any
+    n_rows: list[int]
+    supervision: Supervision
+    n_triplets_total: int
+    rng: np.random.Generator
+    info: dict = field(default_factory=dict)
+    checkpoint: Any = None
+    resumed: tuple | None = None
+
+    def save_round(self, round_: int, arrays: dict, *, last: bool = False,
+                   meta: dict | None = None) -> None:
+        """Checkpoint ``round_`` completed rounds (when a checkpoint
+        directory was given and the round is due)."""
+        ck = self.checkpoint
+        if ck is not None and ck.due(round_, last):
+            ck.save(round_, arrays, {**(meta or {}), "seed": str(self.supervision.seed)})
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.n_rows)
+
+    @property
+    def n_total(self) -> int:
+        return int(sum(self.n_rows))
+
+
+# ---------------------------------------------------------------------------
+# the driver
+# ---------------------------------------------------------------------------
+def _fingerprint(p: Partition, labels) -> str:
+    """A hash of a partition for its checkpoint: shape and kind, the column
+    sums weighted by a fixed pseudo-random weight in [1, 2) per row (every
+    value and the rows' order count), at most
+    :data:`~tripletml.distributed.checkpoint.FINGERPRINT_ROWS` rows -- the
+    first, the last and evenly spaced ones --, the labels (all of them when
+    numeric, else those of the hashed rows, and the label counts) and the
+    explicit triplets.  One pass of O(n d) arithmetic (about as long as
+    reading the rows once) and O(n + d) memory beyond the rows the task holds
+    anyway."""
+    import hashlib
+
+    from tripletml.distributed.checkpoint import FINGERPRINT_ROWS
+    X, n = p.X, p.n_rows
+    h = hashlib.sha256()
+    h.update(repr((tuple(X.shape), bool(sp.issparse(X)))).encode())
+    k = FINGERPRINT_ROWS // 4
+    if n <= FINGERPRINT_ROWS:
+        rows = np.arange(n)
+    else:
+        rows = np.unique(np.concatenate([np.arange(k), np.arange(n - k, n),
+                                         np.linspace(0, n - 1, FINGERPRINT_ROWS - 2 * k)
+                                         .astype(np.int64)]))
+    if sp.issparse(X):
+        sub = X[rows]
+        h.update(np.int64(X.nnz).tobytes())
+        for a in (np.diff(sub.indptr), sub.indices, sub.data):
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    else:
+        h.update(np.ascontiguousarray(X[rows]).tobytes())
+    # weights 1 + ((i * 2654435761) mod 2^16) / 2^16: Knuth's multiplicative hash of the row
+    w = 1.0 + ((np.arange(n, dtype=np.uint64) * np.uint64(2654435761)) % np.uint64(1 << 16)
+               ).astype(np.float64) / (1 << 16)
+    h.update(np.ascontiguousarray(np.asarray(X.T @ w).ravel(), dtype=np.float64).tobytes())
+    y = p.y
+    numeric = y is not None and y.dtype.kind in "biuf"
+    for a in ((None, None) if labels is None else labels) + (
+            None if y is None else (y if numeric else y[rows]),):
+        if a is None:
+            h.update(b"-")
+        elif a.dtype.kind in "biuf":
+            h.update(a.dtype.str.encode() + np.ascontiguousarray(a).tobytes())
+        else:
+            h.update(repr(a.tolist()).encode())
+    if p.triplets is not None:
+        h.update(np.ascontiguousarray(p.triplets, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _labels_task(p: Partition, fingerprint: bool = False):
+    """Per partition: rows, columns, sparse, unique labels with counts,
+    explicit triplet count (and the data's fingerprint with
+    ``fingerprint``)."""
+    out = {"n": p.n_rows, "d": int(p.X.shape[1]), "sparse": bool(sp.issparse(p.X)),
+           "triplets": None if p.triplets is None else int(p.triplets.shape[0])}
+    if p.y is not None:
+        try:
+            keys, counts = np.unique(p.y, return_counts=True)
+        except TypeError as exc:        # e.g. None, or ints mixed with strings
+            out["labels"], out["labels_error"] = None, str(exc)
+            return out
+        out["labels"] = (keys, counts)
+    else:
+        out["labels"] = None
+    if fingerprint:
+        out["fingerprint"] = _fingerprint(p, out["labels"])
+    return out
+
+
+def _label_kinds(keys: np.ndarray) -> set:
+    """``"numbers"`` and / or ``"strings"`` (or a type name) of sorted labels."""
+    if keys.dtype.kind in "biuf":
+        return {"numbers"}
+    if keys.dtype.kind in "US":
+        return {"strings"}
+    return {"numbers" if isinstance(v, (int, float, np.integer, np.floating))
+            and not isinstance(v, (bool, np.bool_)) else
+            "strings" if isinstance(v, (str, bytes, np.str_)) else type(v).__name__
+            for v in keys.tolist()}
+
+
+def _check_partition_labels(infos: list[dict], owner: str) -> None:
+    """Clear errors for labels no partitioned fit can use: unsortable ones,
+    NaN, and numbers in one partition with strings in another (which NumPy
+    would compare as strings, or not at all)."""
+    seen = {}
+    for i, inf in enumerate(infos):
+        if inf.get("labels_error"):
+            raise ValueError(f"{owner}: the labels of partition {i} cannot be sorted "
+                             f"({inf['labels_error']}); labels must be all numbers or all "
+                             "strings.")
+        if inf["labels"] is None:
+            continue
+        keys = inf["labels"][0]
+        if keys.dtype.kind in "fc" and not np.isfinite(keys).all():
+            raise ValueError(f"{owner}: the labels of partition {i} hold NaN or infinity; "
+                             "every row needs a class label (drop or label those rows).")
+        for kind in _label_kinds(keys):
+            seen.setdefault(kind, i)
+    if len(seen) > 1:
+        (k1, p1), (k2, p2) = sorted(seen.items(), key=lambda kv: kv[1])[:2]
+        where = (f"partition {p1} has {k1} and {k2} as labels" if p1 == p2 else
+                 f"partition {p1} has {k1} as labels but partition {p2} has {k2}")
+        raise ValueError(f"{owner}: {where}; labels must be of one kind in every partition "
+                         "(all numbers or all strings).")
+
+
+def _label_table(infos: list[dict], owner: str):
+    """Global sorted labels (keys -> codes) from the per-partition uniques."""
+    _check_partition_labels(infos, owner)
+    all_keys = [i["labels"][0] for i in infos if i["labels"] is not None]
+    if not all_keys:
+        return None
+    try:
+        keys = np.unique(np.concatenate(all_keys))
+    except TypeError as e:
+        raise ValueError(f"{owner}: labels of different partitions cannot be compared ({e})") \
+            from None
+    return {"keys": keys, "values": np.arange(keys.shape[0], dtype=np.int64)}
+
+
+def _can_sample(keys, counts) -> bool:
+    """At least two classes and a class with two members."""
+    return keys.shape[0] >= 2 and int(np.max(counts)) >= 2
+
+
+#: the largest dense d x d model update shipped per partition and round
+#: (float64 bytes): 2 GiB, d = 16,384
+MAX_UPDATE_BYTES = 2 << 30
+
+
+def _check_shipping(learner, d: int, k: int) -> None:
+    """A dense d x d model is shipped to and from every partition each round
+    and the driver reduces up to FAN_IN of them at once: refuse one too
+    large to ship (ValueError) or to reduce in the driver's memory
+    (MemoryError), pointing to the low-rank learners."""
+    from tripletml.core.validation import check_dense_memory
+    owner = type(learner).__name__
+    per = 8 * d * d
+    hint = ("use a low-rank learner, whose rounds ship factors of size O(d k) (LORETA, "
+            "IterativePA, LowRankDML), or reduce the dimension first")
+    if per > MAX_UPDATE_BYTES:
+        raise ValueError(f"{owner}: a partitioned fit ships a dense {d} x {d} model update "
+                         f"({per / 2**30:.1f} GiB) per partition and round, more than the "
+                         f"{MAX_UPDATE_BYTES / 2**30:.0f} GiB limit (MAX_UPDATE_BYTES); {hint}")
+    check_dense_memory((min(FAN_IN, k) + 2) * per, learner,
+                       f"reducing {min(FAN_IN, k)} dense {d} x {d} updates on the driver "
+                       f"does not fit; {hint}")
+
+
+def _settings(learner, collection, strategy: str) -> dict:
+    """What a checkpoint must match: the learner's class and parameters, the
+    partition sizes and the strategy."""
+    params = {k: (v if isinstance(v, (bool, int, float, str, type(None))) else repr(v))
+              for k, v in sorted(learner.get_params(deep=False).items())}
+    return {"learner": type(learner).__name__, "params": params,
+            "n_rows": [int(n) for n in collection.n_rows], "strategy": strategy}
+
+
+def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: bool = True,
+                    checkpoint_every: int = 1) -> Any:
+    """Fit ``learner`` on a :class:`~tripletml.distributed.sharded.ShardedCollection`
+    (what ``learner.fit(collection)`` does); returns the learner.
+
+    Parameters
+    ----------
+    learner : triplet learner
+    collection : ShardedCollection
+        Partitions with labels or triplets.
+    checkpoint_dir : path, optional
+        The strategies with rounds (CoCoA+, parameter mixing) write a
+        checkpoint there every ``checkpoint_every`` rounds
+        (:class:`~tripletml.distributed.checkpoint.RoundCheckpoint`); running
+        the same call again after a crash of the driver resumes from it and
+        ends with the model of an uninterrupted run.  A checkpoint belongs
+        to its data and settings: it records a fingerprint of every
+        partition (shape, weighted column sums, sampled rows, labels,
+        triplets) and the learner's parameters, and a run on other data or
+        with other settings is refused with a ValueError saying what
+        differs.  A path that is a file or a device, or a folder holding a
+        ``state.json`` or ``round-*.npz`` the library did not write, is
+        refused; other files there are left alone.
+    resume : bool, default=True
+        Continue from the checkpoint in ``checkpoint_dir`` when there is one.
+    checkpoint_every : int, default=1
+        Rounds between checkpoints.
+    """
+    import importlib
+
+    from tripletml.core.validation import as_generator
+    from tripletml.distributed.statistics import fit_preprocessor
+
+    owner = type(learner).__name__
+    if getattr(learner, "_needs_triplets", True) is None:   # pragma: no cover
+        raise TypeError(f"{owner} cannot be fitted on a ShardedCollection")
+    learner._reset_fitted()
+    learner._validate_params()
+    from tripletml.core.preprocessing import check_preprocessing
+    check_preprocessing(getattr(learner, "preprocessing", None), learner)
+    rng = as_generator(getattr(learner, "random_state", None), learner)
+    seed = int(rng.integers(2 ** 63 - 1))
+    name = getattr(type(learner), "_partitioned_strategy", "sample")
+    if name not in STRATEGIES:
+        raise ValueError(f"{owner}: unknown partitioned strategy {name!r}")
+    ckpt, resumed = None, None
+    if checkpoint_dir is not None:
+        from tripletml.distributed.checkpoint import RoundCheckpoint
+        if isinstance(checkpoint_every, bool) or not isinstance(
+                checkpoint_every, numbers.Integral) or checkpoint_every < 1:
+            raise ValueError(f"{owner}: checkpoint_every must be an int >= 1, got "
+                             f"{checkpoint_every!r}")
+        ckpt = RoundCheckpoint(checkpoint_dir, _settings(learner, collection, name),
+                               resume=resume, every=int(checkpoint_every))
+    backend = backend_for(collection, owner)
+    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+    d = infos[0]["d"]
+    if ckpt is not None:
+        # a checkpoint belongs to its data: refused when made from other rows
+        ckpt.data = {"n_features": int(d), "partitions": [inf["fingerprint"] for inf in infos]}
+        resumed = ckpt.load()
+        if resumed is not None:
+            try:
+                saved = int(resumed[2]["seed"])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records no "
+                                 "seed") from None
+            rs = getattr(learner, "random_state", None)
+            if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and saved != seed:
+                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records the "
+                                 f"sampling seed {saved}, but random_state={rs} gives {seed}; "
+                                 "it was edited or written by another run (use another "
+                                 "checkpoint_dir or resume=False)")
+            seed = saved
+    for i, inf in enumerate(infos):
+        if inf["d"] != d:
+            raise ValueError(f"{owner}: partition {i} has {inf['d']} features, partition 0 "
+                             f"has {d}; every partition must have the same columns")
+        if inf["n"] != collection.n_rows[i]:
+            raise ValueError(f"{owner}: partition {i} has {inf['n']} rows, the collection "
+                             f"says {collection.n_rows[i]}")
+    if len({inf["sparse"] for inf in infos}) > 1:
+        raise ValueError(f"{owner}: some partitions are scipy.sparse and some dense; make "
+                         "them all one kind")
+    backend.n_features = d
+    table = _label_table(infos, owner)
+    explicit = [inf["triplets"] for inf in infos]
+    needs = getattr(learner, "_needs_triplets", True)
+    sampler, shares, total = None, None, 0
+    if needs and all(m is not None for m in explicit):
+        total = int(sum(explicit))
+        if total == 0:
+            raise ValueError(f"{owner}: the collection's partitions hold no triplet")
+    elif needs and any(m is not None for m in explicit):
+        raise ValueError(f"{owner}: some partitions have triplets and some do not; give "
+                         "triplets for every partition or labels only")
+    elif needs:
+        if table is None or any(inf["labels"] is None for inf in infos):
+            raise ValueError(f"{owner}: fitting on a ShardedCollection needs labels in every "
+                             "partition (ShardedCollection(..., labels=) or shards with y) "
+                             "or triplets in every partition (triplets=)")
+        sampler = learner._sampler()
+        ok = [_can_sample(*inf["labels"]) for inf in infos]
+        n_classes = table["keys"].shape[0]
+        lacking = [i for i, inf in enumerate(infos) if inf["labels"][0].shape[0] < n_classes]
+        if not any(ok):
+            raise ValueError(f"{owner}: no partition has two classes and a class with two "
+                             "rows, so no partition can form a triplet; shuffle the rows "
+                             "across partitions (write_npz_shards(..., shuffle=True))")
+        if lacking:
+            bad = [i for i, o in enumerate(ok) if not o]
+            warnings.warn(
+                f"{owner}: {len(lacking)} of {len(infos)} partitions lack some of the "
+                f"{n_classes} classes (e.g. partition {lacking[0]} has "
+                f"{infos[lacking[0]]['labels'][0].shape[0]}); triplets are sampled within "
+                "partitions, so those classes are never compared there"
+                + (f"; partitions {bad[:10]} cannot form a triplet and are skipped"
+                   if bad else "")
+                + ". Shuffle the rows across shards (write_npz_shards(..., shuffle=True)).",
+                ClassesWarning, stacklevel=3)
+        from tripletml.triplets import AllLabels
+        if isinstance(sampler, AllLabels):
+            total = 0
+        else:
+            total = getattr(sampler, "n_triplets", None)
+            if total is None and getattr(sampler, "per_class_pair", None) is not None:
+                total = int(sampler.per_class_pair) * n_classes ** 2
+            if total is None:
+                raise ValueError(f"{owner}: the sampling policy {sampler!r} has no n_triplets; "
+                                 "give the learner's n_triplets (the total over all "
+                                 "partitions)")
+            shares = partition_shares(int(total),
+                                      [n if o else 0 for n, o in
+                                       zip(collection.n_rows, ok)])
+    pre = fit_preprocessor(learner, backend, infos)
+    learner.preprocessor_ = pre
+    try:
+        learner._check_square_memory(pre.n_features_out_)
+        if name in ("cocoa", "mixing") and getattr(learner, "_square_arrays", 0):
+            _check_shipping(learner, pre.n_features_out_, len(infos))
+        sup = Supervision(owner=owner, preprocessor=pre,
+                          preprocessed=bool(getattr(learner, "_fit_preprocessed", True)),
+                          sampler=sampler, n_triplets=shares, seed=seed, codes=table)
+        plan = PartitionedFit(backend=backend, n_rows=list(collection.n_rows),
+                              supervision=sup, n_triplets_total=int(total), rng=rng,
+                              info={"partitions": len(infos), "backend": backend.name},
+                              checkpoint=ckpt, resumed=resumed)
+        mod = importlib.import_module(STRATEGIES[name])
+        if ckpt is not None and not getattr(mod, "CHECKPOINTS", False):
+            warnings.warn(f"{owner}: strategy {name!r} has no rounds to checkpoint; "
+                          "checkpoint_dir is not used", UserWarning, stacklevel=3)
+        rng_state = copy.deepcopy(rng.bit_generator.state)
+        restarts = 0
+        while True:
+            try:
+                mod.fit(learner, plan)
+                break
+            except backend.lost_data_errors() as e:
+                # a worker was lost with state that lineage cannot rebuild (the
+                # CoCoA+ duals of earlier rounds were released): run again from
+                # the last checkpoint, or from the start; the tasks are pure, so
+                # the model is the one of an undisturbed run
+                restarts += 1
+                if restarts > MAX_RESTARTS:
+                    raise WorkerLostError(
+                        f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
+                        f"{_lost(e)}); giving up"
+                        + (f"; run it again to resume from {checkpoint_dir}"
+                           if ckpt is not None else "")) from None
+                warnings.warn(f"{owner}: a worker was lost with data the fit needs "
+                              f"({_lost(e)}); "
+                              "restarting from " + ("the last checkpoint" if ckpt is not None
+                                                    else "the first round (give "
+                                                    "fit_partitioned a checkpoint_dir to "
+                                                    "resume from the last round)"),
+                              RestartWarning, stacklevel=3)
+                rng.bit_generator.state = copy.deepcopy(rng_state)
+                plan.resumed = ckpt.load() if ckpt is not None else None
+                plan.info.pop("report", None)
+        plan.info.setdefault("report", {})["restarts"] = restarts
+    except BaseException:
+        learner._clear_preprocessing()
+        raise
+    learner.partitioned_ = {"strategy": name, "partitions": len(infos),
+                            "backend": backend.name, "n_triplets": int(total),
+                            **plan.info.get("report", {})}
+    learner._set_fitted(d)
+    return learner
