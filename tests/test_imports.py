@@ -293,9 +293,9 @@ def test_every_subpackage_is_an_attribute_of_a_fresh_import():
     assert out == []
 
 
-def test_the_moved_module_paths_of_0_2_import_with_a_warning():
-    """The 0.2 public module paths give the modules at their new place, with
-    a FutureWarning naming it; a 0.2 pickle (class path
+def test_the_moved_module_paths_of_0_1_import_with_a_warning():
+    """The 0.1 public module paths give the modules at their new place, with
+    a FutureWarning naming it; a 0.1 pickle (class path
     ``tripletml.learners.oasis``) loads as the same class."""
     import pickle
     import warnings

@@ -24,7 +24,7 @@ from tripletml.registry import learner_names
 from tripletml._version import __version__
 from tripletml._moved import install as _install_moved
 
-_install_moved()     # the 0.2 module paths, for one release
+_install_moved()     # the 0.1 module paths, until 0.3
 
 #: public names defined in a module of the package: name -> module
 _LAZY_NAMES: dict[str, str] = {

@@ -1,11 +1,11 @@
-"""Module paths of tripletml 0.2 that moved in the one-folder-per-algorithm
-layout, kept importable for one release with a FutureWarning.
+"""Module paths of tripletml 0.1 that moved in 0.2 (one folder per
+algorithm), kept importable until 0.3 with a FutureWarning.
 
 ``import tripletml.sharded`` (or ``from tripletml.streaming import
 fit_stream``) still works and warns with the new path; so do pickles of
-0.2 estimators, which name ``tripletml.learners.<name>``.  Nothing else is
+0.1 estimators, which name ``tripletml.learners.<name>``.  Nothing else is
 kept: the solvers and training modules were never public.  The table goes
-in the next release.
+in 0.3.
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if spec.name == "tripletml.learners":       # the old package: empty
             return None
         new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {new} in tripletml 0.3; the old path goes in "
-                      "the next release.", FutureWarning, stacklevel=2)
+        warnings.warn(f"{spec.name} moved to {new} in tripletml 0.2; the old path goes in "
+                      "0.3.", FutureWarning, stacklevel=2)
         return importlib.import_module(new)
 
     def exec_module(self, module):
