@@ -33,44 +33,12 @@ commensurate group (columns sharing one range)   ONE pooled std per group,
 ``integer`` / ``continuous`` outside a group     their own std (mixed units:
                exactly ``"standardize"``).
 
-Measurements (``bench/bench_column_kinds.py``; test-vs-test retrieval mAP,
-stratified 70/30 split, seed 0; "auto" = the current family choice:
-``"sphere"`` for OASIS / LORETA / IterativePA, ``"standardize"`` for
-LowRankDML / KISSME and for the Euclidean baseline; "typed" = the same mode
-dividing by this module's scale)::
-
-    set        kinds                      Eucl  OASIS LORETA  IPA   LRDML KISSME
-    semeion    256 binary          auto   .458  .626  .294   .546  .540  .696
-                                   typed  .462  .635  .657   .714  .674  .696
-                                 pooled   .461  .623  .295   .533  .522  .696
-    car        21 one-hot          auto   .593  .653  .711   .684  .735  .762
-                                   typed  .600  .700  .711   .724  .798  .762
-                                 pooled   .600  .653  .708   .689  .737  .762
-    optdigits  59 counts 0..16     auto   .601  .782  .803   .828  .786  .859
-                                   typed  .682  .797  .783   .823  .780  .848
-    digits     61 counts 0..16     auto   .572  .762  .782   .813  .762  .847
-                                   typed  .648  .779  .785   .827  .770  .838
-    mnist      605 pixels 0..255   auto   .356  .516  (.108) (.108) .424  .446
-                                   typed  .418  .534  (.108) (.108) .405  .412
-    wine-red   11 continuous       typed = auto (own std) to +-.002
-    vehicle    18 continuous [-1,1] typed = auto (no group: not quantised)
-    segment    17 continuous + 1 integer + 1 constant: typed = auto
-
-Seed 1, typed - auto:  optdigits  +.074 +.028 -.017 +.010 +.009 -.009
-                       digits     +.070 +.028 -.001 +.006 -.013 -.011
-
-(LORETA and IterativePA stay at chance on mnist with every preprocessing;
-LowRankDML diverges there with None.)  So: binary ``|b - a|`` beats the
-current auto by up to +.36 (LORETA, semeion) and is never worse than -.001;
-``"pooled"`` binary is no better than the per-column std (the learners'
-step sizes are tuned to unit-variance-sized coordinates, not to the
-``1 / sqrt(p (1 - p))`` inflation a unit-variance block implies).  Pooled
-groups win for the Euclidean baseline (+.06 to +.08) and OASIS (+.015 to
-+.017) on every pixel / count set, are mixed for LORETA, IterativePA and
-LowRankDML (-.020 to +.014; LORETA -.02 on optdigits with both seeds), and
-lose for KISSME (-.009 to -.034: KISSME inverts covariance matrices, so a per-column scale
-only enters through its regularisation, which works better on unit
-variances).  Unchanged on continuous data by construction.
+Measured with ``bench/bench_column_kinds.py`` (BENCHMARKS.md, "Column kinds"):
+binary ``|b - a|`` is never worse than the per-column std and much better
+for the factored learners on binary pixels; pooled groups help the Euclidean
+baseline and OASIS on every pixel / count set and lose for KISSME (which
+inverts covariance matrices, so a per-column scale only enters through its
+regularisation).  Unchanged on continuous data by construction.
 
 Commensurate groups (scale-free definition)
 -------------------------------------------

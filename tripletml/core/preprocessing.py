@@ -63,7 +63,7 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     single direction per query; it has no ``-||x||^2`` term and cannot
     express "close to q".  On iris, whose three classes lie along one
     direction, every bilinear learner stayed below the Euclidean distance
-    (mAP .80 vs .89) with ``"standardize"``.  On the sphere the inner
+    with ``"standardize"``.  On the sphere the inner
     product is a decreasing function of a (reweighted) distance, and a
     learned ``W`` adds curvature a linear score lacks.  The measurements
     behind the radius (unit sphere, 0.5 / 1 / 2 times the median norm, and
@@ -92,9 +92,9 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
       activations or already l2-normalised like embeddings).  Such columns
       share one unit (activations of one layer) and are often rare: dividing
       each by its own deviation makes a rare activation the loudest
-      coordinate (Zappos shoes, 4096 AlexNet features: Euclidean .697 ->
-      .561 standardised, against the cosine's .727 on unseen shoes), while
-      the cosine is the geometry the network was trained for.
+      coordinate (on the Zappos shoes' AlexNet features standardising falls
+      well below the cosine; BENCHMARKS.md), while the cosine is the
+      geometry the network was trained for.
     * None when X is sparse with more than :data:`MAX_DENSIFY_FEATURES`
       columns (high-dimensional sparse input such as tf-idf or counts, left
       sparse; divided by its feature unit).
@@ -102,24 +102,20 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
       (:func:`rows_on_a_sphere`: one-hot categorical rows, l2-normalised
       rows): the rows already lie on a sphere, where the inner product ranks
       like the Euclidean distance, and the lift would only distort them
-      (car, 21 one-hot columns: OASIS .808 with None against .653 lifted,
-      LORETA .818 / .711, IterativePA .827 / .684).
+      (one-hot categories: BENCHMARKS.md).
     * Otherwise the learner family's mode, the class attribute
       ``_auto_preprocessing`` (``"sphere"`` for the bilinear learners,
       ``"standardize"`` for the Mahalanobis ones), with the columns scaled
       by kind (:func:`tripletml.core.column_kinds.type_aware_scale`) instead of
       each by its own standard deviation: a two-valued indicator by its
-      amplitude ``|b - a|`` (dividing a rare indicator by its small std made
-      it the loudest coordinate: semeion's 256 binary pixels, LORETA .294
-      -> .657, IterativePA .546 -> .714, OASIS .626 -> .635); columns that
-      share one unit (pixels 0..255, counts 0..16 on one lattice) by one
-      pooled deviation (near-constant border pixels are not blown up:
-      Euclidean +.06 to +.08 and OASIS +.015 to +.028 on digits, optdigits
-      and MNIST); every other column, e.g. mixed physical units, by its own
-      standard deviation (unchanged).  KISSME keeps per-column standard
+      amplitude ``|b - a|`` (dividing a rare indicator by its small std makes
+      it the loudest coordinate); columns that share one unit (pixels
+      0..255, counts 0..16 on one lattice) by one pooled deviation
+      (near-constant border pixels are not blown up); every other column,
+      e.g. mixed physical units, by its own standard deviation.  KISSME keeps per-column standard
       deviations (``_auto_column_scale = False``): its closed form is
       equivariant to column scales, which only move its shrinkage.
-      Measurements: ``results/column_kinds/README.md``
+      Measurements: BENCHMARKS.md, "Column kinds"
       (``python -m bench.bench_column_kinds``).
 
     The chosen mode is the fitted attribute ``preprocessing_``, and what was
