@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from concurrent.futures import CancelledError
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -290,8 +291,6 @@ class DaskBackend(LocalBackend):
     def lost_data_errors() -> tuple:
         """A lost worker shows as cancelled or killed tasks, a connection
         closed under a scatter or gather, or a call that timed out."""
-        from concurrent.futures import CancelledError
-
         from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
         return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
