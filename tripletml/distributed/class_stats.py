@@ -185,9 +185,9 @@ def rca_label_scatters(plan, sup, k: int) -> tuple:
     - mu)^T`` (a singleton class's scatter is 0)."""
     be = plan.backend
     counts, means, W = gather_reduce(be, merge_class_moments,
-                                      be.map(class_moments_task, sup, k, False))
+                                     be.map(class_moments_task, sup, k, False))
     check_labels(counts, "RCA: every class has a single member; no chunklet of two or "
-                  "more equivalent points exists.")
+                 "more equivalent points exists.")
     return W / max(int(counts[counts >= 2].sum()), 1), _total(counts, means, W)
 
 
@@ -205,7 +205,7 @@ def rca_triplet_scatters(plan, sup) -> tuple:
     be = plan.backend
     m, (P,) = gather_reduce(be, add_pair_sums, be.map(pair_sums_task, sup, (1,)))
     counts, means, W = gather_reduce(be, merge_class_moments,
-                                      be.map(class_moments_task, sup, 1, False, False))
+                                     be.map(class_moments_task, sup, 1, False, False))
     return P / (4.0 * max(m, 1)), _total(counts, means, W), m
 
 

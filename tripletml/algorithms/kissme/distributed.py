@@ -47,14 +47,14 @@ def kissme_label_scatters(plan, sup, k: int, d: int) -> tuple:
     counts, means, scat = gather_reduce(
         be, merge_class_moments, be.map(class_moments_task, sup, k, True if one_pass else None))
     check_labels(counts, "KISSME: every class has a single member; no (query, positive) "
-                  "pair of the same class exists.")
+                 "pair of the same class exists.")
     w = _label_weights(counts)
     if one_pass:
         S_w = np.tensordot(w["a"], scat, axes=1)
         C_w = np.tensordot(w["c"], scat, axes=1)
     else:
         S_w, C_w = gather_reduce(be, add_arrays,
-                                  be.map(weighted_gram_task, sup, be.broadcast(means),
-                                         w["a"], w["c"]))
+                                 be.map(weighted_gram_task, sup, be.broadcast(means),
+                                        w["a"], w["c"]))
     S, D = scatter_from_class_statistics(counts, means, S_w, C_w)
     return S, D, 1 if one_pass else 2
