@@ -614,7 +614,8 @@ def section_bigdata(args, prov) -> list[dict]:
     out = []
     workers = 1 if args.local else int(args.big_workers)
     for name, m in jobs:
-        strat = getattr(getattr(tripletml, name), "_partitioned_strategy", "sample")
+        strat = getattr(getattr(tripletml, name), "_partitioned_strategy", None)
+        strat = getattr(strat, "name", strat or "sample")
         gathered = (min(n, 3 * (m or 0)) * d * 8) if strat == "sample" and m else 0
         if gathered > args.max_driver_bytes and not args.force:
             msg = (f"skipped: {name}'s strategy is 'sample' (gathers the rows of all its "

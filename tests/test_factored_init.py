@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import tripletml as tm
-from tripletml.algorithms.factored.estimator import live_axes
+from tripletml.core.factored import live_axes
 
 FACTORED = ["LORETA", "IterativePA", "NaivePA", "FactoredGD"]
 
@@ -83,7 +83,7 @@ def test_pca_start_does_not_depend_on_the_unit_of_x():
 
 
 def test_spectral_rank_rule():
-    from tripletml.algorithms.factored.estimator import ENERGY_SHARE, RANK_CAP, Spectrum, spectral_rank
+    from tripletml.core.factored import ENERGY_SHARE, RANK_CAP, Spectrum, spectral_rank
     w = np.array([5.0, 2.0, 1.0, 1.0, 0.5, 0.5])          # trace 10
     spec = Spectrum(np.eye(6), w, w.sum())
     # cumulative shares .5, .7, .8, .9, ...: the smallest k holding ENERGY_SHARE
@@ -103,7 +103,7 @@ def test_spectral_rank_rule():
 
 
 def test_subspace_iteration_route_agrees_with_the_exact_one(monkeypatch):
-    from tripletml.algorithms.factored import estimator as factored
+    from tripletml.core import factored
     rng = np.random.default_rng(4)
     X = rng.normal(size=(200, 30)) * np.geomspace(10, 0.1, 30)
     exact = factored.data_spectrum(X, 5)
@@ -123,7 +123,7 @@ def test_partitioned_start_equals_the_in_memory_start(name, route, monkeypatch):
     moments (or the summed products of the subspace iteration): the
     in-memory start and rank, to rounding."""
     from sklearn.datasets import load_digits
-    from tripletml.algorithms.factored import estimator as factored
+    from tripletml.core import factored
     from tripletml.distributed.sharded import ShardedCollection
     if route == "subspace":
         monkeypatch.setattr(factored, "MOMENT_MAX_FEATURES", 16)

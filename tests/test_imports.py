@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -333,3 +334,154 @@ def test_the_moved_module_paths_of_0_1_import_with_a_warning():
 def _toy():
     rng = np.random.default_rng(0)
     return rng.normal(size=(20, 3)), np.arange(20) % 2
+
+
+# ---------------------------------------------------------------------------
+# the layers point one way (issue 37, item 1)
+# ---------------------------------------------------------------------------
+#: the shared layers: they serve the algorithms and never reach back into them
+LOWER_LAYERS = ("tripletml.core", "tripletml.engine", "tripletml.distributed",
+                "tripletml.linalg")
+ALGORITHMS = "tripletml.algorithms"
+
+
+def _under(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """``"a -> b"`` for every import (any level, in functions too) of an
+    algorithm module ``b`` by a module ``a`` of the lower layers."""
+    return sorted(f"{m} -> {t}" for m, deps in graph.items() if _under(m, LOWER_LAYERS)
+                  for t in deps if _under(t, (ALGORITHMS,)))
+
+
+def _named_modules(tree: ast.AST) -> list[str]:
+    """String constants that are exactly the dotted name of an algorithm
+    module (what ``importlib.import_module(TABLE[name])`` would load,
+    invisible to the import graph); docstrings and messages do not match."""
+    return sorted(node.value for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and re.fullmatch(r"tripletml\.algorithms(\.\w+)+", node.value))
+
+
+def test_lower_layers_import_no_algorithm():
+    """No module of core, engine, distributed or linalg imports a module of
+    tripletml.algorithms (module level, in functions, by constant name): an
+    algorithm hands its strategy and model kind to them."""
+    assert _layer_violations(import_graph()) == []
+    named = []
+    for m, (path, _) in _modules().items():
+        if _under(m, LOWER_LAYERS):
+            named += [f"{m}: {n}" for n in _named_modules(ast.parse(path.read_text()))]
+    assert named == []
+
+
+def test_layer_check_finds_planted_arrows():
+    mods = _modules()
+    src = ("def f():\n    from tripletml.algorithms.oasis.kernels import oasis_margins\n"
+           "from ..algorithms.sdca import distributed\n")
+    graph = {"tripletml.distributed.probe": _import_targets(
+        "tripletml.distributed.probe", False, ast.parse(src), mods),
+        "tripletml.algorithms.oasis.probe": {"tripletml.distributed.mixing"}}
+    assert _layer_violations(graph) == [
+        "tripletml.distributed.probe -> tripletml.algorithms.oasis.kernels",
+        "tripletml.distributed.probe -> tripletml.algorithms.sdca.distributed"]
+    table = ast.parse('"""See tripletml.algorithms.sdca.distributed."""\n'
+                      'STRATEGIES = {"cocoa": "tripletml.algorithms.sdca.distributed"}\n')
+    assert _named_modules(table) == ["tripletml.algorithms.sdca.distributed"]
+
+
+def _algorithm_of(module: str) -> str | None:
+    """``"oasis"`` for ``tripletml.algorithms.oasis.estimator``, else None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["tripletml", "algorithms"] else None
+
+
+def _root_names() -> dict[str, str]:
+    """The package root's lazy names (learners through the registry) ->
+    their modules."""
+    import tripletml
+    from tripletml.registry import REGISTRY
+
+    out = {n: f"tripletml.{m}" for n, m in tripletml._LAZY_NAMES.items()}
+    out.update({e.name: f"tripletml.{e.module}" for e in REGISTRY})
+    return out
+
+
+def _foreign_isinstance(source: str, module: str, is_pkg: bool = False) -> list[str]:
+    """``isinstance`` / ``issubclass`` tests of ``module`` against a class
+    of an algorithm's folder other than its own: a name imported from
+    ``tripletml.algorithms.<name>...`` (or from the package root, which
+    hands out the learners), or an attribute of an imported algorithm
+    module (or of ``tripletml``)."""
+    own = _algorithm_of(module)
+    mods, root = _modules(), _root_names()
+    tree = ast.parse(source)
+    names: dict[str, str] = {}        # local class name -> algorithm folder
+    modules: dict[str, str] = {}      # local module alias -> algorithm folder
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = _absolute(module, is_pkg, node.level, node.module)
+            for a in node.names:
+                full = f"{target}.{a.name}"
+                if full in mods:
+                    algo, table = _algorithm_of(full), modules
+                elif target == "tripletml" and a.name in root:
+                    algo, table = _algorithm_of(root[a.name]), names
+                else:
+                    algo, table = _algorithm_of(target), names
+                if algo is not None:
+                    table[a.asname or a.name] = algo
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and _algorithm_of(a.name) is not None:
+                    modules[a.asname] = _algorithm_of(a.name)
+    bad = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2):
+            continue
+        classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+        for cls in classes:
+            algo = None
+            if isinstance(cls, ast.Name):
+                algo = names.get(cls.id)
+            elif isinstance(cls, ast.Attribute) and isinstance(cls.value, ast.Name):
+                if cls.value.id == "tripletml" and cls.attr in root:
+                    algo = _algorithm_of(root[cls.attr])
+                else:
+                    algo = modules.get(cls.value.id)
+            if algo is not None and algo != own:
+                bad.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    return bad
+
+
+def test_no_isinstance_on_an_algorithm_outside_its_folder():
+    """Only an algorithm's own folder tests its classes with isinstance: the
+    shared code asks the learner what it is (``_model_kind``,
+    ``_partitioned_strategy``)."""
+    bad = []
+    for m, (path, is_pkg) in _modules().items():
+        bad += _foreign_isinstance(path.read_text(), m, is_pkg)
+    assert bad == []
+
+
+def test_isinstance_check_finds_planted_tests():
+    src = ("from tripletml.algorithms.factored.estimator import FactoredBilinearMixin\n"
+           "from tripletml.algorithms.sml import estimator as sml\n"
+           "from tripletml import OASIS, load_model\n"
+           "import tripletml\n"
+           "def kind(x):\n"
+           "    if isinstance(x, FactoredBilinearMixin):\n"
+           "        return 1\n"
+           "    if isinstance(x, (sml.SML, int)):\n"
+           "        return 2\n"
+           "    return isinstance(x, OASIS) or isinstance(x, tripletml.SDCA) or isinstance(x, str)\n")
+    bad = _foreign_isinstance(src, "tripletml.distributed.probe")
+    assert [b.split(":")[1] for b in bad] == ["6", "8", "10", "10"], bad
+    # inside the algorithm's own folder the test is its own business
+    own = ("from tripletml.algorithms.sml.estimator import SML\n"
+           "def f(x):\n    return isinstance(x, SML)\n")
+    assert _foreign_isinstance(own, "tripletml.algorithms.sml.distributed") == []
+    assert _foreign_isinstance(own, "tripletml.algorithms.lowrank_dml.distributed") != []

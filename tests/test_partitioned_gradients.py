@@ -1,4 +1,5 @@
-"""Strategy "gradients" (tripletml.distributed.gradient_sums): LowRankDML's
+"""Strategy "gradients" (tripletml.distributed.gradient_sums, with the
+problems in tripletml.algorithms.{lowrank_dml,sml}.distributed): LowRankDML's
 minibatch gradients and SML's smoothed gradients summed over partitions, the
 solver step on the driver.  The partitioned fit must give the in-memory
 fit's iterates on the concatenated rows with the concatenated triplets."""
@@ -12,6 +13,8 @@ import pytest
 from _triplet_draws import distinct_triplets
 from tripletml import LowRankDML, SML, load_model
 from tripletml.distributed.sharded import ShardedCollection
+from tripletml.algorithms.lowrank_dml.distributed import PartitionedDMLProblem
+from tripletml.algorithms.sml.distributed import PartitionedSMLProblem
 from tripletml.distributed import gradient_sums as gs
 from tripletml.distributed.partitioned import LocalBackend, PartitionedFit, Supervision
 
@@ -133,8 +136,8 @@ def test_summed_dml_gradient_is_the_full_gradient(loss):
     coll, T = _split(X, 3, m_per=15, seed=6)
     plan, states, counts = _plan(coll, 4)
     alpha, c = 0.1, 1.5
-    prob = gs.PartitionedDMLProblem(plan, states, counts, d=4, loss=loss, alpha=alpha,
-                                    push_weight=c)
+    prob = PartitionedDMLProblem(plan, states, counts, d=4, loss=loss, alpha=alpha,
+                                 push_weight=c)
     rng = np.random.default_rng(7)
     L = rng.normal(size=(4, 2)) * 0.4
     W = L @ L.T
@@ -172,7 +175,7 @@ def test_summed_sml_gradient_is_the_full_gradient():
     X = (X - X.mean(0)) / X.std(0)
     coll, T = _split(X, 3, m_per=12, seed=9)
     plan, states, counts = _plan(coll, 4)
-    prob = gs.PartitionedSMLProblem(plan, states, counts, d=4, alpha=0.05)
+    prob = PartitionedSMLProblem(plan, states, counts, d=4, alpha=0.05)
     rng = np.random.default_rng(10)
     u = rng.uniform(size=len(T))
     # A u = sum_tau u_tau X_tau, X_tau = x_kj x_kj^T - x_ij x_ij^T (paper's (i, j, k) =

@@ -20,6 +20,7 @@ from tripletml import KISSME, RCA, DotProduct, Euclidean
 from tripletml.persistence import load_model
 from tripletml.distributed.sharded import ShardedCollection
 from tripletml.algorithms.kissme.kernels import pair_scatter_from_triplets
+from tripletml.algorithms.kissme import distributed as kissme_distributed
 from tripletml.distributed import class_stats
 from tripletml.distributed.partitioned import ClassesWarning, Supervision
 
@@ -122,7 +123,7 @@ def test_kissme_two_pass_path_and_extreme_scales(digits, monkeypatch):
     scale are preprocessed before the statistics (not on raw rows)."""
     X, y = digits
     ref = KISSME().fit(X, y)
-    monkeypatch.setattr(class_stats, "PER_CLASS_BYTES", 0)
+    monkeypatch.setattr(kissme_distributed, "PER_CLASS_BYTES", 0)
     m = _fit_coll(KISSME(), ShardedCollection.from_arrays(X, y, n_partitions=5))
     assert m.partitioned_["passes"] == 2
     _same_kissme(m, ref)
@@ -131,7 +132,7 @@ def test_kissme_two_pass_path_and_extreme_scales(digits, monkeypatch):
     ref = KISSME(preprocessing="standardize").fit(Xb, y)
     assert not ref._on_raw()
     for passes, budget in ((2, 0), (1, 1 << 27)):
-        monkeypatch.setattr(class_stats, "PER_CLASS_BYTES", budget)
+        monkeypatch.setattr(kissme_distributed, "PER_CLASS_BYTES", budget)
         m = _fit_coll(KISSME(preprocessing="standardize"),
                       ShardedCollection.from_arrays(Xb, y, n_partitions=3))
         assert m.partitioned_["passes"] == passes

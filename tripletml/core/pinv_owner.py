@@ -1,6 +1,6 @@
 """Estimator glue of the LORETA drift control, shared by :class:`LORETA` and
 :class:`LORETAMultilabel`: the fitted attributes ``A_, B_, pinv_A_,
-pinv_B_, n_pinv_refresh_`` mirror one :class:`tripletml.algorithms.loreta.kernels.PinvFactors`
+pinv_B_, n_pinv_refresh_`` mirror one :class:`tripletml.linalg.pinv.PinvFactors`
 (the solver state), rebuilt from them when a model was loaded or set by hand."""
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ class PinvFactorsOwner:
     steps, ``_resume_factors()`` before more steps, ``_record_extra()`` for
     the history's ``pinv_drift``.  Needs the parameters ``pinv_check_every``
     and ``pinv_tol``."""
+
+    #: the model a partitioned fit mixes (:func:`tripletml.distributed.mixing.model_kind`):
+    #: factors with their maintained pseudo-inverses
+    _model_kind = "pinv"
 
     def _new_factors(self, A: np.ndarray, B: np.ndarray) -> None:
         self._factors = PinvFactors(A, B, check_every=self.pinv_check_every,

@@ -55,6 +55,10 @@ from typing import Any
 
 import numpy as np
 
+from tripletml.core.arrayspec import expected_nbytes
+from tripletml.core.files import is_regular_file, open_regular, read_json, write_atomically
+from tripletml.persistence import _check_members, _max_bytes
+
 __all__ = ["RoundCheckpoint", "FINGERPRINT_ROWS"]
 
 _FORMAT = "tripletml-partitioned-checkpoint"
@@ -74,7 +78,6 @@ _WHO = "fit_partitioned"
 
 
 def _regular(path: Path) -> bool:
-    from tripletml.core.files import is_regular_file
     return is_regular_file(path)
 
 
@@ -88,7 +91,6 @@ def _state_prefix() -> bytes:
 
 def _head(path: Path, n: int) -> bytes | None:
     """The first ``n`` bytes of a regular file (no link), or None."""
-    from tripletml.core.files import open_regular
     if not _regular(path):
         return None
     try:
@@ -101,7 +103,6 @@ def _head(path: Path, n: int) -> bytes | None:
 def _is_our_arrays(path: Path) -> bool:
     """Whether ``path`` is a regular zip holding the library's marker member
     (read from the zip directory and one tiny member, bounded)."""
-    from tripletml.core.files import open_regular
     if not _regular(path):
         return False
     try:
@@ -228,7 +229,6 @@ class RoundCheckpoint:
     def load(self) -> tuple[int, dict[str, np.ndarray], dict] | None:
         """``(round, arrays, meta)`` of the last checkpoint, or None (no
         checkpoint, or ``resume=False``)."""
-        from tripletml.core.files import read_json
         sfile = self.dir / "state.json"
         if not self.resume or not (sfile.exists() or sfile.is_symlink()):
             return None
@@ -291,9 +291,6 @@ class RoundCheckpoint:
 
     @staticmethod
     def _read_arrays(path: Path, digest: Any = None) -> dict[str, np.ndarray]:
-        from tripletml.core.arrayspec import expected_nbytes
-        from tripletml.core.files import open_regular
-        from tripletml.persistence import _check_members, _max_bytes
         who = _WHO
         limit, source = _max_bytes(None)
         out: dict[str, np.ndarray] = {}
@@ -372,7 +369,6 @@ class RoundCheckpoint:
 
     def save(self, round_: int, arrays: dict[str, np.ndarray], meta: dict | None = None) -> None:
         """Write the checkpoint of ``round_`` completed rounds."""
-        from tripletml.core.files import write_atomically
         name = f"round-{int(round_):012d}.npz"
         for key in arrays:
             if key == _MARK or not _MEMBER_RE.match(key + ".npy"):
@@ -396,7 +392,6 @@ class RoundCheckpoint:
             os.unlink(self.dir / old)
 
     def _recorded(self) -> str | None:
-        from tripletml.core.files import read_json
         try:
             data = read_json(self.dir / "state.json", _WHO, _STATE_MAX_BYTES, "a state")
             name = data["state"]["file"]

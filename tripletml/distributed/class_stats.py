@@ -24,17 +24,12 @@ mu_c)(x_i - mu_c)^T``:
 * the driver finishes with the learner's closed form.
 
 A statistic is either one ``d x d`` scatter per class (``per_class=True``:
-KISSME's weights ``a_c`` of :func:`tripletml.algorithms.kissme.kernels._label_weights`
-depend non-linearly on the *global* class sizes, so the class scatters must
-stay apart until the reduction is done), the pooled within-class scatter
-``sum_c scatter_c`` (``per_class=False``: RCA, whose within-chunklet
-covariance is that sum divided by the rows in classes of two or more), or
-none (``per_class=None``: class sizes and means only).  When ``k d^2``
-floats of per-class scatters exceed :data:`PER_CLASS_BYTES`, KISSME makes
-two passes instead (:func:`kissme_label_scatters`): the class sizes and
-means first, then per partition the two weighted class scatters *about the
-global class means* (:func:`weighted_gram_task`), summed: the in-memory
-computation's own form, O(d^2) per partition whatever the number of classes.
+KISSME's weights ``a_c`` depend non-linearly on the *global* class sizes, so
+the class scatters must stay apart until the reduction is done; KISSME's
+own passes are in :mod:`tripletml.algorithms.kissme.distributed`), the
+pooled within-class scatter ``sum_c scatter_c`` (``per_class=False``: RCA,
+whose within-chunklet covariance is that sum divided by the rows in classes
+of two or more), or none (``per_class=None``: class sizes and means only).
 
 Every task here is a module-level function of its arguments: it reads the
 partition, builds new arrays and returns them.
@@ -44,13 +39,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["PER_CLASS_BYTES", "class_moments", "class_moments_task", "merge_class_moments",
-           "weighted_gram_task", "pair_sums_task", "add_pair_sums", "add_arrays",
-           "kissme_label_scatters", "rca_label_scatters", "rca_triplet_scatters"]
-
-#: largest per-partition statistic of per-class ``d x d`` scatters
-#: (``k d^2`` float64) for the one-pass KISSME fit; beyond it, two passes
-PER_CLASS_BYTES = 1 << 27
+__all__ = ["class_moments", "class_moments_task", "merge_class_moments", "pair_sums_task",
+           "add_pair_sums", "add_arrays", "gather_reduce", "check_labels",
+           "rca_label_scatters", "rca_triplet_scatters"]
 
 #: matrix entries per dense block of rows (bounded temporaries, as the
 #: in-memory kernels)
@@ -134,15 +125,6 @@ def merge_class_moments(*items) -> tuple:
     return n, mean, sc
 
 
-def weighted_gram_task(p, sup, raw_means: np.ndarray, wS: np.ndarray,
-                       wD: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(sum_i wS_{c_i} z_i z_i^T, sum_i wD_{c_i} z_i z_i^T)`` over the
-    partition's rows, ``z_i = x_i - mu_{c_i}`` about the *global* class
-    means (KISSME's second pass; the in-memory kernel on the partition)."""
-    from tripletml.algorithms.kissme.kernels import _blocked_class_gram
-    return _blocked_class_gram(sup.rows(p), sup.codes_of(p), raw_means, wS, wD)
-
-
 def pair_sums_task(p, sup, cols: tuple, rows_sup=None) -> tuple:
     """``(m, [sum_t (x_q - x_j)(x_q - x_j)^T for j in cols])`` over the
     partition's triplets ``t = (q, p+, p-)`` (column 1: the similar pairs,
@@ -188,35 +170,12 @@ def add_arrays(*items):
 # ---------------------------------------------------------------------------
 # the drivers' reductions
 # ---------------------------------------------------------------------------
-def _gather_reduce(backend, func, handles):
+def gather_reduce(backend, func, handles):
+    """``func``-reduce of ``handles`` in the backend's tree, gathered (the
+    handles released)."""
     out = backend.gather(backend.reduce(func, handles))
     backend.release(handles)
     return out
-
-
-def kissme_label_scatters(plan, sup, k: int, d: int) -> tuple:
-    """KISSME's exact ``(Sigma_S, Sigma_D)`` from labels
-    (:func:`tripletml.algorithms.kissme.kernels.pair_scatter_from_labels` of the
-    concatenated rows ``sup.rows``), and the number of passes (1: per-class
-    scatters merged in the tree; 2: class means, then weighted scatters
-    about them)."""
-    from tripletml.algorithms.kissme.kernels import _label_weights, scatter_from_class_statistics
-    be = plan.backend
-    one_pass = k * d * d * 8 <= PER_CLASS_BYTES
-    counts, means, scat = _gather_reduce(
-        be, merge_class_moments, be.map(class_moments_task, sup, k, True if one_pass else None))
-    _check_labels(counts, "KISSME: every class has a single member; no (query, positive) "
-                  "pair of the same class exists.")
-    w = _label_weights(counts)
-    if one_pass:
-        S_w = np.tensordot(w["a"], scat, axes=1)
-        C_w = np.tensordot(w["c"], scat, axes=1)
-    else:
-        S_w, C_w = _gather_reduce(be, add_arrays,
-                                  be.map(weighted_gram_task, sup, be.broadcast(means),
-                                         w["a"], w["c"]))
-    S, D = scatter_from_class_statistics(counts, means, S_w, C_w)
-    return S, D, 1 if one_pass else 2
 
 
 def rca_label_scatters(plan, sup, k: int) -> tuple:
@@ -225,10 +184,10 @@ def rca_label_scatters(plan, sup, k: int) -> tuple:
     and the total scatter ``T = sum_c scatter_c + sum_c n_c (mu_c - mu)(mu_c
     - mu)^T`` (a singleton class's scatter is 0)."""
     be = plan.backend
-    counts, means, W = _gather_reduce(be, merge_class_moments,
-                                      be.map(class_moments_task, sup, k, False))
-    _check_labels(counts, "RCA: every class has a single member; no chunklet of two or "
-                  "more equivalent points exists.")
+    counts, means, W = gather_reduce(be, merge_class_moments,
+                                     be.map(class_moments_task, sup, k, False))
+    check_labels(counts, "RCA: every class has a single member; no chunklet of two or "
+                 "more equivalent points exists.")
     return W / max(int(counts[counts >= 2].sum()), 1), _total(counts, means, W)
 
 
@@ -244,12 +203,13 @@ def rca_triplet_scatters(plan, sup) -> tuple:
     chunklet of two (scatter ``(q - p+)(q - p+)^T / 2``), ``C`` their sum over
     the ``2 m`` chunklet points, and the total scatter of every row."""
     be = plan.backend
-    m, (P,) = _gather_reduce(be, add_pair_sums, be.map(pair_sums_task, sup, (1,)))
-    counts, means, W = _gather_reduce(be, merge_class_moments,
-                                      be.map(class_moments_task, sup, 1, False, False))
+    m, (P,) = gather_reduce(be, add_pair_sums, be.map(pair_sums_task, sup, (1,)))
+    counts, means, W = gather_reduce(be, merge_class_moments,
+                                     be.map(class_moments_task, sup, 1, False, False))
     return P / (4.0 * max(m, 1)), _total(counts, means, W), m
 
 
-def _check_labels(counts: np.ndarray, msg: str) -> None:
+def check_labels(counts: np.ndarray, msg: str) -> None:
+    """ValueError ``msg`` when every class has a single member."""
     if counts.max() < 2:
         raise ValueError(msg)

@@ -3,6 +3,7 @@ imported only once Dask is known to be installed)."""
 from __future__ import annotations
 
 from distributed import WorkerPlugin
+from threadpoolctl import threadpool_limits
 
 __all__ = ["BlasLimitPlugin"]
 
@@ -16,7 +17,6 @@ class BlasLimitPlugin(WorkerPlugin):
         self._limiter = None
 
     def setup(self, worker=None) -> None:
-        from threadpoolctl import threadpool_limits
         self._limiter = threadpool_limits(limits=self.limits)
 
     def teardown(self, worker=None) -> None:

@@ -26,9 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
+import socket
+import struct
 import threading
+import time
 import uuid
+import warnings
 from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+from joblib import parallel_config
+from threadpoolctl import threadpool_info
 
 __all__ = ["use_cluster", "active_client", "require_dask", "INSTALL_HINT", "worker_blas_threads",
            "CONNECT_TIMEOUT", "CLUSTER_TIMEOUT", "cluster_timeout"]
@@ -61,7 +70,6 @@ def active_client():
 def worker_blas_threads() -> int | None:
     """The BLAS thread count of this process (threadpoolctl), None if no BLAS
     is loaded.  Run it on the workers with ``client.run(worker_blas_threads)``."""
-    from threadpoolctl import threadpool_info
     counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
     return max(counts) if counts else None
 
@@ -80,7 +88,6 @@ _HANDSHAKE_MAX = 1 << 16
 def _parse_address(address: str) -> tuple[str, str | None, int | None]:
     """``(scheme, host, port)`` of a scheduler address, or a ValueError
     saying what is wrong with it (nothing is contacted)."""
-    from urllib.parse import urlsplit
 
     text = address.strip()
     hint = "a Dask scheduler address looks like tcp://host:8786"
@@ -110,7 +117,6 @@ def _parse_address(address: str) -> tuple[str, str | None, int | None]:
 def _resolve(host: str, port: int, timeout: float) -> tuple:
     """The first socket address of ``host`` (getaddrinfo in a thread, as it
     has no timeout of its own: :func:`_bounded`)."""
-    import socket
 
     try:
         infos = _bounded(lambda: socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
@@ -132,9 +138,6 @@ def _probe(address: str, timeout: float) -> None:
     hundred).  ValueError for a malformed address or another service,
     ConnectionError / TimeoutError (both OSError) for nothing listening or
     a silent peer."""
-    import socket
-    import struct
-    import time
 
     scheme, host, port = _parse_address(address)
     if host is None:
@@ -241,7 +244,6 @@ CLUSTER_TIMEOUT = 60.0
 def cluster_timeout() -> float:
     """:data:`CLUSTER_TIMEOUT`, or ``TRIPLETML_CLUSTER_TIMEOUT`` when set (a
     positive number of seconds)."""
-    import os
     env = os.environ.get("TRIPLETML_CLUSTER_TIMEOUT", "").strip()
     if not env:
         return float(CLUSTER_TIMEOUT)
@@ -331,8 +333,6 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
             not 0 < timeout < float("inf"):
         raise ValueError(f"use_cluster: timeout must be a positive number of seconds, got "
                          f"{timeout!r}")
-    from joblib import parallel_config
-
     client, to_close = _connect(scheduler, distributed, float(timeout))
     name = None
     try:
@@ -362,7 +362,6 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
                     _bounded(lambda: client.unregister_worker_plugin(name),
                              cluster_timeout(), "removing the BLAS-threads plugin")
                 except (CommClosedError, OSError, ValueError, KeyError) as e:
-                    import warnings
                     warnings.warn(f"use_cluster: the BLAS-threads plugin could not be "
                                   f"removed from every worker ({type(e).__name__}: "
                                   f"{str(e)[:200]})", RuntimeWarning, stacklevel=3)

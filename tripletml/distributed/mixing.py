@@ -68,9 +68,7 @@ partition's triplets when K = 1).
 **The mixing step (a line search).**  Averaging K local runs that moved
 alike from the same start moves the mix about as far as *one* partition's
 pass, so a round makes the progress of about M / K sequential steps
-(LORETA in memory with 100,000 / 50,000 / 25,000 triplets: .776 / .712 /
-.617 test mAP, against K = 2 / 4 / 8 at 10 averaged passes of 20,000:
-.773 / .695 / .614).  *Adding* the updates (Ma, Smith, Jaggi et al., ICML
+(BENCHMARKS.md).  *Adding* the updates (Ma, Smith, Jaggi et al., ICML
 2015, "adding vs. averaging", for CoCoA+) restores it for some learners
 and diverges for others.  So each round the step ``s`` of
 
@@ -96,34 +94,9 @@ model is the one kept.  The choice is recorded per round in ``history_``
 averaging (no evaluation pass).  The grid has no constant fitted to a data
 set: its ends are the two classical mixes, its points are scale-free.
 
-**Statistical efficiency** (test mAP, sklearn digits 70/30, single process
--> K = 2 / 4 / 8 / 16 at equal passes; default ``MIX_STEPS = 3``, i.e.
-``s in {1, sqrt K, K}``; seed 0 / seed 1):
-
-* LORETA (20,000 triplets, 10 passes): .794 -> .794 / .778 / .782 / .768;
-  seed 1: .800 -> .794 / .779 / .778 / .771 (averaging, seed 0: .773 /
-  .695 / .614 / .476).
-* OASIS (30,000, 5 passes): .798 -> .807 / .797 / .795 / .784; seed 1:
-  .799 -> .797 / .801 / .787 / .780 (averaging, seed 0: .807 / .791 /
-  .780 / .756).
-* OASIS defaults (30,000, 1 pass): .779 -> .778 / .761 / .737 / .711;
-  seed 1: .770 -> .787 / .765 / .733 / .710 (the search keeps the average
-  at one pass: every chosen s is 1).
-* NaivePA (20,000, 10 passes): .797 -> .796 / .774 / .760 / .747.
-* With a 5-point grid: LORETA .796 / .772 / .770 / .748 (seed 1: .793 /
-  .779 / .764 / .752), FactoredGD .728 -> .732 / .715 / .730 / .729 (it
-  always picks K), NaivePA .797 -> .796 / .773 / .765 / .752, OASIS 5
-  passes .807 / .797 / .792 / .775, OASIS 1 pass .778 / .761 / .737 / .686.
-
-The goal (within .01 up to K = 16) is met by OASIS at 5 passes up to K = 4
-(K = 8: .003 / .012 short of it) and by LORETA up to K = 2; LORETA misses
-by .012 to .029 at K >= 4, OASIS at 5 passes by .014 / .019 at K = 16, and
-OASIS at one pass still loses up to .02 / .04 / .07 at K = 4 / 8 / 16 (the training loss, evaluated on the triplets the pass
-just fitted, then favours larger steps that do not help the test mAP).
-Cost of the search per round on digits (noisy, shared cores): the
-evaluation map costs 1.3 to 1.9 times a local pass for OASIS (two margin
-passes of d x d bilinear forms against one pass of rank-one steps) and
-0.4 to 1.4 times for LORETA with rank 10 (3 candidates' margins).
+Its statistical efficiency (test mAP against the partitions K, per learner
+and grid) and the cost of the search are in BENCHMARKS.md ("Parameter
+mixing: the mixing step").
 
 Each round ships the mixed model to every partition and one local model
 back (a dense d x d W for OASIS: see the issue's cost model; ``2 d k`` for
@@ -140,14 +113,20 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from tripletml.engine.stopping import relative_change
-from tripletml.linalg.lowrank_mix import mix_truncate, mix_truncate_many, split_balanced
-from tripletml.linalg.sparse_rows import as_csr
+from tripletml.core import factored
+from tripletml.core.factored import column_energy, moment_product, second_moment, spectrum_from
+from tripletml.core.online import (AUTO_ETA_HEAD, WATCH_HEAD, auto_step_norms, block_size,
+                                   new_watch)
+from tripletml.distributed.reduction import tree_sum
+from tripletml.distributed.strategy import PartitionedStrategy, partition_shares
 from tripletml.engine.driver import StepReport, TrainingResult, apply_result, run
 from tripletml.engine.history import History
-from tripletml.distributed.partitioned import partition_shares
+from tripletml.engine.stopping import relative_change
+from tripletml.linalg.lowrank_mix import mix_truncate, mix_truncate_many, split_balanced
+from tripletml.linalg.pinv import PinvFactors
+from tripletml.linalg.sparse_rows import as_csr, bilinear_margins, diff_buffers
 
-__all__ = ["fit", "model_kind", "mix_steps", "MIX_STEPS", "EVAL_TRIPLETS"]
+__all__ = ["fit", "model_kind", "mix_steps", "MIX_STEPS", "EVAL_TRIPLETS", "STRATEGY"]
 
 #: Points of the mixing step's geometric grid ``s_j = K^(j / (MIX_STEPS - 1))``,
 #: ``j = 0, ..., MIX_STEPS - 1``, between 1 (McDonald's average) and
@@ -158,9 +137,8 @@ MIX_STEPS: int = 3
 #: Triplets per partition on which the candidates are evaluated: None = all
 #: of them, an int = an evenly strided, fixed subsample of that many.  The
 #: search only ranks a few candidates by their mean loss, whose standard
-#: error on 16,384 triplets is under 1 % of the loss's spread; on all of a
-#: large partition's triplets it cost 1.7 times the local pass (OASIS, 125,000
-#: triplets per partition, d = 32: 4.6 s of search against 2.7 s of passes).
+#: error on 16,384 triplets is under 1 % of the loss's spread (the cost of
+#: evaluating all of a large partition's triplets: BENCHMARKS.md).
 EVAL_TRIPLETS: int | None = 16384
 
 #: evaluated in chunks of this many triplets (memory ``O(chunk * steps * k)``)
@@ -181,17 +159,22 @@ def mix_steps(k_active: int, n_steps: int | None = None) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # the model of each learner
 # ---------------------------------------------------------------------------
+#: the model kinds parameter mixing knows
+MODEL_KINDS = ("dense", "pinv", "factors")
+
+
 def model_kind(learner) -> str:
-    """``"dense"`` (a d x d ``W_``: OASIS), ``"pinv"`` (factors with
-    maintained pseudo-inverses: LORETA) or ``"factors"`` (``A_, B_``: the
-    factored baselines)."""
-    from tripletml.core.pinv_owner import PinvFactorsOwner
-    from tripletml.algorithms.factored.estimator import FactoredBilinearMixin
-    if isinstance(learner, PinvFactorsOwner):
-        return "pinv"
-    if isinstance(learner, FactoredBilinearMixin):
-        return "factors"
-    if "W_" in getattr(type(learner), "_fitted_arrays", {}):
+    """What the learner declares its model to be (its class attribute
+    ``_model_kind``): ``"dense"`` (a d x d ``W_``: OASIS), ``"pinv"``
+    (factors with maintained pseudo-inverses:
+    :class:`~tripletml.core.pinv_owner.PinvFactorsOwner`, LORETA) or
+    ``"factors"`` (``A_, B_``:
+    :class:`~tripletml.core.factored.FactoredBilinearMixin`, the factored
+    baselines); a learner that declares nothing and has a ``W_`` is dense."""
+    kind = getattr(type(learner), "_model_kind", None)
+    if kind in MODEL_KINDS:
+        return kind
+    if kind is None and "W_" in getattr(type(learner), "_fitted_arrays", {}):
         return "dense"
     raise TypeError(f"{type(learner).__name__}: no parameter-mixing model (needs W_ or A_, B_)")
 
@@ -226,7 +209,6 @@ def _set_model(est, kind: str, model: dict, *, copy: bool, n_refresh: int = 0) -
     est.rank_ = int(model["rank"])
     est.A_, est.B_ = c(model["A"]), c(model["B"])
     if kind == "pinv":
-        from tripletml.linalg.pinv import PinvFactors
         f = PinvFactors(est.A_, est.B_, c(model["PA"]), c(model["PB"]),
                         check_every=est.pinv_check_every, tol=est.pinv_tol,
                         owner=type(est).__name__, n_refresh=n_refresh)
@@ -241,8 +223,6 @@ def _set_model(est, kind: str, model: dict, *, copy: bool, n_refresh: int = 0) -
 def _setup_task(p, sup, head: int) -> dict:
     """Per partition: its triplet count, the solver's width, the column
     energies of its preprocessed rows and the head norms for ``eta0="auto"``."""
-    from tripletml.core.online import auto_step_norms
-    from tripletml.algorithms.factored.estimator import column_energy
     X = sup.rows(p)
     T = sup.triplets(p, X)
     qq, vv = auto_step_norms(as_csr(X), T, head)
@@ -253,29 +233,25 @@ def _setup_task(p, sup, head: int) -> dict:
 def _moment_task(p, sup) -> np.ndarray:
     """The partition's second moment ``X_p^T X_p`` of its preprocessed rows
     (d x d; summed over the partitions it is the in-memory ``X^T X``)."""
-    from tripletml.algorithms.factored.estimator import second_moment
     return second_moment(sup.rows(p))
 
 
 def _matmat_task(p, sup, Q: "_Shared") -> np.ndarray:
     """``X_p^T (X_p Q)`` of the partition's preprocessed rows (d x b)."""
-    from tripletml.algorithms.factored.estimator import moment_product
     return moment_product(sup.rows(p), Q.model)
 
 
 def partitioned_spectrum(learner, backend, sup, d: int, energy: np.ndarray):
-    """The :class:`~tripletml.algorithms.factored.estimator.Spectrum` of all the
+    """The :class:`~tripletml.core.factored.Spectrum` of all the
     preprocessed training rows from the partitions, by the in-memory rule
-    (:func:`~tripletml.algorithms.factored.estimator.spectrum_from`): the second
+    (:func:`~tripletml.core.factored.spectrum_from`): the second
     moments ``X_p^T X_p`` summed in a tree up to
-    :data:`~tripletml.algorithms.factored.estimator.MOMENT_MAX_FEATURES` features, above
+    :data:`~tripletml.core.factored.MOMENT_MAX_FEATURES` features, above
     it the products ``X_p^T (X_p Q)`` summed once per sweep of the subspace
     iteration.  The trace is the summed column energy."""
-    from tripletml.algorithms.factored.estimator import MOMENT_MAX_FEATURES, spectrum_from
-    from tripletml.distributed.reduction import tree_sum
     p = learner._spectrum_size(d)
     trace = float(np.sum(energy))
-    if d <= MOMENT_MAX_FEATURES:
+    if d <= factored.MOMENT_MAX_FEATURES:
         handles = backend.map(_moment_task, sup)
         red = backend.reduce(tree_sum, handles)
         M = backend.gather(red)
@@ -325,8 +301,6 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
     local model scaled for the mix (``mu W`` for a dense model, ``sqrt(mu)
     A``, ``sqrt(mu) B`` for factors; unscaled when ``mu = 1``) and the pass's
     loss statistics."""
-    from tripletml.core.online import WATCH_HEAD, block_size, new_watch
-    from tripletml.engine.history import History as _History
     mu = float(weights[p.index])
     if mu == 0.0:
         return {"m": 0, "mu": 0.0}
@@ -343,7 +317,7 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
     init = est._initial_loss(Xc, T)
     if init is not None:
         est._watch.update(init, f"the mixed model of round {round_ + 1}", "steps")
-    hist = _History(keys=est._history_keys)
+    hist = History(keys=est._history_keys)
     passes = est._passes(Xc, T, hist)
     result = run(passes, name=type(est).__name__, max_iter=1, history=hist, watch=est._watch,
                  flush_window=WATCH_HEAD)
@@ -413,8 +387,6 @@ def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tupl
     (two margin passes for all candidates).  Factored: every candidate's
     re-truncated factors ``(A_j, B_j)``; ``margin_j = (q^T A_j) . (v^T B_j)``.
     """
-    from tripletml.linalg.sparse_rows import diff_buffers
-    from tripletml.algorithms.oasis.kernels import oasis_margins
     c = cands.model
     steps = np.asarray(c["steps"], dtype=np.float64)
     J = steps.shape[0]
@@ -426,8 +398,8 @@ def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tupl
     if kind == "dense":
         buf = diff_buffers(Xc)
         mg0, mgd = np.empty(n), np.empty(n)
-        oasis_margins(shared.model["W"], Xc.indptr, Xc.indices, Xc.data, T, mg0, *buf)
-        oasis_margins(c["D"], Xc.indptr, Xc.indices, Xc.data, T, mgd, *buf)
+        bilinear_margins(shared.model["W"], Xc.indptr, Xc.indices, Xc.data, T, mg0, *buf)
+        bilinear_margins(c["D"], Xc.indptr, Xc.indices, Xc.data, T, mgd, *buf)
         for j, st in enumerate(steps):
             tot[j] = np.maximum(1.0 - (mg0 + st * mgd), 0.0).sum()
         return {"n": n, "loss": tot}
@@ -672,15 +644,12 @@ class _MixingRounds:
         return values
 
 
-#: fit_partitioned(checkpoint_dir=) is honoured: each round's state is saved
-CHECKPOINTS = True
 
 
 def fit(learner, plan) -> None:
     """Iterative parameter mixing (McDonald, Hall & Mann 2010, Algorithm 3)
     of an online learner over ``plan``'s partitions; sets the learner's
     fitted attributes as its in-memory ``_fit`` does."""
-    from tripletml.core.online import AUTO_ETA_HEAD
     name = type(learner).__name__
     kind = model_kind(learner)
     be, sup = plan.backend, plan.supervision
@@ -710,7 +679,6 @@ def fit(learner, plan) -> None:
     learner._resolve_data_params_partitioned(qq, vv)
     learner.t_ = 0
     rounds = _MixingRounds(learner, plan, kind, _get_model(learner, kind), M, weights)
-    from tripletml.core.online import new_watch
     watch = new_watch(learner, 1)
     r0, previous = 0, None
     if plan.resumed is not None:             # a checkpoint of a crashed driver
@@ -744,3 +712,8 @@ def fit(learner, plan) -> None:
                            "mix_losses": rounds.candidate_losses,
                            "seconds_pass": rounds.seconds_pass,
                            "seconds_search": rounds.seconds_search}
+
+
+#: iterative parameter mixing: rounds with checkpoints, the model shipped
+#: every round (OASIS, LORETA, the factored learners)
+STRATEGY = PartitionedStrategy("mixing", fit, checkpoints=True, ships_model=True)

@@ -16,18 +16,25 @@ in-process shard by shard (out of core), or on a Dask cluster.
    triplets of a partition are the same in every round, on one worker or on
    many;
 3. hands the learner and a :class:`PartitionedFit` to the learner's
-   *strategy* (its class attribute ``_partitioned_strategy``):
+   *strategy*, the :class:`~tripletml.distributed.strategy.PartitionedStrategy`
+   its class holds as ``_partitioned_strategy`` (named in
+   ``partitioned_["strategy"]``):
 
    ``"statistics"``  exact from per-partition sufficient statistics
-                     (KISSME, RCA, the baselines) -- :mod:`.statistics`;
-   ``"cocoa"``       CoCoA+ (Ma, Smith, Jaggi et al., ICML 2015) -- SDCA;
+                     (KISSME, RCA, the baselines) --
+                     :data:`.statistics.STRATEGY`;
+   ``"cocoa"``       CoCoA+ (Ma, Smith, Jaggi et al., ICML 2015) -- SDCA's
+                     own, in :mod:`tripletml.algorithms.sdca.distributed`;
    ``"mixing"``      iterative parameter mixing (McDonald, Hall & Mann,
-                     NAACL 2010) -- OASIS, LORETA, the factored learners;
+                     NAACL 2010) -- OASIS, LORETA, the factored learners --
+                     :data:`.mixing.STRATEGY`;
    ``"gradients"``   per-partition gradient sums, the solver step on the
-                     driver -- LowRankDML, SML;
+                     driver -- LowRankDML, SML (:mod:`.gradient_sums`, with
+                     the problems in their algorithms' ``distributed.py``);
    ``"sample"``      gather a bounded sample (the triplets' rows) and fit on
                      the driver -- ITML, COMET, SparseCOMET and any
-                     learner without a strategy of its own.
+                     learner without a strategy of its own --
+                     :data:`.sample.STRATEGY`.
 
 Tasks are module-level functions of their arguments only: no estimator is
 mutated inside a task, so a task a scheduler reruns (a lost worker) returns
@@ -38,6 +45,8 @@ same floating-point results.
 from __future__ import annotations
 
 import copy
+import hashlib
+from concurrent.futures import CancelledError
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -45,22 +54,21 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import clone
 
-from tripletml.distributed.reduction import tree_sum  # noqa: F401  (re-exported)
+from tripletml.core.preprocessing import check_preprocessing
+from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
+from tripletml.distributed import sample
+from tripletml.distributed.checkpoint import FINGERPRINT_ROWS, RoundCheckpoint
+from tripletml.distributed.dask_search import active_client, cluster_timeout
+from tripletml.distributed.reduction import FAN_IN, tree_sum  # noqa: F401  (re-exported)
+from tripletml.distributed.statistics import fit_preprocessor
+from tripletml.distributed.strategy import PartitionedStrategy, partition_shares
+from tripletml.triplets import AllLabels
 
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
-           "backend_for", "partition_shares", "STRATEGIES", "FAN_IN", "ClassesWarning",
+           "backend_for", "partition_shares", "PartitionedStrategy", "FAN_IN", "ClassesWarning",
            "RestartWarning", "MAX_RESTARTS", "tree_sum", "WorkerLostError"]
-
-#: partitions (or partial results) combined per reduction task
-FAN_IN = 8
-
-#: strategy name -> module defining ``fit(learner, plan)``
-STRATEGIES = {"statistics": "tripletml.distributed.statistics",
-              "cocoa": "tripletml.algorithms.sdca.distributed",
-              "mixing": "tripletml.distributed.mixing",
-              "gradients": "tripletml.distributed.gradient_sums",
-              "sample": "tripletml.distributed.sample"}
 
 
 #: restarts of a fit after lost worker data before giving up
@@ -121,7 +129,6 @@ def _is_dask(obj) -> bool:
 def _load(part, label, trip, index: int, owner: str, n_features: int | None) -> Partition:
     """Materialise partition ``index`` (a loader, an array, a tuple) and
     validate it; every error names the partition."""
-    from tripletml.core.validation import check_X
     if _is_dask(part):                     # local backend: a Delayed part
         import dask
         part, label, trip = dask.compute(part, label, trip, scheduler="sync")
@@ -150,7 +157,6 @@ def _load(part, label, trip, index: int, owner: str, n_features: int | None) -> 
             raise ValueError(f"{where}: {y.shape} labels for {X.shape[0]} rows; labels must be "
                              "one per row")
     if T is not None:
-        from tripletml.core.validation import check_triplets
         T = check_triplets(T, X.shape[0], where, allow_degenerate=False)
     return Partition(int(index), X, y, T)
 
@@ -254,12 +260,10 @@ class DaskBackend(LocalBackend):
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
         # bounded: a dead worker the scheduler still lists would block it for good
-        from tripletml.distributed.dask_search import cluster_timeout
         return self.client.scatter([value], broadcast=True, hash=False,
                                    timeout=cluster_timeout())[0]
 
     def scatter_each(self, values: Sequence) -> list:
-        from tripletml.distributed.dask_search import cluster_timeout
         return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
@@ -287,8 +291,6 @@ class DaskBackend(LocalBackend):
     def lost_data_errors() -> tuple:
         """A lost worker shows as cancelled or killed tasks, a connection
         closed under a scatter or gather, or a call that timed out."""
-        from concurrent.futures import CancelledError
-
         from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
         return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
@@ -304,7 +306,6 @@ class DaskBackend(LocalBackend):
 def backend_for(collection, owner: str, n_features: int | None = None):
     """The Dask backend inside :func:`tripletml.use_cluster` or with a
     default ``distributed`` client, else the local one."""
-    from tripletml.distributed.dask_search import active_client
     client = active_client()
     if client is None:
         try:
@@ -320,20 +321,6 @@ def backend_for(collection, owner: str, n_features: int | None = None):
 # ---------------------------------------------------------------------------
 # the plan handed to a strategy
 # ---------------------------------------------------------------------------
-def partition_shares(total: int, weights: Sequence[int]) -> list[int]:
-    """``total`` split in proportion to ``weights`` (largest remainders, ties
-    to the lower partition); zero weight gets zero."""
-    w = np.asarray(weights, dtype=np.float64)
-    if total <= 0 or w.sum() <= 0:
-        return [0] * len(w)
-    exact = total * w / w.sum()
-    base = np.floor(exact).astype(np.int64)
-    rest = int(total - base.sum())
-    order = np.lexsort((np.arange(len(w)), -(exact - base)))
-    base[order[:rest]] += 1
-    return [int(v) for v in base]
-
-
 @dataclass
 class Supervision:
     """What a task needs to make its partition's training data (picklable):
@@ -381,7 +368,6 @@ class Supervision:
         n = self.n_triplets[p.index]
         if n == 0:
             return np.zeros((0, 3), np.int64)
-        from sklearn.base import clone
         sampler = clone(self.sampler) if hasattr(self.sampler, "get_params") else self.sampler
         if hasattr(sampler, "set_params") and "n_triplets" in sampler.get_params():
             sampler.set_params(n_triplets=int(n))
@@ -446,9 +432,6 @@ def _fingerprint(p: Partition, labels) -> str:
     explicit triplets.  One pass of O(n d) arithmetic (about as long as
     reading the rows once) and O(n + d) memory beyond the rows the task holds
     anyway."""
-    import hashlib
-
-    from tripletml.distributed.checkpoint import FINGERPRINT_ROWS
     X, n = p.X, p.n_rows
     h = hashlib.sha256()
     h.update(repr((tuple(X.shape), bool(sp.issparse(X)))).encode())
@@ -572,7 +555,6 @@ def _check_shipping(learner, d: int, k: int) -> None:
     and the driver reduces up to FAN_IN of them at once: refuse one too
     large to ship (ValueError) or to reduce in the driver's memory
     (MemoryError), pointing to the low-rank learners."""
-    from tripletml.core.validation import check_dense_memory
     owner = type(learner).__name__
     per = 8 * d * d
     hint = ("use a low-rank learner, whose rounds ship factors of size O(d k) (LORETA, "
@@ -623,52 +605,117 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     checkpoint_every : int, default=1
         Rounds between checkpoints.
     """
-    import importlib
+    owner = type(learner).__name__
+    rng, seed = _prepare_learner(learner)
+    strategy = _strategy_of(learner)
+    ckpt = None
+    if checkpoint_dir is not None:
+        ckpt = _open_checkpoint(learner, collection, strategy, checkpoint_dir, resume,
+                                checkpoint_every)
+    backend = backend_for(collection, owner)
+    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+    d = infos[0]["d"]
+    resumed = None
+    if ckpt is not None:
+        resumed, seed = _resume(ckpt, learner, infos, seed, checkpoint_dir)
+    _check_partitions(infos, collection, owner)
+    backend.n_features = d
+    table = _label_table(infos, owner)
+    sampler, shares, total = _plan_supervision(learner, infos, table, collection)
+    pre = fit_preprocessor(learner, backend, infos)
+    learner.preprocessor_ = pre
+    try:
+        learner._check_square_memory(pre.n_features_out_)
+        if strategy.ships_model and getattr(learner, "_square_arrays", 0):
+            _check_shipping(learner, pre.n_features_out_, len(infos))
+        sup = Supervision(owner=owner, preprocessor=pre,
+                          preprocessed=bool(getattr(learner, "_fit_preprocessed", True)),
+                          sampler=sampler, n_triplets=shares, seed=seed, codes=table)
+        plan = PartitionedFit(backend=backend, n_rows=list(collection.n_rows),
+                              supervision=sup, n_triplets_total=int(total), rng=rng,
+                              info={"partitions": len(infos), "backend": backend.name},
+                              checkpoint=ckpt, resumed=resumed)
+        _run_strategy(strategy, learner, plan, checkpoint_dir)
+    except BaseException:
+        learner._clear_preprocessing()
+        raise
+    learner.partitioned_ = {"strategy": strategy.name, "partitions": len(infos),
+                            "backend": backend.name, "n_triplets": int(total),
+                            **plan.info.get("report", {})}
+    learner._set_fitted(d)
+    return learner
 
-    from tripletml.core.validation import as_generator
-    from tripletml.distributed.statistics import fit_preprocessor
 
+def _prepare_learner(learner) -> tuple[np.random.Generator, int]:
+    """Validate the learner's parameters and preprocessing (its fitted
+    attributes reset); its generator and the sampling seed drawn from it."""
     owner = type(learner).__name__
     if getattr(learner, "_needs_triplets", True) is None:   # pragma: no cover
         raise TypeError(f"{owner} cannot be fitted on a ShardedCollection")
     learner._reset_fitted()
     learner._validate_params()
-    from tripletml.core.preprocessing import check_preprocessing
     check_preprocessing(getattr(learner, "preprocessing", None), learner)
     rng = as_generator(getattr(learner, "random_state", None), learner)
     seed = int(rng.integers(2 ** 63 - 1))
-    name = getattr(type(learner), "_partitioned_strategy", "sample")
-    if name not in STRATEGIES:
-        raise ValueError(f"{owner}: unknown partitioned strategy {name!r}")
-    ckpt, resumed = None, None
-    if checkpoint_dir is not None:
-        from tripletml.distributed.checkpoint import RoundCheckpoint
-        if isinstance(checkpoint_every, bool) or not isinstance(
-                checkpoint_every, numbers.Integral) or checkpoint_every < 1:
-            raise ValueError(f"{owner}: checkpoint_every must be an int >= 1, got "
-                             f"{checkpoint_every!r}")
-        ckpt = RoundCheckpoint(checkpoint_dir, _settings(learner, collection, name),
-                               resume=resume, every=int(checkpoint_every))
-    backend = backend_for(collection, owner)
-    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+    return rng, seed
+
+
+def _strategy_of(learner) -> PartitionedStrategy:
+    """The :class:`~tripletml.distributed.strategy.PartitionedStrategy` the
+    learner's class holds (``_partitioned_strategy``); gather a sample
+    (:data:`tripletml.distributed.sample.STRATEGY`) for a learner without
+    one of its own (None, or the base class's default name ``"sample"``)."""
+    strategy = getattr(type(learner), "_partitioned_strategy", None)
+    if strategy is None or (isinstance(strategy, str) and strategy == "sample"):
+        return sample.STRATEGY
+    if not isinstance(strategy, PartitionedStrategy):
+        raise ValueError(f"{type(learner).__name__}: unknown partitioned strategy "
+                         f"{strategy!r}")
+    return strategy
+
+
+def _open_checkpoint(learner, collection, strategy: PartitionedStrategy, checkpoint_dir,
+                     resume: bool, checkpoint_every) -> RoundCheckpoint:
+    """The checkpoint of ``checkpoint_dir`` for this learner, collection and
+    strategy (``checkpoint_every`` checked)."""
+    owner = type(learner).__name__
+    if isinstance(checkpoint_every, bool) or not isinstance(
+            checkpoint_every, numbers.Integral) or checkpoint_every < 1:
+        raise ValueError(f"{owner}: checkpoint_every must be an int >= 1, got "
+                         f"{checkpoint_every!r}")
+    return RoundCheckpoint(checkpoint_dir, _settings(learner, collection, strategy.name),
+                           resume=resume, every=int(checkpoint_every))
+
+
+def _resume(ckpt: RoundCheckpoint, learner, infos: list[dict], seed: int,
+            checkpoint_dir) -> tuple[tuple | None, int]:
+    """Tie the checkpoint to the data (refused when made from other rows)
+    and load it: ``(resumed, seed)``, the seed the checkpoint records when
+    it resumes (checked against an integer ``random_state``)."""
+    owner = type(learner).__name__
+    ckpt.data = {"n_features": int(infos[0]["d"]),
+                 "partitions": [inf["fingerprint"] for inf in infos]}
+    resumed = ckpt.load()
+    if resumed is None:
+        return None, seed
+    try:
+        saved = int(resumed[2]["seed"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records no "
+                         "seed") from None
+    rs = getattr(learner, "random_state", None)
+    if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and saved != seed:
+        raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records the "
+                         f"sampling seed {saved}, but random_state={rs} gives {seed}; "
+                         "it was edited or written by another run (use another "
+                         "checkpoint_dir or resume=False)")
+    return resumed, saved
+
+
+def _check_partitions(infos: list[dict], collection, owner: str) -> None:
+    """Every partition has partition 0's columns, the rows the collection
+    says, and one kind (all dense or all scipy.sparse)."""
     d = infos[0]["d"]
-    if ckpt is not None:
-        # a checkpoint belongs to its data: refused when made from other rows
-        ckpt.data = {"n_features": int(d), "partitions": [inf["fingerprint"] for inf in infos]}
-        resumed = ckpt.load()
-        if resumed is not None:
-            try:
-                saved = int(resumed[2]["seed"])
-            except (KeyError, TypeError, ValueError):
-                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records no "
-                                 "seed") from None
-            rs = getattr(learner, "random_state", None)
-            if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and saved != seed:
-                raise ValueError(f"{owner}: the checkpoint in {checkpoint_dir} records the "
-                                 f"sampling seed {saved}, but random_state={rs} gives {seed}; "
-                                 "it was edited or written by another run (use another "
-                                 "checkpoint_dir or resume=False)")
-            seed = saved
     for i, inf in enumerate(infos):
         if inf["d"] != d:
             raise ValueError(f"{owner}: partition {i} has {inf['d']} features, partition 0 "
@@ -679,107 +726,106 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     if len({inf["sparse"] for inf in infos}) > 1:
         raise ValueError(f"{owner}: some partitions are scipy.sparse and some dense; make "
                          "them all one kind")
-    backend.n_features = d
-    table = _label_table(infos, owner)
+
+
+def _plan_supervision(learner, infos: list[dict], table, collection) -> tuple:
+    """``(sampler, shares, total)``: the partitions' explicit triplets
+    (``sampler`` None) or the learner's sampling policy with each
+    partition's share of its ``n_triplets`` (:func:`partition_shares`, in
+    proportion to the rows of the partitions that can form a triplet)."""
+    owner = type(learner).__name__
     explicit = [inf["triplets"] for inf in infos]
     needs = getattr(learner, "_needs_triplets", True)
-    sampler, shares, total = None, None, 0
-    if needs and all(m is not None for m in explicit):
+    if not needs:
+        return None, None, 0
+    if all(m is not None for m in explicit):
         total = int(sum(explicit))
         if total == 0:
             raise ValueError(f"{owner}: the collection's partitions hold no triplet")
-    elif needs and any(m is not None for m in explicit):
+        return None, None, total
+    if any(m is not None for m in explicit):
         raise ValueError(f"{owner}: some partitions have triplets and some do not; give "
                          "triplets for every partition or labels only")
-    elif needs:
-        if table is None or any(inf["labels"] is None for inf in infos):
-            raise ValueError(f"{owner}: fitting on a ShardedCollection needs labels in every "
-                             "partition (ShardedCollection(..., labels=) or shards with y) "
-                             "or triplets in every partition (triplets=)")
-        sampler = learner._sampler()
-        ok = [_can_sample(*inf["labels"]) for inf in infos]
-        n_classes = table["keys"].shape[0]
-        lacking = [i for i, inf in enumerate(infos) if inf["labels"][0].shape[0] < n_classes]
-        if not any(ok):
-            raise ValueError(f"{owner}: no partition has two classes and a class with two "
-                             "rows, so no partition can form a triplet; shuffle the rows "
-                             "across partitions (write_npz_shards(..., shuffle=True))")
-        if lacking:
-            bad = [i for i, o in enumerate(ok) if not o]
-            warnings.warn(
-                f"{owner}: {len(lacking)} of {len(infos)} partitions lack some of the "
-                f"{n_classes} classes (e.g. partition {lacking[0]} has "
-                f"{infos[lacking[0]]['labels'][0].shape[0]}); triplets are sampled within "
-                "partitions, so those classes are never compared there"
-                + (f"; partitions {bad[:10]} cannot form a triplet and are skipped"
-                   if bad else "")
-                + ". Shuffle the rows across shards (write_npz_shards(..., shuffle=True)).",
-                ClassesWarning, stacklevel=3)
-        from tripletml.triplets import AllLabels
-        if isinstance(sampler, AllLabels):
-            total = 0
-        else:
-            total = getattr(sampler, "n_triplets", None)
-            if total is None and getattr(sampler, "per_class_pair", None) is not None:
-                total = int(sampler.per_class_pair) * n_classes ** 2
-            if total is None:
-                raise ValueError(f"{owner}: the sampling policy {sampler!r} has no n_triplets; "
-                                 "give the learner's n_triplets (the total over all "
-                                 "partitions)")
-            shares = partition_shares(int(total),
-                                      [n if o else 0 for n, o in
-                                       zip(collection.n_rows, ok)])
-    pre = fit_preprocessor(learner, backend, infos)
-    learner.preprocessor_ = pre
-    try:
-        learner._check_square_memory(pre.n_features_out_)
-        if name in ("cocoa", "mixing") and getattr(learner, "_square_arrays", 0):
-            _check_shipping(learner, pre.n_features_out_, len(infos))
-        sup = Supervision(owner=owner, preprocessor=pre,
-                          preprocessed=bool(getattr(learner, "_fit_preprocessed", True)),
-                          sampler=sampler, n_triplets=shares, seed=seed, codes=table)
-        plan = PartitionedFit(backend=backend, n_rows=list(collection.n_rows),
-                              supervision=sup, n_triplets_total=int(total), rng=rng,
-                              info={"partitions": len(infos), "backend": backend.name},
-                              checkpoint=ckpt, resumed=resumed)
-        mod = importlib.import_module(STRATEGIES[name])
-        if ckpt is not None and not getattr(mod, "CHECKPOINTS", False):
-            warnings.warn(f"{owner}: strategy {name!r} has no rounds to checkpoint; "
-                          "checkpoint_dir is not used", UserWarning, stacklevel=3)
-        rng_state = copy.deepcopy(rng.bit_generator.state)
-        restarts = 0
-        while True:
-            try:
-                mod.fit(learner, plan)
-                break
-            except backend.lost_data_errors() as e:
-                # a worker was lost with state that lineage cannot rebuild (the
-                # CoCoA+ duals of earlier rounds were released): run again from
-                # the last checkpoint, or from the start; the tasks are pure, so
-                # the model is the one of an undisturbed run
-                restarts += 1
-                if restarts > MAX_RESTARTS:
-                    raise WorkerLostError(
-                        f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
-                        f"{_lost(e)}); giving up"
-                        + (f"; run it again to resume from {checkpoint_dir}"
-                           if ckpt is not None else "")) from None
-                warnings.warn(f"{owner}: a worker was lost with data the fit needs "
-                              f"({_lost(e)}); "
-                              "restarting from " + ("the last checkpoint" if ckpt is not None
-                                                    else "the first round (give "
-                                                    "fit_partitioned a checkpoint_dir to "
-                                                    "resume from the last round)"),
-                              RestartWarning, stacklevel=3)
-                rng.bit_generator.state = copy.deepcopy(rng_state)
-                plan.resumed = ckpt.load() if ckpt is not None else None
-                plan.info.pop("report", None)
-        plan.info.setdefault("report", {})["restarts"] = restarts
-    except BaseException:
-        learner._clear_preprocessing()
-        raise
-    learner.partitioned_ = {"strategy": name, "partitions": len(infos),
-                            "backend": backend.name, "n_triplets": int(total),
-                            **plan.info.get("report", {})}
-    learner._set_fitted(d)
-    return learner
+    if table is None or any(inf["labels"] is None for inf in infos):
+        raise ValueError(f"{owner}: fitting on a ShardedCollection needs labels in every "
+                         "partition (ShardedCollection(..., labels=) or shards with y) "
+                         "or triplets in every partition (triplets=)")
+    sampler = learner._sampler()
+    ok = [_can_sample(*inf["labels"]) for inf in infos]
+    n_classes = table["keys"].shape[0]
+    _warn_missing_classes(owner, infos, ok, n_classes)
+    if isinstance(sampler, AllLabels):
+        return sampler, None, 0
+    total = getattr(sampler, "n_triplets", None)
+    if total is None and getattr(sampler, "per_class_pair", None) is not None:
+        total = int(sampler.per_class_pair) * n_classes ** 2
+    if total is None:
+        raise ValueError(f"{owner}: the sampling policy {sampler!r} has no n_triplets; "
+                         "give the learner's n_triplets (the total over all "
+                         "partitions)")
+    shares = partition_shares(int(total), [n if o else 0 for n, o in
+                                           zip(collection.n_rows, ok)])
+    return sampler, shares, total
+
+
+def _warn_missing_classes(owner: str, infos: list[dict], ok: list[bool],
+                          n_classes: int) -> None:
+    """ValueError when no partition can form a triplet; a
+    :class:`ClassesWarning` when some partitions lack classes."""
+    lacking = [i for i, inf in enumerate(infos) if inf["labels"][0].shape[0] < n_classes]
+    if not any(ok):
+        raise ValueError(f"{owner}: no partition has two classes and a class with two "
+                         "rows, so no partition can form a triplet; shuffle the rows "
+                         "across partitions (write_npz_shards(..., shuffle=True))")
+    if lacking:
+        bad = [i for i, o in enumerate(ok) if not o]
+        warnings.warn(
+            f"{owner}: {len(lacking)} of {len(infos)} partitions lack some of the "
+            f"{n_classes} classes (e.g. partition {lacking[0]} has "
+            f"{infos[lacking[0]]['labels'][0].shape[0]}); triplets are sampled within "
+            "partitions, so those classes are never compared there"
+            + (f"; partitions {bad[:10]} cannot form a triplet and are skipped"
+               if bad else "")
+            + ". Shuffle the rows across shards (write_npz_shards(..., shuffle=True)).",
+            ClassesWarning, stacklevel=5)
+
+
+def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
+                  checkpoint_dir) -> None:
+    """``strategy.fit(learner, plan)``, run again from the last checkpoint
+    (or the start) when a worker is lost with data the fit needs, at most
+    :data:`MAX_RESTARTS` times; the restarts go to ``plan.info["report"]``."""
+    owner = type(learner).__name__
+    ckpt, backend, rng = plan.checkpoint, plan.backend, plan.rng
+    if ckpt is not None and not strategy.checkpoints:
+        warnings.warn(f"{owner}: strategy {strategy.name!r} has no rounds to checkpoint; "
+                      "checkpoint_dir is not used", UserWarning, stacklevel=4)
+    rng_state = copy.deepcopy(rng.bit_generator.state)
+    restarts = 0
+    while True:
+        try:
+            strategy.fit(learner, plan)
+            break
+        except backend.lost_data_errors() as e:
+            # a worker was lost with state that lineage cannot rebuild (the
+            # CoCoA+ duals of earlier rounds were released): run again from
+            # the last checkpoint, or from the start; the tasks are pure, so
+            # the model is the one of an undisturbed run
+            restarts += 1
+            if restarts > MAX_RESTARTS:
+                raise WorkerLostError(
+                    f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
+                    f"{_lost(e)}); giving up"
+                    + (f"; run it again to resume from {checkpoint_dir}"
+                       if ckpt is not None else "")) from None
+            warnings.warn(f"{owner}: a worker was lost with data the fit needs "
+                          f"({_lost(e)}); "
+                          "restarting from " + ("the last checkpoint" if ckpt is not None
+                                                else "the first round (give "
+                                                "fit_partitioned a checkpoint_dir to "
+                                                "resume from the last round)"),
+                          RestartWarning, stacklevel=4)
+            rng.bit_generator.state = copy.deepcopy(rng_state)
+            plan.resumed = ckpt.load() if ckpt is not None else None
+            plan.info.pop("report", None)
+    plan.info.setdefault("report", {})["restarts"] = restarts

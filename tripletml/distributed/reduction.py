@@ -2,7 +2,10 @@
 (:mod:`tripletml.distributed.partitioned`) and of :mod:`tripletml.distributed.sharded`."""
 from __future__ import annotations
 
-__all__ = ["tree_sum"]
+__all__ = ["tree_sum", "FAN_IN"]
+
+#: partitions (or partial results) combined per reduction task
+FAN_IN = 8
 
 
 def tree_sum(*parts):

@@ -24,9 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml.triplets import AllLabels, ClassCodes
-from tripletml.distributed.partitioned import partition_shares
+from tripletml.distributed.strategy import PartitionedStrategy, partition_shares
 
-__all__ = ["fit", "SAMPLE_ROWS", "gather_triplet_rows"]
+__all__ = ["fit", "SAMPLE_ROWS", "gather_triplet_rows", "STRATEGY"]
 
 #: rows gathered at most for a learner that uses labels directly
 SAMPLE_ROWS = 200_000
@@ -93,3 +93,8 @@ def fit(learner, plan) -> None:
 
 def _row_sample_task_k(p, sup, ks):
     return _row_sample_task(p, sup, ks[p.index])
+
+
+#: the strategy of every learner without one of its own
+#: (:class:`~tripletml.distributed.strategy.PartitionedStrategy`)
+STRATEGY = PartitionedStrategy("sample", fit)

@@ -54,10 +54,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.validation import check_is_fitted
 
+from tripletml import persistence as _p
+from tripletml.core.files import open_regular
+from tripletml.core.validation import as_generator
 from tripletml.distributed.dask_search import require_dask
-from tripletml.linalg.topk import TopK
+from tripletml.distributed.partitioned import fit_partitioned
 from tripletml.distributed.reduction import tree_sum
+from tripletml.linalg.topk import TopK
+from tripletml.metrics import _check_ks, _mean_ap, _recall
+from tripletml.search.index import build, load_index
 
 __all__ = ["ShardedCollection", "write_npz_shards", "read_npz_shards", "load_npz_shard",
            "embed", "search", "evaluate_retrieval", "build_indexes", "search_indexes"]
@@ -94,7 +101,6 @@ def write_npz_shards(directory, X, y=None, *, rows_per_shard: int,
     if y is not None and len(y) != n:
         raise ValueError(f"write_npz_shards: {len(y)} labels for {n} rows")
     if shuffle:
-        from tripletml.core.validation import as_generator
         order = as_generator(random_state, "write_npz_shards").permutation(n)
         X = X[order]
         y = None if y is None else np.asarray(y)[order]
@@ -134,7 +140,6 @@ def _shard_headers(zf: zipfile.ZipFile, file_size: int, path, who: str) -> dict:
     (members up to ``SMALL_MEMBER_BYTES`` excepted), and the header's shape
     times the item size plus the header fills the member exactly -- so a
     header cannot declare rows the shard does not hold."""
-    from tripletml import persistence as _p
 
     headers = {}
     for info in zf.infolist():
@@ -234,7 +239,6 @@ def _shard_layout(zf, headers: dict, path, who: str) -> tuple[str, int]:
 
 def _open_shard(path, who: str):
     """The open file and ZipFile of a shard (regular files only)."""
-    from tripletml.core.files import open_regular
 
     fh = open_regular(path, who)
     try:
@@ -393,7 +397,6 @@ class ShardedCollection:
         """``learner.fit(self)``: :func:`tripletml.distributed.partitioned.fit_partitioned`
         (imported here, so that the learners' base module does not import the
         training driver)."""
-        from tripletml.distributed.partitioned import fit_partitioned
         return fit_partitioned(learner, self)
 
     @property
@@ -571,7 +574,6 @@ def _check_model(model, func: str) -> None:
         if not hasattr(model, name):
             raise TypeError(f"{func}: model must be a fitted tripletml triplet learner (with "
                             f"{name}), got {type(model).__name__}")
-    from sklearn.utils.validation import check_is_fitted
     check_is_fitted(model)
 
 
@@ -810,7 +812,6 @@ def evaluate_retrieval(model, collection: ShardedCollection, X_query, y_query, *
         (``"map"``, ``"precision_at_<k>"``, ``"recall_at_<k>"``).
     """
     dask, _ = require_dask("tripletml.distributed.sharded.evaluate_retrieval")
-    from tripletml.metrics import _check_ks, _mean_ap, _recall
     func = "evaluate_retrieval"
     _check_model(model, func)
     y_query = np.asarray(y_query)
@@ -862,7 +863,6 @@ def evaluate_retrieval(model, collection: ShardedCollection, X_query, y_query, *
 # per-partition indexes
 # ---------------------------------------------------------------------------
 def _build_one(model, part, label, path, kwargs):
-    from tripletml.search.index import build
     X, _ = _materialize(part, label)
     index = build(model, X, **kwargs)
     index.save(path)
@@ -888,7 +888,6 @@ def build_indexes(model, collection: ShardedCollection, directory, **index_param
 
 
 def _search_one(path, Q, k, offset):
-    from tripletml.search.index import load_index
     index = load_index(path)
     kk = min(k, index.ntotal)
     ids = np.full((Q.shape[0], k), -1, dtype=np.int64)

@@ -33,8 +33,9 @@ from tripletml.core.preprocessing import (MAX_DENSIFY_FEATURES, MIN_NETWORK_FEAT
                              network_decision, network_summary, normalize_rows,
                              resolve_preprocessing, whitener_from_cov)
 from tripletml.distributed.reduction import tree_sum
+from tripletml.distributed.strategy import PartitionedStrategy
 
-__all__ = ["fit_preprocessor", "distributed_median", "merge_moments", "fit"]
+__all__ = ["fit_preprocessor", "distributed_median", "merge_moments", "fit", "STRATEGY"]
 
 #: rows per dense block of a partition (bounded temporaries)
 _BLOCK_ELEMENTS = ck.BLOCK_ELEMENTS
@@ -456,3 +457,7 @@ def fit(learner, plan) -> None:
     else:
         raise TypeError(f"{type(learner).__name__}: no exact-statistics fit "
                         "(_fit_statistics)")
+
+
+#: the closed-form learners' strategy (KISSME, RCA, the baselines)
+STRATEGY = PartitionedStrategy("statistics", fit)

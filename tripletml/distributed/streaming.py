@@ -63,7 +63,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tripletml.core.files import is_regular_file, read_json
+from tripletml.core.model_writer import temp_file_pattern
 from tripletml.core.validation import check_triplets
+from tripletml.distributed.sharded import ShardedCollection, _materialize
+from tripletml.persistence import load_model
+from tripletml.triplets import random_class_triplets
 
 __all__ = ["fit_stream", "StreamState"]
 
@@ -79,8 +84,6 @@ class StreamState(dict):
 
 
 def _shard_triplets(shard, s: int, n_per_shard, random_state: int) -> tuple[Any, np.ndarray]:
-    from tripletml.distributed.sharded import _materialize
-    from tripletml.triplets import random_class_triplets
     X, y = _materialize(shard)
     T = None
     if isinstance(shard, tuple) and len(shard) == 3:
@@ -107,7 +110,6 @@ _STATE_MAX_BYTES = 1 << 20
 
 def _is_regular(path: Path) -> bool:
     """A regular file, not a symbolic link (lstat)."""
-    from tripletml.core.files import is_regular_file
     return is_regular_file(path)
 
 
@@ -117,8 +119,6 @@ def _clean_stale(ckpt: Path, keep: str | None, models: bool = True) -> None:
     than ``keep`` (the one ``state.json`` records; None: no state records
     any).  Only regular files whose names match the library's own patterns
     exactly."""
-    from tripletml.core.model_writer import temp_file_pattern
-
     model_tmp = temp_file_pattern(_MODEL_RE.pattern[:-2])
     for entry in os.scandir(ckpt):
         name = entry.name
@@ -135,8 +135,6 @@ def _clean_stale(ckpt: Path, keep: str | None, models: bool = True) -> None:
 def _read_state(sfile: Path, func: str) -> dict:
     """``state.json``, checked: a regular file of bounded size holding a
     stream checkpoint's fields with the right types."""
-    from tripletml.core.files import read_json
-
     data = read_json(sfile, func, _STATE_MAX_BYTES, "a tripletml stream checkpoint state")
     if not isinstance(data, dict) or data.get("format") != _FORMAT \
             or data.get("format_version") != _VERSION or not isinstance(data.get("state"), dict):
@@ -224,9 +222,6 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
     learner
         The trained model (the loaded one when the run resumed).
     """
-    from tripletml.persistence import load_model
-    from tripletml.distributed.sharded import ShardedCollection
-
     func = "fit_stream"
     if not callable(getattr(learner, "partial_fit", None)):
         raise TypeError(f"{func}: {type(learner).__name__} has no partial_fit")
@@ -235,25 +230,10 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
     n_triplets_per_shard = _check_int(n_triplets_per_shard, "n_triplets_per_shard",
                                       allow_none=True)
     random_state = _check_int(random_state, "random_state", low=0)
-    if isinstance(shards, ShardedCollection):
-        parts = [(p if lab is None else (p, lab)) for p, lab in
-                 zip(shards.parts, shards.labels or [None] * shards.n_partitions)]
-    else:
-        parts = list(shards)
-    if not parts:
-        raise ValueError(f"{func}: no shard")
-    n_shards = len(parts)
+    parts = _shard_list(shards)
     if checkpoint_dir is not None:
-        checkpoint_every = 10 * batch_size if checkpoint_every is None else _check_int(
-            checkpoint_every, "checkpoint_every")
-        if checkpoint_every % batch_size:
-            raise ValueError(f"{func}: checkpoint_every={checkpoint_every} must be a multiple "
-                             f"of batch_size={batch_size}")
-        if getattr(learner, "output", None) == "random":
-            raise ValueError(f"{func}: {type(learner).__name__}(output='random') cannot be "
-                             "checkpointed exactly (its random generator is not saved with "
-                             "the model); use output='average' or 'last'")
-    settings = {"n_shards": n_shards, "n_triplets_per_shard": n_triplets_per_shard,
+        checkpoint_every = _check_checkpointing(learner, batch_size, checkpoint_every)
+    settings = {"n_shards": len(parts), "n_triplets_per_shard": n_triplets_per_shard,
                 "max_iter": max_iter, "batch_size": batch_size,
                 "checkpoint_every": checkpoint_every, "random_state": random_state,
                 "learner": type(learner).__name__}
@@ -261,43 +241,102 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
     model = learner
     ckpt = None if checkpoint_dir is None else Path(checkpoint_dir)
     if ckpt is not None:
-        ckpt.mkdir(parents=True, exist_ok=True)
-        sfile = ckpt / "state.json"
-        if not ckpt.is_dir():
-            raise ValueError(f"{func}: checkpoint_dir {ckpt} is not a directory")
-        if resume and (sfile.exists() or sfile.is_symlink()):
-            data = _read_state(sfile, func)
-            if data.get("settings") != settings:
-                raise ValueError(f"{func}: the checkpoint in {ckpt} was written with other "
-                                 f"stream settings ({data.get('settings')} != {settings}); "
-                                 "use another checkpoint_dir or resume=False")
-            state = StreamState(data["state"])
-            st_ = data["state"]
-            if st_["epoch"] > max_iter or st_["shard_pos"] > n_shards:
-                raise ValueError(f"{func}: {sfile}: position epoch={st_['epoch']}, shard_pos="
-                                 f"{st_['shard_pos']} lies outside the stream ({max_iter} "
-                                 f"passes over {n_shards} shards)")
-            _clean_stale(ckpt, state["model"])
-            if state["model"] is not None:
-                mfile = ckpt / state["model"]
-                if not _is_regular(mfile):
-                    raise ValueError(f"{func}: the checkpoint model {mfile} is missing or not "
-                                     "a regular file (a symbolic link or special file is "
-                                     "refused)")
-                model = load_model(mfile)
-                if type(model).__name__ != settings["learner"]:
-                    raise ValueError(f"{func}: the checkpoint model {mfile} is a "
-                                     f"{type(model).__name__}, the stream trains a "
-                                     f"{settings['learner']}; the checkpoint was tampered with")
-            if state["done"]:
-                return model
-        else:
-            # a fresh run: models without a state.json were never recorded;
-            # resume=False keeps the recorded one until its first checkpoint
-            _clean_stale(ckpt, None, models=not (sfile.exists() or sfile.is_symlink()))
-    takes_ids = "triplet_ids" in inspect.signature(type(model).partial_fit).parameters
+        state, model = _open_checkpoint(ckpt, settings, resume, state, model)
+        if state["done"]:
+            return model
+    stream = _Stream(model, parts, settings, state, ckpt, callback)
+    stream.run()
+    return stream.model
 
-    def checkpoint():
+
+def _shard_list(shards) -> list:
+    """The shards as a list: a collection's partitions (with their labels)
+    or the items of a sequence."""
+    if isinstance(shards, ShardedCollection):
+        parts = [(p if lab is None else (p, lab)) for p, lab in
+                 zip(shards.parts, shards.labels or [None] * shards.n_partitions)]
+    else:
+        parts = list(shards)
+    if not parts:
+        raise ValueError("fit_stream: no shard")
+    return parts
+
+
+def _check_checkpointing(learner, batch_size: int, checkpoint_every) -> int:
+    """``checkpoint_every`` (default ``10 * batch_size``), a multiple of
+    ``batch_size``; a learner whose state ``save`` does not keep is
+    refused."""
+    func = "fit_stream"
+    checkpoint_every = 10 * batch_size if checkpoint_every is None else _check_int(
+        checkpoint_every, "checkpoint_every")
+    if checkpoint_every % batch_size:
+        raise ValueError(f"{func}: checkpoint_every={checkpoint_every} must be a multiple "
+                         f"of batch_size={batch_size}")
+    if getattr(learner, "output", None) == "random":
+        raise ValueError(f"{func}: {type(learner).__name__}(output='random') cannot be "
+                         "checkpointed exactly (its random generator is not saved with "
+                         "the model); use output='average' or 'last'")
+    return checkpoint_every
+
+
+def _open_checkpoint(ckpt: Path, settings: dict, resume: bool, state: StreamState, model):
+    """Create the checkpoint directory and, with ``resume`` and a
+    ``state.json`` there, the recorded position and model (every file
+    checked); ``(state, model)``.  Leftovers of killed checkpoints are
+    removed."""
+    func = "fit_stream"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    sfile = ckpt / "state.json"
+    if not ckpt.is_dir():
+        raise ValueError(f"{func}: checkpoint_dir {ckpt} is not a directory")
+    if not (resume and (sfile.exists() or sfile.is_symlink())):
+        # a fresh run: models without a state.json were never recorded;
+        # resume=False keeps the recorded one until its first checkpoint
+        _clean_stale(ckpt, None, models=not (sfile.exists() or sfile.is_symlink()))
+        return state, model
+    data = _read_state(sfile, func)
+    if data.get("settings") != settings:
+        raise ValueError(f"{func}: the checkpoint in {ckpt} was written with other "
+                         f"stream settings ({data.get('settings')} != {settings}); "
+                         "use another checkpoint_dir or resume=False")
+    state = StreamState(data["state"])
+    st_ = data["state"]
+    max_iter, n_shards = settings["max_iter"], settings["n_shards"]
+    if st_["epoch"] > max_iter or st_["shard_pos"] > n_shards:
+        raise ValueError(f"{func}: {sfile}: position epoch={st_['epoch']}, shard_pos="
+                         f"{st_['shard_pos']} lies outside the stream ({max_iter} "
+                         f"passes over {n_shards} shards)")
+    _clean_stale(ckpt, state["model"])
+    if state["model"] is not None:
+        mfile = ckpt / state["model"]
+        if not _is_regular(mfile):
+            raise ValueError(f"{func}: the checkpoint model {mfile} is missing or not "
+                             "a regular file (a symbolic link or special file is "
+                             "refused)")
+        model = load_model(mfile)
+        if type(model).__name__ != settings["learner"]:
+            raise ValueError(f"{func}: the checkpoint model {mfile} is a "
+                             f"{type(model).__name__}, the stream trains a "
+                             f"{settings['learner']}; the checkpoint was tampered with")
+    return state, model
+
+
+class _Stream:
+    """The passes over the shards from ``state``'s position: ``partial_fit``
+    on consecutive chunks of ``batch_size`` triplets, a checkpoint every
+    ``checkpoint_every`` steps (LORETA: at its pseudo-inverse checks) and
+    at the end."""
+
+    def __init__(self, model, parts: list, settings: dict, state: StreamState,
+                 ckpt: Path | None, callback):
+        self.model, self.parts, self.settings = model, parts, settings
+        self.state, self.ckpt, self.callback = state, ckpt, callback
+        self.takes_ids = "triplet_ids" in inspect.signature(type(model).partial_fit).parameters
+        self.check = getattr(model, "pinv_check_every", None)   # LORETA: at its checks
+        self.since = 0
+
+    def checkpoint(self) -> None:
+        ckpt, state, model = self.ckpt, self.state, self.model
         if ckpt is None:
             return
         name = f"model-{state['steps']:012d}.npz"
@@ -305,40 +344,46 @@ def fit_stream(learner, shards: Sequence | Any, *, n_triplets_per_shard: int | N
         model.save(ckpt / name)
         state["model"] = name
         _write_json(ckpt / "state.json", {"format": _FORMAT, "format_version": _VERSION,
-                                          "settings": settings, "state": dict(state)})
+                                          "settings": self.settings, "state": dict(state)})
         if old and old != name and (ckpt / old).exists():
             os.unlink(ckpt / old)
-        if callback is not None:
-            callback(model, state)
+        if self.callback is not None:
+            self.callback(model, state)
 
-    check = getattr(model, "pinv_check_every", None)   # LORETA: checkpoint at its checks
-    since = 0
-    for epoch in range(state["epoch"], max_iter):
-        order = np.random.default_rng([random_state, epoch]).permutation(n_shards)
-        for pos in range(state["shard_pos"] if epoch == state["epoch"] else 0, n_shards):
-            s = int(order[pos])
-            X, T = _shard_triplets(parts[s], s, n_triplets_per_shard, random_state)
-            if T.size:     # a shard without triplets is skipped, as before
-                T = check_triplets(T, X.shape[0], f"{func} ({settings['learner']}, shard {s})",
-                                   allow_degenerate=False)
-            perm = np.random.default_rng([random_state, epoch, s]).permutation(T.shape[0])
-            start = state["offset"] if (epoch, pos) == (state["epoch"], state["shard_pos"]) \
-                else 0
-            for b0 in range(start, T.shape[0], batch_size):
-                sel = perm[b0:b0 + batch_size]
-                if takes_ids:
-                    model.partial_fit(X, T[sel], triplet_ids=s * _ID_STRIDE + sel)
-                else:
-                    model.partial_fit(X, T[sel])
-                state.update(epoch=epoch, shard_pos=pos, offset=b0 + sel.shape[0],
-                             steps=state["steps"] + sel.shape[0])
-                since += sel.shape[0]
-                if checkpoint_every is not None and since >= checkpoint_every and (
-                        check is None or model.t_ % int(check) == 0):
-                    checkpoint()
-                    since = 0
-            state.update(epoch=epoch, shard_pos=pos + 1, offset=0)
-        state.update(epoch=epoch + 1, shard_pos=0, offset=0)
-    state["done"] = True
-    checkpoint()
-    return model
+    def run(self) -> None:
+        state, cfg = self.state, self.settings
+        n_shards, random_state = cfg["n_shards"], cfg["random_state"]
+        for epoch in range(state["epoch"], cfg["max_iter"]):
+            order = np.random.default_rng([random_state, epoch]).permutation(n_shards)
+            for pos in range(state["shard_pos"] if epoch == state["epoch"] else 0, n_shards):
+                self.shard(epoch, pos, int(order[pos]))
+                state.update(epoch=epoch, shard_pos=pos + 1, offset=0)
+            state.update(epoch=epoch + 1, shard_pos=0, offset=0)
+        state["done"] = True
+        self.checkpoint()
+
+    def shard(self, epoch: int, pos: int, s: int) -> None:
+        """Shard ``s`` (at ``pos`` in pass ``epoch``'s order) from the
+        recorded offset when the run resumes there."""
+        state, cfg, model = self.state, self.settings, self.model
+        random_state, batch_size = cfg["random_state"], cfg["batch_size"]
+        X, T = _shard_triplets(self.parts[s], s, cfg["n_triplets_per_shard"], random_state)
+        if T.size:     # a shard without triplets is skipped, as before
+            T = check_triplets(T, X.shape[0], f"fit_stream ({cfg['learner']}, shard {s})",
+                               allow_degenerate=False)
+        perm = np.random.default_rng([random_state, epoch, s]).permutation(T.shape[0])
+        start = state["offset"] if (epoch, pos) == (state["epoch"], state["shard_pos"]) else 0
+        every = cfg["checkpoint_every"]
+        for b0 in range(start, T.shape[0], batch_size):
+            sel = perm[b0:b0 + batch_size]
+            if self.takes_ids:
+                model.partial_fit(X, T[sel], triplet_ids=s * _ID_STRIDE + sel)
+            else:
+                model.partial_fit(X, T[sel])
+            state.update(epoch=epoch, shard_pos=pos, offset=b0 + sel.shape[0],
+                         steps=state["steps"] + sel.shape[0])
+            self.since += sel.shape[0]
+            if every is not None and self.since >= every and (
+                    self.check is None or model.t_ % int(self.check) == 0):
+                self.checkpoint()
+                self.since = 0

@@ -37,13 +37,13 @@ from tripletml.linalg.pd_updates import (PD_COND_LIMIT, RowColumnConditioning, c
                          schur_coefficients, schur_step_bound)
 from tripletml.linalg.pinv import (balanced_factors, pinv_drift, pinv_full_column_rank, pinv_update_apply,
                    pinv_update_prepare, rank_one_update_with_pinv)
-from tripletml.linalg.sparse_rows import (as_csr, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
+from tripletml.linalg.sparse_rows import (as_csr, bilinear_margins, csr_row_diff, diff_buffers, rowwise_dot, sparse_bilinear,
                           sparse_rank_one_update, triplet_rows)
 from tripletml.linalg.topk import TopK, topk
 
 __all__ = [
     "FAST", "GRAM_COL_RTOL", "GRAM_COND_RTOL",
-    "as_csr", "csr_row_diff", "triplet_rows", "sparse_bilinear", "sparse_rank_one_update",
+    "as_csr", "bilinear_margins", "csr_row_diff", "triplet_rows", "sparse_bilinear", "sparse_rank_one_update",
     "diff_buffers", "rowwise_dot",
     "pinv_full_column_rank", "pinv_drift", "balanced_factors", "rank_one_update_with_pinv",
     "pinv_update_prepare", "pinv_update_apply",

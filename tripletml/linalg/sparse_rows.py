@@ -119,6 +119,17 @@ def sparse_rank_one_update(W, scale, a_idx, a_val, b_idx, b_val):
             W[r, b_idx[u]] += c * b_val[u]
 
 
+@njit(cache=True, nogil=True)
+def bilinear_margins(W, indptr, indices, data, triplets, out, vidx, vval):
+    """Margins ``q^T W (p+ - p-)`` of the given triplets at a dense W (no
+    update), written to ``out``: the margin every bilinear step computes
+    before its update (OASIS's eq. 6 step, the evaluation of a parameter
+    mix in :mod:`tripletml.distributed.mixing`)."""
+    for t in range(triplets.shape[0]):
+        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
+        out[t] = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
+
+
 def diff_buffers(Xc) -> tuple[np.ndarray, np.ndarray]:
     """Work buffers for :func:`csr_row_diff` on rows of ``Xc``."""
     nnz = np.diff(Xc.indptr)

@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 from tripletml.linalg import rowwise_dot
 from tripletml.core.base import BilinearMixin, MahalanobisMixin, TripletLearner
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
+from tripletml.distributed import statistics
 
 __all__ = ["Euclidean", "DotProduct"]
 
@@ -57,7 +58,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
     """
 
     _needs_triplets = False
-    _partitioned_strategy = "statistics"    # the preprocessing is the model
+    _partitioned_strategy = statistics.STRATEGY    # the preprocessing is the model
     _feature_unit = False       # no scale-dependent parameter: raw distances
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
     _parameter_constraints = {
@@ -118,7 +119,7 @@ class DotProduct(BilinearMixin, TripletLearner):
     """
 
     _needs_triplets = False
-    _partitioned_strategy = "statistics"    # the preprocessing is the model
+    _partitioned_strategy = statistics.STRATEGY    # the preprocessing is the model
     _feature_unit = False       # no scale-dependent parameter: raw inner products
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
     _parameter_constraints = {

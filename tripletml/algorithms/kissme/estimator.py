@@ -9,6 +9,8 @@ clipping of Section 3).  The statistics and the closed form live in
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import time
 import warnings
 from numbers import Integral, Real
@@ -28,6 +30,8 @@ from tripletml.linalg.span import (lift_psd_factor, lift_square, reduce_rows, sp
                            span_route_applies)
 from tripletml.algorithms.kissme.kernels import (_scatter_from_labels, _scatter_from_triplets, kissme_matrix,
                               kissme_matrix_span, scatter_from_pairs)
+from tripletml.algorithms.kissme import distributed
+from tripletml.distributed import class_stats, statistics
 
 __all__ = ["KISSME"]
 
@@ -169,7 +173,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
     _accepts_pairs = True
     #: ``fit(ShardedCollection)``: exact, from per-partition class statistics
     #: (:meth:`_fit_statistics`)
-    _partitioned_strategy = "statistics"
+    _partitioned_strategy = statistics.STRATEGY
 
     def _sampler(self):
         """Labels with ``n_triplets=None`` and ``sampling="class"``: the
@@ -237,7 +241,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         """Strategy ``"statistics"`` of ``fit(ShardedCollection)``: the same
         ``Sigma_S`` and ``Sigma_D`` as the in-memory fit on the concatenated
         rows, to rounding, from per-partition statistics reduced in the
-        backend's tree (:mod:`tripletml.distributed.class_stats`).
+        backend's tree (:mod:`tripletml.distributed.class_stats`,
+        :mod:`tripletml.algorithms.kissme.distributed`).
 
         From labels: per global class, the size, mean and scatter about the
         mean of each partition's rows, merged pairwise (Chan, Golub &
@@ -250,9 +255,6 @@ class KISSME(MahalanobisMixin, TripletLearner):
         p+)^T`` and ``(q - p-)(q - p-)^T`` over their triplets, divided by
         the total count.
         """
-        from dataclasses import replace
-
-        from tripletml.distributed import class_stats
         t0 = time.perf_counter()
         on_raw = self._on_raw()
         sup = plan.supervision                           # raw rows (_fit_preprocessed)
@@ -262,7 +264,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         self._check_square_memory(d)
         if isinstance(sup.sampler, AllLabels):
             k = int(len(sup.codes["keys"]))
-            S, D, passes = class_stats.kissme_label_scatters(plan, rows_sup, k, d)
+            S, D, passes = distributed.kissme_label_scatters(plan, rows_sup, k, d)
             plan.info["report"] = {"passes": passes, "classes": k}
         else:
             be = plan.backend

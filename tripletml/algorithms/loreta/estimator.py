@@ -47,8 +47,10 @@ from tripletml.losses import triplet_hinge_array
 from tripletml.algorithms.loreta.kernels import loreta1_triplet_steps, loreta_general_step
 from tripletml.core.pinv_owner import PinvFactorsOwner
 from tripletml.core.online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
-from tripletml.algorithms.factored.estimator import DEFAULT_RANK, RANK_CAP, LOWRANK_PARAMS, PINV_PARAMS, FactoredBilinearMixin
+from tripletml.core.factored import (DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, RANK_CAP,
+                                     FactoredBilinearMixin)
 from tripletml.core.docstrings import document_transform
+from tripletml.distributed import mixing
 
 __all__ = ["LORETA"]
 
@@ -103,7 +105,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     init : {"pca", "identity", "random"}, default="pca"
         "pca": ``A = B = U_k``, the top-k principal directions of the
         preprocessed training rows (eigenvectors of ``X^T X``, one pass over
-        the rows; see :func:`tripletml.algorithms.factored.estimator.data_spectrum`), so
+        the rows; see :func:`tripletml.core.factored.data_spectrum`), so
         that ``W = U_k U_k^T`` and ``X W X^T`` is the best rank-k
         approximation of the dot products ``X X^T`` (Eckart-Young): the
         starting similarity is the plain dot product as far as rank k
@@ -116,7 +118,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         d features (on five Gaussian classes, 200 features, rank 8: mAP
         .40 against the dot product's .62; from "pca" .94).  "random":
         random normal factors (see
-        :func:`tripletml.algorithms.factored.estimator.init_factors`).
+        :func:`tripletml.core.factored.init_factors`).
     pinv_check_every : int, default=1000
         Steps between drift checks of the maintained pseudo-inverses.
     pinv_tol : float, default=1e-8
@@ -174,7 +176,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     _advice = "lower the step size (eta0) or the rank, or scale the features down"
     #: fit(ShardedCollection): iterative parameter mixing with a rank-k
     #: re-truncation of the mix (:mod:`tripletml.distributed.mixing`)
-    _partitioned_strategy = "mixing"
+    _partitioned_strategy = mixing.STRATEGY
     #: eta0="auto": eta_ = 1 / (median ||q||^2 median ||v||^2) over the first 1000
     #: triplets (the unfactored PA step for a unit loss); measured (3 seeds,
     #: standardised): at k = d, c=0.01 already diverged on vowel after 30,000 steps; at

@@ -34,6 +34,7 @@ from tripletml.algorithms.lowrank_dml.kernels import (AUTO_LEARNING_RATE, DEFAUL
                                    Iterations, Minibatches, TripletDMLProblem, step_size)
 from tripletml.engine import DivergenceWatch, History, apply_result, run
 from tripletml.core.docstrings import document_transform
+from tripletml.algorithms.lowrank_dml import distributed
 
 __all__ = ["LowRankDML"]
 
@@ -168,7 +169,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     #: ``fit(ShardedCollection)``: minibatch gradients summed over the
     #: partitions, the solver step on the driver
     #: (:mod:`tripletml.distributed.gradient_sums`)
-    _partitioned_strategy = "gradients"
+    _partitioned_strategy = distributed.STRATEGY
 
     def __init__(self, alpha=0.1, *, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
                  max_iter=500, tol="auto", constraint="frobenius", tau=1.0, n_triplets=10000,

@@ -53,7 +53,7 @@ from tripletml.core.online import (ETA0_AUTO, AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HE
                       upgrade_watch)
 from tripletml.engine import History, apply_result, run
 from tripletml.engine.online import OnlinePasses
-from tripletml.algorithms.factored.estimator import LOWRANK_PARAMS, PINV_PARAMS, init_factors
+from tripletml.core.factored import LOWRANK_PARAMS, PINV_PARAMS, init_factors
 
 __all__ = ["LORETAMultilabel", "IterativePAMultilabel", "MatrixPerceptron",
            "auto_step_size_multilabel"]

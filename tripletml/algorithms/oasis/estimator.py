@@ -24,6 +24,7 @@ from tripletml.losses import triplet_hinge_array
 from tripletml.algorithms.oasis.kernels import gram_route_pays, oasis_gram_steps, oasis_margins, oasis_steps
 from tripletml.core.online import WATCH_HEAD, OnlineTripletLearner
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
+from tripletml.distributed import mixing
 
 __all__ = ["OASIS"]
 
@@ -129,7 +130,9 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     _fitted_arrays = {"W_": ArraySpec(("d", "d"))}
     _advice = "lower C or scale the features down"
     #: fit(ShardedCollection): iterative parameter mixing (:mod:`tripletml.distributed.mixing`)
-    _partitioned_strategy = "mixing"
+    _partitioned_strategy = mixing.STRATEGY
+    #: the model parameter mixing averages (:func:`tripletml.distributed.mixing.model_kind`)
+    _model_kind = "dense"
     #: None: the Gram route where it is cheaper (``gram_route_pays``); tests
     #: force True / False to compare the two
     _gram_route = None

@@ -3,7 +3,8 @@ passive-aggressive steps of Algorithm 1 on ``W`` over CSR rows.
 
 :func:`oasis_steps` makes one PA-I step per triplet (eq. 6: ``tau = min(C,
 l / ||q v^T||_F^2)``, ``v = p+ - p-``, ``W += tau q v^T``) and records each
-loss and margin before its update; :func:`oasis_margins` evaluates margins
+loss and margin before its update; :func:`oasis_margins`
+(:func:`tripletml.linalg.sparse_rows.bilinear_margins`) evaluates margins
 without updating.
 
 :func:`oasis_gram_steps` makes the same steps in the Gram space of the rows a
@@ -24,6 +25,7 @@ from numba import njit
 
 from tripletml.linalg.sparse_rows import (csr_row_diff, sparse_bilinear, sparse_rank_one_update,
                                   triplet_rows)
+from tripletml.linalg.sparse_rows import bilinear_margins as oasis_margins
 from tripletml.losses import triplet_hinge
 
 __all__ = ["oasis_steps", "oasis_margins", "oasis_gram_steps", "gram_route_pays", "pa_step"]
@@ -53,15 +55,6 @@ def oasis_steps(W, indptr, indices, data, triplets, C, losses, margins, vidx, vv
         if tau > 0.0:
             sparse_rank_one_update(W, tau, q_idx, q_val, v_idx, v_val)
     return -1
-
-
-@njit(cache=True, nogil=True)
-def oasis_margins(W, indptr, indices, data, triplets, out, vidx, vval):
-    """Margins ``q^T W (p+ - p-)`` of the given triplets at W (no update),
-    computed as in :func:`oasis_steps`."""
-    for t in range(triplets.shape[0]):
-        q_idx, q_val, v_idx, v_val = triplet_rows(indptr, indices, data, triplets, t, vidx, vval)
-        out[t] = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
 
 
 @njit(cache=True, nogil=True)

@@ -23,6 +23,7 @@ from tripletml.core.preprocessing import document_preprocessing
 from tripletml.pairs import PairConstraints
 from tripletml.triplets import AllLabels, ClassCodes
 from tripletml.core.docstrings import document_transform
+from tripletml.distributed import statistics
 
 __all__ = ["RCA"]
 
@@ -319,7 +320,7 @@ class RCA(MahalanobisMixin, TripletLearner):
 
     #: ``fit(ShardedCollection)``: exact, from per-partition class statistics
     #: (:meth:`_fit_statistics`)
-    _partitioned_strategy = "statistics"
+    _partitioned_strategy = statistics.STRATEGY
 
     #: d x d arrays a fit holds at once (covariances, their inverses, the
     #: model), checked before training (:meth:`_check_square_memory`)

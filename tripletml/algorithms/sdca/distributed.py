@@ -88,18 +88,23 @@ learners.
 """
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 from numba import njit
 
+from tripletml.algorithms.sdca.kernels import SDCASolver, relative_gap
 from tripletml.core.validation import check_dense_memory
-from tripletml.linalg.sparse_rows import (as_csr, diff_buffers, sparse_bilinear, sparse_rank_one_update,
-                                  triplet_rows)
-from tripletml.losses import triplet_hinge
+from tripletml.distributed.reduction import FAN_IN, tree_sum
+from tripletml.distributed.strategy import PartitionedStrategy
 from tripletml.engine.driver import TrainingResult, apply_result
-from tripletml.distributed.partitioned import FAN_IN
-from tripletml.distributed.reduction import tree_sum
+from tripletml.engine.progress import progress_bar
+from tripletml.linalg.sparse_rows import (as_csr, diff_buffers, sparse_bilinear,
+                                          sparse_rank_one_update, triplet_rows)
+from tripletml.losses import triplet_hinge
 
-__all__ = ["fit", "local_pass", "check_update_memory"]
+__all__ = ["fit", "local_pass", "check_update_memory", "STRATEGY"]
 
 #: per-round statistics returned by a task (summed over partitions)
 _LOSS, _SQ, _MISTAKES, _COUNT, _BAD, _P_SQ, _D_CONJ = range(7)
@@ -339,10 +344,6 @@ def _objectives(sq: float, conj: float, M: np.ndarray, lam: float, n: int):
     return P, D, P - D
 
 
-#: fit_partitioned(checkpoint_dir=) is honoured: each round's state is saved
-CHECKPOINTS = True
-
-
 def _restore(plan, owner, K, d, average, hist):
     """The state of a checkpointed round: ``(round, states, M, Msum,
     n_window, cum, Mrand, hist)``, checked against this run."""
@@ -379,6 +380,222 @@ def _restore(plan, owner, K, d, average, hist):
             arr("cum", (3,)), Mrand, h)
 
 
+class _CoCoARounds:
+    """The driver's state of a CoCoA+ run: the model ``M``, the averaging
+    window (``Msum``, ``n_window``; ``Mrand`` for ``output="random"``), the
+    partitions' dual variables (``states``), the history and the running
+    sums; :meth:`round` runs one round, :meth:`final_objectives` the
+    evaluation after the last, :meth:`store` sets the learner's fitted
+    attributes."""
+
+    KEYS = ("step", "seconds", "loss", "avg_loss", "mistake_rate", "avg_sq_loss", "primal",
+            "dual", "gap", "rel_gap")
+
+    def __init__(self, learner, plan):
+        self.learner, self.plan = learner, plan
+        self.owner = owner = type(learner).__name__
+        self.be, self.sup = be, sup = plan.backend, plan.supervision
+        self.lam = float(learner.alpha)
+        self.max_iter = int(learner.max_iter)
+        self.tol = learner.tol
+        self.output = learner.output
+        self.d = d = int(learner.preprocessor_.n_features_out_)
+        self.K = K = plan.n_partitions
+        n = int(plan.n_triplets_total)
+        if n <= 0:
+            n = be.gather(be.reduce(tree_sum, be.map(_count_task, sup)))
+            if n <= 0:
+                raise ValueError(f"{owner}: the collection's partitions hold no triplet")
+        self.n = n
+        shares = sup.n_triplets
+        # sigma' = gamma K over the partitions that can hold a triplet (an empty
+        # partition's update is zero; eq. 11's bound holds with the others)
+        K_active = K if shares is None else max(1, sum(1 for s in shares if s > 0))
+        self.sigma = float(K_active)
+        check_update_memory(learner, d, K, be.name)
+        self.R0 = int(math.floor(float(learner.average_start) * self.max_iter))
+        self.average = self.output == "average"
+        self.lam_n = self.lam * n
+        self.M = np.zeros((d, d))
+        self.Msum = np.zeros((d, d)) if self.average else None
+        self.n_window = 0
+        self.rng = plan.rng
+        self.Mrand = None
+        self.hist: dict[str, list] = {k: [] for k in self.KEYS}
+        self.cum = np.zeros(3)               # running sums: hinge, mistakes, squared hinge
+        self.states: list = [None] * K
+        self.reason, self.n_iter, self.criterion = "max_iter", 0, None
+        self.first = 1
+        self.t_start = time.perf_counter()
+
+    def restore(self) -> None:
+        """Continue from the checkpoint of a crashed driver (checked: the
+        model against its dual variables, the generator's state)."""
+        plan = self.plan
+        (self.first, self.states, self.M, self.Msum, self.n_window, self.cum, self.Mrand,
+         self.hist) = _restore(plan, self.owner, self.K, self.d, self.average, self.hist)
+        _check_primal(plan, self.owner, self.states, self.M, self.Msum, self.lam_n)
+        self.first += 1
+        self.n_iter = self.first - 1
+        try:
+            self.rng.bit_generator.state = plan.resumed[2]["rng"]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{self.owner}: the checkpoint's generator state is malformed") \
+                from None
+
+    def diverged(self, r: int) -> FloatingPointError:
+        return FloatingPointError(f"{self.owner}: training diverged (non-finite margin or "
+                                  f"norm in CoCoA+ round {r}); scale the features down or "
+                                  "raise alpha.")
+
+    def complete(self, P, D, gap) -> float:
+        """Fill the last history record's objectives; its relative gap."""
+        hist = self.hist
+        rel = relative_gap(P, gap)
+        hist["primal"][-1], hist["dual"][-1] = float(P), float(D)
+        hist["gap"][-1], hist["rel_gap"][-1] = float(gap), float(rel)
+        return rel
+
+    def checkpoint(self, r: int, last: bool) -> None:
+        plan = self.plan
+        if plan.checkpoint is None or not plan.checkpoint.due(r, last):
+            return
+        pairs = self.be.gather(list(self.states))
+        arrays = {"M": self.M, "cum": self.cum,
+                  "alpha": np.concatenate([a for a, _ in pairs]),
+                  "sizes": np.array([a.shape[0] for a, _ in pairs], dtype=np.int64)}
+        if self.average:
+            arrays["Msum"] = self.Msum
+            arrays["alpha_sum"] = np.concatenate([b for _, b in pairs])
+        if self.Mrand is not None:
+            arrays["Mrand"] = self.Mrand[0]
+        plan.save_round(r, arrays, last=last, meta={
+            "n_window": self.n_window, "hist": self.hist, "rng": self.rng.bit_generator.state,
+            "rand_round": None if self.Mrand is None else self.Mrand[1]})
+
+    def round(self, r: int) -> bool:
+        """CoCoA+ round ``r`` (1-based): the local passes, the added updates,
+        the objectives of ``M^{r-1}``; True when ``M^{r-1}`` met ``tol``
+        (this round's updates are then discarded)."""
+        be, n = self.be, self.n
+        cfg = {"owner": self.owner, "round": r - 1, "sigma": self.sigma, "lam_n": self.lam_n,
+               "average": self.average, "accumulate": r > self.R0, "evaluate": r > 1}
+        Mb = be.broadcast(self.M)
+        res = be.map(_round_task, Mb, self.sup, cfg, states=self.states)
+        total = be.reduce(_add_updates, be.apply(_update_of, res))
+        dM, st = be.gather(total)
+        if r > 1:                            # the objectives of M^{r-1}
+            if st[_BAD]:
+                raise self.diverged(r)
+            rel = self.complete(*_objectives(st[_P_SQ], st[_D_CONJ], self.M, self.lam, n))
+            self.criterion = rel
+            if self.tol is not None and rel <= self.tol:
+                self.reason = "tol"
+                be.release([res, total])
+                return True
+        if st[_BAD]:
+            raise self.diverged(r)
+        if int(st[_COUNT]) != n:
+            raise ValueError(f"{self.owner}: the partitions hold {int(st[_COUNT])} triplets, "
+                             f"{n} were planned")
+        new_states = be.apply(_state_of, res)
+        be.release([res, total])
+        be.release(self.states if r > 1 else [])
+        self.states = new_states
+        self.M = self.M + dM
+        if not np.isfinite(self.M).all():
+            raise self.diverged(r)
+        self.n_iter = r
+        if r > self.R0:
+            self.n_window += 1
+            if self.average:
+                self.Msum += self.M
+            elif self.output == "random" and self.rng.random() * self.n_window < 1.0:
+                self.Mrand = (self.M.copy(), r)
+        self._record(r, st)
+        self.checkpoint(r, r == self.max_iter)
+        return False
+
+    def _record(self, r: int, st: np.ndarray) -> None:
+        """Round ``r``'s history record (its objectives filled by the next
+        round's tasks or :meth:`final_objectives`)."""
+        hist, cum, n = self.hist, self.cum, self.n
+        cum += (st[_LOSS], st[_MISTAKES], st[_SQ])
+        T = r * n
+        hist["step"].append(T)
+        hist["seconds"].append(time.perf_counter() - self.t_start)
+        hist["loss"].append(float(st[_LOSS] / n))
+        hist["avg_loss"].append(float(cum[0] / T))
+        hist["mistake_rate"].append(float(cum[1] / T))
+        hist["avg_sq_loss"].append(float(cum[2] / T))
+        for k in ("primal", "dual", "gap", "rel_gap"):
+            hist[k].append(None)
+
+    def final_objectives(self):
+        """The last kept iterate's objectives (unless known) and the
+        average's (one evaluation pass); ``(Mbar, its objectives)``, None
+        each without averaging."""
+        be, lam, n = self.be, self.lam, self.n
+        last_known = self.reason == "tol"
+        Mbar = self.Msum / self.n_window if (self.average and self.n_window > 0) else None
+        out_obj = None
+        if not last_known or Mbar is not None:
+            ev = be.gather(be.reduce(tree_sum, be.map(
+                _eval_task, be.broadcast(self.M),
+                None if Mbar is None else be.broadcast(Mbar),
+                self.sup, max(self.n_window, 1), self.owner, states=self.states)))
+            if ev[4]:
+                raise self.diverged(self.n_iter)
+            if not last_known:
+                self.criterion = self.complete(*_objectives(ev[0], ev[1], self.M, lam, n))
+                if self.tol is not None and self.criterion <= self.tol:
+                    self.reason = "tol"
+            if Mbar is not None:
+                out_obj = _objectives(ev[2], ev[3], Mbar, lam, n)
+        return Mbar, out_obj
+
+    def _output(self, Mbar, out_obj) -> tuple:
+        """``(W, the solver's average accumulator, the output's objectives)``
+        for the ``output`` rule."""
+        M, hist, d = self.M, self.hist, self.d
+        t, T0 = self.n_iter * self.n, self.R0 * self.n
+        last = (hist["primal"][-1], hist["dual"][-1], hist["gap"][-1])
+        if self.output == "average":
+            if Mbar is None:
+                return M.copy(), np.zeros((d, d)), last
+            return Mbar, t * M - (t - T0) * Mbar, out_obj
+        if self.output == "random":
+            if self.Mrand is None:
+                return M.copy(), M.copy(), last
+            i = self.Mrand[1] - 1
+            return (self.Mrand[0], self.Mrand[0].copy(),
+                    (hist["primal"][i], hist["dual"][i], hist["gap"][i]))
+        return M, None, last
+
+    def store(self, alphas: list, Mbar, out_obj) -> None:
+        """The in-memory SDCA's fitted attributes (its solver's state) and
+        ``plan.info["report"]``."""
+        learner, n, output, hist = self.learner, self.n, self.output, self.hist
+        alpha = np.ascontiguousarray(np.concatenate(alphas)) if alphas else np.zeros(0)
+        self.be.release(self.states)
+        W, avg, out_obj = self._output(Mbar, out_obj)
+        solver = SDCASolver.from_state(
+            M=self.M, alpha=alpha, dual_ids=np.arange(n, dtype=np.int64), next_id=n,
+            lam=self.lam, n_scale=n, t=self.n_iter * n, T0=self.R0 * n, output=output,
+            avg=avg if output == "average" else None,
+            rand=avg if output == "random" else None, owner=self.owner)
+        learner._solver = solver
+        learner._rng = self.rng
+        learner._store()
+        learner.W_ = W.copy() if W is self.M else W
+        self.plan.info["report"] = {
+            "rounds": self.n_iter, "sigma": self.sigma,
+            "gap": hist["gap"][-1] if hist["gap"] else None,
+            "rel_gap": hist["rel_gap"][-1] if hist["rel_gap"] else None,
+            "output_primal": float(out_obj[0]), "output_dual": float(out_obj[1]),
+            "output_gap": float(out_obj[2])}
+
+
 def fit(learner, plan) -> None:
     """Strategy ``"cocoa"``: CoCoA+ rounds of local SDCA (see module
     docstring) and the in-memory SDCA's fitted attributes.
@@ -388,193 +605,30 @@ def fit(learner, plan) -> None:
     learner : tripletml.SDCA
     plan : tripletml.distributed.partitioned.PartitionedFit
     """
-    import math
-    import time
-
-    from tripletml.engine.progress import progress_bar
-    from tripletml.algorithms.sdca.kernels import SDCASolver, relative_gap
-
-    owner = type(learner).__name__
-    be, sup = plan.backend, plan.supervision
-    lam = float(learner.alpha)
-    max_iter = int(learner.max_iter)
-    tol = learner.tol
-    output = learner.output
-    d = int(learner.preprocessor_.n_features_out_)
-    K = plan.n_partitions
-    n = int(plan.n_triplets_total)
-    if n <= 0:
-        n = be.gather(be.reduce(tree_sum, be.map(_count_task, sup)))
-        if n <= 0:
-            raise ValueError(f"{owner}: the collection's partitions hold no triplet")
-    shares = sup.n_triplets
-    # sigma' = gamma K over the partitions that can hold a triplet (an empty
-    # partition's update is zero; eq. 11's bound holds with the others)
-    K_active = K if shares is None else max(1, sum(1 for s in shares if s > 0))
-    sigma = float(K_active)
-    check_update_memory(learner, d, K, be.name)
-    R0 = int(math.floor(float(learner.average_start) * max_iter))
-    average = output == "average"
-    lam_n = lam * n
-    M = np.zeros((d, d))
-    Msum = np.zeros((d, d)) if average else None
-    n_window = 0
-    rng = plan.rng
-    Mrand = None
-    keys = ("step", "seconds", "loss", "avg_loss", "mistake_rate", "avg_sq_loss", "primal",
-            "dual", "gap", "rel_gap")
-    hist: dict[str, list] = {k: [] for k in keys}
-    cum = np.zeros(3)                        # running sums: hinge, mistakes, squared hinge
-    states: list = [None] * K
-    reason, n_iter, criterion = "max_iter", 0, None
-    t_start = time.perf_counter()
-    bar = progress_bar(max_iter, verbose=learner.verbose, desc=owner, unit="round")
-
-    def diverged(r):
-        return FloatingPointError(f"{owner}: training diverged (non-finite margin or norm in "
-                                  f"CoCoA+ round {r}); scale the features down or raise "
-                                  "alpha.")
-
-    def complete(P, D, gap):
-        rel = relative_gap(P, gap)
-        hist["primal"][-1], hist["dual"][-1] = float(P), float(D)
-        hist["gap"][-1], hist["rel_gap"][-1] = float(gap), float(rel)
-        return rel
-
-    first = 1
+    run = _CoCoARounds(learner, plan)
+    bar = progress_bar(run.max_iter, verbose=learner.verbose, desc=run.owner, unit="round")
     if plan.resumed is not None:             # a checkpoint of a crashed driver
-        first, states, M, Msum, n_window, cum, Mrand, hist = _restore(
-            plan, owner, K, d, average, hist)
-        _check_primal(plan, owner, states, M, Msum, lam_n)
-        first += 1
-        n_iter = first - 1
-        try:
-            rng.bit_generator.state = plan.resumed[2]["rng"]
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{owner}: the checkpoint's generator state is malformed") \
-                from None
-
-    def checkpoint(r, last):
-        if plan.checkpoint is None or not plan.checkpoint.due(r, last):
-            return
-        pairs = be.gather(list(states))
-        arrays = {"M": M, "cum": cum,
-                  "alpha": np.concatenate([a for a, _ in pairs]),
-                  "sizes": np.array([a.shape[0] for a, _ in pairs], dtype=np.int64)}
-        if average:
-            arrays["Msum"] = Msum
-            arrays["alpha_sum"] = np.concatenate([b for _, b in pairs])
-        if Mrand is not None:
-            arrays["Mrand"] = Mrand[0]
-        plan.save_round(r, arrays, last=last, meta={
-            "n_window": n_window, "hist": hist, "rng": rng.bit_generator.state,
-            "rand_round": None if Mrand is None else Mrand[1]})
-
+        run.restore()
     try:
-        for r in range(first, max_iter + 1):
-            cfg = {"owner": owner, "round": r - 1, "sigma": sigma, "lam_n": lam_n,
-                   "average": average, "accumulate": r > R0, "evaluate": r > 1}
-            Mb = be.broadcast(M)
-            res = be.map(_round_task, Mb, sup, cfg, states=states)
-            total = be.reduce(_add_updates, be.apply(_update_of, res))
-            dM, st = be.gather(total)
-            if r > 1:                        # the objectives of M^{r-1}
-                if st[_BAD]:
-                    raise diverged(r)
-                rel = complete(*_objectives(st[_P_SQ], st[_D_CONJ], M, lam, n))
-                criterion = rel
-                if tol is not None and rel <= tol:
-                    reason = "tol"
-                    be.release([res, total])
-                    break
-            if st[_BAD]:
-                raise diverged(r)
-            if int(st[_COUNT]) != n:
-                raise ValueError(f"{owner}: the partitions hold {int(st[_COUNT])} triplets, "
-                                 f"{n} were planned")
-            new_states = be.apply(_state_of, res)
-            be.release([res, total])
-            be.release(states if r > 1 else [])
-            states = new_states
-            M = M + dM
-            if not np.isfinite(M).all():
-                raise diverged(r)
-            n_iter = r
-            if r > R0:
-                n_window += 1
-                if average:
-                    Msum += M
-                elif output == "random" and rng.random() * n_window < 1.0:
-                    Mrand = (M.copy(), r)
-            cum += (st[_LOSS], st[_MISTAKES], st[_SQ])
-            T = r * n
-            hist["step"].append(T)
-            hist["seconds"].append(time.perf_counter() - t_start)
-            hist["loss"].append(float(st[_LOSS] / n))
-            hist["avg_loss"].append(float(cum[0] / T))
-            hist["mistake_rate"].append(float(cum[1] / T))
-            hist["avg_sq_loss"].append(float(cum[2] / T))
-            for k in ("primal", "dual", "gap", "rel_gap"):
-                hist[k].append(None)
-            checkpoint(r, r == max_iter)
+        for r in range(run.first, run.max_iter + 1):
+            if run.round(r):
+                break
             if bar is not None:
                 bar.update(1)
-        # the last kept iterate's objectives (unless known) and the average's
-        last_known = reason == "tol"
-        Mbar = Msum / n_window if (average and n_window > 0) else None
-        out_obj = None
-        if not last_known or Mbar is not None:
-            ev = be.gather(be.reduce(tree_sum, be.map(
-                _eval_task, be.broadcast(M), None if Mbar is None else be.broadcast(Mbar),
-                sup, max(n_window, 1), owner, states=states)))
-            if ev[4]:
-                raise diverged(n_iter)
-            if not last_known:
-                criterion = complete(*_objectives(ev[0], ev[1], M, lam, n))
-                if tol is not None and criterion <= tol:
-                    reason = "tol"
-            if Mbar is not None:
-                out_obj = _objectives(ev[2], ev[3], Mbar, lam, n)
-        alphas = be.gather(be.apply(_alpha_of, states))
+        Mbar, out_obj = run.final_objectives()
+        alphas = run.be.gather(run.be.apply(_alpha_of, run.states))
     finally:
         if bar is not None:
             bar.close()
-    alpha = np.ascontiguousarray(np.concatenate(alphas)) if alphas else np.zeros(0)
-    be.release(states)
-    t = n_iter * n
-    T0 = R0 * n
-    if output == "average":
-        if Mbar is None:
-            W, avg = M.copy(), np.zeros((d, d))
-            out_obj = (hist["primal"][-1], hist["dual"][-1], hist["gap"][-1])
-        else:
-            W, avg = Mbar, t * M - (t - T0) * Mbar
-    elif output == "random":
-        if Mrand is None:
-            W, avg = M.copy(), M.copy()
-            out_obj = (hist["primal"][-1], hist["dual"][-1], hist["gap"][-1])
-        else:
-            W, avg = Mrand[0], Mrand[0].copy()
-            i = Mrand[1] - 1
-            out_obj = (hist["primal"][i], hist["dual"][i], hist["gap"][i])
-    else:
-        W, avg = M, None
-        out_obj = (hist["primal"][-1], hist["dual"][-1], hist["gap"][-1])
-    solver = SDCASolver.from_state(
-        M=M, alpha=alpha, dual_ids=np.arange(n, dtype=np.int64), next_id=n, lam=lam,
-        n_scale=n, t=t, T0=T0, output=output, avg=avg if output == "average" else None,
-        rand=avg if output == "random" else None, owner=owner)
-    learner._solver = solver
-    learner._rng = rng
-    learner._store()
-    learner.W_ = W.copy() if W is M else W
-    plan.info["report"] = {
-        "rounds": n_iter, "sigma": sigma, "gap": hist["gap"][-1] if hist["gap"] else None,
-        "rel_gap": hist["rel_gap"][-1] if hist["rel_gap"] else None,
-        "output_primal": float(out_obj[0]), "output_dual": float(out_obj[1]),
-        "output_gap": float(out_obj[2])}
-    result = TrainingResult(n_iter=n_iter, stop_reason=reason, criterion=criterion,
-                            history=hist, seconds=time.perf_counter() - t_start)
-    apply_result(learner, result, tol=tol, what=learner._criterion_name,
+    run.store(alphas, Mbar, out_obj)
+    result = TrainingResult(n_iter=run.n_iter, stop_reason=run.reason,
+                            criterion=run.criterion, history=run.hist,
+                            seconds=time.perf_counter() - run.t_start)
+    apply_result(learner, result, tol=run.tol, what=learner._criterion_name,
                  advice="increase max_iter or tol, or set tol=None for a fixed budget",
                  stacklevel=6)
+
+
+#: CoCoA+ (SDCA's own strategy): rounds with checkpoints, a dense model
+#: shipped every round
+STRATEGY = PartitionedStrategy("cocoa", fit, checkpoints=True, ships_model=True)

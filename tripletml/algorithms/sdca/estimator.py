@@ -54,6 +54,7 @@ from tripletml.core.base import BilinearMixin
 from tripletml.algorithms.sdca.kernels import SDCASolver, relative_gap, sdca_objectives  # noqa: F401
 from tripletml.core.online import OnlineTripletLearner
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
+from tripletml.algorithms.sdca import distributed
 
 __all__ = ["SDCA", "sdca_objectives"]
 
@@ -184,7 +185,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     }
     _advice = "raise alpha or scale the features down"
     #: fit(ShardedCollection): CoCoA+ (tripletml.algorithms.sdca.distributed)
-    _partitioned_strategy = "cocoa"
+    _partitioned_strategy = distributed.STRATEGY
     _criterion_name = "relative duality gap"
 
     def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, sampling="class",

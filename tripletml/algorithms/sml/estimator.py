@@ -32,6 +32,7 @@ from tripletml.linalg import psd_factor
 from tripletml.algorithms.sml.kernels import SMLProblem, SmoothSolver, SubgradientSolver
 from tripletml.engine import DivergenceWatch, History, apply_result, run
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
+from tripletml.algorithms.sml import distributed
 
 __all__ = ["SML"]
 
@@ -167,7 +168,7 @@ class SML(MahalanobisMixin, TripletLearner):
     #: ``fit(ShardedCollection)``: the smoothed gradients and objective
     #: terms summed over the partitions, the Nesterov step and line search
     #: on the driver (:mod:`tripletml.distributed.gradient_sums`)
-    _partitioned_strategy = "gradients"
+    _partitioned_strategy = distributed.STRATEGY
 
     def __init__(self, alpha=1e-2, *, mu=1.0, solver="smooth", max_iter=2000, tol=1e-3,
                  n_triplets=1500, sampling="class", line_search=True, eta0=1e-2,
