@@ -114,6 +114,7 @@ class BilinearEmbedding(BaseEstimator):
 
     def _make_learner(self):
         if self.learner is None:
+            # late: LORETA's module loads Numba (0.6 s), which the embeddings need not
             from tripletml.algorithms.loreta.estimator import LORETA
             return LORETA(rank=self.n_components or 4, max_iter=20, preprocessing=None,
                           random_state=self.random_state)
