@@ -92,8 +92,7 @@ _READ_CHUNK = 4 << 20
 
 
 class ModelFileError(ValueError):
-    """A model file refused by :func:`load_model` (or
-    :func:`~tripletml.embedding.load_embedding`): not a regular file,
+    """A model file refused by :func:`load_model`: not a regular file,
     truncated, foreign, of a newer format, over the size limits, or holding
     an inconsistent model.  The message names the file and the problem.  A
     :class:`ValueError`, so ``except ValueError`` keeps working."""

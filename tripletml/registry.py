@@ -1,8 +1,9 @@
 """The one list of tripletml's public learners.
 
 Every place that needs "all the learners" reads it: :func:`tripletml.load_model`
-(the only classes a model file may name), ``tripletml.__all__``, the generic
-tests (``tests/_estimators.py``), the command line (``tripletml fit``) and the
+(the only classes a model file may name: every entry), and, of the learners
+on features (:data:`FEATURE_KINDS`), ``tripletml.__all__``, the generic tests
+(``tests/_estimators.py``), the command line (``tripletml fit``) and the
 demo.  A new learner is added here and nowhere else.
 
 An entry holds:
