@@ -121,6 +121,12 @@ CRAFTED_BILINEAR = [
     ("param_bad", lambda m, a: _set_learner(m, "LORETA", {"rank": -1}), "invalid LORETA param"),
     ("param_malformed", lambda m, a: m["params"].update(learner={"class": "LORETA"}),
      "malformed metadata"),
+    ("param_string", lambda m, a: m["params"].update(learner="LORETA"), "triplet learner"),
+    ("param_other", lambda m, a: _set_learner(m, "OASIS"), "OASIS has no rank parameter"),
+    ("param_other_rank", lambda m, a: (_set_learner(m, "IterativePA"), m["params"].update(
+        n_components=None)), "learner_ is a LORETA, expected IterativePA"),
+    ("inner_attrs", lambda m, a: m["attributes"]["learner_"].pop("attributes"),
+     "malformed metadata"),
 ]
 
 
