@@ -55,6 +55,19 @@ def toy_data(seed=0, n=30, d=5):
     return X, y
 
 
+def toy_item_triplets(seed=0, n=15, m=300):
+    """Triplets ``(head, close, far)`` of ``n`` item ids (three distinct ids a
+    row; answered by planted 2-D points), for the ordinal embeddings (the
+    registry's kind ``"embedding"``, fitted on triplets alone)."""
+    rng = np.random.default_rng(seed)
+    P = rng.normal(size=(n, 2))
+    t = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    d = lambda a, b: ((P[a] - P[b]) ** 2).sum(axis=1)  # noqa: E731
+    swap = d(t[:, 0], t[:, 1]) > d(t[:, 0], t[:, 2])
+    t[swap, 1:] = t[swap, 2:0:-1]
+    return t
+
+
 def toy_multilabel(seed=0, n=30, d=5, n_labels=4):
     """X (n x d) and a binary indicator Y (n x n_labels), every row with at
     least one label, every label used, labels correlated with X."""

@@ -311,9 +311,9 @@ def test_registry_lists_every_public_learner():
     import pkgutil
 
     import tripletml.algorithms
-    from tripletml.registry import entries
-    registered = {e.cls.__name__ for e in entries()}
-    assert registered == {e.name for e in entries()} == {c.id.split("-")[0] for c in ALL}
+    from tripletml.registry import FEATURE_KINDS, entries
+    registered = {e.cls.__name__ for e in entries(FEATURE_KINDS)}
+    assert registered == {e.name for e in entries(FEATURE_KINDS)} == {c.id.split("-")[0] for c in ALL}
     exported = {n for n in tm.__all__ if isinstance(getattr(tm, n, None), type)
                 and issubclass(getattr(tm, n), LearnerBase) and _concrete(getattr(tm, n))}
     assert exported == registered
@@ -685,7 +685,7 @@ def test_names_that_left_base_warn_for_one_release():
 
 
 @pytest.mark.parametrize("entry", [e for e in __import__("tripletml.registry", fromlist=["x"])
-                                   .entries() if e.kind != "multilabel"], ids=lambda e: e.name)
+                                   .entries("triplet")], ids=lambda e: e.name)
 def test_float16_input_is_upcast(entry):
     """Half-precision X (a common storage type of embeddings) is upcast:
     every learner fits it and scores like its float64 copy (no bare NumPy

@@ -221,11 +221,11 @@ def test_import_tripletml_loads_no_learner_until_asked():
 
 def test_every_public_name_resolves():
     import tripletml
-    from tripletml.registry import learner_names
+    from tripletml.registry import FEATURE_KINDS, learner_names
 
     for name in tripletml.__all__:
         assert getattr(tripletml, name) is not None, name
-    assert set(learner_names()) <= set(tripletml.__all__)
+    assert set(learner_names(FEATURE_KINDS)) <= set(tripletml.__all__)
     assert {"save_model", "load_model", "AutoSimilarity", "LearnerBase"} <= set(tripletml.__all__)
     assert set(tripletml.__all__) <= set(dir(tripletml))
     from tripletml import OASIS, load_model, save_model  # noqa: F401

@@ -1,5 +1,7 @@
 """The learner registry: one list drives the loader, the package namespace,
-the generic tests, the CLI and the demo; every fitted array is declared."""
+the generic tests, the CLI and the demo; every fitted array is declared.
+The item embeddings (kind "embedding", fitted on triplets alone) are in it
+for the loader and stay out of whatever assumes ``fit(X, y)``."""
 import ast
 from pathlib import Path
 
@@ -8,9 +10,11 @@ import pytest
 
 import tripletml as tm
 from tripletml.core.arrayspec import check_fitted_arrays
-from tripletml.registry import KINDS, entries, get_entry, learner_class, learner_names
+import tripletml.embedding
+from tripletml.registry import (FEATURE_KINDS, KINDS, entries, get_entry, learner_class,
+                                learner_names)
 
-from _estimators import toy_data, toy_multilabel
+from _estimators import ALL, toy_data, toy_item_triplets, toy_multilabel
 
 PKG = Path(tm.__file__).resolve().parent
 
@@ -22,7 +26,44 @@ def test_entries_are_well_formed():
     assert len(labels) == len(set(labels)) and None not in labels
     for e in entries():
         assert e.kind in KINDS and e.cls.__name__ == e.name and e.tests
-        assert getattr(tm, e.name) is e.cls and e.name in tm.__all__
+        if e.kind in FEATURE_KINDS:
+            assert getattr(tm, e.name) is e.cls and e.name in tm.__all__
+        else:       # the item embeddings live in tripletml.embedding only
+            assert getattr(tripletml.embedding, e.name) is e.cls
+            assert e.name not in tm.__all__ and not hasattr(tm, e.name)
+
+
+def test_kinds_keep_the_embeddings_apart():
+    """entries("triplet") / entries("multilabel") (the generic learner
+    tests) are the learners on features; entries() adds the embeddings."""
+    emb = {"SOE", "STE", "TSTE", "BilinearEmbedding"}
+    assert set(learner_names("embedding")) == emb
+    assert set(learner_names()) == set(learner_names(FEATURE_KINDS)) | emb
+    assert not emb & set(learner_names(FEATURE_KINDS))
+    assert entries(("triplet", "multilabel")) == entries(FEATURE_KINDS)
+    assert not emb & {c.id.split("-")[0] for c in ALL}
+    with pytest.raises(ValueError, match="unknown learner kind 'nope'"):
+        entries(("triplet", "nope"))
+    assert get_entry("soe", case_sensitive=False).cls is tripletml.embedding.SOE
+    with pytest.raises(ValueError, match="unknown learner 'SOE'; known: Euclidean"):
+        get_entry("SOE", kind=FEATURE_KINDS)
+    with pytest.raises(ValueError, match="unknown learner 'OASIS'; known: SOE, STE, TSTE, Bil"):
+        get_entry("OASIS", kind="embedding")
+
+
+def test_consumers_assuming_fit_X_y_leave_the_embeddings_out():
+    import argparse
+
+    from tripletml.cli import build_parser
+    from tripletml.cli.demo import DEMO_LEARNERS as demo
+    sub = [a for a in build_parser()._actions if a.dest == "command"][0].choices["fit"]
+    learner = [a for a in sub._actions if a.dest == "learner"][0]
+    assert learner.type("oasis") == "OASIS"
+    for name in learner_names("embedding"):
+        with pytest.raises(argparse.ArgumentTypeError, match="unknown learner"):
+            learner.type(name)
+        assert name not in sub.epilog.split()
+    assert not {label for label, _ in demo} & set(learner_names("embedding"))
 
 
 def test_lookup_by_name():
@@ -56,6 +97,8 @@ def test_no_import_cycle_between_base_persistence_and_registry():
 
 
 def _fit(entry):
+    if entry.kind == "embedding":
+        return entry.make(0).fit(toy_item_triplets())
     if entry.kind == "multilabel":
         X, Y = toy_multilabel()
         return entry.make(0).fit(X, Y)

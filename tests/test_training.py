@@ -243,9 +243,9 @@ def test_no_hand_written_training_loop(path):
 
 
 def _iterative_entries():
-    from tripletml.registry import entries
+    from tripletml.registry import FEATURE_KINDS, entries
     out = []
-    for e in entries():
+    for e in entries(FEATURE_KINDS):
         params = e.cls().get_params()
         if "max_iter" in params:
             out.append(e)

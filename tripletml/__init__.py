@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from tripletml.registry import FEATURE_KINDS as _FEATURE_KINDS
 from tripletml.registry import REGISTRY as _REGISTRY
 from tripletml.registry import learner_names
 from tripletml._version import __version__
@@ -33,9 +34,10 @@ _LAZY_NAMES: dict[str, str] = {
     "AutoSimilarity": "auto",
     "load_model": "persistence", "save_model": "persistence",
 }
-#: the learners, through the registry (which imports a learner's module on
-#: first use of its class)
-_LEARNERS = {e.name: e for e in _REGISTRY}
+#: the learners on features, through the registry (which imports a learner's
+#: module on first use of its class); the item embeddings stay in
+#: tripletml.embedding
+_LEARNERS = {e.name: e for e in _REGISTRY if e.kind in _FEATURE_KINDS}
 
 _SUBMODULES = frozenset({
     "algorithms", "auto", "cli", "core", "datasets", "distributed", "embedding", "engine",

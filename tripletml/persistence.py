@@ -7,10 +7,14 @@ constructor parameters and the non-array fitted attributes (``history_``,
 
 Loading trusts nothing in the file:
 
-* the class must be a learner of :mod:`tripletml.registry` or one of the
-  feature-free ordinal embeddings SOE, STE, TSTE (an explicit allow-list;
-  abstract bases and anything else are refused); nothing is imported or unpickled
-  (``allow_pickle=False``, JSON metadata);
+* the class must be one of :mod:`tripletml.registry` (learners on features
+  and item embeddings: the one allow-list; abstract bases and anything else
+  are refused); nothing is imported or unpickled (``allow_pickle=False``,
+  JSON metadata).  A model holding another model (``BilinearEmbedding``'s
+  fitted ``learner_``, declared in ``_nested_models``) stores it as a nested
+  record (class, parameters, attributes; its arrays as
+  ``<attribute><array>``), checked in the same way and refused when not of
+  the kinds allowed there;
 * every array member must be declared in the class's ``_fitted_arrays``
   (:mod:`tripletml.core.arrayspec`); an undeclared one is refused from the zip
   directory, before anything is decompressed;
@@ -56,8 +60,9 @@ import numpy as np
 from tripletml.core.arrayspec import check_header, check_values, expected_nbytes
 from tripletml.core.files import open_regular
 from tripletml.core.model_writer import _FORMAT_NAME, _META, FORMAT_VERSION, SavableModel, save_model
+from tripletml.core.validation import as_generator, available_memory
 from tripletml.registry import get_entry, learner_names
-from tripletml.core.validation import as_generator
+from tripletml.triplets import sampler_from_dict
 
 __all__ = ["save_model", "load_model", "ModelFileError", "FORMAT_VERSION", "SavableModel",
            "MAX_COMPRESSION_RATIO", "SMALL_MEMBER_BYTES", "LOAD_MAX_BYTES_ENV"]
@@ -87,8 +92,7 @@ _READ_CHUNK = 4 << 20
 
 
 class ModelFileError(ValueError):
-    """A model file refused by :func:`load_model` (or
-    :func:`~tripletml.embedding.load_embedding`): not a regular file,
+    """A model file refused by :func:`load_model`: not a regular file,
     truncated, foreign, of a newer format, over the size limits, or holding
     an inconsistent model.  The message names the file and the problem.  A
     :class:`ValueError`, so ``except ValueError`` keeps working."""
@@ -157,15 +161,6 @@ def load_model(path: str | os.PathLike, *, max_bytes: int | None = None) -> Sava
                          f"(truncated or foreign: {type(exc).__name__}: {detail}).") from None
 
 
-def _embedding_classes() -> dict:
-    """The feature-free ordinal embeddings a model file may name besides the
-    registry's learners (they take no X, so they are not registered learners):
-    an explicit allow-list, checked like the learners (declared
-    ``_fitted_arrays``, ``_validate_params``, ``_check_loaded``)."""
-    from tripletml.embedding import SOE, STE, TSTE    # late: embedding imports datasets
-    return {c.__name__: c for c in (SOE, STE, TSTE)}
-
-
 def _read_meta(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path) -> dict:
     if info.file_size > _META_MAX_BYTES:
         raise ModelFileError(f"load_model: {path} has a {info.file_size}-byte metadata entry "
@@ -197,8 +192,6 @@ def _max_bytes(max_bytes) -> tuple[int | None, str]:
             raise ValueError(f"load_model: the {LOAD_MAX_BYTES_ENV} environment variable "
                              f"must be a positive integer of bytes, got {env[:40]!r}")
         return value, f"the {LOAD_MAX_BYTES_ENV} environment variable"
-    from tripletml.core.validation import available_memory
-
     avail = available_memory()
     return (None if avail is None else avail // 2), "half the available memory"
 
@@ -234,109 +227,178 @@ def _load(path: Path, fh: IO[bytes], limit: tuple[int | None, str]):
     file_size = os.fstat(fh.fileno()).st_size
     with zipfile.ZipFile(fh) as zf:
         _check_members(zf, file_size, path)
-        members: dict[str, zipfile.ZipInfo] = {}
-        for info in zf.infolist():
-            name = info.filename
-            if not name.endswith(".npy") or name[:-4] in members or "/" in name:
-                raise ModelFileError(f"load_model: {path} is not a tripletml model file (member "
-                               f"{name[:80]!r}).")
-            members[name[:-4]] = info
-        if _META not in members:
-            raise ModelFileError(f"load_model: {path} is not a tripletml model file (no metadata "
-                           "entry).")
+        members = _array_members(zf, path)
         meta = _read_meta(zf, members.pop(_META), path)
-        if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
-            raise ModelFileError(f"load_model: {path} is not a tripletml model file.")
-        version = meta.get("format_version")
-        if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ModelFileError(f"load_model: {path} has format version {version!r}; this "
-                           f"tripletml reads versions <= {FORMAT_VERSION}. Upgrade tripletml.")
-        cname = meta.get("class")
+        _check_format(meta, path)
+        parts: list = []
+        model = _build(path, meta, members, None, parts)
+        _check_budget(path, members, limit)
+        for owner, specs, own in parts:
+            bindings: dict = {}
+            for name, spec in specs.items():     # declaration order: deterministic bindings
+                if name in own:
+                    arr = _read_array(zf, own[name], owner, name, spec, bindings, path,
+                                      type(owner))
+                    setattr(owner, name, arr)
+    for owner, _, _ in reversed(parts):          # a nested model before its holder
+        _check_loaded(path, owner)
+    return model
+
+
+def _array_members(zf: zipfile.ZipFile, path) -> dict[str, zipfile.ZipInfo]:
+    """The ``.npy`` members by array name (the metadata entry included)."""
+    members: dict[str, zipfile.ZipInfo] = {}
+    for info in zf.infolist():
+        name = info.filename
+        if not name.endswith(".npy") or name[:-4] in members or "/" in name:
+            raise ModelFileError(f"load_model: {path} is not a tripletml model file (member "
+                           f"{name[:80]!r}).")
+        members[name[:-4]] = info
+    if _META not in members:
+        raise ModelFileError(f"load_model: {path} is not a tripletml model file (no metadata "
+                       "entry).")
+    return members
+
+
+def _check_format(meta, path) -> None:
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT_NAME:
+        raise ModelFileError(f"load_model: {path} is not a tripletml model file.")
+    version = meta.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelFileError(f"load_model: {path} has format version {version!r}; this "
+                       f"tripletml reads versions <= {FORMAT_VERSION}. Upgrade tripletml.")
+
+
+def _model_class(path, cname, kinds) -> type:
+    """The registry class a file names (of ``kinds``; None: any): the one
+    allow-list."""
+    try:
+        return get_entry(cname, kind=kinds).cls
+    except ValueError:
+        raise ModelFileError(f"load_model: {path} holds an unknown or abstract model class "
+                       f"{str(cname)[:80]!r}; known: {', '.join(learner_names(kinds))}."
+                       ) from None
+
+
+def _build(path, record: dict, members: dict, kinds, parts: list) -> SavableModel:
+    """The model of a record (``class``, ``params``, ``attributes``) with its
+    parameters and JSON attributes set; appends ``(model, specs, its array
+    members)`` to ``parts`` for it and every fitted model it holds (a
+    nested record, its arrays stored as ``<attribute><array>``)."""
+    cls = _model_class(path, record.get("class"), kinds)
+    params, attrs = record.get("params"), record.get("attributes")
+    if not isinstance(params, dict) or not isinstance(attrs, dict):
+        raise ModelFileError(f"load_model: {path} has malformed metadata (params/attributes).")
+    model = _with_params(path, cls, params)
+    specs = cls._fitted_arrays
+    nested = {k: v for k, v in getattr(cls, "_nested_models", {}).items() if k.endswith("_")}
+    own = {n: i for n, i in members.items() if not n.startswith(tuple(nested))}
+    _set_attributes(path, model, {k: v for k, v in attrs.items() if k not in nested}, specs,
+                    own)
+    _check_declared(path, cls, specs, own)
+    parts.append((model, specs, own))
+    for name, inner_kinds in nested.items():
+        inner = attrs.get(name)
+        if not isinstance(inner, dict):
+            raise ModelFileError(f"load_model: {path} has malformed metadata ({name}).")
+        sub = {n[len(name):]: i for n, i in members.items() if n.startswith(name)}
+        setattr(model, name, _build(path, inner, sub, inner_kinds, parts))
+    return model
+
+
+def _with_params(path, cls: type, params: dict) -> SavableModel:
+    """An instance of ``cls`` with the file's parameters, checked by the
+    class's own ``_validate_params``."""
+    model = cls()
+    if "preprocessing" in model.get_params() and "preprocessing" not in params:
+        # written before preprocessing existed (issue 14): raw features
+        params = {**params, "preprocessing": None}
+    for old, new in getattr(cls, "_renamed_params", {}).items():
+        # a parameter renamed since the file was written (e.g. LORETA's
+        # algorithm -> solver in 0.2): a value given under the old name
+        # is the one the model was fitted with (it won over the new name
+        # at fit time), read under the new name, without a warning
+        if old in params:
+            value = params.pop(old)
+            if value != model.get_params()[old]:     # not the placeholder
+                params[new] = value
+    unknown = set(params) - set(model.get_params())
+    if unknown:
+        raise ModelFileError(f"load_model: {path} sets unknown {cls.__name__} parameters "
+                       f"{sorted(unknown)[:10]}.")
+    if isinstance(params.get("sampling"), dict):
         try:
-            cls = get_entry(cname).cls
-        except ValueError:
-            cls = _embedding_classes().get(cname) if isinstance(cname, str) else None
-            if cls is None:
-                raise ModelFileError(f"load_model: {path} holds an unknown or abstract model class "
-                               f"{str(cname)[:80]!r}; known: {', '.join(learner_names())}, "
-                               f"{', '.join(_embedding_classes())}.") from None
-        params, attrs = meta.get("params"), meta.get("attributes")
-        if not isinstance(params, dict) or not isinstance(attrs, dict):
-            raise ModelFileError(f"load_model: {path} has malformed metadata (params/attributes).")
-        model = cls()
-        if "preprocessing" in model.get_params() and "preprocessing" not in params:
-            # written before preprocessing existed (issue 14): raw features
-            params = {**params, "preprocessing": None}
-        for old, new in getattr(cls, "_renamed_params", {}).items():
-            # a parameter renamed since the file was written (e.g. LORETA's
-            # algorithm -> solver in 0.2): a value given under the old name
-            # is the one the model was fitted with (it won over the new name
-            # at fit time), read under the new name, without a warning
-            if old in params:
-                value = params.pop(old)
-                if value != model.get_params()[old]:     # not the placeholder
-                    params[new] = value
-        unknown = set(params) - set(model.get_params())
-        if unknown:
-            raise ModelFileError(f"load_model: {path} sets unknown {cls.__name__} parameters "
-                           f"{sorted(unknown)[:10]}.")
-        if isinstance(params.get("sampling"), dict):
-            from tripletml.triplets import sampler_from_dict
-            try:
-                params = {**params, "sampling": sampler_from_dict(params["sampling"])}
-            except ValueError as e:
-                raise ModelFileError(f"load_model: {path} holds invalid {cls.__name__} "
-                               f"parameters: {e}") from None
-        model.set_params(**params)
-        try:
-            model._validate_params()
-            if "random_state" in params:      # as fit would (as_generator)
-                as_generator(model.random_state, model)
-        except (TypeError, ValueError) as exc:
-            raise ModelFileError(f"load_model: {path} holds invalid {cls.__name__} parameters: "
-                           f"{exc}") from None
-        specs = cls._fitted_arrays
-        for k, v in attrs.items():
-            if not (k.endswith("_") and not k.startswith("_") and k.isidentifier()):
-                raise ModelFileError(f"load_model: {path} holds {k[:80]!r}, which is not a fitted "
-                               "attribute name.")
-            if k in specs or k in members:
-                raise ModelFileError(f"load_model: {path} stores the array {k} as metadata.")
-            if k == "feature_names_in_":
-                if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-                    raise ModelFileError(f"load_model: {path} has malformed feature_names_in_.")
-                v = np.asarray(v, dtype=object)
-            setattr(model, k, v)
-        d = getattr(model, "n_features_in_", None)
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
-                           f"{cls.__name__}: n_features_in_={d!r} is not a positive integer")
-        undeclared = sorted(set(members) - set(specs))
-        if undeclared:
-            raise ModelFileError(f"load_model: {path} holds array(s) {undeclared[:5]} that "
-                           f"{cls.__name__} does not declare; refused without reading them.")
-        missing = [n for n, s in specs.items() if n not in members and not s.optional]
-        if missing:
-            raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
-                           f"{cls.__name__}: the fitted array(s) {missing} are missing.")
-        total = sum(info.file_size for info in members.values())
-        budget, source = limit
-        if budget is not None and total > budget:
-            raise ModelFileError(f"load_model: {path} declares {total} bytes of arrays, more than "
-                           f"the {budget} bytes allowed ({source}); pass a larger "
-                           f"max_bytes or set {LOAD_MAX_BYTES_ENV} to load it.")
-        bindings: dict = {}
-        for name, spec in specs.items():     # declaration order: deterministic bindings
-            if name not in members:
-                continue
-            arr = _read_array(zf, members[name], model, name, spec, bindings, path, cls)
-            setattr(model, name, arr)
+            params = {**params, "sampling": sampler_from_dict(params["sampling"])}
+        except ValueError as e:
+            raise ModelFileError(f"load_model: {path} holds invalid {cls.__name__} "
+                           f"parameters: {e}") from None
+    for name, kinds in getattr(cls, "_nested_models", {}).items():
+        if not name.endswith("_") and isinstance(params.get(name), dict):
+            # an estimator parameter (unfitted): its class and parameters
+            inner = params[name]
+            if not isinstance(inner.get("params"), dict):
+                raise ModelFileError(f"load_model: {path} has malformed metadata ({name}).")
+            params = {**params, name: _with_params(path, _model_class(path, inner.get("class"),
+                                                                      kinds), inner["params"])}
+    model.set_params(**params)
+    try:
+        model._validate_params()
+        if "random_state" in params:      # as fit would (as_generator)
+            as_generator(model.random_state, model)
+    except (TypeError, ValueError) as exc:
+        raise ModelFileError(f"load_model: {path} holds invalid {cls.__name__} parameters: "
+                       f"{exc}") from None
+    return model
+
+
+def _set_attributes(path, model, attrs: dict, specs: dict, members: dict) -> None:
+    """The JSON fitted attributes (names ``x_``, no array among them) and a
+    positive int ``n_features_in_``."""
+    for k, v in attrs.items():
+        if not (k.endswith("_") and not k.startswith("_") and k.isidentifier()):
+            raise ModelFileError(f"load_model: {path} holds {k[:80]!r}, which is not a fitted "
+                           "attribute name.")
+        if k in specs or k in members:
+            raise ModelFileError(f"load_model: {path} stores the array {k} as metadata.")
+        if k == "feature_names_in_":
+            if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+                raise ModelFileError(f"load_model: {path} has malformed feature_names_in_.")
+            v = np.asarray(v, dtype=object)
+        setattr(model, k, v)
+    d = getattr(model, "n_features_in_", None)
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
+                       f"{type(model).__name__}: n_features_in_={d!r} is not a positive "
+                       "integer")
+
+
+def _check_declared(path, cls: type, specs: dict, members: dict) -> None:
+    """Every array member declared, every declared (non-optional) array there."""
+    undeclared = sorted(set(members) - set(specs))
+    if undeclared:
+        raise ModelFileError(f"load_model: {path} holds array(s) {undeclared[:5]} that "
+                       f"{cls.__name__} does not declare; refused without reading them.")
+    missing = [n for n, s in specs.items() if n not in members and not s.optional]
+    if missing:
+        raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
+                       f"{cls.__name__}: the fitted array(s) {missing} are missing.")
+
+
+def _check_budget(path, members: dict, limit: tuple[int | None, str]) -> None:
+    total = sum(info.file_size for info in members.values())
+    budget, source = limit
+    if budget is not None and total > budget:
+        raise ModelFileError(f"load_model: {path} declares {total} bytes of arrays, more than "
+                       f"the {budget} bytes allowed ({source}); pass a larger "
+                       f"max_bytes or set {LOAD_MAX_BYTES_ENV} to load it.")
+
+
+def _check_loaded(path, model) -> None:
     try:
         model._check_loaded()
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
         raise ModelFileError(f"load_model: {path} does not hold a consistent fitted "
-                       f"{cls.__name__}: {exc}") from None
-    return model
+                       f"{type(model).__name__}: {exc}") from None
 
 
 def _read_array(zf, info, model, name, spec, bindings, path, cls) -> np.ndarray:

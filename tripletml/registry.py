@@ -1,8 +1,9 @@
 """The one list of tripletml's public learners.
 
 Every place that needs "all the learners" reads it: :func:`tripletml.load_model`
-(the only classes a model file may name), ``tripletml.__all__``, the generic
-tests (``tests/_estimators.py``), the command line (``tripletml fit``) and the
+(the only classes a model file may name: every entry), and, of the learners
+on features (:data:`FEATURE_KINDS`), ``tripletml.__all__``, the generic tests
+(``tests/_estimators.py``), the command line (``tripletml fit``) and the
 demo.  A new learner is added here and nowhere else.
 
 An entry holds:
@@ -14,8 +15,14 @@ An entry holds:
     this module imports no learner, so ``base`` / ``persistence`` can use it
     without an import cycle).
 ``kind``
-    ``"triplet"`` (``fit(X, y | triplets)``, a similarity between samples) or
-    ``"multilabel"`` (``fit(X, Y)`` with a binary indicator Y, label scores).
+    ``"triplet"`` (``fit(X, y | triplets)``, a similarity between samples),
+    ``"multilabel"`` (``fit(X, Y)`` with a binary indicator Y, label scores) or
+    ``"embedding"`` (``fit(triplets)`` of item ids, no features X: the ordinal
+    embeddings of :mod:`tripletml.embedding`).  Only the first two are
+    fitted on feature rows (:data:`FEATURE_KINDS`): whatever assumes
+    ``fit(X, y)`` (the package namespace, ``tripletml fit``, the demo, the
+    generic learner tests) asks for those kinds; ``load_model`` allows every
+    kind.
 ``tests``
     Parameters of quick-to-fit test instances (one dict per variant; a
     ``random_state`` of 0 is added where the learner has one).
@@ -34,10 +41,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["LearnerEntry", "REGISTRY", "KINDS", "entries", "get_entry", "learner_class",
-           "learner_names"]
+__all__ = ["LearnerEntry", "REGISTRY", "KINDS", "FEATURE_KINDS", "entries", "get_entry",
+           "learner_class", "learner_names"]
 
-KINDS = ("triplet", "multilabel")
+KINDS = ("triplet", "multilabel", "embedding")
+#: the kinds fitted on feature rows, ``fit(X, y)`` (not the item embeddings)
+FEATURE_KINDS = ("triplet", "multilabel")
 
 
 @dataclass(frozen=True)
@@ -204,32 +213,64 @@ REGISTRY: tuple[LearnerEntry, ...] = (
                  tests=(dict(eta0=0.1, max_iter=2),),
                  alt={"eta0": 0.05, "max_iter": 3, "fit_intercept": False, "random_state": 3,
                       "verbose": 0}),
+    # ordinal embeddings of item ids: fit(triplets), no X
+    LearnerEntry("SOE", "embedding.soe", "embedding",
+                 tests=(dict(n_components=2, max_iter=200, n_init=1),),
+                 alt={"n_components": 3, "margin": 0.5, "max_iter": 20, "n_init": 2,
+                      "tol": 1e-5, "random_state": 3, "verbose": 0}),
+    LearnerEntry("STE", "embedding.ste", "embedding",
+                 tests=(dict(n_components=2, max_iter=200, n_init=1),),
+                 alt={"n_components": 3, "regularization": 0.5, "max_iter": 20, "n_init": 2,
+                      "tol": 1e-5, "random_state": 3, "verbose": 0}),
+    LearnerEntry("TSTE", "embedding.tste", "embedding",
+                 tests=(dict(n_components=2, max_iter=200, n_init=1),),
+                 alt={"n_components": 3, "alpha": 2.0, "regularization": 0.5, "max_iter": 20,
+                      "n_init": 2, "tol": 1e-5, "random_state": 3, "verbose": 0}),
+    LearnerEntry("BilinearEmbedding", "embedding.bilinear", "embedding",
+                 tests=(dict(n_components=2),),
+                 alt={"n_components": 3, "random_state": 3}),
 )
 
 _BY_NAME = {e.name: e for e in REGISTRY}
 _BY_LOWER = {e.name.lower(): e for e in REGISTRY}
 
 
-def entries(kind: str | None = None) -> tuple[LearnerEntry, ...]:
-    """Registry entries, all or of one ``kind``."""
-    if kind is not None and kind not in KINDS:
-        raise ValueError(f"unknown learner kind {kind!r}; one of {KINDS}")
-    return tuple(e for e in REGISTRY if kind is None or e.kind == kind)
+def _kinds(kind: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    """``kind`` (None: every kind; a kind; a tuple of kinds) as a tuple."""
+    if kind is None:
+        return KINDS
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    for k in kinds:
+        if k not in KINDS:
+            raise ValueError(f"unknown learner kind {k!r}; one of {KINDS}")
+    return kinds
 
 
-def learner_names(kind: str | None = None) -> list[str]:
+def entries(kind: str | tuple[str, ...] | None = None) -> tuple[LearnerEntry, ...]:
+    """Registry entries, all or of one ``kind`` (or a tuple of kinds, e.g.
+    :data:`FEATURE_KINDS`)."""
+    kinds = _kinds(kind)
+    return tuple(e for e in REGISTRY if e.kind in kinds)
+
+
+def learner_names(kind: str | tuple[str, ...] | None = None) -> list[str]:
     """Class names of the registered learners, in registry order."""
     return [e.name for e in entries(kind)]
 
 
-def get_entry(name: str, *, case_sensitive: bool = True) -> LearnerEntry:
+def get_entry(name: str, *, case_sensitive: bool = True,
+              kind: str | tuple[str, ...] | None = None) -> LearnerEntry:
     """The entry of a learner by class name (``case_sensitive=False``: any
-    case, as the CLI accepts).  Raises ValueError for an unknown name."""
+    case, as the CLI accepts), of any kind or of ``kind`` (a kind or a tuple
+    of kinds).  Raises ValueError for an unknown name (or one of another
+    kind)."""
+    kinds = _kinds(kind)
     entry = None
     if isinstance(name, str):
         entry = _BY_NAME.get(name) if case_sensitive else _BY_LOWER.get(name.lower())
-    if entry is None:
-        raise ValueError(f"unknown learner {name!r}; known: {', '.join(_BY_NAME)}")
+    if entry is None or entry.kind not in kinds:
+        known = ", ".join(e.name for e in REGISTRY if e.kind in kinds)
+        raise ValueError(f"unknown learner {name!r}; known: {known}")
     return entry
 
 

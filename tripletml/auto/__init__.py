@@ -258,9 +258,9 @@ class _Candidate:
 
 def _learner_template(spec_learner, where: str):
     if isinstance(spec_learner, str):
-        from tripletml.registry import get_entry
+        from tripletml.registry import FEATURE_KINDS, get_entry
         try:
-            entry = get_entry(spec_learner, case_sensitive=False)
+            entry = get_entry(spec_learner, case_sensitive=False, kind=FEATURE_KINDS)
         except ValueError as exc:
             raise ValueError(f"{_WHO}: {where}: {exc}") from None
         if entry.kind != "triplet":

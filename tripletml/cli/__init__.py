@@ -31,7 +31,7 @@ from tripletml.cli.cluster import add_scheduler_argument, scheduler_context
 from tripletml.cli.data import load_data as _load_data
 from tripletml.cli.data import positive_int
 from tripletml.cli.output import check_output
-from tripletml.registry import entries, get_entry
+from tripletml.registry import FEATURE_KINDS, entries, get_entry
 from tripletml.core.preprocessing import PREPROCESSING_MODES
 
 __all__ = ["main", "build_parser", "fingerprint"]
@@ -47,11 +47,11 @@ def _learner_name(value: str) -> str:
     if value.lower() in (_AUTO, "autosimilarity"):
         return _AUTO
     try:
-        return get_entry(value, case_sensitive=False).name
+        return get_entry(value, case_sensitive=False, kind=FEATURE_KINDS).name
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"unknown learner {value!r}; choose from auto, "
-            f"{', '.join(e.name for e in entries())} (any case)") from None
+            f"{', '.join(e.name for e in entries(FEATURE_KINDS))} (any case)") from None
 
 
 def fingerprint(X) -> str:
@@ -367,7 +367,7 @@ def _cmd_evaluate(args):
     from tripletml.persistence import load_model
     from tripletml.metrics import evaluate_retrieval, knn_error
     model = load_model(args.model)
-    multilabel = get_entry(type(model).__name__).kind == "multilabel"
+    multilabel = get_entry(type(model).__name__, kind=FEATURE_KINDS).kind == "multilabel"
     if Path(args.data).is_dir():        # a folder of shards, as 'tripletml fit' reads
         X_all, y_all = _load_shard_dir(args.data, model, multilabel)
     else:
@@ -446,7 +446,7 @@ def _fit_epilog() -> str:
     lines = ["learners (class names, any case):",
              f"  {'auto':22s} {'triplet':10s} AutoSimilarity: race the learners, keep the best "
              "(--time-budget, --n-jobs)"]
-    for e in entries():
+    for e in entries(FEATURE_KINDS):
         doc = (e.cls.__doc__ or "").strip().splitlines()
         lines.append(f"  {e.name:22s} {e.kind:10s} {doc[0] if doc else ''}")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ import numpy as np
 
 from tripletml.core.files import write_atomically
 
-__all__ = ["save_model", "SavableModel", "FORMAT_VERSION", "temp_file_pattern"]
+__all__ = ["save_model", "model_record", "SavableModel", "FORMAT_VERSION", "temp_file_pattern"]
 
 
 @runtime_checkable
@@ -122,11 +122,54 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
         the tripletml samplers (ClassTriplets, KNNTriplets, SemiHardTriplets,
         stored as class name and parameters).
     """
+    record, arrays = model_record(model, stacklevel=4)
+    meta = {"format": _FORMAT_NAME, "format_version": FORMAT_VERSION, **record}
+    blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    write_atomically(path, lambda fh: np.savez(fh, **{_META: blob}, **arrays),
+                     mode=0o666 & ~_umask())
+
+
+def model_record(model: SavableModel, stacklevel: int = 2) -> tuple[dict, dict[str, np.ndarray]]:
+    """What a model file stores of a fitted model: ``{"class", "params",
+    "attributes"}`` (JSON) and its arrays by name (``stacklevel``: of the
+    preprocessor warning, counted from here).  A model listed in the
+    class's ``_nested_models`` (a parameter holding an unfitted estimator, a
+    fitted attribute holding a fitted model) is stored as a nested record:
+    ``{"class", "params"}`` for a parameter, a whole record for an
+    attribute, whose arrays are stored as ``<attribute><array>``."""
     if not hasattr(model, "n_features_in_"):
         raise ValueError(f"{type(model).__name__}: cannot save an unfitted model; call fit first.")
     flatten = getattr(model, "_saved_form", None)
     if callable(flatten):     # a fitted helper object (the scaler) as plain attributes
         model = flatten()
+    params = _jsonable(_file_params(model, stacklevel + 1), "parameters")
+    nested = getattr(type(model), "_nested_models", {})
+    arrays: dict[str, np.ndarray] = {}
+    attrs: dict[str, Any] = {}
+    for name, value in vars(model).items():
+        if not name.endswith("_") or name.startswith("_"):
+            continue
+        if name in nested:
+            attrs[name], inner = model_record(value, stacklevel + 1)
+            arrays.update({name + k: v for k, v in inner.items()})
+        elif name == "feature_names_in_":
+            attrs[name] = [str(v) for v in value]
+        elif isinstance(value, np.ndarray):
+            if value.dtype == object:
+                raise TypeError(f"save: fitted attribute {name} is an object array.")
+            arrays[name] = value
+        else:
+            attrs[name] = _jsonable(value, f"attribute {name}")
+    return {"class": type(model).__name__, "params": params, "attributes": attrs}, arrays
+
+
+def _file_params(model: Any, stacklevel: int) -> dict:
+    """The parameters as a model file stores them: no Generator, no
+    preprocessor (warned at ``stacklevel``), a sampler as its file form, a
+    nested estimator as ``{"class", "params"}``."""
     params = model.get_params(deep=False)
     if not isinstance(params.get("random_state", None), (int, np.integer, type(None))):
         params["random_state"] = None  # a Generator cannot be stored; documented
@@ -136,7 +179,7 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
         warnings.warn(f"{type(model).__name__}: the preprocessor (rows or a function for "
                       "index inputs) is not saved with the model; the loaded model has "
                       "preprocessor=None (set it again with set_params to pass indices).",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=stacklevel)
         params["preprocessor"] = None
     sampling = params.get("sampling")
     if sampling is not None and not isinstance(sampling, str):
@@ -146,29 +189,9 @@ def save_model(model: SavableModel, path: str | os.PathLike) -> None:
         if form is None:
             raise TypeError(unstorable_sampler_message(sampling, type(model).__name__))
         params["sampling"] = form(model)
-    arrays: dict[str, np.ndarray] = {}
-    attrs: dict[str, Any] = {}
-    for name, value in vars(model).items():
-        if not name.endswith("_") or name.startswith("_"):
-            continue
-        if name == "feature_names_in_":
-            attrs[name] = [str(v) for v in value]
-        elif isinstance(value, np.ndarray):
-            if value.dtype == object:
-                raise TypeError(f"save: fitted attribute {name} is an object array.")
-            arrays[name] = value
-        else:
-            attrs[name] = _jsonable(value, f"attribute {name}")
-    meta = {
-        "format": _FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "class": type(model).__name__,
-        "params": _jsonable(params, "parameters"),
-        "attributes": attrs,
-    }
-    blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    path = Path(path)
-    if path.suffix != ".npz":
-        path = path.with_name(path.name + ".npz")
-    write_atomically(path, lambda fh: np.savez(fh, **{_META: blob}, **arrays),
-                     mode=0o666 & ~_umask())
+    for name in getattr(type(model), "_nested_models", {}):
+        if not name.endswith("_") and params.get(name) is not None:
+            inner = params[name]
+            params[name] = {"class": type(inner).__name__,
+                            "params": _file_params(inner, stacklevel + 1)}
+    return params

@@ -21,7 +21,10 @@ the triplets with the one-standard-error rule.  The estimators also work with
 :class:`sklearn.model_selection.GridSearchCV` directly (triplets as X, score
 = triplet accuracy; pass ``n_items`` so that every fold embeds the same
 items).  :func:`tripletml.save_model` / :func:`tripletml.load_model` store and
-check SOE, STE and TSTE.
+check all four (BilinearEmbedding with its fitted learner inside the file).
+They are entries of :mod:`tripletml.registry` of kind ``"embedding"``
+(``load_model``'s one allow-list), apart from the learners on features:
+they are not in the ``tripletml`` namespace, ``tripletml fit`` or the demo.
 
 There are no features: the estimators have no ``transform``; the learned
 coordinates are ``embedding_`` (row ``i`` = item ``i``), and ``predict`` /

@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
 
 from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
+from tripletml.core.model_writer import save_model
 from tripletml.core.params import Interval, validate_constraints
 from tripletml.engine.stopping import finish
 from tripletml.core.validation import as_generator
@@ -114,7 +115,7 @@ class _Pairs:
         D2 = cdist(X, X, "sqeuclidean").ravel()
         W = np.zeros(n * n)
         loss = kernel(D2, self.hc, self.hf, float(param), W)
-        from tripletml.embedding._kernels import pair_grad
+        from tripletml.embedding._kernels import pair_grad   # late: Numba's start-up
         return loss, pair_grad(W, np.ascontiguousarray(X))
 
     def _pair_grad(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -263,7 +264,6 @@ class OrdinalEmbeddingBase(BaseEstimator):
         """Write the fitted embedding to ``path`` (``.npz``), see
         :func:`tripletml.save_model`; read it back with
         :func:`tripletml.load_model`."""
-        from tripletml.core.model_writer import save_model
         if not hasattr(self, "embedding_"):
             raise ValueError(f"{type(self).__name__}: cannot save an unfitted model; call fit "
                              "first.")

@@ -136,41 +136,13 @@ def choose_dimension(estimator, triplets, dims: Sequence[int] = (1, 2, 3, 5, 8, 
         raise ValueError(f"choose_dimension: {type(estimator).__name__} has no parameter "
                          f"{param!r}.")
     t = check_item_triplets(triplets, params.get("n_items"), who="choose_dimension: triplets")
-    dims = list(dims) if not isinstance(dims, (int, np.integer)) else [dims]
-    if not dims or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool)
-                           and d >= 1 for d in dims):
-        raise ValueError(f"choose_dimension: dims must be positive integers, got {dims!r}.")
-    dims_ = np.unique(np.asarray(dims, dtype=np.int64))
+    dims_ = _check_dims(dims)
     base = clone(estimator)
     if "n_items" in params and params["n_items"] is None:
         base.set_params(n_items=int(t.max()) + 1)
-    if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
-        if cv < 2:
-            raise ValueError(f"choose_dimension: cv must be at least 2, got {cv}.")
-        seed = random_state
-        if isinstance(seed, np.random.Generator):
-            seed = int(seed.integers(2 ** 31))
-        splitter = KFold(int(cv), shuffle=True, random_state=seed)
-    elif hasattr(cv, "split"):
-        splitter = cv
-    else:
-        raise TypeError(f"choose_dimension: cv must be an int or a splitter with split(X), "
-                        f"got {type(cv).__name__}.")
-    folds = list(splitter.split(t))
+    folds = list(_splitter(cv, random_state).split(t))
     n_items = getattr(base, "n_items", None) or int(t.max()) + 1
-    scores = np.empty((len(dims_), len(folds)))
-    n_unused = np.zeros(len(folds), dtype=np.int64)
-    for j, (tr, te) in enumerate(folds):
-        used = np.zeros(n_items, dtype=bool)
-        used[t[tr].ravel()] = True
-        n_unused[j] = int((~used).sum())
-        for i, d in enumerate(dims_):
-            est = clone(base).set_params(**{param: int(d)})
-            with warnings.catch_warnings():
-                # counted in n_unused and reported once below
-                warnings.simplefilter("ignore", UnusedItemsWarning)
-                est.fit(t[tr])
-            scores[i, j] = est.score(t[te])
+    scores, n_unused = _fold_scores(base, t, dims_, folds, param, n_items)
     if n_unused.any():
         warnings.warn(f"choose_dimension: in {int((n_unused > 0).sum())} of {len(folds)} "
                       f"folds, up to {int(n_unused.max())} items appear in no training "
@@ -185,3 +157,47 @@ def choose_dimension(estimator, triplets, dims: Sequence[int] = (1, 2, 3, 5, 8, 
     return DimensionChoice(dims=dims_, scores=scores, mean_score=mean, std_score=std,
                            sem_score=sem, best_dim=int(dims_[ib]), dim=int(dims_[ic]),
                            estimator=final, n_unused=n_unused)
+
+
+def _check_dims(dims) -> np.ndarray:
+    """The dimensions to try: positive ints, sorted, duplicates dropped."""
+    dims = list(dims) if not isinstance(dims, (int, np.integer)) else [dims]
+    if not dims or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool)
+                           and d >= 1 for d in dims):
+        raise ValueError(f"choose_dimension: dims must be positive integers, got {dims!r}.")
+    return np.unique(np.asarray(dims, dtype=np.int64))
+
+
+def _splitter(cv, random_state):
+    """``KFold(cv, shuffle=True)`` for an int ``cv``, else the splitter given."""
+    if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
+        if cv < 2:
+            raise ValueError(f"choose_dimension: cv must be at least 2, got {cv}.")
+        seed = random_state
+        if isinstance(seed, np.random.Generator):
+            seed = int(seed.integers(2 ** 31))
+        return KFold(int(cv), shuffle=True, random_state=seed)
+    if hasattr(cv, "split"):
+        return cv
+    raise TypeError(f"choose_dimension: cv must be an int or a splitter with split(X), "
+                    f"got {type(cv).__name__}.")
+
+
+def _fold_scores(base, t: np.ndarray, dims_: np.ndarray, folds: list, param: str,
+                 n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out accuracy per dimension and fold (the same folds for every
+    dimension), and the items in no training triplet per fold."""
+    scores = np.empty((len(dims_), len(folds)))
+    n_unused = np.zeros(len(folds), dtype=np.int64)
+    for j, (tr, te) in enumerate(folds):
+        used = np.zeros(n_items, dtype=bool)
+        used[t[tr].ravel()] = True
+        n_unused[j] = int((~used).sum())
+        for i, d in enumerate(dims_):
+            est = clone(base).set_params(**{param: int(d)})
+            with warnings.catch_warnings():
+                # counted in n_unused and reported once by the caller
+                warnings.simplefilter("ignore", UnusedItemsWarning)
+                est.fit(t[tr])
+            scores[i, j] = est.score(t[te])
+    return scores, n_unused

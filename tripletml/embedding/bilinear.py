@@ -7,7 +7,10 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
+from sklearn.utils.validation import check_is_fitted
 
+from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
+from tripletml.core.model_writer import save_model
 from tripletml.core.params import Interval, validate_constraints
 from tripletml.datasets.comparisons import check_item_triplets
 from tripletml.embedding._base import fit_items
@@ -75,6 +78,14 @@ class BilinearEmbedding(BaseEstimator):
     n_features_in_ : int
         3 (a triplet).
 
+    Notes
+    -----
+    :func:`tripletml.save_model` stores the fitted learner inside the model
+    file (its class, parameters and fitted attributes; its arrays as
+    ``learner_<name>``), and :func:`tripletml.load_model` checks it as a model
+    of its own: a registered triplet learner, its parameters and arrays
+    validated.  A given ``learner`` is stored as its class and parameters.
+
     Examples
     --------
     >>> from tripletml.embedding import BilinearEmbedding
@@ -88,6 +99,12 @@ class BilinearEmbedding(BaseEstimator):
         "n_items": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "random_state": ["no_validation"],
     }
+    #: the fitted arrays a model file may hold (``load_model``); the
+    #: learner's own arrays are declared by its class
+    _fitted_arrays = {"embedding_": ArraySpec(("n_items_", None), optional=True)}
+    #: the parameter and the fitted attribute holding a registry model (of
+    #: these kinds): a model file stores them as nested records
+    _nested_models = {"learner": ("triplet",), "learner_": ("triplet",)}
 
     def __init__(self, learner=None, *, n_components=None, n_items=None, random_state=None):
         self.learner = learner
@@ -97,6 +114,7 @@ class BilinearEmbedding(BaseEstimator):
 
     def _make_learner(self):
         if self.learner is None:
+            # late: LORETA's module loads Numba (0.6 s), which the embeddings need not
             from tripletml.algorithms.loreta.estimator import LORETA
             return LORETA(rank=self.n_components or 4, max_iter=20, preprocessing=None,
                           random_state=self.random_state)
@@ -156,14 +174,12 @@ class BilinearEmbedding(BaseEstimator):
     def similarity(self) -> np.ndarray:
         """The learnt similarity matrix ``S[i, j] = S(item i, item j)``,
         shape ``(n_items_, n_items_)`` (rows: heads)."""
-        from sklearn.utils.validation import check_is_fitted
         check_is_fitted(self, "learner_")
         return self.learner_.similarity(self._identity())
 
     def decision_function(self, triplets) -> np.ndarray:
         """``S(head, close) - S(head, far)`` per triplet (positive: the model
         agrees with the answer)."""
-        from sklearn.utils.validation import check_is_fitted
         check_is_fitted(self, "learner_")
         t = check_item_triplets(triplets, self.n_items_, who=f"{type(self).__name__}: triplets")
         return self.learner_.triplet_score(self._identity(), t)
@@ -181,6 +197,59 @@ class BilinearEmbedding(BaseEstimator):
     def score(self, triplets, y=None) -> float:
         """Triplet accuracy: the fraction of ``triplets`` predicted +1."""
         return float(np.mean(self.predict(triplets) == 1))
+
+    # ------------------------------------------------------------ persistence
+    def _validate_params(self) -> None:
+        """The parameter constraints (also run on a loaded model)."""
+        validate_constraints(self)
+
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (``.npz``), see
+        :func:`tripletml.save_model`; read it back with
+        :func:`tripletml.load_model`."""
+        save_model(self, path)
+
+    def _saved_form(self) -> "BilinearEmbedding":
+        """The model as the file holds it: ``embedding_`` left out when None
+        (a learner without ``transform``)."""
+        if self.__dict__.get("embedding_", 0) is not None:
+            return self
+        flat = type(self).__new__(type(self))
+        flat.__dict__.update(self.__dict__)
+        del flat.__dict__["embedding_"]
+        return flat
+
+    def _check_loaded(self) -> None:
+        """Consistency of a model built by ``load_model`` (the learner was
+        checked as a model of its own): ``n_features_in_ == 3``, ``n_items_``
+        a positive int agreeing with ``n_items``, ``learner_`` of the class
+        ``fit`` makes, fitted on ``n_items_`` one-hot columns (at rank
+        ``n_components`` when set), ``embedding_`` there exactly when the
+        learner has ``transform``."""
+        if getattr(self, "n_features_in_", None) != 3 or isinstance(self.n_features_in_, bool):
+            raise ValueError(f"n_features_in_={getattr(self, 'n_features_in_', None)!r} "
+                             "must be 3 (triplets)")
+        n = getattr(self, "n_items_", None)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n_items_={n!r} is not a positive integer")
+        if self.n_items is not None and self.n_items != n:
+            raise ValueError(f"n_items_={n} disagrees with n_items={self.n_items}")
+        self._validate_params()
+        learner = getattr(self, "learner_", None)
+        want = type(self._make_learner())
+        if type(learner) is not want:
+            raise ValueError(f"learner_ is a {type(learner).__name__}, expected {want.__name__}")
+        if learner.n_features_in_ != n:
+            raise ValueError(f"learner_ was fitted on {learner.n_features_in_} features, not "
+                             f"the n_items_={n} one-hot columns")
+        if self.n_components is not None and learner.rank != self.n_components:
+            raise ValueError(f"learner_ has rank={learner.rank}, not "
+                             f"n_components={self.n_components}")
+        if hasattr(learner, "transform") != ("embedding_" in self.__dict__):
+            raise ValueError("embedding_ must be stored exactly when the learner has transform")
+        if not hasattr(learner, "transform"):
+            self.embedding_ = None
+        check_fitted_arrays(self)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

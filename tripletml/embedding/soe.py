@@ -94,7 +94,7 @@ class SOE(OrdinalEmbeddingBase):
 
     def _loss_grad(self, X, pairs):
         if pairs.dense and self._fused:
-            from tripletml.embedding._kernels import soe_pairs
+            from tripletml.embedding._kernels import soe_pairs   # late: Numba's start-up
             return pairs.dense_fused(X, soe_pairs, self.margin)
         uc, uf, aux = pairs.sq_dists(X)
         dc, df = np.sqrt(uc), np.sqrt(uf)

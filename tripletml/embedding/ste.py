@@ -93,7 +93,7 @@ class STE(OrdinalEmbeddingBase):
     def _loss_grad(self, X, pairs):
         lam = self.regularization
         if pairs.dense and self._fused:
-            from tripletml.embedding._kernels import ste_pairs
+            from tripletml.embedding._kernels import ste_pairs   # late: Numba's start-up
             loss, g = pairs.dense_fused(X, ste_pairs, 0.0)
         else:
             uc, uf, aux = pairs.sq_dists(X)

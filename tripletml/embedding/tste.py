@@ -107,7 +107,7 @@ class TSTE(OrdinalEmbeddingBase):
         a = self.alpha_
         lam = self.regularization
         if pairs.dense and self._fused:
-            from tripletml.embedding._kernels import tste_pairs
+            from tripletml.embedding._kernels import tste_pairs   # late: Numba's start-up
             loss, g = pairs.dense_fused(X, tste_pairs, a)
             if lam:
                 loss += lam * float((X * X).sum())
