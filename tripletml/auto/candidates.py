@@ -27,9 +27,8 @@ _WHO = "AutoSimilarity"
 #: The default race (chosen from measurements on the ten shipped sets; see
 #: docs/user_guide/auto.rst and results/auto/).  ``grid`` lists values to
 #: cross, ``budget`` is ``(parameter, full value)`` or None (fitted once),
-#: ``stage`` orders the candidates by cost: stage 0 is the cheap rung (tens of
-#: milliseconds per fit on the shipped sets), stage 1 the costly family, raced
-#: only while it beats the cheap rung's best validation score.  The
+#: ``stage`` orders the candidates by cost: stage 0 is the cheap rung, stage 1
+#: the costly family (measured costs: BENCHMARKS.md), raced only while it beats the cheap rung's best validation score.  The
 #: preprocessing of every candidate is explicit (not the learners' "auto").
 #: the cheap racers both races share (no-learning baselines, the closed form,
 #: one-pass OASIS)
@@ -63,11 +62,9 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 )
 
 #: The cheapest race that still validates: the no-learning baselines, KISSME
-#: (closed form) and OASIS (sphere, whitened), one stage.  ``AutoSimilarity(candidates=
-#: FAST_CANDIDATES)`` takes 13-140 ms of CPU on the shipped sets except letter
-#: (0.62 s; results/auto/auto_floor.md) -- the floor of a validated search --
-#: at an mAP within .03 of the default race (lower where SDCA or COMET win:
-#: vehicle, balance-scale, wine).
+#: (closed form) and OASIS (sphere, whitened), one stage: the floor of a
+#: validated search (its time and its mAP against the default race:
+#: BENCHMARKS.md, results/auto/auto_floor.md).
 FAST_CANDIDATES: tuple[dict, ...] = (_EUCLIDEAN, _KISSME, _OASIS)
 
 
@@ -92,6 +89,9 @@ class _Candidate:
                      and params.get("max_iter", has.get("max_iter", 1)) == 1)
 
     def make(self, budget_value: Optional[int], seed: int):
+        """A fresh clone of the template with the candidate's parameters, the
+        budget parameter at ``budget_value`` and ``random_state=seed`` (when
+        the learner has one)."""
         est = clone(self.template)
         p = dict(self.params)
         if self.budget is not None:
@@ -101,6 +101,7 @@ class _Candidate:
         return est.set_params(**p)
 
     def describe(self, budget_value) -> dict:
+        """``{"learner": name, **parameters, budget parameter: value}``."""
         d = {"learner": self.name, **self.params}
         if self.budget is not None:
             d[self.budget[0]] = budget_value
@@ -108,6 +109,8 @@ class _Candidate:
 
 
 def _learner_template(spec_learner, where: str):
+    """``(name, unfitted template)`` of a spec's ``"learner"``: a registered
+    triplet learner's name (any case) or an unfitted learner instance."""
     if isinstance(spec_learner, str):
         try:
             entry = get_entry(spec_learner, case_sensitive=False)
@@ -124,6 +127,16 @@ def _learner_template(spec_learner, where: str):
 
 
 def _expand_candidates(candidates) -> list[_Candidate]:
+    """Check the specs of ``candidates`` (None: :data:`DEFAULT_CANDIDATES`)
+    and cross each spec's grid into racers.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A spec that is not a dict with a ``"learner"``, an unknown key, a
+        grid parameter the learner does not have, an unknown preprocessing,
+        an empty grid list, a malformed budget, or no candidate at all.
+    """
     specs = DEFAULT_CANDIDATES if candidates is None else candidates
     if isinstance(specs, (str, bytes, dict)) or not hasattr(specs, "__iter__"):
         raise TypeError(f"{_WHO}: parameter candidates must be None or a list of dicts "

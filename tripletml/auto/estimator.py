@@ -53,8 +53,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     The schedule is cost-aware (see the module docstring and
     docs/user_guide/auto.rst):
 
-    * **stage 0, the cheap rung** (every default candidate fits in
-      milliseconds to a few hundred milliseconds): Euclidean raw /
+    * **stage 0, the cheap rung**: Euclidean raw /
       standardised / whitened, KISSME (standardised; ``shrinkage`` 0, 0.01,
       0.1; a closed form, fitted once), RCA (standardised, closed form),
       OASIS (``"sphere"``, whitened), SDCA (3
@@ -69,9 +68,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
       bar there;
     * the best survivor of both stages is refitted on all rows.
 
-    On a set where the cheap rung already wins (balance-scale, wine), the
-    costly family costs three 33-iteration pilots; the whole fit then takes a
-    few hundred milliseconds.
+    Where the cheap rung already wins, the costly family costs three
+    33-iteration pilots (measured times: BENCHMARKS.md).
 
     Parameters
     ----------
@@ -139,16 +137,14 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         so far: the race overruns ``time_budget`` by at most about one fit.
         Example: on a 300 x 20,000 sparse matrix the default race skips SML
         (34 eigendecompositions of a 20,000 x 20,000 matrix in its pilot
-        alone) and finishes in about a second; before, that pilot ran for
-        minutes.
+        alone).
     n_splits : int, default=1
         Number of stratified fit/validation splits (scores are averaged).
     validation_size : float, default=0.3
         Fraction of the training items held out for validation, in (0, 1).
     max_validation_items : int or None, default=1000
         At most this many validation items (a stratified subset of the held-out
-        ones) are scored: scoring is quadratic in their number (4,200 letter
-        items take 3 s per score, 1,000 take 0.1 s).  The held-out items that
+        ones) are scored: scoring is quadratic in their number.  The held-out items that
         are not scored are not fitted on either.  None: score all.
     factor : int, default=3
         Halving factor (as scikit-learn's ``HalvingGridSearchCV``): each round keeps ``ceil(n / factor)`` candidates and
@@ -287,9 +283,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     def _candidate_specs(self):
         """The race: ``candidates``, or :data:`DEFAULT_CANDIDATES` whatever
-        the ``scoring`` (adding OASIS with ``sampling="knn"`` for
-        ``scoring="knn_accuracy"`` never won on digits, vehicle, vowel,
-        segment, seed 0, and cost 1-4 s more per race)."""
+        the ``scoring`` (OASIS with ``sampling="knn"`` for
+        ``scoring="knn_accuracy"`` was measured and not added)."""
         return DEFAULT_CANDIDATES if self.candidates is None else self.candidates
 
     def _min_per_class(self) -> int:

@@ -114,10 +114,28 @@ def _fmt_bytes(v: float) -> str:
 
 
 def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
-    """Whether ``cand`` may be fitted at ``budget_value`` now: ``(reason,
-    seconds)``, the reason empty when it may, the seconds a lower bound on
-    the fit's dense d x d work on this machine (0 when not measured).
+    """Whether ``cand`` may be fitted at ``budget_value`` now.
 
+    Parameters
+    ----------
+    ctx : dict
+        The race's state: ``X`` (the rows the learner will see), ``deadline``,
+        ``n_workers``, and ``memory`` / ``speed`` (None until first measured,
+        then cached there).
+    cand : _Candidate
+    budget_value : int or None
+
+    Returns
+    -------
+    reason : str
+        Empty when the fit may start, else why not (``"memory: ..."`` or
+        ``"time: ..."``).
+    seconds : float
+        A lower bound on the fit's dense d x d work on this machine (0 when
+        not measured, -1 for a free candidate).
+
+    Notes
+    -----
     The rule (decided before the fit: a running fit cannot be
     interrupted): the unavoidable dense work of the learner
     (:func:`_dense_work`: ``k`` d x d arrays held, ``e`` symmetric

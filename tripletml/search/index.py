@@ -22,23 +22,17 @@ and finds, for each query, the ``k`` items of highest similarity:
 
   - IVF over an inner-product model uses it: k-means cells and the
     assignment of rows to them are then Euclidean, where on the raw inner
-    product large-norm centroids swallow the rows (million-row LORETA
-    benchmark: recall@10 0.9997 against 0.87 at ``nprobe=16``; never worse
-    in the runs of ``bench/bench_index.py``);
+    product large-norm centroids swallow the rows;
   - HNSW decides at the first ``add`` from the database embeddings ``E``
     (its first ``batch_size`` rows, at least :data:`IP_TO_L2_MIN_ROWS` = 32;
     a smaller first ``add`` keeps the raw inner product): the augmentation
-    when they lie in a
-    narrow cone, ``||mean(E)|| / mean(||E||) >`` :data:`IP_TO_L2_CONE`
-    (0.5), as for a model fitted on raw non-negative features
-    (``preprocessing=None`` on pixels or counts: 0.83-0.89 on digits,
-    where a graph on the raw inner product plateaus: recall@10 at
-    ``ef_search=64``, M 32, 0.87 / 0.53 / 0.88 for OASIS / LORETA / SDCA
-    against 0.996 / 0.999 / 0.993 augmented); the raw inner product for
-    centred embeddings (standardised digits 0.00, the learners' default
-    ``"sphere"`` below 0.1, the million-row benchmark 0.01), where it is
-    the better graph: 0.994 / 0.997 / 0.996 against 0.970 / 0.960 / 0.957
-    on standardised digits, 0.95 against 0.70 on the benchmark.
+    when they lie in a narrow cone, ``||mean(E)|| / mean(||E||) >``
+    :data:`IP_TO_L2_CONE` (0.5), as for a model fitted on raw non-negative
+    features (``preprocessing=None`` on pixels or counts), where a graph on
+    the raw inner product plateaus; the raw inner product for centred
+    embeddings (the learners' default ``"sphere"``), where it is the better
+    graph.  The recalls measured for both rules are in BENCHMARKS.md
+    (``bench/bench_index.py``).
 
   Measure recall against ``kind="flat"`` on your data.
 * ``backend="numpy"``: exact search, ``kind="flat"`` only.  The database is
