@@ -596,7 +596,7 @@ def test_cli_fit_auto_then_evaluate_and_index(tmp_path, capsys):
 def test_blas_limit_uses_one_cached_controller_per_process():
     from threadpoolctl import threadpool_info
 
-    from tripletml import auto
+    from tripletml.auto import race as auto
     with auto._blas_limit(None):            # no limit asked: nothing is inspected
         pass
     blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
@@ -644,7 +644,7 @@ def test_sparse_large_d_skips_the_dense_candidates_and_says_why():
 def test_small_sets_never_probe_the_machine(monkeypatch):
     """Work no larger than the probe's own is never measured nor skipped:
     the shipped-size race is the one it was."""
-    from tripletml import auto as auto_mod
+    from tripletml.auto import resources as auto_mod
 
     def boom():
         raise AssertionError("probed")
@@ -664,7 +664,7 @@ def _wide_dense(d=520):
 
 
 def test_dense_arrays_beyond_the_available_memory_are_skipped(monkeypatch):
-    from tripletml import auto as auto_mod
+    from tripletml.auto import resources as auto_mod
 
     monkeypatch.setattr(auto_mod, "_available_memory", lambda: 1e6)   # 1 MB left
     X, y = _wide_dense()
@@ -684,7 +684,7 @@ def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch)
     triplet: fitted at 300 triplets (6,000 s predicted of a 10,000 s
     budget), not refitted at 900 (18,000 s); the winner keeps the score of
     its last fit and is refitted with the budget it was scored at."""
-    from tripletml import auto as auto_mod
+    from tripletml.auto import resources as auto_mod
 
     X, y = iris()
     d = X.shape[1]
@@ -711,7 +711,8 @@ def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch)
 
 
 def test_no_fit_starts_with_less_than_its_shortest_time_left():
-    from tripletml.auto import _expand_candidates, _run_job
+    from tripletml.auto.candidates import _expand_candidates
+    from tripletml.auto.race import _run_job
 
     X, y = iris()
     (cand,) = _expand_candidates([{"learner": "OASIS", "budget": ("n_triplets", 100)}])
@@ -726,7 +727,8 @@ def test_no_fit_starts_with_less_than_its_shortest_time_left():
 def test_after_the_deadline_only_the_free_baselines_are_fitted():
     """A candidate without a budget but with dense work (KISSME) is held to
     the deadline like a budgeted one; a free baseline always scores."""
-    from tripletml.auto import _expand_candidates, _run_job
+    from tripletml.auto.candidates import _expand_candidates
+    from tripletml.auto.race import _run_job
 
     X, y = iris()
     kiss, euc = _expand_candidates([{"learner": "KISSME"}, {"learner": "Euclidean"}])
@@ -738,7 +740,7 @@ def test_after_the_deadline_only_the_free_baselines_are_fitted():
 
 
 def test_dense_work_table_and_fallbacks():
-    from tripletml.auto import _dense_work
+    from tripletml.auto.resources import _dense_work
     from tripletml.algorithms.itml.estimator import ITML
     from tripletml.algorithms.loreta.estimator import LORETA
     from tripletml.algorithms.sml.estimator import SML

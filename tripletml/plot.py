@@ -21,6 +21,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from tripletml.metrics import evaluate_retrieval
+
 __all__ = ["plot_history", "plot_precision_at_k", "plot_embedding", "plot_matrix"]
 
 #: history_ columns that are bookkeeping, not curves
@@ -138,7 +140,6 @@ def plot_precision_at_k(models: Mapping[str, Any], X_query, y_query, X_db=None, 
     -------
     matplotlib.figure.Figure
     """
-    from tripletml.metrics import evaluate_retrieval
 
     if not isinstance(models, Mapping) or not models:
         raise TypeError("plot_precision_at_k: models must be a non-empty mapping name -> "

@@ -44,6 +44,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.neighbors import NearestNeighbors
 
+from tripletml.core.model_writer import unstorable_sampler_message
 from tripletml.core.validation import (available_memory, as_generator, check_scalar_param,
                           check_triplets, check_X)
 
@@ -678,7 +679,6 @@ def sampler_to_dict(sampling: Any, owner: Any = None) -> Any:
     cls = type(sampling)
     if cls in SAMPLING_CLASSES.values():
         return {"sampler": cls.__name__, "params": sampling.get_params()}
-    from tripletml.core.model_writer import unstorable_sampler_message
     raise TypeError(unstorable_sampler_message(sampling, _who_of(owner, "model")))
 
 

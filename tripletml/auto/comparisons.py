@@ -39,6 +39,7 @@ answer only a little, and the held-out items decide how much.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -48,7 +49,17 @@ from typing import Any, Optional
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import GroupKFold, KFold
+
+from tripletml.auto.candidates import _expand_candidates
+from tripletml.auto.resources import check_resources
+from tripletml.core.base import TripletLearner, _tuple_forms
+from tripletml.core.preprocessing import Preprocessor
+from tripletml.core.validation import check_triplets, check_X
+from tripletml.metrics import triplet_accuracy
+from tripletml.pairs import check_pairs
 
 __all__ = ["Comparisons", "parse_comparisons", "item_splits", "relative_step_cap",
            "DEFAULT_COMPARISON_CANDIDATES", "COMPARISON_SCORINGS"]
@@ -122,10 +133,6 @@ def parse_comparisons(est: Any, X, y, triplets, pairs) -> Optional[Comparisons]:
         Indices outside X, degenerate triplets (an item compared with
         itself), pairs without both labels, y given with triplets.
     """
-    from tripletml.core.validation import check_triplets, check_X
-    from tripletml.core.base import _tuple_forms
-    from tripletml.pairs import check_pairs
-
     X, y, triplets, pairs, form = _tuple_forms(est, X, y, triplets, pairs)
     if form is None:
         return None
@@ -171,8 +178,6 @@ def _check_groups(groups, n: int) -> Optional[np.ndarray]:
 
 
 def _splitter(est: Any, groups: Optional[np.ndarray], seed: int):
-    from sklearn.model_selection import GroupKFold, KFold
-
     cv = DEFAULT_FOLDS if est.cv is None else est.cv
     if isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
@@ -279,7 +284,6 @@ class _Racer:
     def make(self, X_fit, seed: int):
         est = self.cand.make(None, seed)
         if self.kappa is not None:
-            from tripletml.core.preprocessing import Preprocessor
             pre = Preprocessor(est.get_params().get("preprocessing"), auto="sphere",
                                owner=self.name).fit(X_fit)
             est.set_params(C=relative_step_cap(self.kappa, pre.transform(X_fit), seed))
@@ -289,7 +293,7 @@ class _Racer:
 def expand_racers(est: Any) -> list[_Racer]:
     """The racers of ``est.candidates`` (None:
     :data:`DEFAULT_COMPARISON_CANDIDATES`), expanded by the estimator's own
-    candidate rules (``est._expand``); a spec may carry ``"kappa"`` (a list
+    candidate rules (:func:`tripletml.auto.candidates._expand_candidates`); a spec may carry ``"kappa"`` (a list
     of relative step caps) for a learner with a ``C`` parameter."""
     candidates = est.candidates
     specs = DEFAULT_COMPARISON_CANDIDATES if candidates is None else candidates
@@ -303,7 +307,7 @@ def expand_racers(est: Any) -> list[_Racer]:
                                      and k > 0 and math.isfinite(k) for k in kappas):
                 raise ValueError(f"{_WHO}: candidates[{i}]['kappa'] must be a non-empty list "
                                  "of positive numbers.")
-        for cand in est._expand([spec]):
+        for cand in _expand_candidates([spec]):
             if kappas is None:
                 out.append(_Racer(cand))
                 continue
@@ -320,9 +324,7 @@ def score_split(model, comp: Comparisons, items: np.ndarray) -> float:
     t, lab = comp.among(items)
     Xv = comp.X[items]
     if comp.kind == "triplets":
-        from tripletml.metrics import triplet_accuracy
         return float(triplet_accuracy(model, Xv, t))
-    from sklearn.metrics import roc_auc_score
     return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]])))
 
 
@@ -341,14 +343,12 @@ def fit_on(model, comp: Comparisons, items: Optional[np.ndarray] = None):
 def _has_span_route(template) -> bool:
     """Whether a learner fits in the span of its rows when they are fewer
     than the features (``_span_lift_spec`` overridden)."""
-    from tripletml.core.base import TripletLearner
-
     own = getattr(type(template), "_span_lift_spec", None)
     return own is not None and own is not getattr(TripletLearner, "_span_lift_spec", None)
 
 
 def _work_proxy(template, X, items: np.ndarray):
-    """What the dense-work estimate of ``AutoSimilarity._resources`` should
+    """What the dense-work estimate (:func:`tripletml.auto.resources.check_resources`) should
     see: the fit rows, narrowed to their span's width for a learner with the
     span route (its d x d work happens at that width; the lift is one
     ``O(d^2 r)`` product)."""
@@ -364,8 +364,6 @@ def _with_answers(cand, comp: Comparisons, items: np.ndarray):
     the fit items, not the learner's default draw)."""
     if "n_triplets" not in cand.template.get_params():
         return cand
-    import copy
-
     m = int(comp.among(items)[0].shape[0])
     out = copy.copy(cand)
     out.params = {**cand.params, "n_triplets": max(1, m)}
@@ -379,8 +377,6 @@ _FAILURES = (FloatingPointError, ArithmeticError, ValueError, np.linalg.LinAlgEr
 def race(est: Any, comp: Comparisons, splits: list, t_start: float, seed0: int) -> dict:
     """Fit and score every racer on every split; returns the race's record:
     ``rows`` (one dict per racer), ``skipped``, ``stop``."""
-    from sklearn.exceptions import ConvergenceWarning
-
     racers = expand_racers(est)
     deadline = t_start + float(est.time_budget)
     fi0 = splits[0][0]
@@ -392,7 +388,7 @@ def race(est: Any, comp: Comparisons, splits: list, t_start: float, seed0: int) 
                "error": "", "stopped": ""}
         rows.append(row)
         ctx["X"] = _work_proxy(racer.cand.template, comp.X, fi0)
-        why, secs = est._resources(ctx, _with_answers(racer.cand, comp, fi0), None)
+        why, secs = check_resources(ctx, _with_answers(racer.cand, comp, fi0), None)
         free = secs < 0
         if why:
             row["stopped"] = why
@@ -452,8 +448,6 @@ def results_table(rows: list[dict], n_splits: int, win: int) -> dict:
 def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None:
     """``AutoSimilarity.fit`` on comparisons: split the items, race, refit
     the winner on all answers; sets the fitted attributes on ``est``."""
-    from sklearn.exceptions import ConvergenceWarning
-
     seed0 = est._seed()
     split_seed = int(np.random.SeedSequence(seed0).generate_state(1)[0])
     splits = item_splits(est, comp, groups, split_seed)

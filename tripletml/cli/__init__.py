@@ -27,12 +27,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tripletml import datasets, reproduce
+from tripletml._version import __version__
 from tripletml.cli.cluster import add_scheduler_argument, scheduler_context
 from tripletml.cli.data import load_data as _load_data
 from tripletml.cli.data import positive_int
 from tripletml.cli.output import check_output
-from tripletml.registry import FEATURE_KINDS, entries, get_entry
+from tripletml.cli.search import add_subcommands
 from tripletml.core.preprocessing import PREPROCESSING_MODES
+from tripletml.distributed.sharded import ShardedCollection, load_npz_shard, read_npz_shards
+from tripletml.persistence import load_model
+from tripletml.registry import FEATURE_KINDS, entries, get_entry
+
+# Lazy imports, kept for a fast `tripletml --help`: the demo, AutoSimilarity
+# and the metrics load the Numba kernels (tripletml.cli.demo, tripletml.auto,
+# tripletml.metrics are imported by the commands that use them).
 
 __all__ = ["main", "build_parser", "fingerprint"]
 
@@ -124,7 +133,7 @@ def _parse_params(pairs):
 
 
 def _cmd_demo(args):
-    from tripletml.cli.demo import DEMO_LEARNERS, run_demo
+    from tripletml.cli.demo import DEMO_LEARNERS, run_demo   # lazy: Numba
     learners = None
     if args.verbose:
         def verbose_factory(factory):
@@ -139,7 +148,6 @@ def _cmd_demo(args):
 
 
 def _cmd_reproduce(args):
-    from tripletml import reproduce
     repros = reproduce.available()
     if args.name is None or args.name == "list":
         for r in repros.values():
@@ -156,7 +164,7 @@ def _cmd_reproduce(args):
 def _cmd_fit(args):
     params = _parse_params(args.param)
     if args.learner == _AUTO:
-        from tripletml.auto import AutoSimilarity
+        from tripletml.auto import AutoSimilarity        # lazy: Numba
         name, kind, model = "AutoSimilarity", "triplet", AutoSimilarity()
         if args.time_budget is not None:
             params["time_budget"] = args.time_budget
@@ -209,7 +217,6 @@ def _cmd_fit(args):
             if k is None:
                 model.fit(X, y)
             else:
-                from tripletml.distributed.sharded import ShardedCollection
                 model.fit(ShardedCollection.from_arrays(X, y, n_partitions=k))
                 record["partitions"] = k
     secs = time.perf_counter() - t0
@@ -253,7 +260,6 @@ def _n_partitions(args, client, kind: str, name: str, n_rows: int) -> int | None
 def _fit_shards(args, name: str, kind: str, model, params: dict):
     """``tripletml fit LEARNER DIR``: train on the directory's ``.npz`` shards
     (``write_npz_shards``), in-process or on ``--scheduler``."""
-    from tripletml.distributed.sharded import read_npz_shards
     if kind != "triplet" or args.learner == _AUTO:
         raise ValueError(f"a directory of shards trains a triplet learner; {name} cannot "
                          "be fitted on one (load the data into memory instead)")
@@ -335,7 +341,6 @@ def _load_shard_dir(directory: str, model, multilabel: bool):
     import numpy as np
     import scipy.sparse as sp
 
-    from tripletml.distributed.sharded import load_npz_shard, read_npz_shards
     if multilabel:
         raise ValueError(f"{directory} is a folder of shards, which hold one class label per "
                          "row; evaluate a multi-label model on a LIBSVM file or data set.")
@@ -364,8 +369,7 @@ def _load_shard_dir(directory: str, model, multilabel: bool):
 
 
 def _cmd_evaluate(args):
-    from tripletml.persistence import load_model
-    from tripletml.metrics import evaluate_retrieval, knn_error
+    from tripletml.metrics import evaluate_retrieval, knn_error   # lazy: Numba
     model = load_model(args.model)
     multilabel = get_entry(type(model).__name__, kind=FEATURE_KINDS).kind == "multilabel"
     if Path(args.data).is_dir():        # a folder of shards, as 'tripletml fit' reads
@@ -407,7 +411,6 @@ def _present(rec, home: Path) -> str:
 
 
 def _cmd_datasets(args):
-    from tripletml import datasets
     home = datasets.get_data_home(args.data_home)
     how = ("--data-home" if args.data_home else
            "the TRIPLETML_DATA environment variable" if os.environ.get("TRIPLETML_DATA")
@@ -437,7 +440,6 @@ def _cmd_datasets(args):
 
 
 def _cmd_fetch(args):
-    from tripletml import datasets
     home = datasets.fetch(args.name, data_home=args.data_home, mirror=args.mirror, verbose=True)
     print(f"{args.name} is in {home}")
 
@@ -463,19 +465,16 @@ _DATA_HELP = ("a registered data-set name ('tripletml datasets' lists them) or t
 _HOME_HELP = "data folder (default: $TRIPLETML_DATA, else ~/tripletml_data)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``tripletml`` argument parser (every argument has help text)."""
-    from tripletml._version import __version__
-
-    p = argparse.ArgumentParser(prog="tripletml", description="tripletml: metric and similarity learning from triplets.",
-                                epilog="Run 'tripletml COMMAND --help' for a command's options.")
-    p.add_argument("--version", action="version", version=f"tripletml {__version__}",
-                   help="print the version and exit")
-    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+def _add_demo(sub) -> None:
+    """The ``demo`` subcommand."""
     d = sub.add_parser("demo", help="learn similarities on digits with every learner")
     d.add_argument("--seed", type=int, default=0, help="random seed of the split and learners")
     _verbose(d)
     d.set_defaults(func=_cmd_demo)
+
+
+def _add_reproduce(sub) -> None:
+    """The ``reproduce`` subcommand."""
     r = sub.add_parser("reproduce", help="rerun a paper reproduction ('list' to list)")
     r.add_argument("name", nargs="?",
                    help="reproduction name (e.g. sdca-table2), or 'list' to list them")
@@ -490,6 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_scheduler_argument(r)
     _verbose(r)
     r.set_defaults(func=_cmd_reproduce)
+
+
+def _add_fit(sub) -> None:
+    """The ``fit`` subcommand."""
     f = sub.add_parser("fit", help="fit a learner on a data set and save it",
                        epilog=_fit_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("learner", type=_learner_name, metavar="LEARNER",
@@ -536,6 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto only: candidates fitted in parallel (joblib; -1: all cores)")
     _verbose(f)
     f.set_defaults(func=_cmd_fit)
+
+
+def _add_evaluate(sub) -> None:
+    """The ``evaluate`` subcommand."""
     e = sub.add_parser("evaluate", help="mAP, P@k and 1-NN error of a saved model")
     e.add_argument("model", metavar="MODEL", help="model file written by 'tripletml fit'")
     e.add_argument("data", metavar="DATA",
@@ -557,6 +564,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "otherwise")
     _verbose(e)
     e.set_defaults(func=_cmd_evaluate)
+
+
+def _add_datasets_and_fetch(sub) -> None:
+    """The ``datasets`` and ``fetch`` subcommands."""
     ds = sub.add_parser("datasets", help="list the registered data sets, which are present "
                                          "in the data home, and where that is")
     ds.add_argument("--data-home", help=_HOME_HELP)
@@ -569,8 +580,18 @@ def build_parser() -> argparse.ArgumentParser:
     fe.add_argument("--mirror", help="base URL of a mirror with the data-home layout")
     _verbose(fe)
     fe.set_defaults(func=_cmd_fetch)
-    from tripletml.cli.search import add_subcommands
-    add_subcommands(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tripletml`` argument parser (every argument has help text)."""
+    p = argparse.ArgumentParser(prog="tripletml", description="tripletml: metric and similarity learning from triplets.",
+                                epilog="Run 'tripletml COMMAND --help' for a command's options.")
+    p.add_argument("--version", action="version", version=f"tripletml {__version__}",
+                   help="print the version and exit")
+    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    for add in (_add_demo, _add_reproduce, _add_fit, _add_evaluate, _add_datasets_and_fetch,
+                add_subcommands):
+        add(sub)
     return p
 
 

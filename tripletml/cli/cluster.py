@@ -6,6 +6,8 @@ import argparse
 import contextlib
 from typing import Any, Iterator
 
+from tripletml.distributed.dask_search import CONNECT_TIMEOUT, use_cluster
+
 __all__ = ["add_scheduler_argument", "scheduler_context"]
 
 
@@ -34,14 +36,12 @@ def scheduler_context(args: argparse.Namespace) -> Iterator[Any]:
     if not address:
         yield None
         return
-    from tripletml.distributed.dask_search import use_cluster
     target: Any = address
     if isinstance(address, str) and address.startswith("local:"):
         try:
             target = int(address.split(":", 1)[1])
         except ValueError:
             raise SystemExit(f"tripletml: --scheduler {address!r}: expected local:N") from None
-    from tripletml.distributed.dask_search import CONNECT_TIMEOUT
     timeout = getattr(args, "scheduler_timeout", None)
     if timeout is None:
         timeout = CONNECT_TIMEOUT

@@ -6,8 +6,13 @@ neither, so the command line has no import circle.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 from pathlib import Path
+
+from tripletml import datasets
+from tripletml.cli.output import is_model_file
+from tripletml.core.files import open_regular
 
 __all__ = ["load_data", "looks_like_path", "positive_int"]
 
@@ -40,11 +45,8 @@ def looks_like_path(source: str) -> bool:
 
 def _read_svmlight(p: Path, source: str, n_features, zero_based: bool, multilabel: bool,
                    pad_features: bool):
-    import gzip
+    from sklearn.datasets import load_svmlight_file   # ~0.1 s: not for `tripletml --help`
 
-    from sklearn.datasets import load_svmlight_file
-
-    from tripletml.core.files import open_regular
     with open_regular(p, "tripletml") as raw:
         fh = gzip.open(raw, "rb") if p.suffix == ".gz" else raw
         try:
@@ -95,14 +97,11 @@ def load_data(source: str, data_home, subset: str = "all", *, n_features=None,
     index is smaller) is refused unless ``pad_features`` (then the missing
     trailing features are zero).  An index or label too large for an int is
     a ValueError, as is a path that is not a regular file."""
-    from tripletml import datasets
-
     p = Path(source).expanduser()
     if p.is_dir():
         raise ValueError(f"{source} is a folder; give a LIBSVM file or a registered data-set "
                          "name (tripletml datasets lists them).")
     if p.exists():
-        from tripletml.cli.output import is_model_file
         if is_model_file(p):
             raise ValueError(f"{source} is a tripletml model file, not data: give a LIBSVM "
                              "file or a registered data-set name here (the model goes in "

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tripletml.core.files import open_regular
+
 __all__ = ["check_output", "is_model_file", "model_target", "RESULTS_HEADER"]
 
 #: first line of a search-results text file
@@ -40,8 +42,6 @@ def model_target(path) -> Path:
 
 
 def _zip_members(path: Path) -> dict[str, int] | None:
-    from tripletml.core.files import open_regular
-
     try:
         with open_regular(path, "tripletml") as fh, zipfile.ZipFile(fh) as zf:
             return {i.filename: i.file_size for i in zf.infolist()}
@@ -53,8 +53,6 @@ def is_model_file(path) -> bool:
     """Whether ``path`` is a regular file holding a tripletml model: a zip
     whose ``__meta__.npy`` (read alone, at most 16 MiB) declares the
     ``tripletml-model`` format.  No other member is read."""
-    from tripletml.core.files import open_regular
-
     try:
         with open_regular(path, "tripletml") as fh, zipfile.ZipFile(fh) as zf:
             info = zf.getinfo(_META_MEMBER)
@@ -83,8 +81,6 @@ def _is_results(path: Path) -> bool:
     members = _zip_members(path)
     if members is not None:
         return set(members) == {"ids.npy", "scores.npy"}
-    from tripletml.core.files import open_regular
-
     try:
         with open_regular(path, "tripletml") as fh:
             head = fh.read(len(RESULTS_HEADER) + 1)
@@ -150,6 +146,7 @@ def check_output(path, kind: str, force: bool, option: str = "-o") -> Path:
         return path
     test = _KINDS[kind][1]
     if kind == "index":
+        # lazy: the index module loads the Numba kernels; `tripletml --help` need not
         from tripletml.search.index import is_index_dir
         ours = is_index_dir(path)
     else:

@@ -19,6 +19,8 @@ import numpy as np
 
 from tripletml.cli.data import load_data, positive_int
 from tripletml.cli.output import RESULTS_HEADER, check_output
+from tripletml.core.files import write_atomically
+from tripletml.persistence import load_model
 
 __all__ = ["add_subcommands", "cmd_index_build", "cmd_search"]
 
@@ -36,7 +38,7 @@ def _load(source: str, args, n_features: int):
 
 def cmd_index_build(args: argparse.Namespace) -> None:
     """Handler of ``tripletml index build``."""
-    from tripletml.persistence import load_model
+    # lazy (here and in cmd_search): the index module loads the Numba kernels
     from tripletml.search.index import build
 
     check_output(args.output, "index", args.force)
@@ -106,8 +108,6 @@ def cmd_search(args: argparse.Namespace) -> None:
 def _save_npz(path: Path, **arrays) -> None:
     """``np.savez`` to a new temporary file beside ``path``, renamed over it
     (np.savez would also append ``.npz`` to a name without it)."""
-    from tripletml.core.files import write_atomically
-
     write_atomically(path, lambda fh: np.savez(fh, **arrays))
 
 

@@ -198,6 +198,60 @@ def _owner(owner: Any) -> str:
     return type(owner).__name__
 
 
+def _dense_float64(X: Any, who: str, name: str) -> np.ndarray:
+    """Dense ``X`` of :func:`check_X` as a C-contiguous 2-D float64 array:
+    strings, non-numeric and object data that cannot be converted are a
+    TypeError, complex data a :class:`ComplexDataError`, another number of
+    dimensions a ValueError (with scikit-learn's "Reshape your data")."""
+    if isinstance(X, (str, bytes)):
+        raise TypeError(f"{who}: {name} must be a 2-D numeric array, got a string.")
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists and friends
+        raise ValueError(f"{who}: {name} could not be converted to an array: {exc}") from None
+    if arr.dtype == object:
+        if any(isinstance(v, (str, bytes)) for v in arr.flat):
+            raise TypeError(f"{who}: {name} must be numeric; it holds strings.")
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            # scikit-learn's wording: NumPy's "float() argument must be a
+            # string or a real number, not 'dict'"
+            raise TypeError(f"{who}: {name} must be numeric; got an object array that "
+                            f"cannot be converted to float ({exc}).") from None
+        except OverflowError:
+            raise ValueError(f"{who}: {name} holds a number too large for float64; "
+                             "scale the features.") from None
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{who}: {name} must be numeric, got dtype {arr.dtype}.")
+    if np.iscomplexobj(arr):
+        raise ComplexDataError(f"{who}: {name} is complex. Complex data not supported; "
+                               "only real data is.")
+    if arr.ndim != 2:
+        hint = (f" Reshape your data either using {name}.reshape(-1, 1) if your data has "
+                f"a single feature or {name}.reshape(1, -1) if it contains a single "
+                "sample." if arr.ndim == 1 else "")
+        raise ValueError(f"{who}: {name} must be 2-D (n_samples, n_features), got an array "
+                         f"with shape {arr.shape}.{hint}")
+    with np.errstate(over="ignore"):  # float128 beyond float64 -> inf, refused below
+        return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _check_finite(values: np.ndarray, who: str, name: str, max_abs: float | None) -> None:
+    """The values of :func:`check_X`: no NaN or infinity, none of magnitude
+    above ``max_abs`` (when given)."""
+    # two reductions, no temporary: NaN propagates through both
+    lo, hi = float(values.min()), float(values.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"{who}: {name} contains NaN or infinity.")
+    if max_abs is not None and max(-lo, hi) > max_abs:
+        raise ValueError(
+            f"{who}: {name} has a value of magnitude {max(-lo, hi):.3g}, above the "
+            f"{max_abs:.0e} accepted here: squared distances and "
+            "bilinear forms of such values overflow float64. Scale the features "
+            "(e.g. sklearn.preprocessing.MaxAbsScaler or StandardScaler).")
+
+
 def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             n_features: int | None = None, min_samples: int = 1,
             name: str = "X", max_abs: float | None = None) -> np.ndarray | sp.csr_matrix:
@@ -278,38 +332,7 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
             X = X.astype(np.float64)
         values = X.data
     else:
-        if isinstance(X, (str, bytes)):
-            raise TypeError(f"{who}: {name} must be a 2-D numeric array, got a string.")
-        try:
-            arr = np.asarray(X)
-        except Exception as exc:  # ragged lists and friends
-            raise ValueError(f"{who}: {name} could not be converted to an array: {exc}") from None
-        if arr.dtype == object:
-            if any(isinstance(v, (str, bytes)) for v in arr.flat):
-                raise TypeError(f"{who}: {name} must be numeric; it holds strings.")
-            try:
-                arr = arr.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                # scikit-learn's wording: NumPy's "float() argument must be a
-                # string or a real number, not 'dict'"
-                raise TypeError(f"{who}: {name} must be numeric; got an object array that "
-                                f"cannot be converted to float ({exc}).") from None
-            except OverflowError:
-                raise ValueError(f"{who}: {name} holds a number too large for float64; "
-                                 "scale the features.") from None
-        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-            raise TypeError(f"{who}: {name} must be numeric, got dtype {arr.dtype}.")
-        if np.iscomplexobj(arr):
-            raise ComplexDataError(f"{who}: {name} is complex. Complex data not supported; "
-                                   "only real data is.")
-        if arr.ndim != 2:
-            hint = (f" Reshape your data either using {name}.reshape(-1, 1) if your data has "
-                    f"a single feature or {name}.reshape(1, -1) if it contains a single "
-                    "sample." if arr.ndim == 1 else "")
-            raise ValueError(f"{who}: {name} must be 2-D (n_samples, n_features), got an array "
-                             f"with shape {arr.shape}.{hint}")
-        with np.errstate(over="ignore"):  # float128 beyond float64 -> inf, refused below
-            X = np.ascontiguousarray(arr, dtype=np.float64)
+        X = _dense_float64(X, who, name)
         values = X
     n, d = X.shape
     # scikit-learn's wording ("Found array with 0 sample(s) (shape=(0, 3)) while
@@ -321,16 +344,7 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
         raise ValueError(f"{who}: {name} has 0 features: 0 feature(s) (shape={X.shape}) "
                          "while a minimum of 1 is required.")
     if values.size:
-        # two reductions, no temporary: NaN propagates through both
-        lo, hi = float(values.min()), float(values.max())
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            raise ValueError(f"{who}: {name} contains NaN or infinity.")
-        if max_abs is not None and max(-lo, hi) > max_abs:
-            raise ValueError(
-                f"{who}: {name} has a value of magnitude {max(-lo, hi):.3g}, above the "
-                f"{max_abs:.0e} accepted here: squared distances and "
-                "bilinear forms of such values overflow float64. Scale the features "
-                "(e.g. sklearn.preprocessing.MaxAbsScaler or StandardScaler).")
+        _check_finite(values, who, name, max_abs)
     if n_features is not None and d != n_features:
         raise ValueError(f"{who}: {name} has {d} features, but {who} is expecting "
                          f"{n_features} features as input (the model was fitted with "

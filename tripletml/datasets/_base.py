@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch
 
 from tripletml.core.files import check_regular_file, open_regular
+from tripletml.core.validation import check_X
 from tripletml.datasets._registry import REGISTRY, DataFile, DatasetRecord, get_record
 
 __all__ = ["get_data_home", "list_datasets", "info", "load", "sha256sum", "read_libsvm"]
@@ -202,7 +203,6 @@ def read_libsvm(path: str | os.PathLike, *, n_features: int | None = None,
     """
     from sklearn.datasets import load_svmlight_file
 
-    from tripletml.core.validation import check_X
 
     path = Path(path)
     try:

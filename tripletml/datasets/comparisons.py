@@ -43,6 +43,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from tripletml.core.files import check_regular_file, open_regular
+from tripletml.core.validation import as_generator, check_dense_memory
 from tripletml.datasets._base import _locate, _resolve_data_home, _verify
 from tripletml.datasets._registry import DataFile
 
@@ -468,7 +469,6 @@ def _parse_id_rows(data: bytes, where: str, width: int | None) -> np.ndarray:
     parsing) and one chunk of :data:`_PARSE_CHUNK` bytes of lines at a time;
     a line longer than :data:`MAX_LINE_BYTES` is refused.
     """
-    from tripletml.core.validation import check_dense_memory
     n = len(data)
     bound = sum(data.count(c) for c in (b",", b";", b"\t", b" ", b"\n")) + 1
     check_dense_memory(8 * bound, where, f"the item ids of {n} bytes of text (at most "
@@ -565,7 +565,6 @@ def read_triplets(source: Any, format: str = "head_close_far", *,
     if format != "head_close_far":
         # (k - 1)(k - 2) triplets per answer: the expansion is checked before
         # it is allocated (the pair columns, the stacked triplets)
-        from tripletml.core.validation import check_dense_memory
         n_out = rows.shape[0] * (k - 1) * (k - 2)
         check_dense_memory(5 * 8 * n_out, who, f"{rows.shape[0]} {format} answers of {k} "
                            f"items give {n_out} triplets, which do not fit")
@@ -850,7 +849,6 @@ def split_items(triplets: Any, n_items: int | None = None, *, test_size: float |
         if not 1 <= n_test <= n - 1:
             raise ValueError(f"{who}: test_size={test_size} leaves {n_test} of {n} items for "
                              "testing; at least one item must stay on each side.")
-        from tripletml.core.validation import as_generator
         p = as_generator(random_state, who).permutation(n)
         is_tr = np.zeros(n, dtype=bool)
         is_tr[p[:n - n_test]] = True

@@ -47,6 +47,7 @@ from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted, check_X_y
 
 from tripletml.core.validation import check_X
+from tripletml.datasets._base import load
 
 __all__ = ["information_gain", "InfoGainSelector", "NewsgroupsVectorizer",
            "strip_newsgroup_headers", "load_newsgroups_tfidf"]
@@ -294,8 +295,6 @@ def load_newsgroups_tfidf(n_features: int | None = 1000,
         ``X_train`` (11314 x n_features CSR), ``y_train``, ``X_test`` (7532 x
         n_features), ``y_test``, ``feature_names``, ``target_names``, ``vectorizer``.
     """
-    from tripletml.datasets._base import load
-
     if corpus is None:
         corpus = load("20newsgroups", data_home, subset="all", verify=verify)
     if corpus.get("name") != "20newsgroups" or corpus.get("subset") != "all":

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tripletml._version import __version__
+
 __all__ = ["register", "REPRODUCTIONS", "run", "available", "default_out_dir",
            "reproduce_command", "PROVENANCE"]
 
@@ -139,7 +141,6 @@ def _record_provenance(out: Path, name: str, command: str, quick: bool,
     """Stamp every file the run wrote with ``command`` and list them in PROVENANCE.json:
     Markdown gets a closing line, PNG a ``tEXt`` chunk (key ``tripletml-command``);
     CSV stays plain (readers need no comment syntax) and is covered by the manifest."""
-    from tripletml._version import __version__
 
     footer = f"\n---\nMade by `{command}` (tripletml {__version__}); see {PROVENANCE}.\n"
     files = {}

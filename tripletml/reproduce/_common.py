@@ -7,6 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
+from tripletml.distributed.dask_search import active_client
+
 __all__ = ["per_class_split", "write_table", "markdown_table", "mean_std", "run_jobs"]
 
 
@@ -22,7 +24,6 @@ def run_jobs(func, jobs, n_jobs: int | None = 1):
     """
     jobs = [j if (len(j) == 2 and isinstance(j[0], tuple) and isinstance(j[1], dict))
             else (tuple(j), {}) for j in jobs]
-    from tripletml.distributed.dask_search import active_client
     if active_client() is not None:
         n_jobs = -1
     if n_jobs == 1:

@@ -38,6 +38,7 @@ import numpy as np
 from sklearn.preprocessing import normalize
 
 from tripletml import datasets
+from tripletml.datasets.text import InfoGainSelector, NewsgroupsVectorizer
 from tripletml.algorithms.lowrank_dml.estimator import LowRankDML
 from tripletml.linalg.triplet_dml import TripletDMLProblem
 from tripletml.triplets import random_class_triplets
@@ -67,14 +68,12 @@ def load(name: str, data_home=None, seed: int = 0):
     """(X, y) of ``dexter``, ``dexter-<d>`` (top-d information-gain
     features) or ``news20``; rows l2-normalised."""
     if name == "news20":
-        from tripletml.datasets.text import NewsgroupsVectorizer
         c = datasets.load("20newsgroups", data_home=data_home, subset="train")
         X = NewsgroupsVectorizer(min_df=1, max_features=60000).fit_transform(c.data, c.target)
         return X.tocsr(), np.asarray(c.target)
     b = datasets.load("dexter", data_home=data_home)
     X, y = b.data, b.target
     if name != "dexter":
-        from tripletml.datasets.text import InfoGainSelector
         X = InfoGainSelector(int(name.split("-")[1])).fit(X, y).transform(X)
     return normalize(X).tocsr(), y
 

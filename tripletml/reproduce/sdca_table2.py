@@ -37,6 +37,7 @@ from tripletml.algorithms.baselines.estimator import Euclidean
 from tripletml.algorithms.oasis.estimator import OASIS
 from tripletml.algorithms.sdca.estimator import SDCA
 from tripletml.metrics import evaluate_retrieval
+from tripletml.triplets import random_class_triplets
 from tripletml.reproduce import register
 from tripletml.reproduce._common import markdown_table, mean_std, per_class_split, run_jobs, write_table
 
@@ -122,7 +123,6 @@ def convergence_curves(name: str = "vehicle", lam: float = 0.0025, C: float = 0.
                        data_home=None) -> dict:
     """Average hinge loss and online mistake rate against steps (Fig. 1-2):
     both learners see the same uniformly drawn stream of the 10k triplets."""
-    from tripletml.triplets import random_class_triplets
     b = datasets.load(name, data_home=data_home)
     X = b.data.toarray() if hasattr(b.data, "toarray") else np.asarray(b.data)
     tr, _ = per_class_split(b.target, 0.3, seed)

@@ -22,23 +22,17 @@ and finds, for each query, the ``k`` items of highest similarity:
 
   - IVF over an inner-product model uses it: k-means cells and the
     assignment of rows to them are then Euclidean, where on the raw inner
-    product large-norm centroids swallow the rows (million-row LORETA
-    benchmark: recall@10 0.9997 against 0.87 at ``nprobe=16``; never worse
-    in the runs of ``bench/bench_index.py``);
+    product large-norm centroids swallow the rows;
   - HNSW decides at the first ``add`` from the database embeddings ``E``
     (its first ``batch_size`` rows, at least :data:`IP_TO_L2_MIN_ROWS` = 32;
     a smaller first ``add`` keeps the raw inner product): the augmentation
-    when they lie in a
-    narrow cone, ``||mean(E)|| / mean(||E||) >`` :data:`IP_TO_L2_CONE`
-    (0.5), as for a model fitted on raw non-negative features
-    (``preprocessing=None`` on pixels or counts: 0.83-0.89 on digits,
-    where a graph on the raw inner product plateaus: recall@10 at
-    ``ef_search=64``, M 32, 0.87 / 0.53 / 0.88 for OASIS / LORETA / SDCA
-    against 0.996 / 0.999 / 0.993 augmented); the raw inner product for
-    centred embeddings (standardised digits 0.00, the learners' default
-    ``"sphere"`` below 0.1, the million-row benchmark 0.01), where it is
-    the better graph: 0.994 / 0.997 / 0.996 against 0.970 / 0.960 / 0.957
-    on standardised digits, 0.95 against 0.70 on the benchmark.
+    when they lie in a narrow cone, ``||mean(E)|| / mean(||E||) >``
+    :data:`IP_TO_L2_CONE` (0.5), as for a model fitted on raw non-negative
+    features (``preprocessing=None`` on pixels or counts), where a graph on
+    the raw inner product plateaus; the raw inner product for centred
+    embeddings (the learners' default ``"sphere"``), where it is the better
+    graph.  The recalls measured for both rules are in BENCHMARKS.md
+    (``bench/bench_index.py``).
 
   Measure recall against ``kind="flat"`` on your data.
 * ``backend="numpy"``: exact search, ``kind="flat"`` only.  The database is
@@ -82,9 +76,10 @@ import hashlib
 import json
 import numbers
 import os
-import warnings
 import shutil
+import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +91,9 @@ from tripletml.engine.threads import threads_for
 
 from tripletml.engine.progress import progress_bar
 from tripletml.core.validation import as_generator, check_choice_param, check_scalar_param
+from tripletml.core.base import EMBEDDING_SIMILARITIES
+from tripletml.core.files import check_regular_file, open_regular, read_json
+from tripletml.persistence import load_model
 
 __all__ = ["SimilarityIndex", "build", "load_index", "is_index_dir", "faiss_available",
            "embedding_cone",
@@ -257,10 +255,7 @@ class SimilarityIndex:
                  random_state: Any = None, ip_to_l2: bool | None = None,
                  max_norm: float | None = None):
         who = "SimilarityIndex"
-        # a fitted AutoSimilarity is indexed as its winner (what its save writes)
-        from tripletml.auto import AutoSimilarity
-        if isinstance(model, AutoSimilarity) and hasattr(model, "best_estimator_"):
-            model = model.best_estimator_
+        model = _winner(model)
         _check_model(model, who)
         check_choice_param(kind, "kind", who, KINDS)
         check_choice_param(backend, "backend", who, BACKENDS)
@@ -689,8 +684,6 @@ def is_index_dir(path) -> bool:
 def _sha256_file(path: Path, func: str) -> tuple[str, os.stat_result]:
     """SHA-256 (hex) of a regular file, read in chunks, and the ``fstat`` of
     the descriptor it was read from (to tell a file swapped afterwards)."""
-    from tripletml.core.files import open_regular
-
     h = hashlib.sha256()
     with open_regular(path, func) as fh:
         st = os.fstat(fh.fileno())
@@ -702,8 +695,6 @@ def _sha256_file(path: Path, func: str) -> tuple[str, os.stat_result]:
 def _verified(path: Path, name: str, hashes: dict | None, func: str) -> os.stat_result | None:
     """Check ``path / name`` against its recorded hash (None: an unverified
     legacy index; only the regular-file check).  Returns the file's stat."""
-    from tripletml.core.files import check_regular_file
-
     file = path / name
     if not file.exists():
         raise FileNotFoundError(f"{func}: {file} is missing.")
@@ -744,9 +735,19 @@ def _umask() -> int:
     return mask
 
 
-def _check_model(model: Any, func: str) -> None:
-    from tripletml.core.base import EMBEDDING_SIMILARITIES
+def _winner(model: Any) -> Any:
+    """A fitted :class:`~tripletml.AutoSimilarity` is indexed as its winner
+    (what its ``save`` writes); any other model as itself.  The class is
+    looked up in :data:`sys.modules`, not imported (search sits below
+    :mod:`tripletml.auto`): no instance exists before its module is loaded."""
+    auto = sys.modules.get("tripletml.auto.estimator")
+    if (auto is not None and isinstance(model, auto.AutoSimilarity)
+            and hasattr(model, "best_estimator_")):
+        return model.best_estimator_
+    return model
 
+
+def _check_model(model: Any, func: str) -> None:
     if not (callable(getattr(model, "embed_queries", None))
             and callable(getattr(model, "embed_database", None))
             and getattr(model, "embedding_similarity", None) in EMBEDDING_SIMILARITIES):
@@ -813,8 +814,6 @@ def build(model: Any, X, *, kind: str = "flat", backend: str = "auto",
 
 def _read_meta(path: Path, func: str) -> dict:
     """``index.json``: a regular file of at most 1 MiB holding a JSON object."""
-    from tripletml.core.files import read_json
-
     file = path / "index.json"
     if not path.is_dir() or not (file.exists() or file.is_symlink()):
         raise FileNotFoundError(f"{func}: {path} is not a tripletml index directory "
@@ -856,14 +855,30 @@ def load_index(path, *, allow_unverified: bool = False) -> SimilarityIndex:
     ImportError
         A faiss index and faiss not installed.
     """
-    from tripletml.persistence import load_model
-
     func = "load_index"
     if not isinstance(allow_unverified, (bool, np.bool_)):
         raise TypeError(f"{func}: allow_unverified must be True or False, got "
                         f"{allow_unverified!r}.")
     path = Path(path)
     meta = _read_meta(path, func)
+    hashes = _index_hashes(path, meta, allow_unverified, func)
+    st = _verified(path, "model.npz", hashes, func)
+    model = load_model(path / "model.npz")
+    _unchanged(path / "model.npz", st, func)
+    index = _index_from_meta(path, meta, model, func)
+    if meta["backend"] == "faiss":
+        index._faiss_index = _read_faiss(path, meta, index, hashes, func)
+    else:
+        V = _read_vectors(path, meta, hashes, func)
+        index._blocks = [np.ascontiguousarray(V)]
+        index._norms = [np.einsum("ij,ij->i", V, V, dtype=np.float64)]
+    return index
+
+
+def _index_hashes(path: Path, meta: Any, allow_unverified: bool, func: str) -> dict | None:
+    """The format, version and content hashes of ``index.json`` checked
+    (popped from ``meta``): the hashes to verify, or None for a legacy
+    index loaded unverified (with a warning)."""
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ValueError(f"{func}: {path} is not a tripletml index.")
     version = meta.get("format_version")
@@ -889,11 +904,14 @@ def load_index(path, *, allow_unverified: bool = False) -> SimilarityIndex:
     else:
         warnings.warn(f"{func}: {path} (format version {version}) records no content hashes; "
                       "its files are loaded unverified. Save it again to record them.",
-                      UserWarning, stacklevel=2)
-    st = _verified(path, "model.npz", hashes, func)
-    model = load_model(path / "model.npz")
-    _unchanged(path / "model.npz", st, func)
-    kind, metric = meta.get("kind"), meta.get("metric")
+                      UserWarning, stacklevel=3)
+    return hashes
+
+
+def _index_from_meta(path: Path, meta: dict, model: Any, func: str) -> SimilarityIndex:
+    """An empty :class:`SimilarityIndex` over ``model`` with the metadata of
+    ``index.json``, each field checked (and against the model)."""
+    backend, kind, metric = meta.get("backend"), meta.get("kind"), meta.get("metric")
     dim, ntotal, dtype = meta.get("dim"), meta.get("ntotal"), meta.get("dtype")
     params = meta.get("params")
     if backend not in ("faiss", "numpy") or kind not in KINDS or dtype not in (
@@ -928,39 +946,47 @@ def load_index(path, *, allow_unverified: bool = False) -> SimilarityIndex:
         raise ValueError(f"{func}: {path}: the model embeds into {probe.shape[1]} dimensions, "
                          f"the index holds {dim}.")
     index.dim = dim
-    if backend == "faiss":
-        faiss = _faiss(func)
-        file = path / "index.faiss"
-        st = _verified(path, "index.faiss", hashes, func)
-        try:
-            fi = faiss.read_index(str(file))
-        except RuntimeError as exc:
-            raise ValueError(f"{func}: {file} is not a readable faiss index "
-                             f"({str(exc).splitlines()[0][:200]}).") from None
-        _unchanged(file, st, func)
-        want = faiss.METRIC_L2 if index._faiss_l2 else faiss.METRIC_INNER_PRODUCT
-        if fi.d != dim + index.ip_to_l2 or fi.ntotal != ntotal or fi.metric_type != want:
-            raise ValueError(f"{func}: {file} (d={fi.d}, ntotal={fi.ntotal}) does not match "
-                             f"index.json (dim={dim}, ntotal={ntotal}, metric={metric}, "
-                             f"ip_to_l2={index.ip_to_l2}).")
-        index._faiss_index = fi
-    else:
-        from tripletml.core.files import open_regular
-
-        file = path / "vectors.npy"
-        st = _verified(path, "vectors.npy", hashes, func)
-        with open_regular(file, func) as fh:
-            _unchanged_fd(fh, st, file, func)
-            try:
-                V = np.load(fh, allow_pickle=False)
-            except (ValueError, OSError, EOFError) as exc:
-                raise ValueError(f"{func}: {file} is not a readable .npy file "
-                                 f"({exc}).") from None
-        if V.shape != (ntotal, dim) or V.dtype != np.dtype(dtype):
-            raise ValueError(f"{func}: {file} holds {V.dtype} {V.shape}, index.json declares "
-                             f"{dtype} ({ntotal}, {dim}).")
-        if not np.isfinite(V).all():
-            raise ValueError(f"{func}: {file} holds non-finite values.")
-        index._blocks = [np.ascontiguousarray(V)]
-        index._norms = [np.einsum("ij,ij->i", V, V, dtype=np.float64)]
     return index
+
+
+def _read_faiss(path: Path, meta: dict, index: SimilarityIndex, hashes: dict | None,
+                func: str):
+    """``index.faiss``, verified, read by faiss and checked against
+    ``index.json``."""
+    dim, ntotal, metric = meta["dim"], meta["ntotal"], meta["metric"]
+    faiss = _faiss(func)
+    file = path / "index.faiss"
+    st = _verified(path, "index.faiss", hashes, func)
+    try:
+        fi = faiss.read_index(str(file))
+    except RuntimeError as exc:
+        raise ValueError(f"{func}: {file} is not a readable faiss index "
+                         f"({str(exc).splitlines()[0][:200]}).") from None
+    _unchanged(file, st, func)
+    want = faiss.METRIC_L2 if index._faiss_l2 else faiss.METRIC_INNER_PRODUCT
+    if fi.d != dim + index.ip_to_l2 or fi.ntotal != ntotal or fi.metric_type != want:
+        raise ValueError(f"{func}: {file} (d={fi.d}, ntotal={fi.ntotal}) does not match "
+                         f"index.json (dim={dim}, ntotal={ntotal}, metric={metric}, "
+                         f"ip_to_l2={index.ip_to_l2}).")
+    return fi
+
+
+def _read_vectors(path: Path, meta: dict, hashes: dict | None, func: str) -> np.ndarray:
+    """``vectors.npy``, verified, read without pickle and checked against
+    ``index.json`` (shape, dtype, finite values)."""
+    dim, ntotal, dtype = meta["dim"], meta["ntotal"], meta["dtype"]
+    file = path / "vectors.npy"
+    st = _verified(path, "vectors.npy", hashes, func)
+    with open_regular(file, func) as fh:
+        _unchanged_fd(fh, st, file, func)
+        try:
+            V = np.load(fh, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"{func}: {file} is not a readable .npy file "
+                             f"({exc}).") from None
+    if V.shape != (ntotal, dim) or V.dtype != np.dtype(dtype):
+        raise ValueError(f"{func}: {file} holds {V.dtype} {V.shape}, index.json declares "
+                         f"{dtype} ({ntotal}, {dim}).")
+    if not np.isfinite(V).all():
+        raise ValueError(f"{func}: {file} holds non-finite values.")
+    return V

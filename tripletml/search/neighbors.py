@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from tripletml.algorithms.baselines.estimator import Euclidean
 from tripletml.search.index import BACKENDS, KINDS, SimilarityIndex
 from tripletml.core.validation import check_choice_param, check_scalar_param
 
@@ -108,7 +109,6 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{who}: y must be 1-D, got shape {y.shape}.")
         check_classification_targets(y)
         if self.learner is None:
-            from tripletml.algorithms.baselines.estimator import Euclidean
             learner = Euclidean()
         else:
             learner = self.learner if self.prefit else clone(self.learner)

@@ -1,0 +1,194 @@
+"""Resources: what a candidate's fit cannot avoid, decided before it starts.
+
+A fit cannot be interrupted, so :func:`check_resources` decides before each
+fit of the race whether its unavoidable dense d x d work (:data:`_DENSE_WORK`)
+fits in the memory available now and in the seconds left of
+``time_budget`` at this machine's measured speed (:func:`_machine_speed`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from tripletml.core.base import BilinearMixin, MahalanobisMixin
+from tripletml.core.preprocessing import n_added_features, resolve_preprocessing
+
+__all__ = ["check_resources"]
+
+#: Lower bounds on the dense d x d work of one fit, by learner class name:
+#: ``(d x d float64 arrays held at once, symmetric eigendecompositions, d x
+#: d matrix products[, rank-one updates of a d x d model])``; an item may be
+#: a function of the candidate's parameters.  A rank-one update ``W += a
+#: b^T`` touches ``nnz(a) nnz(b)`` entries: ``rho^2 d^2`` for rows of
+#: density ``rho`` (1 once centred); OASIS makes one per triplet, SDCA one
+#: per triplet and pass.  A learned Mahalanobis matrix is factored at least once
+#: (``psd_factor``'s ``eigh`` for ``components_``) and held with that factor;
+#: KISSME inverts two d x d covariances by ``eigh`` and a product each, then
+#: factors M (it checks memory for six d x d arrays itself); RCA holds its
+#: two scatters, M, its factor and the span's basis, with the eigh of the
+#: total scatter and the generalised (Cholesky + eigh) whitening; SML factors its
+#: d x d iterate at every iteration (the PSD projection / Lemma 3) and once
+#: at the end; the bilinear learners hold one dense d x d ``W_`` (written in
+#: full by every fit); the factored learners (a ``rank``) and the
+#: no-learning baselines hold none.  A learner not listed is judged by its
+#: kind: a Mahalanobis learner as ``(2, 1, 0)``, a bilinear one without a
+#: ``rank`` parameter as ``(1, 0, 0)``, anything else as free.
+_DENSE_WORK: dict[str, tuple] = {
+    "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
+    "KISSME": (6, 3, 2), "RCA": (5, 2, 3), "ITML": (2, 1, 0),
+    "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1, 0),
+    "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0)),
+    "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1)),
+    "COMET": (1, 0, 0), "SparseCOMET": (1, 0, 0),
+    "LowRankDML": (0, 0, 0), "LORETA": (0, 0, 0), "FactoredGD": (0, 0, 0),
+    "IterativePA": (0, 0, 0), "NaivePA": (0, 0, 0),
+}
+#: flops of a symmetric eigendecomposition with eigenvectors, at least: the
+#: tridiagonal reduction (4/3 d^3) and the back-transformation of the
+#: eigenvectors (a d x d product, 2 d^3); of a product: 2 d^3
+_EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
+
+
+def _dense_work(template, params: dict) -> tuple[int, int, int, int]:
+    """``(d x d arrays, eigendecompositions, products, rank-one updates)``
+    of one fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
+    p = {**template.get_params(), **params}
+    for klass in type(template).__mro__:
+        if klass.__name__ in _DENSE_WORK:
+            work = tuple(int(v(p) if callable(v) else v)
+                         for v in _DENSE_WORK[klass.__name__])
+            return (work + (0,))[:4]
+    if isinstance(template, MahalanobisMixin):
+        return 2, 1, 0, 0
+    if isinstance(template, BilinearMixin) and "rank" not in p:
+        return 1, 0, 0, 0
+    return 0, 0, 0, 0
+
+
+def _available_memory() -> Optional[float]:
+    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo,
+    else the free physical pages); None when neither can be read."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES")) * float(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+#: side of the square matrices of the speed probe (2 x 512^3 flops: ~10 ms)
+_PROBE_SIDE = 512
+
+
+def _machine_speed() -> tuple[float, float]:
+    """``(flops per second of a dense matrix product, d x d elements written
+    per second)`` measured on this machine now (the best of three tries of a
+    ``_PROBE_SIDE``-square product and of an identity of that side): a
+    product is the fastest dense O(d^3) kernel, so an eigendecomposition's
+    flop count divided by its rate is a lower bound on its time."""
+    m = _PROBE_SIDE
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, m)), rng.standard_normal((m, m))
+    t_mm = t_fill = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        a @ b
+        t1 = time.perf_counter()
+        np.eye(m)
+        t2 = time.perf_counter()
+        t_mm, t_fill = min(t_mm, t1 - t0), min(t_fill, t2 - t1)
+    return 2.0 * m**3 / max(t_mm, 1e-9), float(m * m) / max(t_fill, 1e-9)
+
+
+def _fmt_bytes(v: float) -> str:
+    return f"{v / 2**30:.3g} GiB" if v >= 2**30 else f"{v / 2**20:.3g} MiB"
+
+
+def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
+    """Whether ``cand`` may be fitted at ``budget_value`` now.
+
+    Parameters
+    ----------
+    ctx : dict
+        The race's state: ``X`` (the rows the learner will see), ``deadline``,
+        ``n_workers``, and ``memory`` / ``speed`` (None until first measured,
+        then cached there).
+    cand : _Candidate
+    budget_value : int or None
+
+    Returns
+    -------
+    reason : str
+        Empty when the fit may start, else why not (``"memory: ..."`` or
+        ``"time: ..."``).
+    seconds : float
+        A lower bound on the fit's dense d x d work on this machine (0 when
+        not measured, -1 for a free candidate).
+
+    Notes
+    -----
+    The rule (decided before the fit: a running fit cannot be
+    interrupted): the unavoidable dense work of the learner
+    (:func:`_dense_work`: ``k`` d x d arrays held, ``e`` symmetric
+    eigendecompositions of ``(10/3) d^3`` flops at least each and ``p``
+    products of ``2 d^3``, ``d`` the features the learner sees) is
+    skipped when its arrays, times the parallel workers, exceed the
+    memory available now, or when its flops at this machine's measured
+    matrix-product rate plus its entries written (``k d^2``, and ``rho^2
+    d^2`` per rank-one update of an online learner, ``rho`` the density
+    of the rows it sees) at its measured write rate exceed the seconds
+    left of ``time_budget``.  Returns seconds
+    -1 for a candidate with no dense work (fitted even after the
+    deadline: the baselines always score).  Work no larger than the speed probe's own (a
+    product of two 512 x 512 matrices) is not measured and never skipped,
+    so small data sets race as before."""
+    n_dd, n_eig, n_prod, n_upd = _dense_work(cand.template, cand.describe(budget_value))
+    if not n_dd and not n_eig and not n_prod and not n_upd:
+        return "", -1.0                  # free: always fitted
+    X = ctx["X"]
+    try:
+        prep = resolve_preprocessing(cand.prep, X, cand.template)
+    except ValueError:
+        return "", 0.0                   # the fit refuses it itself (its error says why)
+    d = float(X.shape[1] + n_added_features(prep))
+    m = float(_PROBE_SIDE)
+    nbytes = 8.0 * d * d * n_dd
+    if nbytes > 8.0 * m * m:
+        if ctx["memory"] is None:
+            ctx["memory"] = _available_memory() or np.inf
+        need = nbytes * ctx["n_workers"]
+        if need > ctx["memory"]:
+            return (f"memory: {cand.name} holds {n_dd} dense {int(d)} x {int(d)} "
+                    f"array(s), {_fmt_bytes(need)} for {ctx['n_workers']} worker(s), "
+                    f"more than the {_fmt_bytes(ctx['memory'])} available"), 0.0
+    flops = (n_eig * _EIGH_FLOPS + n_prod * _PRODUCT_FLOPS) * d**3
+    # entries written: the arrays once, each update's rho^2 d^2
+    rho = 1.0 if prep is not None or not sp.issparse(X) else \
+        X.nnz / max(1.0, float(X.shape[0]) * X.shape[1])
+    writes = (n_dd + n_upd * rho * rho) * d * d
+    if flops <= 2.0 * m**3 and writes <= m * m:
+        return "", 0.0
+    if ctx["speed"] is None:
+        ctx["speed"] = _machine_speed()
+    rate, fill = ctx["speed"]
+    secs = flops / rate + writes / fill
+    left = ctx["deadline"] - time.time()
+    if secs > left:
+        return (f"time: {cand.name}'s dense work ({n_eig} eigendecomposition(s) and "
+                f"{n_prod} product(s) of {int(d)} x {int(d)} matrices, {flops:.3g} flops, "
+                f"{n_dd} such array(s) and {n_upd} rank-one update(s) of rows of density "
+                f"{rho:.3g}) takes at least {secs:.3g} s at this machine's measured "
+                f"{rate / 1e9:.3g} GFLOP/s and {fill / 1e9:.3g} G writes/s; "
+                f"{max(left, 0.0):.3g} s of time_budget "
+                "left"), secs
+    return "", secs
+
