@@ -1,5 +1,6 @@
 """What every learner shares: the small base classes and model-kind mixins
-(:mod:`.base`), the supervision forms (:mod:`.tuples`), validation and
+(:mod:`.base`; the factored kind ``W = A B^T`` and its initialisation in
+:mod:`.factored`), the supervision forms (:mod:`.tuples`), validation and
 declared parameters, the fitted preprocessing and the model-file writer.
 
 Imports nothing of :mod:`tripletml.algorithms`.
