@@ -21,7 +21,7 @@ Every triplet learner has a ``preprocessing`` parameter (see
 :mod:`tripletml.core.preprocessing`): ``fit`` fits a
 :class:`~tripletml.core.preprocessing.Preprocessor` (centring / standardisation /
 whitening / sphere statistics) on the training X, keeps it in
-``preprocessor_`` and runs the solver on the preprocessed rows; every method
+``scaler_`` and runs the solver on the preprocessed rows; every method
 that takes X applies the same map first.
 The learned matrices (``W_``, ``M_``, ``components_``,
 ``get_bilinear_matrix()``) therefore live in the preprocessed coordinates,
@@ -247,10 +247,10 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     primitives of their mixin; they receive X already preprocessed and never
     see the raw rows.  Subclasses store the ``preprocessing`` parameter;
     ``fit`` fits one :class:`tripletml.core.preprocessing.Preprocessor` on the
-    training X and keeps it in ``preprocessor_``, and every method that takes
-    X applies ``preprocessor_.transform`` after validating it.
+    training X and keeps it in ``scaler_``, and every method that takes
+    X applies ``scaler_.transform`` after validating it.
     ``preprocessing_`` (the fitted mode) and ``preprocessing_mean_`` /
-    ``_scale_`` / ``_whitener_`` / ``_radius_`` read ``preprocessor_``.
+    ``_scale_`` / ``_whitener_`` / ``_radius_`` read ``scaler_``.
 
     A model file holds the preprocessor as those attributes (the format of
     tripletml 0.1): ``_fitted_arrays`` of every subclass is extended with
@@ -352,12 +352,12 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             codes = self._label_codes(classes, codes)
         Xp = self._fit_preprocessing(X)
         try:
-            self._check_square_memory(self.preprocessor_.n_features_out_)
+            self._check_square_memory(self.scaler_.n_features_out_)
         except MemoryError:
             self._clear_preprocessing()
             raise
         if self._fit_preprocessed:
-            X = self.preprocessor_.transform(Xp, copy=Xp is X)   # a densified copy is ours
+            X = self.scaler_.transform(Xp, copy=Xp is X)   # a densified copy is ours
         else:
             X = Xp
         if isinstance(got, PairConstraints):
@@ -451,7 +451,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         except BaseException:
             self._clear_preprocessing()
             raise
-        self._set_fitted(self.preprocessor_.n_features_in_)         # the raw d
+        self._set_fitted(self.scaler_.n_features_in_)         # the raw d
         if pairs is not None:           # metric-learn calibrates at fit: best accuracy
             rows = self._validate_X(X_raw, reset=False)
             pc = check_pairs(pairs, y, rows.shape[0], self)
@@ -1124,7 +1124,7 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
         (``n_features_preprocessed_`` square: d + 1 with ``"sphere"``)."""
         check_is_fitted(self)
         W = np.array(self._bilinear_matrix(), dtype=float, copy=True)
-        pre = self.__dict__.get("preprocessor_")
+        pre = self.__dict__.get("scaler_")
         if pre is not None and pre.unit_ is not None and pre.linear_map() is not None:
             W *= pre.linear_map() ** 2
         return W
@@ -1230,7 +1230,7 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         square)."""
         check_is_fitted(self)
         L = self.components_
-        pre = self.__dict__.get("preprocessor_")
+        pre = self.__dict__.get("scaler_")
         A = None if pre is None else pre.linear_map()
         if A is not None:
             A = np.asarray(A, dtype=float)

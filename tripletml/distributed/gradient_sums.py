@@ -357,7 +357,7 @@ def fit(learner: Any, plan) -> None:
         counts = be.gather(be.apply(_count, states))
         if sum(counts) == 0:
             raise ValueError(f"{owner}: the collection's partitions hold no triplet")
-        d = int(learner.preprocessor_.n_features_out_)
+        d = int(learner.scaler_.n_features_out_)
         if isinstance(learner, LowRankDML):
             learner._check_solver_memory(d)
             prob = PartitionedDMLProblem(plan, states, counts, d=d, loss=learner.loss,

@@ -730,7 +730,7 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                                       [n if o else 0 for n, o in
                                        zip(collection.n_rows, ok)])
     pre = fit_preprocessor(learner, backend, infos)
-    learner.preprocessor_ = pre
+    learner.scaler_ = pre
     try:
         learner._check_square_memory(pre.n_features_out_)
         if name in ("cocoa", "mixing") and getattr(learner, "_square_arrays", 0):

@@ -400,7 +400,7 @@ def fit(learner, plan) -> None:
     max_iter = int(learner.max_iter)
     tol = learner.tol
     output = learner.output
-    d = int(learner.preprocessor_.n_features_out_)
+    d = int(learner.scaler_.n_features_out_)
     K = plan.n_partitions
     n = int(plan.n_triplets_total)
     if n <= 0:
