@@ -237,11 +237,9 @@ def test_triplet_classifier_methods(iris_pairs):
 def test_predict_absent_after_a_label_fit_until_calibrated(iris_pairs):
     X, y, pc = iris_pairs
     m = ITML().fit(X, y)
-    from tripletml.core.base import legacy_decision_function
-    with legacy_decision_function(False):
-        assert not hasattr(m, "predict") and not hasattr(m, "decision_function")
-        m.calibrate_threshold(X[pc.pairs], pc.labels)
-        assert hasattr(m, "predict") and hasattr(m, "decision_function")
+    assert not hasattr(m, "predict") and not hasattr(m, "decision_function")
+    m.calibrate_threshold(X[pc.pairs], pc.labels)
+    assert hasattr(m, "predict") and hasattr(m, "decision_function")
     assert m.score(X, y) > 0.5                              # rows + labels: the mAP still
     with pytest.raises(TypeError, match="ITML: a triplet learner has no per-sample predict"):
         m.predict(X)

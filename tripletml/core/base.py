@@ -50,8 +50,6 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
-from tripletml.core.deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # noqa: F401
-                          legacy_decision_function)
 from tripletml.core.metric_learn_names import check_fit_keywords, wrap_init
 from tripletml.core.params import validate_constraints
 from tripletml.engine.stopping import STOP_REASONS
@@ -62,14 +60,13 @@ from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
 from tripletml.core.tuples import (TupleClassifierMixin, TupleInput, available_if_fitted, best_threshold,
                       refuse_index_tuples, resolve_rows, tuple_input)
-from tripletml.core.deprecated import _legacy_decision_function_available
 from tripletml.pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pair_classes, pairs_to_triplets
 from tripletml.linalg import rowwise_dot
 from tripletml.linalg.invariants import check_factor, check_positive_definite, check_psd
 from tripletml.triplets import check_labels, resolve_sampling
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "legacy_decision_function"]
+           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "DECLARATIONS"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -238,8 +235,7 @@ _COUNTERS = ("t_", "n_iter_", "rank_", "n_labels_", "n_pinv_refresh_", "next_id_
              "n_skipped_")
 
 
-class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunction,
-                     LearnerBase):
+class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
     """Base class of the triplet learners: validation, preprocessing, triplet
     handling and scoring.
 
@@ -696,12 +692,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
-    def _decision_available(self) -> bool:
-        return self._tuple_ready() or _legacy_decision_function_available(self)
-
-    @available_if_fitted(_decision_available, unfitted=_legacy_decision_function_available)
+    @available_if_fitted(TupleClassifierMixin._tuple_ready)
     @threads_for(work_rows)
-    def decision_function(self, X, triplets=None) -> np.ndarray:
+    def decision_function(self, X) -> np.ndarray:
         """Scores of tuples: ``pair_score`` of each pair of points (higher =
         more similar; minus the distance for a Mahalanobis learner, as
         metric-learn), or each triplet's margin ``S(q, p+) - S(q, p-)``
@@ -709,9 +702,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
         Present after a fit on tuples or once a threshold is set
         (:meth:`calibrate_threshold`); a model fitted on labels scores rows
-        with :meth:`pair_score`, :meth:`similarity` and :meth:`triplet_score`.
-        ``decision_function(X, triplets)`` is the deprecated alias of
-        ``triplet_score`` (tripletml 0.2).
+        with :meth:`pair_score`, :meth:`similarity` and :meth:`triplet_score`
+        (``decision_function(X, triplets)``, the 0.1 name of
+        ``triplet_score``, was removed in 0.3).
 
         Parameters
         ----------
@@ -722,8 +715,6 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         -------
         scores : ndarray of shape (n,)
         """
-        if triplets is not None:
-            return LegacyDecisionFunction.decision_function(self, X, triplets)
         return self._tuple_decision(X)
 
     @available_if_fitted(TupleClassifierMixin._tuple_ready)
@@ -916,12 +907,6 @@ class _EmbedMixin:
     def _embed_database(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
 
-
-    #: deprecated (0.2): ``"distance"`` for Mahalanobis learners, ``"similarity"``
-    #: for bilinear ones; read ``embedding_similarity``
-    similarity_kind = DeprecatedClassAttribute(
-        "similarity_kind", "embedding_similarity",
-        lambda cls: "distance" if cls.embedding_similarity == "neg_squared_l2" else "similarity")
 
 
 class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
@@ -1290,12 +1275,3 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
             return np.zeros((EX.shape[0], EY.shape[0]))
         return -euclidean_distances(EX, EY, squared=True)
 
-
-def __getattr__(name: str):
-    """Names that left this module in 0.2, for one release."""
-    if name == "History":
-        warnings.warn("tripletml.core.base.History moved to tripletml.engine.History in 0.2; the "
-                      "old name will be removed in 0.3.", FutureWarning, stacklevel=2)
-        from tripletml.engine.history import History
-        return History
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
