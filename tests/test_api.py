@@ -626,3 +626,29 @@ def test_float16_input_is_upcast(entry):
         a = entry.make(0).fit(X, y)
         b = entry.make(0).fit(X.astype(np.float64), y)
     np.testing.assert_allclose(a.similarity(X[:5]), b.similarity(X[:5].astype(np.float64)))
+
+
+def test_declarations_table_matches_the_core_classes():
+    """Every private class-level switch that a core base class (the shared
+    code) defines is in tripletml.core.base.DECLARATIONS, and each entry's
+    default lives on the class it names."""
+    import inspect
+
+    from tripletml.core.base import DECLARATIONS
+    from tripletml.registry import entries
+    core = {}
+    for e in entries():
+        for klass in e.cls.__mro__:
+            if klass.__module__.startswith("tripletml.core."):
+                core[klass.__name__] = klass
+    found = set()
+    for klass in core.values():
+        for name, value in vars(klass).items():
+            if name.startswith("_") and not name.startswith(("__", "_sklearn")) \
+                    and not callable(value) and not inspect.isdatadescriptor(value) \
+                    and not isinstance(value, (staticmethod, classmethod)):
+                found.add(name)
+    assert found == set(DECLARATIONS), found ^ set(DECLARATIONS)
+    for name, (owner, meaning) in DECLARATIONS.items():
+        assert name in vars(core[owner]), (name, owner)
+        assert len(meaning) > 20

@@ -93,10 +93,11 @@ class LearnerBase(BaseEstimator):
     file against it, then :meth:`_check_loaded`.
     """
 
-    #: every ndarray fitted attribute, with its shape / dtype / value rules
+    # what a learner declares (the defaults; the meanings: DECLARATIONS)
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = {}
-    #: whether scipy.sparse X is accepted
-    _accepts_sparse: bool = True
+    _parameter_constraints: ClassVar[dict] = {}
+    _accepts_sparse: ClassVar[bool] = True
+    _renamed_params: ClassVar[dict[str, str]] = {}
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_features_in_")
@@ -112,10 +113,6 @@ class LearnerBase(BaseEstimator):
         # metric-learn's keyword names (k=, prior=, n_constraints=, ...): a
         # TypeError naming tripletml's parameter (tripletml.core.metric_learn_names)
         wrap_init(cls)
-
-    #: hyper-parameter declarations with scikit-learn's constraint objects
-    #: (:mod:`tripletml.core.params`)
-    _parameter_constraints: ClassVar[dict] = {}
 
     def _validate_params(self) -> None:
         """Check the hyper-parameters against ``_parameter_constraints``
@@ -239,20 +236,42 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
     """Base class of the triplet learners: validation, preprocessing, triplet
     handling and scoring.
 
-    Subclasses implement ``_fit(X, triplets, rng)`` and the similarity
-    primitives of their mixin; they receive X already preprocessed and never
-    see the raw rows.  Subclasses store the ``preprocessing`` parameter;
-    ``fit`` fits one :class:`tripletml.core.preprocessing.Preprocessor` on the
-    training X and keeps it in ``scaler_``, and every method that takes
-    X applies ``scaler_.transform`` after validating it.
-    ``preprocessing_`` (the fitted mode) and ``preprocessing_mean_`` /
-    ``_scale_`` / ``_whitener_`` / ``_radius_`` read ``scaler_``.
+    A learner is ``class NAME(<model kind>, TripletLearner)`` (or
+    :class:`~tripletml.core.online.OnlineTripletLearner` for the online
+    passes), where the model kind is :class:`BilinearMixin`,
+    :class:`MahalanobisMixin` or the factored bilinear mixin, each an
+    :class:`EmbeddingMixin` (embeddings for search and ``transform``).  The
+    bases of this class, each with one job:
 
-    A model file holds the preprocessor as those attributes (the format of
-    tripletml 0.1): ``_fitted_arrays`` of every subclass is extended with
-    :data:`PREPROCESSING_ARRAYS` (raw width ``n_features_in_``), ``save``
-    writes :meth:`Preprocessor.to_attributes` and loading rebuilds the
-    Preprocessor (:meth:`Preprocessor.from_attributes`).  The subclass's own
+    * :class:`~tripletml.core.preprocessed.PreprocessedModel`: the fitted
+      scaler ``scaler_`` (the ``preprocessing`` parameter), applied to
+      every X, flattened into the model file;
+    * :class:`~tripletml.core.tuples.TupleClassifierMixin`: metric-learn's
+      pair / triplet classifier on tuples of points (``predict``,
+      ``decision_function``, ``score``, thresholds);
+    * :class:`LearnerBase`: fitted-ness, parameter validation, input checks
+      and persistence, shared with the multi-label rankers.
+
+    **What an algorithm declares.**  A learner's class body holds its
+    hyper-parameters (``__init__`` and ``_parameter_constraints``), its
+    fitted arrays (``_fitted_arrays``) and the switches of
+    :data:`DECLARATIONS`, each with its default below (or on the class
+    :data:`DECLARATIONS` names) and set only where the algorithm differs.
+    Subclasses implement ``_fit(X, supervision, rng)`` and the similarity
+    primitives of their mixin; they receive X already preprocessed (unless
+    ``_fit_preprocessed`` is False) and never see the raw rows.
+
+    **Preprocessing.**  ``fit`` fits one
+    :class:`tripletml.core.preprocessing.Preprocessor` on the training X and
+    keeps it in ``scaler_``, and every method that takes X applies
+    ``scaler_.transform`` after validating it.  ``preprocessing_`` (the
+    fitted mode) and ``preprocessing_mean_`` / ``_scale_`` / ``_whitener_``
+    / ``_radius_`` read ``scaler_``.  A model file holds the scaler as those
+    attributes (the format of tripletml 0.1): ``_fitted_arrays`` of every
+    subclass is extended with :data:`PREPROCESSING_ARRAYS` (raw width
+    ``n_features_in_``), ``save`` writes :meth:`Preprocessor.to_attributes`
+    and loading rebuilds the Preprocessor
+    (:meth:`Preprocessor.from_attributes`).  The subclass's own
     declarations' ``"d"`` is the width of the preprocessed rows,
     ``n_features_preprocessed_`` (see :mod:`tripletml.core.arrayspec`).
 
@@ -261,11 +280,21 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
     width of the preprocessed rows (d + 1 with ``"sphere"``, else d).
     """
 
-    #: whether fit needs supervision (labels or triplets)
-    _needs_triplets: bool = True
-    #: what ``preprocessing="auto"`` resolves to on dense or low-dimensional
-    #: X (see :func:`tripletml.core.preprocessing.resolve_preprocessing`);
-    #: :class:`BilinearMixin` declares ``"sphere"``
+    # ---------------------------------------------- what an algorithm declares
+    # (the defaults; the meanings are in DECLARATIONS at the end of this module)
+    # supervision
+    _needs_triplets: ClassVar[bool] = True
+    _accepts_pairs: ClassVar[bool] = False
+    _pairs_need_both: ClassVar[bool] = True
+    # preprocessing
+    _auto_preprocessing: ClassVar[str] = "standardize"
+    _feature_unit: ClassVar[bool] = True
+    _auto_column_scale: ClassVar[bool] = True
+    _fit_preprocessed: ClassVar[bool] = True
+    # resources and routes
+    _square_arrays: ClassVar[int] = 0
+    _span_route: ClassVar[bool | None] = None
+    _partitioned_strategy: ClassVar[str] = "sample"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -273,27 +302,6 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         return tags
 
     # ------------------------------------------------------------------ fit
-    #: whether ``_fit`` receives the preprocessed rows.  False: X comes as
-    #: validated (densified when a mode applies to sparse X), possibly the
-    #: caller's own array (read only), for a learner that applies the fitted
-    #: map to its statistics (KISSME, :meth:`Preprocessor.second_moment`)
-    _fit_preprocessed: ClassVar[bool] = True
-    #: dense d x d float64 arrays a fit holds at once (the model and its
-    #: solver state, d the preprocessed width), checked against the memory
-    #: available before training starts (:meth:`_check_square_memory`)
-    _square_arrays: ClassVar[int] = 0
-    #: how ``fit(ShardedCollection)`` trains (see
-    #: :mod:`tripletml.distributed.partitioned`): "statistics", "cocoa",
-    #: "mixing", "gradients" or "sample" (gather the triplets' rows)
-    _partitioned_strategy: ClassVar[str] = "sample"
-    #: whether ``_fit`` receives pairs (:class:`~tripletml.pairs.PairConstraints`)
-    #: when fitted on pairs: a learner whose paper learns from pairs (ITML,
-    #: KISSME, MMC); the others receive the triplets the pairs imply
-    _accepts_pairs: ClassVar[bool] = False
-    #: whether a fit on pairs needs both similar and dissimilar pairs (RCA
-    #: learns from the similar ones alone)
-    _pairs_need_both: ClassVar[bool] = True
-
     def _check_square_memory(self, d: int) -> None:
         """A clear MemoryError, before any allocation, when the
         ``_square_arrays`` d x d arrays of this learner do not fit."""
@@ -468,12 +476,6 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         raise NotImplementedError
 
     # ------------------------------------------------------- the span route
-    #: None: the span route (:mod:`tripletml.linalg.span`) when the learner
-    #: declares it (:meth:`_span_lift_spec`) and the preprocessed training
-    #: rows are fewer than their features; tests set True / False on an
-    #: instance to force either route
-    _span_route: ClassVar[bool | None] = None
-
     def _span_lift_spec(self, X, supervision) -> dict[str, float | str] | None:
         """The span route's declaration: None (the default) when this
         learner, with these parameters, does not fit the same model on the
@@ -835,9 +837,30 @@ def _dense_float(X) -> np.ndarray:
 EMBEDDING_SIMILARITIES = ("inner_product", "neg_squared_l2")
 
 
-class _EmbedMixin:
-    """Public ``embed_queries`` / ``embed_database`` over the unchecked
-    ``_embed_queries`` / ``_embed_database`` of a mixin."""
+class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+    """What every model kind embeds: the query and database embeddings for
+    search (``embed_queries`` / ``embed_database``, related by
+    ``embedding_similarity``) and the scikit-learn transformer
+    (``transform``, ``fit_transform``, ``set_output``,
+    ``get_feature_names_out``: ``"<classname><i>"``, lower case), each
+    output checked for overflow, so that a learner drops into
+    ``make_pipeline(StandardScaler(), learner, KNeighborsClassifier())``.
+
+    ``transform(X)`` is ``Z = x L^T`` per (preprocessed) row for a factor L
+    of the learned model (see :class:`MahalanobisMixin` and
+    :class:`BilinearMixin` for what L is): Euclidean distances between rows
+    of Z are the learned Mahalanobis distance and inner products the learned
+    (PSD part of the) similarity.  ``n_components`` (where the learner has
+    it) keeps the ``n_components`` leading directions (largest eigenvalues
+    of ``L^T L``); ``transform_fidelity_`` says how much of the model the
+    embedding keeps.
+
+    Subclasses (the model-kind mixins) implement ``_embed_queries(X)`` and
+    ``_embed_database(X)`` (unchecked, on validated preprocessed X),
+    ``_transform_out(X)`` (the unchecked product on validated, preprocessed
+    X), ``_transform_width()`` (its number of columns) and
+    ``_transform_fidelity()``.
+    """
 
     #: ``"inner_product"``: ``S(q, x) = <embed_queries(q), embed_database(x)>``;
     #: ``"neg_squared_l2"``: ``S(q, x) = -||embed_queries(q) - embed_database(x)||^2``
@@ -906,29 +929,6 @@ class _EmbedMixin:
 
     def _embed_database(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-
-class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
-    """The scikit-learn transformer of every triplet learner:
-    ``transform``, ``fit_transform``, ``set_output``,
-    ``get_feature_names_out`` (``"<classname><i>"``, lower case) and the
-    overflow check of every output, so that a learner drops into
-    ``make_pipeline(StandardScaler(), learner, KNeighborsClassifier())``.
-
-    ``transform(X)`` is ``Z = x L^T`` per (preprocessed) row for a factor L
-    of the learned model (see :class:`MahalanobisMixin` and
-    :class:`BilinearMixin` for what L is): Euclidean distances between rows
-    of Z are the learned Mahalanobis distance and inner products the learned
-    (PSD part of the) similarity.  ``n_components`` (where the learner has
-    it) keeps the ``n_components`` leading directions (largest eigenvalues
-    of ``L^T L``); ``transform_fidelity_`` says how much of the model the
-    embedding keeps.
-
-    Subclasses implement ``_transform_out(X)`` (the unchecked product on
-    validated, preprocessed X), ``_transform_width()`` (its number of
-    columns) and ``_transform_fidelity()``.
-    """
 
     @threads_for(work_rows)
     def transform(self, X) -> np.ndarray:
@@ -1002,7 +1002,7 @@ class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         return float(self._transform_fidelity())
 
 
-class BilinearMixin(_EmbedMixin, EmbeddingMixin):
+class BilinearMixin(EmbeddingMixin):
     """Similarity ``S(x, y) = x^T W y``.
 
     Subclasses implement ``_apply(X)`` returning the dense product ``X W``
@@ -1128,7 +1128,7 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
         return XW @ Y.T
 
 
-class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
+class MahalanobisMixin(EmbeddingMixin):
     """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
 
     Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
@@ -1275,3 +1275,77 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
             return np.zeros((EX.shape[0], EY.shape[0]))
         return -euclidean_distances(EX, EY, squared=True)
 
+
+#: What an algorithm declares about itself: every private class-level switch
+#: that the shared code (core, engine, distributed, persistence) reads, with
+#: the class that holds its default and its meaning.  A learner sets, in its
+#: own class body, the ones where it differs from the default.  (An
+#: algorithm's own class attributes, e.g. OASIS's ``_gram_route``, are its
+#: business and are not listed.)  ``tests/test_api.py`` checks that this
+#: table and the core classes' attributes agree.
+DECLARATIONS: dict[str, tuple[str, str]] = {
+    # every learner (the triplet learners and the multi-label rankers)
+    "_parameter_constraints": (
+        "LearnerBase", "the hyper-parameters with scikit-learn's constraint objects "
+        "(tripletml.core.params); checked by fit and on every loaded model"),
+    "_fitted_arrays": (
+        "LearnerBase", "every ndarray fitted attribute with its shape / dtype / value rules "
+        "(tripletml.core.arrayspec.ArraySpec; 'd' is the preprocessed width); a model file "
+        "is checked against it"),
+    "_accepts_sparse": ("LearnerBase", "whether scipy.sparse X is accepted"),
+    "_renamed_params": (
+        "LearnerBase", "{old: new} parameter names renamed since a model file was written: "
+        "load_model reads the old name's value under the new one (LORETA's algorithm)"),
+    # supervision
+    "_needs_triplets": (
+        "TripletLearner", "whether fit needs supervision (labels, triplets or pairs); False "
+        "for the no-learning baselines"),
+    "_accepts_pairs": (
+        "TripletLearner", "whether _fit receives pairs (tripletml.pairs.PairConstraints) "
+        "when fitted on pairs: a learner whose paper learns from pairs (ITML, KISSME, MMC, "
+        "RCA); the others receive the triplets the pairs imply"),
+    "_pairs_need_both": (
+        "TripletLearner", "whether a fit on pairs needs both similar and dissimilar pairs "
+        "(RCA learns from the similar ones alone)"),
+    # preprocessing
+    "_auto_preprocessing": (
+        "TripletLearner", "what preprocessing='auto' resolves to on dense or "
+        "low-dimensional X (tripletml.core.preprocessing.resolve_preprocessing); "
+        "BilinearMixin declares 'sphere'"),
+    "_feature_unit": (
+        "TripletLearner", "whether the modes None and 'center' divide the rows by the "
+        "feature unit (every learner whose step sizes, margins or regularisation depend on "
+        "the scale); the no-learning baselines keep their raw values"),
+    "_auto_column_scale": (
+        "TripletLearner", "whether 'auto' scales the columns by kind "
+        "(tripletml.core.column_kinds.type_aware_scale); False for KISSME and RCA"),
+    "_fit_preprocessed": (
+        "TripletLearner", "whether _fit receives the preprocessed rows; False: the "
+        "validated rows (densified when a mode applies to sparse X, possibly the caller's "
+        "own array, read only), for a learner that maps its statistics instead (KISSME, "
+        "Preprocessor.second_moment)"),
+    # resources and routes
+    "_square_arrays": (
+        "TripletLearner", "dense d x d float64 arrays a fit holds at once (the model and "
+        "its solver state, d the preprocessed width), checked against the memory "
+        "available before training starts (_check_square_memory)"),
+    "_span_route": (
+        "TripletLearner", "None: the span route (tripletml.linalg.span) when the learner "
+        "declares it (_span_lift_spec) and the rows are fewer than their features; tests "
+        "set True / False on an instance to force either route"),
+    "_partitioned_strategy": (
+        "TripletLearner", "how fit(ShardedCollection) trains "
+        "(tripletml.distributed.partitioned): 'statistics', 'cocoa', 'mixing', "
+        "'gradients' or 'sample' (gather the triplets' rows)"),
+    # the online learners
+    "_history_keys": (
+        "OnlineTripletLearner", "the columns of history_ besides the step and the time"),
+    "_advice": (
+        "OnlineTripletLearner", "what the divergence watch's error suggests "
+        "(tripletml.engine.DivergenceWatch)"),
+    "_criterion_name": (
+        "OnlineTripletLearner", "what tol is relative to, as the stop message names it"),
+    "_auto_eta_c": (
+        "AutoStepMixin", "the constant c of eta0='auto' "
+        "(tripletml.core.online.auto_step_size)"),
+}

@@ -38,8 +38,10 @@ _SCALER_VIEWS = {name: name[len(_PREP):] or "mode_"
 class PreprocessedModel:
     """Mixin: ``scaler_`` fitted on the training X and applied to every
     X (see the module docstring).  The class needs ``preprocessing`` (the
-    parameter) and ``_auto_preprocessing`` (what ``"auto"`` resolves to on
-    dense or low-dimensional X).
+    parameter) and the declarations ``_auto_preprocessing``,
+    ``_feature_unit`` and ``_auto_column_scale`` (defaults and meanings:
+    :class:`tripletml.core.base.TripletLearner` and
+    :data:`tripletml.core.base.DECLARATIONS`).
 
     A model file holds the preprocessor as flat attributes:
     ``_fitted_arrays`` of every subclass is extended with
@@ -48,18 +50,6 @@ class PreprocessedModel:
     Preprocessor (:meth:`Preprocessor.from_attributes`).
     """
 
-    #: what ``preprocessing="auto"`` resolves to on dense or low-dimensional
-    #: X (see :func:`tripletml.core.preprocessing.resolve_preprocessing`);
-    #: :class:`tripletml.core.base.BilinearMixin` declares ``"sphere"``
-    _auto_preprocessing: ClassVar[str] = "standardize"
-    #: whether the modes None and "center" divide the rows by the feature
-    #: unit (:func:`tripletml.core.preprocessing.feature_unit`): every learner
-    #: whose step sizes, margins or regularisation depend on the scale;
-    #: the no-learning baselines keep their raw values
-    _feature_unit: ClassVar[bool] = True
-    #: whether ``"auto"`` scales the columns by kind
-    #: (:func:`tripletml.core.column_kinds.type_aware_scale`); KISSME: False
-    _auto_column_scale: ClassVar[bool] = True
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = dict(PREPROCESSING_ARRAYS)
 
     def __init_subclass__(cls, **kwargs):
