@@ -40,7 +40,6 @@ default; see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
-import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -57,13 +56,14 @@ from tripletml.engine.threads import (threads_for, work_fit, work_pairs, work_ro
                        work_triplets)
 from tripletml.core.preprocessed import PreprocessedModel
 from tripletml.core.preprocessing import check_preprocessing
+from tripletml.core.supervision import Supervision, read_supervision
 from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
 from tripletml.core.tuples import (TupleClassifierMixin, TupleInput, available_if_fitted, best_threshold,
-                      refuse_index_tuples, resolve_rows, tuple_input)
-from tripletml.pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pair_classes, pairs_to_triplets
+                      resolve_rows, tuple_input)
+from tripletml.pairs import PAIR_LEARNERS, PairConstraints, pair_classes, pairs_to_triplets
 from tripletml.linalg import rowwise_dot
 from tripletml.linalg.invariants import check_factor, check_positive_definite, check_psd
-from tripletml.triplets import check_labels, resolve_sampling
+from tripletml.triplets import resolve_sampling
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
            "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "DECLARATIONS"]
@@ -320,40 +320,24 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         Explicit ``triplets=`` bypass it."""
         return resolve_sampling(getattr(self, "sampling", "class"), self.n_triplets, owner=self)
 
-    def _prepare_fit(self, X, y=None, triplets=None, pairs=None):
-        """Validate inputs, fit the preprocessing and apply the sampling
-        policy; returns ``(X, supervision, rng)`` where the supervision is
+    def _prepare_fit(self, sup: Supervision):
+        """Validate the parsed input (:class:`~tripletml.core.supervision.Supervision`),
+        fit the preprocessing and apply the sampling policy; returns ``(X,
+        supervision, rng, sup)`` with ``sup`` checked
+        (:meth:`Supervision.checked`) and the supervision ``_fit`` receives:
         the given triplets, the given pairs (:class:`~tripletml.pairs.PairConstraints`
         for a learner with ``_accepts_pairs``, else the triplets
         :func:`~tripletml.pairs.pairs_to_triplets` makes of them), what
-        :meth:`_sampler` made of ``y`` (triplets or
+        :meth:`_sampler` made of the class labels (triplets or
         :class:`~tripletml.triplets.ClassCodes`), or None for a learner that
         needs neither.  The policy sees the rows ``_fit`` will see."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
-        X = self._validate_X(X, reset=True)
+        X = self._validate_X(sup.rows, reset=True)
         rng = as_generator(getattr(self, "random_state", None), self)
-        who = type(self).__name__
         # the supervision first: bad triplets or labels leave no preprocessor
-        got = None
-        if pairs is not None:
-            if triplets is not None:
-                raise ValueError(f"{who}: give pairs= (with y their +1/-1 labels) or "
-                                 "triplets=, not both.")
-            got = check_pairs(pairs, y, X.shape[0], self, both=self._pairs_need_both)
-        elif self._needs_triplets and triplets is not None:
-            got = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
-        elif self._needs_triplets:
-            if y is None:
-                raise ValueError(f"{who}: fit requires y to be passed, but the "
-                                 "target y is None; give class labels y (to sample triplets) "
-                                 "or an explicit triplets=(m, 3) index array (or pairs=(m, 2) "
-                                 "with y their +1/-1 labels).")
-            if X.shape[0] < 3:
-                raise ValueError(f"{who}: X has {X.shape[0]} samples; at "
-                                 "least 3 are needed to form a triplet.")
-            classes, codes = check_labels(y, X.shape[0], self)
-            codes = self._label_codes(classes, codes)
+        sup = sup.checked(self, X)
+        got, codes = sup.target, sup.codes
         Xp = self._fit_preprocessing(X)
         try:
             self._check_square_memory(self.scaler_.n_features_out_)
@@ -375,7 +359,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
             except BaseException:
                 self._clear_preprocessing()
                 raise
-        return X, got, rng
+        return X, got, rng, sup
 
     def _pair_triplets(self, pc: PairConstraints, rng) -> np.ndarray:
         """The triplets of a learner that does not learn from pairs natively:
@@ -430,8 +414,11 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         ``predict``, ``decision_function`` and ``score`` take tuples
         (:class:`tripletml.core.tuples.TupleClassifierMixin`).
 
-        Any other keyword (metric-learn's ``bounds=``, ...) is a TypeError
-        naming tripletml's parameter.
+        Every form is parsed once into one
+        :class:`~tripletml.core.supervision.Supervision` (the rows, what the
+        supervision is and how it was given), which the rest of ``fit``
+        consumes.  Any other keyword (metric-learn's ``bounds=``, ...) is a
+        TypeError naming tripletml's parameter.
 
         Returns
         -------
@@ -444,26 +431,24 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
                                  "triplets from the ShardedCollection (labels=, triplets=); "
                                  "do not pass y, triplets or pairs as well")
             return X._fit_learner(self)       # tripletml.distributed.partitioned
-        X, y, triplets, pairs, form = _tuple_forms(self, X, y, triplets, pairs)
+        sup = read_supervision(self, X, y, triplets, pairs)    # every form, parsed once
         self._reset_fitted()  # a failed refit must not look fitted
         for name in ("threshold_", "tuple_form_", "classes_"):
             self.__dict__.pop(name, None)
-        X_raw = X
-        X, got, rng = self._prepare_fit(X, y, triplets, pairs)
+        X, got, rng, sup = self._prepare_fit(sup)
         try:
             self._fit_span(X, got, rng)
         except BaseException:
             self._clear_preprocessing()
             raise
         self._set_fitted(self.scaler_.n_features_in_)         # the raw d
-        if pairs is not None:           # metric-learn calibrates at fit: best accuracy
-            rows = self._validate_X(X_raw, reset=False)
-            pc = check_pairs(pairs, y, rows.shape[0], self)
-            scores = self._tuple_scores(TupleInput("pairs", rows, pc.pairs))
+        pc = sup.pair_constraints
+        if pc is not None:              # metric-learn calibrates at fit: best accuracy
+            scores = self._tuple_scores(TupleInput("pairs", sup.rows, pc.pairs))
             self.threshold_ = best_threshold(scores, pc.labels)
-            self.classes_ = pair_classes(y)     # predict answers in the labels given
-        if form is not None:
-            self.tuple_form_ = form
+            self.classes_ = pair_classes(sup.y)     # predict answers in the labels given
+        if sup.tuple_form is not None:
+            self.tuple_form_ = sup.tuple_form
         return self
 
     def _label_codes(self, classes: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -746,64 +731,10 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
 
 
 def _tuple_forms(est, X, y, triplets, pairs=None):
-    """metric-learn's tuple inputs as rows and index tuples: returns ``(X, y,
-    triplets, pairs, form)`` with ``form`` "pairs" / "triplets" for a fit on
-    tuples (None for labels).  Point triplets ``(n, 3, d)`` and point pairs
-    ``(n, 2, d)`` become their distinct rows and index tuples into them;
-    with a ``preprocessor``, index
-    tuples ``(n, 2)`` / ``(n, 3)`` the rows it gives.  Misplaced forms get an
-    error naming the right one."""
-    who = type(est).__name__
-    if triplets is None and pairs is None:
-        refuse_index_tuples(est, X, y)      # index tuples need preprocessor=
-    if triplets is None and pairs is None and y is not None:
-        ya = y if isinstance(y, np.ndarray) else None
-        if isinstance(y, (list, tuple)):
-            try:
-                ya = np.asarray(y)
-            except ValueError:
-                ya = None
-        if ya is not None and ya.ndim == 2 and ya.shape[1] in (2, 3) and ya.dtype != bool \
-                and np.issubdtype(ya.dtype, np.integer):
-            what = ("index triplets (query, positive, negative) go in the keyword argument, "
-                    "fit(X, triplets=T)" if ya.shape[1] == 3 else
-                    "index pairs go in the keyword argument, fit(X, pairs=P, y=labels) with "
-                    "one +1/-1 label per pair")
-            raise ValueError(f"{who}: y has shape {ya.shape} of integers: {what}; y holds one "
-                             "class label per row of X.")
-    ti = tuple_input(est, X, dedupe=True)
-    if ti is None:
-        form = "triplets" if triplets is not None else "pairs" if pairs is not None else None
-        return X, y, triplets, pairs, form
-    if triplets is not None or pairs is not None:
-        raise ValueError(f"{who}: X holds {ti.kind} themselves (shape "
-                         f"{np.shape(X)}); give either tuples as X or rows X with "
-                         "triplets= / pairs=, not both.")
-    if ti.kind == "triplets":
-        if y is not None:
-            raise ValueError(f"{who}: X of shape {np.shape(X)} holds triplets (query, "
-                             "positive, negative), which carry their own supervision: fit(X) "
-                             "without y or triplets.")
-        return ti.rows, None, ti.index, None, "triplets"
-    if y is None:
-        raise ValueError(f"{who}: X of shape {np.shape(X)} holds pairs; give their labels, "
-                         "fit(pairs, y) with y +1 (similar) or -1 (dissimilar) per pair.")
-    index = ti.index
-    same = np.flatnonzero(index[:, 0] == index[:, 1])
-    if same.size:       # two equal points: no metric tells them apart (metric-learn keeps them)
-        at = ", ".join(str(int(i)) for i in same[:10])
-        if same.size == index.shape[0]:
-            raise ValueError(f"{who}: every pair joins two identical points; no metric can be "
-                             "learned from them.")
-        warnings.warn(f"{who}: {same.size} of the {index.shape[0]} pairs join two identical "
-                      f"points (pairs {at}{', ...' if same.size > 10 else ''}); their distance "
-                      "is 0 under every metric, so they are left out.", UserWarning,
-                      stacklevel=3)
-        keep = np.ones(index.shape[0], bool)
-        keep[same] = False
-        index = index[keep]
-        y = np.asarray(y)[keep] if np.ndim(y) == 1 and np.shape(y)[0] == keep.size else y
-    return ti.rows, y, None, index, "pairs"
+    """``(X, y, triplets, pairs, form)`` of :func:`~tripletml.core.supervision.read_supervision`
+    (the form of the callers written before the supervision object)."""
+    sup = read_supervision(est, X, y, triplets, pairs)
+    return sup.rows, sup.y, sup.triplets, sup.pairs, sup.tuple_form
 
 
 def _is_collection(X) -> bool:
