@@ -184,64 +184,28 @@ def test_bad_labels_and_triplets(factory, alt):
 
 
 @pytest.mark.parametrize("factory, alt", ESTIMATORS)
-def test_decision_function_is_a_deprecated_alias_of_triplet_score(factory, alt):
-    """decision_function(X, triplets) works for one release with a FutureWarning
-    naming triplet_score; without triplets it refuses clearly; switched off
-    (as after the deprecation) the attribute is absent, so scikit-learn sees
-    no per-sample decision_function."""
-    import warnings
-
-    from tripletml.core.base import legacy_decision_function
+def test_decision_function_has_one_meaning(factory, alt):
+    """decision_function(X, triplets), the 0.1 name of triplet_score, was
+    removed in 0.3: a model fitted on labels has no decision_function (as
+    scikit-learn expects of a transformer); after a fit on triplets of points
+    it scores such triplets."""
     X, y = toy_data()
     est = factory().fit(X, y)
-    name = type(est).__name__
     t = np.array([[0, 3, 1], [4, 7, 2]])
-    with pytest.warns(FutureWarning, match=f"{name}: decision_function\\(X, triplets\\) is "
-                                           "deprecated.*use triplet_score"):
-        old = est.decision_function(X, t)
-    np.testing.assert_array_equal(old, est.triplet_score(X, t))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(TypeError, match=f"{name}: a triplet learner has no per-sample "
-                                            "decision_function.*triplet_score"):
-            est.decision_function(X)
-    with legacy_decision_function(False):
-        assert not hasattr(est, "decision_function")
-        with pytest.raises(AttributeError, match="decision_function"):
-            est.decision_function(X, t)
-        np.testing.assert_array_equal(est.triplet_score(X, t), old)
-    assert hasattr(est, "decision_function")          # restored on leaving the block
+    assert not hasattr(est, "decision_function")
+    with pytest.raises(AttributeError, match="decision_function"):
+        est.decision_function(X, t)
+    tuples = factory().fit(X[np.array([[0, 3, 1], [4, 7, 2], [8, 11, 5]])])
+    np.testing.assert_array_equal(tuples.decision_function(X[t]),
+                                  tuples.triplet_score(X, t))
 
 
-def test_autosimilarity_decision_function_is_a_deprecated_alias_too():
+def test_autosimilarity_decision_function_is_removed_too():
     from tripletml.auto import AutoSimilarity
-    from tripletml.core.base import legacy_decision_function
     X, y = toy_data()
     auto = AutoSimilarity()
     auto.best_estimator_ = tm.OASIS(n_triplets=50, random_state=0).fit(X, y)
-    t = np.array([[0, 3, 1], [4, 7, 2]])
-    with pytest.warns(FutureWarning, match="AutoSimilarity: decision_function.*triplet_score"):
-        old = auto.decision_function(X, t)
-    np.testing.assert_array_equal(old, auto.best_estimator_.triplet_score(X, t))
-    np.testing.assert_array_equal(auto.triplet_score(X, t), old)
-    with pytest.raises(TypeError, match="AutoSimilarity: a triplet learner has no per-sample"):
-        auto.decision_function(X)
-    with legacy_decision_function(False):
-        assert not hasattr(auto, "decision_function")
-
-
-def test_legacy_decision_function_switch_is_restored_and_checked():
-    from tripletml.core.deprecated import legacy_decision_function_enabled
-    from tripletml.core.base import legacy_decision_function
-    with pytest.raises(TypeError, match="enabled='no' must be True or False"):
-        with legacy_decision_function("no"):
-            pass
-    assert legacy_decision_function_enabled() is True
-    with pytest.raises(RuntimeError):
-        with legacy_decision_function(False):
-            assert not hasattr(tm.OASIS(), "decision_function")
-            raise RuntimeError
-    assert hasattr(tm.OASIS(), "decision_function")
+    assert not hasattr(auto, "decision_function")
 
 
 def test_check_X_words_errors_as_scikit_learn_and_names_the_estimator():
@@ -634,54 +598,15 @@ def test_feature_names_in_recorded_and_checked(monkeypatch, tmp_path):
     assert list(back.feature_names_in_) == list(est.feature_names_in_)
 
 
-def test_similarity_kind_is_a_deprecated_view_of_embedding_similarity():
-    """One name (embedding_similarity) says how scores relate to embeddings;
-    similarity_kind still reads for one release, with a FutureWarning."""
-    from tripletml import OASIS, KISSME
-    for cls, kind, emb in ((OASIS, "similarity", "inner_product"),
-                           (KISSME, "distance", "neg_squared_l2")):
-        est = cls()
-        assert est.embedding_similarity == emb
-        with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
-            assert est.similarity_kind == kind
-
-
-def test_legacy_decision_function_switch_is_per_thread_and_nests():
-    """The switch is a context variable: one thread's block does not change
-    what another thread sees, and overlapping blocks restore their own value."""
-    import threading
-
-    from tripletml.core.deprecated import legacy_decision_function_enabled
-    from tripletml.core.base import legacy_decision_function
-    inside, release, seen = threading.Event(), threading.Event(), {}
-
-    def off_in_a_thread():
-        with legacy_decision_function(False):
-            inside.set()
-            release.wait(10)
-            seen["thread"] = hasattr(tm.OASIS(), "decision_function")
-
-    t = threading.Thread(target=off_in_a_thread)
-    t.start()
-    inside.wait(10)
-    seen["main"] = hasattr(tm.OASIS(), "decision_function")
-    release.set()
-    t.join(10)
-    assert seen == {"thread": False, "main": True}
-    with legacy_decision_function(False):
-        with legacy_decision_function(True):
-            assert legacy_decision_function_enabled()
-        assert not legacy_decision_function_enabled()
-    assert legacy_decision_function_enabled()
-
-
-def test_names_that_left_base_warn_for_one_release():
+def test_the_0_2_deprecations_are_removed():
+    """similarity_kind (read embedding_similarity), tripletml.core.base.History
+    (tripletml.engine.History) and the decision_function switch are gone."""
     import tripletml.core.base as base
-    from tripletml.engine import History
-    with pytest.warns(FutureWarning, match="moved to tripletml.engine.History"):
-        assert base.History is History
-    with pytest.warns(FutureWarning, match="similarity_kind is deprecated"):
-        assert tm.KISSME.similarity_kind == "distance"          # on the class too
+    from tripletml import OASIS, KISSME
+    for cls, emb in ((OASIS, "inner_product"), (KISSME, "neg_squared_l2")):
+        assert cls().embedding_similarity == emb
+        assert not hasattr(cls, "similarity_kind") and not hasattr(cls(), "similarity_kind")
+    assert not hasattr(base, "History") and not hasattr(base, "legacy_decision_function")
 
 
 @pytest.mark.parametrize("entry", [e for e in __import__("tripletml.registry", fromlist=["x"])
@@ -701,3 +626,29 @@ def test_float16_input_is_upcast(entry):
         a = entry.make(0).fit(X, y)
         b = entry.make(0).fit(X.astype(np.float64), y)
     np.testing.assert_allclose(a.similarity(X[:5]), b.similarity(X[:5].astype(np.float64)))
+
+
+def test_declarations_table_matches_the_core_classes():
+    """Every private class-level switch that a core base class (the shared
+    code) defines is in tripletml.core.base.DECLARATIONS, and each entry's
+    default lives on the class it names."""
+    import inspect
+
+    from tripletml.core.base import DECLARATIONS
+    from tripletml.registry import entries
+    core = {}
+    for e in entries():
+        for klass in e.cls.__mro__:
+            if klass.__module__.startswith("tripletml.core."):
+                core[klass.__name__] = klass
+    found = set()
+    for klass in core.values():
+        for name, value in vars(klass).items():
+            if name.startswith("_") and not name.startswith(("__", "_sklearn")) \
+                    and not callable(value) and not inspect.isdatadescriptor(value) \
+                    and not isinstance(value, (staticmethod, classmethod)):
+                found.add(name)
+    assert found == set(DECLARATIONS), found ^ set(DECLARATIONS)
+    for name, (owner, meaning) in DECLARATIONS.items():
+        assert name in vars(core[owner]), (name, owner)
+        assert len(meaning) > 20

@@ -381,11 +381,7 @@ def test_overflowing_pair_is_overflow_not_breakdown():
     assert s.skipped[1] >= 1 and s.skipped[0] == 0
 
 
-def test_run_is_a_deprecated_alias_of_run_sweeps():
-    X = np.eye(3)
-    a = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
-    b = ITMLSolver(X, np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
-    with pytest.warns(FutureWarning, match="ITMLSolver.run was renamed run_sweeps"):
-        old = a.run(3, None)
-    np.testing.assert_array_equal(old, b.run_sweeps(3, None))
-    np.testing.assert_array_equal(a.A, b.A)
+def test_run_alias_is_removed():
+    """ITMLSolver.run (0.2's deprecated name of run_sweeps) was removed in 0.3."""
+    a = ITMLSolver(np.eye(3), np.array([[0, 1, 2]]), (1.0, 4.0), 1.0)
+    assert not hasattr(a, "run") and callable(a.run_sweeps)

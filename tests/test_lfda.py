@@ -79,7 +79,7 @@ def test_sparse_rows_equal_dense():
 def test_generalised_eigen_equation(embedding_type):
     X, y = _data()
     m = LFDA(preprocessing=None, embedding_type=embedding_type).fit(X, y)
-    Z = m.preprocessor_.transform(X)            # the rows the solver saw (X / feature unit)
+    Z = m.scaler_.transform(X)            # the rows the solver saw (X / feature unit)
     Sw, Sb = _paper_scatters(Z, y, 7)
     lam = m.eigenvalues_
     assert np.all(np.diff(lam) <= 1e-12)
@@ -145,7 +145,7 @@ def test_small_classes_cap_k_and_duplicates_give_finite_model():
     X[1] = X[4]                         # a duplicate pair in class 1
     m = LFDA(k=50, preprocessing=None).fit(X, y)
     assert np.isfinite(m.M_).all()
-    Sw_ref, Sb_ref = _paper_scatters(m.preprocessor_.transform(X), y, 3)          # n_c = 4: k -> 3
+    Sw_ref, Sb_ref = _paper_scatters(m.scaler_.transform(X), y, 3)          # n_c = 4: k -> 3
     np.testing.assert_allclose(m.local_within_scatter_, Sw_ref, rtol=1e-10)
 
 

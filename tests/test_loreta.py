@@ -380,7 +380,7 @@ def test_default_rank_on_four_features(cls):
         X, y = _blobs(d, 1.0, 5.0 if d == 4 else 0.0)
         m = cls(n_triplets=300, random_state=0, **pp).fit(X, y)
         cap = max(1, d // 2) if cls is tm.LORETA else d
-        Xs = m.preprocessor_.transform(X)
+        Xs = m.scaler_.transform(X)
         assert m.rank is None and 1 <= m.rank_ <= cap and m.A_.shape == (d, m.rank_)
         assert m.rank_ == spectral_rank(data_spectrum(Xs, cap), cap)
     X, y = _blobs(4, 1.0, 5.0)

@@ -453,14 +453,11 @@ def test_incsvd_W_is_psd_on_random_problems(seed, d, alpha, eta0, constraint, ba
     assert np.all(m.s_ > 0) and orthonormality_error(m.U_) < 1e-10
 
 
-def test_solver_step_is_a_deprecated_alias_of_update():
+def test_solver_step_alias_is_removed():
+    """The solvers' step (0.2's deprecated name of update) was removed in 0.3."""
     from tripletml.algorithms.lowrank_dml.kernels import SOLVERS
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(20, 4))
-    t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]])
-    prob = TripletDMLProblem(X, t, "triplet", 0.1)
-    a, b = SOLVERS["incsvd"](prob, "frobenius", 1.0), SOLVERS["incsvd"](prob, "frobenius", 1.0)
-    with pytest.warns(FutureWarning, match="step was renamed update"):
-        la = a.step(1, np.arange(3), 0.1)
-    assert la == b.update(1, np.arange(3), 0.1)
-    np.testing.assert_array_equal(a.L, b.L)
+    X = np.random.default_rng(0).normal(size=(20, 4))
+    prob = TripletDMLProblem(X, np.array([[0, 1, 2], [3, 4, 5]]), "triplet", 0.1)
+    for make in SOLVERS.values():
+        s = make(prob, "frobenius", 1.0)
+        assert not hasattr(s, "step") and callable(s.update)

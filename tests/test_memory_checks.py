@@ -25,11 +25,11 @@ def test_square_learners_refuse_clearly_before_training(name, monkeypatch):
     with pytest.raises(MemoryError, match=rf"{name}: {est._square_arrays} dense {d} x {d} "
                                           r"arrays .* do not fit; reduce the dimension"):
         est.fit(X, y)
-    assert not hasattr(est, "preprocessor_") and not hasattr(est, "n_features_in_")
+    assert not hasattr(est, "scaler_") and not hasattr(est, "n_features_in_")
     if hasattr(est, "partial_fit"):
         with pytest.raises(MemoryError, match=f"{name}: "):
             est.partial_fit(X, [[0, 3, 1]])
-        assert not hasattr(est, "preprocessor_")
+        assert not hasattr(est, "scaler_")
     monkeypatch.setattr(val, "available_memory", lambda: need)     # just enough
     est.fit(X, y)
 

@@ -214,7 +214,7 @@ def test_labels_triplets_and_pairs(diagonal):
     # the same as the pairs (q, p+) similar and (q, p-) dissimilar
     pc = PairConstraints(np.concatenate([t[:, [0, 1]], t[:, [0, 2]]]).astype(np.int64),
                          np.repeat(np.array([1, -1], np.int8), len(t)))
-    b = _fit_pairs(a.preprocessor_.transform(X), pc, diagonal=diagonal)
+    b = _fit_pairs(a.scaler_.transform(X), pc, diagonal=diagonal)
     np.testing.assert_allclose(a.M_, b.M_, rtol=1e-10, atol=1e-14)
 
 
@@ -234,7 +234,7 @@ def test_public_pairs_equal_the_solver_on_the_same_pairs():
     hand MMC the pairs themselves (no triplets made of them)."""
     X, y, pc, S, D = _problem()
     a = MMC(preprocessing=None).fit(X, pairs=pc.pairs, y=pc.labels.astype(int))
-    b = _fit_pairs(a.preprocessor_.transform(X), pc)
+    b = _fit_pairs(a.scaler_.transform(X), pc)
     np.testing.assert_allclose(a.M_, b.M_, rtol=1e-10, atol=1e-14)
     c = MMC(preprocessing=None).fit(X[pc.pairs], pc.labels.astype(int))
     assert c.M_.shape == (X.shape[1],) * 2
@@ -253,7 +253,7 @@ def test_n_components_narrows_transform_only(diagonal):
     # the leading eigen-directions of M: Z Z^T's metric is the top-k part of M_
     w, V = np.linalg.eigh(full.M_)
     top = (V[:, ::-1][:, :k] * w[::-1][:k]) @ V[:, ::-1][:, :k].T
-    Xs = full.preprocessor_.transform(X)
+    Xs = full.scaler_.transform(X)
     np.testing.assert_allclose(Z @ Z.T, Xs @ top @ Xs.T, atol=1e-8 * np.abs(Z @ Z.T).max())
 
 

@@ -114,7 +114,7 @@ def test_partitioned_auto_and_normalize_equal_in_memory():
             m = KISSME(preprocessing=mode).fit(ShardedCollection.from_arrays(X, y,
                                                                              n_partitions=4))
         assert m.preprocessing_ == ref.preprocessing_ == "normalize"
-        assert m.preprocessor_.unit_ == pytest.approx(ref.preprocessor_.unit_, rel=1e-12)
+        assert m.scaler_.unit_ == pytest.approx(ref.scaler_.unit_, rel=1e-12)
         np.testing.assert_allclose(m.M_, ref.M_, rtol=1e-8, atol=1e-12 * np.abs(ref.M_).max())
 
 

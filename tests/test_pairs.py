@@ -144,7 +144,7 @@ def test_kissme_pairs_are_the_papers_covariances():
     E = X[P[:, 0]] - X[P[:, 1]]
     S = E[lab > 0].T @ E[lab > 0] / (lab > 0).sum()        # eq. 10
     D = E[lab < 0].T @ E[lab < 0] / (lab < 0).sum()        # eq. 11
-    u2 = m.preprocessor_.unit_ ** 2                        # covariances of the rows / unit
+    u2 = m.scaler_.unit_ ** 2                        # covariances of the rows / unit
     np.testing.assert_allclose(m.similar_covariance_ * u2, S, rtol=1e-10)
     np.testing.assert_allclose(m.dissimilar_covariance_ * u2, D, rtol=1e-10)
 
@@ -164,7 +164,7 @@ def test_itml_pairs_are_its_constraints():
     u, l = m.bounds_
     assert (d2[:3] <= u * (1 + 1e-6)).all() and (d2[3:] >= l * (1 - 1e-6)).all()
     # the Euclidean start violates them: the constraints did the work
-    e2 = np.sum((X[P[:, 0]] - X[P[:, 1]]) ** 2, axis=1) / m.preprocessor_.unit_ ** 2
+    e2 = np.sum((X[P[:, 0]] - X[P[:, 1]]) ** 2, axis=1) / m.scaler_.unit_ ** 2
     assert (e2[:3] > u * 1.01).any() or (e2[3:] < l * 0.99).any()
 
 
@@ -178,7 +178,7 @@ def test_rca_pairs_chunklets_are_connected_components():
     m = RCA(preprocessing=None, regularization=0.0).fit(X, pairs=P, y=lab)
     chunks = [[0, 1, 2], [5, 6], [10, 11, 12, 13]]
     C = sum((X[c] - X[c].mean(0)).T @ (X[c] - X[c].mean(0)) for c in chunks) / 9
-    np.testing.assert_allclose(m.chunklet_covariance_ * m.preprocessor_.unit_ ** 2, C,
+    np.testing.assert_allclose(m.chunklet_covariance_ * m.scaler_.unit_ ** 2, C,
                                rtol=1e-10)
     with pytest.raises(ValueError, match="RCA: the pairs hold no similar"):
         RCA().fit(X, pairs=P[6:], y=lab[6:])
@@ -237,11 +237,9 @@ def test_triplet_classifier_methods(iris_pairs):
 def test_predict_absent_after_a_label_fit_until_calibrated(iris_pairs):
     X, y, pc = iris_pairs
     m = ITML().fit(X, y)
-    from tripletml.core.base import legacy_decision_function
-    with legacy_decision_function(False):
-        assert not hasattr(m, "predict") and not hasattr(m, "decision_function")
-        m.calibrate_threshold(X[pc.pairs], pc.labels)
-        assert hasattr(m, "predict") and hasattr(m, "decision_function")
+    assert not hasattr(m, "predict") and not hasattr(m, "decision_function")
+    m.calibrate_threshold(X[pc.pairs], pc.labels)
+    assert hasattr(m, "predict") and hasattr(m, "decision_function")
     assert m.score(X, y) > 0.5                              # rows + labels: the mAP still
     with pytest.raises(TypeError, match="ITML: a triplet learner has no per-sample predict"):
         m.predict(X)

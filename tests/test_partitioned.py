@@ -54,7 +54,7 @@ def test_preprocessor_equals_in_memory_fit(digits, cls, mode, k):
     est = cls(preprocessing=mode)
     pre = _pre(est, ShardedCollection.from_arrays(X, y, n_partitions=k), X.shape[1])
     est._fit_preprocessing(X)
-    _same_pre(pre, est.preprocessor_)
+    _same_pre(pre, est.scaler_)
 
 
 @pytest.mark.parametrize("kind", ["binary", "onehot", "mixed", "sparse_tfidf"])
@@ -77,7 +77,7 @@ def test_preprocessor_on_column_kinds_and_sparse(kind):
             est = cls(preprocessing=mode)
             pre = _pre(est, ShardedCollection.from_arrays(X, y, n_partitions=4), X.shape[1])
             est._fit_preprocessing(X)
-            _same_pre(pre, est.preprocessor_)
+            _same_pre(pre, est.scaler_)
 
 
 def test_distributed_median_is_exact(digits, monkeypatch):
@@ -132,19 +132,19 @@ def test_sample_strategy_equals_in_memory_fit_on_gathered_rows(digits):
     seed = int(np.random.default_rng(0).integers(2 ** 63 - 1))
     be = LocalBackend(coll, "ITML", 64)
     infos = be.gather(be.map(_labels_task))
-    sup = Supervision("ITML", a.preprocessor_, True, ITML()._sampler(),
+    sup = Supervision("ITML", a.scaler_, True, ITML()._sampler(),
                       partition_shares(2000, coll.n_rows), seed, _label_table(infos, "ITML"))
     plan = PartitionedFit(be, coll.n_rows, sup, 2000, np.random.default_rng(0))
     Xg, T = gather_triplet_rows(plan)
     assert T.shape == (2000, 3) and Xg.shape[0] == a.partitioned_["gathered_rows"]
     b = ITML(preprocessing="standardize", max_iter=20, tol=None, random_state=0)
     b._fit_preprocessing(X)                      # the statistics of all rows
-    pre = b.preprocessor_
-    b.preprocessor_ = a.preprocessor_
-    _same_pre(pre, a.preprocessor_)
+    pre = b.scaler_
+    b.scaler_ = a.scaler_
+    _same_pre(pre, a.scaler_)
     rng = np.random.default_rng(0)
     rng.integers(2 ** 63 - 1)                    # the driver drew the seed first
-    b._fit(a.preprocessor_.transform(Xg), T, rng)
+    b._fit(a.scaler_.transform(Xg), T, rng)
     np.testing.assert_allclose(a.M_, b.M_, rtol=1e-10, atol=1e-12)
 
 
@@ -314,9 +314,9 @@ def test_dask_backend_equals_local(digits):
         eu = Euclidean(preprocessing="sphere").fit(coll)
     assert remote.partitioned_["backend"] == "dask"
     np.testing.assert_array_equal(local.M_, remote.M_)
-    _same_pre(local.preprocessor_, remote.preprocessor_, rtol=0)
-    assert eu.preprocessor_.radius_ == Euclidean(preprocessing="sphere").fit(
-        coll).preprocessor_.radius_
+    _same_pre(local.scaler_, remote.scaler_, rtol=0)
+    assert eu.scaler_.radius_ == Euclidean(preprocessing="sphere").fit(
+        coll).scaler_.radius_
 
 
 # ---------------------------------------------------------------------------

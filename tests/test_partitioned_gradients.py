@@ -66,7 +66,7 @@ def test_lowrank_dml_partitioned_equals_in_memory(solver, K):
     ref = LowRankDML(random_state=_reference_rng(3), **params).fit(X, triplets=T)
     assert part.partitioned_["strategy"] == "gradients"
     assert part.partitioned_["triplets"] == T.shape[0]
-    _close(part.preprocessor_.scale_, ref.preprocessor_.scale_)
+    _close(part.scaler_.scale_, ref.scaler_.scale_)
     assert part.rank_ == ref.rank_ > 0
     assert part.n_iter_ == ref.n_iter_ == 60
     _close(_W(part), _W(ref))

@@ -121,7 +121,7 @@ def test_oasis_mixing_equals_algorithm_3_reference(monkeypatch):
     seed, M = _seed(3), sum(len(T) for T in Ts)
     W = np.eye(X.shape[1])
     for r in range(3):
-        W = sum(len(T) / M * _pass(W, est.preprocessor_.transform(Xp, copy=True),
+        W = sum(len(T) / M * _pass(W, est.scaler_.transform(Xp, copy=True),
                                    T[_order(seed, p, len(T), r)], 0.01)
                 for p, ((Xp, _), T) in enumerate(zip(parts, Ts)))
     np.testing.assert_allclose(est.W_, W, rtol=1e-12, atol=1e-13)
@@ -138,7 +138,7 @@ def test_oasis_line_search_equals_dense_reference():
     X, parts, Ts, coll = _three_oasis_partitions()
     est = tripletml.OASIS(max_iter=4, C=0.1, preprocessing=None, random_state=3).fit(coll)
     seed, M = _seed(3), sum(len(T) for T in Ts)
-    Xs = [est.preprocessor_.transform(Xp, copy=True) for Xp, _ in parts]
+    Xs = [est.scaler_.transform(Xp, copy=True) for Xp, _ in parts]
     grid = 3.0 ** (np.arange(mixing.MIX_STEPS) / (mixing.MIX_STEPS - 1))
     np.testing.assert_allclose(est.partitioned_["mix_grid"], grid, rtol=1e-15)
     W, chosen = np.eye(X.shape[1]), []
@@ -179,7 +179,7 @@ def test_factored_gd_mixing_equals_dense_reference(n_steps, monkeypatch):
     A = np.zeros((32, k))
     A[np.arange(k), np.arange(k)] = 1.0
     B = A.copy()
-    Xs = [est.preprocessor_.transform(X[p * 100:(p + 1) * 100], copy=True) for p in range(3)]
+    Xs = [est.scaler_.transform(X[p * 100:(p + 1) * 100], copy=True) for p in range(3)]
     grid = 3.0 ** (np.arange(n_steps) / max(n_steps - 1, 1))
     chosen = []
     for r in range(3):

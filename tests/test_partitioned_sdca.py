@@ -61,7 +61,7 @@ def problem():
     # the single-process optimum: in-memory SDCA run to a tiny gap
     ref = SDCA(alpha=LAM, max_iter=3000, tol=1e-12, output="last", preprocessing=None,
                random_state=0).fit(X, triplets=T_all)
-    Xs = ref.preprocessor_.transform(X)      # the rows the solver sees (feature unit)
+    Xs = ref.scaler_.transform(X)      # the rows the solver sees (feature unit)
     P_star = sdca_objectives(ref.M_last_, ref.alpha_, as_csr(Xs), T_all, LAM)[0]
     assert ref.history_["rel_gap"][-1] < 1e-11
     return X, y, blocks, T_all, P_star, Xs
@@ -86,7 +86,7 @@ def test_one_partition_round_is_an_sdca_pass(problem):
     n = T_all.shape[0]
     m = SDCA(alpha=LAM, max_iter=3, output="last", preprocessing=None,
              random_state=5).fit(_collection(problem, 1))
-    np.testing.assert_array_equal(m.preprocessor_.transform(problem[0]), Xs)
+    np.testing.assert_array_equal(m.scaler_.transform(problem[0]), Xs)
     s = SDCASolver(Xs.shape[1], LAM, n, "last")
     s.slots_for(np.arange(n))
     Xc, seed = as_csr(Xs), _seed(5)
@@ -153,7 +153,7 @@ def test_two_rounds_equal_a_dense_reference_from_the_paper():
          np.array([[0, 1, 2], [5, 3, 1], [4, 2, 0], [1, 5, 3]])]
     n, lam, K = 7, 0.3, 2
     coll = ShardedCollection([X[0], X[1]], [5, 6]).with_triplets(T)
-    pre = SDCA(alpha=lam, max_iter=1, preprocessing=None).fit(coll).preprocessor_
+    pre = SDCA(alpha=lam, max_iter=1, preprocessing=None).fit(coll).scaler_
     X = [pre.transform(x) for x in X]          # divided by the feature unit
     seed = _seed(2)
     alpha = [np.zeros(3), np.zeros(4)]

@@ -84,7 +84,7 @@ def test_kissme_labels_equals_in_memory_every_mode_and_K(digits, mode):
         _same_kissme(m, ref)
         assert m.partitioned_["strategy"] == "statistics"
         assert m.partitioned_["partitions"] == K and m.partitioned_["passes"] == 1
-        assert m.preprocessor_.mode_ == ref.preprocessor_.mode_
+        assert m.scaler_.mode_ == ref.scaler_.mode_
     # unequal partitions, one of 3 rows and one missing classes
     m = _fit_coll(KISSME(preprocessing=mode), _uneven(X, y, [3, 260, 17, 220]))
     _same_kissme(m, ref)
@@ -100,7 +100,7 @@ def test_kissme_labels_equal_the_loop_over_every_class_triplet():
     order = rng.permutation(26)
     X, y = X[order], y[order]
     m = _fit_coll(KISSME(preprocessing=None), _uneven(X, y, [2, 11, 1, 12]))
-    unit = m.preprocessor_.unit_ if m.preprocessor_.unit_ is not None else 1.0
+    unit = m.scaler_.unit_ if m.scaler_.unit_ is not None else 1.0
     n = len(y)
     sizes = np.bincount(y)
     queries = [i for i in range(n) if sizes[y[i]] >= 2]
@@ -200,8 +200,8 @@ def test_kissme_sampled_triplets_equal_in_memory_on_their_union(digits, monkeypa
     # and the raw scatter through the fitted preprocessing, from the solver kernel
     if mode != "sphere":
         S, D = pair_scatter_from_triplets(X, T)
-        _close(m.similar_covariance_, m.preprocessor_.second_moment(S))
-        _close(m.dissimilar_covariance_, m.preprocessor_.second_moment(D))
+        _close(m.similar_covariance_, m.scaler_.second_moment(S))
+        _close(m.dissimilar_covariance_, m.scaler_.second_moment(D))
     # deterministic: the same model again
     again = _fit_coll(KISSME(n_triplets=900, random_state=4, preprocessing=mode),
                       _uneven(X, y, sizes))
@@ -257,7 +257,7 @@ def test_rca_labels_equal_the_paper_formula(digits):
     with pytest.warns(ClassesWarning):
         m = RCA(preprocessing="standardize").fit(
             ShardedCollection.from_arrays(X, y, n_partitions=7))
-    Z = m.preprocessor_.transform(X)
+    Z = m.scaler_.transform(X)
     C = sum((Z[y == c] - Z[y == c].mean(0)).T @ (Z[y == c] - Z[y == c].mean(0))
             for c in np.unique(y)) / len(y)
     Zc = Z - Z.mean(0)

@@ -553,7 +553,7 @@ def test_truncated_and_forged_archives(tmp_path):
 def test_public_save_model_writes_a_preprocessed_model(tmp_path, prep):
     """tripletml.save_model(model) and model.save() write the same file: the
     fitted scaler is flattened to plain attributes either way (a default fit
-    used to fail with "cannot store attribute preprocessor_ as JSON")."""
+    used to fail with "cannot store attribute scaler_ as JSON")."""
     from tripletml import OASIS, load_model, save_model
     X, y = toy_data()
     est = OASIS(n_triplets=100, preprocessing=prep, random_state=0).fit(X, y)

@@ -669,22 +669,22 @@ def test_preprocessor_from_attributes_refuses_inconsistent_state():
 
 
 def test_learner_holds_one_preprocessor():
-    """The statistics live in preprocessor_ only; the preprocessing_* names
+    """The statistics live in scaler_ only; the preprocessing_* names
     read it; a refit replaces it and a failed refit removes it."""
     X, y, t = _data()
     from tripletml.registry import get_entry
     m = get_entry("LowRankDML").make(0, preprocessing="whiten").fit(X, triplets=t)
-    pre = m.preprocessor_
+    pre = m.scaler_
     assert pre.mode_ == m.preprocessing_ == "whiten" and pre.owner == "LowRankDML"
     assert not [k for k in vars(m) if k.startswith("preprocessing_")]
     assert m.preprocessing_mean_ is pre.mean_ and m.preprocessing_whitener_ is pre.whitener_
     assert not hasattr(m, "preprocessing_scale_") and not hasattr(m, "preprocessing_radius_")
     np.testing.assert_allclose(m.transform(X), pre.transform(X) @ m.components_.T)
     m.set_params(preprocessing="center").fit(X, triplets=t)
-    assert m.preprocessor_ is not pre and m.preprocessing_ == "center"
+    assert m.scaler_ is not pre and m.preprocessing_ == "center"
     with pytest.raises(ValueError):
         m.fit(X, triplets=[[0, 1, 99]])
-    assert not hasattr(m, "preprocessor_") and not hasattr(m, "preprocessing_")
+    assert not hasattr(m, "scaler_") and not hasattr(m, "preprocessing_")
     assert not hasattr(m, "n_features_in_")
 
 
@@ -703,10 +703,10 @@ def _write_v01_file(path, cls_name, params, attrs, arrays):
 def test_a_file_of_tripletml_0_1_loads(mode, tmp_path):
     X, y, t = _data(seed=4)
     m = tm.OASIS(preprocessing=mode, n_triplets=60, random_state=0).fit(X, y)
-    pre = m.preprocessor_
+    pre = m.scaler_
     arrays = {k: v for k, v in vars(m).items() if isinstance(v, np.ndarray)}
     attrs = {k: v for k, v in vars(m).items() if k.endswith("_") and not k.startswith("_")
-             and k != "preprocessor_" and k not in arrays}
+             and k != "scaler_" and k not in arrays}
     attrs["preprocessing_"] = mode
     for name in ("mean_", "scale_", "whitener_"):
         if getattr(pre, name) is not None:
@@ -716,7 +716,7 @@ def test_a_file_of_tripletml_0_1_loads(mode, tmp_path):
     params = {k: v for k, v in m.get_params().items()}
     _write_v01_file(tmp_path / "old.npz", "OASIS", params, attrs, arrays)
     back = tm.load_model(tmp_path / "old.npz")
-    assert back.preprocessor_ == pre
+    assert back.scaler_ == pre
     np.testing.assert_array_equal(back.similarity(X), m.similarity(X))
     back.save(tmp_path / "again.npz")                         # and is written the same way
     with np.load(tmp_path / "again.npz") as f:
@@ -725,38 +725,57 @@ def test_a_file_of_tripletml_0_1_loads(mode, tmp_path):
 
 def test_a_pickle_of_tripletml_0_1_is_adopted():
     """A learner pickled by tripletml 0.1 held the statistics as attributes;
-    unpickling rebuilds preprocessor_ (else the map would be silently lost)."""
+    unpickling rebuilds scaler_ (else the map would be silently lost)."""
     X, y, t = _data(seed=5)
     m = tm.SML(preprocessing="standardize", random_state=0, max_iter=5, tol=None).fit(
         X, triplets=t)
     state = dict(m.__getstate__())                          # (a copy: not m's own dict)
-    pre = state.pop("preprocessor_")
+    pre = state.pop("scaler_")
     state.update(pre.to_attributes())                        # the 0.1 layout
     old = tm.SML.__new__(tm.SML)
     old.__setstate__(state)
-    assert old.preprocessor_ == pre
+    assert old.scaler_ == pre
     assert not [k for k in vars(old) if k.startswith("preprocessing_")]
     np.testing.assert_array_equal(old.transform(X), m.transform(X))
 
 
+def test_a_pickle_of_tripletml_0_2_is_adopted():
+    """tripletml 0.2 held the fitted scaler in ``preprocessor_`` (metric-learn's
+    name for the row lookup); unpickling moves it to ``scaler_``."""
+    X, y, t = _data(seed=5)
+    m = tm.SML(preprocessing="standardize", random_state=0, max_iter=5, tol=None).fit(
+        X, triplets=t)
+    state = dict(m.__getstate__())
+    state["preprocessor_"] = state.pop("scaler_")             # the 0.2 layout
+    old = tm.SML.__new__(tm.SML)
+    old.__setstate__(state)
+    assert old.scaler_ == m.scaler_ and "preprocessor_" not in vars(old)
+    np.testing.assert_array_equal(old.transform(X), m.transform(X))
+
+
 def test_a_file_cannot_plant_a_preprocessor(tmp_path):
-    """preprocessor_ is never read from a file: a metadata value under that
+    """scaler_ is never read from a file: a metadata value under that
     name is refused, and so is a state whose n_features_in_ is not a width."""
     from tripletml.core.preprocessing import Preprocessor
     X, y, t = _data(seed=7)
     m = tm.OASIS(preprocessing=None, n_triplets=40, random_state=0).fit(X, y)
     arrays = {k: v for k, v in vars(m).items() if isinstance(v, np.ndarray)}
     attrs = {k: v for k, v in vars(m).items() if k.endswith("_") and not k.startswith("_")
-             and k != "preprocessor_" and k not in arrays}
+             and k != "scaler_" and k not in arrays}
     _write_v01_file(tmp_path / "bad.npz", "OASIS", m.get_params(),
+                    {**attrs, "preprocessing_": None, "scaler_": {"mode_": "whiten"}},
+                    arrays)
+    with pytest.raises(ValueError, match="scaler_ is a dict, not a Preprocessor"):
+        tm.load_model(tmp_path / "bad.npz")
+    _write_v01_file(tmp_path / "bad2.npz", "OASIS", m.get_params(),
                     {**attrs, "preprocessing_": None, "preprocessor_": {"mode_": "whiten"}},
                     arrays)
     with pytest.raises(ValueError, match="preprocessor_ is a dict, not a Preprocessor"):
-        tm.load_model(tmp_path / "bad.npz")
+        tm.load_model(tmp_path / "bad2.npz")
     with pytest.raises(ValueError, match="n_features_in_=0 is not a positive integer"):
         Preprocessor.adopt_saved({"n_features_in_": 0, "preprocessing_": None})
     state = {"n_features_in_": 5, "preprocessing_": "center",
              "preprocessing_mean_": np.zeros(5)}
     Preprocessor.adopt_saved(state, owner="OASIS")
-    assert set(state) == {"n_features_in_", "preprocessor_"}
-    assert state["preprocessor_"].mode_ == "center" and state["preprocessor_"].owner == "OASIS"
+    assert set(state) == {"n_features_in_", "scaler_"}
+    assert state["scaler_"].mode_ == "center" and state["scaler_"].owner == "OASIS"

@@ -47,7 +47,7 @@ def test_matches_paper_formula():
                                _sqdist(_reference_M(X, y)[0], Q, Q[::-1]), rtol=1e-8)
     # and the fitted statistics are the paper's on the rows the model sees
     # (preprocessing=None still divides by one global unit)
-    X = model.preprocessor_.transform(X)
+    X = model.scaler_.transform(X)
     M_ref, W, C = _reference_M(X, y)
     np.testing.assert_allclose(model.chunklet_covariance_, C, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(model.M_, M_ref, rtol=1e-8, atol=1e-10 * np.abs(M_ref).max())
@@ -149,6 +149,6 @@ def test_triplets_pairs_are_chunklets():
     t = np.array([[0, 1, 50], [31, 33, 2], [62, 64, 5], [3, 9, 70], [35, 40, 80],
                   [70, 75, 1], [10, 20, 60]])
     m = RCA(regularization=0.0, preprocessing=None).fit(X, triplets=t)
-    X = m.preprocessor_.transform(X)
+    X = m.scaler_.transform(X)
     E = X[t[:, 0]] - X[t[:, 1]]
     np.testing.assert_allclose(m.chunklet_covariance_, E.T @ E / (4 * len(t)), rtol=1e-10)

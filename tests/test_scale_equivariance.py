@@ -129,8 +129,8 @@ def test_auto_on_mixed_columns_with_a_duplicated_feature(name):
     if name != "KISSME":                      # KISSME keeps per-column deviations
         assert {"binary", "continuous"} <= kinds
     # the solver sees the same rows, to rounding ...
-    np.testing.assert_allclose(b.preprocessor_.transform(1e3 * X),
-                               a.preprocessor_.transform(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(b.scaler_.transform(1e3 * X),
+                               a.scaler_.transform(X), rtol=1e-12, atol=1e-12)
     # ... and LORETA's 100,000 online steps on 120 rows amplify that rounding
     # (a 1e-15 relative perturbation of X moves its scores as much), so the
     # model is compared by its ranking quality

@@ -73,7 +73,7 @@ def test_fit_labels_weights_nonnegative_sparse_and_psd():
                                atol=1e-10 * np.abs(M).max())
     assert m.stop_reason_ in ("tol", "max_iter") and m.n_iter_ > 0
     # the objective went down from w = 0 (where it is 1)
-    Xs = m.preprocessor_.transform(X)             # the rows the solver saw
+    Xs = m.scaler_.transform(X)             # the rows the solver saw
     T = tm.triplets.knn_triplets(Xs, y, 3, 10)
     F = F_paper(Xs, T[::7], m.basis_, m.weights_, m.alpha)
     assert F < 0.5
@@ -86,7 +86,7 @@ def test_fit_triplets_takes_the_triplet_basis():
     m = SCML(random_state=0, preprocessing=None, n_basis=30, max_iter=2000).fit(X, triplets=T)
     assert m.basis_.shape == (30, 4)
     assert np.all(m.weights_ >= 0)
-    Xs = m.preprocessor_.transform(X)
+    Xs = m.scaler_.transform(X)
     assert F_paper(Xs, T[::10], m.basis_, m.weights_, m.alpha) < \
         F_paper(Xs, T[::10], m.basis_, np.zeros(30), m.alpha)
     with pytest.raises(ValueError, match="labels"):

@@ -292,9 +292,9 @@ def test_property_gap_nonnegative_and_dual_ascends(seed, n, d, m, alpha, sparse)
     assert P[0] == pytest.approx(ref.primal(), rel=1e-9, abs=1e-12)  # same first pass
 
 
-def test_W_is_the_matrix_and_M_a_deprecated_alias(tmp_path):
-    """SDCA names its bilinear matrix W_ like every bilinear learner; M_
-    still reads (FutureWarning) and files saved with M_ (0.1) still load."""
+def test_W_is_the_matrix_and_files_with_M_load(tmp_path):
+    """SDCA names its bilinear matrix W_ like every bilinear learner (the
+    alias M_ was removed in 0.3); files saved with M_ (0.1) still load."""
     import zipfile
 
     from tripletml import SDCA, load_model
@@ -303,8 +303,7 @@ def test_W_is_the_matrix_and_M_a_deprecated_alias(tmp_path):
     y = np.repeat(np.arange(3), 10)
     m = SDCA(n_triplets=100, max_iter=2, random_state=0).fit(X, y)
     assert "W_" in vars(m) and "M_" not in vars(m)
-    with pytest.warns(FutureWarning, match="M_ was renamed W_"):
-        np.testing.assert_array_equal(m.M_, m.W_)
+    assert not hasattr(m, "M_")
     m.save(tmp_path / "new.npz")
     # a 0.1 file: the same archive with the member named M_
     with zipfile.ZipFile(tmp_path / "new.npz") as src, \

@@ -1,10 +1,8 @@
 """scikit-learn's own estimator checks over every learner of the registry.
 
-The triplet learners run every check scikit-learn generates for them, with
-the deprecated ``decision_function(X, triplets)`` alias switched off
-(:func:`tripletml.core.base.legacy_decision_function`): a triplet learner has no
-per-sample decision function, and after the deprecation release it has no
-``decision_function`` attribute, which is what the checks see here.  The
+The triplet learners run every check scikit-learn generates for them: a
+triplet learner fitted on labels has no per-sample decision function and no
+``decision_function`` attribute, which is what the checks see.  The
 per-triplet margin is ``triplet_score(X, triplets)``, which no check calls.
 So pickling, idempotence, subset and sample-order invariance, dtypes and the
 feature-count checks run on ``transform`` of every transformer.
@@ -34,7 +32,6 @@ from sklearn.base import TransformerMixin, clone
 from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
 
 from tripletml.registry import entries
-from tripletml.core.base import legacy_decision_function
 from tripletml.core.preprocessing import n_added_features
 
 from _estimators import toy_multilabel
@@ -74,7 +71,7 @@ def _instances(kind):
 
 @parametrize_with_checks(_instances("triplet"), expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
-    with warnings.catch_warnings(), legacy_decision_function(False):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         check(estimator)
 

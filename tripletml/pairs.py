@@ -10,7 +10,7 @@ the pairs form no triplet.
 
 Pairs are never materialised as ``(m, 2, d)`` arrays inside the library;
 metric-learn's point pairs are turned into rows and index pairs on entry
-(:func:`tripletml.core.base._tuple_forms`).
+(:func:`tripletml.core.supervision.read_supervision`).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ Every triplet learner has a ``preprocessing`` parameter (see
 :mod:`tripletml.core.preprocessing`): ``fit`` fits a
 :class:`~tripletml.core.preprocessing.Preprocessor` (centring / standardisation /
 whitening / sphere statistics) on the training X, keeps it in
-``preprocessor_`` and runs the solver on the preprocessed rows; every method
+``scaler_`` and runs the solver on the preprocessed rows; every method
 that takes X applies the same map first.
 The learned matrices (``W_``, ``M_``, ``components_``,
 ``get_bilinear_matrix()``) therefore live in the preprocessed coordinates,
@@ -40,7 +40,6 @@ default; see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
-import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -50,8 +49,6 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
-from tripletml.core.deprecated import (DeprecatedClassAttribute, LegacyDecisionFunction,  # noqa: F401
-                          legacy_decision_function)
 from tripletml.core.metric_learn_names import check_fit_keywords, wrap_init
 from tripletml.core.params import validate_constraints
 from tripletml.engine.stopping import STOP_REASONS
@@ -59,17 +56,17 @@ from tripletml.engine.threads import (threads_for, work_fit, work_pairs, work_ro
                        work_triplets)
 from tripletml.core.preprocessed import PreprocessedModel
 from tripletml.core.preprocessing import check_preprocessing
+from tripletml.core.supervision import Supervision, read_supervision
 from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
 from tripletml.core.tuples import (TupleClassifierMixin, TupleInput, available_if_fitted, best_threshold,
-                      refuse_index_tuples, resolve_rows, tuple_input)
-from tripletml.core.deprecated import _legacy_decision_function_available
-from tripletml.pairs import PAIR_LEARNERS, PairConstraints, check_pairs, pair_classes, pairs_to_triplets
+                      resolve_rows, tuple_input)
+from tripletml.pairs import PAIR_LEARNERS, PairConstraints, pair_classes, pairs_to_triplets
 from tripletml.linalg import rowwise_dot
 from tripletml.linalg.invariants import check_factor, check_positive_definite, check_psd
-from tripletml.triplets import check_labels, resolve_sampling
+from tripletml.triplets import resolve_sampling
 
 __all__ = ["LearnerBase", "TripletLearner", "BilinearMixin", "MahalanobisMixin",
-           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "legacy_decision_function"]
+           "EmbeddingMixin", "ArraySpec", "EMBEDDING_SIMILARITIES", "DECLARATIONS"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -96,10 +93,11 @@ class LearnerBase(BaseEstimator):
     file against it, then :meth:`_check_loaded`.
     """
 
-    #: every ndarray fitted attribute, with its shape / dtype / value rules
+    # what a learner declares (the defaults; the meanings: DECLARATIONS)
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = {}
-    #: whether scipy.sparse X is accepted
-    _accepts_sparse: bool = True
+    _parameter_constraints: ClassVar[dict] = {}
+    _accepts_sparse: ClassVar[bool] = True
+    _renamed_params: ClassVar[dict[str, str]] = {}
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "n_features_in_")
@@ -115,10 +113,6 @@ class LearnerBase(BaseEstimator):
         # metric-learn's keyword names (k=, prior=, n_constraints=, ...): a
         # TypeError naming tripletml's parameter (tripletml.core.metric_learn_names)
         wrap_init(cls)
-
-    #: hyper-parameter declarations with scikit-learn's constraint objects
-    #: (:mod:`tripletml.core.params`)
-    _parameter_constraints: ClassVar[dict] = {}
 
     def _validate_params(self) -> None:
         """Check the hyper-parameters against ``_parameter_constraints``
@@ -238,25 +232,46 @@ _COUNTERS = ("t_", "n_iter_", "rank_", "n_labels_", "n_pinv_refresh_", "next_id_
              "n_skipped_")
 
 
-class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunction,
-                     LearnerBase):
+class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
     """Base class of the triplet learners: validation, preprocessing, triplet
     handling and scoring.
 
-    Subclasses implement ``_fit(X, triplets, rng)`` and the similarity
-    primitives of their mixin; they receive X already preprocessed and never
-    see the raw rows.  Subclasses store the ``preprocessing`` parameter;
-    ``fit`` fits one :class:`tripletml.core.preprocessing.Preprocessor` on the
-    training X and keeps it in ``preprocessor_``, and every method that takes
-    X applies ``preprocessor_.transform`` after validating it.
-    ``preprocessing_`` (the fitted mode) and ``preprocessing_mean_`` /
-    ``_scale_`` / ``_whitener_`` / ``_radius_`` read ``preprocessor_``.
+    A learner is ``class NAME(<model kind>, TripletLearner)`` (or
+    :class:`~tripletml.core.online.OnlineTripletLearner` for the online
+    passes), where the model kind is :class:`BilinearMixin`,
+    :class:`MahalanobisMixin` or the factored bilinear mixin, each an
+    :class:`EmbeddingMixin` (embeddings for search and ``transform``).  The
+    bases of this class, each with one job:
 
-    A model file holds the preprocessor as those attributes (the format of
-    tripletml 0.1): ``_fitted_arrays`` of every subclass is extended with
-    :data:`PREPROCESSING_ARRAYS` (raw width ``n_features_in_``), ``save``
-    writes :meth:`Preprocessor.to_attributes` and loading rebuilds the
-    Preprocessor (:meth:`Preprocessor.from_attributes`).  The subclass's own
+    * :class:`~tripletml.core.preprocessed.PreprocessedModel`: the fitted
+      scaler ``scaler_`` (the ``preprocessing`` parameter), applied to
+      every X, flattened into the model file;
+    * :class:`~tripletml.core.tuples.TupleClassifierMixin`: metric-learn's
+      pair / triplet classifier on tuples of points (``predict``,
+      ``decision_function``, ``score``, thresholds);
+    * :class:`LearnerBase`: fitted-ness, parameter validation, input checks
+      and persistence, shared with the multi-label rankers.
+
+    **What an algorithm declares.**  A learner's class body holds its
+    hyper-parameters (``__init__`` and ``_parameter_constraints``), its
+    fitted arrays (``_fitted_arrays``) and the switches of
+    :data:`DECLARATIONS`, each with its default below (or on the class
+    :data:`DECLARATIONS` names) and set only where the algorithm differs.
+    Subclasses implement ``_fit(X, supervision, rng)`` and the similarity
+    primitives of their mixin; they receive X already preprocessed (unless
+    ``_fit_preprocessed`` is False) and never see the raw rows.
+
+    **Preprocessing.**  ``fit`` fits one
+    :class:`tripletml.core.preprocessing.Preprocessor` on the training X and
+    keeps it in ``scaler_``, and every method that takes X applies
+    ``scaler_.transform`` after validating it.  ``preprocessing_`` (the
+    fitted mode) and ``preprocessing_mean_`` / ``_scale_`` / ``_whitener_``
+    / ``_radius_`` read ``scaler_``.  A model file holds the scaler as those
+    attributes (the format of tripletml 0.1): ``_fitted_arrays`` of every
+    subclass is extended with :data:`PREPROCESSING_ARRAYS` (raw width
+    ``n_features_in_``), ``save`` writes :meth:`Preprocessor.to_attributes`
+    and loading rebuilds the Preprocessor
+    (:meth:`Preprocessor.from_attributes`).  The subclass's own
     declarations' ``"d"`` is the width of the preprocessed rows,
     ``n_features_preprocessed_`` (see :mod:`tripletml.core.arrayspec`).
 
@@ -265,11 +280,21 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
     width of the preprocessed rows (d + 1 with ``"sphere"``, else d).
     """
 
-    #: whether fit needs supervision (labels or triplets)
-    _needs_triplets: bool = True
-    #: what ``preprocessing="auto"`` resolves to on dense or low-dimensional
-    #: X (see :func:`tripletml.core.preprocessing.resolve_preprocessing`);
-    #: :class:`BilinearMixin` declares ``"sphere"``
+    # ---------------------------------------------- what an algorithm declares
+    # (the defaults; the meanings are in DECLARATIONS at the end of this module)
+    # supervision
+    _needs_triplets: ClassVar[bool] = True
+    _accepts_pairs: ClassVar[bool] = False
+    _pairs_need_both: ClassVar[bool] = True
+    # preprocessing
+    _auto_preprocessing: ClassVar[str] = "standardize"
+    _feature_unit: ClassVar[bool] = True
+    _auto_column_scale: ClassVar[bool] = True
+    _fit_preprocessed: ClassVar[bool] = True
+    # resources and routes
+    _square_arrays: ClassVar[int] = 0
+    _span_route: ClassVar[bool | None] = None
+    _partitioned_strategy: ClassVar[str] = "sample"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -277,27 +302,6 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         return tags
 
     # ------------------------------------------------------------------ fit
-    #: whether ``_fit`` receives the preprocessed rows.  False: X comes as
-    #: validated (densified when a mode applies to sparse X), possibly the
-    #: caller's own array (read only), for a learner that applies the fitted
-    #: map to its statistics (KISSME, :meth:`Preprocessor.second_moment`)
-    _fit_preprocessed: ClassVar[bool] = True
-    #: dense d x d float64 arrays a fit holds at once (the model and its
-    #: solver state, d the preprocessed width), checked against the memory
-    #: available before training starts (:meth:`_check_square_memory`)
-    _square_arrays: ClassVar[int] = 0
-    #: how ``fit(ShardedCollection)`` trains (see
-    #: :mod:`tripletml.distributed.partitioned`): "statistics", "cocoa",
-    #: "mixing", "gradients" or "sample" (gather the triplets' rows)
-    _partitioned_strategy: ClassVar[str] = "sample"
-    #: whether ``_fit`` receives pairs (:class:`~tripletml.pairs.PairConstraints`)
-    #: when fitted on pairs: a learner whose paper learns from pairs (ITML,
-    #: KISSME, MMC); the others receive the triplets the pairs imply
-    _accepts_pairs: ClassVar[bool] = False
-    #: whether a fit on pairs needs both similar and dissimilar pairs (RCA
-    #: learns from the similar ones alone)
-    _pairs_need_both: ClassVar[bool] = True
-
     def _check_square_memory(self, d: int) -> None:
         """A clear MemoryError, before any allocation, when the
         ``_square_arrays`` d x d arrays of this learner do not fit."""
@@ -316,48 +320,32 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         Explicit ``triplets=`` bypass it."""
         return resolve_sampling(getattr(self, "sampling", "class"), self.n_triplets, owner=self)
 
-    def _prepare_fit(self, X, y=None, triplets=None, pairs=None):
-        """Validate inputs, fit the preprocessing and apply the sampling
-        policy; returns ``(X, supervision, rng)`` where the supervision is
+    def _prepare_fit(self, sup: Supervision):
+        """Validate the parsed input (:class:`~tripletml.core.supervision.Supervision`),
+        fit the preprocessing and apply the sampling policy; returns ``(X,
+        supervision, rng, sup)`` with ``sup`` checked
+        (:meth:`Supervision.checked`) and the supervision ``_fit`` receives:
         the given triplets, the given pairs (:class:`~tripletml.pairs.PairConstraints`
         for a learner with ``_accepts_pairs``, else the triplets
         :func:`~tripletml.pairs.pairs_to_triplets` makes of them), what
-        :meth:`_sampler` made of ``y`` (triplets or
+        :meth:`_sampler` made of the class labels (triplets or
         :class:`~tripletml.triplets.ClassCodes`), or None for a learner that
         needs neither.  The policy sees the rows ``_fit`` will see."""
         self._validate_params()
         check_preprocessing(getattr(self, "preprocessing", None), self)
-        X = self._validate_X(X, reset=True)
+        X = self._validate_X(sup.rows, reset=True)
         rng = as_generator(getattr(self, "random_state", None), self)
-        who = type(self).__name__
         # the supervision first: bad triplets or labels leave no preprocessor
-        got = None
-        if pairs is not None:
-            if triplets is not None:
-                raise ValueError(f"{who}: give pairs= (with y their +1/-1 labels) or "
-                                 "triplets=, not both.")
-            got = check_pairs(pairs, y, X.shape[0], self, both=self._pairs_need_both)
-        elif self._needs_triplets and triplets is not None:
-            got = check_triplets(triplets, X.shape[0], self, allow_degenerate=False)
-        elif self._needs_triplets:
-            if y is None:
-                raise ValueError(f"{who}: fit requires y to be passed, but the "
-                                 "target y is None; give class labels y (to sample triplets) "
-                                 "or an explicit triplets=(m, 3) index array (or pairs=(m, 2) "
-                                 "with y their +1/-1 labels).")
-            if X.shape[0] < 3:
-                raise ValueError(f"{who}: X has {X.shape[0]} samples; at "
-                                 "least 3 are needed to form a triplet.")
-            classes, codes = check_labels(y, X.shape[0], self)
-            codes = self._label_codes(classes, codes)
+        sup = sup.checked(self, X)
+        got, codes = sup.target, sup.codes
         Xp = self._fit_preprocessing(X)
         try:
-            self._check_square_memory(self.preprocessor_.n_features_out_)
+            self._check_square_memory(self.scaler_.n_features_out_)
         except MemoryError:
             self._clear_preprocessing()
             raise
         if self._fit_preprocessed:
-            X = self.preprocessor_.transform(Xp, copy=Xp is X)   # a densified copy is ours
+            X = self.scaler_.transform(Xp, copy=Xp is X)   # a densified copy is ours
         else:
             X = Xp
         if isinstance(got, PairConstraints):
@@ -371,7 +359,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
             except BaseException:
                 self._clear_preprocessing()
                 raise
-        return X, got, rng
+        return X, got, rng, sup
 
     def _pair_triplets(self, pc: PairConstraints, rng) -> np.ndarray:
         """The triplets of a learner that does not learn from pairs natively:
@@ -426,8 +414,11 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         ``predict``, ``decision_function`` and ``score`` take tuples
         (:class:`tripletml.core.tuples.TupleClassifierMixin`).
 
-        Any other keyword (metric-learn's ``bounds=``, ...) is a TypeError
-        naming tripletml's parameter.
+        Every form is parsed once into one
+        :class:`~tripletml.core.supervision.Supervision` (the rows, what the
+        supervision is and how it was given), which the rest of ``fit``
+        consumes.  Any other keyword (metric-learn's ``bounds=``, ...) is a
+        TypeError naming tripletml's parameter.
 
         Returns
         -------
@@ -440,26 +431,24 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
                                  "triplets from the ShardedCollection (labels=, triplets=); "
                                  "do not pass y, triplets or pairs as well")
             return X._fit_learner(self)       # tripletml.distributed.partitioned
-        X, y, triplets, pairs, form = _tuple_forms(self, X, y, triplets, pairs)
+        sup = read_supervision(self, X, y, triplets, pairs)    # every form, parsed once
         self._reset_fitted()  # a failed refit must not look fitted
         for name in ("threshold_", "tuple_form_", "classes_"):
             self.__dict__.pop(name, None)
-        X_raw = X
-        X, got, rng = self._prepare_fit(X, y, triplets, pairs)
+        X, got, rng, sup = self._prepare_fit(sup)
         try:
             self._fit_span(X, got, rng)
         except BaseException:
             self._clear_preprocessing()
             raise
-        self._set_fitted(self.preprocessor_.n_features_in_)         # the raw d
-        if pairs is not None:           # metric-learn calibrates at fit: best accuracy
-            rows = self._validate_X(X_raw, reset=False)
-            pc = check_pairs(pairs, y, rows.shape[0], self)
-            scores = self._tuple_scores(TupleInput("pairs", rows, pc.pairs))
+        self._set_fitted(self.scaler_.n_features_in_)         # the raw d
+        pc = sup.pair_constraints
+        if pc is not None:              # metric-learn calibrates at fit: best accuracy
+            scores = self._tuple_scores(TupleInput("pairs", sup.rows, pc.pairs))
             self.threshold_ = best_threshold(scores, pc.labels)
-            self.classes_ = pair_classes(y)     # predict answers in the labels given
-        if form is not None:
-            self.tuple_form_ = form
+            self.classes_ = pair_classes(sup.y)     # predict answers in the labels given
+        if sup.tuple_form is not None:
+            self.tuple_form_ = sup.tuple_form
         return self
 
     def _label_codes(self, classes: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -472,12 +461,6 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         raise NotImplementedError
 
     # ------------------------------------------------------- the span route
-    #: None: the span route (:mod:`tripletml.linalg.span`) when the learner
-    #: declares it (:meth:`_span_lift_spec`) and the preprocessed training
-    #: rows are fewer than their features; tests set True / False on an
-    #: instance to force either route
-    _span_route: ClassVar[bool | None] = None
-
     def _span_lift_spec(self, X, supervision) -> dict[str, float | str] | None:
         """The span route's declaration: None (the default) when this
         learner, with these parameters, does not fit the same model on the
@@ -696,12 +679,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
         return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
 
-    def _decision_available(self) -> bool:
-        return self._tuple_ready() or _legacy_decision_function_available(self)
-
-    @available_if_fitted(_decision_available, unfitted=_legacy_decision_function_available)
+    @available_if_fitted(TupleClassifierMixin._tuple_ready)
     @threads_for(work_rows)
-    def decision_function(self, X, triplets=None) -> np.ndarray:
+    def decision_function(self, X) -> np.ndarray:
         """Scores of tuples: ``pair_score`` of each pair of points (higher =
         more similar; minus the distance for a Mahalanobis learner, as
         metric-learn), or each triplet's margin ``S(q, p+) - S(q, p-)``
@@ -709,9 +689,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
         Present after a fit on tuples or once a threshold is set
         (:meth:`calibrate_threshold`); a model fitted on labels scores rows
-        with :meth:`pair_score`, :meth:`similarity` and :meth:`triplet_score`.
-        ``decision_function(X, triplets)`` is the deprecated alias of
-        ``triplet_score`` (tripletml 0.2).
+        with :meth:`pair_score`, :meth:`similarity` and :meth:`triplet_score`
+        (``decision_function(X, triplets)``, the 0.1 name of
+        ``triplet_score``, was removed in 0.3).
 
         Parameters
         ----------
@@ -722,8 +702,6 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
         -------
         scores : ndarray of shape (n,)
         """
-        if triplets is not None:
-            return LegacyDecisionFunction.decision_function(self, X, triplets)
         return self._tuple_decision(X)
 
     @available_if_fitted(TupleClassifierMixin._tuple_ready)
@@ -753,64 +731,10 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LegacyDecisionFunc
 
 
 def _tuple_forms(est, X, y, triplets, pairs=None):
-    """metric-learn's tuple inputs as rows and index tuples: returns ``(X, y,
-    triplets, pairs, form)`` with ``form`` "pairs" / "triplets" for a fit on
-    tuples (None for labels).  Point triplets ``(n, 3, d)`` and point pairs
-    ``(n, 2, d)`` become their distinct rows and index tuples into them;
-    with a ``preprocessor``, index
-    tuples ``(n, 2)`` / ``(n, 3)`` the rows it gives.  Misplaced forms get an
-    error naming the right one."""
-    who = type(est).__name__
-    if triplets is None and pairs is None:
-        refuse_index_tuples(est, X, y)      # index tuples need preprocessor=
-    if triplets is None and pairs is None and y is not None:
-        ya = y if isinstance(y, np.ndarray) else None
-        if isinstance(y, (list, tuple)):
-            try:
-                ya = np.asarray(y)
-            except ValueError:
-                ya = None
-        if ya is not None and ya.ndim == 2 and ya.shape[1] in (2, 3) and ya.dtype != bool \
-                and np.issubdtype(ya.dtype, np.integer):
-            what = ("index triplets (query, positive, negative) go in the keyword argument, "
-                    "fit(X, triplets=T)" if ya.shape[1] == 3 else
-                    "index pairs go in the keyword argument, fit(X, pairs=P, y=labels) with "
-                    "one +1/-1 label per pair")
-            raise ValueError(f"{who}: y has shape {ya.shape} of integers: {what}; y holds one "
-                             "class label per row of X.")
-    ti = tuple_input(est, X, dedupe=True)
-    if ti is None:
-        form = "triplets" if triplets is not None else "pairs" if pairs is not None else None
-        return X, y, triplets, pairs, form
-    if triplets is not None or pairs is not None:
-        raise ValueError(f"{who}: X holds {ti.kind} themselves (shape "
-                         f"{np.shape(X)}); give either tuples as X or rows X with "
-                         "triplets= / pairs=, not both.")
-    if ti.kind == "triplets":
-        if y is not None:
-            raise ValueError(f"{who}: X of shape {np.shape(X)} holds triplets (query, "
-                             "positive, negative), which carry their own supervision: fit(X) "
-                             "without y or triplets.")
-        return ti.rows, None, ti.index, None, "triplets"
-    if y is None:
-        raise ValueError(f"{who}: X of shape {np.shape(X)} holds pairs; give their labels, "
-                         "fit(pairs, y) with y +1 (similar) or -1 (dissimilar) per pair.")
-    index = ti.index
-    same = np.flatnonzero(index[:, 0] == index[:, 1])
-    if same.size:       # two equal points: no metric tells them apart (metric-learn keeps them)
-        at = ", ".join(str(int(i)) for i in same[:10])
-        if same.size == index.shape[0]:
-            raise ValueError(f"{who}: every pair joins two identical points; no metric can be "
-                             "learned from them.")
-        warnings.warn(f"{who}: {same.size} of the {index.shape[0]} pairs join two identical "
-                      f"points (pairs {at}{', ...' if same.size > 10 else ''}); their distance "
-                      "is 0 under every metric, so they are left out.", UserWarning,
-                      stacklevel=3)
-        keep = np.ones(index.shape[0], bool)
-        keep[same] = False
-        index = index[keep]
-        y = np.asarray(y)[keep] if np.ndim(y) == 1 and np.shape(y)[0] == keep.size else y
-    return ti.rows, y, None, index, "pairs"
+    """``(X, y, triplets, pairs, form)`` of :func:`~tripletml.core.supervision.read_supervision`
+    (the form of the callers written before the supervision object)."""
+    sup = read_supervision(est, X, y, triplets, pairs)
+    return sup.rows, sup.y, sup.triplets, sup.pairs, sup.tuple_form
 
 
 def _is_collection(X) -> bool:
@@ -844,9 +768,30 @@ def _dense_float(X) -> np.ndarray:
 EMBEDDING_SIMILARITIES = ("inner_product", "neg_squared_l2")
 
 
-class _EmbedMixin:
-    """Public ``embed_queries`` / ``embed_database`` over the unchecked
-    ``_embed_queries`` / ``_embed_database`` of a mixin."""
+class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
+    """What every model kind embeds: the query and database embeddings for
+    search (``embed_queries`` / ``embed_database``, related by
+    ``embedding_similarity``) and the scikit-learn transformer
+    (``transform``, ``fit_transform``, ``set_output``,
+    ``get_feature_names_out``: ``"<classname><i>"``, lower case), each
+    output checked for overflow, so that a learner drops into
+    ``make_pipeline(StandardScaler(), learner, KNeighborsClassifier())``.
+
+    ``transform(X)`` is ``Z = x L^T`` per (preprocessed) row for a factor L
+    of the learned model (see :class:`MahalanobisMixin` and
+    :class:`BilinearMixin` for what L is): Euclidean distances between rows
+    of Z are the learned Mahalanobis distance and inner products the learned
+    (PSD part of the) similarity.  ``n_components`` (where the learner has
+    it) keeps the ``n_components`` leading directions (largest eigenvalues
+    of ``L^T L``); ``transform_fidelity_`` says how much of the model the
+    embedding keeps.
+
+    Subclasses (the model-kind mixins) implement ``_embed_queries(X)`` and
+    ``_embed_database(X)`` (unchecked, on validated preprocessed X),
+    ``_transform_out(X)`` (the unchecked product on validated, preprocessed
+    X), ``_transform_width()`` (its number of columns) and
+    ``_transform_fidelity()``.
+    """
 
     #: ``"inner_product"``: ``S(q, x) = <embed_queries(q), embed_database(x)>``;
     #: ``"neg_squared_l2"``: ``S(q, x) = -||embed_queries(q) - embed_database(x)||^2``
@@ -915,35 +860,6 @@ class _EmbedMixin:
 
     def _embed_database(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-    #: deprecated (0.2): ``"distance"`` for Mahalanobis learners, ``"similarity"``
-    #: for bilinear ones; read ``embedding_similarity``
-    similarity_kind = DeprecatedClassAttribute(
-        "similarity_kind", "embedding_similarity",
-        lambda cls: "distance" if cls.embedding_similarity == "neg_squared_l2" else "similarity")
-
-
-class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
-    """The scikit-learn transformer of every triplet learner:
-    ``transform``, ``fit_transform``, ``set_output``,
-    ``get_feature_names_out`` (``"<classname><i>"``, lower case) and the
-    overflow check of every output, so that a learner drops into
-    ``make_pipeline(StandardScaler(), learner, KNeighborsClassifier())``.
-
-    ``transform(X)`` is ``Z = x L^T`` per (preprocessed) row for a factor L
-    of the learned model (see :class:`MahalanobisMixin` and
-    :class:`BilinearMixin` for what L is): Euclidean distances between rows
-    of Z are the learned Mahalanobis distance and inner products the learned
-    (PSD part of the) similarity.  ``n_components`` (where the learner has
-    it) keeps the ``n_components`` leading directions (largest eigenvalues
-    of ``L^T L``); ``transform_fidelity_`` says how much of the model the
-    embedding keeps.
-
-    Subclasses implement ``_transform_out(X)`` (the unchecked product on
-    validated, preprocessed X), ``_transform_width()`` (its number of
-    columns) and ``_transform_fidelity()``.
-    """
 
     @threads_for(work_rows)
     def transform(self, X) -> np.ndarray:
@@ -1017,7 +933,7 @@ class EmbeddingMixin(ClassNamePrefixFeaturesOutMixin, TransformerMixin):
         return float(self._transform_fidelity())
 
 
-class BilinearMixin(_EmbedMixin, EmbeddingMixin):
+class BilinearMixin(EmbeddingMixin):
     """Similarity ``S(x, y) = x^T W y``.
 
     Subclasses implement ``_apply(X)`` returning the dense product ``X W``
@@ -1124,7 +1040,7 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
         (``n_features_preprocessed_`` square: d + 1 with ``"sphere"``)."""
         check_is_fitted(self)
         W = np.array(self._bilinear_matrix(), dtype=float, copy=True)
-        pre = self.__dict__.get("preprocessor_")
+        pre = self.__dict__.get("scaler_")
         if pre is not None and pre.unit_ is not None and pre.linear_map() is not None:
             W *= pre.linear_map() ** 2
         return W
@@ -1143,7 +1059,7 @@ class BilinearMixin(_EmbedMixin, EmbeddingMixin):
         return XW @ Y.T
 
 
-class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
+class MahalanobisMixin(EmbeddingMixin):
     """Distance ``d(x, y) = sqrt((x - y)^T M (x - y))``, ``M = L^T L``.
 
     Subclasses set ``components_`` (L, shape (r, d)).  ``similarity`` and
@@ -1230,7 +1146,7 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         square)."""
         check_is_fitted(self)
         L = self.components_
-        pre = self.__dict__.get("preprocessor_")
+        pre = self.__dict__.get("scaler_")
         A = None if pre is None else pre.linear_map()
         if A is not None:
             A = np.asarray(A, dtype=float)
@@ -1291,11 +1207,76 @@ class MahalanobisMixin(_EmbedMixin, EmbeddingMixin):
         return -euclidean_distances(EX, EY, squared=True)
 
 
-def __getattr__(name: str):
-    """Names that left this module in 0.2, for one release."""
-    if name == "History":
-        warnings.warn("tripletml.core.base.History moved to tripletml.engine.History in 0.2; the "
-                      "old name will be removed in 0.3.", FutureWarning, stacklevel=2)
-        from tripletml.engine.history import History
-        return History
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: What an algorithm declares about itself: every private class-level switch
+#: that the shared code (core, engine, distributed, persistence) reads, with
+#: the class that holds its default and its meaning.  A learner sets, in its
+#: own class body, the ones where it differs from the default.  (An
+#: algorithm's own class attributes, e.g. OASIS's ``_gram_route``, are its
+#: business and are not listed.)  ``tests/test_api.py`` checks that this
+#: table and the core classes' attributes agree.
+DECLARATIONS: dict[str, tuple[str, str]] = {
+    # every learner (the triplet learners and the multi-label rankers)
+    "_parameter_constraints": (
+        "LearnerBase", "the hyper-parameters with scikit-learn's constraint objects "
+        "(tripletml.core.params); checked by fit and on every loaded model"),
+    "_fitted_arrays": (
+        "LearnerBase", "every ndarray fitted attribute with its shape / dtype / value rules "
+        "(tripletml.core.arrayspec.ArraySpec; 'd' is the preprocessed width); a model file "
+        "is checked against it"),
+    "_accepts_sparse": ("LearnerBase", "whether scipy.sparse X is accepted"),
+    "_renamed_params": (
+        "LearnerBase", "{old: new} parameter names renamed since a model file was written: "
+        "load_model reads the old name's value under the new one (LORETA's algorithm)"),
+    # supervision
+    "_needs_triplets": (
+        "TripletLearner", "whether fit needs supervision (labels, triplets or pairs); False "
+        "for the no-learning baselines"),
+    "_accepts_pairs": (
+        "TripletLearner", "whether _fit receives pairs (tripletml.pairs.PairConstraints) "
+        "when fitted on pairs: a learner whose paper learns from pairs (ITML, KISSME, MMC, "
+        "RCA); the others receive the triplets the pairs imply"),
+    "_pairs_need_both": (
+        "TripletLearner", "whether a fit on pairs needs both similar and dissimilar pairs "
+        "(RCA learns from the similar ones alone)"),
+    # preprocessing
+    "_auto_preprocessing": (
+        "TripletLearner", "what preprocessing='auto' resolves to on dense or "
+        "low-dimensional X (tripletml.core.preprocessing.resolve_preprocessing); "
+        "BilinearMixin declares 'sphere'"),
+    "_feature_unit": (
+        "TripletLearner", "whether the modes None and 'center' divide the rows by the "
+        "feature unit (every learner whose step sizes, margins or regularisation depend on "
+        "the scale); the no-learning baselines keep their raw values"),
+    "_auto_column_scale": (
+        "TripletLearner", "whether 'auto' scales the columns by kind "
+        "(tripletml.core.column_kinds.type_aware_scale); False for KISSME and RCA"),
+    "_fit_preprocessed": (
+        "TripletLearner", "whether _fit receives the preprocessed rows; False: the "
+        "validated rows (densified when a mode applies to sparse X, possibly the caller's "
+        "own array, read only), for a learner that maps its statistics instead (KISSME, "
+        "Preprocessor.second_moment)"),
+    # resources and routes
+    "_square_arrays": (
+        "TripletLearner", "dense d x d float64 arrays a fit holds at once (the model and "
+        "its solver state, d the preprocessed width), checked against the memory "
+        "available before training starts (_check_square_memory)"),
+    "_span_route": (
+        "TripletLearner", "None: the span route (tripletml.linalg.span) when the learner "
+        "declares it (_span_lift_spec) and the rows are fewer than their features; tests "
+        "set True / False on an instance to force either route"),
+    "_partitioned_strategy": (
+        "TripletLearner", "how fit(ShardedCollection) trains "
+        "(tripletml.distributed.partitioned): 'statistics', 'cocoa', 'mixing', "
+        "'gradients' or 'sample' (gather the triplets' rows)"),
+    # the online learners
+    "_history_keys": (
+        "OnlineTripletLearner", "the columns of history_ besides the step and the time"),
+    "_advice": (
+        "OnlineTripletLearner", "what the divergence watch's error suggests "
+        "(tripletml.engine.DivergenceWatch)"),
+    "_criterion_name": (
+        "OnlineTripletLearner", "what tol is relative to, as the stop message names it"),
+    "_auto_eta_c": (
+        "AutoStepMixin", "the constant c of eta0='auto' "
+        "(tripletml.core.online.auto_step_size)"),
+}

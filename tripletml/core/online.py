@@ -140,7 +140,7 @@ class AutoStepMixin:
     start of ``fit`` (or the first ``partial_fit`` call) and stored in
     ``eta_``; a numeric ``eta0`` is used as it is (``eta_ = eta0``)."""
 
-    _auto_eta_c = 0.01
+    _auto_eta_c = 0.01          # declared (tripletml.core.base.DECLARATIONS)
 
     def _resolve_data_params(self, Xc, triplets) -> None:
         if isinstance(self.eta0, str):          # "auto" (validated)
@@ -213,9 +213,11 @@ def new_watch(est, window: int, initial: float | None = None) -> DivergenceWatch
 class OnlineTripletLearner(TripletLearner):
     """Base class of the online learners (see module docstring)."""
 
+    # what an online algorithm declares (the defaults; the meanings:
+    # tripletml.core.base.DECLARATIONS)
     _history_keys = ("loss", "avg_loss", "mistake_rate")
-    #: what the divergence advice suggests
     _advice = "lower the step size (eta0) or scale the features down"
+    _criterion_name = "relative change of the mean loss between passes"
 
     _parameter_constraints = {
         **COMMON,
@@ -293,8 +295,6 @@ class OnlineTripletLearner(TripletLearner):
         """``(criterion, extra_record)`` after a pass: the relative change of
         the pass's mean loss (None after the first pass)."""
         return (None if prev_loss is None else relative_change(prev_loss, loss)), {}
-
-    _criterion_name = "relative change of the mean loss between passes"
 
     def _finalize(self) -> None:
         """Called at the end of ``fit`` and of each ``partial_fit`` call."""

@@ -3,7 +3,7 @@ triplet learner and its :class:`~tripletml.core.preprocessing.Preprocessor`.
 
 :class:`PreprocessedModel` (a mixin of
 :class:`tripletml.core.base.TripletLearner`) fits one ``Preprocessor`` on the
-training X (``preprocessor_``), applies it to every X a method takes, reads
+training X (``scaler_``), applies it to every X a method takes, reads
 ``preprocessing_`` / ``preprocessing_mean_`` / ``_scale_`` / ``_whitener_``
 / ``_radius_`` from it, and writes and reads it in model files and pickles
 as those flat attributes (the format of tripletml 0.1).
@@ -30,16 +30,18 @@ PREPROCESSING_ARRAYS: dict[str, ArraySpec] = {
     _PREP + name: spec for name, spec in Preprocessor._fitted_arrays.items()}
 #: the fitted preprocessing scalars (float attributes, saved as metadata)
 PREPROCESSING_SCALARS = tuple(_PREP + name for name in Preprocessor._fitted_scalars)
-#: the learner attributes that read ``preprocessor_`` (the model-file names)
-_PREPROCESSOR_VIEWS = {name: name[len(_PREP):] or "mode_"
-                       for name in Preprocessor.saved_names(_PREP)}
+#: the learner attributes that read ``scaler_`` (the model-file names)
+_SCALER_VIEWS = {name: name[len(_PREP):] or "mode_"
+                 for name in Preprocessor.saved_names(_PREP)}
 
 
 class PreprocessedModel:
-    """Mixin: ``preprocessor_`` fitted on the training X and applied to every
+    """Mixin: ``scaler_`` fitted on the training X and applied to every
     X (see the module docstring).  The class needs ``preprocessing`` (the
-    parameter) and ``_auto_preprocessing`` (what ``"auto"`` resolves to on
-    dense or low-dimensional X).
+    parameter) and the declarations ``_auto_preprocessing``,
+    ``_feature_unit`` and ``_auto_column_scale`` (defaults and meanings:
+    :class:`tripletml.core.base.TripletLearner` and
+    :data:`tripletml.core.base.DECLARATIONS`).
 
     A model file holds the preprocessor as flat attributes:
     ``_fitted_arrays`` of every subclass is extended with
@@ -48,18 +50,6 @@ class PreprocessedModel:
     Preprocessor (:meth:`Preprocessor.from_attributes`).
     """
 
-    #: what ``preprocessing="auto"`` resolves to on dense or low-dimensional
-    #: X (see :func:`tripletml.core.preprocessing.resolve_preprocessing`);
-    #: :class:`tripletml.core.base.BilinearMixin` declares ``"sphere"``
-    _auto_preprocessing: ClassVar[str] = "standardize"
-    #: whether the modes None and "center" divide the rows by the feature
-    #: unit (:func:`tripletml.core.preprocessing.feature_unit`): every learner
-    #: whose step sizes, margins or regularisation depend on the scale;
-    #: the no-learning baselines keep their raw values
-    _feature_unit: ClassVar[bool] = True
-    #: whether ``"auto"`` scales the columns by kind
-    #: (:func:`tripletml.core.column_kinds.type_aware_scale`); KISSME: False
-    _auto_column_scale: ClassVar[bool] = True
     _fitted_arrays: ClassVar[dict[str, ArraySpec]] = dict(PREPROCESSING_ARRAYS)
 
     def __init_subclass__(cls, **kwargs):
@@ -77,7 +67,7 @@ class PreprocessedModel:
         """Width of the preprocessed rows the solver works on: the dimension
         of ``W_`` / ``M_`` / the factors (``n_features_in_ + 1`` with
         ``preprocessing_ == "sphere"``, else ``n_features_in_``)."""
-        pre = self.__dict__.get("preprocessor_")
+        pre = self.__dict__.get("scaler_")
         if pre is not None:
             return pre.n_features_out_
         # a model being loaded: the file's preprocessing_ (checked later)
@@ -88,9 +78,9 @@ class PreprocessedModel:
         """``preprocessing_`` (the fitted mode) and ``preprocessing_mean_``,
         ``preprocessing_scale_``, ``preprocessing_whitener_``,
         ``preprocessing_radius_`` (the statistics the mode holds; absent
-        otherwise) read ``preprocessor_``."""
-        attr = _PREPROCESSOR_VIEWS.get(name)
-        pre = self.__dict__.get("preprocessor_") if attr is not None else None
+        otherwise) read ``scaler_``."""
+        attr = _SCALER_VIEWS.get(name)
+        pre = self.__dict__.get("scaler_") if attr is not None else None
         if pre is not None:
             value = getattr(pre, attr)
             if value is not None or name == _PREP:
@@ -104,11 +94,11 @@ class PreprocessedModel:
         self._clear_preprocessing()
 
     def _clear_preprocessing(self) -> None:
-        for name in ("preprocessor_", *_PREPROCESSOR_VIEWS):
+        for name in ("scaler_", *_SCALER_VIEWS):
             self.__dict__.pop(name, None)
 
     def _fit_preprocessing(self, X):
-        """Fit ``preprocessor_`` on the training X.  Returns X, densified
+        """Fit ``scaler_`` on the training X.  Returns X, densified
         once here when a mode applies to sparse X (the preprocessed rows are
         dense anyway), so that ``fit`` and :meth:`_preprocess` share it."""
         self._clear_preprocessing()
@@ -117,31 +107,31 @@ class PreprocessedModel:
                            unit=self._feature_unit, column_scale=self._auto_column_scale)
         if pre.resolve(X) is not None and sp.issparse(X):
             X = np.ascontiguousarray(X.toarray(), dtype=np.float64)
-        self.preprocessor_ = pre.fit(X)
+        self.scaler_ = pre.fit(X)
         return X
 
     def _preprocessed_second_moment(self, C: np.ndarray) -> np.ndarray:
-        """:meth:`Preprocessor.second_moment` of ``preprocessor_``."""
-        return self.preprocessor_.second_moment(C)
+        """:meth:`Preprocessor.second_moment` of ``scaler_``."""
+        return self.scaler_.second_moment(C)
 
     def _preprocess(self, X, *, copy: bool = True):
-        """``preprocessor_.transform`` of validated X (X unchanged without
+        """``scaler_.transform`` of validated X (X unchanged without
         one; ``copy=False``: X is a private array that may be overwritten)."""
-        pre = self.__dict__.get("preprocessor_")
+        pre = self.__dict__.get("scaler_")
         return X if pre is None else pre.transform(X, copy=copy)
 
     def _saved_form(self) -> "PreprocessedModel":
-        """A shallow copy holding ``preprocessor_`` as the attributes of the
+        """A shallow copy holding ``scaler_`` as the attributes of the
         model file (:meth:`Preprocessor.to_attributes`), for ``save``."""
         flat = type(self).__new__(type(self))
         flat.__dict__.update(self.__dict__)
-        pre = flat.__dict__.pop("preprocessor_", None)
+        pre = flat.__dict__.pop("scaler_", None)
         if pre is not None:
             flat.__dict__.update(pre.to_attributes(_PREP))
         return flat
 
     def _adopt_saved_preprocessing(self) -> None:
-        """``preprocessor_`` from the model-file attributes
+        """``scaler_`` from the model-file attributes
         (:meth:`Preprocessor.adopt_saved`; ValueError when inconsistent)."""
         Preprocessor.adopt_saved(self.__dict__, prefix=_PREP,
                                  mode=getattr(self, "preprocessing", None),
@@ -151,7 +141,8 @@ class PreprocessedModel:
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        if any(n in self.__dict__ for n in _PREPROCESSOR_VIEWS):   # pickled by tripletml 0.1
+        # pickled by tripletml 0.1 (flat attributes) or 0.2 (``preprocessor_``)
+        if any(n in self.__dict__ for n in (*_SCALER_VIEWS, "preprocessor_")):
             self._adopt_saved_preprocessing()
 
     def _check_loaded(self) -> None:

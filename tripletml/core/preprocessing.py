@@ -127,7 +127,7 @@ most :data:`MAX_DENSIFY_FEATURES` columns; above that, an explicit
 ``"center"``, ``"standardize"`` or ``"whiten"`` raises ValueError.
 
 A learner holds the fitted map as one :class:`Preprocessor` in
-``preprocessor_`` (``fit``, ``transform``, ``second_moment``,
+``scaler_`` (``fit``, ``transform``, ``second_moment``,
 ``n_features_out_``); its statistics are plain float64 arrays (``mean_`` of
 shape (d,), ``scale_`` (d,), ``whitener_`` (d, d)) and the float
 ``radius_``.  The learner's ``preprocessing_`` (the fitted mode) and
@@ -693,6 +693,9 @@ def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
 _STATS = {None: ("unit_",), "normalize": ("unit_",), "center": ("mean_", "unit_"), "standardize": ("mean_", "scale_"),
           "whiten": ("mean_", "whitener_"), "sphere": ("mean_", "scale_", "radius_")}
 _STAT_NAMES = ("mean_", "scale_", "whitener_", "radius_", "unit_")
+#: the learner attribute that held the fitted Preprocessor in tripletml 0.2
+#: (renamed ``scaler_`` in 0.3: ``preprocessor_`` is metric-learn's row lookup)
+_LEGACY_NAMES = ("preprocessor_",)
 #: statistics a model file may lack (files written before they existed):
 #: an absent ``unit_`` means 1 (tripletml 0.1 and 0.2 trained on raw rows)
 _OPTIONAL_STATS = ("unit_",)
@@ -701,7 +704,7 @@ _OPTIONAL_STATS = ("unit_",)
 class Preprocessor(BaseEstimator):
     """The ``preprocessing`` of a triplet learner as one fitted object.
 
-    A triplet learner holds one in ``preprocessor_``: ``fit`` resolves the
+    A triplet learner holds one in ``scaler_``: ``fit`` resolves the
     mode on the training X and fits its statistics (see the module
     docstring), ``transform`` maps every X the learner sees, and
     :meth:`second_moment` maps the second moment of raw row differences for
@@ -1018,7 +1021,9 @@ class Preprocessor(BaseEstimator):
                     **params: Any) -> None:
         """Replace the model-file attributes in a learner's ``state`` (its
         ``__dict__``, loaded from a file or a pickle of tripletml 0.1) by one
-        checked Preprocessor under ``"preprocessor_"``.
+        checked Preprocessor under ``"scaler_"`` (tripletml 0.2 held it in
+        ``preprocessor_``, the name of metric-learn's row lookup: a pickle
+        of 0.2 is adopted under the new name).
 
         Nothing changes when ``state`` already holds a Preprocessor and no
         such attribute.  ``params`` (``mode``, ``auto``, ``owner``) go to
@@ -1027,19 +1032,26 @@ class Preprocessor(BaseEstimator):
         Raises
         ------
         ValueError
-            ``preprocessor_`` is not a Preprocessor, ``n_features_in_`` is not
-            a positive int, or :meth:`from_attributes` refuses the attributes.
+            ``scaler_`` (or 0.2's ``preprocessor_``) is not a Preprocessor,
+            ``n_features_in_`` is not a positive int, or
+            :meth:`from_attributes` refuses the attributes.
         """
-        held = state.get("preprocessor_")
-        if held is not None and not isinstance(held, cls):
-            raise ValueError(f"preprocessor_ is a {type(held).__name__}, not a {cls.__name__}")
+        for name in ("scaler_", *_LEGACY_NAMES):
+            held = state.get(name)
+            if held is not None and not isinstance(held, cls):
+                raise ValueError(f"{name} is a {type(held).__name__}, not a {cls.__name__}")
+        for name in _LEGACY_NAMES:          # a pickle of tripletml 0.2
+            legacy = state.pop(name, None)
+            if legacy is not None and state.get("scaler_") is None:
+                state["scaler_"] = legacy
+        held = state.get("scaler_")
         flat = {n: state.pop(n) for n in cls.saved_names(prefix) if n in state}
         if held is not None and not flat:
             return
         d = state.get("n_features_in_")
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ValueError(f"n_features_in_={d!r} is not a positive integer")
-        state["preprocessor_"] = cls.from_attributes(flat, d, prefix=prefix, **params)
+        state["scaler_"] = cls.from_attributes(flat, d, prefix=prefix, **params)
 
     # ------------------------------------------------------------ equality
     def __eq__(self, other: object) -> bool:

@@ -364,21 +364,13 @@ def best_threshold(scores: np.ndarray, y: np.ndarray, strategy: str = "accuracy"
 class _FittedMethod:
     """The descriptor of :func:`available_if_fitted`."""
 
-    def __init__(self, fn, check, unfitted=None):
-        self.fn, self.check, self.unfitted = fn, check, unfitted
+    def __init__(self, fn, check):
+        self.fn, self.check = fn, check
         functools.update_wrapper(self, fn)
-
-    def _before_fit(self, obj) -> bool:
-        try:
-            return self.unfitted is not None and bool(self.unfitted(obj))
-        except AttributeError:
-            return False
 
     def __get__(self, obj, owner=None):
         if obj is None:
             return self.fn
-        if not obj.__sklearn_is_fitted__() and self._before_fit(obj):
-            return types.MethodType(self.fn, obj)     # its call says "not fitted"
         # sklearn's NotFittedError is an AttributeError too: hasattr() is
         # False before fit, and a call says "not fitted"
         check_is_fitted(obj)
@@ -400,16 +392,13 @@ def raise_fitted_method_error(obj, name: str) -> None:
             return
 
 
-def available_if_fitted(check, unfitted=None):
+def available_if_fitted(check):
     """scikit-learn's ``available_if`` for a method of a fitted model: before
     fit, getting the method raises ``NotFittedError`` (so ``model.predict(X)``
     says the model is not fitted, where ``available_if`` says it has no
     ``predict``; ``hasattr`` is False either way); once fitted the method
-    exists when ``check(model)`` is true.  ``unfitted(model)`` true (an
-    AttributeError counts as false): the method exists before fit too (the
-    deprecated ``decision_function(X, triplets)``), and its call raises
-    ``NotFittedError`` itself."""
-    return lambda fn: _FittedMethod(fn, check, unfitted)
+    exists when ``check(model)`` is true."""
+    return lambda fn: _FittedMethod(fn, check)
 
 
 class TupleClassifierMixin:

@@ -160,7 +160,7 @@ def fit(learner: Any, plan, *, train: Callable) -> None:
         counts = be.gather(be.apply(_count, states))
         if sum(counts) == 0:
             raise ValueError(f"{owner}: the collection's partitions hold no triplet")
-        d = int(learner.preprocessor_.n_features_out_)
+        d = int(learner.scaler_.n_features_out_)
         prob = train(learner, plan, states, counts, d)
     finally:
         be.release(states)

@@ -623,7 +623,7 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
     pre = fit_preprocessor(learner, backend, infos)
-    learner.preprocessor_ = pre
+    learner.scaler_ = pre
     try:
         learner._check_square_memory(pre.n_features_out_)
         if strategy.ships_model and getattr(learner, "_square_arrays", 0):

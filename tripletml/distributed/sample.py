@@ -68,7 +68,7 @@ def gather_triplet_rows(plan):
 
 
 def _prepared(learner, X):
-    pre = learner.preprocessor_
+    pre = learner.scaler_
     if pre.mode_ is not None and sp.issparse(X):
         X = np.ascontiguousarray(X.toarray(), dtype=np.float64)
         return pre.transform(X, copy=False) if learner._fit_preprocessed else X

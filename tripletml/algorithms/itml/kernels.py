@@ -51,7 +51,6 @@ from numba import njit
 from scipy.spatial.distance import squareform
 
 from tripletml.core.validation import as_generator, check_scalar_param, check_triplets, check_X
-from tripletml.core.deprecated import deprecated_alias
 from tripletml.pairs import PairConstraints, check_pairs
 from tripletml.linalg._flags import FAST
 from tripletml.engine.driver import StepReport
@@ -395,9 +394,6 @@ class ITMLSolver:
                             self.skipped)
         self.sweeps += int(done)
         return conv[:done]
-
-    #: deprecated (0.2) name of :meth:`run_sweeps`
-    run = deprecated_alias("run_sweeps", "run", "ITMLSolver")
 
     # ---------------------------------------------- the training protocol
     def step(self, budget: int = 1) -> StepReport:

@@ -202,7 +202,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         """Whether the pair statistics are formed on the raw rows and mapped
         through the preprocessing afterwards (every mode but ``"sphere"`` and ``"normalize"``,
         columns of moderate scale)."""
-        pre = self.preprocessor_
+        pre = self.scaler_
         return is_linear_mode(pre.mode_) and _moderate_scale(pre.scale_)
 
     #: d x d arrays a fit holds at once (covariances, their inverses, the
@@ -259,8 +259,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         on_raw = self._on_raw()
         sup = plan.supervision                           # raw rows (_fit_preprocessed)
         rows_sup = sup if on_raw else replace(sup, preprocessed=True)
-        d = int(self.preprocessor_.n_features_in_ if on_raw
-                else self.preprocessor_.n_features_out_)
+        d = int(self.scaler_.n_features_in_ if on_raw
+                else self.scaler_.n_features_out_)
         self._check_square_memory(d)
         if isinstance(sup.sampler, AllLabels):
             k = int(len(sup.codes["keys"]))

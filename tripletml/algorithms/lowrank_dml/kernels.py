@@ -44,7 +44,6 @@ import scipy.linalg as sla
 
 from tripletml.linalg.eig_update import (lowrank_eig_update, orthonormality_error, project_psd,
                                  project_spectrum, reorthonormalize_eig)
-from tripletml.core.deprecated import deprecated_alias
 from tripletml.engine.stopping import relative_change
 from tripletml.engine.driver import StepReport
 from tripletml.linalg.triplet_dml import TripletDMLProblem
@@ -91,9 +90,6 @@ class IncSVDSolver:
     def rank(self) -> int:
         return int(self.s.size)
 
-    #: deprecated (0.2) name of :meth:`update`
-    step = deprecated_alias("update", "step", "LowRankDML solver")
-
     def update(self, t: int, idx, eta: float) -> float:
         A, signs = self.prob.gradient_factor(idx, L=self.L, scale=eta)     # -eta g
         shift = eta * self.prob.alpha
@@ -135,9 +131,6 @@ class DenseProjectedSolver:
         self.W = np.zeros((prob.d, prob.d))
         self._eig = (np.zeros((prob.d, 0)), np.zeros(0))
         self.rank = 0
-
-    #: deprecated (0.2) name of :meth:`update`
-    step = deprecated_alias("update", "step", "LowRankDML solver")
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W)
@@ -186,9 +179,6 @@ class FrankWolfeSolver:
                              "'frobenius' or 'spectral'.")
         self.prob, self.constraint, self.tau = prob, constraint, tau
         self.W = np.zeros((prob.d, prob.d))
-
-    #: deprecated (0.2) name of :meth:`update`
-    step = deprecated_alias("update", "step", "LowRankDML solver")
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W, include_alpha=True)
@@ -257,9 +247,6 @@ class SGDOneProjectionSolver:
         from scipy.sparse.linalg import eigsh
         mu, V = eigsh(self.W, k=1, which="SA", v0=self._v, tol=1e-8)
         return float(mu[0]), V[:, 0]
-
-    #: deprecated (0.2) name of :meth:`update`
-    step = deprecated_alias("update", "step", "LowRankDML solver")
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W, include_alpha=True)

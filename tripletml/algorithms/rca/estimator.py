@@ -363,7 +363,7 @@ class RCA(MahalanobisMixin, TripletLearner):
         from tripletml.distributed import class_stats
         t0 = time.perf_counter()
         sup = plan.supervision
-        self._check_square_memory(int(self.preprocessor_.n_features_out_))
+        self._check_square_memory(int(self.scaler_.n_features_out_))
         if isinstance(sup.sampler, AllLabels):
             k = int(len(sup.codes["keys"]))
             C, T = class_stats.rca_label_scatters(plan, sup, k)

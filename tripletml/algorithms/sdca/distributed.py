@@ -399,7 +399,7 @@ class _CoCoARounds:
         self.max_iter = int(learner.max_iter)
         self.tol = learner.tol
         self.output = learner.output
-        self.d = d = int(learner.preprocessor_.n_features_out_)
+        self.d = d = int(learner.scaler_.n_features_out_)
         self.K = K = plan.n_partitions
         n = int(plan.n_triplets_total)
         if n <= 0:

@@ -40,7 +40,6 @@ variables alpha_i are the fitted ``alpha_``.
 """
 from __future__ import annotations
 
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -82,7 +81,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     average_start : float in [0, 1), default=0.5
         ``T0`` as a fraction of the planned ``T = max_iter * n`` steps (the
         paper's remark uses ``T = 2 T0``).  If training stops (on ``tol``)
-        before ``T0``, the window is empty and ``M_`` is the last iterate.
+        before ``T0``, the window is empty and ``W_`` is the last iterate.
     tol : float or None, default=None
         Stop after the first pass whose *relative* duality gap
         ``(P - D) / max(|P|, 1e-12)`` (eq. 8 over the primal, evaluated
@@ -111,10 +110,6 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     W_ : ndarray (n_features_preprocessed_, n_features_preprocessed_)
         The output matrix chosen by ``output`` (the bilinear matrix of
         ``S(x, y) = x^T W y``; the paper's M).
-    M_ : ndarray
-        Deprecated alias of ``W_`` (renamed in 0.2 so that every bilinear
-        learner names its matrix ``W_``; removed in 0.3).  Files saved with
-        ``M_`` still load.
     transform_fidelity_ : float
         Share of ``||W_||_F^2`` that ``transform`` keeps (the PSD part of
         the symmetric part of W, see :class:`~tripletml.core.base.BilinearMixin`;
@@ -362,21 +357,6 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self._u = self._rng.random(m) if s.output == "random" else None
         return super()._partial_steps(Xc, triplets, hist)
 
-    # ------------------------------------------------- the deprecated name
-    @property
-    def M_(self) -> np.ndarray:
-        """Deprecated alias of ``W_`` (removed in 0.3)."""
-        warnings.warn("SDCA: M_ was renamed W_ in 0.2 (every bilinear learner names its "
-                      "matrix W_) and will be removed in 0.3.", FutureWarning, stacklevel=2)
-        try:
-            return self.__dict__["W_"]
-        except KeyError:
-            raise AttributeError("M_") from None
-
-    @M_.setter
-    def M_(self, value) -> None:          # a model file saved by 0.1
-        self.__dict__["W_"] = value
-
     def __setstate__(self, state):
         if "M_" in state:                      # pickled by tripletml 0.1
             state = {**state, "W_": state["M_"]}
@@ -384,6 +364,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         super().__setstate__(state)
 
     def _check_loaded(self) -> None:
+        if "M_" in vars(self) and "W_" not in vars(self):     # a model file saved by 0.1
+            self.W_ = self.__dict__.pop("M_")
         if "W_" not in vars(self):
             raise ValueError("the fitted array W_ (M_ in files of 0.1) is missing")
         super()._check_loaded()
