@@ -144,9 +144,9 @@ def _cases():
         if e.name in PAIR_LEARNERS:
             P, s = _pairs(y, np.random.default_rng(2), 120)
             yield f"{e.name}/pairs", lambda e=e, P=P, s=s: e.make(0).fit(X[P], s)
-        if getattr(e.cls, "_partitioned_strategy", None):
-            yield f"{e.name}/partitioned", lambda e=e: e.make(0).fit(
-                ShardedCollection.from_arrays(X, y, n_partitions=3))
+        # every triplet learner trains on partitions (its own strategy or a sample)
+        yield f"{e.name}/partitioned", lambda e=e: e.make(0).fit(
+            ShardedCollection.from_arrays(X, y, n_partitions=3))
         if hasattr(e.cls, "partial_fit"):
             def stream(e=e):
                 from tripletml.distributed.streaming import fit_stream

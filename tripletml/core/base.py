@@ -40,7 +40,7 @@ default; see :mod:`tripletml.triplets`) unless an explicit
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -294,7 +294,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
     # resources and routes
     _square_arrays: ClassVar[int] = 0
     _span_route: ClassVar[bool | None] = None
-    _partitioned_strategy: ClassVar[str] = "sample"
+    _partitioned_strategy: ClassVar[Any] = None
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1265,9 +1265,9 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
         "declares it (_span_lift_spec) and the rows are fewer than their features; tests "
         "set True / False on an instance to force either route"),
     "_partitioned_strategy": (
-        "TripletLearner", "how fit(ShardedCollection) trains "
-        "(tripletml.distributed.partitioned): 'statistics', 'cocoa', 'mixing', "
-        "'gradients' or 'sample' (gather the triplets' rows)"),
+        "TripletLearner", "how fit(ShardedCollection) trains: a "
+        "tripletml.distributed.strategy.PartitionedStrategy (exact statistics, CoCoA+, "
+        "mixing, gradient sums); None: gather a sample of the triplets' rows"),
     # the online learners
     "_history_keys": (
         "OnlineTripletLearner", "the columns of history_ besides the step and the time"),

@@ -664,9 +664,9 @@ def _strategy_of(learner) -> PartitionedStrategy:
     """The :class:`~tripletml.distributed.strategy.PartitionedStrategy` the
     learner's class holds (``_partitioned_strategy``); gather a sample
     (:data:`tripletml.distributed.sample.STRATEGY`) for a learner without
-    one of its own (None, or the base class's default name ``"sample"``)."""
+    one of its own (None, the base class's default)."""
     strategy = getattr(type(learner), "_partitioned_strategy", None)
-    if strategy is None or (isinstance(strategy, str) and strategy == "sample"):
+    if strategy is None:
         return sample.STRATEGY
     if not isinstance(strategy, PartitionedStrategy):
         raise ValueError(f"{type(learner).__name__}: unknown partitioned strategy "
