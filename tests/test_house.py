@@ -26,16 +26,6 @@ MAX_LINES = 100
 MAX_PRIVATE_TOP = 6
 MAX_LOCAL_IMPORTS = 40
 
-#: Functions over MAX_LINES that other branches of issue 37 split at the same
-#: time as this test was written (``(path under tripletml/, qualified
-#: name)``).  The lead removes this allow-list once those branches are merged.
-_LONG_ALLOWED = frozenset({
-    ("algorithms/sdca/distributed.py", "fit"),          # CoCoA+ driver (distributed branch)
-    ("distributed/partitioned.py", "fit_partitioned"),  # (distributed branch)
-    ("distributed/streaming.py", "fit_stream"),         # (distributed branch)
-    ("persistence.py", "_load"),                        # (persistence branch)
-    ("embedding/_select.py", "choose_dimension"),       # (embedding branch)
-})
 
 
 def _sources():
@@ -142,8 +132,7 @@ def test_no_function_over_100_lines():
     found = []
     for path, source in _sources():
         rel = path.relative_to(PKG).as_posix()
-        found += [f"{rel}: {name} ({n} lines)" for name, n in long_functions(source)
-                  if (rel, name) not in _LONG_ALLOWED]
+        found += [f"{rel}: {name} ({n} lines)" for name, n in long_functions(source)]
     assert found == [], "functions over %d lines: %s" % (MAX_LINES, "; ".join(found))
 
 
@@ -154,8 +143,6 @@ def test_at_most_six_private_top_level_modules():
         f"{MAX_PRIVATE_TOP}): {private}")
 
 
-@pytest.mark.xfail(strict=False, reason="other branches of issue 37 are reducing their "
-                   "function-local imports; the lead makes this strict after merging")
 def test_few_function_local_imports_of_the_package():
     per_file = {}
     for path, source in _sources():
