@@ -70,3 +70,17 @@ def test_fit_on_pairs_calibrates_on_the_pairs_it_read():
     m = tm.ITML().fit(X[P], s)
     assert m.tuple_form_ == "pairs" and m.classes_.tolist() == [0, 1]
     assert np.mean(m.predict(X[P]) == s) == 1.0
+
+
+def test_partial_fit_reads_its_input_into_the_same_object():
+    from tripletml.core.supervision import read_partial_supervision
+    X, y, T, P = _data()
+    est = tm.OASIS()
+    assert read_partial_supervision(est, X, y).kind == "labels"
+    sup = read_partial_supervision(est, X, triplets=T)
+    assert (sup.kind, sup.tuple_form) == ("triplets", "triplets")
+    assert read_partial_supervision(est, X, T).triplets is not None      # 0.2's positional form
+    with pytest.raises(ValueError, match="OASIS: partial_fit takes class labels y or triplets="):
+        read_partial_supervision(est, X, y, triplets=T)
+    with pytest.raises(ValueError, match="OASIS: partial_fit needs class labels y"):
+        read_partial_supervision(est, X)

@@ -51,13 +51,13 @@ import math
 from numbers import Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from tripletml.engine.stopping import relative_change
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.core.validation import as_generator, check_triplets, check_X
 from tripletml.core.base import TripletLearner
+from tripletml.core.supervision import read_partial_supervision
 from tripletml.linalg.sparse_rows import as_csr
 from tripletml.losses import triplet_hinge_array
 from tripletml.core.preprocessing import check_preprocessing
@@ -370,24 +370,16 @@ class OnlineTripletLearner(TripletLearner):
     def _partial_triplets(self, X, y, triplets):
         """The triplets of one ``partial_fit`` call: ``triplets``, or the
         ``(m, 3)`` integer array passed as y, or one class triplet per row
-        drawn from the labels y (see :meth:`partial_fit`)."""
+        drawn from the labels y (see :meth:`partial_fit`); the input is read
+        by :func:`~tripletml.core.supervision.read_partial_supervision`."""
         from tripletml.triplets import check_labels, random_class_triplets
 
         who = type(self).__name__
-        if triplets is not None:
-            if y is not None:
-                raise ValueError(f"{who}: partial_fit takes class labels y or triplets=, not "
-                                 "both.")
-            return triplets
-        if y is None:
-            raise ValueError(f"{who}: partial_fit needs class labels y (one per row of X) or "
-                             "triplets=(m, 3) row indices.")
-        ya = np.asarray(y) if not sp.issparse(y) else y
-        if getattr(ya, "ndim", 0) == 2 and ya.shape[1] == 3 and ya.dtype != bool \
-                and np.issubdtype(ya.dtype, np.integer):
-            return ya                                     # index triplets, positionally
+        sup = read_partial_supervision(self, X, y, triplets)
+        if sup.kind == "triplets":
+            return sup.triplets
         n = getattr(X, "shape", (len(X),))[0]
-        _, codes = check_labels(y, n, self)
+        _, codes = check_labels(sup.y, n, self)
         rs = self.random_state
         t = int(getattr(self, "t_", 0)) if hasattr(self, "n_features_in_") else 0
         rng = (np.random.default_rng([int(rs), t]) if isinstance(rs, (int, np.integer))

@@ -11,7 +11,8 @@ the supervision against the validated rows (the triplets' indices, the
 pairs and their labels, the class labels as codes).
 :meth:`tripletml.core.base.TripletLearner.fit` consumes it: the sampling
 policy, the pairs' triplets, the threshold calibrated on pairs and
-``tuple_form_`` all read the same object.
+``tuple_form_`` all read the same object; an online learner's
+``partial_fit`` reads its input with :func:`read_partial_supervision`.
 
 The partitioned and streamed fits (:mod:`tripletml.distributed`) read their
 supervision from a :class:`~tripletml.distributed.sharded.ShardedCollection`
@@ -28,13 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from tripletml.core.tuples import refuse_index_tuples, tuple_input
 from tripletml.core.validation import check_triplets
 from tripletml.pairs import PairConstraints, check_pairs
 from tripletml.triplets import check_labels
 
-__all__ = ["Supervision", "read_supervision", "KINDS", "GIVEN_AS"]
+__all__ = ["Supervision", "read_supervision", "read_partial_supervision", "KINDS", "GIVEN_AS"]
 
 #: what the supervision is
 KINDS = ("labels", "triplets", "pairs", "none")
@@ -206,3 +208,26 @@ def read_supervision(est: Any, X: Any, y: Any = None, triplets: Any = None,
         index = index[keep]
         y = np.asarray(y)[keep] if np.ndim(y) == 1 and np.shape(y)[0] == keep.size else y
     return Supervision(ti.rows, "pairs", how, y=y, pairs=index)
+
+
+def read_partial_supervision(est: Any, X: Any, y: Any = None,
+                             triplets: Any = None) -> Supervision:
+    """Parse ``partial_fit(X, y, triplets=)`` of an online learner into a
+    :class:`Supervision`: rows with ``triplets=`` (or an ``(m, 3)`` integer
+    array passed as y, the form of tripletml 0.2), or rows with class labels
+    (from which ``partial_fit`` draws one class triplet per row).  Values are
+    checked by ``partial_fit`` against the rows of the call."""
+    who = type(est).__name__
+    if triplets is not None:
+        if y is not None:
+            raise ValueError(f"{who}: partial_fit takes class labels y or triplets=, not "
+                             "both.")
+        return Supervision(X, "triplets", "rows+triplets", triplets=triplets)
+    if y is None:
+        raise ValueError(f"{who}: partial_fit needs class labels y (one per row of X) or "
+                         "triplets=(m, 3) row indices.")
+    ya = np.asarray(y) if not sp.issparse(y) else y
+    if getattr(ya, "ndim", 0) == 2 and ya.shape[1] == 3 and ya.dtype != bool \
+            and np.issubdtype(ya.dtype, np.integer):
+        return Supervision(X, "triplets", "rows+triplets", triplets=ya)   # positionally
+    return Supervision(X, "labels", "rows", y=y)
