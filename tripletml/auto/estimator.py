@@ -18,13 +18,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from tripletml.auto.candidates import _WHO, DEFAULT_CANDIDATES, _expand_candidates
 from tripletml.auto.comparisons import fit_comparisons, parse_comparisons
 from tripletml.auto.race import choose_winner, new_context, race_stages, results_table
-from tripletml.core.deprecated import _legacy_decision_function_available
 from tripletml.core.validation import check_scalar_param, check_X
 from tripletml.metrics import check_scoring, evaluate_retrieval
 
@@ -425,20 +423,6 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     def triplet_score(self, X, triplets) -> np.ndarray:
         """``S(q, p+) - S(q, p-)`` per triplet, from the winner."""
         return self._best().triplet_score(X, triplets)
-
-    @available_if(_legacy_decision_function_available)
-    def decision_function(self, X, triplets=None) -> np.ndarray:
-        """Deprecated alias of :meth:`triplet_score` (one release, FutureWarning);
-        see :func:`tripletml.core.base.legacy_decision_function`."""
-        if triplets is None:
-            raise TypeError("AutoSimilarity: a triplet learner has no per-sample "
-                            "decision_function; score triplets with triplet_score(X, "
-                            "triplets) (decision_function(X, triplets) is its deprecated "
-                            "name).")
-        warnings.warn("AutoSimilarity: decision_function(X, triplets) is deprecated since "
-                      "tripletml 0.2 and will be removed in 0.3; use triplet_score(X, "
-                      "triplets) (same values).", FutureWarning, stacklevel=2)
-        return self.triplet_score(X, triplets)
 
     def score(self, X, y) -> float:
         """Leave-one-out retrieval mAP within X (as every learner's ``score``)."""
