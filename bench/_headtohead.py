@@ -99,7 +99,7 @@ def check_env(py: Path, log) -> dict:
 num = bp._num
 
 
-def normalise(r: dict, fields: Sequence[str], floats: Sequence[str],
+def normalize(r: dict, fields: Sequence[str], floats: Sequence[str],
               ints: Sequence[str]) -> dict:
     out = {k: r.get(k, "") for k in fields}
     out["seed"] = int(out["seed"])
@@ -165,7 +165,7 @@ def mean_sd(v: Sequence[float]) -> tuple[float, float]:
     return m, sd
 
 
-def summarise(rows: Iterable[dict], metrics: Sequence[str]) -> dict:
+def summarize(rows: Iterable[dict], metrics: Sequence[str]) -> dict:
     """``{set: {method: stats}}`` over the rows with status ok.
 
     stats: ``family``, ``n`` (rows), ``n_ok``, ``bad`` (sorted non-ok statuses),

@@ -53,9 +53,9 @@ def split(X, y, seed: int):
 
 
 def standardized_split(X, y, seed: int):
-    """:func:`split`, then the train rows' standardisation (constant columns
+    """:func:`split`, then the train rows' standardization (constant columns
     left at scale 1) applied to both sides, and the median norm of the
-    standardised train rows (the sphere radius of the sphere benchmarks):
+    standardized train rows (the sphere radius of the sphere benchmarks):
     ``(Ztr, Zte, ytr, yte, s0)``."""
     Xtr, Xte, ytr, yte = split(X, y, seed)
     mu = Xtr.mean(0)

@@ -14,7 +14,7 @@ one BLAS thread); "before" is AutoSimilarity before KISSME joined its race
 ``OPENBLAS_NUM_THREADS=1`` (the peers ran single-threaded).
 
 ``--floor`` measures the cheapest search that still validates,
-``tripletml.auto.FAST_CANDIDATES``: Euclidean raw / standardised / whitened
+``tripletml.auto.FAST_CANDIDATES``: Euclidean raw / standardized / whitened
 and OASIS (sphere, whitened) on one fit/validation split, with the
 refit of the winner.
 The same script measures an older checkout (``PYTHONPATH=<old tree>``; its

@@ -225,12 +225,12 @@ def worker(args) -> None:
 # --------------------------------------------------------------------------------------
 # rows, goals, report
 # --------------------------------------------------------------------------------------
-def normalise(r: dict) -> dict:
-    return hh.normalise(r, CSV_FIELDS, FLOATS, INTS)
+def normalize(r: dict) -> dict:
+    return hh.normalize(r, CSV_FIELDS, FLOATS, INTS)
 
 
 def read_rows(out: Path) -> dict:
-    return hh.read_rows(out, CSV_NAME, normalise)
+    return hh.read_rows(out, CSV_NAME, normalize)
 
 
 def write_csv(rows, path: Path) -> None:
@@ -238,8 +238,8 @@ def write_csv(rows, path: Path) -> None:
                  {"map": 6, "knn1": 6, "knn3": 6, "fit_s": 5})
 
 
-def summarise(rows) -> dict:
-    return hh.summarise(rows, METRICS)
+def summarize(rows) -> dict:
+    return hh.summarize(rows, METRICS)
 
 
 def compare(ml: Optional[dict], tm: Optional[dict], learner: str,
@@ -248,7 +248,7 @@ def compare(ml: Optional[dict], tm: Optional[dict], learner: str,
 
     ``quality``: True when every mean metric of tripletml is at least
     metric-learn's minus TOL; ``time``: the issue's time goal (None = n/a).
-    ``ml``/``tm`` are :func:`summarise` stats (or None when absent)."""
+    ``ml``/``tm`` are :func:`summarize` stats (or None when absent)."""
     out = {"learner": learner, "quality": None, "time": None, "ratio": None,
            "deltas": {m: None for m in METRICS}, "time_text": "", "quality_text": ""}
     ml_ok = ml is not None and ml["map"] is not None
@@ -410,7 +410,7 @@ def report(out: Path, prov: dict) -> dict:
     if not rows:
         raise SystemExit(f"bench_classic: no rows in {out}")
     write_csv(rows.values(), out / CSV_NAME)
-    summary = summarise(rows.values())
+    summary = summarize(rows.values())
     write_markdown(summary, comparisons(summary, _timeouts(prov)), prov, out / "classic.md")
     hh.finish_rows(out)
     return summary

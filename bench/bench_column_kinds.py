@@ -8,7 +8,7 @@ each with
 * ``none``   -- ``preprocessing=None``;
 * ``auto``   -- the current ``"auto"``: ``"sphere"`` for the bilinear learners,
   ``"standardize"`` for the Mahalanobis ones (and for Euclidean, whose
-  ``"auto"`` would be None: the standardised Euclidean distance);
+  ``"auto"`` would be None: the standardized Euclidean distance);
 * ``typed``  -- the same mode with the per-column standard deviation replaced
   by :func:`tripletml.core.column_kinds.type_aware_scale` (and, on sets with
   binary indicators, also with ``binary="pooled"``).
@@ -19,7 +19,7 @@ constant to rounding kept at 1; the sphere radius is then the median norm of
 the rows divided by that scale).  :func:`typed_scale` replaces that one
 function, for the duration of a fit, by one returning the true column mean
 and the type-aware divisor computed on the same training X: the learner then
-runs exactly what an integrated type-aware "auto" would (same centring, same
+runs exactly what an integrated type-aware "auto" would (same centering, same
 radius rule, same lift), only the divisor differs.  ``transform`` at test time
 uses the fitted statistics, so the patch is needed only during ``fit``.
 

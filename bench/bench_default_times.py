@@ -46,7 +46,7 @@ try:
 except ImportError:          # run as a file
     from _provenance import git_revision, machine_info
 
-#: the issue's goals (seconds on 2 cores): the neighbourhood learners 4 s
+#: the issue's goals (seconds on 2 cores): the neighborhood learners 4 s
 GOALS = {"LMNN": 4.0, "NCA": 4.0, "SCML": 4.0}
 DEFAULT_GOAL = 2.0
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

@@ -325,7 +325,7 @@ def worker(name: str, methods: Sequence[str], seeds: Sequence[int], timeout: flo
 # --------------------------------------------------------------------------------------
 # rows
 # --------------------------------------------------------------------------------------
-def normalise_row(r: dict) -> dict:
+def normalize_row(r: dict) -> dict:
     out = {k: r.get(k, "") for k in CSV_FIELDS}
     out["seed"] = int(out["seed"])
     for k in ("map", "p1", "knn1", "fit_s"):
@@ -345,12 +345,12 @@ def read_rows(out: Path) -> dict:
     if path.exists():
         with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
-                r = normalise_row(r)
+                r = normalize_row(r)
                 rows[bp.row_key(r)] = r
     for jl in sorted((out / "rows").glob("*.jsonl")) if (out / "rows").exists() else []:
         for line in jl.read_text().splitlines():
             try:
-                r = normalise_row(json.loads(line))
+                r = normalize_row(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 continue
             rows[bp.row_key(r)] = r
@@ -380,7 +380,7 @@ def write_csv(rows: Iterable[dict], path: Path) -> None:
 # --------------------------------------------------------------------------------------
 # summary, goals, report
 # --------------------------------------------------------------------------------------
-def summarise(rows: Iterable[dict]) -> dict:
+def summarize(rows: Iterable[dict]) -> dict:
     """``{set: {method: stats}}``: mean of map / p1 / knn1 / fit_s over ok rows,
     n_ok, n, bad statuses, warnings (set of texts)."""
     out: dict = {}
@@ -552,7 +552,7 @@ def report(out: Path, prov: dict) -> dict:
     for (s, m, sd) in rows:
         if m == "Euclidean":
             ref.setdefault(s, set()).add(sd)
-    summary = summarise(r for (s, m, sd), r in rows.items() if sd in ref.get(s, {sd}))
+    summary = summarize(r for (s, m, sd), r in rows.items() if sd in ref.get(s, {sd}))
     shapes = {}
     for r in rows.values():
         if r["n_train"] is not None:

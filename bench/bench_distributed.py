@@ -779,7 +779,7 @@ def plot_efficiency(rows, path: Path) -> None:
         if ref:
             ax.axhline(ref[0], color=line.get_color(), ls=":", lw=1)
     ax.set_xscale("log", base=2)
-    ax.axvline(GOAL_K, color="grey", lw=0.5)
+    ax.axvline(GOAL_K, color="gray", lw=0.5)
     ax.set_xlabel("partitions K (dotted: in-memory fit)")
     ax.set_ylabel("test mAP")
     _save(fig, path)

@@ -40,7 +40,7 @@ from tripletml.metrics import evaluate_retrieval
 
 def mixture(n, d, n_classes, rng, nnz_topic=20, nnz_noise=10, topic_size=300):
     """Sparse rows: ``nnz_topic`` features from the class's topic set plus
-    ``nnz_noise`` uniform ones, positive weights, rows l2-normalised."""
+    ``nnz_noise`` uniform ones, positive weights, rows l2-normalized."""
     topics = np.random.default_rng(12345).choice(d, size=(n_classes, topic_size))
     y = rng.integers(0, n_classes, size=n)
     cols = np.concatenate([topics[y][np.arange(n)[:, None],

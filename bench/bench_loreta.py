@@ -30,7 +30,7 @@ def data(n_features, rng, n=2000, nnz=50):
 
 
 def per_step(model, X, t):
-    model.partial_fit(X, t[:1])                 # initialise (and JIT) outside the timing
+    model.partial_fit(X, t[:1])                 # initialize (and JIT) outside the timing
     model.partial_fit(X, t[1:50])
     t0 = time.perf_counter()
     model.partial_fit(X, t[50:])

@@ -141,7 +141,7 @@ def main(argv=None):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         d = X.shape[1]
         print(f"\n4. news20 {X.shape[0]} x {d}: 50 incsvd iterations in {secs:.0f} s, rank "
-              f"{m.rank_}; peak RSS {peak:.2f} GiB (data and vectoriser {before:.2f} GiB); "
+              f"{m.rank_}; peak RSS {peak:.2f} GiB (data and vectorizer {before:.2f} GiB); "
               f"a dense W alone: {8 * d * d / 2**30:.1f} GiB")
 
 

@@ -23,7 +23,7 @@ Protocol (identical for every method)
   rows, densified); ``train_test_split(test_size=0.3, stratify=y,
   random_state=seed)``; seeds ``--seeds`` (default 0,1,2; sets over
   ``--large`` = 5000 rows: ``--large-seeds``, default 0).
-* Features standardised by a ``StandardScaler`` fitted on the training rows
+* Features standardized by a ``StandardScaler`` fitted on the training rows
   (applied to both parts), the same arrays for both libraries.
 * Pairs (:func:`draw_pairs`): ``n = clip(20 k^2, 1000, 4000)`` pairs for k
   classes (``--n-pairs`` overrides), half similar (same class), half
@@ -127,7 +127,7 @@ _ENUMERATE_LIMIT = 2_000_000
 
 
 def draw_pairs(y, n_pairs: int, seed, salt: int = 0, groups=None):
-    """Balanced labelled pairs of distinct rows, reproducible from ``(seed, salt)``.
+    """Balanced labeled pairs of distinct rows, reproducible from ``(seed, salt)``.
 
     Half similar (both rows of one class, label +1), half dissimilar (label
     -1); each half uniform without repetition over the unordered pairs
@@ -197,10 +197,10 @@ def identical_rows(X):
 
 
 def make_split(X, y, seed: int, n_pairs: Optional[int] = None) -> dict:
-    """Split, standardise (scaler fitted on the training rows), draw pairs.
+    """Split, standardize (scaler fitted on the training rows), draw pairs.
 
     Returns ``{"train": part, "test": part, "n_pairs": n}``; a part holds
-    ``X`` (standardised rows), ``idx`` (index pairs into them), ``y`` (+1/-1
+    ``X`` (standardized rows), ``idx`` (index pairs into them), ``y`` (+1/-1
     int8), ``P3`` (the point pairs, ``X[idx]``)."""
     import numpy as np
     from sklearn.preprocessing import StandardScaler
@@ -346,12 +346,12 @@ def worker(args) -> None:
 # --------------------------------------------------------------------------------------
 # rows, summary, report
 # --------------------------------------------------------------------------------------
-def normalise(r: dict) -> dict:
-    return hh.normalise(r, CSV_FIELDS, FLOATS, INTS)
+def normalize(r: dict) -> dict:
+    return hh.normalize(r, CSV_FIELDS, FLOATS, INTS)
 
 
 def read_rows(out: Path) -> dict:
-    return hh.read_rows(out, CSV_NAME, normalise)
+    return hh.read_rows(out, CSV_NAME, normalize)
 
 
 def write_csv(rows, path: Path) -> None:
@@ -359,8 +359,8 @@ def write_csv(rows, path: Path) -> None:
                  {"auc": 6, "acc": 6, "fit_s": 4, "calib_s": 4, "threshold": 6})
 
 
-def summarise(rows) -> dict:
-    return hh.summarise(rows, ("auc", "acc"))
+def summarize(rows) -> dict:
+    return hh.summarize(rows, ("auc", "acc"))
 
 
 def _best(methods: dict, family: str, exclude: Sequence[str] = ()) -> Optional[str]:
@@ -395,8 +395,8 @@ def write_markdown(summary: dict, gl: dict, prov: dict, path: Path) -> None:
     shapes = prov.get("shapes", {})
     L = ["# Pair verification: tripletml vs metric-learn " + bp.METRIC_LEARN_VERSION +
          " (issue 29)", "",
-         "Protocol: stratified 70/30 row split per seed, features standardised on the training "
-         "rows, balanced labelled pairs drawn among the training rows (fit, threshold "
+         "Protocol: stratified 70/30 row split per seed, features standardized on the training "
+         "rows, balanced labeled pairs drawn among the training rows (fit, threshold "
          "calibration with strategy \"accuracy\") and among the test rows (scores). ROC AUC of "
          "`decision_function` and accuracy of `predict` on the test pairs; every method with "
          "its defaults. Fit seconds: `fit` alone. See `bench/bench_pairs.py`. Timings are from "
@@ -481,7 +481,7 @@ def report(out: Path, prov: dict) -> dict:
     if not rows:
         raise SystemExit(f"bench_pairs: no rows in {out}")
     write_csv(rows.values(), out / CSV_NAME)
-    summary = summarise(rows.values())
+    summary = summarize(rows.values())
     shapes = {}
     for r in rows.values():
         if r["n_train"] is not None:

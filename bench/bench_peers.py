@@ -493,7 +493,7 @@ def _num(v) -> Optional[float]:
     return f if math.isfinite(f) else None
 
 
-def normalise_row(r: dict) -> dict:
+def normalize_row(r: dict) -> dict:
     out = {k: r.get(k, "") for k in CSV_FIELDS}
     out["seed"] = int(out["seed"])
     out["map"], out["fit_s"] = _num(out["map"]), _num(out["fit_s"])
@@ -515,7 +515,7 @@ def read_rows(out: Path) -> dict:
     if csv_path.exists():
         with open(csv_path, newline="") as fh:
             for r in csv.DictReader(fh):
-                r = normalise_row(r)
+                r = normalize_row(r)
                 rows[row_key(r)] = r
     for jl in sorted((out / "rows").glob("*.jsonl")) if (out / "rows").exists() else []:
         for line in jl.read_text().splitlines():
@@ -523,7 +523,7 @@ def read_rows(out: Path) -> dict:
             if not line:
                 continue
             try:
-                r = normalise_row(json.loads(line))
+                r = normalize_row(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 continue                     # a line cut by an interrupted run
             rows[row_key(r)] = r
@@ -551,7 +551,7 @@ def _mean_sd(v: list[float]) -> tuple[float, float]:
     return m, sd
 
 
-def summarise(rows: Iterable[dict]) -> dict:
+def summarize(rows: Iterable[dict]) -> dict:
     """``{set: {method: stats}}``; stats over the rows with status ok.
 
     stats: family, map, map_sd, fit_s, n_ok, n (rows), statuses (set of non-ok)."""
@@ -793,7 +793,7 @@ def report(out: Path, prov: dict) -> dict:
     if not rows:
         raise SystemExit(f"bench_peers: no rows in {out}")
     write_csv(rows.values(), out / "peers.csv")
-    summary = summarise(rows.values())
+    summary = summarize(rows.values())
     shapes = {}
     for r in rows.values():
         if r["n_train"] is not None:

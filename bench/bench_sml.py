@@ -3,7 +3,7 @@ Nesterov on the smoothed saddle form) vs projected subgradient (SMLgd).
 
     OPENBLAS_NUM_THREADS=1 python -m bench.bench_sml [--alpha 0.01] [--iters 2000]
 
-Per data set (standardised features, 1,500 random class triplets): the
+Per data set (standardized features, 1,500 random class triplets): the
 optimum is estimated by the lowest objective any run reaches (a 3x longer
 smooth run with mu = 1e-2 included); SMLsm with mu = 1 (``--mu``); SMLgd gets the best of three step sizes
 (the one that reaches the 1% level first).  Also: how many iterations SMLsm

@@ -4,9 +4,9 @@ the two models.
 
 Data: (a) ``zappos`` — the 57 train shoes of seed 0 of the unseen-items
 protocol (:mod:`bench.bench_zappos_unseen`: ``split_items(0)``, the train
-triplets among them, 57 x 4,096 AlexNet rows), raw or l2-normalised rows;
+triplets among them, 57 x 4,096 AlexNet rows), raw or l2-normalized rows;
 (b) ``synth`` — 70 x 1,088 standard normal rows with 20,000 random
-triplets labelled by a planted metric (``default_rng(0)``), the shape of the
+triplets labeled by a planted metric (``default_rng(0)``), the shape of the
 second data set of issue 38 that the project does not have.
 
 Every triplet learner of the registry at its defaults

@@ -345,7 +345,7 @@ def read_csv(path: Path) -> list[dict]:
     return rows
 
 
-def summarise(rows: list[dict]) -> list[dict]:
+def summarize(rows: list[dict]) -> list[dict]:
     """One entry per (library, method, dim): accuracy mean / sd over folds (a
     fold's accuracy = mean over its seeds' fits), median fit seconds (median
     over folds of each fold's median over seeds), fold count, status note."""
@@ -462,7 +462,7 @@ def report(rows: list[dict], out: Path, command: str, versions: dict,
            timeout: float, folds_note: str = "") -> str:
     """Write ``out/README.md`` (command, table, verdict, checks, versions) and
     return the printed part."""
-    summary = summarise(rows)
+    summary = summarize(rows)
     tab = table(summary, timeout)
     _, v = verdict(summary)
     pair = paired(rows, summary)

@@ -11,8 +11,8 @@ scored with :func:`tripletml.metrics.triplet_accuracy` on the features of all
 85 items: (a) ``test-test``, triplets whose three items are test items; (b)
 ``test-head``, triplets whose head is a test item (the other two anything).
 Baselines: ``Euclidean`` on the raw rows and ``cosine`` (Euclidean on
-l2-normalised rows).  Every triplet learner of the registry at its defaults
-(``random_state=seed``) on the raw rows and on the l2-normalised rows.  Each
+l2-normalized rows).  Every triplet learner of the registry at its defaults
+(``random_state=seed``) on the raw rows and on the l2-normalized rows.  Each
 fit runs in a forked child with a wall-clock cap (``--timeout``); a learner
 whose fit ran past the cap is skipped at the later seeds (noted in the CSV).
 
@@ -22,7 +22,7 @@ model's own ``triplet_score``; the accuracy is then
 ``triplet_accuracy(PairTable(S), X, triplets)`` (a lookup, so that scoring
 ~95,000 triplets at d = 4096 takes milliseconds instead of ~10 s per model).
 
-Sections: ``main`` (the table), ``study`` (regularisation and rank of OASIS,
+Sections: ``main`` (the table), ``study`` (regularization and rank of OASIS,
 LORETA, LowRankDML, SDCA, KISSME on l2 rows; preprocessing on raw rows),
 ``study-c`` (OASIS's C where it binds, all seeds), ``span`` (share of a test item's squared norm outside the span of the train
 rows, and cosine accuracy on the in-span / out-of-span parts alone).
@@ -363,7 +363,7 @@ def section_nested(R: Runner, seeds) -> None:
 
 def section_span(R: Runner, seeds) -> list[dict]:
     """Per seed: mean share of a test item's squared norm outside span(train
-    rows) (raw, l2 rows, columns standardised on the train rows), and the
+    rows) (raw, l2 rows, columns standardized on the train rows), and the
     cosine accuracy of the in-span part alone, the out-of-span part alone."""
     rows = []
     for seed in seeds:

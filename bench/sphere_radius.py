@@ -1,6 +1,6 @@
 """The chosen lift, the sphere of radius s0 (results/defaults/sphere_variants.md,
 column radius s0), written out by hand: learners with preprocessing=None on
-tripletml.core.preprocessing.sphere_lift(standardised rows, s0).
+tripletml.core.preprocessing.sphere_lift(standardized rows, s0).
 
     OPENBLAS_NUM_THREADS=1 python -m bench.sphere_radius iris \
         OASIS,SDCA,COMET,SparseCOMET,LORETA,IterativePA,NaivePA,FactoredGD

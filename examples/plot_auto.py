@@ -20,7 +20,7 @@ from tripletml.metrics import evaluate_retrieval
 from tripletml.plot import plot_history
 
 # Wine's 13 features have very different scales (proline is in the
-# hundreds, hue around 1): the race includes standardised and whitened
+# hundreds, hue around 1): the race includes standardized and whitened
 # variants, and the no-learning Euclidean baselines.
 X, y = load_wine(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y,

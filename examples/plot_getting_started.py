@@ -5,7 +5,7 @@ Getting started: two learners on digits
 Fit two similarity learners on scikit-learn's bundled digits (offline), then
 compare their precision@k with the Euclidean baseline on held-out images:
 each test image queries the other test images, and precision@k is the share
-of its k nearest neighbours (by the learned similarity) of the same digit.
+of its k nearest neighbors (by the learned similarity) of the same digit.
 """
 # %%
 # Data: 1797 8x8 images, pixel intensities scaled to [0, 1], a stratified

@@ -5,7 +5,7 @@ What a Mahalanobis learner learned: embedding and matrix
 A Mahalanobis learner learns ``M = L^T L``; ``transform(X) = X L^T`` maps the
 data to a space where the Euclidean distance is the learned one.  Here
 LowRankDML learns a low-rank M on digits; we draw the 2-D PCA view of the
-embedding of held-out images, coloured by digit, and the 64 x 64 matrix M as
+embedding of held-out images, colored by digit, and the 64 x 64 matrix M as
 a heat map beside its eigenvalues.
 """
 # %%

@@ -70,7 +70,7 @@ print(f"memory of the model: {lor.n_features_in_} x {lor.rank} x 2 numbers")
 # %%
 # Precision@k of the held-out messages against each other: the learned
 # rank-10 similarity against the cosine similarity of the tf-idf vectors
-# (``DotProduct``: rows are l2-normalised).
+# (``DotProduct``: rows are l2-normalized).
 fig = plot_precision_at_k({baseline: tm.DotProduct().fit(X_train),
                            "LORETA k=10": lor}, X_test, y_test,
                           ks=(1, 2, 5, 10, 20, 50), title=title)

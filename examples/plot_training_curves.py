@@ -17,7 +17,7 @@ X, y = load_digits(return_X_y=True)
 X = X / 16.0
 
 # %%
-# SDCA maximises the dual of the regularised triplet hinge loss; the
+# SDCA maximizes the dual of the regularized triplet hinge loss; the
 # duality gap P - D bounds the distance to the optimum, and ``tol`` stops
 # the solver when the *relative* gap ``gap / max(|P|, 1e-12)`` falls below
 # it.  One point per pass over the triplets.
@@ -30,8 +30,8 @@ for ax in fig.axes:
 plt.show()
 
 # %%
-# SML (sparse metric learning) minimises a Nesterov-smoothed objective over
-# positive semi-definite matrices; its trace-norm regulariser drives the
+# SML (sparse metric learning) minimizes a Nesterov-smoothed objective over
+# positive semi-definite matrices; its trace-norm regularizer drives the
 # rank of M down as it converges (``rank_`` at the end).  One point per
 # iteration; ``gap`` is the smoothed duality gap.
 sml = tm.SML(alpha=1e-2, n_triplets=600, max_iter=100, tol=None,

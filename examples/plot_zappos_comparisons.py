@@ -51,7 +51,7 @@ ax.set_aspect("equal")
 plt.show()
 
 # %%
-# Five nearest neighbours of a few shoes in the embedding.
+# Five nearest neighbors of a few shoes in the embedding.
 D = np.linalg.norm(E[:, None] - E[None], axis=-1)
 for i in (0, 20, 40, 60, 80):
     nn = [int(j) for j in np.argsort(D[i]) if j != i][:5]
@@ -62,14 +62,14 @@ for i in (0, 20, 40, 60, 80):
 # :func:`tripletml.datasets.split_items` (as ``bench/bench_zappos_unseen.py``
 # does), train on triplets among the 57 training shoes only, score the
 # triplets whose head is one of the 28 others.  The learner is OASIS on
-# l2-normalised rows with its step cap ``C = 3e-6``, the value chosen on an
+# l2-normalized rows with its step cap ``C = 3e-6``, the value chosen on an
 # inner split of the training shoes in the benchmark (no test shoe involved;
 # ``results/zappos_unseen/README.md``): it starts from ``W = I``, the cosine,
 # and adds a correction learned from the training shoes; the small C keeps
 # each passive-aggressive step from fully satisfying one noisy crowd triplet
 # (at the default C = 0.01 the cap never binds on these rows and the
 # correction overfits the 57 shoes).  The baseline is the cosine itself (the
-# Euclidean distance on l2-normalised rows).  OASIS is online:
+# Euclidean distance on l2-normalized rows).  OASIS is online:
 # ``partial_fit`` on successive chunks of one random order of the training
 # triplets gives the model after the first n of them (one pass), so one run
 # per split traces the whole curve.

@@ -505,8 +505,8 @@ class _FixedL(MahalanobisMixin, tm.TripletLearner):
 
 
 def _iris_knn_distances(metric, algorithm):
-    """Sorted distances (by ``metric``) of the 5 neighbours each query gets.
-    (Neighbour *sets* may differ on iris's duplicate points and ties; the
+    """Sorted distances (by ``metric``) of the 5 neighbors each query gets.
+    (Neighbor *sets* may differ on iris's duplicate points and ties; the
     distances of a correct 5-NN search may not.)"""
     from sklearn.datasets import load_iris
     from sklearn.neighbors import NearestNeighbors

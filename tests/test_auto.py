@@ -757,12 +757,12 @@ def test_dense_work_table_and_fallbacks():
 
 
 # --------------------------------------------------------------------------
-# scoring: the criterion the race maximises (issue 27, item 4)
+# scoring: the criterion the race maximizes (issue 27, item 4)
 # --------------------------------------------------------------------------
 def _local_vs_global(seed=0):
     """Two classes made of tight clusters of 6 scattered at random (raw
-    Euclidean: perfect nearest neighbours, poor mAP) plus a noisy class
-    feature at a small scale (standardised, it pulls the classes apart:
+    Euclidean: perfect nearest neighbors, poor mAP) plus a noisy class
+    feature at a small scale (standardized, it pulls the classes apart:
     better mAP, worse 1-NN)."""
     rng = np.random.default_rng(seed)
     X, y = [], []
@@ -790,7 +790,7 @@ def test_scoring_changes_the_selection_criterion(scoring, winner):
     i = int(np.argmax(a.cv_results_["mean_validation_score"]))
     assert a.best_score_ == pytest.approx(a.cv_results_["mean_validation_score"][i])
     if scoring == "knn_accuracy":
-        assert a.best_score_ > 0.9            # raw: cluster mates are the neighbours
+        assert a.best_score_ > 0.9            # raw: cluster mates are the neighbors
 
 
 def test_validation_score_matches_the_metrics():

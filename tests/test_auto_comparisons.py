@@ -16,7 +16,7 @@ FAST = [{"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize"]}}
 
 def _items(n=40, d=12, seed=0):
     """Items whose answers follow a hidden bilinear similarity of the
-    normalised rows (the first three features count ten times more), with
+    normalized rows (the first three features count ten times more), with
     10 % of the answers flipped."""
     rng = np.random.default_rng(seed)
     X = np.abs(rng.standard_normal((n, d)))
@@ -99,7 +99,7 @@ def test_bad_input_clear_errors_and_nothing_half_fitted():
     with pytest.raises(ValueError, match="leaves no triplet"):
         a.fit(X, triplets=few)
     P = T[:, :2]
-    with pytest.raises(ValueError, match="all labelled similar"):
+    with pytest.raises(ValueError, match="all labeled similar"):
         a.fit(X, np.ones(len(P)), pairs=P)
     with pytest.raises(ValueError, match="does not apply to triplets"):
         _auto(scoring="roc_auc").fit(X, triplets=T)
@@ -122,7 +122,7 @@ def test_nan_empty_and_misshaped_supervision_refused():
         _auto().fit(X, triplets=T - 1)                  # -1: out of range
 
 
-def test_relabelled_items_give_the_same_race():
+def test_relabeled_items_give_the_same_race():
     """Permuting the items (rows of X and the ids in the answers) with a
     splitter keyed to the items' groups changes nothing."""
     X, T = _items(n=40)

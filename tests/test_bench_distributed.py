@@ -21,7 +21,7 @@ def bd():
         return importlib.import_module("bench.bench_distributed")
 
 
-def test_mixture_partitions_are_seeded_and_labelled(bd):
+def test_mixture_partitions_are_seeded_and_labeled(bd):
     X1, y1 = bd.make_part(3, 2, 50, 8, 4, "float32")
     X2, y2 = bd.make_part(3, 2, 50, 8, 4, "float32")
     X3, _ = bd.make_part(3, 1, 50, 8, 4, "float32")

@@ -91,7 +91,7 @@ def test_default_n_pairs(bpairs):
     assert bpairs.default_n_pairs(26) == 4000
 
 
-def test_make_split_standardises_on_training_rows(bpairs):
+def test_make_split_standardizes_on_training_rows(bpairs):
     rng = np.random.default_rng(1)
     y = np.repeat(np.arange(3), 40)
     X = rng.normal(size=(120, 4)) * [1, 10, 100, 0.1] + 5
@@ -230,7 +230,7 @@ def _pair_rows():
 
 
 def test_pair_goals(bpairs):
-    s = bpairs.summarise(_pair_rows())
+    s = bpairs.summarize(_pair_rows())
     g = bpairs.goals(s)
     assert g["a"]["ml_best"] == "ITML (metric-learn)" and g["a"]["tml_best"] == "KISSME"
     assert g["a"]["ok"] is True and g["a"]["delta"] == pytest.approx(0.02)

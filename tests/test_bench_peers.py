@@ -47,9 +47,9 @@ def _fake_rows(bp):
     return rows
 
 
-def test_summarise_and_goals(bp):
+def test_summarize_and_goals(bp):
     rows = _fake_rows(bp)
-    summ = bp.summarise(rows)
+    summ = bp.summarize(rows)
     a = summ["a"]
     assert a["ITML"]["map"] == pytest.approx(0.60)
     assert a["ITML"]["map_sd"] == pytest.approx(0.01)
@@ -74,7 +74,7 @@ def test_summarise_and_goals(bp):
 def test_fifth_rule_is_strict_about_time(bp):
     rows = [_row(bp, "c", "ITML", 0, 0.6, 10.0), _row(bp, "c", "SML", 0, 0.61, 2.5),
             _row(bp, "c", "Euclidean", 0, 0.5, 0.0)]
-    g = bp.goals(bp.summarise(rows))["c"]
+    g = bp.goals(bp.summarize(rows))["c"]
     assert g["fifth"]["ok"] is False              # 2.5 s > 10 s / 5
     assert g["auto_map"]["ok"] is None            # no auto row
 

@@ -67,7 +67,7 @@ def test_summary_and_verdict(bz):
             + _rows(bz, bz.CBL, "SOE (cblearn)", 5, [0.85, 0.87], [2.0, 1.0, 3.0])
             + _rows(bz, bz.CBL, "STE (cblearn)", 5, [0.80, 0.80], [0.1, 0.1, 0.1])
             + _rows(bz, bz.CBL, "STE (cblearn, torch)", 5, [0, 0], [120.0], "timeout"))
-    S = bz.summarise(rows)
+    S = bz.summarize(rows)
     soe = next(s for s in S if s["method"] == "SOE (tripletml)")
     assert soe["acc_mean"] == pytest.approx(0.87) and soe["acc_sd"] == pytest.approx(0.01)
     assert soe["fit_s"] == pytest.approx(0.2) and soe["n_folds"] == 2
@@ -83,14 +83,14 @@ def test_summary_and_verdict(bz):
     # accuracy below theirs -> not met, even when much faster
     slow = [dict(r, accuracy=r["accuracy"] - 0.02) if r["library"] == bz.TML
             and r["accuracy"] is not None else r for r in rows]
-    ok, line = bz.verdict(bz.summarise(slow))
+    ok, line = bz.verdict(bz.summarize(slow))
     assert not ok and "accuracy < theirs" in line
     # accuracy enough but fit time above 1/5 -> not met
     slower = [dict(r, fit_s=r["fit_s"] * 5) if r["library"] == bz.TML else r for r in rows]
-    ok, line = bz.verdict(bz.summarise(slower))
+    ok, line = bz.verdict(bz.summarize(slower))
     assert not ok and "ratio 0.500 (> 0.2)" in line
     # a library without a complete result: not decidable
-    ok, line = bz.verdict(bz.summarise([r for r in rows if r["library"] == bz.TML]))
+    ok, line = bz.verdict(bz.summarize([r for r in rows if r["library"] == bz.TML]))
     assert not ok and "not decidable" in line
 
 

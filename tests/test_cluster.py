@@ -183,7 +183,7 @@ def test_sharded_sparse_equals_exact_index(client, data, tmp_path):
         full = sharded.evaluate_retrieval(m, coll, Xs, y, k=(1, 5), query_ids=np.arange(230))
     local = local_evaluate(None, Xs, y, k=(1, 5), index=index)
     # ranks and P@k are equal; the mean of the APs may differ in its last bit
-    # (scores of the standardised rows come from GEMMs of different shapes)
+    # (scores of the standardized rows come from GEMMs of different shapes)
     assert {k: v for k, v in full.items() if k != "map"} == \
         {k: v for k, v in local.items() if k != "map"}
     assert full["map"] == pytest.approx(local["map"], rel=1e-12, abs=0)

@@ -190,7 +190,7 @@ def test_relabelling_items_permutes_the_embedding(Est):
     b = Est(2, random_state=0).fit(perm[train])
     pa, pb = a.predict(test), b.predict(perm[test])
     assert (pa == pb).mean() > 0.97
-    # the relabelled embedding answers like the original one
+    # the relabeled embedding answers like the original one
     emb = b.embedding_[perm]
     d = lambda E, x, y: ((E[x] - E[y]) ** 2).sum(1)  # noqa: E731
     pred = np.where(d(emb, test[:, 0], test[:, 1]) < d(emb, test[:, 0], test[:, 2]), 1, -1)

@@ -44,7 +44,7 @@ def test_choose_dimension_finds_the_planted_dimension(dim, n_items, m):
     _, t = planted_triplets(n_items, dim, m, 1)
     res = choose_dimension(SOE(random_state=0), t, dims=(1, 2, 3, 5, 8), random_state=0)
     assert isinstance(res, DimensionChoice)
-    # the grid has no neighbour of 2 other than 1 and 3 and none of 5 within 1:
+    # the grid has no neighbor of 2 other than 1 and 3 and none of 5 within 1:
     # the planted dimension exactly for 5, within one for 2
     assert abs(res.dim - dim) <= (1 if dim == 2 else 0), res.table()
     assert res.scores.shape == (5, 5)

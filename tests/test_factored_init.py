@@ -1,4 +1,4 @@
-"""The identity initialisation of the factored learners skips dead axes
+"""The identity initialization of the factored learners skips dead axes
 (issue 27: on MNIST, whose first pixels are constant, LORETA, IterativePA,
 NaivePA and FactoredGD started on axes that carry nothing, scored every
 pair 0 and never moved: 1-NN accuracy .11)."""
@@ -37,7 +37,7 @@ def test_constant_leading_columns_do_not_freeze_the_model(name):
 
 # ------------------------------------------------ the "pca" start (issue 43)
 def _init_only(est, X):
-    """Initialise ``est`` on X without a step: a triplet whose positive and
+    """Initialize ``est`` on X without a step: a triplet whose positive and
     negative are the same point (v = 0, no gradient)."""
     Xd = np.vstack([X, X[:1]])
     return est.partial_fit(Xd, [[1, 0, X.shape[0]]])

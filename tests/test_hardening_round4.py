@@ -331,7 +331,7 @@ def test_reproduce_seeds_must_be_positive(tmp_path, capsys, seeds):
     with pytest.raises(ValueError, match=f"seeds={seeds} must be a positive integer"):
         reproduce.run("sdca-table2", tmp_path / "r", seeds=int(seeds))
     assert not (tmp_path / "r").exists()
-    # a neighbour: an output folder that is a file
+    # a neighbor: an output folder that is a file
     (tmp_path / "afile").write_text("mine")
     assert main(["reproduce", "sdca-table2", "--out", str(tmp_path / "afile" / "x")]) == 2
     assert "afile is a file, not a folder" in capsys.readouterr().err

@@ -31,8 +31,8 @@ def brute_topk(model, Q, D, k):
 def mixture(n, d=6, seed=0, n_classes=4):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, n_classes, size=n)
-    centres = rng.normal(scale=3.0, size=(n_classes, d))
-    return centres[y] + rng.normal(size=(n, d)), y
+    centers = rng.normal(scale=3.0, size=(n_classes, d))
+    return centers[y] + rng.normal(size=(n, d)), y
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ def test_save_load_round_trip(tmp_path, backend, kind):
     assert (loaded.backend, loaded.kind, loaded.metric, loaded.ntotal, loaded.dim) == \
         (backend, kind, "inner_product", 600, 3)
     assert (loaded.ip_to_l2, loaded.max_norm) == (index.ip_to_l2, index.max_norm)
-    # the default: IVF augments; HNSW decides from the embeddings (centred here)
+    # the default: IVF augments; HNSW decides from the embeddings (centered here)
     assert loaded.ip_to_l2 is (kind == "ivf")
     assert embedding_cone(model.embed_database(X)) < IP_TO_L2_CONE
     np.testing.assert_array_equal(loaded.model.A_, model.A_)
@@ -194,9 +194,9 @@ def _uneven_norms(n, d, seed):
     lambda: OASIS(n_triplets=500, random_state=0),
     lambda: LORETA(rank=3, n_triplets=500, eta0=0.05, random_state=0)],
     ids=["DotProduct", "OASIS", "LORETA"])
-def test_ip_to_l2_flat_returns_the_exact_inner_product_neighbours(model_factory):
+def test_ip_to_l2_flat_returns_the_exact_inner_product_neighbors(model_factory):
     """x -> [x, sqrt(M^2 - |x|^2)], q -> [q, 0] searched as L2 (faiss flat)
-    gives the neighbours and scores of exact inner-product search: the
+    gives the neighbors and scores of exact inner-product search: the
     brute-force top k of model.similarity and faiss's IndexFlatIP."""
     X, y = mixture(300, seed=13)
     model = model_factory().fit(X, y)
@@ -219,7 +219,7 @@ def test_ip_to_l2_flat_returns_the_exact_inner_product_neighbours(model_factory)
 
 def test_ip_to_l2_defaults_limits_and_later_adds(tmp_path):
     X, y = mixture(300, seed=16)
-    # standardised, not "sphere" (whose embeddings all have one norm)
+    # standardized, not "sphere" (whose embeddings all have one norm)
     ip_model = OASIS(n_triplets=300, preprocessing="standardize", random_state=0).fit(X, y)
     l2_model = LowRankDML(n_triplets=200, max_iter=10, batch_size=20, eta0=0.1, alpha=0.01,
                           random_state=0).fit(X, y)
@@ -281,8 +281,8 @@ def test_embedding_cone_against_its_formula():
 def test_hnsw_default_picks_the_better_graph_on_digits():
     """ip_to_l2=None decides from the embeddings' cone.  A model on raw
     non-negative pixels (cone ~0.8): an HNSW graph over the raw inner product
-    misses neighbours no ef_search finds (measured 0.83 at 64, 0.86 at 256),
-    the augmentation (chosen) reaches 1.  A standardised model (centred
+    misses neighbors no ef_search finds (measured 0.83 at 64, 0.86 at 256),
+    the augmentation (chosen) reaches 1.  A standardized model (centered
     embeddings, cone < 0.1): the raw inner product (chosen) is the better graph."""
     from sklearn.datasets import load_digits
 
@@ -305,7 +305,7 @@ def test_hnsw_default_picks_the_better_graph_on_digits():
     assert recall(model, chosen, 64) >= 0.98
     assert recall(model, chosen, 1300) == 1.0
     assert recall(model, raw, 64) < recall(model, chosen, 64)
-    # standardised rows: centred embeddings, raw inner product (the default
+    # standardized rows: centered embeddings, raw inner product (the default
     # "sphere" also gives a cone below 0.1, and all its database embeddings
     # have one norm, so there the augmentation changes nothing)
     model = OASIS(n_triplets=20000, preprocessing="standardize", random_state=0).fit(Xtr, ytr)

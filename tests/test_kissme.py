@@ -63,7 +63,7 @@ def test_scatter_from_labels_equals_the_sum_over_every_triplet(fmt):
 
 def test_scatter_from_labels_does_not_depend_on_the_offset():
     """Only differences of rows enter: a large common offset changes nothing
-    (the dense path centres each class on its own mean)."""
+    (the dense path centers each class on its own mean)."""
     X, y = _labels_data(seed=1)
     S, D = pair_scatter_from_labels(X, y)
     S2, D2 = pair_scatter_from_labels(X + 1e4, y)
@@ -154,7 +154,7 @@ def test_mean_std_fast_path_matches_numpy():
 @pytest.mark.parametrize("offset", [0.0, 1e4, 1e8])
 def test_scatter_from_labels_csr_with_a_large_offset(offset):
     """CSR rows far from the origin (a dense matrix stored sparse): the
-    expanded second moment would cancel, so the class-centred blocks take
+    expanded second moment would cancel, so the class-centered blocks take
     over; both formats agree with the dense computation."""
     X, y = _labels_data(seed=5)
     X = X / np.abs(X).max(axis=0)
@@ -265,7 +265,7 @@ def test_public_kernels_refuse_bad_input():
 @pytest.mark.parametrize("mode", ["standardize", "center", "whiten", "sphere"])
 @pytest.mark.parametrize("fmt", ["dense", "csr", "fortran", "float32"])
 def test_fit_never_modifies_the_callers_X(mode, fmt):
-    """The prelude standardises a densified copy in place: the caller's rows,
+    """The prelude standardizes a densified copy in place: the caller's rows,
     in any format, must come back untouched."""
     from tripletml import OASIS
     X, y = _labels_data(seed=9)
@@ -304,9 +304,9 @@ def test_statistics_on_raw_rows_equal_those_of_preprocessed_rows(mode, given):
                                atol=1e-12 * np.abs(D).max())
 
 
-def test_columns_of_extreme_scale_are_standardised_first():
+def test_columns_of_extreme_scale_are_standardized_first():
     """Raw second moments of columns near 1e160 overflow and near 1e-170
-    underflow: such columns take the standardise-first path, with the same
+    underflow: such columns take the standardize-first path, with the same
     result as moderate columns of the same shape."""
     rng = np.random.default_rng(12)
     base = rng.standard_normal((50, 3))

@@ -104,14 +104,14 @@ def close(A, B, rtol=RTOL):
 
 
 # ------------------------------------------------------------------- data
-def labelled_data(seed=0, n=17, d=4):
+def labeled_data(seed=0, n=17, d=4):
     """17 rows, 4 classes: one singleton class, one class with 9 rows (> n/2)."""
     rng = np.random.default_rng(seed)
     y = np.array([0] * 9 + [1] * 4 + [2] * 3 + [3])
     assert y.size == n
-    centres = rng.normal(scale=2.0, size=(4, d))
+    centers = rng.normal(scale=2.0, size=(4, d))
     # anisotropic noise so that the covariances are not multiples of I
-    X = centres[y] + rng.normal(size=(n, d)) * np.array([0.3, 1.0, 2.0, 0.5])[:d]
+    X = centers[y] + rng.normal(size=(n, d)) * np.array([0.3, 1.0, 2.0, 0.5])[:d]
     perm = rng.permutation(n)           # classes interleaved in the row order
     return X[perm], y[perm]
 
@@ -149,7 +149,7 @@ def test_explicit_triplets_match_reference(shrinkage):
 
 
 def test_exact_label_statistics_match_enumeration():
-    X, y = labelled_data()
+    X, y = labeled_data()
     model = tripletml.KISSME(shrinkage=0.05, preprocessing=None).fit(X, y)
     S, D = ref_exact_covs(X, y)
     close(model.similar_covariance_, S)
@@ -164,7 +164,7 @@ def test_exact_statistics_are_not_pair_uniform():
     """The sampler's weighting (query uniform, then positive / negative) is not
     the plain mean over all same-class pairs: make sure the data tell them
     apart, so the enumeration test above really checks the weighting."""
-    X, y = labelled_data()
+    X, y = labeled_data()
     S, D = ref_exact_covs(X, y)
     same = [(i, j) for i in range(len(y)) for j in range(len(y)) if i != j and y[i] == y[j]]
     diff = [(i, j) for i in range(len(y)) for j in range(len(y)) if y[i] != y[j]]
@@ -176,7 +176,7 @@ def test_exact_statistics_are_not_pair_uniform():
 
 
 def test_sampled_triplets_converge_to_exact():
-    X, y = labelled_data()
+    X, y = labeled_data()
     S, D = ref_exact_covs(X, y)
     model = tripletml.KISSME(n_triplets=200_000, preprocessing=None,
                              random_state=0).fit(X, y)
@@ -192,7 +192,7 @@ def test_sampled_triplets_converge_to_exact():
 
 
 def test_sampled_triplets_equal_explicit_with_same_generator():
-    X, y = labelled_data()
+    X, y = labeled_data()
     model = tripletml.KISSME(n_triplets=500, preprocessing=None, random_state=3).fit(X, y)
     T = random_class_triplets(y, 500, random_state=np.random.default_rng(3))
     S, D = ref_triplet_covs(X, T)
@@ -205,7 +205,7 @@ def test_sampled_triplets_equal_explicit_with_same_generator():
 
 
 def test_transform_distances_similarity():
-    X, y = labelled_data(seed=4)
+    X, y = labeled_data(seed=4)
     model = tripletml.KISSME(shrinkage=0.1, preprocessing=None).fit(X, y)
     S, D = ref_exact_covs(X, y)
     M = ref_M(S, D, 0.1)
@@ -224,7 +224,7 @@ def test_transform_distances_similarity():
 
 
 def test_standardize_preprocessing():
-    X, y = labelled_data(seed=6, d=4)
+    X, y = labeled_data(seed=6, d=4)
     X = X * np.array([100.0, 0.01, 1.0, 5.0]) + np.array([3.0, -7.0, 0.0, 1e3])
     X = np.column_stack([X, np.full(len(y), 2.5)])      # a constant column
     mean = X.mean(axis=0)
@@ -246,7 +246,7 @@ def test_standardize_preprocessing():
 
 
 def test_shrinkage_one_is_identity_multiple():
-    X, y = labelled_data(seed=8)
+    X, y = labeled_data(seed=8)
     model = tripletml.KISSME(shrinkage=1.0, preprocessing=None).fit(X, y)
     S, D = ref_exact_covs(X, y)
     d = X.shape[1]
@@ -261,7 +261,7 @@ def test_shrinkage_one_is_identity_multiple():
 
 
 def test_translation_rotation_invariance():
-    X, y = labelled_data(seed=9)
+    X, y = labeled_data(seed=9)
     rng = np.random.default_rng(10)
     Q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
     shift = rng.normal(size=4) * 10
@@ -304,13 +304,13 @@ def test_psd_clipping_and_rank():
     ({"n_triplets": 0}, ValueError),
 ])
 def test_bad_parameters(kwargs, exc):
-    X, y = labelled_data()
+    X, y = labeled_data()
     with pytest.raises(exc, match="KISSME"):
         tripletml.KISSME(preprocessing=None, **kwargs).fit(X, y)
 
 
 def test_numpy_scalars_accepted():
-    X, y = labelled_data()
+    X, y = labeled_data()
     ref = tripletml.KISSME(shrinkage=0.25, n_triplets=300, preprocessing=None,
                            random_state=1).fit(X, y)
     m = tripletml.KISSME(shrinkage=np.float32(0.25), n_triplets=np.int32(300),

@@ -12,7 +12,7 @@ from tripletml.algorithms.lfda.estimator import LFDA, lfda_scatters
 
 def _paper_scatters(X, y, k):
     """S_lw and S_lb by the definitions: double loops over all pairs.
-    sigma_i: distance to the k-th nearest neighbour within the class (k
+    sigma_i: distance to the k-th nearest neighbor within the class (k
     capped at n_c - 1); A_ij = exp(-||x_i - x_j||^2 / (sigma_i sigma_j))."""
     n, d = X.shape
     sigma = np.zeros(n)
@@ -76,7 +76,7 @@ def test_sparse_rows_equal_dense():
 
 
 @pytest.mark.parametrize("embedding_type", ["weighted", "orthonormalized", "plain"])
-def test_generalised_eigen_equation(embedding_type):
+def test_generalized_eigen_equation(embedding_type):
     X, y = _data()
     m = LFDA(preprocessing=None, embedding_type=embedding_type).fit(X, y)
     Z = m.scaler_.transform(X)            # the rows the solver saw (X / feature unit)

@@ -1,6 +1,6 @@
 """LMNN (Weinberger & Saul, JMLR 2009): the objective against a plain dense
 transcription of eqs. 11-13, the gradient by finite differences, the
-impostor searches against each other, and the fitted model's behaviour."""
+impostor searches against each other, and the fitted model's behavior."""
 import warnings
 
 import numpy as np

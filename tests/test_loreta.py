@@ -36,7 +36,7 @@ def _violated_triplet(X, A, B):
 
 
 def _no_step_init(X):
-    """``(X', T)`` for a first ``partial_fit`` that only initialises: X' is X
+    """``(X', T)`` for a first ``partial_fit`` that only initializes: X' is X
     with row 0 repeated at the end (row n), and T = [[1, 0, n]] has a positive
     and a negative that are the same point at distinct indices, so
     v = x_p+ - x_p- = 0, the gradient vanishes and the step does not move W."""
@@ -46,7 +46,7 @@ def _no_step_init(X):
 
 
 def _model_at(X, A, B, **params):
-    """A LORETA model initialised on X, then set to the factors A, B."""
+    """A LORETA model initialized on X, then set to the factors A, B."""
     m = tm.LORETA(preprocessing=None, rank=A.shape[1], **params).partial_fit(*_no_step_init(X))
     m.A_, m.B_ = A.copy(), B.copy()
     m.pinv_A_, m.pinv_B_ = np.linalg.pinv(A).T.copy(), np.linalg.pinv(B).T.copy()
@@ -328,8 +328,8 @@ def test_property_rank_stays_exactly_k(seed, d, k, batch, init):
 def _blobs(d, scale, shift, n=90, seed=0):
     rng = np.random.default_rng(seed)
     y = np.arange(n) % 3
-    centres = rng.normal(size=(3, d)) * 2.0
-    return shift + scale * (centres[y] + rng.normal(size=(n, d))), y
+    centers = rng.normal(size=(3, d)) * 2.0
+    return shift + scale * (centers[y] + rng.normal(size=(n, d))), y
 
 
 @pytest.mark.parametrize("cls", [tm.LORETA, tm.FactoredGD])

@@ -171,7 +171,7 @@ def random_factors(rng, n, k, scale=1.0):
 def primed(cls, X, A, B, **params):
     """A fitted model whose state is set to (A, B) by hand.
 
-    The first ``partial_fit`` initialises the model on X with row 0 repeated
+    The first ``partial_fit`` initializes the model on X with row 0 repeated
     at the end (row n) and the triplet (1, 0, n): its positive and negative
     are the same point at distinct indices, so v = p1 - p2 = 0, the gradient
     is zero and no step moves W.  Then the factors (and, for LORETA, the
@@ -349,7 +349,7 @@ def test_general_rank_one_equals_loreta1(sparse):
 @pytest.mark.parametrize("sparse", [False, True])
 def test_batch3_step_is_theorem1_with_rank3_gradient(solver, sparse):
     # Fails if a batch step is not R_x(P_x(Z)) with Z = (eta/r) sum_active q v^T:
-    # wrong normalisation (sum instead of mean, dividing by the number of
+    # wrong normalization (sum instead of mean, dividing by the number of
     # active triplets instead of r), inactive triplets contributing, losses
     # evaluated at a moving W within the block, or Algorithm 2 mis-implemented
     # for r > 1 (the rank-r cross terms Q = B^T A hat are where it differs).

@@ -173,7 +173,7 @@ def test_pairs_of_one_kind_are_refused(name, iris_pairs):
     X, _, P, _ = iris_pairs
     for y, kind in ((np.ones(len(P)), "similar"), (-np.ones(len(P)), "dissimilar"),
                     (np.zeros(len(P)), "dissimilar")):
-        with pytest.raises(ValueError, match=rf"{name}: all 200 pairs are labelled {kind}"):
+        with pytest.raises(ValueError, match=rf"{name}: all 200 pairs are labeled {kind}"):
             _make(name).fit(X[P], y)
         with pytest.raises(ValueError, match=rf"{name}: all 200 pairs"):
             _make(name).fit(X, pairs=P, y=y)

@@ -317,7 +317,7 @@ def test_knn_vote_tie_goes_to_nearest_class():
         def similarity(self, X, Y):
             return np.array([[1.0, 5.0, 4.0, 3.0, 2.0]])
     X_train = np.zeros((5, 1))
-    y_train = ["a", "b", "a", "b", "c"]   # neighbours by rank: b a b a c
+    y_train = ["a", "b", "a", "b", "c"]   # neighbors by rank: b a b a c
     X_test = np.zeros((1, 1))
     assert knn_error(Fixed(), X_train, y_train, X_test, ["b"], k=2) == 0.0
     assert knn_error(Fixed(), X_train, y_train, X_test, ["b"], k=4) == 0.0

@@ -98,7 +98,7 @@ def test_simplex_projection_plain():
     for _ in range(100):
         v = rng.normal(size=6) * 2
         p = project_simplex_capped(v)
-        # brute force: minimise ||x - v|| on {x >= 0, sum x <= 1} by a fine search on theta
+        # brute force: minimize ||x - v|| on {x >= 0, sum x <= 1} by a fine search on theta
         if np.maximum(v, 0).sum() <= 1:
             np.testing.assert_allclose(p, np.maximum(v, 0))
         else:

@@ -1,7 +1,7 @@
 """NCA (Goldberger, Roweis, Hinton & Salakhutdinov, NIPS 2004): the objective
 against a plain transcription of eqs. 1-3, the gradient by finite
 differences, the triplet form against the label form, and the fitted
-model's behaviour."""
+model's behavior."""
 import warnings
 
 import numpy as np

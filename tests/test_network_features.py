@@ -31,7 +31,7 @@ def test_rule_accepts_activations_and_embeddings():
     X = _relu_features()
     assert looks_like_network_features(X)
     rng = np.random.default_rng(1)
-    E = rng.standard_normal((50, 96))                   # signed embeddings, l2-normalised
+    E = rng.standard_normal((50, 96))                   # signed embeddings, l2-normalized
     assert looks_like_network_features(E / np.linalg.norm(E, axis=1, keepdims=True))
 
 

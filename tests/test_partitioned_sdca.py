@@ -6,7 +6,7 @@ What is proven here:
   (:class:`tripletml.algorithms.sdca.kernels.SDCASolver`) in the round's order, to
   rounding, and the fit reaches the in-memory optimum;
 * two rounds on tiny data (d = 3, two partitions) equal a dense reference
-  written from the paper's formulas: each coordinate step maximises the local
+  written from the paper's formulas: each coordinate step maximizes the local
   subproblem G_k^{sigma'} (eq. 9, sigma' = gamma K, gamma = 1) numerically,
   the driver adds the updates;
 * for K = 2, 4, 8 the dual never decreases, the gap shrinks, the objective
@@ -114,7 +114,7 @@ def test_one_partition_reaches_the_in_memory_optimum(problem):
 
 def _dense_round(X, T_parts, alpha_parts, M, lam, n, sigma, orders):
     """One CoCoA+ round from the paper's formulas, with dense X_i = x_i v_i^T:
-    on each partition every coordinate step maximises (numerically, no
+    on each partition every coordinate step maximizes (numerically, no
     closed form) the local subproblem
 
         G_k(dA) = (1/n) sum_{i in k} (a_i - a_i^2/4), a_i = alpha_i + dalpha_i

@@ -67,7 +67,7 @@ def _same_kissme(m, ref, rtol=RTOL):
 def _same_rca(m, ref, rtol=RTOL):
     _close(m.chunklet_covariance_, ref.chunklet_covariance_, rtol)
     _close(m.total_scatter_, ref.total_scatter_, rtol)
-    _close(m.M_, ref.M_, 1e-8)           # through a generalised eigenproblem
+    _close(m.M_, ref.M_, 1e-8)           # through a generalized eigenproblem
     assert m.rank_ == ref.rank_
 
 
@@ -142,7 +142,7 @@ def test_kissme_two_pass_path_and_extreme_scales(digits, monkeypatch):
 def test_kissme_large_class_mean_keeps_digits():
     """A class mean 1e6 times its spread: raw sums of x x^T would lose about
     12 digits; the per-partition scatters about class means merged by Chan's
-    update keep the in-memory (blocked, class-centred) result."""
+    update keep the in-memory (blocked, class-centered) result."""
     rng = np.random.default_rng(5)
     y = rng.integers(0, 4, 300)
     X = rng.normal(size=(300, 6)) + 1e6 + y[:, None] * rng.normal(size=6)

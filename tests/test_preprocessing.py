@@ -3,10 +3,10 @@
 The reference is plain NumPy: the learner with ``preprocessing=mode`` on raw
 X must equal the same learner with ``preprocessing=None`` fitted on the
 manually preprocessed X (same triplets, same seed), through every public
-method that takes X.  ``"sphere"`` (standardise, then the inverse
+method that takes X.  ``"sphere"`` (standardize, then the inverse
 stereographic lift onto the sphere of radius s in d + 1 dimensions) is
 written here from its formula ``phi(z) = s [2u, ||u||^2 - 1] / (||u||^2 + 1)``,
-``u = z / s``, s the median norm of the standardised training rows.
+``u = z / s``, s the median norm of the standardized training rows.
 """
 import numpy as np
 import pytest
@@ -45,7 +45,7 @@ def stereographic(Z, s):
 
 
 def sphere_radius(Xfit):
-    """s = median row norm of the standardised training rows."""
+    """s = median row norm of the standardized training rows."""
     Z = reference("standardize", Xfit, Xfit)
     return float(np.median(np.linalg.norm(Z, axis=1)))
 
@@ -130,7 +130,7 @@ def test_raw_api_equals_solver_on_preprocessed_X(entry, mode):
     if isinstance(a, BilinearMixin):
         W = b.get_bilinear_matrix()
         np.testing.assert_allclose(S, Zq @ W @ Zd.T, **kw)
-        if mode in (None, "center"):    # in the caller's unit, on X (centred)
+        if mode in (None, "center"):    # in the caller's unit, on X (centered)
             C = 0.0 if mode is None else X.mean(axis=0)
             np.testing.assert_allclose(S, (Xq - C) @ a.get_bilinear_matrix() @ (Xd - C).T,
                                        **kw)
@@ -202,7 +202,7 @@ def test_csr_and_dense_agree(entry, mode):
 
 def test_auto_is_sphere_for_bilinear_standardize_for_mahalanobis_none_for_wide_sparse():
     """The default changed with the "sphere" mode (was "standardize" for
-    every learner): bilinear learners lift, Mahalanobis ones standardise."""
+    every learner): bilinear learners lift, Mahalanobis ones standardize."""
     X, y, t = _data()
     for e in TRIPLET:
         if e.name in BASELINES:
@@ -234,7 +234,7 @@ def test_auto_is_sphere_for_bilinear_standardize_for_mahalanobis_none_for_wide_s
 @pytest.mark.parametrize("mode", ("center", "standardize", "whiten", "sphere"))
 def test_high_dimensional_sparse_refused_without_densifying(mode):
     Xs = sp.random(30, MAX_DENSIFY_FEATURES + 1, density=0.01, format="csr", random_state=0)
-    with pytest.raises(ValueError, match=f"OASIS: preprocessing='{mode}' centres the features"):
+    with pytest.raises(ValueError, match=f"OASIS: preprocessing='{mode}' centers the features"):
         tm.OASIS(preprocessing=mode).fit(Xs, np.arange(30) % 3)
 
 
@@ -267,7 +267,7 @@ def test_zero_variance_columns_give_no_nan(entry, mode):
                                atol=1e-7 * max(1.0, np.abs(S).max()))
 
 
-def test_large_finite_features_standardise_without_overflow():
+def test_large_finite_features_standardize_without_overflow():
     X, y, t = _data(seed=5)
     X = X * 1e300
     m = tm.SDCA(preprocessing="standardize", n_triplets=100, max_iter=2, tol=None,
@@ -427,7 +427,7 @@ def test_sphere_identity_ranks_like_reweighted_euclidean():
 @pytest.mark.parametrize("entry", BILINEAR, ids=lambda e: e.name)
 def test_sphere_bilinear_learner_equals_learner_on_lifted_rows(entry, tmp_path):
     """Every bilinear learner with "sphere" on raw X equals the same learner
-    with preprocessing=None on phi(standardised X): similarity, pair_score,
+    with preprocessing=None on phi(standardized X): similarity, pair_score,
     embeddings, W, and after a save / load round trip."""
     X, y, t = _data(seed=9)
     a = entry.make(0, preprocessing="sphere").fit(X, triplets=t)
@@ -512,9 +512,9 @@ def test_sphere_bad_radius_refused_on_load(tmp_path):
             tm.load_model(tmp_path / "bad.npz")
 
 
-def test_tiny_columns_are_standardised_not_taken_for_constant():
+def test_tiny_columns_are_standardized_not_taken_for_constant():
     """The constant-column floor is relative to the column: features in
-    units of 1e-15 are standardised like the same features in units of 1."""
+    units of 1e-15 are standardized like the same features in units of 1."""
     X, y, t = _data(seed=11)
     a = tm.OASIS(n_triplets=200, random_state=0).fit(X, triplets=t)
     b = tm.OASIS(n_triplets=200, random_state=0).fit(X * 1e-15, triplets=t)
@@ -536,7 +536,7 @@ def test_sphere_lift_far_rows_reach_the_pole_without_overflow():
         P = sphere_lift(Z, s)
         assert np.isfinite(P).all()
         np.testing.assert_allclose(np.linalg.norm(P / s, axis=1), 1.0, rtol=1e-12)  # no underflow
-        np.testing.assert_allclose(P[1], [0.0, 0.0, 0.0, -s])          # the centre: the pole
+        np.testing.assert_allclose(P[1], [0.0, 0.0, 0.0, -s])          # the center: the pole
     np.testing.assert_allclose(sphere_lift(Z, 1e-300)[0], [0.0, 0.0, 0.0, 1e-300], atol=1e-310)
 
 
@@ -619,7 +619,7 @@ def test_preprocessor_resolves_auto_and_refuses_unfitted_use():
     assert Preprocessor("auto", auto="sphere").resolve(X) == "sphere"
     wide = sp.random(10, MAX_DENSIFY_FEATURES + 1, density=0.01, format="csr", random_state=0)
     assert Preprocessor("auto", auto="sphere").resolve(wide) is None
-    with pytest.raises(ValueError, match="LORETA: preprocessing='center' centres"):
+    with pytest.raises(ValueError, match="LORETA: preprocessing='center' centers"):
         Preprocessor("center", owner="LORETA").resolve(wide)
     with pytest.raises(ValueError, match="OASIS: parameter preprocessing='bogus'"):
         Preprocessor("bogus", owner="OASIS").fit(X)

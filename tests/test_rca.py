@@ -101,7 +101,7 @@ def test_singular_covariance_duplicated_feature():
         ref = RCA(regularization=reg, preprocessing=None).fit(X, y)
         np.testing.assert_allclose(m.pair_distance(Xd[:10], Xd[10:20]),
                                    ref.pair_distance(X[:10], X[10:20]), rtol=1e-6)
-    # with the default preprocessing (standardised) too
+    # with the default preprocessing (standardized) too
     m = RCA().fit(Xd, y)
     assert np.isfinite(m.transform(Xd)).all()
 

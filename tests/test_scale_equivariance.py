@@ -4,7 +4,7 @@ ranks X for c from 1e-3 to 1e3.
 
 With None (and ``"center"``) the rows are divided by the feature unit (the
 RMS of the non-zero training entries), so the step sizes, the margin of 1
-and the regularisation act on the same rows whatever the caller's unit;
+and the regularization act on the same rows whatever the caller's unit;
 the learned matrix is reported in the caller's coordinates
 (``get_bilinear_matrix`` / ``get_mahalanobis_matrix`` scale by 1 / c**2).
 """

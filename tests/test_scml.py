@@ -40,7 +40,7 @@ def test_objective_is_eq4():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_proximal_step_minimises_the_rda_model(seed):
+def test_proximal_step_minimizes_the_rda_model(seed):
     """w_b = argmin_{w >= 0} gbar_b w + alpha |w| + (delta0 + s_b) w^2 / (2 eta0 t)."""
     rng = np.random.default_rng(seed)
     K = 6

@@ -352,9 +352,9 @@ def test_dual_monotone_and_alpha_nonnegative(lam):
 
 
 # --------------------------------------------------------------------------
-# (4) convergence to the primal minimiser found by L-BFGS
+# (4) convergence to the primal minimizer found by L-BFGS
 # --------------------------------------------------------------------------
-def test_converges_to_lbfgs_minimiser():
+def test_converges_to_lbfgs_minimizer():
     X, T = tricky_data(seed=1)
     lam = 0.1
     d = X.shape[1]

@@ -74,8 +74,8 @@ def test_lemma3_closed_form_equals_brute_force(seed):
 
 
 def test_lemma3_solves_problem_15_over_matrices():
-    """M_mu(u) = U diag(s*) U^T maximises (15) over Q2 (compare with random
-    feasible matrices and with a direct optimisation over a factor)."""
+    """M_mu(u) = U diag(s*) U^T maximizes (15) over Q2 (compare with random
+    feasible matrices and with a direct optimization over a factor)."""
     X, t = _data(seed=3, d=3, m=12)
     rng = np.random.default_rng(0)
     u = rng.uniform(0, 1, len(t))
@@ -97,7 +97,7 @@ def test_lemma3_solves_problem_15_over_matrices():
         Z = rng.normal(size=(3, 2))
         Y = Z @ Z.T
         assert val(M) >= val(Y) - 1e-12
-    # the solver's phi_mu uses the same maximiser
+    # the solver's phi_mu uses the same maximizer
     prob = SMLProblem(X, t, gamma)
     assert prob.radius == R
     np.testing.assert_allclose(prob.A(u), A, atol=1e-12)
@@ -218,7 +218,7 @@ def test_lemma3_rejects_bad_input(args, msg):
         solve_lemma3(*args)
 
 
-def test_reproduction_cv_ties_go_to_the_stronger_regularisation():
+def test_reproduction_cv_ties_go_to_the_stronger_regularization():
     from tripletml.reproduce.sml_uci import cv_argmin
     err = np.array([[0.0, 1.0], [0.0, 0.0], [1.0, 1.0]])   # rows: reg grid ascending
     assert cv_argmin(err) == (1, 0)

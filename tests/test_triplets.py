@@ -76,7 +76,7 @@ def test_n_triplets_validation():
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_knn_triplets_are_true_neighbours(sparse):
+def test_knn_triplets_are_true_neighbors(sparse):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 4))
     y = rng.integers(0, 3, 60)
@@ -114,7 +114,7 @@ def test_check_triplets():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_knn_triplets_on_extreme_magnitudes(scale, sparse):
     # issue 13 items 3/8: values >= 1e155 gave an unnamed broadcast error; the
-    # neighbours of c * X are those of X, so the sampler rescales exactly
+    # neighbors of c * X are those of X, so the sampler rescales exactly
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 3))
     y = np.arange(30) % 3
@@ -177,7 +177,7 @@ attempt(random_class_triplets, np.arange(10**4) % 2, per_query=10**12, random_st
 
 
 def test_knn_triplets_refuses_impossible_sizes():
-    # 2000 samples, 1000 neighbours x 1000 impostors each: 2e9 triplets (about 180 GiB)
+    # 2000 samples, 1000 neighbors x 1000 impostors each: 2e9 triplets (about 180 GiB)
     proc = _run(_LIMITED + """
 X = np.random.default_rng(0).normal(size=(2000, 2))
 attempt(knn_triplets, X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)

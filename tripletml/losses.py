@@ -19,7 +19,7 @@ def triplet_hinge(margin):
     ranking loss, the low-rank DML triplet loss) is this function of the
     margin ``S(q, p+) - S(q, p-)``; the (sub)gradient step is taken when the
     returned value is positive.  A Numba function so per-sample loops can
-    call it; :func:`triplet_hinge_array` is its vectorised twin.
+    call it; :func:`triplet_hinge_array` is its vectorized twin.
     """
     h = 1.0 - margin
     return h if h > 0.0 else 0.0

@@ -25,7 +25,7 @@ no relevant item count as 0).
 Implementation
 --------------
 All metrics share one chunk-wise core: queries are processed by blocks of
-rows, each block of similarities is ranked with vectorised numpy operations
+rows, each block of similarities is ranked with vectorized numpy operations
 (no Python loop over database items), and per-query results are accumulated.
 The full-matrix functions simply feed row blocks of a precomputed ``S`` to
 that core; :func:`evaluate_retrieval` and :func:`knn_error` feed blocks
@@ -196,7 +196,7 @@ def _check_X(X: Any, name: str, func: str) -> np.ndarray | sp.csr_matrix:
 
 def _setup_sets(func: str, X_a: Any, y_a: Any, X_b: Any, y_b: Any,
                 names_a: tuple[str, str], names_b: tuple[str, str], queries_in_a: bool):
-    """Validate a pair of labelled sets; ``X_b is None`` means leave-one-out
+    """Validate a pair of labeled sets; ``X_b is None`` means leave-one-out
     within set a.  Returns ``(X_a, codes_a, X_b, codes_b, loo)`` with labels
     encoded on a shared code book."""
     X_a = _check_X(X_a, names_a[0], func)
@@ -703,12 +703,12 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
               y_test: ArrayLike | None = None,
               k: int | Sequence[int] = 1, *, chunk_size: int | None = None,
               verbose: bool = False) -> float | np.ndarray:
-    """k-nearest-neighbour classification error under a learned similarity.
+    """k-nearest-neighbor classification error under a learned similarity.
 
-    Neighbours of a test point are the k training points of highest
+    Neighbors of a test point are the k training points of highest
     ``estimator.similarity`` (ties: lower training index first).  The
     predicted class is the majority among them; a tie between classes is
-    broken in favour of the class of the nearest neighbour among the tied
+    broken in favor of the class of the nearest neighbor among the tied
     classes.
 
     Parameters
@@ -722,8 +722,8 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
         Test set.  Both None: leave-one-out on the training set (each point
         is classified by the others).
     k : int or sequence of int, default 1
-        Number(s) of neighbours, ``1 <= k <= n_train`` (``n_train - 1`` for
-        leave-one-out).  With a sequence the neighbours are computed once.
+        Number(s) of neighbors, ``1 <= k <= n_train`` (``n_train - 1`` for
+        leave-one-out).  With a sequence the neighbors are computed once.
     chunk_size : int or None, keyword-only
         Test rows per ``similarity`` call (None: ~64 MB of scores).
     verbose : bool, default False
@@ -758,9 +758,9 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
             truth = te[start:start + c]
             for j, kk in enumerate(ks):
                 codes = nbr[:, :kk]
-                # votes[i, p] = number of the kk neighbours sharing the class
-                # of neighbour p; the first p with the most votes is the
-                # nearest neighbour of a winning class.
+                # votes[i, p] = number of the kk neighbors sharing the class
+                # of neighbor p; the first p with the most votes is the
+                # nearest neighbor of a winning class.
                 votes = np.empty((c, kk), dtype=np.intp)
                 for p in range(kk):
                     votes[:, p] = (codes == codes[:, p:p + 1]).sum(axis=1)
@@ -781,7 +781,7 @@ def knn_accuracy(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
                  k: int | Sequence[int] = 1, *, chunk_size: int | None = None
                  ) -> float | np.ndarray:
     """k-NN classification accuracy, ``1 -`` :func:`knn_error` (same
-    neighbours, votes and tie rule; both test arguments None: leave-one-out
+    neighbors, votes and tie rule; both test arguments None: leave-one-out
     within the training rows)."""
     err = knn_error(estimator, X_train, y_train, X_test, y_test, k, chunk_size=chunk_size)
     return 1.0 - err

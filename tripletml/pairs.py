@@ -118,7 +118,7 @@ def check_pairs(pairs: Any, labels: Any, n_samples: int, owner: Any = None,
     Indices must be integers in ``0..n_samples - 1``; a pair of one row with
     itself, ``(i, i)``, carries no information and is refused with its row
     numbers.  ``both`` (what ``fit`` asks): similar and dissimilar pairs
-    must both occur -- pairs all labelled +1 (or all -1) do not say which
+    must both occur -- pairs all labeled +1 (or all -1) do not say which
     distances to shrink and which to grow, and are a ValueError.
     """
     who = _who(owner)
@@ -134,7 +134,7 @@ def check_pairs(pairs: Any, labels: Any, n_samples: int, owner: Any = None,
     lab = check_pair_labels(labels, p.shape[0], owner)
     if both and lab.size and np.unique(lab).size < 2:
         what = "similar (+1)" if lab[0] > 0 else "dissimilar (-1, or 0)"
-        raise ValueError(f"{who}: all {lab.size} pairs are labelled {what}; a metric is "
+        raise ValueError(f"{who}: all {lab.size} pairs are labeled {what}; a metric is "
                          "learned from both similar and dissimilar pairs (metric-learn's "
                          "+1 / -1, or 1 / 0). Add pairs of the other kind.")
     return PairConstraints(p, lab)

@@ -6,7 +6,7 @@
   figure, computed by :func:`tripletml.metrics.evaluate_retrieval` (chunked,
   never the n x n matrix).
 * :func:`plot_embedding` -- a 2-D view of ``transform`` output (PCA or t-SNE)
-  coloured by class.
+  colored by class.
 * :func:`plot_matrix` -- the learned d x d matrix as a heat map beside its
   spectrum.
 
@@ -165,7 +165,7 @@ def plot_precision_at_k(models: Mapping[str, Any], X_query, y_query, X_db=None, 
 
 def plot_embedding(model: Any, X, y, *, method: str = "pca", ax=None,
                    random_state: int | None = 0, title: str | None = None):
-    """A 2-D picture of ``model.transform(X)`` coloured by class.
+    """A 2-D picture of ``model.transform(X)`` colored by class.
 
     Parameters
     ----------
@@ -222,7 +222,7 @@ def plot_embedding(model: Any, X, y, *, method: str = "pca", ax=None,
 
 def plot_matrix(model_or_matrix: Any, *, axes=None, title: str | None = None,
                 max_size: int = 2000):
-    """The learned matrix as a heat map (symmetric colour scale) beside its
+    """The learned matrix as a heat map (symmetric color scale) beside its
     spectrum (eigenvalues of the symmetric part, or singular values when
     the matrix is not square).
 

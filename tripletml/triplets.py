@@ -12,7 +12,7 @@ random_class_triplets
     (the protocol of the OASIS, SDCA and COMET papers).  O(n_triplets) memory.
 knn_triplets
     LMNN-style: each query's ``n_neighbors`` nearest same-class points
-    (target neighbours) paired with its ``n_impostors`` nearest points of
+    (target neighbors) paired with its ``n_impostors`` nearest points of
     other classes (impostors), as used by LMNN and SML.
 
 semihard_triplets
@@ -26,7 +26,7 @@ Sampling policies
 A learner's ``fit(X, y)`` asks its policy (``_sampler()``, from its
 ``sampling`` parameter through :func:`resolve_sampling`) what to make of
 class labels: :class:`ClassTriplets` (random class triplets, the default,
-``sampling="class"``), :class:`KNNTriplets` (target neighbours and
+``sampling="class"``), :class:`KNNTriplets` (target neighbors and
 impostors on the preprocessed rows, ``sampling="knn"``),
 :class:`SemiHardTriplets` (semi-hard negatives, ``sampling="semihard"``) or
 :class:`AllLabels` (the class codes
@@ -201,7 +201,7 @@ def random_class_triplets(y: Any, n_triplets: int | None = None, *,
 
 def _rescaled_for_distances(X):
     """X times a power of two that brings max|x| near 1 when it lies outside
-    [1e-100, 1e100]: Euclidean neighbours are unchanged (the scaling is exact)
+    [1e-100, 1e100]: Euclidean neighbors are unchanged (the scaling is exact)
     while squared distances no longer overflow (values >= 1e154 gave inf/NaN
     distances and an unnamed broadcast error) or underflow."""
     vals = X.data if sp.issparse(X) else X
@@ -213,13 +213,13 @@ def _rescaled_for_distances(X):
 
 def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
                  n_triplets: int | None = None, random_state: Any = None) -> np.ndarray:
-    """LMNN-style triplets from Euclidean nearest neighbours.
+    """LMNN-style triplets from Euclidean nearest neighbors.
 
     For each sample ``i`` (whose class has at least two members), its
-    ``n_neighbors`` nearest same-class samples ``j`` (target neighbours) are
+    ``n_neighbors`` nearest same-class samples ``j`` (target neighbors) are
     paired with its ``n_impostors`` nearest samples ``l`` of other classes
-    (the closest differently-labelled points, i.e. the likeliest impostors),
-    giving triplets ``(i, j, l)``.  Fewer neighbours are used where a class is
+    (the closest differently-labeled points, i.e. the likeliest impostors),
+    giving triplets ``(i, j, l)``.  Fewer neighbors are used where a class is
     smaller than ``n_neighbors + 1``.  Dense or CSR X.
 
     Parameters
@@ -270,7 +270,7 @@ def knn_triplets(X: Any, y: Any, n_neighbors: int = 3, n_impostors: int = 10, *,
         l = np.tile(others[imp], (1, k)).reshape(-1)
         parts.append(np.stack([q, j, l], axis=1))
     if not parts:
-        raise ValueError(f"{who}: every class has a single member; no target neighbours exist.")
+        raise ValueError(f"{who}: every class has a single member; no target neighbors exist.")
     t = np.concatenate(parts).astype(np.int64)
     t = t[np.argsort(t[:, 0], kind="stable")]
     if n_triplets is not None:
@@ -398,7 +398,7 @@ def _check_finite_distances(X: Any, who: str, what: str) -> None:
 class KNNTriplets(TripletSampler):
     """LMNN-style triplets, ``sampling="knn"``: :func:`knn_triplets` on the
     rows the learner trains on (after preprocessing): each query's
-    ``n_neighbors`` nearest same-class points (target neighbours) paired
+    ``n_neighbors`` nearest same-class points (target neighbors) paired
     with its ``n_impostors`` nearest other-class points (impostors).
 
     Parameters
@@ -409,7 +409,7 @@ class KNNTriplets(TripletSampler):
         again from it uniformly (exactly ``n_triplets`` either way).  None:
         the learner's ``n_triplets``; the whole pool when that is None too.
     n_neighbors : int, default=3
-        Target neighbours per query.
+        Target neighbors per query.
     n_impostors : int, default=10
         Impostors per query.
     """
@@ -711,7 +711,7 @@ SAMPLING_PARAM_DOC = """    sampling : {"class", "knn", "semihard"} or sampler o
         (:class:`~tripletml.triplets.KNNTriplets`): LMNN-style -- each
         query's 3 nearest same-class points as positives and its 10 nearest
         other-class points (impostors) as negatives, local constraints for
-        nearest-neighbour classification; the pool (30 per query) is
+        nearest-neighbor classification; the pool (30 per query) is
         subsampled, or reused, to ``n_triplets``.  ``"semihard"``
         (:class:`~tripletml.triplets.SemiHardTriplets`): random class
         anchor / positive pairs, each with a negative farther than the
@@ -720,7 +720,7 @@ SAMPLING_PARAM_DOC = """    sampling : {"class", "knn", "semihard"} or sampler o
         query's 100 nearest other-class points; a pair without one gets its
         nearest other-class point.  A sampler object (e.g.
         ``KNNTriplets(n_neighbors=5)``) sets the knobs; its ``n_triplets``,
-        when None, is the learner's.  Neighbour searches use scikit-learn's
+        when None, is the learner's.  Neighbor searches use scikit-learn's
         ``NearestNeighbors`` per class (chunked, no n x n matrix).
         ``"random"`` is accepted as ``"class"``.  Explicit ``triplets=``
         bypass the sampling.

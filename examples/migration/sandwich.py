@@ -3,10 +3,10 @@ Sandwich demo, ported from metric-learn
 =======================================
 
 metric-learn's sandwich demo: six classes of points, each a horizontal layer
-of the "sandwich"; in the input space a point's nearest neighbour is often in
+of the "sandwich"; in the input space a point's nearest neighbor is often in
 the layer above or below.  Each learner is fitted on the labels and the data
-drawn in its ``transform`` space with the nearest-neighbour graph (an edge's
-colour is its point's class).
+drawn in its ``transform`` space with the nearest-neighbor graph (an edge's
+color is its point's class).
 
 metric-learn's demo fits LMNN, ITML_Supervised, SDML_Supervised and
 LSML_Supervised.  tripletml's ``ITML`` is ITML_Supervised; SDML and LSML have
@@ -46,7 +46,7 @@ def plot_sandwich(x, y, nn, ax, colors="rbgmky"):
     ax.set_yticks([])
 
 
-def same_class_neighbour(nn, y):
+def same_class_neighbor(nn, y):
     """Share of points whose nearest other point is of their class."""
     return float(np.mean(y[nn[:, 1]] == y))
 
@@ -57,7 +57,7 @@ knn = nearest_neighbors(x)
 fig = plt.figure(figsize=(8, 9))
 ax = fig.add_subplot(3, 1, 1)
 plot_sandwich(x, y, knn, ax)
-ax.set_title(f"input space ({same_class_neighbour(knn, y):.0%} same-class neighbours)")
+ax.set_title(f"input space ({same_class_neighbor(knn, y):.0%} same-class neighbors)")
 ax.set_aspect("equal")
 
 learners = [
@@ -73,7 +73,7 @@ for ax_num, ml in enumerate(learners, start=3):
     ml_knn = nearest_neighbors(tx)
     ax = fig.add_subplot(3, 2, ax_num)
     plot_sandwich(tx[:, :2], y, ml_knn, ax)
-    share = same_class_neighbour(ml_knn, y)
+    share = same_class_neighbor(ml_knn, y)
     ax.set_title(f"{type(ml).__name__} ({share:.0%})")
-    print(f"{type(ml).__name__:8s} same-class nearest neighbours: {share:.0%}")
+    print(f"{type(ml).__name__:8s} same-class nearest neighbors: {share:.0%}")
 plt.show()

@@ -5,7 +5,7 @@ Algorithms walkthrough, ported from metric-learn
 metric-learn's walkthrough of its algorithms on a synthetic data set: 100
 points in 3 classes (two clusters each), 3 informative features and 2 noise
 features of large magnitude.  Each learner is fitted on the labels and the
-data drawn in its ``transform`` space; the k-nearest-neighbour accuracy there
+data drawn in its ``transform`` space; the k-nearest-neighbor accuracy there
 is printed.  The last part learns from pairs built by hand, as metric-learn's
 "weaker supervision" section does.
 
@@ -88,7 +88,7 @@ rca = tripletml.RCA()
 plot_embedding(rca.fit_transform(X, y), y, "RCA", next(axes))
 
 
-# Weaker supervision: pairs of row indices labelled +1 (same class) or -1,
+# Weaker supervision: pairs of row indices labeled +1 (same class) or -1,
 # metric-learn's create_constraints, fitted by the pair learner ITML
 def create_constraints(labels, rng):
     sim = np.array([p for c in np.unique(labels)

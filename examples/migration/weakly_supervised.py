@@ -19,7 +19,7 @@ from tripletml import ITML, KISSME, MMC, SCML
 X, classes = load_wine(return_X_y=True)
 rng = np.random.RandomState(42)
 
-# pairs of row indices, labelled +1 when both rows are of one class
+# pairs of row indices, labeled +1 when both rows are of one class
 pairs_indices = rng.randint(X.shape[0], size=(600, 2))
 pairs_indices = pairs_indices[pairs_indices[:, 0] != pairs_indices[:, 1]]
 y = np.where(classes[pairs_indices[:, 0]] == classes[pairs_indices[:, 1]], 1, -1)

@@ -25,15 +25,15 @@ saw*, which is how it will be used.  So the race here:
    earlier candidate, and refits the winner on all answers.  The no-learning
    candidates come first and are always scored: Euclidean on the raw rows,
    the **cosine** (``Euclidean(preprocessing="normalize")``) and Euclidean
-   on standardised columns.  So the winner is never below the best of them
+   on standardized columns.  So the winner is never below the best of them
    on the validation items.
 
 Learned candidates start at those baselines and move away only as far as
-the validation items reward: OASIS from ``W = I`` on normalised rows (the
+the validation items reward: OASIS from ``W = I`` on normalized rows (the
 cosine) or on the sphere lift (Euclidean), with its step cap ``C`` given
 *relative to the data's own scale* (:func:`relative_step_cap`: a fraction
 ``kappa`` of the typical full passive-aggressive step, so that the same
-grid binds on l2-normalised, raw and standardised rows), and KISSME's
+grid binds on l2-normalized, raw and standardized rows), and KISSME's
 closed form.  Crowd answers are noisy: a small ``kappa`` follows each
 answer only a little, and the held-out items decide how much.
 """
@@ -79,7 +79,7 @@ COMPARISON_SCORINGS = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}
 #: a fraction of the typical full step on the fit items
 #: (:func:`relative_step_cap`), from barely moving (1 % of a typical full
 #: step) to a cap a hundred times it (plain passive-aggressive steps), on the
-#: normalised rows (the cosine start) and, coarser, on the sphere lift (the
+#: normalized rows (the cosine start) and, coarser, on the sphere lift (the
 #: Euclidean start, for tabular features).
 DEFAULT_COMPARISON_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize", "standardize"]}},
@@ -152,7 +152,7 @@ def parse_comparisons(est: Any, X, y, triplets, pairs) -> Optional[Comparisons]:
     pc = check_pairs(pairs, y, n, est)
     labels = np.asarray(pc.labels)
     if not ((labels > 0).any() and (labels < 0).any()):
-        raise ValueError(f"{_WHO}: the pairs are all labelled {'similar' if labels[0] > 0 else 'dissimilar'}; "
+        raise ValueError(f"{_WHO}: the pairs are all labeled {'similar' if labels[0] > 0 else 'dissimilar'}; "
                          "validation by ROC AUC (and learning) needs both similar and "
                          "dissimilar pairs.")
     return Comparisons("pairs", X, np.ascontiguousarray(pc.pairs, dtype=np.int64),

@@ -52,15 +52,15 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     docs/user_guide/auto.rst):
 
     * **stage 0, the cheap rung**: Euclidean raw /
-      standardised / whitened, KISSME (standardised; ``shrinkage`` 0, 0.01,
-      0.1; a closed form, fitted once), RCA (standardised, closed form),
+      standardized / whitened, KISSME (standardized; ``shrinkage`` 0, 0.01,
+      0.1; a closed form, fitted once), RCA (standardized, closed form),
       OASIS (``"sphere"``, whitened), SDCA (3
       passes; ``"sphere"`` / whitened, alpha 1e-2 / 1e-3), COMET
       (``"sphere"``, whitened),
       raced by successive halving over ``n_triplets`` (1111, 3333, 10000);
     * **the bar**: the best validation score of stage 0;
     * **stage 1, the costly family** (SML with ``preprocessing`` None /
-      standardised / whitened, budget ``max_iter`` 300): a pilot round at 33
+      standardized / whitened, budget ``max_iter`` 300): a pilot round at 33
       iterations; candidates below the bar leave (``stopped`` says so), a
       lone survivor goes straight to 300 iterations and must still beat the
       bar there;
@@ -82,14 +82,14 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         None: fitted once) and optionally ``"stage"`` (int >= 0, default 0:
         the candidates of stage 0 are raced first, each later stage only above
         the bar of the earlier ones, see above).  None:
-        :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardised /
+        :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardized /
         whitened, KISSME, RCA, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
         sets ``preprocessing`` explicitly (the learners' ``"auto"`` is not
         used), whatever the ``scoring``.  A grid may vary ``sampling`` for
         any learner that has it (e.g. ``"grid": {"sampling": ["class",
         "knn"]}``; rounds are warm-started only for class sampling).
     scoring : str, default="map"
-        What the race maximises on the validation items (leave-one-out
+        What the race maximizes on the validation items (leave-one-out
         within them, :func:`tripletml.metrics.validation_score`): ``"map"``
         (retrieval mAP), ``"precision@<k>"`` (e.g. ``"precision@1"``,
         ``"precision@10"``), ``"knn_accuracy"`` (accuracy of the 1-NN
@@ -308,7 +308,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             ``(query, closer, farther)`` row indices into X: "the query is
             more like the second item than the third" (people's answers).
         pairs : array-like of shape (n_pairs, 2), optional
-            Row indices into X of pairs labelled by y.
+            Row indices into X of pairs labeled by y.
         groups : array-like of shape (n_samples,), optional
             With triplets or pairs: a group per row; the validation holds out
             whole groups of items (e.g. all the photos of one product).

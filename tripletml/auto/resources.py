@@ -24,13 +24,13 @@ __all__ = ["check_resources"]
 #: d matrix products[, rank-one updates of a d x d model])``; an item may be
 #: a function of the candidate's parameters.  A rank-one update ``W += a
 #: b^T`` touches ``nnz(a) nnz(b)`` entries: ``rho^2 d^2`` for rows of
-#: density ``rho`` (1 once centred); OASIS makes one per triplet, SDCA one
+#: density ``rho`` (1 once centered); OASIS makes one per triplet, SDCA one
 #: per triplet and pass.  A learned Mahalanobis matrix is factored at least once
 #: (``psd_factor``'s ``eigh`` for ``components_``) and held with that factor;
 #: KISSME inverts two d x d covariances by ``eigh`` and a product each, then
 #: factors M (it checks memory for six d x d arrays itself); RCA holds its
 #: two scatters, M, its factor and the span's basis, with the eigh of the
-#: total scatter and the generalised (Cholesky + eigh) whitening; SML factors its
+#: total scatter and the generalized (Cholesky + eigh) whitening; SML factors its
 #: d x d iterate at every iteration (the PSD projection / Lemma 3) and once
 #: at the end; the bilinear learners hold one dense d x d ``W_`` (written in
 #: full by every fit); the factored learners (a ``rank``) and the

@@ -120,7 +120,7 @@ def load_data(source: str, data_home, subset: str = "all", *, n_features=None,
                          f"sets: {', '.join(names)}")
     b = datasets.load(source, data_home=data_home, subset=subset)
     if isinstance(b.data, list):
-        raise ValueError(f"{source} is raw text; vectorise it first (tripletml.datasets.text).")
+        raise ValueError(f"{source} is raw text; vectorize it first (tripletml.datasets.text).")
     if multilabel and getattr(b.target, "ndim", 1) != 2:
         raise ValueError(f"{source} has one class label per sample; a multi-label learner "
                          "needs a multi-label data set (e.g. yeast, scene).")

@@ -9,7 +9,7 @@ Every output option (``fit -o MODEL``, ``index build -o INDEX``, ``search
 * anything else (a data file, a model where an index goes, a directory of
   the user's) is refused, ``--force`` or not.
 
-Recognising a file is cheap and reads no large array: a model is a zip
+Recognizing a file is cheap and reads no large array: a model is a zip
 archive whose small ``__meta__.npy`` member declares tripletml's model
 format; an index directory is :func:`tripletml.search.index.is_index_dir`; search
 results are a zip holding exactly ``ids.npy`` and ``scores.npy``, or a text

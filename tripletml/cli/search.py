@@ -134,7 +134,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 def add_subcommands(subparsers) -> None:
     """Register ``index`` (with ``index build``) and ``search`` on the
     ``add_subparsers()`` object of the main parser."""
-    ix = subparsers.add_parser("index", help="build a nearest-neighbour index with a model")
+    ix = subparsers.add_parser("index", help="build a nearest-neighbor index with a model")
     ix_sub = ix.add_subparsers(dest="index_command", title="index commands", metavar="ACTION")
     ix.set_defaults(func=lambda args: ix.print_help())
     b = ix_sub.add_parser("build", help="embed DATA with MODEL and write an index directory")
@@ -173,7 +173,7 @@ def add_subcommands(subparsers) -> None:
     s.add_argument("queries", metavar="QUERIES",
                    help="query rows: registered data-set name or LIBSVM file")
     s.add_argument("-k", type=int, default=10,
-                   help="neighbours per query (default 10; 1 <= k <= the index size, "
+                   help="neighbors per query (default 10; 1 <= k <= the index size, "
                         "else an error)")
     s.add_argument("-o", "--output",
                    help="write the results here instead of printing them: .npz (arrays ids "

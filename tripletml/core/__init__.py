@@ -1,5 +1,5 @@
 """What every learner shares: the small base classes and model-kind mixins
-(:mod:`.base`; the factored kind ``W = A B^T`` and its initialisation in
+(:mod:`.base`; the factored kind ``W = A B^T`` and its initialization in
 :mod:`.factored`), the supervision forms (:mod:`.tuples`), validation and
 declared parameters, the fitted preprocessing and the model-file writer.
 

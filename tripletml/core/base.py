@@ -15,11 +15,11 @@ Every triplet learner also has a *query* and a *database* embedding
 (:meth:`BilinearMixin.embed_queries` / ``embed_database``): dense vectors whose
 inner product (``embedding_similarity == "inner_product"``) or minus squared
 Euclidean distance (``"neg_squared_l2"``) is the learned similarity, so a
-nearest-neighbour index (:mod:`tripletml.search.index`) can search with it.
+nearest-neighbor index (:mod:`tripletml.search.index`) can search with it.
 
 Every triplet learner has a ``preprocessing`` parameter (see
 :mod:`tripletml.core.preprocessing`): ``fit`` fits a
-:class:`~tripletml.core.preprocessing.Preprocessor` (centring / standardisation /
+:class:`~tripletml.core.preprocessing.Preprocessor` (centering / standardization /
 whitening / sphere statistics) on the training X, keeps it in
 ``scaler_`` and runs the solver on the preprocessed rows; every method
 that takes X applies the same map first.
@@ -395,7 +395,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         triplets : array-like of shape (n_triplets, 3), optional
             Explicit ``(query, positive, negative)`` row indices into X.
         pairs : array-like of shape (n_pairs, 2), optional
-            Row indices into X of pairs labelled by y.  ITML, KISSME and MMC
+            Row indices into X of pairs labeled by y.  ITML, KISSME and MMC
             learn from pairs natively; the other learners learn from the
             triplets the pairs imply (:func:`tripletml.pairs.pairs_to_triplets`:
             a similar and a dissimilar pair sharing a row), and say so when
@@ -475,7 +475,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         * ``"cols"``: a ``k x d`` attribute whose rows lie in the span
           (``components_``), lifted as ``A_r Q^T``;
         * ``"factor"``: a ``d x k`` factor whose columns stay in the span of
-          the rows and of its initial value; the learner is initialised at
+          the rows and of its initial value; the learner is initialized at
           full width first (with the plain route's random draws), the basis
           ``Q`` spans the rows and these initial factors, the fit starts
           from ``Q^T A_0`` (:meth:`_span_set_init`) and the result is
@@ -665,7 +665,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         ``decision_function`` on pairs of points ``(n, 2, n_features)``
         against their +1/-1 labels y, or the fraction of triplets of points
         ``(n, 3, n_features)`` whose query is more similar to the positive
-        (y unused) — what ``cross_val_score`` and ``GridSearchCV`` maximise
+        (y unused) — what ``cross_val_score`` and ``GridSearchCV`` maximize
         when tuples are X.
         """
         if tuple_input(self, X) is not None:
@@ -955,7 +955,7 @@ class BilinearMixin(EmbeddingMixin):
       distances between transformed rows are the Mahalanobis distance
       ``(x - y)^T W (x - y)``.
     * Otherwise (OASIS and SDCA learn a non-symmetric W; the factored
-      models an indefinite one) the embedding realises the nearest such
+      models an indefinite one) the embedding realizes the nearest such
       model: ``transform_fidelity_`` is the share of ``||W||_F^2`` it keeps.
       ``similarity``, ``embed_queries`` and ``embed_database`` are always
       the learned W itself.
@@ -1034,7 +1034,7 @@ class BilinearMixin(EmbeddingMixin):
         (``W_`` or the factors, which act on the rows divided by
         ``preprocessing_unit_``) divided by the unit squared, so that
         ``X @ W @ Y.T`` equals ``similarity(X, Y)`` and ``c * X`` gives
-        ``W / c**2``.  With ``"center"`` likewise on the centred rows
+        ``W / c**2``.  With ``"center"`` likewise on the centered rows
         ``X - preprocessing_mean_``.  The other modes rescale or lift each
         column, and W is the learned matrix in the preprocessed coordinates
         (``n_features_preprocessed_`` square: d + 1 with ``"sphere"``)."""
@@ -1245,7 +1245,7 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
         "BilinearMixin declares 'sphere'"),
     "_feature_unit": (
         "TripletLearner", "whether the modes None and 'center' divide the rows by the "
-        "feature unit (every learner whose step sizes, margins or regularisation depend on "
+        "feature unit (every learner whose step sizes, margins or regularization depend on "
         "the scale); the no-learning baselines keep their raw values"),
     "_auto_column_scale": (
         "TripletLearner", "whether 'auto' scales the columns by kind "

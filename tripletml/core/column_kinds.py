@@ -3,7 +3,7 @@
 
 Why
 ---
-``"standardize"`` (and ``"sphere"``, which standardises first) divides every
+``"standardize"`` (and ``"sphere"``, which standardizes first) divides every
 column by its own standard deviation.  That is the right thing for columns in
 *different* physical units (wine acidity in g/l next to alcohol in % vol): the
 units are arbitrary, so only unit-free coordinates can be compared.  It is the
@@ -20,16 +20,16 @@ keep their relative variances by sharing one pooled divisor.
 
 The rule (per kind), implemented by :func:`type_aware_scale`
 ------------------------------------------------------------
-``constant``   (one value)                       divisor 1 (0 after centring).
+``constant``   (one value)                       divisor 1 (0 after centering).
 ``binary``     (exactly two values {a, b})       ``|b - a|``: every indicator
                flip is worth 1, the size of one standard deviation of a
-               standardised column (``binary="pooled"`` multiplies by
+               standardized column (``binary="pooled"`` multiplies by
                ``sqrt(mean_k p_k (1 - p_k))`` so that the indicator block has
                mean variance 1; measured worse, see below).
 commensurate group (columns sharing one range)   ONE pooled std per group,
                ``sqrt(mean_k var_k)`` over its non-constant columns: relative
                variances are kept, near-constant pixels are not blown up, and
-               the group has mean variance 1 like standardised columns.
+               the group has mean variance 1 like standardized columns.
 ``integer`` / ``continuous`` outside a group     their own std (mixed units:
                exactly ``"standardize"``).
 
@@ -38,7 +38,7 @@ binary ``|b - a|`` is never worse than the per-column std and much better
 for the factored learners on binary pixels; pooled groups help the Euclidean
 baseline and OASIS on every pixel / count set and lose for KISSME (which
 inverts covariance matrices, so a per-column scale only enters through its
-regularisation).  Unchanged on continuous data by construction.
+regularization).  Unchanged on continuous data by construction.
 
 Commensurate groups (scale-free definition)
 -------------------------------------------
@@ -465,7 +465,7 @@ def type_aware_scale(X: Any, kinds: ColumnKinds | None = None, *,
     binary : {"amplitude", "pooled"}, default="amplitude"
         Divisor of a binary indicator {a, b} outside groups: ``|b - a|``
         (every flip is worth 1, like one standard deviation of a
-        standardised column) or ``|b - a| * sqrt(mean_k p_k (1 - p_k))``
+        standardized column) or ``|b - a| * sqrt(mean_k p_k (1 - p_k))``
         (the indicator block gets mean variance 1).  Both give every
         indicator the same weight; see the module docstring for the
         measurement that picked the default.
@@ -530,5 +530,5 @@ def type_aware_scale(X: Any, kinds: ColumnKinds | None = None, *,
                 entry["counts"] = int(np.sum(own & k.count))
             summary[kind] = entry
     if const.any():
-        summary["constant"] = {"columns": int(np.sum(const)), "scale": "1 (0 after centring)"}
+        summary["constant"] = {"columns": int(np.sum(const)), "scale": "1 (0 after centering)"}
     return div, summary

@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_RANK", "RANK_CAP", "ENERGY_SHARE", "MOMENT_MAX_FEATURES", "D
 
 
 #: a coordinate axis whose energy (sum of squares over the training rows) is
-#: below this fraction of the largest is dead for the identity initialisation
+#: below this fraction of the largest is dead for the identity initialization
 DEAD_AXIS_RTOL = 1e-3
 
 
@@ -41,17 +41,17 @@ def column_energy(X) -> np.ndarray:
 
 
 def live_axes(X, k: int, *, energy: np.ndarray | None = None) -> np.ndarray:
-    """The k coordinate axes of the identity initialisation: the first k
+    """The k coordinate axes of the identity initialization: the first k
     columns of X (the paper's ``[I_k; 0]``) whose energy ``sum_i x_ij^2`` is
     at least :data:`DEAD_AXIS_RTOL` times the largest, then, if fewer than k
     are, the other columns in order.
 
-    Why: a factored model ``x^T A B^T y`` initialised on an axis that carries
-    nothing (a constant column, 0 after centring: MNIST's border pixels)
+    Why: a factored model ``x^T A B^T y`` initialized on an axis that carries
+    nothing (a constant column, 0 after centering: MNIST's border pixels)
     scores every pair 0 and its gradient ``B^T y`` vanishes on every row, so
     it never moves (LORETA, IterativePA, NaivePA and FactoredGD sat at
     chance on MNIST, 1-NN .11).  Where the first k columns carry energy
-    (every standardised or lifted set) the axes are the paper's."""
+    (every standardized or lifted set) the axes are the paper's."""
     if energy is None:
         energy = column_energy(X)
     energy = np.asarray(energy, dtype=np.float64)
@@ -211,7 +211,7 @@ def spectral_rank(spec: Spectrum, cap: int) -> int:
 
 
 #: the rank used when ``rank=None`` without the data's spectrum (a model
-#: initialised without rows; capped at the number of features)
+#: initialized without rows; capped at the number of features)
 DEFAULT_RANK = 10
 
 
@@ -311,7 +311,7 @@ class FactoredBilinearMixin(BilinearMixin):
         return self.init == "pca" or self.rank is None
 
     def _spectrum_size(self, n_features: int) -> int:
-        """Eigenpairs the initialisation needs (the cap of the rank rule, or
+        """Eigenpairs the initialization needs (the cap of the rank rule, or
         the explicit rank)."""
         return int(min(n_features, self.rank if self.rank is not None
                        else type(self)._rank_cap(n_features)))

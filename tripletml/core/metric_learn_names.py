@@ -29,7 +29,7 @@ _NO_CHUNKS = "no counterpart: RCA().fit(X, y) makes every class one chunklet"
 #: learner's name
 METRIC_LEARN_NAMES: dict[str, dict[str, str]] = {
     "*": {
-        "k": "{who} has no neighbourhood size (LMNN's is n_neighbors, LFDA's k)",
+        "k": "{who} has no neighborhood size (LMNN's is n_neighbors, LFDA's k)",
         "prior": _PRIOR,
         "bounds": "{who} has no bounds (ITML's constructor parameter)",
         "n_constraints": "use n_triplets, the number of triplets sampled from the labels",

@@ -1,4 +1,4 @@
-"""What the neighbourhood learners (LMNN, NCA) share: a linear map ``L``
+"""What the neighborhood learners (LMNN, NCA) share: a linear map ``L``
 (``components_``, n_components x d) learned with L-BFGS from an initial map,
 the fitted attributes and their checks on load."""
 from __future__ import annotations
@@ -45,7 +45,7 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
 
     def _sampler(self):
         """Labels are used as they are (:class:`~tripletml.triplets.AllLabels`):
-        the learner forms its own neighbourhoods."""
+        the learner forms its own neighborhoods."""
         return AllLabels()
 
     def _check_loaded(self) -> None:
@@ -80,14 +80,14 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         codes = got.codes if isinstance(got, ClassCodes) else None
         if codes is not None and np.bincount(codes).max() < 2:
             raise ValueError(f"{type(self).__name__}: every class has a single member; no row "
-                             "has a neighbour of its own class.")
+                             "has a neighbor of its own class.")
         r = self._n_out(X.shape[1])
         L0, used = initial_components(self.init, X, codes, r, rng, type(self).__name__)
         self.init_ = used
         return L0, codes
 
     def _train(self, objective, L0: np.ndarray, record_keys: tuple[str, ...]) -> None:
-        """Minimise ``objective`` from ``L0`` with L-BFGS
+        """Minimize ``objective`` from ``L0`` with L-BFGS
         (:func:`~tripletml.linalg.linear_map.minimize_lbfgs`) as one step of
         the driver (:class:`~tripletml.engine.whole.WholeRun`), which records
         ``n_iter_``, ``stop_reason_`` and ``history_``; set the model."""

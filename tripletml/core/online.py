@@ -1,7 +1,7 @@
 """Online-learner semantics shared by OASIS, SDCA, LORETA and the factored
 baselines.
 
-* ``fit(X, y | triplets)`` initialises the model and makes up to
+* ``fit(X, y | triplets)`` initializes the model and makes up to
   ``max_iter`` passes over the triplets, each in a fresh random order drawn
   from ``random_state``.  With ``tol=None`` (the papers' fixed budgets) all
   passes are made; with a ``tol`` the run stops after the first pass whose
@@ -11,7 +11,7 @@ baselines.
   :class:`~sklearn.exceptions.ConvergenceWarning` says when a ``tol`` was not
   met (:func:`tripletml.engine.stopping.finish`).
 * ``partial_fit(X, triplets)`` performs exactly one step per given triplet,
-  in the given order; the first call initialises the model.  A one-triplet
+  in the given order; the first call initializes the model.  A one-triplet
   call is therefore one update of the paper's algorithm.  ``t_`` counts the
   single-triplet updates over all calls (as scikit-learn's SGD).
 
@@ -70,7 +70,7 @@ __all__ = ["OnlineTripletLearner", "WATCH_FACTOR", "WATCH_FLOOR", "BLOCK_MIN", "
            "auto_step_from_norms", "ETA0_AUTO"]
 
 #: a block's mean loss above ``WATCH_FACTOR * (smallest mean so far + WATCH_FLOOR)``
-#: stops training.  The triplet hinge of a centred model is about 1 and a
+#: stops training.  The triplet hinge of a centered model is about 1 and a
 #: learning run's running loss stays below its initial value (on the demo,
 #: registry and reproduction settings the largest ratio measured was 1.3);
 #: ten times the best plus half the hinge at a zero margin is divergence
@@ -227,7 +227,7 @@ class OnlineTripletLearner(TripletLearner):
     # model hooks -------------------------------------------------------
     def _init_model(self, n_features: int, rng: np.random.Generator, X=None) -> None:
         """Create the model for rows of width ``n_features``; ``X`` (the
-        preprocessed training rows, dense or CSR) for an initialisation that
+        preprocessed training rows, dense or CSR) for an initialization that
         depends on the data."""
         raise NotImplementedError
 
@@ -238,7 +238,7 @@ class OnlineTripletLearner(TripletLearner):
         raise NotImplementedError
 
     def _initial_loss(self, Xc, triplets) -> float | None:
-        """Mean hinge loss of the model as initialised on the first
+        """Mean hinge loss of the model as initialized on the first
         ``WATCH_HEAD`` triplets (the watch's reference), before any step."""
         t = triplets[:WATCH_HEAD]
         if t.shape[0] == 0:
@@ -260,7 +260,7 @@ class OnlineTripletLearner(TripletLearner):
         """``_init_model`` for a fit over partitions, which never holds all
         rows: ``energy`` is the column energy ``sum_i x_ij^2`` of all the
         preprocessed training rows (summed over the partitions).  Default:
-        an initialisation that does not depend on the data."""
+        an initialization that does not depend on the data."""
         self._init_model(n_features, rng, None)
 
     def _resolve_data_params_partitioned(self, qq: np.ndarray, vv: np.ndarray) -> None:
@@ -340,7 +340,7 @@ class OnlineTripletLearner(TripletLearner):
                    history=hist, watch=self._watch)
 
     def partial_fit(self, X, y=None, *, triplets=None):
-        """One step per triplet, in order (the first call initialises).
+        """One step per triplet, in order (the first call initializes).
 
         The first call also fits the ``preprocessing`` statistics (mean,
         scale, the ``"sphere"`` radius) on its X, and later calls reuse them:

@@ -12,7 +12,7 @@ __all__ = ["PinvFactorsOwner"]
 
 
 class PinvFactorsOwner:
-    """Mixin: ``_new_factors(A, B)`` at initialisation, ``_store()`` after
+    """Mixin: ``_new_factors(A, B)`` at initialization, ``_store()`` after
     steps, ``_resume_factors()`` before more steps, ``_record_extra()`` for
     the history's ``pinv_drift``.  Needs the parameters ``pinv_check_every``
     and ``pinv_tol``."""

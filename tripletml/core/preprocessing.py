@@ -16,39 +16,39 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     unit of the training rows (:func:`feature_unit`: the RMS of their
     non-zero entries).  Nothing per column: the rows keep their geometry,
     and the model is scale-equivariant (``c * X`` ranks as X; the step
-    sizes, the margin of 1 and the regularisation act on rows of unit RMS
+    sizes, the margin of 1 and the regularization act on rows of unit RMS
     entries whatever the caller's unit).  ``get_bilinear_matrix()`` and
     ``get_mahalanobis_matrix()`` report the learned matrix in the caller's
     coordinates.  A model file of tripletml 0.1 or 0.2 (no unit) keeps its
     raw meaning.
 ``"center"``
-    ``z = (x - mean) / unit`` (the unit of the centred rows).
+    ``z = (x - mean) / unit`` (the unit of the centered rows).
 ``"standardize"``
     ``z = (x - mean) / std`` per column; a column whose standard deviation is
     zero (to rounding: below ``10 eps |mean|``, or below the smallest normal
     float) keeps scale 1, so it
     becomes 0, never NaN.
 ``"whiten"``
-    Standardise, then ZCA-whiten (ZCA on the correlation matrix):
+    Standardize, then ZCA-whiten (ZCA on the correlation matrix):
     ``z = ((x - mean) / std) P`` with ``P = U diag(lambda^-1/2) U^T`` where
-    ``U diag(lambda) U^T`` is the covariance of the standardised training
+    ``U diag(lambda) U^T`` is the covariance of the standardized training
     rows (which then have identity covariance).  Constant columns keep
     std 1; eigenvalues below ``1e-10 lambda_max`` (directions without
     variance) get factor 0.  Stored as one d x d matrix
     ``diag(1/std) P``; refused above :data:`MAX_WHITEN_FEATURES` features.
 ``"sphere"``
-    Standardise, then lift each row onto the sphere of radius ``s`` in
+    Standardize, then lift each row onto the sphere of radius ``s`` in
     d + 1 dimensions by the inverse stereographic projection.  With ``z``
-    the standardised row and ``u = z / s``::
+    the standardized row and ``u = z / s``::
 
         phi(z) = s [2 u, ||u||^2 - 1] / (||u||^2 + 1)        (||phi(z)|| = s)
 
     ``s`` (``radius_``; ``preprocessing_radius_`` on the learner) is the
-    median Euclidean norm of the standardised training rows (1 when that
+    median Euclidean norm of the standardized training rows (1 when that
     median is 0).  A row of that
     median norm keeps its coordinates (``phi(z) = [z, 0]``), so the lifted
     rows have the scale the learners' step sizes and margins were tuned on;
-    the centre goes to the pole ``[0, -s]``.  Since every lifted row has
+    the center goes to the pole ``[0, -s]``.  Since every lifted row has
     norm s, ``phi(q) . phi(x) = s^2 - ||phi(q) - phi(x)||^2 / 2`` and::
 
         ||phi(q) - phi(x)||^2 = 4 ||q - x||^2
@@ -56,10 +56,10 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
 
     so a bilinear similarity ``phi(q)^T W phi(x)`` with ``W = I`` ranks the
     database for a query q by the Euclidean distance ``||q - x||`` divided
-    by ``sqrt(1 + ||x / s||^2)`` (a mild reweighting that favours rows far
-    from the centre, neutral for rows with ``||x|| << s``).
+    by ``sqrt(1 + ||x / s||^2)`` (a mild reweighting that favors rows far
+    from the center, neutral for rows with ``||x|| << s``).
     Why: for a fixed query a bilinear score ``q^T W x`` on the raw (or
-    standardised) rows is *linear* in x, so it ranks the database along a
+    standardized) rows is *linear* in x, so it ranks the database along a
     single direction per query; it has no ``-||x||^2`` term and cannot
     express "close to q".  On iris, whose three classes lie along one
     direction, every bilinear learner stayed below the Euclidean distance
@@ -70,16 +70,16 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     the map ``[z, s] / ||[z, s]||``) are in ``results/defaults/README.md``.
     The model's internal dimension is d + 1: ``W_`` and the factors have
     d + 1 rows (``n_features_preprocessed_``) while ``n_features_in_`` stays
-    the raw d.  Stored as the standardisation arrays plus the float ``s``.
+    the raw d.  Stored as the standardization arrays plus the float ``s``.
 ``"normalize"``
     ``z = (x / ||x||) / unit``: each row divided by its Euclidean norm (a
-    zero row stays zero), then by the feature unit of the normalised
+    zero row stays zero), then by the feature unit of the normalized
     training rows.  Every model then starts from the *cosine* of the raw
     rows (``W = I`` and ``M = I`` rank by ``cos(x, y)``), the no-learning
     baseline for features taken from a network.  A row's scale carries no
     information under this map, so ``c * X`` ranks as X and so does any
     per-row rescaling.  Not linear: the learned matrix lives in the
-    normalised coordinates (as with ``"sphere"``).
+    normalized coordinates (as with ``"sphere"``).
 ``"auto"``
     Decided from the training X, its columns and the learner by
     :func:`resolve_preprocessing` and :class:`Preprocessor`:
@@ -89,17 +89,17 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
       :data:`MIN_NETWORK_FEATURES` columns, continuous values -- more than
       :data:`QUANTISED_LEVELS` distinct non-zero values, so not pixels,
       counts, indicators or Likert answers --, and non-negative like ReLU
-      activations or already l2-normalised like embeddings).  Such columns
+      activations or already l2-normalized like embeddings).  Such columns
       share one unit (activations of one layer) and are often rare: dividing
       each by its own deviation makes a rare activation the loudest
-      coordinate (on the Zappos shoes' AlexNet features standardising falls
+      coordinate (on the Zappos shoes' AlexNet features standardizing falls
       well below the cosine; BENCHMARKS.md), while the cosine is the
       geometry the network was trained for.
     * None when X is sparse with more than :data:`MAX_DENSIFY_FEATURES`
       columns (high-dimensional sparse input such as tf-idf or counts, left
       sparse; divided by its feature unit).
     * None for a bilinear learner when every row has the same norm
-      (:func:`rows_on_a_sphere`: one-hot categorical rows, l2-normalised
+      (:func:`rows_on_a_sphere`: one-hot categorical rows, l2-normalized
       rows): the rows already lie on a sphere, where the inner product ranks
       like the Euclidean distance, and the lift would only distort them
       (one-hot categories: BENCHMARKS.md).
@@ -122,7 +122,7 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     decided and why (per column kind: how many columns, which scale) is
     ``preprocessing_decision_`` (saved in model files).
 
-Centring makes rows dense: a scipy.sparse X is densified only when it has at
+Centering makes rows dense: a scipy.sparse X is densified only when it has at
 most :data:`MAX_DENSIFY_FEATURES` columns; above that, an explicit
 ``"center"``, ``"standardize"`` or ``"whiten"`` raises ValueError.
 
@@ -160,8 +160,8 @@ PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center
         model sees (see :mod:`tripletml.core.preprocessing`).  ``"auto"``:
         ``"normalize"`` (each row divided by its norm: the model starts at
         the cosine) for features that look like a network's (dense, at
-        least 64 continuous columns, non-negative or l2-normalised rows);
-        otherwise ``"sphere"`` for a bilinear learner (centre and scale the columns,
+        least 64 continuous columns, non-negative or l2-normalized rows);
+        otherwise ``"sphere"`` for a bilinear learner (center and scale the columns,
         then lift the rows onto a sphere in d + 1 dimensions, so that
         ``W = I`` ranks like the Euclidean distance; no lift when the rows
         already have equal norms, e.g. one-hot rows) and ``"standardize"``
@@ -195,7 +195,7 @@ MIN_NETWORK_FEATURES = 64
 #: at most this many distinct non-zero values: the values are quantised
 #: (8-bit pixels, counts, indicators, Likert answers), not activations
 QUANTISED_LEVELS = 256
-#: sparse X with more columns than this is never densified (centring refused)
+#: sparse X with more columns than this is never densified (centering refused)
 MAX_DENSIFY_FEATURES = 2000
 #: "whiten" stores a d x d matrix: refused above this many features
 MAX_WHITEN_FEATURES = 2000
@@ -239,7 +239,7 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
     Raises
     ------
     ValueError
-        An explicit centring mode on high-dimensional sparse X, or
+        An explicit centering mode on high-dimensional sparse X, or
         ``"whiten"`` with more than :data:`MAX_WHITEN_FEATURES` features.
     """
     check_preprocessing(mode, estimator)
@@ -248,11 +248,11 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
         return _resolve_auto(X, getattr(estimator, "_auto_preprocessing", _AUTO_DEFAULT))
     if mode is not None and sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
         raise ValueError(
-            f"{_who(estimator)}: preprocessing={mode!r} centres the features, which would "
+            f"{_who(estimator)}: preprocessing={mode!r} centers the features, which would "
             f"make this sparse X ({d} features) dense; use preprocessing=None (or 'auto', "
             "which leaves sparse input with more than "
             f"{MAX_DENSIFY_FEATURES} features alone), e.g. after "
-            "sklearn.preprocessing.MaxAbsScaler or l2-normalised tf-idf rows.")
+            "sklearn.preprocessing.MaxAbsScaler or l2-normalized tf-idf rows.")
     if mode == "whiten" and d > MAX_WHITEN_FEATURES:
         raise ValueError(
             f"{_who(estimator)}: preprocessing='whiten' needs a {d} x {d} whitening matrix; "
@@ -262,14 +262,14 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
 
 
 #: relative spread of the squared row norms below which the rows already lie
-#: on a sphere (one-hot rows, l2-normalised rows)
+#: on a sphere (one-hot rows, l2-normalized rows)
 _SPHERE_RTOL = 1e-6
 
 
 def rows_on_a_sphere(X) -> bool:
     """Whether every row of X has the same Euclidean norm (to a relative
     1e-6 of the squared norms) and it is not 0: one-hot encoded categorical
-    rows (k ones in every row), l2-normalised rows.  Such rows need no
+    rows (k ones in every row), l2-normalized rows.  Such rows need no
     ``"sphere"`` lift: ``x . y = (||x||^2 + ||y||^2 - ||x - y||^2) / 2``
     already ranks like the Euclidean distance."""
     if X.shape[0] == 0:
@@ -344,7 +344,7 @@ def looks_like_network_features(X) -> bool:
     :data:`MIN_NETWORK_FEATURES` columns, continuous values (more than
     :data:`QUANTISED_LEVELS` distinct non-zero values: not 8-bit pixels,
     counts, indicators or Likert answers), and either non-negative (ReLU
-    activations) or with rows of equal norm (l2-normalised embeddings).
+    activations) or with rows of equal norm (l2-normalized embeddings).
 
     The rule reads the form of X, not its numbers: it is invariant to a
     positive rescaling of X, to permuted rows or columns and to duplicated
@@ -427,9 +427,9 @@ def feature_unit(X, mean: Optional[np.ndarray] = None) -> float:
 
     Dividing the rows by sigma makes the model scale-equivariant: ``c * X``
     has unit ``|c| sigma`` and the same preprocessed rows, so the step
-    sizes, the hinge margin of 1 and the regularisation of every learner act
+    sizes, the hinge margin of 1 and the regularization of every learner act
     on the same rows whatever the caller's unit (mm or km, 0..1 or 0..255
-    pixels).  The entries then have unit RMS, the scale of standardised
+    pixels).  The entries then have unit RMS, the scale of standardized
     features that the defaults assume; counting the non-zero entries only
     makes the rule the same for dense and sparse rows (a tf-idf or count row
     is scaled by the size of its stored values, not diluted by the zeros of
@@ -531,7 +531,7 @@ def column_scales(mean: np.ndarray, std: np.ndarray,
                   divisor: Optional[np.ndarray] = None) -> np.ndarray:
     """``scale`` of ``"standardize"`` / ``"sphere"``: ``1 / std`` (or ``1 /
     divisor``), 1 for a column constant to rounding (relative to its own
-    magnitude, so a column of tiny values is still standardised) or with a
+    magnitude, so a column of tiny values is still standardized) or with a
     divisor that is not positive and finite."""
     fi = np.finfo(float)
     const = (std <= 10 * fi.eps * np.abs(mean)) | (std < fi.tiny)
@@ -575,7 +575,7 @@ def _check_sphere_args(func: str, Z, radius) -> tuple[np.ndarray, float]:
 
 def sphere_radius(Z: np.ndarray) -> float:
     """The radius s of ``"sphere"``: the median Euclidean norm of the
-    standardised training rows Z (1.0 when that is 0 or Z has no rows)."""
+    standardized training rows Z (1.0 when that is 0 or Z has no rows)."""
     Z, _ = _check_sphere_args("sphere_radius", Z, 1.0)
     if Z.shape[0] == 0:
         return 1.0
@@ -598,7 +598,7 @@ def sphere_lift(Z: np.ndarray, radius: float) -> np.ndarray:
     Parameters
     ----------
     Z : ndarray of shape (n, d)
-        Finite rows (the standardised features).
+        Finite rows (the standardized features).
     radius : float
         The scale s > 0.
 
@@ -655,7 +655,7 @@ def apply_preprocessing(X, mean: Optional[np.ndarray] = None,
     ``unit`` alone, X divided by it (sparse stays sparse, a new matrix);
     otherwise the result is a dense float64 array (sparse X is densified:
     callers refuse high-dimensional sparse input at fit time).  ``copy=False``
-    lets the centring and scaling overwrite a float64 C-contiguous X that the
+    lets the centering and scaling overwrite a float64 C-contiguous X that the
     caller owns (a copy it made); X is never modified otherwise.
     ``normalize``: the rows are first divided by their norms
     (:func:`normalize_rows`; the mode ``"normalize"``).
@@ -828,7 +828,7 @@ class Preprocessor(BaseEstimator):
         why = {"mode": mode}
         if mode == "normalize":
             why["reason"] = (f"features from a network (dense, >= {MIN_NETWORK_FEATURES} "
-                             "continuous columns, non-negative or l2-normalised rows): "
+                             "continuous columns, non-negative or l2-normalized rows): "
                              "each row divided by its norm, the cosine kept")
             why["unit"] = "rows divided by the feature unit (RMS of the non-zero entries)"
             return None, why

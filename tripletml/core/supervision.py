@@ -60,7 +60,7 @@ class Supervision:
         :meth:`checked`.
     kind : {"labels", "triplets", "pairs", "none"}
         Class labels ``y`` (triplets are sampled from them), triplets,
-        labelled pairs, or nothing (the no-learning baselines).
+        labeled pairs, or nothing (the no-learning baselines).
     given_as : str
         One of :data:`GIVEN_AS`.
     y : array-like or None
@@ -105,7 +105,7 @@ class Supervision:
 
     def checked(self, est: Any, rows: Any) -> "Supervision":
         """This supervision checked against ``rows`` (the validated rows):
-        labelled pairs as :class:`~tripletml.pairs.PairConstraints` (similar
+        labeled pairs as :class:`~tripletml.pairs.PairConstraints` (similar
         and dissimilar both present unless the learner's
         ``_pairs_need_both`` is False), triplets as int64 indices (no
         degenerate triplet), class labels as codes

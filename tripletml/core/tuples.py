@@ -315,7 +315,7 @@ def refuse_index_tuples(est: Any, X: Any, y: Any) -> None:
 def best_threshold(scores: np.ndarray, y: np.ndarray, strategy: str = "accuracy", *,
                    min_rate: float | None = None, beta: float = 1.0) -> float:
     """The threshold t on ``scores`` (predict +1 iff score >= t) that is best
-    for ``strategy`` on the labelled pairs (y in {+1, -1}, both present).
+    for ``strategy`` on the labeled pairs (y in {+1, -1}, both present).
 
     ``"accuracy"``: the largest accuracy; ``"f_beta"``: the largest F-beta
     score of the similar class; ``"max_tpr"``: the largest true positive rate
@@ -477,7 +477,7 @@ class TupleClassifierMixin:
 
     def calibrate_threshold(self, X, y, *, strategy: str = "accuracy",
                             min_rate: float | None = None, beta: float = 1.0):
-        """Set ``threshold_`` from labelled pairs (metric-learn's method).
+        """Set ``threshold_`` from labeled pairs (metric-learn's method).
 
         Parameters
         ----------
@@ -486,7 +486,7 @@ class TupleClassifierMixin:
         y : array-like of shape (n_pairs,)
             +1 similar, -1 dissimilar (or 1 / 0); both must occur.
         strategy : {"accuracy", "f_beta", "max_tpr", "max_tnr"}, default="accuracy"
-            What the threshold maximises on these pairs (:func:`best_threshold`).
+            What the threshold maximizes on these pairs (:func:`best_threshold`).
         min_rate : float in [0, 1], optional
             Required with ``"max_tpr"`` (the smallest true negative rate
             allowed) and ``"max_tnr"`` (the smallest true positive rate).

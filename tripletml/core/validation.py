@@ -299,7 +299,7 @@ def check_X(X: Any, owner: Any = None, *, accept_sparse: bool = True,
     wording for the same errors (``"Complex data not supported"``, ``"0
     sample(s) (shape=(0, 3)) while a minimum of 1 is required"``, ``"Reshape
     your data"``, NumPy's ``"float() argument must be a string or a real
-    number"``), so scikit-learn's estimator checks recognise them.
+    number"``), so scikit-learn's estimator checks recognize them.
 
     Notes
     -----

@@ -106,7 +106,7 @@ class DatasetRecord:
     value_range : tuple of float, optional
         ``(low, high)`` every feature value must lie in; ``None``: any finite value.
     integer_values : bool
-        Every feature value must be an integer (pixel grey levels, counts).
+        Every feature value must be an integer (pixel gray levels, counts).
     """
 
     name: str
@@ -340,7 +340,7 @@ _RECORDS = [
     ),
     DatasetRecord(
         name="mnist-test",
-        description=("MNIST test set (10000 digits, 28x28 grey levels 0-255 as 784 float64 "
+        description=("MNIST test set (10000 digits, 28x28 gray levels 0-255 as 784 float64 "
                      "features, target = the digit 0-9), read from the published gzipped IDX "
                      "files (stored as published; uncompressed sha256 0fa7898d... images, "
                      "ff7bcfd4... labels). The training files are not registered."),
@@ -362,7 +362,7 @@ _RECORDS = [
         description=("UCI Wine Quality (vinho verde): 11 physico-chemical measurements "
                      "(mixed units and scales; feature names from the header line) and the "
                      "sensory quality score. Subsets red (1599, qualities 3-8), white (4898, "
-                     "3-9) and all (red then white, 6497; no column tells the colour). "
+                     "3-9) and all (red then white, 6497; no column tells the color). "
                      "target = quality - 3, the index into classes '3'..'9'. Not the 178-row "
                      "UCI 'wine' of scikit-learn."),
         origin=("P. Cortez, A. Cerdeira, F. Almeida, T. Matos and J. Reis, Modeling wine "
@@ -439,7 +439,7 @@ _RECORDS = [
         name="yeast",
         description=("Yeast gene functional classes (MULAN ARFF): 103 numeric features, 14 "
                      "labels Class1..Class14, train 1500 + test 917."),
-        origin=("A. Elisseeff and J. Weston, A kernel method for multi-labelled classification, "
+        origin=("A. Elisseeff and J. Weston, A kernel method for multi-labeled classification, "
                 f"NIPS 2001; {_MULAN_CITE}"),
         kind="arff_multilabel",
         files=(_plain("multilabel/yeast/yeast-train.arff", _MULAN + "yeast/yeast-train.arff",

@@ -5,7 +5,7 @@ The pipeline of :class:`NewsgroupsVectorizer` (fit on training text only)::
     raw message -> header handling -> lowercase, tokens r"(?u)\b[a-zA-Z][a-zA-Z]+\b",
     English stop words removed, min_df=2 -> term counts
     -> optional top-``n_features`` terms by information gain on the training labels
-    -> tf-idf (raw tf, smooth idf computed on the training documents) -> rows l2-normalised
+    -> tf-idf (raw tf, smooth idf computed on the training documents) -> rows l2-normalized
 
 Vocabulary sizes measured on the bydate training part (11314 messages,
 scikit-learn 1.9 English stop-word list):
@@ -256,7 +256,7 @@ class NewsgroupsVectorizer(TransformerMixin, BaseEstimator):
         return sp.csr_matrix(X, dtype=np.float64)
 
     def transform(self, docs: Iterable[str]) -> sp.csr_matrix:
-        """Return the l2-normalised tf-idf CSR matrix (float64) of ``docs``."""
+        """Return the l2-normalized tf-idf CSR matrix (float64) of ``docs``."""
         check_is_fitted(self, "tfidf_")
         counts = self.counter_.transform(self._prepare(docs))
         if self.selector_ is not None:

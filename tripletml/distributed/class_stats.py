@@ -128,7 +128,7 @@ def merge_class_moments(*items) -> tuple:
 def pair_sums_task(p, sup, cols: tuple, rows_sup=None) -> tuple:
     """``(m, [sum_t (x_q - x_j)(x_q - x_j)^T for j in cols])`` over the
     partition's triplets ``t = (q, p+, p-)`` (column 1: the similar pairs,
-    2: the dissimilar ones), unnormalised, 4096 triplets at a time.  The
+    2: the dissimilar ones), unnormalized, 4096 triplets at a time.  The
     triplets are ``sup``'s (sampled on the rows the learner's sampling
     policy sees, as in memory); the differences are of ``rows_sup.rows(p)``
     (default ``sup``'s rows)."""

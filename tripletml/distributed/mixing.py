@@ -46,7 +46,7 @@ the partitions).
   recomputed exactly, ``P S^(-1/2)``, ``Q S^(-1/2)``); for the
   gradient / PA baselines on the factors the balanced split is the one
   their dynamics keep: gradient flow on ``(A, B)`` conserves ``A^T A -
-  B^T B``, zero at the identity initialisation ``A = B``, and their steps
+  B^T B``, zero at the identity initialization ``A = B``, and their steps
   are equivariant under a common rotation ``(A R, B R)``, so the remaining
   freedom does not matter.
 * With one partition holding triplets the mix is that partition's model,
@@ -54,10 +54,10 @@ the partitions).
   passes over the partition's triplets in the rounds' orders, to rounding
   (``partial_fit`` over those orders gives the same model).
 
-**Initialisation.**  The model is initialised on the driver by the
+**Initialization.**  The model is initialized on the driver by the
 learner's ``_init_model_partitioned`` from the column energies of all
 preprocessed rows (summed over the partitions; the factored learners'
-identity initialisation on the live axes) and, for the factored learners'
+identity initialization on the live axes) and, for the factored learners'
 default ``init="pca"`` and ``rank=None``, from the spectrum of the merged
 second moments (:func:`partitioned_spectrum`: the in-memory start and rank,
 to rounding), and ``eta0="auto"`` is resolved
@@ -77,7 +77,7 @@ and diverges for others.  So each round the step ``s`` of
 is chosen from the geometric grid ``s_j = K^(j / (MIX_STEPS - 1))``
 between 1 (McDonald's average) and ``K`` = the partitions holding triplets
 (adding, for equal shares), by the lowest mean triplet hinge loss (the loss
-the passes minimise) of every candidate on the partitions' triplets: one
+the passes minimize) of every candidate on the partitions' triplets: one
 more map over the partitions (each evaluates every candidate on its
 triplets, or on ``EVAL_TRIPLETS`` evenly strided ones), the per-candidate
 sums tree-reduced; the smallest step wins ties.  For OASIS the margins are

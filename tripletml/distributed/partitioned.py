@@ -289,7 +289,7 @@ class DaskBackend(LocalBackend):
 
     @staticmethod
     def lost_data_errors() -> tuple:
-        """A lost worker shows as cancelled or killed tasks, a connection
+        """A lost worker shows as canceled or killed tasks, a connection
         closed under a scatter or gather, or a call that timed out."""
         from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker

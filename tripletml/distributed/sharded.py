@@ -374,7 +374,7 @@ class ShardedCollection:
         Global id of each partition's first row.
     """
 
-    #: what ``TripletLearner.fit`` recognises (without importing this module)
+    #: what ``TripletLearner.fit`` recognizes (without importing this module)
     _is_sharded_collection = True
 
     def __init__(self, parts: list, n_rows: Sequence[int], labels: list | None = None,

@@ -14,7 +14,7 @@ __all__ = ["SOE"]
 class SOE(OrdinalEmbeddingBase):
     r"""Soft ordinal embedding: an embedding of item ids from triplets alone.
 
-    Minimises the paper's stress (Terada & von Luxburg 2014, Eq. (1), with the
+    Minimizes the paper's stress (Terada & von Luxburg 2014, Eq. (1), with the
     quadruple ``(i, j, i, k)`` of a triplet)
 
     .. math::
@@ -25,7 +25,7 @@ class SOE(OrdinalEmbeddingBase):
     over the triplets ``(i, j, k) = (head, close, far)``, with the plain (not
     squared) Euclidean distances of the paper and the margin
     :math:`\delta` = ``margin`` (which fixes the scale of the embedding).  The
-    full-batch objective and its gradient are minimised with L-BFGS (SciPy)
+    full-batch objective and its gradient are minimized with L-BFGS (SciPy)
     from a standard normal start; a pair of items at distance 0 contributes
     the zero subgradient.
 

@@ -24,7 +24,7 @@ class STE(OrdinalEmbeddingBase):
             {\exp(-\lVert x_i - x_j\rVert^2) + \exp(-\lVert x_i - x_l\rVert^2)}
           = \sigma\bigl(\lVert x_i - x_l\rVert^2 - \lVert x_i - x_j\rVert^2\bigr)
 
-    and the embedding minimises the negative log-likelihood plus an L2 penalty
+    and the embedding minimizes the negative log-likelihood plus an L2 penalty
 
     .. math::
 
@@ -35,14 +35,14 @@ class STE(OrdinalEmbeddingBase):
     :math:`\lVert x_i - x_l\rVert^2 - \lVert x_i - x_j\rVert^2`; a triplet
     answered against the embedding costs about its (squared-distance) margin,
     where SOE's squared hinge costs its square and t-STE's loss is bounded.
-    Minimised with L-BFGS (SciPy) from a small random start.
+    Minimized with L-BFGS (SciPy) from a small random start.
 
     Parameters
     ----------
     n_components : int, default=2
     regularization : float, default=0.1
         :math:`\lambda \ge 0` (with 0 and separable triplets the objective has
-        no minimiser: the points spread out without end).
+        no minimizer: the points spread out without end).
     n_items : int, optional
         Number of items; default ``max id + 1``.  Items no triplet names are
         allowed up to ``10 x (items named) + 100,000`` items in all (above,

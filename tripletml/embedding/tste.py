@@ -24,14 +24,14 @@ class TSTE(OrdinalEmbeddingBase):
             {\bigl(1 + \lVert x_i - x_j\rVert^2/\alpha\bigr)^{-\frac{\alpha+1}{2}}
              + \bigl(1 + \lVert x_i - x_l\rVert^2/\alpha\bigr)^{-\frac{\alpha+1}{2}}}
 
-    and the embedding minimises the negative log-likelihood plus an L2 penalty
+    and the embedding minimizes the negative log-likelihood plus an L2 penalty
 
     .. math::
 
         -\sum_{(i,j,l)} \log p_{ijl} + \lambda \lVert X\rVert_F^2 ,
 
     :math:`\lambda` = ``regularization`` (the penalty is applied to the items
-    that appear in the triplets).  Minimised with L-BFGS (SciPy) from a small
+    that appear in the triplets).  Minimized with L-BFGS (SciPy) from a small
     random start.
 
     Parameters
@@ -41,9 +41,9 @@ class TSTE(OrdinalEmbeddingBase):
         Degrees of freedom of the Student-t kernel; None: ``n_components - 1``
         as the paper advises (1 when ``n_components`` is 1).
     regularization : float, default=0.1
-        :math:`\lambda \ge 0`.  With 0 the objective has no minimiser when the
+        :math:`\lambda \ge 0`.  With 0 the objective has no minimizer when the
         triplets can all be satisfied (it keeps decreasing as the points spread
-        out), and L-BFGS runs to ``max_iter``; the default keeps the minimiser
+        out), and L-BFGS runs to ``max_iter``; the default keeps the minimizer
         finite and barely moves the answers on thousands of triplets.
     n_items : int, optional
         Number of items; default ``max id + 1``.  Items no triplet names are

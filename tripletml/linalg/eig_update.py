@@ -62,7 +62,7 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     both the column norms of A and the largest ``g`` (:data:`GRAM_COL_RTOL`,
     :data:`GRAM_COND_RTOL`), where that is accurate to working precision.
     The remaining directions ``A_perp V_small`` are formed explicitly,
-    orthogonalised once more against U and the Gram directions (the second
+    orthogonalized once more against U and the Gram directions (the second
     pass of classical Gram-Schmidt) and factored by a Householder QR and the
     SVD of its small R, whose singular values above ``rtol`` times the
     largest entry of A set the rank.  When A is well separated from span(U)
@@ -213,7 +213,7 @@ def _gram_directions(g, Vg, big):
 
 def _near_span_directions(U, Sinv, A, sparse, Mt, coefs, Bperp, Vs, tol):
     """The QR path for directions ``A_perp V_s`` close to span(U) or to each
-    other: formed explicitly, orthogonalised once more against U and the
+    other: formed explicitly, orthogonalized once more against U and the
     Gram directions ``P_b`` (the second pass of classical Gram-Schmidt),
     then a Householder QR and the SVD of its small R, whose singular values
     above ``tol`` set the rank.  Returns the extended ``B_perp``, the
@@ -347,7 +347,7 @@ def orthonormality_error(U: np.ndarray) -> float:
 
 
 def reorthonormalize_eig(U: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Re-orthonormalise the columns of U without changing ``U diag(s) U^T``:
+    """Re-orthonormalize the columns of U without changing ``U diag(s) U^T``:
     ``U = QR``, then ``R diag(s) R^T = Z diag(s') Z^T`` (r x r eigh) and the
     result is ``(Q Z, s')``.  O(d r^2)."""
     if U.shape[1] == 0:

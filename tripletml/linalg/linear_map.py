@@ -1,10 +1,10 @@
 """What LMNN and NCA share: the initial linear map and the L-BFGS loop.
 
-Both learn ``L`` (r x d) by minimising a smooth (NCA) or piecewise smooth
+Both learn ``L`` (r x d) by minimizing a smooth (NCA) or piecewise smooth
 (LMNN) function of ``L`` with scipy's L-BFGS-B, from the initial map of
 scikit-learn's ``NeighborhoodComponentsAnalysis`` (``init="auto"``: LDA when
 ``r <= min(d, classes - 1)``, PCA when ``r < min(d, n)``, else the
-identity).  :func:`minimize_lbfgs` runs the optimiser with a cap on the
+identity).  :func:`minimize_lbfgs` runs the optimizer with a cap on the
 iterations and the function evaluations, records one history record per
 iteration and maps scipy's exit to tripletml's stop reasons.
 """
@@ -106,7 +106,7 @@ class _Converged(Exception):
 def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
                    L0: np.ndarray, *, max_iter: int, tol: float | None, verbose: int,
                    who: str, record_keys: tuple[str, ...] = (), window: int = 1) -> LBFGSResult:
-    """Minimise ``fun(L) -> (value, gradient (r x d), info)`` with L-BFGS-B.
+    """Minimize ``fun(L) -> (value, gradient (r x d), info)`` with L-BFGS-B.
 
     The stopping rule (tripletml's): ``"tol"`` when the relative decrease of
     the value over the last ``window`` iterations (fewer at the start),

@@ -1,6 +1,6 @@
-"""Pairwise kernels of the neighbourhood learners (LMNN, NCA).
+"""Pairwise kernels of the neighborhood learners (LMNN, NCA).
 
-Both learners optimise a linear map ``L`` (r x d) through squared distances
+Both learners optimize a linear map ``L`` (r x d) through squared distances
 ``d_ab = ||L (x_a - x_b)||^2 = ||z_a - z_b||^2`` of the embedded rows
 ``Z = X L^T``.  Their gradients are weighted sums of outer products of row
 differences,

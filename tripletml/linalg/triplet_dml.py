@@ -187,7 +187,7 @@ class TripletDMLProblem:
     def dense_gradient_sum(self, idx, W: np.ndarray, n_batch: int | None = None):
         """``(X^T C X / n_batch, loss_sum)`` over the triplets ``idx`` of a
         minibatch of ``n_batch`` triplets (default ``len(idx)``): the
-        unsymmetrised part of :meth:`dense_gradient` they contribute and the
+        unsymmetrized part of :meth:`dense_gradient` they contribute and the
         sum of their losses."""
         n_batch = len(idx) if n_batch is None else int(n_batch)
         Da, Db = self.diffs(idx)

@@ -13,8 +13,8 @@ lam is set relative to each split's ``lam_max = max_k sqrt(2) ||grad_k||``
 at the start (after the diagonal pass no group would move for lam >=
 lam_max), so the same fractions give comparable densities across data sets.
 Every fit runs a fixed budget of epochs (``tol=None``), as the paper does.
-Rows are l2-normalised (tf-idf text already is; dexter counts and digits
-pixels are normalised here), which makes the Euclidean ranking equal to the
+Rows are l2-normalized (tf-idf text already is; dexter counts and digits
+pixels are normalized here), which makes the Euclidean ranking equal to the
 ranking of COMET's starting point W = I.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Protocol: the 18,846 bydate messages are split 65/35 per class (the paper's
 train/test proportions) with a new seed per repetition.  Features: the
 :class:`~tripletml.datasets.text.NewsgroupsVectorizer` (stop words removed,
 no stemming, ``min_df=1``) selects the n terms with the highest information
-gain on the training part, then tf-idf, rows l2-normalised.  Memory is held
+gain on the training part, then tf-idf, rows l2-normalized.  Memory is held
 fixed at features x rank = 500,000 (rank 10 with 50,000 features, as the
 paper; 25 / 20,000; 50 / 10,000; 100 / 5,000).  Training: random class
 triplets of the training part, one online step per triplet.  Evaluation:

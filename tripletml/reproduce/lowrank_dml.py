@@ -4,7 +4,7 @@ Data: dexter (train + validation, 600 x 20,000) and news20 (the 20
 Newsgroups bydate training part, 11,314 messages, tf-idf over the 60,000
 most frequent terms: ``NewsgroupsVectorizer(min_df=1, max_features=60000)``,
 in the role of LIBSVM's 62,061-term news20; gisette is not available).
-Rows are l2-normalised.  20,000 random class triplets (i, j, k) per set,
+Rows are l2-normalized.  20,000 random class triplets (i, j, k) per set,
 minibatches of 100, ``||W||_F <= 1`` as in the paper's experiment.
 
 lam (the paper's lambda, LowRankDML's ``alpha``): the paper's absolute
@@ -14,7 +14,7 @@ a_t a_t^T))``, the smallest lam for which W = 0 is optimal (computed by
 Lanczos on ``X^T C X``).
 Step sizes ``eta_t = c / sqrt(t)`` (constant c for GD, SGD-Batch, SGD-One;
 ``c / (t + 2)`` for FW) with c from the paper's grid extended upwards
-(features are normalised), chosen per solver by the lowest objective after
+(features are normalized), chosen per solver by the lowest objective after
 a short pilot run, as the paper does ("the largest decrement"); for
 Figure 2 on the smallest d and reused for the larger ones.
 
@@ -51,7 +51,7 @@ SOLVERS = ("incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one")
 
 
 def lam_max(X, triplets) -> float:
-    """Smallest lam for which W = 0 minimises the triplet objective: the top
+    """Smallest lam for which W = 0 minimizes the triplet objective: the top
     eigenvalue of ``mean_t (b b^T - a a^T) = -X^T C X`` (matrix-free)."""
     from scipy.sparse.linalg import LinearOperator, eigsh
 
@@ -66,7 +66,7 @@ def lam_max(X, triplets) -> float:
 
 def load(name: str, data_home=None, seed: int = 0):
     """(X, y) of ``dexter``, ``dexter-<d>`` (top-d information-gain
-    features) or ``news20``; rows l2-normalised."""
+    features) or ``news20``; rows l2-normalized."""
     if name == "news20":
         c = datasets.load("20newsgroups", data_home=data_home, subset="train")
         X = NewsgroupsVectorizer(min_df=1, max_features=60000).fit_transform(c.data, c.target)

@@ -1,7 +1,7 @@
 """SML paper (Ying, Huang & Campbell 2009), Figure 1 on the four UCI sets.
 
 Wine, Iris, Balance Scale, Ionosphere: random 85/15 splits (10 repeats);
-features standardised on the training part; 1,500 random class triplets
+features standardized on the training part; 1,500 random class triplets
 from the training part.  The trade-off (the paper's gamma for SML / SMLgd,
 lambda for LowRankDML: ``alpha`` of both) from {1e-5, ..., 1e2} and the k of the k-NN classifier from
 {1, 3, 5, 7} by 3-fold cross-validation on the training part (k alone for
@@ -112,8 +112,8 @@ def check_only(only, names, repro: str) -> None:
 
 
 def cv_argmin(err: np.ndarray) -> tuple[int, int]:
-    """(regularisation index, k index) of the lowest cross-validation error;
-    ties go to the stronger regularisation (the simpler, lower-rank metric),
+    """(regularization index, k index) of the lowest cross-validation error;
+    ties go to the stronger regularization (the simpler, lower-rank metric),
     then to the smaller k."""
     g = np.flatnonzero(err.min(axis=1) == err.min()).max()
     return int(g), int(np.argmin(err[g]))

@@ -1,4 +1,4 @@
-"""Search with a learned similarity: nearest-neighbour indexes
+"""Search with a learned similarity: nearest-neighbor indexes
 (:mod:`.index`) and k-NN classification (:mod:`.neighbors`)."""
 
 import importlib as _importlib

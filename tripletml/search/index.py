@@ -1,4 +1,4 @@
-"""Nearest-neighbour search with a learned similarity.
+"""Nearest-neighbor search with a learned similarity.
 
 A fitted triplet learner maps queries and database items to dense vectors
 (:meth:`~tripletml.core.base.BilinearMixin.embed_queries`,
@@ -17,7 +17,7 @@ and finds, for each query, the ``k`` items of highest similarity:
   ``sqrt(M^2 - ||x||^2)`` (``M``: the largest database norm, ``max_norm``)
   and each query ``q`` a 0, so that ``||q' - x'||^2 = ||q||^2 + M^2 - 2 <q,
   x>`` ranks items exactly as the inner product does (maximum inner-product
-  search as nearest-neighbour search; Bachrach et al., RecSys 2014).  Scores
+  search as nearest-neighbor search; Bachrach et al., RecSys 2014).  Scores
   are returned as inner products.  By default (``ip_to_l2=None``):
 
   - IVF over an inner-product model uses it: k-means cells and the
@@ -29,7 +29,7 @@ and finds, for each query, the ``k`` items of highest similarity:
     when they lie in a narrow cone, ``||mean(E)|| / mean(||E||) >``
     :data:`IP_TO_L2_CONE` (0.5), as for a model fitted on raw non-negative
     features (``preprocessing=None`` on pixels or counts), where a graph on
-    the raw inner product plateaus; the raw inner product for centred
+    the raw inner product plateaus; the raw inner product for centered
     embeddings (the learners' default ``"sphere"``), where it is the better
     graph.  The recalls measured for both rules are in BENCHMARKS.md
     (``bench/bench_index.py``).
@@ -127,7 +127,7 @@ IP_TO_L2_MIN_ROWS = 32
 
 
 def embedding_cone(E) -> float:
-    """``||mean(E)|| / mean(||E_i||)`` of embedding rows: 0 for centred
+    """``||mean(E)|| / mean(||E_i||)`` of embedding rows: 0 for centered
     rows, 1 when they all point the same way (0 for no or all-zero rows).
 
     Parameters
@@ -181,13 +181,13 @@ def _search_work(index, Q, *args, **kwargs):
 
 
 class SimilarityIndex:
-    """k-nearest-neighbour index over a fitted model's database embeddings.
+    """k-nearest-neighbor index over a fitted model's database embeddings.
 
     Parameters
     ----------
     model : fitted tripletml triplet learner
         Any learner with ``embed_queries`` / ``embed_database`` (every
-        registry triplet learner).  Its similarity defines the neighbours.
+        registry triplet learner).  Its similarity defines the neighbors.
     kind : {"flat", "ivf", "hnsw"}, default="flat"
         Exact scan, inverted file (k-means cells) or HNSW graph.  "ivf" and
         "hnsw" need faiss.
@@ -475,7 +475,7 @@ class SimilarityIndex:
         Q : array-like or scipy.sparse matrix of shape (n_queries, n_features)
             Raw query rows.
         k : int, default=10
-            Neighbours per query, ``1 <= k <= ntotal``.
+            Neighbors per query, ``1 <= k <= ntotal``.
         batch_size : int, default=4096
             Queries embedded and searched at a time.
         verbose : int, default=0

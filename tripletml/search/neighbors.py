@@ -1,16 +1,16 @@
-"""k-nearest-neighbour classification with any learned similarity.
+"""k-nearest-neighbor classification with any learned similarity.
 
 scikit-learn's ``KNeighborsClassifier(metric="precomputed")`` cannot take a
 bilinear similarity (it wants non-negative distances, and a non-symmetric
 ``W`` has no distance at all).  :class:`KNeighborsTripletClassifier` ranks
-neighbours by the learner's own similarity ``S(query, train)`` through a
+neighbors by the learner's own similarity ``S(query, train)`` through a
 :class:`tripletml.search.index.SimilarityIndex` -- exact (NumPy backend) by default,
 or faiss IVF / HNSW for large training sets.
 
-Neighbours are the ``n_neighbors`` training rows of highest similarity (exact
+Neighbors are the ``n_neighbors`` training rows of highest similarity (exact
 index: ties by lower training index, the rule of :mod:`tripletml.metrics`).
 The prediction is the majority class among them; a tie between classes goes
-to the class of the nearest neighbour among the tied classes -- the rule of
+to the class of the nearest neighbor among the tied classes -- the rule of
 :func:`tripletml.metrics.knn_error`, so ``1 - score`` equals ``knn_error``.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         sampled from the labels), unless ``prefit=True``.  None: the plain
         Euclidean distance (:class:`tripletml.Euclidean`).
     n_neighbors : int, default=5
-        k, the number of neighbours that vote.
+        k, the number of neighbors that vote.
     prefit : bool, default=False
         True: ``learner`` is already fitted and is used as is (not cloned,
         not refitted); ``fit`` only indexes the training rows.
@@ -130,10 +130,10 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_in_ = learner.feature_names_in_
         return self
 
-    # -------------------------------------------------------------- neighbours
+    # -------------------------------------------------------------- neighbors
     def kneighbors(self, X, n_neighbors: int | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
-        """Training neighbours of each row of X, most similar first.
+        """Training neighbors of each row of X, most similar first.
 
         Parameters
         ----------
@@ -147,7 +147,7 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         similarities : ndarray of shape (n_queries, n_neighbors)
-            ``S(query, neighbour)`` (higher = closer; not distances).
+            ``S(query, neighbor)`` (higher = closer; not distances).
         indices : ndarray of shape (n_queries, n_neighbors)
             Training row numbers (-1 where an approximate index found fewer).
         """
@@ -163,7 +163,7 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         return self.index_.search(self._check_query(X), int(k))
 
     def _votes(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """(nearest-first class codes of the neighbours, vote matrix)."""
+        """(nearest-first class codes of the neighbors, vote matrix)."""
         _, ids = self.kneighbors(X)
         valid = ids >= 0
         codes = np.where(valid, self._y_codes[np.maximum(ids, 0)], -1)
@@ -176,7 +176,7 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         return codes, votes
 
     def predict_proba(self, X) -> np.ndarray:
-        """Fraction of the neighbours in each class (columns: ``classes_``).
+        """Fraction of the neighbors in each class (columns: ``classes_``).
 
         Parameters
         ----------
@@ -191,8 +191,8 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         return votes / np.maximum(total, 1.0)
 
     def predict(self, X) -> np.ndarray:
-        """Majority class of the neighbours (class tie: the class of the
-        nearest neighbour among the tied classes).
+        """Majority class of the neighbors (class tie: the class of the
+        nearest neighbor among the tied classes).
 
         Parameters
         ----------
@@ -205,7 +205,7 @@ class KNeighborsTripletClassifier(ClassifierMixin, BaseEstimator):
         codes, votes = self._votes(self._check_query(X))
         top = votes.max(axis=1, keepdims=True)
         rows = np.arange(codes.shape[0])
-        # the first neighbour (nearest) whose class has the most votes
+        # the first neighbor (nearest) whose class has the most votes
         safe = np.maximum(codes, 0)
         win = (votes[rows[:, None], safe] == top) & (codes >= 0)
         first = np.argmax(win, axis=1)

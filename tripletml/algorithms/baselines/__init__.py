@@ -1,5 +1,5 @@
 """No-learning baselines reported by every paper: Euclidean distance and the
-plain dot product (cosine similarity for l2-normalised data).
+plain dot product (cosine similarity for l2-normalized data).
 
 This folder holds the whole algorithm: ``estimator``.
 """

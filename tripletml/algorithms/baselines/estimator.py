@@ -1,5 +1,5 @@
 """No-learning baselines reported by every paper: Euclidean distance and the
-plain dot product (cosine similarity for l2-normalised data)."""
+plain dot product (cosine similarity for l2-normalized data)."""
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +42,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
         Feature scaling fitted on the training X (see
         :mod:`tripletml.core.preprocessing`).  The default ``None`` is the
         baseline on raw features ("no learning"); ``"standardize"`` gives the
-        Euclidean distance of standardised features.
+        Euclidean distance of standardized features.
     n_components : int or None, default=None
         Width of ``transform``: the first ``n_components`` columns of the
         preprocessed rows (None: all; a value above their number appends
@@ -90,7 +90,7 @@ class Euclidean(MahalanobisMixin, TripletLearner):
 
 @document_transform
 class DotProduct(BilinearMixin, TripletLearner):
-    """Plain inner product ``x^T y`` (W = I); cosine for normalised rows.
+    """Plain inner product ``x^T y`` (W = I); cosine for normalized rows.
 
     ``transform`` is the identity (sparse input stays sparse) after the
     preprocessing, an exact embedding (``transform(X) @ transform(Y).T ==
@@ -104,7 +104,7 @@ class DotProduct(BilinearMixin, TripletLearner):
         Feature scaling fitted on the training X (see
         :mod:`tripletml.core.preprocessing`).  The default ``None`` is the
         baseline on raw features ("no learning"); ``"standardize"`` gives the
-        inner product of standardised features.
+        inner product of standardized features.
     n_components : int or None, default=None
         Width of ``transform``: the first ``n_components`` columns of the
         preprocessed rows (None, or a value above their number: all).  The

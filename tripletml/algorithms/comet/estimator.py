@@ -1,7 +1,7 @@
 """Dense and sparse COMET estimators (Atzmon, Shalit & Chechik, "Learning
 sparse metrics, one feature at a time", Algorithms 1 and 2).
 
-Both minimise eq. (2),
+Both minimize eq. (2),
 
     L(W) = sum_t l(lambda_t) - alpha log det W + (beta / 2) ||W||_F^2,
     lambda_t = 1 + q_t^T W (p_t^- - p_t^+),
@@ -242,7 +242,7 @@ class SparseCOMET(COMET):
     """Sparse COMET (Algorithm 2): a group-sparse PD metric, one feature at a time.
 
     ``W = V_0 + sum_k V_k``: ``V_0`` diagonal, ``V_k`` the off-diagonal row and
-    column k (overlapping groups).  The diagonal is optimised first (one pass
+    column k (overlapping groups).  The diagonal is optimized first (one pass
     of coordinate steps on ``W_kk``); then each step on group k solves the
     proximal problem eq. (8) in closed form (:func:`group_prox`) with the
     group-lasso coefficient ``group_alpha``; the step starts at ``eta0`` and

@@ -3,7 +3,7 @@ feature at a time"): the state and math of dense COMET (Algorithm 1) and
 sparse COMET (Algorithm 2), apart from the estimators in
 :mod:`tripletml.algorithms.comet.estimator`.
 
-Both minimise eq. (2),
+Both minimize eq. (2),
 
     L(W) = sum_t l(lambda_t) - alpha log det W + (beta / 2) ||W||_F^2,
     lambda_t = 1 + q_t^T W (p_t^- - p_t^+)      (Appendix C, eq. 12),
@@ -98,7 +98,7 @@ def group_prox(v: np.ndarray, g: np.ndarray, theta: float, lam: float) -> np.nda
     """Closed-form solution of eq. (8) for one group (eq. 16).
 
     A group ``V = e_k v^T + v e_k^T`` (v with a zero at k) has
-    ``||V||_F = sqrt(2) ||v||``; with ``H = V_k - theta G_k`` the minimiser of
+    ``||V||_F = sqrt(2) ||v||``; with ``H = V_k - theta G_k`` the minimizer of
     ``<G_k, V> + ||V - V_k||_F^2 / (2 theta) + lam ||V||_F`` is
     ``H [1 - theta lam / ||H||_F]_+``.  (Eq. 16 prints the threshold as lam:
     that is the case theta = 1.)  ``g`` is the gradient row, so that
@@ -220,7 +220,7 @@ class COMETSolver:
         return float(np.sum(comet_loss(self.linear_terms, self.loss)))
 
     def penalty(self) -> float:
-        """Regulariser beyond eq. (2) (the group lasso of sparse COMET)."""
+        """Regularizer beyond eq. (2) (the group lasso of sparse COMET)."""
         return 0.0
 
     def objective(self) -> float:
@@ -405,7 +405,7 @@ class SparseCOMETSolver(COMETSolver):
     coefficient ``group_alpha`` (lambda in eq. 7), largest proximal step
     ``eta0`` (theta-bar in Algorithm 2).
 
-    * :meth:`diagonal_step` (Algorithm 2, line 3) optimises ``W_kk`` while W
+    * :meth:`diagonal_step` (Algorithm 2, line 3) optimizes ``W_kk`` while W
       is still diagonal, in O(n_triplets).
     * :meth:`step` solves the proximal problem eq. (8) in closed form
       (:func:`group_prox`); a zero group whose gradient satisfies

@@ -134,7 +134,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         the fitted attribute ``eta_``.""" + _DOC_COMMON.format(
         preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
         preprocessor=PREPROCESSOR_DOC[4:-1]))
-    #: measured (3 seeds, standardised, k = min(10, d)): c=0.03 was too small on segment
+    #: measured (3 seeds, standardized, k = min(10, d)): c=0.03 was too small on segment
     #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
     #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
     _auto_eta_c = 0.3
@@ -186,7 +186,7 @@ _DOC_PA = """
         rows, at most ``min(16, n_features)`` (as LORETA).
     C : float, default=0.001
         Cap on the passive-aggressive step sizes (C in the paper, PA-I).
-        The default was chosen on standardised features
+        The default was chosen on standardized features
         (``preprocessing="auto"``), 3 seeds: IterativePA with C = 0.1 / 0.01
         / 0.001 gave vowel .198 / .210 / .347, segment .484 / .557 / .775,
         digits .290 / .550 / .776 (Euclidean .283, .664, .662); NaivePA at

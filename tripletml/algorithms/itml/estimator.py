@@ -55,7 +55,7 @@ class ITML(MahalanobisMixin, TripletLearner):
         s.t. the constraints with targets xi,
 
     and keep M positive definite.  Pairs of (nearly) identical rows are
-    left out.  Fitted on labelled pairs (``fit(pairs_of_points, y)`` or
+    left out.  Fitted on labeled pairs (``fit(pairs_of_points, y)`` or
     ``fit(X, pairs=P, y=labels)``, the paper's setting), each similar pair
     is a constraint ``<= u`` and each dissimilar one ``>= l``, in the
     given order.  ``M`` starts at the

@@ -249,7 +249,7 @@ def itml_bounds(X: np.ndarray, rows: np.ndarray, rng: Any,
         Z = Z[np.sort(rng.choice(len(Z), size=max_rows, replace=False))]
     if len(Z) < 2:
         return 0.0, 0.0
-    Z = Z - Z.mean(axis=0)       # centred: no cancellation for rows far from the origin
+    Z = Z - Z.mean(axis=0)       # centered: no cancellation for rows far from the origin
     sq = np.einsum("ij,ij->i", Z, Z)
     D = Z @ Z.T
     D *= -2.0
@@ -272,7 +272,7 @@ class ITMLSolver:
         Finite values; only the rows the triplets use are kept (dense).
     triplets : ndarray (m, 3) or PairConstraints
         Integer row indices ``(q, p+, p-)`` (each gives a similar and a
-        dissimilar constraint, :func:`triplet_pairs`), or labelled pairs
+        dissimilar constraint, :func:`triplet_pairs`), or labeled pairs
         (:class:`tripletml.pairs.PairConstraints`: the paper's constraint
         sets S and D as given).
     bounds : (float, float)

@@ -35,15 +35,15 @@ from tripletml.distributed import class_stats, statistics
 
 __all__ = ["KISSME"]
 
-#: raw columns whose standardising factor lies outside [1 / LIMIT, LIMIT]
-#: are standardised before the statistics (their raw products could
+#: raw columns whose standardizing factor lies outside [1 / LIMIT, LIMIT]
+#: are standardized before the statistics (their raw products could
 #: overflow or lose digits in the subnormal range)
 _RAW_SCALE_LIMIT = 1e50
 
 
 def _moderate_scale(scale) -> bool:
     """Whether second moments of the raw columns are safe to form (no
-    standardising factor, or every non-zero one within the limit)."""
+    standardizing factor, or every non-zero one within the limit)."""
     if scale is None:
         return True
     s = scale[scale > 0]

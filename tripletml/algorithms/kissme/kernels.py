@@ -25,7 +25,7 @@ Two ways to form them:
   limit of the empirical means as the number of triplets grows, in O(n d^2)
   from class means and class scatters, without a single triplet.
 
-:func:`shrunk_inverse` regularises each covariance toward a scaled identity
+:func:`shrunk_inverse` regularizes each covariance toward a scaled identity
 (``shrinkage`` in [0, 1], as scikit-learn's LDA); :func:`kissme_matrix`
 puts it together.
 """
@@ -40,7 +40,7 @@ from tripletml.linalg import project_psd
 __all__ = ["kissme_matrix_span", "shrunk_inverse_span", "pair_scatter_from_labels", "pair_scatter_from_triplets",
            "scatter_from_class_statistics", "shrunk_inverse", "kissme_matrix"]
 
-#: rows per block of the class-centred scatter: blocks of this many matrix
+#: rows per block of the class-centered scatter: blocks of this many matrix
 #: entries (128 KiB) stay in cache and in the allocator's heap
 _BLOCK_ELEMENTS = 16384
 
@@ -74,14 +74,14 @@ def _sparse_gram_is_accurate(X: sp.csr_matrix, onehot: sp.csr_matrix, means: np.
 
 
 #: largest second moment / scatter ratio the sparse expansion accepts
-#: (eps * 1e6 ~ 2e-10 relative error); above it, class-centred dense blocks
+#: (eps * 1e6 ~ 2e-10 relative error); above it, class-centered dense blocks
 _SPARSE_CANCEL_RATIO = 1e6
 
 
 def _blocked_class_gram(X, codes: np.ndarray, raw_means: np.ndarray, wS: np.ndarray,
                         wD: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``sum_i w_{c_i} (x_i - mu_{c_i})(x_i - mu_{c_i})^T`` for the two class
-    weightings ``wS`` (>= 0) and ``wD``, on class-centred rows formed a block
+    weightings ``wS`` (>= 0) and ``wD``, on class-centered rows formed a block
     of rows at a time (dense X, or CSR X densified block by block)."""
     n, d = X.shape
     S = np.zeros((d, d))
@@ -103,7 +103,7 @@ def pair_scatter_from_labels(X, codes: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """Exact ``(Sigma_S, Sigma_D)`` over random class triplets.
 
     With ``n_c`` rows in class c (mean ``mu_c`` and covariance ``C_c``,
-    both after centring X on its mean), ``m_c = n - n_c``, ``N`` the rows
+    both after centering X on its mean), ``m_c = n - n_c``, ``N`` the rows
     whose class has >= 2 members, ``T = sum_i x_i x_i^T`` the total scatter::
 
         Sigma_S = sum_c 2 n_c^2 / ((n_c - 1) N) C_c,
@@ -176,7 +176,7 @@ def scatter_from_class_statistics(counts: np.ndarray, raw_means: np.ndarray, S_w
     w = _label_weights(counts)
     nc = counts.astype(float)
     mean = (nc @ raw_means) / float(counts.sum())
-    means = raw_means - mean                      # class means of the centred rows
+    means = raw_means - mean                      # class means of the centered rows
     between = (means.T * nc) @ means          # sum_c n_c mu_c mu_c^T; T = within + between
     D = C_w + w["tT"] * between + (means.T * w["gM"]) @ means
     return _sym(S_w), _sym(D)
@@ -233,7 +233,7 @@ def _scatter_from_triplets(X, triplets: np.ndarray,
 
 def scatter_from_pairs(X, pairs: np.ndarray, similar: np.ndarray,
                        chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """Empirical ``(Sigma_S, Sigma_D)`` of labelled pairs (the paper's eq. 10-11):
+    """Empirical ``(Sigma_S, Sigma_D)`` of labeled pairs (the paper's eq. 10-11):
     the mean of ``(x_i - x_j)(x_i - x_j)^T`` over the similar pairs and over
     the dissimilar ones, ``chunk`` pairs at a time (X dense or CSR).  Either
     is zero when its set is empty."""

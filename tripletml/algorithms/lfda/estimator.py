@@ -4,7 +4,7 @@ analysis", JMLR 8, 2007).
 
 A closed form from class labels: the local within-class and between-class
 scatters (the paper's eqs. 11-14) with the local-scaling affinity (eq. 4),
-then one symmetric-definite generalised eigenproblem (eq. 16).  The
+then one symmetric-definite generalized eigenproblem (eq. 16).  The
 affinities are formed one class at a time and, in a large class, one block
 of rows at a time: no n x n matrix is ever held.
 """
@@ -38,8 +38,8 @@ def _dense(B) -> np.ndarray:
 
 def _class_local_scatter(Xc: np.ndarray, k: int) -> np.ndarray:
     """``G = (1/2) sum_{i,j} A_ij (x_i - x_j)(x_i - x_j)^T`` over the rows of
-    one class (``Xc``, centred), ``A_ij = exp(-||x_i - x_j||^2 / (s_i s_j))``
-    with ``s_i`` the distance from ``x_i`` to its ``k``-th nearest neighbour
+    one class (``Xc``, centered), ``A_ij = exp(-||x_i - x_j||^2 / (s_i s_j))``
+    with ``s_i`` the distance from ``x_i`` to its ``k``-th nearest neighbor
     in the class (eq. 4; ``A_ij = 0`` where ``s_i s_j = 0``).
 
     ``G = Xc^T (diag(A 1) - A) Xc``, accumulated over blocks of rows so that
@@ -129,7 +129,7 @@ def lfda_components(Sw: np.ndarray, Sb: np.ndarray, St: np.ndarray, n_components
 
     On the span ``U`` of the total scatter (eigenvalues above ``d eps`` times
     its largest; no training point varies along the other directions), the
-    generalised eigenvectors ``phi`` of ``S_lb phi = lambda S_lw phi`` with
+    generalized eigenvectors ``phi`` of ``S_lb phi = lambda S_lw phi`` with
     ``phi^T S_lw phi = 1``, in decreasing order of ``lambda``, the top
     ``n_components``.  ``"weighted"``: ``sqrt(lambda) phi`` (the paper's
     weighted LFDA, negative ``lambda`` given weight 0); ``"orthonormalized"``:
@@ -203,22 +203,22 @@ class LFDA(MahalanobisMixin, TripletLearner):
 
         A_ij = exp(-||x_i - x_j||^2 / (s_i s_j)),
 
-    ``s_i`` the distance from ``x_i`` to its ``k``-th nearest neighbour in
+    ``s_i`` the distance from ``x_i`` to its ``k``-th nearest neighbor in
     its class, the local within-class and between-class scatters (eqs.
     11-14) are ``S = (1/2) sum_ij W_ij (x_i - x_j)(x_i - x_j)^T`` with
 
         W_lw_ij = A_ij / n_c,          W_lb_ij = A_ij (1/n - 1/n_c)   (same class c)
         W_lw_ij = 0,                   W_lb_ij = 1/n                  (different classes)
 
-    and the transform ``T`` maximises ``tr((T^T S_lw T)^-1 T^T S_lb T)``
-    (eq. 15): the generalised eigenvectors of ``S_lb phi = lambda S_lw phi``
+    and the transform ``T`` maximizes ``tr((T^T S_lw T)^-1 T^T S_lb T)``
+    (eq. 15): the generalized eigenvectors of ``S_lb phi = lambda S_lw phi``
     (eq. 16).  Far-apart pairs of a class get small weights, so a class
     made of separate clusters is not forced together (the failure of plain
     Fisher discriminant analysis).  ``M = T T^T``.
 
     The affinities are computed one class at a time, and within a large
     class one block of rows at a time (at most 4 Mi affinities at once, the
-    k-th-neighbour distances in a first pass): memory O(n d + d^2) beside
+    k-th-neighbor distances in a first pass): memory O(n d + d^2) beside
     the blocks, time O(sum_c n_c^2 d).
 
     From labels ``fit(X, y)`` the classes are the labels' (a class of one
@@ -234,7 +234,7 @@ class LFDA(MahalanobisMixin, TripletLearner):
         Dimension of the embedding (rows of ``components_``); None keeps
         every direction of the data's span.
     k : int, default=7
-        The neighbour of the local scaling ``s_i`` (the paper's choice, 7);
+        The neighbor of the local scaling ``s_i`` (the paper's choice, 7);
         a class of ``n_c <= k`` members uses its ``(n_c - 1)``-th.
     embedding_type : {"weighted", "orthonormalized", "plain"}, default="weighted"
         ``"weighted"``: ``T = (sqrt(lambda_1) phi_1 | ...)`` (the paper's
@@ -253,7 +253,7 @@ class LFDA(MahalanobisMixin, TripletLearner):
     rank_ : int
         Rows of ``components_``.
     eigenvalues_ : ndarray of shape (``rank_``,)
-        The generalised eigenvalues ``lambda`` of the kept directions,
+        The generalized eigenvalues ``lambda`` of the kept directions,
         decreasing.
     local_within_scatter_, local_between_scatter_, total_scatter_ : ndarray of shape (d, d)
         ``S_lw``, ``S_lb`` and ``S_t``.

@@ -4,7 +4,7 @@ learning for large margin nearest neighbor classification", JMLR 10, 2009).
 The loss of eqs. 11-13 in terms of the linear map ``L`` (the paper's
 Section 5.1 formulation), its subgradient as one sparse weighted sum of
 outer products, the active impostors recomputed from the current ``L`` at
-every evaluation, and L-BFGS (scipy) as the optimiser.  The objective lives
+every evaluation, and L-BFGS (scipy) as the optimizer.  The objective lives
 in :mod:`tripletml.algorithms.lmnn.kernels`; the estimator validates and stores.
 """
 from __future__ import annotations
@@ -27,10 +27,10 @@ __all__ = ["LMNN"]
 @document_preprocessing
 class LMNN(LinearMapLearner):
     """Large Margin Nearest Neighbor: a linear map ``L`` that pulls each
-    point's target neighbours close and pushes the points of other classes
+    point's target neighbors close and pushes the points of other classes
     (impostors) a unit margin beyond them.
 
-    Each row ``i`` has ``n_neighbors`` target neighbours ``j ~> i``: its
+    Each row ``i`` has ``n_neighbors`` target neighbors ``j ~> i``: its
     nearest rows of the same class, in the Euclidean distance of the
     (preprocessed) rows, fixed before training.  With ``d_ab = ||L (x_a -
     x_b)||^2`` the loss (eqs. 11-13 of the paper) is
@@ -42,7 +42,7 @@ class LMNN(LinearMapLearner):
     distances, the push term (eq. 12) is a hinge on each triplet whose
     impostor ``l`` is within the margin of a target.  The metric is ``M =
     L^T L``; the paper's semidefinite program (eq. 14) is the same loss in
-    ``M``, convex there; this learner optimises ``L`` directly (Section 5.1),
+    ``M``, convex there; this learner optimizes ``L`` directly (Section 5.1),
     which allows ``n_components < d`` and costs no eigendecomposition.
 
     At every evaluation the impostors are found from the current ``L`` (only
@@ -54,10 +54,10 @@ class LMNN(LinearMapLearner):
 
     ``C_ab = (x_a - x_b)(x_a - x_b)^T``, is one sparse weighted sum of outer
     products (``O(nnz (r + d) + n r d)`` with BLAS; never an array of
-    differences).  L-BFGS (scipy's L-BFGS-B) minimises ``E``.
+    differences).  L-BFGS (scipy's L-BFGS-B) minimizes ``E``.
 
     From labels ``fit(X, y)`` (the paper's setting).  A class with ``m <=
-    n_neighbors`` members gives its rows ``m - 1`` target neighbours (a
+    n_neighbors`` members gives its rows ``m - 1`` target neighbors (a
     UserWarning says so; a class of one member has rows with no target,
     which still act as impostors of the others).  From explicit triplets
     ``fit(X, triplets=T)`` the targets are the distinct ``(q, p+)`` pairs
@@ -70,7 +70,7 @@ class LMNN(LinearMapLearner):
         Rows of ``L`` (the width of ``transform``).  None: ``d`` (the
         preprocessed width).
     n_neighbors : int, default=3
-        Target neighbours per row (metric-learn's ``n_neighbors``, formerly
+        Target neighbors per row (metric-learn's ``n_neighbors``, formerly
         ``k``).
     regularization : float, default=0.5
         The weight ``mu`` of the push term, in [0, 1]; the pull term has
@@ -109,7 +109,7 @@ class LMNN(LinearMapLearner):
     rank_ : int
         Rows of ``components_``.
     init_ : str
-        The initialisation used (``"auto"`` resolved).
+        The initialization used (``"auto"`` resolved).
     objective_, initial_objective_ : float
         The loss ``E`` at the end and at the initial ``L``.
     n_iter_ : int
@@ -174,7 +174,7 @@ class LMNN(LinearMapLearner):
         if small.any():
             warnings.warn(f"LMNN: {int(small.sum())} class(es) have n_neighbors={k} members or "
                           f"fewer (smallest: {int(counts.min())}); their rows get as many "
-                          "target neighbours as their class has other members (none for a "
+                          "target neighbors as their class has other members (none for a "
                           "class of one). Lower n_neighbors to give every row the same "
                           "number.", UserWarning, stacklevel=4)
         targets = select_targets(X, codes, k)

@@ -2,7 +2,7 @@
 & Saul, "Distance metric learning for large margin nearest neighbor
 classification", JMLR 10, 2009).
 
-With target neighbours ``j ~> i`` (fixed before training) and
+With target neighbors ``j ~> i`` (fixed before training) and
 ``d_ab = ||L (x_a - x_b)||^2``, the loss (eqs. 11-13) is
 
     E(L) = (1 - mu) sum_{i, j~>i} d_ij
@@ -87,7 +87,7 @@ def _unsort(order, i, l, s, end, nr):
     return orig(i), orig(l)
 
 
-#: relative grid of the distances compared when choosing target neighbours:
+#: relative grid of the distances compared when choosing target neighbors:
 #: rows at the same distance to this precision (exact ties of the raw data,
 #: e.g. integer pixels, which rounding in the preprocessing would otherwise
 #: break at random) are ordered by row number
@@ -100,7 +100,7 @@ def select_targets(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     ``m <= k`` members (its rows get ``m - 1`` targets).
 
     Distances equal to a relative :data:`TARGET_TIE_RTOL` of the mean
-    squared norm of the centred rows count as ties, broken by the lower row
+    squared norm of the centered rows count as ties, broken by the lower row
     number, so that a rescaled or permuted copy of X picks the same targets.
     Each class's distances are formed in blocks of rows (O(m^2 d) time for
     a class of m rows, O(block x m) memory)."""
@@ -144,7 +144,7 @@ class LMNNObjective:
     ----------
     X : ndarray (n, d), the (preprocessed) rows
     codes : ndarray (n,), class codes 0..C-1
-    targets : ndarray (n, k), target neighbours (-1: none)
+    targets : ndarray (n, k), target neighbors (-1: none)
     mu : float, the push weight (``regularization``)
     """
 

@@ -179,7 +179,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     _partitioned_strategy = mixing.STRATEGY
     #: eta0="auto": eta_ = 1 / (median ||q||^2 median ||v||^2) over the first 1000
     #: triplets (the unfactored PA step for a unit loss); measured (3 seeds,
-    #: standardised): at k = d, c=0.01 already diverged on vowel after 30,000 steps; at
+    #: standardized): at k = d, c=0.01 already diverged on vowel after 30,000 steps; at
     #: the default k = d/2: c = 0.01 / 0.1 / 1 gave digits .259 / .475 / .777,
     #: segment .545 / .736 / .765, vowel .338 / .350 / .331, svmguide4 .526 / .551 / .519,
     #: wine .967 (0.1) / .975 (1) (Euclidean: .662, .664, .283, .205, .617)
@@ -187,7 +187,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
 
     @staticmethod
     def _default_rank(n_features: int) -> int:
-        """``rank=None`` for a model initialised without rows:
+        """``rank=None`` for a model initialized without rows:
         ``min(10, max(1, n_features // 2))``."""
         return min(DEFAULT_RANK, max(1, n_features // 2))
 

@@ -2,7 +2,7 @@
 "Efficient stochastic optimization for low-rank distance metric learning",
 AAAI 2017), with the five baselines of its Figure 2.
 
-Minimises eq. (2) ``f(W) + alpha tr(W)`` (alpha is the paper's lambda) over
+Minimizes eq. (2) ``f(W) + alpha tr(W)`` (alpha is the paper's lambda) over
 PSD W, optionally inside a Frobenius or spectral ball of radius tau (eq. 5 /
 4).  ``solver="incsvd"`` (Algorithm 1) keeps ``W = U diag(s) U^T`` and never
 forms a d x d array: each iteration samples a minibatch, writes its gradient
@@ -59,7 +59,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     Parameters
     ----------
     alpha : float, default=0.1
-        Weight of the trace (nuclear-norm) regulariser ``alpha tr(W)``
+        Weight of the trace (nuclear-norm) regularizer ``alpha tr(W)``
         (lambda in the paper, eq. 2).
     solver : {"incsvd", "sgd", "sgd_batch", "gd", "fw", "sgd_one"}, default="incsvd"
         ``incsvd``: Algorithm 1 (O(d r) memory).  Baselines (dense d x d W):
@@ -139,7 +139,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         Iterations made.
     stop_reason_ : {"tol", "max_iter", "max_time"}
     n_reorthonormalizations_ : int
-        Times U was re-orthonormalised because it drifted (``incsvd``).
+        Times U was re-orthonormalized because it drifted (``incsvd``).
     n_gram_only_updates_ : int
         ``incsvd`` updates whose new directions all came from the Gram
         matrix (the fast path of

@@ -13,7 +13,7 @@ paper's lambda:
   margin ``||x_i - x_k||_W^2 - ||x_i - x_j||_W^2``).
 * ``loss="lmnn"`` (the paper's worked example, LMNN with its pull term):
   ``f(W) = 1/m sum_t [c max(1 + ||a_t||_W^2 - ||b_t||_W^2, 0) + ||a_t||_W^2]``
-  with ``a_t = x_i - x_j`` (the target-neighbour pair) and ``b_t = x_i - x_k``;
+  with ``a_t = x_i - x_j`` (the target-neighbor pair) and ``b_t = x_i - x_k``;
   the pairs are those of the triplets, so one sample of a triplet gives the
   paper's stochastic gradient (push and pull together).
 
@@ -56,7 +56,7 @@ __all__ = ["TripletDMLProblem", "Iterations", "WATCH_BLOCK", "IncSVDSolver",
 
 #: iterations between orthonormality checks of U (incsvd)
 ORTHO_CHECK_EVERY = 50
-#: re-orthonormalise U when ``max |U^T U - I|`` exceeds this
+#: re-orthonormalize U when ``max |U^T U - I|`` exceeds this
 ORTHO_TOL = 1e-12
 
 

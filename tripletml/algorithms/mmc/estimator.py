@@ -3,7 +3,7 @@
 side-information", NIPS 2002), from similar and dissimilar pairs.
 
 The estimator validates, builds the pairs (given, from class labels or from
-triplets) and stores; the optimisation is :mod:`tripletml.algorithms.mmc.kernels`.
+triplets) and stores; the optimization is :mod:`tripletml.algorithms.mmc.kernels`.
 """
 from __future__ import annotations
 

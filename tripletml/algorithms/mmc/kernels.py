@@ -18,7 +18,7 @@ projection of the eigenvalues onto ``{lambda >= 0, sum lambda <= 1}``
 ascent in ``B`` with a backtracking step (:func:`mmc_full`) converges to the
 paper's optimum, in tens of iterations on the UCI sets.
 
-Diagonal (the paper's eq. 6): ``A = diag(a)``, minimise
+Diagonal (the paper's eq. 6): ``A = diag(a)``, minimize
 
     h(a) = sum_S ||x_i - x_j||_a^2 - log(sum_D ||x_i - x_j||_a),  a >= 0,
 

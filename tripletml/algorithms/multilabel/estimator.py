@@ -88,7 +88,7 @@ def check_indicator(Y, n_samples: int, owner) -> sp.csr_matrix:
 
 def multilabel_hinge_rows(S: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """:func:`tripletml.losses.multilabel_hinge` of every row of the scores S
-    (n x L) against the boolean labels Y (n x L), vectorised: 0 for a row
+    (n x L) against the boolean labels Y (n x L), vectorized: 0 for a row
     without a true or without a false label."""
     best = np.where(Y, -np.inf, S).max(axis=1)
     h = np.where(Y, np.maximum(best[:, None] - S + 1.0, 0.0), 0.0)
@@ -301,7 +301,7 @@ class _MultilabelRanker(LearnerBase):
 
     def partial_fit(self, X, Y):
         """One online step per sample (row of X and Y), in order; the first
-        call initialises the model.
+        call initializes the model.
 
         Returns
         -------

@@ -1,5 +1,5 @@
-"""NCA: Neighbourhood Components Analysis (Goldberger, Roweis, Hinton &
-Salakhutdinov, "Neighbourhood components analysis", NIPS 2004).
+"""NCA: Neighborhood Components Analysis (Goldberger, Roweis, Hinton &
+Salakhutdinov, "Neighborhood components analysis", NIPS 2004).
 
 This folder holds the whole algorithm: ``estimator``, ``kernels``.
 """

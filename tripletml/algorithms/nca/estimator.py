@@ -1,11 +1,11 @@
-"""NCA: Neighbourhood Components Analysis (Goldberger, Roweis, Hinton &
-Salakhutdinov, "Neighbourhood components analysis", NIPS 2004).
+"""NCA: Neighborhood Components Analysis (Goldberger, Roweis, Hinton &
+Salakhutdinov, "Neighborhood components analysis", NIPS 2004).
 
 The expected number of correctly classified points under the stochastic
-nearest-neighbour rule (eqs. 1-3) and its gradient (eq. 5), formed a block
+nearest-neighbor rule (eqs. 1-3) and its gradient (eq. 5), formed a block
 of rows at a time (O(block x n) memory, where scikit-learn's
-NeighborhoodComponentsAnalysis holds n x n arrays), maximised with L-BFGS
-(scipy) from scikit-learn's initialisations.  The objective lives in
+NeighborhoodComponentsAnalysis holds n x n arrays), maximized with L-BFGS
+(scipy) from scikit-learn's initializations.  The objective lives in
 :mod:`tripletml.algorithms.nca.kernels`; the estimator validates and stores.
 """
 from __future__ import annotations
@@ -21,16 +21,16 @@ __all__ = ["NCA"]
 @document_transform
 @document_preprocessing
 class NCA(LinearMapLearner):
-    """Neighbourhood Components Analysis: the linear map ``L`` that maximises
-    the expected leave-one-out accuracy of a stochastic nearest-neighbour
+    """Neighborhood Components Analysis: the linear map ``L`` that maximizes
+    the expected leave-one-out accuracy of a stochastic nearest-neighbor
     classifier.
 
-    Row ``i`` picks a neighbour ``j != i`` with probability (eq. 1)
+    Row ``i`` picks a neighbor ``j != i`` with probability (eq. 1)
 
         p_ij = exp(-||L x_i - L x_j||^2) / sum_{k != i} exp(-||L x_i - L x_k||^2),
 
     is classified correctly with probability ``p_i = sum_{j in C_i} p_ij``
-    (eq. 2, ``C_i`` the rows of its class), and NCA maximises ``f(L) =
+    (eq. 2, ``C_i`` the rows of its class), and NCA maximizes ``f(L) =
     sum_i p_i`` (eq. 3), the expected number of correct rows, with the
     gradient of eq. 5,
 
@@ -42,11 +42,11 @@ class NCA(LinearMapLearner):
     memory is O(block x n) instead of several n x n arrays.  ``M = L^T L``.
 
     From labels ``fit(X, y)`` (the paper's setting; a class of one member
-    is never classified correctly but its row still serves as a neighbour).
+    is never classified correctly but its row still serves as a neighbor).
     From explicit triplets ``fit(X, triplets=T)``, each query's softmax runs
     over the rows its triplets name, and a candidate counts as "of its
     class" with the fraction of those triplets in which it is the positive;
-    with every class triplet of a labelled set this is the objective above.
+    with every class triplet of a labeled set this is the objective above.
 
     Parameters
     ----------
@@ -80,9 +80,9 @@ class NCA(LinearMapLearner):
     rank_ : int
         Rows of ``components_``.
     init_ : str
-        The initialisation used (``"auto"`` resolved).
+        The initialization used (``"auto"`` resolved).
     objective_, initial_objective_ : float
-        ``-f`` at the end and at the initial ``L`` (the solver minimises
+        ``-f`` at the end and at the initial ``L`` (the solver minimizes
         ``-f``; ``objective_ <= initial_objective_``).
     n_iter_ : int
         L-BFGS iterations.

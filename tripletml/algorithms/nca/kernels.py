@@ -1,19 +1,19 @@
 """NCA's objective and gradient in terms of the linear map ``L`` (Goldberger,
-Roweis, Hinton & Salakhutdinov, "Neighbourhood components analysis", NIPS
+Roweis, Hinton & Salakhutdinov, "Neighborhood components analysis", NIPS
 2004).
 
-Each row ``i`` picks a neighbour ``j != i`` with the softmax probability
+Each row ``i`` picks a neighbor ``j != i`` with the softmax probability
 
     p_ij = exp(-||L x_i - L x_j||^2) / sum_{k != i} exp(-||L x_i - L x_k||^2)
 
 (eq. 1), and is classified correctly with probability ``p_i = sum_{j in
-C_i} p_ij`` (eq. 2, ``C_i`` the rows of its class).  NCA maximises the
+C_i} p_ij`` (eq. 2, ``C_i`` the rows of its class).  NCA maximizes the
 expected number of correct points ``f(L) = sum_i p_i`` (eq. 3), whose
 gradient (eq. 5) is
 
     df/dL = -2 sum_i sum_k p_ik (s_ik - p_i) (z_i - z_k)(x_i - x_k)^T,
 
-``s_ik = 1`` when ``k`` is in ``C_i``, ``z = L x``.  The solver minimises
+``s_ik = 1`` when ``k`` is in ``C_i``, ``z = L x``.  The solver minimizes
 ``-f``; the (n x n) probabilities are formed a block of rows at a time
 (:func:`tripletml.linalg.pairwise.squared_distances_block`) and the weighted
 outer products summed with :class:`~tripletml.linalg.pairwise.PairOuterSum`,
@@ -23,7 +23,7 @@ From explicit triplets ``(q, p+, p-)`` the softmax of ``q`` runs over the
 rows its triplets name (its candidates), and ``s_qj`` is the fraction of
 the triplets naming ``(q, j)`` in which ``j`` is the positive (1 for a row
 only ever positive, 0 for one only ever negative): with every class triplet
-of a labelled set it is the objective above.
+of a labeled set it is the objective above.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class NCAObjective:
     """``-f(L)`` and its gradient from class labels (module docstring).
 
     The rows are kept sorted by class (``f`` and its gradient are sums over
-    pairs, unchanged by the order), so that the same-class neighbours of a
+    pairs, unchanged by the order), so that the same-class neighbors of a
     block's rows are contiguous column ranges."""
 
     def __init__(self, X: np.ndarray, codes: np.ndarray):

@@ -39,7 +39,7 @@ class OASIS(BilinearMixin, OnlineTripletLearner):
     ----------
     C : float, default=0.01
         Aggressiveness cap on the step ``tau`` (C in the paper, PA-I, eq. 6).
-        The default (formerly 0.1) was chosen on standardised features
+        The default (formerly 0.1) was chosen on standardized features
         (``preprocessing="auto"``), 3 seeds: C=0.01 against C=0.1 gave
         vowel .311 / .275, segment .706 / .632, vehicle .527 / .493,
         digits .720 / .720, letter .213 / .187 (Euclidean .283, .664, .382,

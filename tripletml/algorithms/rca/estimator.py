@@ -27,16 +27,16 @@ from tripletml.distributed import statistics
 
 __all__ = ["RCA"]
 
-#: rows per block of the centred scatters: blocks of this many matrix
+#: rows per block of the centered scatters: blocks of this many matrix
 #: entries (128 KiB) stay in cache
 _BLOCK_ELEMENTS = 16384
 
 
-def _centred_scatters(X, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _centered_scatters(X, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray, int]:
     """``(C, T, p)``: the within-chunklet scatter ``sum_j sum_{i in j} (x_ji -
     m_j)(x_ji - m_j)^T / p`` over the rows with ``groups >= 0`` (``p`` of
     them, chunklet j = the rows with ``groups == j``) and the total scatter
-    ``sum_i (x_i - mean)(x_i - mean)^T`` of every row of X, on centred rows
+    ``sum_i (x_i - mean)(x_i - mean)^T`` of every row of X, on centered rows
     formed a block at a time (X dense or CSR)."""
     n, d = X.shape
     member = groups >= 0
@@ -88,7 +88,7 @@ def _pair_chunklets(triplets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarra
 
 
 def _similar_chunklets(pc, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Chunklets of labelled pairs (the paper's Section 2): the connected
+    """Chunklets of labeled pairs (the paper's Section 2): the connected
     components of the similar pairs' graph (the transitive closure of the
     equivalence constraints); dissimilar pairs are not used by RCA.
     Returns ``(rows, groups)``: the rows in a chunklet and its number."""
@@ -113,7 +113,7 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     Step 2: ``U`` (d x s) spans the eigenvectors of ``T`` with eigenvalues
     above ``d eps`` times the largest (the directions the data occupy);
     ``C_s = U^T C U + regularization (tr(U^T C U) / s) I``.  Step 3: the
-    generalised eigenvectors ``V`` of ``(U^T T U, C_s)`` normalised to
+    generalized eigenvectors ``V`` of ``(U^T T U, C_s)`` normalized to
     ``V^T C_s V = I``, in decreasing order of the ratio of total to
     within-chunklet variance; ``L = (U V[:, :k])^T``, each row's sign set so
     that its largest entry is positive.  With all ``k = s``
@@ -140,7 +140,7 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     cw = np.linalg.eigvalsh(Cs)
     try:
         # singular to rounding: a Cholesky factor may still exist (LAPACK
-        # builds differ), the generalised problem is then meaningless
+        # builds differ), the generalized problem is then meaningless
         if not cw.min() > max(s, 1) * np.finfo(float).eps * cw.max():
             raise np.linalg.LinAlgError("singular within-chunklet covariance")
         lam, V = scipy.linalg.eigh(Ts, Cs)
@@ -174,21 +174,21 @@ class RCA(MahalanobisMixin, TripletLearner):
     the maximum-likelihood estimate of a Gaussian's within-class covariance
     and the optimal metric of the paper's information-theoretic criterion.
 
-    From labels ``fit(X, y)`` each class is one chunklet (every labelled
+    From labels ``fit(X, y)`` each class is one chunklet (every labeled
     point; a class with a single member contributes nothing), so ``C`` is
     the pooled within-class covariance; metric-learn's chunk labels, -1
     beside the chunk ids 0, 1, ..., mark the rows with -1 as in no chunklet
     (see :meth:`fit`).  From explicit ``triplets``, every
     ``(query, positive)`` pair is a chunklet of size 2 (the negatives are
     not used): ``C = (1 / 4m) sum (q - p+)(q - p+)^T`` over the m triplets.
-    From labelled pairs (``fit(pairs_of_points, y)``), the paper's own
+    From labeled pairs (``fit(pairs_of_points, y)``), the paper's own
     setting, the chunklets are the connected components of the similar
     pairs (the transitive closure of the equivalence constraints); the
     dissimilar pairs are not used.
 
     Where ``C`` is singular (fewer points than features, duplicated or
     constant columns) the paper first reduces the dimension (its Step 2):
-    RCA works on the span of the centred data (the eigenvectors of the total
+    RCA works on the span of the centered data (the eigenvectors of the total
     scatter above ``d eps`` times its largest eigenvalue) and adds
     ``regularization * (tr C / s) I`` there (``s`` the span's dimension), a
     ridge in units of the average within-chunklet variance, so the rule does
@@ -203,7 +203,7 @@ class RCA(MahalanobisMixin, TripletLearner):
     n_components : int or None, default=None
         None: every direction of the data's span (``M = C^{-1}`` there).  An
         int ``k``: the ``k`` directions of the whitened space with the
-        largest ratio of total to within-chunklet variance (the generalised
+        largest ratio of total to within-chunklet variance (the generalized
         eigenvectors of the total scatter ``T`` and ``C``: the paper's
         constrained Fisher criterion ``max |A^T T A| / |A^T C A|``), or all
         of them if the span has fewer.
@@ -231,7 +231,7 @@ class RCA(MahalanobisMixin, TripletLearner):
     rank_ : int
         The dimension kept (the span's, or ``n_components``).
     chunklet_covariance_ : ndarray of shape (d, d)
-        ``C`` (before regularisation).
+        ``C`` (before regularization).
     total_scatter_ : ndarray of shape (d, d)
         ``T = sum_i (x_i - mean)(x_i - mean)^T`` of the training rows (its
         span is the reduction of Step 2).
@@ -337,13 +337,13 @@ class RCA(MahalanobisMixin, TripletLearner):
                 raise ValueError("RCA: every class has a single member; no chunklet of two "
                                  "or more equivalent points exists.")
             groups = np.where(counts[codes] >= 2, codes, -1)
-            C, T, _ = _centred_scatters(X, groups, counts.size)
+            C, T, _ = _centered_scatters(X, groups, counts.size)
         else:
             rows, groups = (_similar_chunklets(got, n) if isinstance(got, PairConstraints)
                             else _pair_chunklets(got, n))
             Xc = X[rows]
-            C, _, _ = _centred_scatters(Xc, groups, int(groups.max()) + 1)
-            _, T, _ = _centred_scatters(X, np.full(n, -1), 0)
+            C, _, _ = _centered_scatters(Xc, groups, int(groups.max()) + 1)
+            _, T, _ = _centered_scatters(X, np.full(n, -1), 0)
         self._set_model(C, T, t0)
 
     def _fit_statistics(self, plan) -> None:

@@ -1,6 +1,6 @@
 """SCML: Sparse Compositional Metric Learning (Shi, Bellet & Sha, AAAI
 2014), a sparse non-negative combination of rank-one metrics learned from
-triplets.  The optimisation is :mod:`tripletml.algorithms.scml.kernels`.
+triplets.  The optimization is :mod:`tripletml.algorithms.scml.kernels`.
 
 This folder holds the whole algorithm: ``estimator``, ``kernels``.
 """

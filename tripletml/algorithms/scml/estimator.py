@@ -1,6 +1,6 @@
 """SCML: Sparse Compositional Metric Learning (Shi, Bellet & Sha, AAAI
 2014), a sparse non-negative combination of rank-one metrics learned from
-triplets.  The optimisation is :mod:`tripletml.algorithms.scml.kernels`."""
+triplets.  The optimization is :mod:`tripletml.algorithms.scml.kernels`."""
 from __future__ import annotations
 
 from numbers import Integral, Real
@@ -38,13 +38,13 @@ class SCML(MahalanobisMixin, TripletLearner):
 
         min_{w >= 0}  (1/m) sum_{(q, p+, p-)} [1 + d_w(q, p+) - d_w(q, p-)]_+ + alpha ||w||_1,
 
-    ``d_w(x, x') = sum_b w_b (u_b . (x - x'))^2``, by mini-batch regularised
+    ``d_w(x, x') = sum_b w_b (u_b . (x - x'))^2``, by mini-batch regularized
     dual averaging with AdaGrad steps (as the paper; closed-form proximal
     step, :func:`tripletml.algorithms.scml.kernels.rda_step`).  ``M`` is PSD by
     construction; the l1 term zeroes most weights.
 
     From labels ``fit(X, y)`` the basis is the paper's (Sec. 4.1): the
-    leading LDA directions of the neighbourhoods of k-means centres at two
+    leading LDA directions of the neighborhoods of k-means centers at two
     scales, and the triplets are every point's ``k_genuine`` nearest
     same-class points with its ``k_impostor`` nearest other-class points
     (:func:`tripletml.triplets.knn_triplets`), as metric-learn's
@@ -64,12 +64,12 @@ class SCML(MahalanobisMixin, TripletLearner):
         Basis size; None: ``min(20 d, 2 n e - 1)`` for "lda" (e = min(c - 1,
         d)), ``80 d`` for "triplet_diffs" (metric-learn's defaults).
     k_genuine, k_impostor : int, default=3 and 10
-        Target neighbours and impostors per point (labels only).
+        Target neighbors and impostors per point (labels only).
     eta0 : float, default=1.0
         Step scale of the dual averaging (1 / gamma in metric-learn's
         parametrisation: its default gamma=5e-3 is eta0=200, which
         oscillated and ended at 2-30 times the objective of eta0=1 on
-        standardised iris and wine).
+        standardized iris and wine).
     batch_size : int, default=10
         Triplets per stochastic step.
     max_iter : int, default=10000

@@ -9,10 +9,10 @@ has the hinge ``[1 + w . delta]_+`` with ``delta_b = (u_b . (q - p+))^2 -
 
     min_{w >= 0}  F(w) = (1/m) sum_t [1 + w . delta_t]_+ + alpha ||w||_1
 
-is solved as the paper does, by stochastic regularised dual averaging with
+is solved as the paper does, by stochastic regularized dual averaging with
 AdaGrad's per-coordinate steps (Duchi, Hazan & Singer 2011): at step t, with
 ``gbar`` the average of the mini-batch subgradients so far and ``s`` the root
-of the sum of their squares, ``w`` is the closed-form minimiser of
+of the sum of their squares, ``w`` is the closed-form minimizer of
 
     <gbar, w> + alpha ||w||_1 + (1 / (2 eta0 t)) sum_b (delta0 + s_b) w_b^2,  w >= 0,
 
@@ -45,7 +45,7 @@ class SCMLResult:
 
 
 def rda_step(gbar: np.ndarray, s: np.ndarray, t: int, alpha: float, eta0: float) -> np.ndarray:
-    """The minimiser over ``w >= 0`` of ``<gbar, w> + alpha sum w + sum (DELTA0
+    """The minimizer over ``w >= 0`` of ``<gbar, w> + alpha sum w + sum (DELTA0
     + s) w^2 / (2 eta0 t)`` (separable: one clipped 1-D quadratic per
     coordinate)."""
     return eta0 * t * np.maximum(-(gbar + alpha), 0.0) / (DELTA0 + s)
@@ -81,10 +81,10 @@ LDA_SHRINKAGE = 1e-2
 
 
 def _lda_directions(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
-    """The ``k`` leading directions of regularised LDA on the rows: the
-    generalised eigenvectors of the between-class scatter and the
+    """The ``k`` leading directions of regularized LDA on the rows: the
+    generalized eigenvectors of the between-class scatter and the
     within-class scatter plus ``LDA_SHRINKAGE`` times its mean eigenvalue
-    (a smooth, scale-free ridge: local neighbourhoods have fewer rows than
+    (a smooth, scale-free ridge: local neighborhoods have fewer rows than
     features, and a rank cut would make the basis jump with rounding), as
     unit rows."""
     d = X.shape[1]
@@ -109,7 +109,7 @@ def _lda_directions(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
 def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray:
     """The paper's basis (Sec. 4.1): local discriminative directions.
 
-    ``ceil(n_basis / (2 e))`` k-means centres (``e = min(c - 1, d)``); around
+    ``ceil(n_basis / (2 e))`` k-means centers (``e = min(c - 1, d)``); around
     each, the ``k`` nearest rows of every class at two scales (k = 10 and
     20, or 20 and 50 when d > 50) and the ``e`` leading LDA directions of
     those rows; the first ``n_basis`` of them (unit rows)."""
@@ -120,14 +120,14 @@ def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray
     e = min(classes.size - 1, d)
     n_clusters = min(n, int(math.ceil(n_basis / (2 * e))))
     seed = int(rng.integers(2**31 - 1))
-    centres = KMeans(n_clusters=n_clusters, n_init=3, random_state=seed).fit(X).cluster_centers_
+    centers = KMeans(n_clusters=n_clusters, n_init=3, random_state=seed).fit(X).cluster_centers_
     scales = (20, 50) if d > 50 else (10, 20)
     near = {}
     for c in classes:
         rows = np.flatnonzero(codes == c)
         kk = min(rows.size, scales[1])
         Xc = X[rows]
-        D = ((Xc ** 2).sum(1)[None, :] - 2 * centres @ Xc.T) + (centres ** 2).sum(1)[:, None]
+        D = ((Xc ** 2).sum(1)[None, :] - 2 * centers @ Xc.T) + (centers ** 2).sum(1)[:, None]
         # ties (integer features) broken by row, not by rounding: distances
         # rounded to 9 significant digits of the largest
         scale = max(float(np.abs(D).max()), 1e-300)

@@ -14,14 +14,14 @@ subproblem parameter ``sigma' = gamma K`` (their eq. 11; ``K`` the partitions
 that hold a triplet) runs, per round:
 
 1. the driver broadcasts ``M = M(alpha)``;
-2. partition ``k`` approximately maximises its local subproblem (eq. 9)
+2. partition ``k`` approximately maximizes its local subproblem (eq. 9)
 
        G_k(dA_k) = -(1/n) sum_{i in k} l_i^*(-(alpha_i + dalpha_i)) - (1/K)(lambda/2)||M||^2
                    - (1/n) <M, A_k dA_k> - (lambda/2) sigma' ||(lambda n)^-1 A_k dA_k||^2
 
    by one pass of SDCA coordinate steps over its own triplets, in the order
    ``sup.order(p, m, round)``.  For the squared hinge the exact coordinate
-   maximiser is SDCA's step with the quadratic term scaled by ``sigma'``:
+   maximizer is SDCA's step with the quadratic term scaled by ``sigma'``:
 
        dalpha = max((1 - x_i^T (M + sigma' D_k) v_i - alpha_i/2 - dalpha_i/2)
                     / (1/2 + sigma' ||X_i||^2 / (lambda n)), -(alpha_i + dalpha_i)),
@@ -120,7 +120,7 @@ def local_pass(M, D, sigma, alpha, order, indptr, indices, data, triplets, lam_n
     ``(lambda n)^-1 sum dalpha_i X_i`` (in place), ``alpha`` its dual
     variables (in place, ``alpha_i + dalpha_i``), triplet ``order[j]`` at
     step ``j``.  The local model is ``M + sigma D``; the step is the exact
-    maximiser of the subproblem along the coordinate.  ``stats`` gets the
+    maximizer of the subproblem along the coordinate.  ``stats`` gets the
     sums of the hinge and squared hinge before each step and the mistakes
     (margin <= 0).  Returns the position of the first step with a
     non-finite margin or norm, or -1.

@@ -34,8 +34,8 @@ reservoir sampling (an ``O(d^2)`` copy an expected ``ln(T - T0)`` times).
 
 The dual bookkeeping lives in :class:`tripletml.algorithms.sdca.kernels.SDCASolver`;
 this estimator validates, drives it pass by pass and stores its state.  The
-regularisation lambda of the paper is the parameter ``alpha`` (the
-library's name for the main regularisation strength); the paper's dual
+regularization lambda of the paper is the parameter ``alpha`` (the
+library's name for the main regularization strength); the paper's dual
 variables alpha_i are the fitted ``alpha_``.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     Parameters
     ----------
     alpha : float, default=0.01
-        Regularisation strength (lambda in the paper, eq. 4).
+        Regularization strength (lambda in the paper, eq. 4).
     max_iter : int, default=10
         Maximum passes; each pass makes ``n`` steps, each drawing a triplet
         uniformly at random (Algorithm 1 samples with replacement).
@@ -89,7 +89,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         ``max_iter`` passes end first.  None (default): the fixed budget of
         ``max_iter`` passes, as the paper's experiments (a fixed number of
         steps); the gap is still recorded in ``history_``.  Why no default
-        tolerance: with standardised features and ``alpha=0.01`` the
+        tolerance: with standardized features and ``alpha=0.01`` the
         relative gap after 10 passes ranges from 2e-4 (iris) to 0.67
         (digits) over the ten shipped data sets (it shrinks by a factor
         ``~exp(-1 / (1 + ||X_i||^2 / (lambda n)))`` per pass, slow when
@@ -235,7 +235,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         if self.output != self.output_ or float(self.alpha) != self.lambda_:
             raise ValueError(
                 f"SDCA: output/alpha were {self.output_!r}/{self.lambda_:g} when the model was "
-                f"initialised and are now {self.output!r}/{self.alpha!r}; the dual state "
+                f"initialized and are now {self.output!r}/{self.alpha!r}; the dual state "
                 "belongs to the former. Restore them, or start a new model with fit.")
         s = getattr(self, "_solver", None)
         if s is None or s.M is not self.M_last_ or s.alpha is not self.alpha_:

@@ -1,4 +1,4 @@
-"""Sparse metric learning by smooth optimisation (Ying, Huang & Campbell,
+"""Sparse metric learning by smooth optimization (Ying, Huang & Campbell,
 "Sparse metric learning via smooth optimization", NIPS 2009).
 
 This folder holds the whole algorithm: ``estimator``, ``kernels``.

@@ -3,7 +3,7 @@
 
 Ying, Huang & Campbell, "Sparse metric learning via smooth optimization",
 NIPS 2009, Table 1: the steps need the operator ``A u = sum_tau u_tau
-X_tau`` (steps 2 and 3, the Lemma 3 maximiser and the line search), the
+X_tau`` (steps 2 and 3, the Lemma 3 maximizer and the line search), the
 margins ``<X_tau, M>`` (the gradient (13) of ``phi_mu`` and the objective
 (4)) and the Lipschitz constant ``sum_tau ||X_tau||_F^2 / (2 mu)`` (Lemma
 2): sums (concatenations) over the partitions' triplets
@@ -41,7 +41,7 @@ def _sml_tau_task(p, T, sup, alpha, d) -> float:
 
 
 def _sml_A_task(p, T, sup, alpha, d, u, offsets):
-    """Partition p's part of ``A u`` (unsymmetrised), its slice of u."""
+    """Partition p's part of ``A u`` (unsymmetrized), its slice of u."""
     if T.shape[0] == 0:
         return None
     a, b = offsets[p.index], offsets[p.index + 1]

@@ -1,4 +1,4 @@
-"""Sparse metric learning by smooth optimisation (Ying, Huang & Campbell,
+"""Sparse metric learning by smooth optimization (Ying, Huang & Campbell,
 "Sparse metric learning via smooth optimization", NIPS 2009).
 
 Solves eq. (4), equivalent by Lemma 1 to the mixed (2,1)-norm model (3),
@@ -41,7 +41,7 @@ __all__ = ["SML"]
 @document_sampling
 @document_preprocessing
 class SML(MahalanobisMixin, TripletLearner):
-    """Sparse (low-rank) Mahalanobis metric by smooth optimisation.
+    """Sparse (low-rank) Mahalanobis metric by smooth optimization.
 
     Parameters
     ----------

@@ -14,7 +14,7 @@ dissimilar (the library's ``(query, positive, negative)`` triplet is
   the operator ``A u = sum_tau u_tau X_tau`` (formed as ``X^T C X`` with a
   sparse n x n ``C``: matrix products, no loop building d x d matrices), the
   margins ``<X_tau, M>``, the objective (4) and ``phi_mu`` of the saddle form
-  (7) smoothed by ``- mu ||M||_F^2`` (eq. 12), whose maximiser is Lemma 3's
+  (7) smoothed by ``- mu ||M||_F^2`` (eq. 12), whose maximizer is Lemma 3's
   (:func:`tripletml.linalg.eig_update.solve_lemma3`).
 * :class:`SmoothSolver` -- SMLsm, Table 1: Nesterov's optimal scheme on
   ``phi_mu(u)`` over ``u in [0, 1]^T`` with ``Q2 = {M PSD, tr M <= sqrt(T /
@@ -149,7 +149,7 @@ class SMLProblem:
         return G
 
     def A_sum(self, u: np.ndarray) -> np.ndarray:
-        """``-(X^T C X)`` before symmetrisation and the finiteness check of
+        """``-(X^T C X)`` before symmetrization and the finiteness check of
         :meth:`A`: a sum over the triplets, so the parts of disjoint sets of
         triplets add up (:mod:`tripletml.distributed.gradient_sums`)."""
         if self._C is None:
@@ -182,7 +182,7 @@ class SMLProblem:
         return float(np.sum(triplet_hinge_array(mg)) + self.alpha * np.trace(M) ** 2)
 
     def phi(self, u: np.ndarray, mu: float = 0.0, eig=None):
-        """``phi_mu(u)`` (mu = 0: the exact phi of eq. 7) and its maximiser
+        """``phi_mu(u)`` (mu = 0: the exact phi of eq. 7) and its maximizer
         ``M_mu(u)`` over Q2 (Lemma 3; with mu = 0 all the mass goes on the
         top eigenvalue).  ``eig``: the ``eigh`` of ``A u`` when known."""
         lam, U = eig if eig is not None else np.linalg.eigh(self.A(u))
@@ -256,7 +256,7 @@ class SmoothSolver(_Iterations):
     :data:`LINE_SEARCH_DECREASE` (not below the start), then double it
     whenever the descent condition ``phi_mu(z) <= phi_mu(u) + grad . (z - u)
     + L/2 ||z - u||^2`` fails, up to the paper's L (the backtracking the
-    paper suggests, made adaptive both ways).  The Lemma 3 maximiser and
+    paper suggests, made adaptive both ways).  The Lemma 3 maximizer and
     the gaps do not depend on L: the stopping certificate
     (``gap_mu``, :attr:`gap_mu`) holds whatever the estimate."""
 
