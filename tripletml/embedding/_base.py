@@ -274,14 +274,7 @@ class OrdinalEmbeddingBase(BaseEstimator):
         3``, ``n_items_`` a positive int agreeing with ``n_items``, finite
         ``loss_``, the parameters valid and ``embedding_`` of shape
         ``(n_items_, n_components)``, finite."""
-        if getattr(self, "n_features_in_", None) != 3 or isinstance(self.n_features_in_, bool):
-            raise ValueError(f"n_features_in_={getattr(self, 'n_features_in_', None)!r} "
-                             "must be 3 (triplets)")
-        n = getattr(self, "n_items_", None)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n_items_={n!r} is not a positive integer")
-        if self.n_items is not None and self.n_items != n:
-            raise ValueError(f"n_items_={n} disagrees with n_items={self.n_items}")
+        check_item_counts(self)
         loss = getattr(self, "loss_", None)
         if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not np.isfinite(loss):
             raise ValueError(f"loss_={loss!r} is not a finite number")
@@ -335,3 +328,17 @@ class OrdinalEmbeddingBase(BaseEstimator):
         tags.input_tags.pairwise = False
         tags.requires_fit = True
         return tags
+
+
+def check_item_counts(model) -> None:
+    """The item counts of a loaded embedding model: ``n_features_in_ == 3``
+    (triplets) and ``n_items_`` a positive int agreeing with ``n_items``
+    (ValueError otherwise)."""
+    if getattr(model, "n_features_in_", None) != 3 or isinstance(model.n_features_in_, bool):
+        raise ValueError(f"n_features_in_={getattr(model, 'n_features_in_', None)!r} "
+                         "must be 3 (triplets)")
+    n = getattr(model, "n_items_", None)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n_items_={n!r} is not a positive integer")
+    if model.n_items is not None and model.n_items != n:
+        raise ValueError(f"n_items_={n} disagrees with n_items={model.n_items}")

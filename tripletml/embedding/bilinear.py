@@ -13,7 +13,7 @@ from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
 from tripletml.core.model_writer import save_model
 from tripletml.core.params import Interval, validate_constraints
 from tripletml.datasets.comparisons import check_item_triplets
-from tripletml.embedding._base import fit_items
+from tripletml.embedding._base import check_item_counts, fit_items
 
 __all__ = ["BilinearEmbedding"]
 
@@ -226,14 +226,8 @@ class BilinearEmbedding(BaseEstimator):
         ``fit`` makes, fitted on ``n_items_`` one-hot columns (at rank
         ``n_components`` when set), ``embedding_`` there exactly when the
         learner has ``transform``."""
-        if getattr(self, "n_features_in_", None) != 3 or isinstance(self.n_features_in_, bool):
-            raise ValueError(f"n_features_in_={getattr(self, 'n_features_in_', None)!r} "
-                             "must be 3 (triplets)")
-        n = getattr(self, "n_items_", None)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n_items_={n!r} is not a positive integer")
-        if self.n_items is not None and self.n_items != n:
-            raise ValueError(f"n_items_={n} disagrees with n_items={self.n_items}")
+        check_item_counts(self)
+        n = self.n_items_
         self._validate_params()
         learner = getattr(self, "learner_", None)
         want = type(self._make_learner())
