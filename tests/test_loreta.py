@@ -404,31 +404,18 @@ def test_gaussian_classes_rank_8_above_the_dot_product():
     assert validation_score(m, X[500:], y[500:]) > dot + 0.05
 
 
-def test_algorithm_is_a_deprecated_alias_of_solver():
-    """``algorithm`` was renamed ``solver``: the old name still works for one
-    release, with a FutureWarning, and gives the same model."""
-    import warnings
-
+def test_algorithm_is_gone():
+    """``algorithm`` (renamed ``solver``) was removed: not a parameter."""
     from tripletml import LORETA
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(30, 6))
-    y = np.repeat(np.arange(3), 10)
-    kw = dict(rank=2, n_triplets=200, random_state=0, batch_size=2)
-    with pytest.warns(FutureWarning, match="'algorithm' was renamed 'solver'"):
-        old = LORETA(algorithm="general", **kw).fit(X, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        new = LORETA(solver="general", **kw).fit(X, y)
-    np.testing.assert_array_equal(old.A_, new.A_)
-    assert "solver" in LORETA().get_params() and LORETA().get_params()["algorithm"] == \
-        "deprecated"
-    with pytest.raises(ValueError, match="LORETA.*algorithm"):
-        LORETA(algorithm="fast").fit(X, y)
+    assert "algorithm" not in LORETA().get_params()
+    with pytest.raises(TypeError):
+        LORETA(algorithm="general")
 
 
 def test_a_file_saved_with_algorithm_loads_without_warning(tmp_path):
     """A 0.1 model file stores ``algorithm``: it loads as ``solver`` (no
-    FutureWarning, the same model); a 0.2 file stores both and loads too."""
+    FutureWarning, the same model); a file of the 0.2 development stores both
+    (``algorithm="deprecated"``, the placeholder) and loads too."""
     import io
     import json
     import warnings
@@ -440,22 +427,28 @@ def test_a_file_saved_with_algorithm_loads_without_warning(tmp_path):
     y = np.repeat(np.arange(3), 10)
     m = LORETA(rank=2, n_triplets=100, random_state=0, solver="general").fit(X, y)
     m.save(tmp_path / "new.npz")
-    # the same archive with its metadata as 0.1 wrote it: algorithm, no solver
-    with zipfile.ZipFile(tmp_path / "new.npz") as src, \
-            zipfile.ZipFile(tmp_path / "old.npz", "w") as dst:
-        assert "__meta__.npy" in src.namelist()
-        for name in src.namelist():
-            data = src.read(name)
-            if name == "__meta__.npy":
-                meta = json.loads(np.load(io.BytesIO(data), allow_pickle=False).tobytes())
-                meta["params"]["algorithm"] = meta["params"].pop("solver")
-                buf = io.BytesIO()
-                np.save(buf, np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8))
-                data = buf.getvalue()
-            dst.writestr(name, data)
-    for f in ("new.npz", "old.npz"):
+
+    def rewrite(target, edit):
+        with zipfile.ZipFile(tmp_path / "new.npz") as src, \
+                zipfile.ZipFile(tmp_path / target, "w") as dst:
+            assert "__meta__.npy" in src.namelist()
+            for name in src.namelist():
+                data = src.read(name)
+                if name == "__meta__.npy":
+                    meta = json.loads(np.load(io.BytesIO(data), allow_pickle=False).tobytes())
+                    edit(meta["params"])
+                    buf = io.BytesIO()
+                    np.save(buf, np.frombuffer(json.dumps(meta).encode("utf-8"),
+                                               dtype=np.uint8))
+                    data = buf.getvalue()
+                dst.writestr(name, data)
+
+    rewrite("old.npz", lambda p: p.__setitem__("algorithm", p.pop("solver")))   # 0.1
+    rewrite("dev.npz", lambda p: p.__setitem__("algorithm", "deprecated"))      # 0.2 dev
+    for f in ("new.npz", "old.npz", "dev.npz"):
         with warnings.catch_warnings():
             warnings.simplefilter("error", FutureWarning)
             back = load_model(tmp_path / f)
-        assert back.solver == "general" and back.algorithm == "deprecated"
+        assert back.solver == "general" and "algorithm" not in back.get_params()
         np.testing.assert_array_equal(back.A_, m.A_)
+

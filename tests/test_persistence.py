@@ -350,26 +350,6 @@ def test_pickles_of_0_1_online_learners_still_load():
     old.partial_fit(X, T)
 
 
-def test_a_renamed_parameter_given_under_its_old_name_loads_as_the_new(tmp_path):
-    """A LORETA fitted with algorithm='general' (deprecated) saves that value;
-    the file loads as solver='general', without a warning."""
-    import warnings
-
-    from tripletml import LORETA, load_model
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(30, 6))
-    y = np.repeat(np.arange(3), 10)
-    with pytest.warns(FutureWarning):
-        m = LORETA(rank=2, n_triplets=100, batch_size=2, random_state=0,
-                   algorithm="general").fit(X, y)
-    m.save(tmp_path / "m.npz")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        back = load_model(tmp_path / "m.npz")
-    assert (back.solver, back.algorithm) == ("general", "deprecated")
-    np.testing.assert_array_equal(back.A_, m.A_)
-
-
 # ------------------------------------------------------------- special files, bombs, caps
 def _alarm(seconds, what):
     def hung(signum, frame):

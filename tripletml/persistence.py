@@ -306,6 +306,10 @@ def _build(path, record: dict, members: dict, kinds, parts: list) -> SavableMode
     return model
 
 
+#: the value a renamed parameter's old name held when nothing was given
+_RENAMED_PLACEHOLDER = "deprecated"
+
+
 def _with_params(path, cls: type, params: dict) -> SavableModel:
     """An instance of ``cls`` with the file's parameters, checked by the
     class's own ``_validate_params``."""
@@ -315,12 +319,13 @@ def _with_params(path, cls: type, params: dict) -> SavableModel:
         params = {**params, "preprocessing": None}
     for old, new in getattr(cls, "_renamed_params", {}).items():
         # a parameter renamed since the file was written (e.g. LORETA's
-        # algorithm -> solver in 0.2): a value given under the old name
-        # is the one the model was fitted with (it won over the new name
-        # at fit time), read under the new name, without a warning
+        # algorithm -> solver): a value given under the old name is the one
+        # the model was fitted with (it won over the new name at fit time),
+        # read under the new name; "deprecated" was the old name's
+        # placeholder (nothing given) in the files of 0.2 development
         if old in params:
             value = params.pop(old)
-            if value != model.get_params()[old]:     # not the placeholder
+            if value != _RENAMED_PLACEHOLDER:
                 params[new] = value
     unknown = set(params) - set(model.get_params())
     if unknown:

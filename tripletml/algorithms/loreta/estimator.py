@@ -33,7 +33,6 @@ drift control live in :mod:`tripletml.algorithms.loreta.kernels` (shared with
 """
 from __future__ import annotations
 
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -99,9 +98,6 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     solver : {"auto", "general"}, default="auto"
         "general" forces Algorithm 2 even for ``batch_size=1`` (a reference
         and a benchmark baseline).
-    algorithm : {"auto", "general"}, optional
-        Deprecated alias of ``solver`` (renamed in 0.2, removed in 0.3); a
-        value given here wins over ``solver`` with a FutureWarning.
     init : {"pca", "identity", "random"}, default="pca"
         "pca": ``A = B = U_k``, the top-k principal directions of the
         preprocessed training rows (eigenvectors of ``X^T X``, one pass over
@@ -208,7 +204,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
     def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
                  batch_size=1, solver="auto", init="pca", pinv_check_every=1000,
                  pinv_tol=1e-8, tol=None, preprocessing="auto", random_state=None, verbose=0,
-                 algorithm="deprecated", preprocessor=None):
+                 preprocessor=None):
         self.rank = rank
         self.eta0 = eta0
         self.max_iter = max_iter
@@ -216,7 +212,6 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self.sampling = sampling
         self.batch_size = batch_size
         self.solver = solver
-        self.algorithm = algorithm
         self.init = init
         self.pinv_check_every = pinv_check_every
         self.pinv_tol = pinv_tol
@@ -226,7 +221,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self.verbose = verbose
         self.preprocessor = preprocessor
 
-    #: parameters renamed since 0.1, read under their new names from old files
+    #: parameters renamed since 0.1, read under their new names from old model files
     _renamed_params = {"algorithm": "solver"}
     _parameter_constraints = {
         **OnlineTripletLearner._parameter_constraints,
@@ -235,21 +230,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         "eta0": ETA0_AUTO,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions({"auto", "general"})],
-        "algorithm": [StrOptions({"auto", "general", "deprecated"},
-                                 deprecated={"deprecated"})],
     }
-
-    def _check_params(self):
-        if self.algorithm != "deprecated":
-            warnings.warn("LORETA: parameter 'algorithm' was renamed 'solver' in 0.2 and will be "
-                          f"removed in 0.3; use solver={self.algorithm!r}.", FutureWarning,
-                          stacklevel=5)   # the caller of fit / partial_fit
-
-    def _solver_name(self) -> str:
-        """``solver``, or the deprecated ``algorithm`` when that was given."""
-        if isinstance(self.algorithm, str) and self.algorithm == "deprecated":
-            return self.solver
-        return self.algorithm
 
     # model -------------------------------------------------------------
     def _init_model(self, n_features, rng, X=None):
@@ -264,14 +245,14 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactoredBilinearMixin, OnlineTripl
         self._resume_factors()
 
     def _block_multiple(self):
-        return 1 if self.batch_size == 1 and self._solver_name() == "auto" \
+        return 1 if self.batch_size == 1 and self.solver == "auto" \
             else int(self.batch_size)
 
     def _run_steps(self, Xc, triplets):
         self._check_resumable()
         m = triplets.shape[0]
         losses, margins = np.zeros(m), np.zeros(m)
-        if self.batch_size == 1 and self._solver_name() == "auto":
+        if self.batch_size == 1 and self.solver == "auto":
             self._loreta1(Xc, triplets, losses, margins)
         else:
             self._general(Xc, triplets, losses, margins)
