@@ -1268,6 +1268,11 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
         "TripletLearner", "how fit(ShardedCollection) trains: a "
         "tripletml.distributed.strategy.PartitionedStrategy (exact statistics, CoCoA+, "
         "mixing, gradient sums); None: gather a sample of the triplets' rows"),
+    "_model_kind": (
+        "FactoredBilinearMixin", "what parameter mixing averages "
+        "(tripletml.distributed.mixing.model_kind): 'factors' (A, B of W = A B^T), 'pinv' "
+        "(factors with their pseudo-inverses: LORETA, PinvFactorsOwner) or 'dense' (W_: "
+        "OASIS); a learner without one and with W_ counts as dense"),
     # the online learners
     "_history_keys": (
         "OnlineTripletLearner", "the columns of history_ besides the step and the time"),
