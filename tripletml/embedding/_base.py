@@ -19,12 +19,11 @@ import warnings
 
 import numpy as np
 from scipy.optimize import minimize
-from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
 
-from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
-from tripletml.core.model_writer import save_model
-from tripletml.core.params import Interval, validate_constraints
+from tripletml.core.arrayspec import ArraySpec
+from tripletml.core.base import LearnerBase
+from tripletml.core.params import Interval
 from tripletml.engine.stopping import finish
 from tripletml.core.validation import as_generator
 from tripletml.datasets.comparisons import check_item_triplets, check_n_items_bound
@@ -146,7 +145,7 @@ class _Pairs:
         return 2.0 * out.reshape(n, d)
 
 
-class OrdinalEmbeddingBase(BaseEstimator):
+class OrdinalEmbeddingBase(LearnerBase):
     """Common ``fit`` / ``predict`` / ``score`` of the ordinal embeddings.
 
     Subclasses define ``_loss_grad(X, pairs)`` returning the objective and its
@@ -165,6 +164,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
     _init_scale = 1.0
     #: the fitted arrays a model file may hold (checked by ``load_model``)
     _fitted_arrays = {"embedding_": ArraySpec(("n_items_", "n_components"))}
+    #: triplets are integer ids, never a sparse matrix
+    _accepts_sparse = False
     #: route forced by tests (None: chosen by size)
     _dense = None
     #: use the compiled kernel on the dense route (tests compare both)
@@ -196,8 +197,8 @@ class OrdinalEmbeddingBase(BaseEstimator):
             (of the first start).
         """
         who = type(self).__name__
-        validate_constraints(self)
-        self._check_params()
+        self._reset_fitted()
+        self._validate_params()
         t, n, used = fit_items(self, triplets, y, "their embedding is undetermined and "
                                "stays at its random initial position.")
         rng = as_generator(self.random_state, self)
@@ -245,30 +246,13 @@ class OrdinalEmbeddingBase(BaseEstimator):
         self.embedding_ = X
         self.n_items_ = n
         self.loss_ = float(res.fun)
-        self.n_features_in_ = 3
+        self._set_fitted(3)
         reason = "max_iter" if res.nit >= self.max_iter and not res.success else "tol"
         finish(self, res.nit, reason, tol=self.tol, what="relative decrease of the objective",
                advice="increase max_iter", stacklevel=3)
         return self
 
-    def _check_params(self) -> None:
-        pass
-
     # ------------------------------------------------------------ persistence
-    def _validate_params(self) -> None:
-        """The parameter constraints and rules (also run on a loaded model)."""
-        validate_constraints(self)
-        self._check_params()
-
-    def save(self, path) -> None:
-        """Write the fitted embedding to ``path`` (``.npz``), see
-        :func:`tripletml.save_model`; read it back with
-        :func:`tripletml.load_model`."""
-        if not hasattr(self, "embedding_"):
-            raise ValueError(f"{type(self).__name__}: cannot save an unfitted model; call fit "
-                             "first.")
-        save_model(self, path)
-
     def _check_loaded(self) -> None:
         """Consistency of a model built by ``load_model``: ``n_features_in_ ==
         3``, ``n_items_`` a positive int agreeing with ``n_items``, finite
@@ -278,8 +262,7 @@ class OrdinalEmbeddingBase(BaseEstimator):
         loss = getattr(self, "loss_", None)
         if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not np.isfinite(loss):
             raise ValueError(f"loss_={loss!r} is not a finite number")
-        self._validate_params()
-        check_fitted_arrays(self)
+        super()._check_loaded()
 
     # ------------------------------------------------------------------ use
     def _check_fitted_triplets(self, triplets) -> np.ndarray:

@@ -6,12 +6,12 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
-from tripletml.core.model_writer import save_model
-from tripletml.core.params import Interval, validate_constraints
+from tripletml.core.arrayspec import ArraySpec
+from tripletml.core.base import LearnerBase
+from tripletml.core.params import Interval
 from tripletml.datasets.comparisons import check_item_triplets
 from tripletml.embedding._base import check_item_counts, fit_items
 
@@ -22,7 +22,7 @@ _UNNAMED_FACTOR = 2
 _UNNAMED_SLACK = 1000
 
 
-class BilinearEmbedding(BaseEstimator):
+class BilinearEmbedding(LearnerBase):
     r"""Item similarities from triplets alone, learnt by a bilinear learner on
     one-hot item features.
 
@@ -104,6 +104,7 @@ class BilinearEmbedding(BaseEstimator):
     _fitted_arrays = {"embedding_": ArraySpec(("n_items_", None), optional=True)}
     #: the parameter and the fitted attribute holding a registry model (of
     #: these kinds): a model file stores them as nested records
+    _accepts_sparse = False
     _nested_models = {"learner": ("triplet",), "learner_": ("triplet",)}
 
     def __init__(self, learner=None, *, n_components=None, n_items=None, random_state=None):
@@ -151,7 +152,8 @@ class BilinearEmbedding(BaseEstimator):
             (a ``UserWarning``) When some items appear in no triplet: their
             similarities stay at the learner's initial values.
         """
-        validate_constraints(self)
+        self._reset_fitted()
+        self._validate_params()
         # every step of the learner costs O(n_items x rank) on one-hot rows
         # (400 triplets and 10**6 items: 46 s), so few items may go unnamed
         t, n, _ = fit_items(self, triplets, y, "their similarities stay at the learner's "
@@ -165,7 +167,7 @@ class BilinearEmbedding(BaseEstimator):
         self.learner_ = learner
         self.embedding_ = learner.transform(X) if hasattr(learner, "transform") else None
         self.n_items_ = n
-        self.n_features_in_ = 3
+        self._set_fitted(3)
         return self
 
     def _identity(self):
@@ -199,16 +201,6 @@ class BilinearEmbedding(BaseEstimator):
         return float(np.mean(self.predict(triplets) == 1))
 
     # ------------------------------------------------------------ persistence
-    def _validate_params(self) -> None:
-        """The parameter constraints (also run on a loaded model)."""
-        validate_constraints(self)
-
-    def save(self, path) -> None:
-        """Write the fitted model to ``path`` (``.npz``), see
-        :func:`tripletml.save_model`; read it back with
-        :func:`tripletml.load_model`."""
-        save_model(self, path)
-
     def _saved_form(self) -> "BilinearEmbedding":
         """The model as the file holds it: ``embedding_`` left out when None
         (a learner without ``transform``)."""
@@ -243,7 +235,7 @@ class BilinearEmbedding(BaseEstimator):
             raise ValueError("embedding_ must be stored exactly when the learner has transform")
         if not hasattr(learner, "transform"):
             self.embedding_ = None
-        check_fitted_arrays(self)
+        super()._check_loaded()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
