@@ -16,9 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import house_reference as ref
-
 DATA = Path(__file__).parent / "data"
+
+
+def _load_harness():
+    """bench/house_reference.py by its path (``pytest`` does not put the
+    repository root on sys.path)."""
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "bench" / "house_reference.py"
+    spec = importlib.util.spec_from_file_location("_house_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ref = _load_harness()
 META = json.loads((DATA / "house_reference.json").read_text())
 CASES = dict(ref._cases())
 
