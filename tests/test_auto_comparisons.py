@@ -141,3 +141,42 @@ def test_relative_step_cap_is_scale_free():
     c = relative_step_cap(0.5, Z, 0)
     assert relative_step_cap(0.5, 10 * Z, 0) == pytest.approx(c / 1e4, rel=1e-12)
     assert relative_step_cap(1.0, Z, 0) == pytest.approx(2 * c, rel=1e-12)
+
+
+def test_race_halves_over_splits_and_compares_on_the_same_splits():
+    """Successive halving over the item splits: every racer on split 0, the
+    better half of the learned racers on the next split; the baselines on
+    every split; a halved racer is not compared (NaN mean) and says why."""
+    X, T = _items()
+    kappas = [1e-3, 1e-2, 0.1, 1.0]
+    cands = [FAST[0], {**FAST[1], "kappa": kappas}]
+    a = AutoSimilarity(random_state=0, cv=3, time_budget=120, candidates=cands).fit(
+        X, triplets=T)
+    r = a.cv_results_
+    learned = np.flatnonzero(r["learner"] == "OASIS")
+    n_scored = [np.isfinite([r[f"split{s}_validation_score"][i] for s in range(3)]).sum()
+                for i in range(len(r["learner"]))]
+    assert all(n_scored[i] == 3 for i in np.flatnonzero(r["learner"] == "Euclidean"))
+    assert sorted(n_scored[i] for i in learned) == [1, 1, 2, 3]
+    halved = [i for i in learned if n_scored[i] < 3]
+    assert all(str(r["stopped"][i]).startswith("halved") for i in halved)
+    assert np.isnan(r["mean_validation_score"][halved]).all()
+    # the racers that went on were the better ones on the splits they shared
+    s0 = r["split0_validation_score"]
+    assert min(s0[i] for i in learned if n_scored[i] >= 2) >= max(
+        s0[i] for i in learned if n_scored[i] == 1)
+    assert a.best_score_ == pytest.approx(np.nanmax(r["mean_validation_score"]))
+
+
+def test_a_spent_budget_compares_every_racer_on_its_first_split():
+    """When the budget ends the race, the winner is chosen on the splits
+    every compared racer completed (here the first), never on more splits
+    for the baselines than for the learners."""
+    from tripletml.auto.comparisons import compared
+
+    rows = [{"scores": [0.6, 0.7, 0.65], "error": ""},      # a baseline, every split
+            {"scores": [0.8], "error": ""},                 # a learner, stopped by time
+            {"scores": [], "error": ""},                     # never started
+            {"scores": [0.9], "error": "ValueError: x"}]     # failed: not compared
+    assert compared(rows, 0) == {0: 0.6, 1: 0.8}
+    assert compared(rows, 2) == {0: pytest.approx(0.65)}

@@ -19,13 +19,17 @@ saw*, which is how it will be used.  So the race here:
    are all fit items, and scored on the answers whose items are all held-out
    items (the *unseen-items* protocol of ``bench/bench_zappos_unseen.py``):
    held-out triplet accuracy, or for pairs the ROC AUC of ``pair_score``.
-3. **Races every candidate on every split** (cheapest first, each fit
-   checked against the time budget and the dense-work resources as in the
-   label race), keeps the best mean validation score, ties going to the
-   earlier candidate, and refits the winner on all answers.  The no-learning
-   candidates come first and are always scored: Euclidean on the raw rows,
-   the **cosine** (``Euclidean(preprocessing="normalize")``) and Euclidean
-   on standardized columns.  So the winner is never below the best of them
+3. **Races the candidates over the splits by successive halving**: every
+   candidate on the first split, the better half of the learned ones on
+   the next, and so on (each fit checked against the time budget and the
+   dense-work resources as in the label race, so that under a tight budget
+   or on a busy machine every candidate is seen once before any is seen
+   twice), keeps the best mean validation score over the splits the
+   survivors completed, ties going to the earlier candidate, and refits
+   the winner on all answers.  The no-learning candidates come first, run
+   on every split and are always scored: Euclidean on the raw rows, the
+   **cosine** (``Euclidean(preprocessing="normalize")``) and Euclidean on
+   standardized columns.  So the winner is never below the best of them
    on the validation items.
 
 Learned candidates start at those baselines and move away only as far as
@@ -54,7 +58,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupKFold, KFold
 
 from tripletml.auto.candidates import _expand_candidates
-from tripletml.auto.resources import check_resources
+from tripletml.auto.resources import check_resources, sparse_safe, warn_sparse_safe
 from tripletml.core.base import TripletLearner, _tuple_forms
 from tripletml.core.preprocessing import Preprocessor
 from tripletml.core.validation import check_triplets, check_X
@@ -80,13 +84,18 @@ COMPARISON_SCORINGS = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}
 #: (:func:`relative_step_cap`), from barely moving (1 % of a typical full
 #: step) to a cap a hundred times it (plain passive-aggressive steps), on the
 #: normalized rows (the cosine start) and, coarser, on the sphere lift (the
-#: Euclidean start, for tabular features).
+#: Euclidean start, for tabular features).  SDCA (Wu et al. 2015, dual
+#: coordinate ascent, at its defaults) on the same two geometries: where
+#: the answers are noisy its dual variables saturate and ``M`` is the
+#: average of the answers' outer products ``q (p - n)^T`` (eq. 7), a
+#: learned similarity that no single answer can pull far.
 DEFAULT_COMPARISON_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize", "standardize"]}},
     {"learner": "OASIS", "grid": {"preprocessing": ["normalize"], "max_iter": [1]},
      "kappa": [1e-2, 1e-1, 1.0, 10.0, 100.0]},
     {"learner": "OASIS", "grid": {"preprocessing": ["sphere"], "max_iter": [1]},
      "kappa": [1e-1, 10.0]},
+    {"learner": "SDCA", "grid": {"preprocessing": ["normalize", "sphere"]}},
     {"learner": "KISSME", "grid": {"preprocessing": ["normalize", "standardize"],
                                    "shrinkage": [0.1]}},
 )
@@ -374,53 +383,112 @@ _FAILURES = (FloatingPointError, ArithmeticError, ValueError, np.linalg.LinAlgEr
              MemoryError)
 
 
+def _new_row(c: int, racer) -> dict:
+    return {"candidate": c, "learner": racer.name, "params": racer.params(),
+            "preprocessing": str(racer.cand.prep), "scores": [], "fit_time": [],
+            "error": "", "stopped": "", "free": False, "secs": 0.0}
+
+
+def _fit_score(racer, comp: Comparisons, split: tuple, seed: int, row: dict) -> bool:
+    """Fit ``racer`` on one split's fit items, append its validation score
+    (or its error) to ``row``; returns whether it scored."""
+    fi, vi = split
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = fit_on(racer.make(comp.X[fi], seed), comp, fi)
+        row["scores"].append(score_split(model, comp, vi))
+        return True
+    except _FAILURES as exc:
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        row["stopped"] = "error"
+        return False
+    finally:
+        row["fit_time"].append(time.perf_counter() - t0)
+
+
+def _halve(rows: list[dict], alive: list[int], s: int) -> list[int]:
+    """Successive halving after split ``s``: the free racers (no-learning
+    baselines) always go on; of the learned racers, the better half (by mean
+    score over splits ``0..s``, ties to the earlier racer) go on."""
+    learned = [c for c in alive if not rows[c]["free"]]
+    keep = sorted(learned, key=lambda c: (-float(np.mean(rows[c]["scores"])), c))
+    keep = set(keep[:max(1, math.ceil(len(keep) / 2))])
+    for c in learned:
+        if c not in keep:
+            rows[c]["stopped"] = f"halved: below the better half after split {s}"
+    return [c for c in alive if rows[c]["free"] or c in keep]
+
+
 def race(est: Any, comp: Comparisons, splits: list, t_start: float, seed0: int) -> dict:
-    """Fit and score every racer on every split; returns the race's record:
-    ``rows`` (one dict per racer), ``skipped``, ``stop``."""
-    racers = expand_racers(est)
+    """Race the racers over the splits by successive halving: every racer
+    on split 0, the better half of the learned ones on split 1, and so on
+    (the no-learning baselines on every split).  A racer whose fit is
+    predicted to end after the time budget is not started (``stopped``
+    says so); so under a tight budget or a busy machine every racer still
+    gets its first split before any gets a second.  Returns the race's
+    record: ``rows`` (one dict per racer), ``racers``, ``skipped``, ``stop``,
+    ``rounds`` (the splits every surviving racer completed)."""
+    racers, replaced = sparse_safe(expand_racers(est), comp.X, key=lambda r: r.cand)
+    warn_sparse_safe(replaced, comp.X, _WHO)
     deadline = t_start + float(est.time_budget)
     fi0 = splits[0][0]
     ctx = {"deadline": deadline, "memory": None, "speed": None, "n_workers": 1}
-    rows, skipped, stop = [], [], "max_iter"
+    rows, skipped, alive = [], list(replaced), []
     for c, racer in enumerate(racers):
-        row = {"candidate": c, "learner": racer.name, "params": racer.params(),
-               "preprocessing": str(racer.cand.prep), "scores": [], "fit_time": [],
-               "error": "", "stopped": ""}
+        row = _new_row(c, racer)
         rows.append(row)
         ctx["X"] = _work_proxy(racer.cand.template, comp.X, fi0)
         why, secs = check_resources(ctx, _with_answers(racer.cand, comp, fi0), None)
-        free = secs < 0
+        row["free"], row["secs"] = secs < 0, max(secs, 0.0)
         if why:
             row["stopped"] = why
             skipped.append({"candidate": c, "learner": racer.name, "params": racer.params(),
                             "reason": why})
-            continue
-        for s, (fi, vi) in enumerate(splits):
-            if not free and time.time() + max(secs, 0.0) > deadline:
+        else:
+            alive.append(c)
+    stop, rounds = "max_iter", 0
+    for s, split in enumerate(splits):
+        done = []
+        for c in alive:
+            row = rows[c]
+            if not row["free"] and time.time() + row["secs"] > deadline:
                 row["stopped"] = f"max_time: time_budget spent before split {s}"
                 stop = "max_time"
-                break
+                continue
             seed = int(np.random.SeedSequence([seed0, c, s]).generate_state(1)[0])
-            t0 = time.perf_counter()
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    model = fit_on(racer.make(comp.X[fi], seed), comp, fi)
-                row["scores"].append(score_split(model, comp, vi))
-            except _FAILURES as exc:
-                row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                row["stopped"] = "error"
-                break
-            finally:
-                row["fit_time"].append(time.perf_counter() - t0)
-    return {"rows": rows, "racers": racers, "skipped": skipped, "stop": stop}
+            if _fit_score(racers[c], comp, split, seed, row):
+                done.append(c)
+        if stop == "max_time":          # this round is partial: compare on the earlier ones
+            break
+        rounds = s + 1
+        alive = _halve(rows, done, s) if s + 1 < len(splits) else done
+    for row in rows:
+        row.pop("secs")
+    return {"rows": rows, "racers": racers, "skipped": skipped, "stop": stop,
+            "rounds": rounds}
 
 
-def results_table(rows: list[dict], n_splits: int, win: int) -> dict:
-    """``cv_results_``: one entry per racer (NumPy arrays, pandas-readable)."""
+def compared(rows: list[dict], rounds: int) -> dict[int, float]:
+    """The racers the race can compare and their scores: those scored on
+    the first ``max(rounds, 1)`` splits, by their mean over those splits
+    (so that a racer halved early is not compared on fewer, luckier
+    splits than the ones that went on)."""
+    k = max(int(rounds), 1)
+    return {i: float(np.mean(r["scores"][:k])) for i, r in enumerate(rows)
+            if len(r["scores"]) >= k and not r["error"]}
+
+
+def results_table(rows: list[dict], n_splits: int, win: int, scores: dict[int, float]
+                  ) -> dict:
+    """``cv_results_``: one entry per racer (NumPy arrays, pandas-readable);
+    ``mean_validation_score`` is the score the race compared (:func:`compared`),
+    NaN for a racer halved or stopped before those splits (its own splits'
+    scores are in ``split<k>_validation_score``)."""
     nan = float("nan")
-    full = [len(r["scores"]) == n_splits and not r["error"] for r in rows]
-    mean = [float(np.mean(r["scores"])) if ok else nan for r, ok in zip(rows, full)]
+    full = [i in scores for i in range(len(rows))]
+    mean = [scores.get(i, nan) for i in range(len(rows))]
     order = sorted(range(len(rows)), key=lambda i: (i != win, not full[i],
                                                     -(mean[i] if full[i] else -np.inf), i))
     rank = np.empty(len(rows), dtype=np.int64)
@@ -453,13 +521,12 @@ def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None
     splits = item_splits(est, comp, groups, split_seed)
     rec = race(est, comp, splits, t_start, seed0)
     rows = rec["rows"]
-    scored = [i for i, r in enumerate(rows) if len(r["scores"]) == len(splits)
-              and not r["error"]]
-    if not scored:
-        raise RuntimeError(f"{_WHO}: no candidate was scored on every split within "
+    scores = compared(rows, rec["rounds"])
+    if not scores:
+        raise RuntimeError(f"{_WHO}: no candidate was scored within "
                            f"time_budget={est.time_budget}.")
     # ties go to the earlier racer: the no-learning baselines come first
-    win = max(scored, key=lambda i: (float(np.mean(rows[i]["scores"])), -i))
+    win = max(scores, key=lambda i: (scores[i], -i))
     racer = rec["racers"][win]
     seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
     t0 = time.perf_counter()
@@ -471,8 +538,8 @@ def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None
     est.best_params_ = {"learner": racer.name, **racer.params()}
     if racer.kappa is not None:
         est.best_params_["C"] = float(model.get_params()["C"])
-    est.best_score_ = float(np.mean(rows[win]["scores"]))
-    est.cv_results_ = results_table(rows, len(splits), win)
+    est.best_score_ = scores[win]
+    est.cv_results_ = results_table(rows, len(splits), win, scores)
     est.skipped_ = rec["skipped"]
     est.stop_reason_ = rec["stop"]
     est.history_ = {"step": [0], "seconds": [time.time() - t_start],

@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from tripletml.auto.candidates import _WHO, DEFAULT_CANDIDATES, _expand_candidates
 from tripletml.auto.comparisons import fit_comparisons, parse_comparisons
 from tripletml.auto.race import choose_winner, new_context, race_stages, results_table
+from tripletml.auto.resources import sparse_safe, warn_sparse_safe
 from tripletml.core.validation import check_scalar_param, check_X
 from tripletml.metrics import check_scoring, evaluate_retrieval
 
@@ -356,14 +357,15 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     def _fit_labels(self, X, y, t_start: float):
         """The label race (:mod:`tripletml.auto.race`), then the refit of
         the winner on all rows."""
-        cands = _expand_candidates(self._candidate_specs())
         X = check_X(X, _WHO, accept_sparse=True)
         if sp.issparse(X):
             X = X.tocsr()
+        cands, replaced = sparse_safe(_expand_candidates(self._candidate_specs()), X)
+        warn_sparse_safe(replaced, X, _WHO)
         y = self._check_y(y, X.shape[0])
         ctx = new_context(self, cands, X, y, t_start)
         stop, champions = race_stages(ctx)
-        self.skipped_ = list(ctx["skipped"])
+        self.skipped_ = replaced + list(ctx["skipped"])
         win, win_row = choose_winner(ctx, champions, self.time_budget)
         win_budget = win_row["budget"] if cands[win].budget else None
         self.cv_results_ = results_table(ctx["rows"], len(ctx["splits"]), win_row,

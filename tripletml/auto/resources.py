@@ -15,9 +15,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml.core.base import BilinearMixin, MahalanobisMixin
-from tripletml.core.preprocessing import n_added_features, resolve_preprocessing
+from tripletml.core.preprocessing import (CENTERING_MODES, MAX_DENSIFY_FEATURES,
+                                          n_added_features, resolve_preprocessing)
 
-__all__ = ["check_resources"]
+__all__ = ["check_resources", "sparse_safe"]
+
+#: what a centering preprocessing becomes on high-dimensional sparse X: the
+#: two modes that keep the rows sparse (the rows as given, and the cosine)
+SPARSE_SAFE_MODES = (None, "normalize")
 
 #: Lower bounds on the dense d x d work of one fit, by learner class name:
 #: ``(d x d float64 arrays held at once, symmetric eigendecompositions, d x
@@ -111,6 +116,70 @@ def _machine_speed() -> tuple[float, float]:
 
 def _fmt_bytes(v: float) -> str:
     return f"{v / 2**30:.3g} GiB" if v >= 2**30 else f"{v / 2**20:.3g} MiB"
+
+
+def sparse_safe(cands: list, X, key=lambda c: c) -> tuple[list, list[dict]]:
+    """The candidates as they can race on ``X``: on scipy.sparse X with more
+    than :data:`~tripletml.core.preprocessing.MAX_DENSIFY_FEATURES` columns
+    a centering preprocessing (``"standardize"``, ``"sphere"``, ...) would
+    make the rows dense and is refused, so each such candidate is replaced
+    by the same learner and parameters with each of
+    :data:`SPARSE_SAFE_MODES` (duplicates of a candidate already in the race
+    dropped), rather than lost.  ``key(c)`` is the ``_Candidate`` of an item
+    of ``cands``; an item with a ``cand`` attribute is copied with it
+    replaced.
+
+    Returns
+    -------
+    cands : list
+        The race's candidates, order kept (a replacement where the original was).
+    notes : list of dict
+        One per replaced candidate: ``{"candidate": None, "learner",
+        "params", "reason"}`` (the entries of ``skipped_``).
+    """
+    if not (sp.issparse(X) and X.shape[1] > MAX_DENSIFY_FEATURES):
+        return list(cands), []
+    import copy
+
+    def ident(item):
+        c = key(item)
+        return (c.name, repr(sorted(c.params.items(), key=lambda kv: kv[0])),
+                repr(getattr(item, "kappa", None)))
+
+    out, notes, seen = [], [], set()
+    for item in cands:
+        c = key(item)
+        if c.prep not in CENTERING_MODES:
+            if ident(item) not in seen:
+                seen.add(ident(item))
+                out.append(item)
+            continue
+        for mode in SPARSE_SAFE_MODES:
+            c2 = copy.copy(c)
+            c2.params, c2.prep = {**c.params, "preprocessing": mode}, mode
+            new = c2 if item is c else copy.copy(item)
+            if new is not c2:
+                new.cand = c2
+            if ident(new) not in seen:
+                seen.add(ident(new))
+                out.append(new)
+        notes.append({"candidate": None, "learner": c.name, "params": dict(c.params),
+                      "reason": f"sparse X with {X.shape[1]} features: preprocessing="
+                                f"{c.prep!r} would make it dense; raced with "
+                                f"preprocessing None and 'normalize' instead"})
+    return out, notes
+
+
+def warn_sparse_safe(notes: list[dict], X, who: str) -> None:
+    """One warning naming the candidates :func:`sparse_safe` replaced."""
+    if notes:
+        import warnings
+
+        modes = sorted({str(n["params"].get("preprocessing")) for n in notes})
+        warnings.warn(f"{who}: X is scipy.sparse with {X.shape[1]} features, which "
+                      f"centering would make dense: {len(notes)} candidate(s) with "
+                      f"preprocessing {modes} race with None and 'normalize' instead "
+                      "(skipped_ lists them).", UserWarning, stacklevel=4)
 
 
 def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:

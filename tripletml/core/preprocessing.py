@@ -145,7 +145,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
 
-__all__ = ["Preprocessor", "PREPROCESSING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
+__all__ = ["Preprocessor", "PREPROCESSING_MODES", "CENTERING_MODES", "MAX_DENSIFY_FEATURES", "MAX_WHITEN_FEATURES",
            "MIN_NETWORK_FEATURES", "QUANTISED_LEVELS", "looks_like_network_features",
            "is_linear_mode", "normalize_rows",
            "check_preprocessing", "n_added_features", "feature_unit", "rows_on_a_sphere",
@@ -187,6 +187,9 @@ def document_preprocessing(cls: type) -> type:
 
 #: the values of every triplet learner's ``preprocessing`` parameter
 PREPROCESSING_MODES = (None, "center", "standardize", "whiten", "sphere", "normalize", "auto")
+#: the modes that subtract a mean (a sparse X becomes dense); None and
+#: "normalize" keep sparse rows sparse
+CENTERING_MODES = ("center", "standardize", "whiten", "sphere")
 #: the fitted modes that are not linear maps of the row differences
 _NONLINEAR_MODES = ("sphere", "normalize")
 #: a dense X needs at least this many columns to be taken for features from
@@ -246,7 +249,7 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
     d = X.shape[1]
     if mode == "auto":
         return _resolve_auto(X, getattr(estimator, "_auto_preprocessing", _AUTO_DEFAULT))
-    if mode is not None and sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
+    if mode in CENTERING_MODES and sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
         raise ValueError(
             f"{_who(estimator)}: preprocessing={mode!r} centers the features, which would "
             f"make this sparse X ({d} features) dense; use preprocessing=None (or 'auto', "
