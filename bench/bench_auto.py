@@ -13,6 +13,13 @@ one BLAS thread); "before" is AutoSimilarity before KISSME joined its race
 (the peer run of commit d5bfdc6).  Run it with
 ``OPENBLAS_NUM_THREADS=1`` (the peers ran single-threaded).
 
+``--scoring knn_accuracy`` races with ``scoring="knn_accuracy"`` and
+reports the test 1-NN accuracy (each test row labeled by its most similar
+training row under the winner's ``similarity``) against the Euclidean
+distance's, for the default race (``DEFAULT_CANDIDATES``, "before") and
+the k-NN race (``tripletml.auto.KNN_CANDIDATES``, the neighbourhood
+learners added).
+
 ``--floor`` measures the cheapest search that still validates,
 ``tripletml.auto.FAST_CANDIDATES``: Euclidean raw / standardized / whitened
 and OASIS (sphere, whitened) on one fit/validation split, with the
@@ -65,6 +72,65 @@ def _make(floor: bool):
     return make
 
 
+def knn1_accuracy(model, Xtr, ytr, Xte, yte) -> float:
+    """Test 1-NN accuracy: each test row takes the label of its most similar
+    training row under ``model.similarity`` (None: the Euclidean distance)."""
+    if model is None:
+        from sklearn.neighbors import KNeighborsClassifier
+        return float(KNeighborsClassifier(1).fit(Xtr, ytr).score(Xte, yte))
+    S = np.asarray(model.similarity(Xte, Xtr))
+    return float(np.mean(np.asarray(ytr)[np.argmax(S, axis=1)] == np.asarray(yte)))
+
+
+def run_knn(X, y, seed: int, candidates) -> dict:
+    """One seed of the k-NN race: fit seconds, test 1-NN accuracy, winner."""
+    Xtr, Xte, ytr, yte = split(X, y, seed)
+    make = (lambda s: tripletml.AutoSimilarity(candidates=candidates, scoring="knn_accuracy",
+                                               random_state=s))
+    warm_up(make, Xtr, ytr, seed)
+    model = make(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        model.fit(Xtr, ytr)
+        wall = time.perf_counter() - t0
+    bp = model.best_params_
+    win = bp["learner"] + (f"/{bp['preprocessing']}" if "preprocessing" in bp else "")
+    return {"acc": knn1_accuracy(model, Xtr, ytr, Xte, yte), "wall": wall, "win": win,
+            "euclid": knn1_accuracy(None, Xtr, ytr, Xte, yte), "stop": model.stop_reason_}
+
+
+def main_knn(sets, seeds, output, argv) -> int:
+    from tripletml.auto import DEFAULT_CANDIDATES
+    from tripletml.auto.candidates import KNN_CANDIDATES
+    head = ("| set | Euclidean 1-NN | default race 1-NN (wall s) | k-NN race 1-NN (wall s) "
+            "| k-NN race >= Euclidean | winners of the k-NN race (seeds) |")
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    print(lines[0], flush=True)
+    for ds in sets:
+        X, y = load_set(ds)
+        sd = seeds[:1] if ds == "letter" else seeds
+        before = [run_knn(X, y, s, DEFAULT_CANDIDATES) for s in sd]
+        after = [run_knn(X, y, s, KNN_CANDIDATES) for s in sd]
+        e = np.mean([r["euclid"] for r in after])
+        b, bw = np.mean([r["acc"] for r in before]), np.mean([r["wall"] for r in before])
+        a, aw = np.mean([r["acc"] for r in after]), np.mean([r["wall"] for r in after])
+        line = (f"| {ds}{' (1 seed)' if len(sd) == 1 else ''} | {e:.4f} | {b:.4f} ({bw:.2f}) "
+                f"| {a:.4f} ({aw:.2f}) | {'yes' if a >= e - 1e-12 else 'no'} | "
+                f"{', '.join(r['win'] + ('' if r['stop'] == 'max_iter' else ' [' + r['stop'] + ']') for r in after)} |")
+        lines.append(line)
+        print(line, flush=True)
+    if output:
+        with open(output, "a") as fh:
+            fh.write(f"\n`{' '.join(['python', '-m', 'bench.bench_auto', *(argv or sys.argv[1:])])}`"
+                     f" ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                     f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
+                     f"load average at the end {os.getloadavg()[0]:.1f} on "
+                     f"{os.cpu_count()} cores, tripletml {tripletml.__file__})\n\n")
+            fh.write("\n".join(lines) + "\n")
+    return 0
+
+
 def run(make, X, y, seed: int) -> dict:
     Xtr, Xte, ytr, yte = split(X, y, seed)
     warm_up(make, Xtr, ytr, seed)
@@ -94,10 +160,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--floor", action="store_true",
                     help="the cheapest validated search (Euclidean x3 + OASIS x2)")
+    ap.add_argument("--scoring", default="map", choices=["map", "knn_accuracy"],
+                    help="knn_accuracy: the k-NN race against Euclidean's test 1-NN accuracy")
     ap.add_argument("-o", "--output", default=None, help="append the table (markdown) here")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
+    if args.scoring == "knn_accuracy":
+        return main_knn(sets, seeds, args.output, argv)
     head = ("| set | peer (mAP, fit) | auto before (mAP, fit) | auto now mAP | wall s "
             "| CPU s | mAP >= peer | time <= peer | winners (seeds) | fits per stage |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]

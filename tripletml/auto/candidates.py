@@ -20,7 +20,7 @@ from tripletml.core.validation import check_scalar_param
 from tripletml.registry import FEATURE_KINDS, get_entry
 from tripletml.triplets import is_class_sampling
 
-__all__ = ["DEFAULT_CANDIDATES", "FAST_CANDIDATES"]
+__all__ = ["DEFAULT_CANDIDATES", "FAST_CANDIDATES", "KNN_CANDIDATES", "default_candidates"]
 
 _WHO = "AutoSimilarity"
 
@@ -60,6 +60,49 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
                                 "n_triplets": [1500], "tol": [None]},
      "budget": ("max_iter", 300), "stage": 1},
 )
+
+#: The neighbourhood learners, whose objectives are the k-NN rule itself
+#: (NCA: the expected leave-one-out accuracy of the stochastic 1-NN rule;
+#: LMNN: k target neighbours pulled in, impostors pushed out by a margin;
+#: SCML: the same triplets on a sparse basis; LFDA: Fisher's ratio on local,
+#: within-neighbourhood scatter).  LFDA is a closed form (one generalized
+#: eigenproblem): the cheap rung; NCA, LMNN and SCML are iterative, O(n^2)
+#: per NCA step: the costly stage, raced above the cheap rung's best and
+#: grown by their own iteration cap (the race's pilot round fits them at
+#: 1/factor^2 of it and stops them when the next round would overrun
+#: ``time_budget``).  Each keeps its own preprocessing rule ("standardize"
+#: for these Mahalanobis learners), stated explicitly.
+_LFDA = {"learner": "LFDA", "grid": {"preprocessing": ["standardize"]}, "budget": None,
+         "stage": 0}
+#: NCA last, in a stage of its own: every L-BFGS evaluation is O(n^2 (r +
+#: d)) (all pairs' softmax), which the race's resource check (dense d x d
+#: work) does not see, so it only starts when LMNN and SCML left time
+_NEIGHBOURHOOD = (
+    {"learner": "LMNN", "grid": {"preprocessing": ["standardize"]},
+     "budget": ("max_iter", 1000), "stage": 2},
+    {"learner": "SCML", "grid": {"preprocessing": ["standardize"]},
+     "budget": ("max_iter", 10000), "stage": 2},
+    {"learner": "NCA", "grid": {"preprocessing": ["standardize"]},
+     "budget": ("max_iter", 100), "stage": 3},
+)
+
+#: The race for ``scoring="knn_accuracy"`` (and ``"knn_accuracy@k"``): the
+#: default race plus the neighbourhood learners (LFDA in the cheap rung,
+#: LMNN / SCML in a stage after SML, NCA after them, each stage raced only
+#: while it beats the best of the stages before it).  Measured: results/auto/auto_knn.md.
+KNN_CANDIDATES: tuple[dict, ...] = DEFAULT_CANDIDATES[:4] + (_LFDA,) \
+    + DEFAULT_CANDIDATES[4:] + _NEIGHBOURHOOD
+
+
+def default_candidates(scoring: str = "map") -> tuple[dict, ...]:
+    """The default race for ``scoring``: :data:`KNN_CANDIDATES` for the
+    k-NN accuracies (``"knn_accuracy"``, ``"knn_accuracy@k"``), whose
+    criterion is the neighbourhood learners' own objective, else
+    :data:`DEFAULT_CANDIDATES` (the ``map`` / ``precision@k`` race, unchanged)."""
+    if isinstance(scoring, str) and scoring.startswith("knn_accuracy"):
+        return KNN_CANDIDATES
+    return DEFAULT_CANDIDATES
+
 
 #: The cheapest race that still validates: the no-learning baselines, KISSME
 #: (closed form) and OASIS (sphere, whitened), one stage: the floor of a

@@ -28,8 +28,33 @@ from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 __all__ = ["MMC"]
 
 #: similar and dissimilar pairs per squared class count when n_pairs is None
-#: (metric-learn's MMC_Supervised: 20 c^2 of each)
+#: (metric-learn's MMC_Supervised: 20 c^2 of each): the floor of the default
 PAIRS_PER_CLASS_PAIR = 40
+#: pairs per free parameter of M (d (d + 1) / 2 of them) when n_pairs is None:
+#: 10 similar and 10 dissimilar pairs per parameter
+PAIRS_PER_PARAMETER = 20
+#: most entries of the pair-difference arrays the default may hold (128 MiB)
+MAX_DEFAULT_PAIR_ENTRIES = 1 << 24
+
+
+def default_n_pairs(n: int, d: int, c: int, diagonal: bool = False) -> int:
+    """The pairs MMC draws from class labels when ``n_pairs`` is None.
+
+    The paper (Xing et al. 2002) takes every pair of the labeled rows; a
+    random sample stands for them.  Its size follows the number of free
+    parameters of ``M``, ``d (d + 1) / 2`` (``d`` when diagonal):
+    ``PAIRS_PER_PARAMETER`` (20)
+    pairs per parameter, at least metric-learn's ``40 c^2``, at most the
+    ``n (n - 1) / 2`` distinct pairs and ``MAX_DEFAULT_PAIR_ENTRIES / d``
+    (the differences' memory).  ``40 c^2`` alone is 160 pairs for two
+    classes whatever ``d``: far fewer than the parameters of ``M`` once d
+    passes 10 or so, and the learned metric then fits the sampled pairs
+    (measured: BENCHMARKS.md, "The classic learners head to head").
+    """
+    n_param = d if diagonal else d * (d + 1) // 2
+    want = max(PAIRS_PER_CLASS_PAIR * c * c, PAIRS_PER_PARAMETER * n_param)
+    cap = max(2, min(n * (n - 1) // 2, MAX_DEFAULT_PAIR_ENTRIES // max(d, 1)))
+    return int(max(2, min(want, cap)))
 
 
 def _differences(X, pairs: np.ndarray) -> np.ndarray:
@@ -76,9 +101,12 @@ class MMC(MahalanobisMixin, TripletLearner):
         Learn a diagonal ``M`` (feature weights, eq. 6) instead of a full one.
     {n_components}
     n_pairs : int or None, default=None
-        Pairs drawn from class labels, half similar and half dissimilar;
-        None gives ``40 c^2`` for c classes (metric-learn's MMC_Supervised:
-        20 c^2 of each).  Ignored with pairs or triplets.
+        Pairs drawn from class labels, half similar and half dissimilar.
+        None: 20 per free parameter of ``M`` (``d (d + 1) / 2``; ``d`` when
+        diagonal), at least ``40 c^2`` for c classes (metric-learn's
+        MMC_Supervised: 20 c^2 of each), at most the ``n (n - 1) / 2``
+        distinct pairs and 2^24 / d (128 MiB of differences); see
+        :func:`default_n_pairs`.  Ignored with pairs or triplets.
     max_iter : int, default=1000
         Projected-gradient steps (full) or Newton steps (diagonal).
     tol : float or None, default=1e-6
@@ -160,12 +188,13 @@ class MMC(MahalanobisMixin, TripletLearner):
         if self.diagonal and np.count_nonzero(self.M_ - np.diag(np.diag(self.M_))):
             raise ValueError("M_ of a diagonal MMC has off-diagonal entries")
 
-    def _pairs(self, got, rng) -> PairConstraints:
+    def _pairs(self, got, rng, d: int) -> PairConstraints:
         if isinstance(got, PairConstraints):
             return got
         if isinstance(got, ClassCodes):
             c = int(got.codes.max()) + 1
-            n_pairs = self.n_pairs if self.n_pairs is not None else PAIRS_PER_CLASS_PAIR * c * c
+            n_pairs = self.n_pairs if self.n_pairs is not None else \
+                default_n_pairs(int(got.codes.size), d, c, bool(self.diagonal))
             return class_pairs(got.codes, n_pairs, rng, owner=self)
         t = np.asarray(got)
         pairs = np.concatenate([t[:, [0, 1]], t[:, [0, 2]]])
@@ -186,7 +215,7 @@ class MMC(MahalanobisMixin, TripletLearner):
 
     def _fit(self, X, got, rng):
         d = X.shape[1]
-        pc = self._pairs(got, rng)
+        pc = self._pairs(got, rng, d)
         sim = pc.similar
         check_dense_memory(8 * (pc.n_pairs * d + 8 * d * d), self,
                            f"the differences of {pc.n_pairs} pairs ({d} features)")
