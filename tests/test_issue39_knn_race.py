@@ -69,3 +69,13 @@ def test_race_does_not_pick_rca_where_it_validates_below_euclidean():
     score = {ln: s for ln, s in zip(r["learner"], r["mean_validation_score"])}
     assert score["RCA"] < score["Euclidean"]
     assert m.best_params_["learner"] == "Euclidean"
+
+
+def test_the_estimator_races_the_knn_candidates_for_the_knn_scores():
+    from tripletml import AutoSimilarity
+
+    assert AutoSimilarity(scoring="knn_accuracy")._candidate_specs() is KNN_CANDIDATES
+    assert AutoSimilarity(scoring="knn_accuracy@3")._candidate_specs() is KNN_CANDIDATES
+    assert AutoSimilarity()._candidate_specs() is DEFAULT_CANDIDATES
+    own = [{"learner": "Euclidean"}]
+    assert AutoSimilarity(scoring="knn_accuracy", candidates=own)._candidate_specs() is own

@@ -20,7 +20,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from tripletml.auto.candidates import _WHO, DEFAULT_CANDIDATES, _expand_candidates
+from tripletml.auto.candidates import _WHO, DEFAULT_CANDIDATES, _expand_candidates, \
+    default_candidates
 from tripletml.auto.comparisons import fit_comparisons, parse_comparisons
 from tripletml.auto.race import choose_winner, new_context, race_stages, results_table
 from tripletml.auto.resources import sparse_safe, warn_sparse_safe
@@ -84,7 +85,10 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         the candidates of stage 0 are raced first, each later stage only above
         the bar of the earlier ones, see above).  None:
         :data:`DEFAULT_CANDIDATES` (stage 0: Euclidean raw / standardized /
-        whitened, KISSME, RCA, OASIS, SDCA, COMET; stage 1: SML).  Every default candidate
+        whitened, KISSME, RCA, OASIS, SDCA, COMET; stage 1: SML); with
+        ``scoring="knn_accuracy[@k]"`` :data:`~tripletml.auto.candidates.KNN_CANDIDATES`
+        (the same, plus LFDA in stage 0, LMNN and SCML in a later stage and
+        NCA in the last, grown by ``max_iter``).  Every default candidate
         sets ``preprocessing`` explicitly (the learners' ``"auto"`` is not
         used), whatever the ``scoring``.  A grid may vary ``sampling`` for
         any learner that has it (e.g. ``"grid": {"sampling": ["class",
@@ -281,10 +285,11 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         return y
 
     def _candidate_specs(self):
-        """The race: ``candidates``, or :data:`DEFAULT_CANDIDATES` whatever
-        the ``scoring`` (OASIS with ``sampling="knn"`` for
-        ``scoring="knn_accuracy"`` was measured and not added)."""
-        return DEFAULT_CANDIDATES if self.candidates is None else self.candidates
+        """The race: ``candidates``, or the default race for the ``scoring``
+        (:func:`~tripletml.auto.candidates.default_candidates`: the
+        neighbourhood learners LMNN, NCA, SCML and LFDA join it for the
+        k-NN accuracies)."""
+        return default_candidates(self.scoring) if self.candidates is None else self.candidates
 
     def _min_per_class(self) -> int:
         v = float(self.validation_size)
