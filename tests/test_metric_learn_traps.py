@@ -263,3 +263,19 @@ def test_load_model_raises_a_public_error(tmp_path):
     np.savez(tmp_path / "extra.npz", **raw)
     with pytest.raises(ModelFileError, match="does not declare"):
         tm.load_model(tmp_path / "extra.npz")
+
+
+def test_score_with_index_triplets_as_y_names_the_right_call():
+    """A cblearn / metric-learn habit: ``model.score(X, T)`` with T index
+    triplets into X.  The rows' score takes class labels: say which call
+    scores triplets instead of numpy's "y_query must be 1-D"."""
+    from tripletml import OASIS
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 4))
+    T = np.array([rng.choice(20, 3, replace=False) for _ in range(60)])
+    m = OASIS(random_state=0).fit(X, triplets=T)
+    with pytest.raises(ValueError, match=r"OASIS: score\(X, y\).*index triplets.*triplet_accuracy"):
+        m.score(X, T)
+    with pytest.raises(ValueError, match=r"index pairs.*pair_score"):
+        m.score(X, T[:, :2])

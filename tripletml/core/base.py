@@ -676,8 +676,16 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
             raise ValueError(f"{type(self).__name__}: score(X, y) on rows needs the class "
                              "labels y (leave-one-out mAP); pairs and triplets of points are "
                              "scored without rows.")
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] in (2, 3):
+            what = "triplets" if y.shape[1] == 3 else "pairs"
+            hint = ("tripletml.metrics.triplet_accuracy(model, X, triplets)" if what == "triplets"
+                    else "model.pair_score(X[pairs[:, 0]], X[pairs[:, 1]]) with their labels")
+            raise ValueError(f"{type(self).__name__}: score(X, y) takes one class label per row "
+                             f"of X; y has shape {y.shape}, like index {what} into X. To score "
+                             f"index {what}, use {hint}.")
         X = self._validate_X(X, reset=False, accept_sparse=True)   # preprocessed by similarity
-        return float(evaluate_retrieval(self, X, np.asarray(y), k=())["map"])
+        return float(evaluate_retrieval(self, X, y, k=())["map"])
 
     @available_if_fitted(TupleClassifierMixin._tuple_ready)
     @threads_for(work_rows)
