@@ -753,15 +753,35 @@ def test_dense_work_table_and_fallbacks():
     from tripletml.algorithms.loreta.estimator import LORETA
     from tripletml.algorithms.sml.estimator import SML
 
-    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0)
-    assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900)
-    assert _dense_work(tm.Euclidean(), {}) == (0, 0, 0, 0)
-    assert _dense_work(LORETA(), {}) == (0, 0, 0, 0)
+    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0, 0)
+    assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900, 0)
+    assert _dense_work(tm.Euclidean(), {}) == (0, 0, 0, 0, 0)
+    assert _dense_work(LORETA(), {}) == (0, 0, 0, 0, 0)
+    # NCA: a pass over all row pairs per iteration; LMNN: at least one
+    assert _dense_work(tm.NCA(), {"max_iter": 40}) == (2, 1, 0, 0, 40)
+    assert _dense_work(tm.LMNN(), {}) == (2, 1, 0, 0, 1)
 
     class MyITML(ITML):                      # a subclass inherits its parent's entry
         pass
 
-    assert _dense_work(MyITML(), {}) == (2, 1, 0, 0)
+    assert _dense_work(MyITML(), {}) == (2, 1, 0, 0, 0)
+
+
+def test_the_pairs_of_many_rows_are_costed():
+    """NCA's n^2 pairs per iteration count in the time check: many rows and
+    a large max_iter are skipped before the fit with a reason naming the
+    row pairs; few rows are free of the probe."""
+    from tripletml.auto.candidates import _expand_candidates
+    from tripletml.auto.resources import check_resources
+
+    cand = _expand_candidates([{"learner": "NCA", "grid": {"preprocessing": [None]},
+                                "budget": ("max_iter", 10**6)}])[0]
+    ctx = {"X": np.zeros((20000, 16)), "deadline": time.time() + 1.0, "memory": None,
+           "speed": (1e10, 1e9), "n_workers": 1}
+    why, secs = check_resources(ctx, cand, 10**6)
+    assert why.startswith("time: NCA") and "20000^2 row pairs" in why and secs > 1.0
+    ctx["X"] = np.zeros((30, 16))
+    assert check_resources(ctx, cand, 10) == ("", 0.0)
 
 
 # --------------------------------------------------------------------------

@@ -41,7 +41,11 @@ SPARSE_SAFE_MODES = (None, "normalize")
 #: full by every fit); the factored learners (a ``rank``) and the
 #: no-learning baselines hold none.  A learner not listed is judged by its
 #: kind: a Mahalanobis learner as ``(2, 1, 0)``, a bilinear one without a
-#: ``rank`` parameter as ``(1, 0, 0)``, anything else as free.
+#: ``rank`` parameter as ``(1, 0, 0)``, anything else as free.  A fifth item
+#: counts passes over all ``n^2`` pairs of the ``n`` fit rows (``2 n^2 d``
+#: flops each): NCA's softmax over every pair at each of its ``max_iter``
+#: iterations (Goldberger et al. 2004, eq. 5), LMNN's search for target
+#: neighbours and impostors among all rows (at least once per fit).
 _DENSE_WORK: dict[str, tuple] = {
     "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
     "KISSME": (6, 3, 2), "RCA": (5, 2, 3), "ITML": (2, 1, 0),
@@ -51,6 +55,8 @@ _DENSE_WORK: dict[str, tuple] = {
     "COMET": (1, 0, 0), "SparseCOMET": (1, 0, 0),
     "LowRankDML": (0, 0, 0), "LORETA": (0, 0, 0), "FactoredGD": (0, 0, 0),
     "IterativePA": (0, 0, 0), "NaivePA": (0, 0, 0),
+    "NCA": (2, 1, 0, 0, lambda p: int(p.get("max_iter") or 1)),
+    "LMNN": (2, 1, 0, 0, 1),
 }
 #: flops of a symmetric eigendecomposition with eigenvectors, at least: the
 #: tridiagonal reduction (4/3 d^3) and the back-transformation of the
@@ -58,20 +64,21 @@ _DENSE_WORK: dict[str, tuple] = {
 _EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
 
 
-def _dense_work(template, params: dict) -> tuple[int, int, int, int]:
-    """``(d x d arrays, eigendecompositions, products, rank-one updates)``
-    of one fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
+def _dense_work(template, params: dict) -> tuple[int, int, int, int, int]:
+    """``(d x d arrays, eigendecompositions, products, rank-one updates,
+    passes over all row pairs)`` of one fit of ``template`` with ``params``
+    (see :data:`_DENSE_WORK`)."""
     p = {**template.get_params(), **params}
     for klass in type(template).__mro__:
         if klass.__name__ in _DENSE_WORK:
             work = tuple(int(v(p) if callable(v) else v)
                          for v in _DENSE_WORK[klass.__name__])
-            return (work + (0,))[:4]
+            return (work + (0, 0))[:5]
     if isinstance(template, MahalanobisMixin):
-        return 2, 1, 0, 0
+        return 2, 1, 0, 0, 0
     if isinstance(template, BilinearMixin) and "rank" not in p:
-        return 1, 0, 0, 0
-    return 0, 0, 0, 0
+        return 1, 0, 0, 0, 0
+    return 0, 0, 0, 0, 0
 
 
 def _available_memory() -> Optional[float]:
@@ -220,8 +227,8 @@ def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
     deadline: the baselines always score).  Work no larger than the speed probe's own (a
     product of two 512 x 512 matrices) is not measured and never skipped,
     so small data sets race as before."""
-    n_dd, n_eig, n_prod, n_upd = _dense_work(cand.template, cand.describe(budget_value))
-    if not n_dd and not n_eig and not n_prod and not n_upd:
+    n_dd, n_eig, n_prod, n_upd, n_pp = _dense_work(cand.template, cand.describe(budget_value))
+    if not n_dd and not n_eig and not n_prod and not n_upd and not n_pp:
         return "", -1.0                  # free: always fitted
     X = ctx["X"]
     try:
@@ -239,7 +246,8 @@ def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
             return (f"memory: {cand.name} holds {n_dd} dense {int(d)} x {int(d)} "
                     f"array(s), {_fmt_bytes(need)} for {ctx['n_workers']} worker(s), "
                     f"more than the {_fmt_bytes(ctx['memory'])} available"), 0.0
-    flops = (n_eig * _EIGH_FLOPS + n_prod * _PRODUCT_FLOPS) * d**3
+    n_rows = float(X.shape[0])
+    flops = (n_eig * _EIGH_FLOPS + n_prod * _PRODUCT_FLOPS) * d**3 + n_pp * 2.0 * n_rows**2 * d
     # entries written: the arrays once, each update's rho^2 d^2
     rho = 1.0 if prep is not None or not sp.issparse(X) else \
         X.nnz / max(1.0, float(X.shape[0]) * X.shape[1])
@@ -252,8 +260,9 @@ def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
     secs = flops / rate + writes / fill
     left = ctx["deadline"] - time.time()
     if secs > left:
+        pairs = f", {n_pp} pass(es) over {int(n_rows)}^2 row pairs" if n_pp else ""
         return (f"time: {cand.name}'s dense work ({n_eig} eigendecomposition(s) and "
-                f"{n_prod} product(s) of {int(d)} x {int(d)} matrices, {flops:.3g} flops, "
+                f"{n_prod} product(s) of {int(d)} x {int(d)} matrices{pairs}, {flops:.3g} flops, "
                 f"{n_dd} such array(s) and {n_upd} rank-one update(s) of rows of density "
                 f"{rho:.3g}) takes at least {secs:.3g} s at this machine's measured "
                 f"{rate / 1e9:.3g} GFLOP/s and {fill / 1e9:.3g} G writes/s; "
