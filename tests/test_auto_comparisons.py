@@ -180,3 +180,26 @@ def test_a_spent_budget_compares_every_racer_on_its_first_split():
             {"scores": [0.9], "error": "ValueError: x"}]     # failed: not compared
     assert compared(rows, 0) == {0: 0.6, 1: 0.8}
     assert compared(rows, 2) == {0: pytest.approx(0.65)}
+
+
+def test_relative_alpha_is_scale_free_and_rho_sets_sdca_alpha():
+    """SDCA's alpha from ``rho``: c X gives c^4 alpha (the objective's
+    minimiser then keeps its margins); the racer sets it on the fit rows."""
+    from tripletml.auto.comparisons import expand_racers, relative_alpha
+
+    X, T = _items()
+    a1 = relative_alpha(1e-3, X, 0)
+    assert relative_alpha(1e-3, 10.0 * X, 0) == pytest.approx(1e4 * a1, rel=1e-9)
+    est = _auto(candidates=[{"learner": "SDCA", "grid": {"preprocessing": [None]},
+                             "rho": [1e-3]}])
+    (racer,) = expand_racers(est)
+    assert racer.params()["rho"] == 1e-3
+    from tripletml.core.preprocessing import Preprocessor
+
+    Z = Preprocessor(None).fit(X).transform(X)     # the rows as SDCA sees them
+    assert racer.make(X, 0).get_params()["alpha"] == pytest.approx(
+        relative_alpha(1e-3, Z, 0), rel=1e-9)
+    with pytest.raises(ValueError, match="'rho' sets the regularization alpha"):
+        expand_racers(_auto(candidates=[{"learner": "OASIS", "rho": [1.0]}]))
+    with pytest.raises(ValueError, match="one relative parameter"):
+        expand_racers(_auto(candidates=[{"learner": "SDCA", "rho": [1.0], "kappa": [1.0]}]))

@@ -66,6 +66,7 @@ from tripletml.metrics import triplet_accuracy
 from tripletml.pairs import check_pairs
 
 __all__ = ["Comparisons", "parse_comparisons", "item_splits", "relative_step_cap",
+           "relative_alpha", "typical_step_scale",
            "DEFAULT_COMPARISON_CANDIDATES", "COMPARISON_SCORINGS"]
 
 _WHO = "AutoSimilarity"
@@ -85,17 +86,19 @@ COMPARISON_SCORINGS = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}
 #: step) to a cap a hundred times it (plain passive-aggressive steps), on the
 #: normalized rows (the cosine start) and, coarser, on the sphere lift (the
 #: Euclidean start, for tabular features).  SDCA (Wu et al. 2015, dual
-#: coordinate ascent, at its defaults) on the same two geometries: where
-#: the answers are noisy its dual variables saturate and ``M`` is the
-#: average of the answers' outer products ``q (p - n)^T`` (eq. 7), a
-#: learned similarity that no single answer can pull far.
+#: coordinate ascent) on the same two geometries with its regularization
+#: ``alpha`` relative to the data's scale (``rho``, :func:`relative_alpha`):
+#: from 1e-6 of the typical ``||X_i||^2`` (barely regularized: the dual
+#: variables saturate and ``M`` is near the average of the answers' outer
+#: products ``q (p - n)^T``, eq. 7) to 1e-2 (``M`` held close to 0).
 DEFAULT_COMPARISON_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize", "standardize"]}},
     {"learner": "OASIS", "grid": {"preprocessing": ["normalize"], "max_iter": [1]},
      "kappa": [1e-2, 1e-1, 1.0, 10.0, 100.0]},
     {"learner": "OASIS", "grid": {"preprocessing": ["sphere"], "max_iter": [1]},
      "kappa": [1e-1, 10.0]},
-    {"learner": "SDCA", "grid": {"preprocessing": ["normalize", "sphere"]}},
+    {"learner": "SDCA", "grid": {"preprocessing": ["normalize", "sphere"]},
+     "rho": [1e-6, 1e-4, 1e-2]},
     {"learner": "KISSME", "grid": {"preprocessing": ["normalize", "standardize"],
                                    "shrinkage": [0.1]}},
 )
@@ -240,18 +243,11 @@ def item_splits(est: Any, comp: Comparisons, groups, seed: int
     return out
 
 
-def relative_step_cap(kappa: float, Z: np.ndarray, seed: int, sample: int = 2000) -> float:
-    """OASIS's cap ``C`` as a fraction ``kappa`` of the typical full step.
-
-    A passive-aggressive step is ``tau = min(C, loss / ||V||_F^2)`` with
-    ``V = q (p - n)^T`` (Chechik et al. 2010, eq. 6), and ``||V||_F^2 =
-    ||q||^2 ||p - n||^2``; a loss of the order of the margin 1 asks for a
-    step of about ``1 / ||V||^2``.  So ``C = kappa / s`` with ``s`` the
-    median of ``||z_i||^2`` times the median of ``||z_i - z_j||^2`` over
-    random pairs of the preprocessed fit rows ``Z``: ``kappa = 1`` follows a
-    typical answer fully, ``kappa = 0.01`` goes 1 % of the way.  ``c Z``
-    gives ``C / c^4`` and the same steps ``tau V``: the cap is scale-free.
-    """
+def typical_step_scale(Z, seed: int, sample: int = 2000) -> float:
+    """The typical ``||V||_F^2 = ||q||^2 ||p - n||^2`` of an answer on the
+    preprocessed rows ``Z`` (dense or sparse): the median of ``||z_i||^2``
+    times the median of ``||z_i - z_j||^2`` over random pairs (1 when the
+    rows give no scale).  ``c Z`` gives ``c^4`` times it."""
     rng = np.random.default_rng(seed)
     n = Z.shape[0]
     i, j = rng.integers(0, n, size=sample), rng.integers(0, n, size=sample)
@@ -269,16 +265,49 @@ def relative_step_cap(kappa: float, Z: np.ndarray, seed: int, sample: int = 2000
     if not diff.size:
         diff = np.ones(1)
     s = float(np.median(sq)) * float(np.median(diff))
-    return float(kappa) / s if np.isfinite(s) and s > 0 else float(kappa)
+    return s if np.isfinite(s) and s > 0 else 1.0
+
+
+def relative_step_cap(kappa: float, Z, seed: int, sample: int = 2000) -> float:
+    """OASIS's cap ``C`` as a fraction ``kappa`` of the typical full step.
+
+    A passive-aggressive step is ``tau = min(C, loss / ||V||_F^2)`` with
+    ``V = q (p - n)^T`` (Chechik et al. 2010, eq. 6); a loss of the order of
+    the margin 1 asks for a step of about ``1 / ||V||^2``.  So ``C = kappa /
+    s`` with ``s`` :func:`typical_step_scale`: ``kappa = 1`` follows a
+    typical answer fully, ``kappa = 0.01`` goes 1 % of the way.  ``c Z``
+    gives ``C / c^4`` and the same steps ``tau V``: the cap is scale-free.
+    """
+    return float(kappa) / typical_step_scale(Z, seed, sample)
+
+
+def relative_alpha(rho: float, Z, seed: int, sample: int = 2000) -> float:
+    """SDCA's regularization ``lambda`` (its ``alpha``) relative to the
+    data's scale: ``alpha = rho s`` with ``s`` :func:`typical_step_scale`.
+
+    In P(M) = (1/n) sum_i [1 - <M, X_i>]_+^2 + (lambda/2)||M||_F^2 (Wu et
+    al. 2015, eq. 3-4), ``c Z`` scales each ``X_i`` by ``c^2``; the
+    minimiser becomes ``M / c^2`` (the same margins) only if ``lambda``
+    grows by ``c^4``, as ``s`` does.  So ``rho`` means the same on
+    l2-normalized, raw and standardized rows, where a fixed ``alpha`` does
+    not bind at all when the rows are long (e.g. thousands of features).
+    """
+    return float(rho) * typical_step_scale(Z, seed, sample)
+
+
+#: the relative parameters a comparison spec may carry: key -> (the
+#: learner's parameter it sets, the rule)
+RELATIVE = {"kappa": ("C", relative_step_cap), "rho": ("alpha", relative_alpha)}
 
 
 class _Racer:
     """One candidate of the comparison race: a learner template, its fixed
-    parameters and, for OASIS, the relative step cap ``kappa``."""
+    parameters and, optionally, one relative parameter (``kappa``: OASIS's
+    step cap, ``rho``: SDCA's regularization) set from the fit rows' scale."""
 
-    def __init__(self, cand, kappa: Optional[float] = None):
+    def __init__(self, cand, rel: Optional[tuple[str, float]] = None):
         self.cand = cand
-        self.kappa = kappa
+        self.rel = rel
 
     @property
     def name(self) -> str:
@@ -286,44 +315,55 @@ class _Racer:
 
     def params(self) -> dict:
         p = dict(self.cand.params)
-        if self.kappa is not None:
-            p["kappa"] = self.kappa
+        if self.rel is not None:
+            p[self.rel[0]] = self.rel[1]
         return p
 
     def make(self, X_fit, seed: int):
         est = self.cand.make(None, seed)
-        if self.kappa is not None:
+        if self.rel is not None:
+            key, value = self.rel
+            target, rule = RELATIVE[key]
             pre = Preprocessor(est.get_params().get("preprocessing"), auto="sphere",
                                owner=self.name).fit(X_fit)
-            est.set_params(C=relative_step_cap(self.kappa, pre.transform(X_fit), seed))
+            est.set_params(**{target: rule(value, pre.transform(X_fit), seed)})
         return est
 
 
 def expand_racers(est: Any) -> list[_Racer]:
     """The racers of ``est.candidates`` (None:
     :data:`DEFAULT_COMPARISON_CANDIDATES`), expanded by the estimator's own
-    candidate rules (:func:`tripletml.auto.candidates._expand_candidates`); a spec may carry ``"kappa"`` (a list
-    of relative step caps) for a learner with a ``C`` parameter."""
+    candidate rules (:func:`tripletml.auto.candidates._expand_candidates`);
+    a spec may carry one relative parameter (:data:`RELATIVE`): ``"kappa"``
+    (a list of relative step caps, for a learner with a ``C``) or ``"rho"``
+    (relative regularizations, for a learner with an ``alpha``)."""
     candidates = est.candidates
     specs = DEFAULT_COMPARISON_CANDIDATES if candidates is None else candidates
     out: list[_Racer] = []
     for i, spec in enumerate(specs if not isinstance(specs, dict) else [specs]):
-        kappas = None
-        if isinstance(spec, dict) and "kappa" in spec:
+        key, values = None, None
+        if isinstance(spec, dict) and set(spec) & set(RELATIVE):
             spec = dict(spec)
-            kappas = list(spec.pop("kappa"))
-            if not kappas or not all(isinstance(k, (int, float)) and not isinstance(k, bool)
-                                     and k > 0 and math.isfinite(k) for k in kappas):
-                raise ValueError(f"{_WHO}: candidates[{i}]['kappa'] must be a non-empty list "
+            keys = sorted(set(spec) & set(RELATIVE))
+            if len(keys) > 1:
+                raise ValueError(f"{_WHO}: candidates[{i}] has {keys}; give one relative "
+                                 "parameter per spec.")
+            key = keys[0]
+            values = list(spec.pop(key))
+            if not values or not all(isinstance(k, (int, float)) and not isinstance(k, bool)
+                                     and k > 0 and math.isfinite(k) for k in values):
+                raise ValueError(f"{_WHO}: candidates[{i}]['{key}'] must be a non-empty list "
                                  "of positive numbers.")
         for cand in _expand_candidates([spec]):
-            if kappas is None:
+            if key is None:
                 out.append(_Racer(cand))
                 continue
-            if "C" not in cand.template.get_params():
-                raise ValueError(f"{_WHO}: candidates[{i}]: 'kappa' sets the step cap C, "
+            target = RELATIVE[key][0]
+            if target not in cand.template.get_params():
+                what = "the step cap C" if key == "kappa" else "the regularization alpha"
+                raise ValueError(f"{_WHO}: candidates[{i}]: '{key}' sets {what}, "
                                  f"which {cand.name} does not have.")
-            out.extend(_Racer(cand, k) for k in kappas)
+            out.extend(_Racer(cand, (key, v)) for v in values)
     return out
 
 
@@ -536,8 +576,9 @@ def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None
     est.refit_time_ = time.perf_counter() - t0
     est.best_estimator_ = model
     est.best_params_ = {"learner": racer.name, **racer.params()}
-    if racer.kappa is not None:
-        est.best_params_["C"] = float(model.get_params()["C"])
+    if racer.rel is not None:
+        target = RELATIVE[racer.rel[0]][0]
+        est.best_params_[target] = float(model.get_params()[target])
     est.best_score_ = scores[win]
     est.cv_results_ = results_table(rows, len(splits), win, scores)
     est.skipped_ = rec["skipped"]

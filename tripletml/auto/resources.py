@@ -151,7 +151,7 @@ def sparse_safe(cands: list, X, key=lambda c: c) -> tuple[list, list[dict]]:
     def ident(item):
         c = key(item)
         return (c.name, repr(sorted(c.params.items(), key=lambda kv: kv[0])),
-                repr(getattr(item, "kappa", None)))
+                repr(getattr(item, "rel", None)))
 
     out, notes, seen = [], [], set()
     for item in cands:
