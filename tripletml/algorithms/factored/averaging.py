@@ -55,6 +55,7 @@ class FactorTailAverage:
     def _fit(self, X, triplets, rng):
         self._tail = None
         self.averaged_ = False
+        self._averaging_fit = True
         try:
             super()._fit(X, triplets, rng)
             tail = self._tail
@@ -62,14 +63,15 @@ class FactorTailAverage:
                 self.averaged_ = self._set_average(*tail)
         finally:
             self._tail = None
+            self._averaging_fit = False
 
     def _begin_epoch(self, rng, m):
         """A pass of ``fit`` starts: the snapshots restart (the last pass's),
         when they fit in memory (about ``m / BLOCK_MIN`` blocks, at most 20
         and at least 1, of ``2 d k`` floats)."""
         super()._begin_epoch(rng, m)
-        self._tail = None
-        if self.average and self._tail_fits(m):
+        self._tail = None          # partial_fit's passes keep nothing
+        if self.average and getattr(self, "_averaging_fit", False) and self._tail_fits(m):
             self._tail = ([], [], [])
 
     def _tail_fits(self, m: int) -> bool:

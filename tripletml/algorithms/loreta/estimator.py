@@ -261,7 +261,12 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactorTailAverage, FactoredBilinea
     _average_needs_full_rank = True
 
     def _set_factors(self, A, B):
+        """The truncated average as balanced factors with exact
+        pseudo-inverses; the refresh count of the fit is kept."""
+        n_refresh = int(getattr(self, "n_pinv_refresh_", 0))
         self._new_factors(A, B)
+        self._factors.n_refresh = n_refresh
+        self._store()
 
     # the span route on short sparse rows ----------------------------------
     def _fit_span(self, X, supervision, rng):
