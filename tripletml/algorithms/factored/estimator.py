@@ -30,6 +30,7 @@ from tripletml.core.factored import (DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, 
                                      data_spectrum, init_factors, live_axes, resolve_rank,
                                      second_moment, spectral_rank, spectrum_from)
 from tripletml.linalg.sparse_rows import diff_buffers
+from tripletml.algorithms.factored.averaging import FactorTailAverage
 from tripletml.algorithms.factored.kernels import GD, ITER_PA, NAIVE_PA, factored_steps
 from tripletml.core.online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
 from tripletml.distributed import mixing
@@ -39,7 +40,7 @@ __all__ = ["DEFAULT_RANK", "resolve_rank", "FactoredBilinearMixin", "FactoredGD"
            "spectrum_from", "data_spectrum", "second_moment", "spectral_rank"]
 
 
-class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
+class _FactoredBaseline(FactorTailAverage, FactoredBilinearMixin, OnlineTripletLearner):
     """Shared driver of the three baselines; each subclass declares exactly
     the parameters its update rule uses."""
 
@@ -53,6 +54,7 @@ class _FactoredBaseline(FactoredBilinearMixin, OnlineTripletLearner):
         **LOWRANK_PARAMS,
         "eta0": ETA0_AUTO,                                    # FactoredGD
         "C": [Interval(Real, 0, None, closed="neither")],    # the PA baselines
+        "average": ["boolean"],
     }
 
     def _init_model(self, n_features, rng, X=None):
@@ -84,6 +86,21 @@ _DOC_COMMON = """
         directions of the preprocessed training rows (``W = U_k U_k^T``, the
         best rank-k approximation of the dot product on them); "identity"
         at the paper's ``[I_k; 0]`` (:func:`init_factors`).
+    average : bool, default=True
+        ``fit`` returns the average of the iterates ``A_b B_b^T`` of its
+        last pass (tail averaging, the online-to-batch conversion of
+        Cesa-Bianchi, Conconi & Gentile 2004, as OASIS), taken at the end
+        of each block of steps (about 20 per pass, each weighted by its
+        steps) and re-truncated to rank k by its best rank-k approximation
+        (thin QRs of the stacked factors, never a d x d matrix; the
+        partitioned fit's mixing rule).  Why: an online step corrects the
+        current triplet's loss, so the last iterate follows the last
+        answers, noise included, and depends on their order; the average
+        is the estimate of low variance (see
+        :mod:`tripletml.algorithms.factored.averaging`).  Memory: ``2 d k``
+        floats per block; when they do not fit, the last iterate
+        (``averaged_`` says which).  False: the paper's last iterate.
+        ``partial_fit`` always makes plain steps.
     tol : float or None, default=None
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
@@ -97,6 +114,9 @@ _DOC_COMMON = """
     ----------
     rank_ : int
         The rank k used (``rank``, or the spectral rule for None).
+    averaged_ : bool
+        Whether ``fit`` returned the truncated average of its last pass's
+        iterates (``average=True``) or the last iterate.
     A_, B_ : ndarray of shape (n_features_preprocessed_, rank_)
         ``W = A_ B_^T``.
     transform_fidelity_ : float
@@ -141,7 +161,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
     _method = GD
 
     def __init__(self, rank=None, *, eta0="auto", max_iter=1, n_triplets=100000, sampling="class",
-                 init="pca", tol=None, preprocessing="auto", random_state=None, verbose=0,
+                 init="pca", average=True, tol=None, preprocessing="auto", random_state=None, verbose=0,
                  preprocessor=None):
         self.rank = rank
         self.eta0 = eta0
@@ -149,6 +169,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         self.n_triplets = n_triplets
         self.sampling = sampling
         self.init = init
+        self.average = average
         self.tol = tol
         self.preprocessing = preprocessing
         self.random_state = random_state
@@ -160,7 +181,7 @@ class _PABaseline(_FactoredBaseline):
     _advice = "lower C or scale the features down"
 
     def __init__(self, rank=None, *, C=0.001, max_iter=1, n_triplets=100000, sampling="class",
-                 init="pca", tol=None, preprocessing="auto", random_state=None, verbose=0,
+                 init="pca", average=True, tol=None, preprocessing="auto", random_state=None, verbose=0,
                  preprocessor=None):
         self.rank = rank
         self.C = C
@@ -168,6 +189,7 @@ class _PABaseline(_FactoredBaseline):
         self.n_triplets = n_triplets
         self.sampling = sampling
         self.init = init
+        self.average = average
         self.tol = tol
         self.preprocessing = preprocessing
         self.random_state = random_state
