@@ -12,10 +12,27 @@ import os
 import tempfile
 from pathlib import Path
 
-# Numba's on-disk cache does not notice when a kernel that a cached function
-# calls has changed (tripletml.linalg edited, caller untouched), so tests
-# compile into a fresh cache: they always run the current code.
-os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="tripletml-numba-")
+
+def _numba_cache_dir() -> str:
+    """Numba's on-disk cache does not notice when a kernel that a cached
+    function calls has changed (tripletml.linalg edited, caller untouched), so
+    tests compile into a fresh cache: they always run the current code.
+
+    Fresh per test RUN, not per process: the ``pytest -n 2`` workers (and the
+    subprocesses they start, which inherit the variable) share one folder
+    named after xdist's run id, so each kernel compiles once per run instead
+    of once per worker (about 45 s of CPU for the learners' kernels).  Numba
+    writes cache files under a temporary name and renames them, so
+    concurrent writers are safe."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    if run.isalnum():
+        path = Path(tempfile.gettempdir()) / f"tripletml-numba-run-{run}"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return str(path)
+    return tempfile.mkdtemp(prefix="tripletml-numba-")
+
+
+os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
 
 import pytest  # noqa: E402
 

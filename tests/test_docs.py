@@ -75,7 +75,13 @@ _DOCS_TOOLS = all(importlib.util.find_spec(m) for m in
 @pytest.mark.skipif(not _DOCS_TOOLS, reason="docs tools not installed: pip install -e '.[dev]'")
 def test_sphinx_site_builds_offline_with_warnings_as_errors(tmp_path):
     """``sphinx-build -W`` on a copy of docs/ (the tree stays clean): the API
-    pages of every registry learner and the gallery are produced."""
+    pages of every registry learner and the gallery are produced.
+
+    The gallery's pages are built without running the examples
+    (``-D plot_gallery=0``, sphinx-gallery's ``html-noplot``): each example
+    already runs, in a fresh interpreter, and must leave figures for the
+    scraper in test_gallery_example_runs_and_draws above (run twice they cost
+    about as much as the rest of the build, minutes under load)."""
     from tripletml.registry import FEATURE_KINDS, entries
     src = tmp_path / "docs"
     shutil.copytree(ROOT / "docs", src, ignore=shutil.ignore_patterns(
@@ -83,7 +89,8 @@ def test_sphinx_site_builds_offline_with_warnings_as_errors(tmp_path):
     out = tmp_path / "html"
     env = dict(_env(tmp_path), TRIPLETML_DOCS_ROOT=str(ROOT))
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b",
-                           "html", "-d", str(tmp_path / "doctrees"), str(src), str(out)],
+                           "html", "-D", "plot_gallery=0", "-d", str(tmp_path / "doctrees"),
+                           str(src), str(out)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-4000:])
     for e in entries(FEATURE_KINDS):      # the item embeddings: tripletml.embedding.*
