@@ -177,12 +177,12 @@ def _embedding_cases():
 
 def _auto_cases(X, y):
     from tripletml import AutoSimilarity
-    yield "AutoSimilarity/labels", lambda: AutoSimilarity(random_state=0).fit(X, y)
+    yield "AutoSimilarity/labels", lambda: AutoSimilarity(random_state=0, time_budget=3600).fit(X, y)
     rng = np.random.default_rng(4)
     T = _class_triplets(y, rng, 400)
-    yield "AutoSimilarity/triplets", lambda: AutoSimilarity(random_state=0).fit(X, triplets=T)
+    yield "AutoSimilarity/triplets", lambda: AutoSimilarity(random_state=0, time_budget=3600).fit(X, triplets=T)
     P, s = _pairs(y, np.random.default_rng(5), 300)
-    yield "AutoSimilarity/pairs", lambda: AutoSimilarity(random_state=0).fit(X, pairs=P, y=s)
+    yield "AutoSimilarity/pairs", lambda: AutoSimilarity(random_state=0, time_budget=3600).fit(X, pairs=P, y=s)
 
 
 def _class_triplets(y, rng, m):
