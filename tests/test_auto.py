@@ -849,9 +849,15 @@ def test_bad_scoring_raises_naming_autosimilarity(scoring):
         "integer k >= 1.")
 
 
-def test_default_race_is_the_same_for_every_scoring():
-    for scoring in ("map", "precision@10", "knn_accuracy", "knn_accuracy@3"):
+def test_default_race_is_the_map_race_except_for_the_knn_scores():
+    """The retrieval scores race DEFAULT_CANDIDATES; the k-NN accuracies add
+    the neighbourhood learners (issue 39 s3; tests/test_issue39_knn_race.py)."""
+    from tripletml.auto.candidates import KNN_CANDIDATES
+
+    for scoring in ("map", "precision@10"):
         assert AutoSimilarity(scoring=scoring)._candidate_specs() is tm.auto.DEFAULT_CANDIDATES
+    for scoring in ("knn_accuracy", "knn_accuracy@3"):
+        assert AutoSimilarity(scoring=scoring)._candidate_specs() is KNN_CANDIDATES
 
 
 def test_race_may_vary_sampling_and_keeps_it_in_results():
