@@ -48,6 +48,7 @@ import copy
 import hashlib
 from concurrent.futures import CancelledError
 import numbers
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -254,17 +255,55 @@ class DaskBackend(LocalBackend):
     def __init__(self, collection, owner: str, client, n_features: int | None = None):
         super().__init__(collection, owner, n_features)
         self.client = client
+        #: workers seen during the fit (a gather watches for one leaving)
+        self._known = self._workers()
+
+    def _sync(self, what: str, func, *args, **kwargs):
+        """``client.sync(func, ...)`` bounded by :func:`cluster_timeout`: the
+        coroutine is cancelled after that and a TimeoutError names ``what``
+        (Dask's own ``timeout=`` of a scatter bounds only the wait for
+        workers, not the transfer to a dead one the scheduler still lists)."""
+        limit = cluster_timeout()
+        try:
+            return self.client.sync(func, *args, callback_timeout=limit, **kwargs)
+        except TimeoutError as e:
+            raise TimeoutError(f"{self.owner}: {what} did not finish within {limit:g} s "
+                               f"(a lost or unresponsive worker?{self._lost_note()}; "
+                               "TRIPLETML_CLUSTER_TIMEOUT sets the limit)") from e
+
+    def _workers(self) -> set:
+        try:
+            return set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        except Exception:         # noqa: BLE001 - a closed client: no worker known
+            return set()
+
+    def _running_on(self, alive: set) -> bool:
+        """Whether a live worker is running a task (the lost tasks rerun
+        there, or the ones they wait for)."""
+        try:
+            processing = self._sync("asking the scheduler what runs",
+                                    self.client.scheduler.processing)
+        except Exception:         # noqa: BLE001 - no answer: nothing known to run
+            return False
+        return any(w in alive and len(ks) for w, ks in processing.items())
+
+    def _lost_note(self) -> str:
+        gone = sorted(self._known - self._workers()) if self._known else []
+        return f"; lost: {', '.join(gone[:4])}" if gone else ""
 
     def broadcast(self, value):
         # unique keys: a value equal to an earlier round's (hash=True) would share
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
         # bounded: a dead worker the scheduler still lists would block it for good
-        return self.client.scatter([value], broadcast=True, hash=False,
-                                   timeout=cluster_timeout())[0]
+        limit = cluster_timeout()
+        return self._sync("broadcasting a value to the workers", self.client._scatter,
+                          [value], broadcast=True, hash=False, timeout=limit)[0]
 
     def scatter_each(self, values: Sequence) -> list:
-        return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
+        limit = cluster_timeout()
+        return list(self._sync("scattering per-partition state", self.client._scatter,
+                               list(values), hash=False, timeout=limit))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         import dask
@@ -285,12 +324,62 @@ class DaskBackend(LocalBackend):
         return items[0]
 
     def gather(self, handles):
-        return self.client.gather(handles)
+        """The values of ``handles`` (a future or a list of futures), waited
+        for without end only while no worker is lost: once a worker the fit
+        knew has left, the results must arrive (or make progress) within
+        :func:`cluster_timeout` seconds -- the scheduler reruns the lost
+        tasks from their lineage in that time -- else a TimeoutError names
+        the lost worker; a future the scheduler lost or cancelled raises at
+        once.  The transfer itself is bounded as a broadcast is."""
+        from distributed.client import _wait
+        single = not isinstance(handles, (list, tuple))
+        futures = [handles] if single else list(handles)
+        futures = [f for f in futures if hasattr(f, "status")]
+        limit = cluster_timeout()
+        poll = min(1.0, limit)
+        deadline, done_before, lost = None, -1, []
+        while futures:
+            try:
+                self.client.sync(_wait, futures, timeout=poll, return_when="ALL_COMPLETED")
+                break
+            except TimeoutError:
+                pass
+            status = [f.status for f in futures]
+            if "lost" in status:            # scattered data without lineage
+                raise CancelledError(f"{self.owner}: the cluster lost data the fit holds "
+                                     f"on its workers{self._lost_note()}")
+            if any(s in ("error", "cancelled") for s in status):
+                break                       # gather raises the future's error
+            now = self._workers()
+            gone = sorted(self._known - now)
+            self._known |= now
+            done = sum(s == "finished" for s in status)
+            if gone and gone != lost:
+                lost, deadline = gone, time.monotonic() + limit
+            elif deadline is not None and done > done_before:
+                deadline = time.monotonic() + limit          # progress after the loss
+            done_before = done
+            if not now:
+                raise TimeoutError(f"{self.owner}: no worker is left on the cluster "
+                                   f"(lost: {', '.join(lost[:4]) or 'all'})")
+            if deadline is not None and time.monotonic() > deadline \
+                    and self._running_on(now):
+                deadline = time.monotonic() + limit   # a live worker runs them (a new
+                #                                        worker may import for a while)
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.owner}: results did not arrive within {limit:g} s after worker(s) "
+                    f"{', '.join(lost[:4])} were lost (TRIPLETML_CLUSTER_TIMEOUT sets the "
+                    "limit)")
+        out = self._sync("gathering results from the workers", self.client._gather, handles)
+        self._known = self._workers() or self._known     # losses so far are dealt with
+        return out
 
     @staticmethod
     def lost_data_errors() -> tuple:
         """A lost worker shows as canceled or killed tasks, a connection
-        closed under a scatter or gather, or a call that timed out."""
+        closed under a scatter or gather, a future the scheduler lost, or a
+        call that timed out."""
         from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
         return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
@@ -613,7 +702,10 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         ckpt = _open_checkpoint(learner, collection, strategy, checkpoint_dir, resume,
                                 checkpoint_every)
     backend = backend_for(collection, owner)
-    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+
+    infos = _with_restarts(owner, backend,
+                           lambda: backend.gather(backend.map(_labels_task, ckpt is not None)),
+                           "the survey of the partitions")
     d = infos[0]["d"]
     resumed = None
     if ckpt is not None:
@@ -622,7 +714,8 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     backend.n_features = d
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
-    pre = fit_preprocessor(learner, backend, infos)
+    pre = _with_restarts(owner, backend, lambda: fit_preprocessor(learner, backend, infos),
+                         "fitting the preprocessing")
     learner.scaler_ = pre
     try:
         learner._check_square_memory(pre.n_features_out_)
@@ -790,6 +883,40 @@ def _warn_missing_classes(owner: str, infos: list[dict], ok: list[bool],
             ClassesWarning, stacklevel=5)
 
 
+def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=None,
+                   checkpoint_dir=None, count: bool = False):
+    """``call()``, run again (after ``restart()``) when a worker is lost
+    with data it needs, at most :data:`MAX_RESTARTS` times, then a
+    :class:`WorkerLostError` naming the worker; ``call``'s value, or the
+    number of restarts with ``count``."""
+    restarts = 0
+    while True:
+        try:
+            value = call()
+            return restarts if count else value
+        except backend.lost_data_errors() as e:
+            # a worker was lost with state that lineage cannot rebuild (the
+            # CoCoA+ duals of earlier rounds were released), or a call timed
+            # out: run again from the last checkpoint, or from the start; the
+            # tasks are pure, so the model is the one of an undisturbed run
+            restarts += 1
+            if restarts > MAX_RESTARTS:
+                raise WorkerLostError(
+                    f"{owner}: the partitioned fit lost a worker {restarts} times during "
+                    f"{what} (last: {_lost(e)}); giving up"
+                    + (f"; run it again to resume from {checkpoint_dir}"
+                       if ckpt is not None else "")) from None
+            warnings.warn(f"{owner}: a worker was lost with data the fit needs during "
+                          f"{what} ({_lost(e)}); restarting "
+                          + ("from the last checkpoint" if ckpt is not None
+                             else "it" if restart is None
+                             else "from the first round (give fit_partitioned a "
+                             "checkpoint_dir to resume from the last round)"),
+                          RestartWarning, stacklevel=5)
+            if restart is not None:
+                restart()
+
+
 def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
                   checkpoint_dir) -> None:
     """``strategy.fit(learner, plan)``, run again from the last checkpoint
@@ -801,31 +928,13 @@ def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
         warnings.warn(f"{owner}: strategy {strategy.name!r} has no rounds to checkpoint; "
                       "checkpoint_dir is not used", UserWarning, stacklevel=4)
     rng_state = copy.deepcopy(rng.bit_generator.state)
-    restarts = 0
-    while True:
-        try:
-            strategy.fit(learner, plan)
-            break
-        except backend.lost_data_errors() as e:
-            # a worker was lost with state that lineage cannot rebuild (the
-            # CoCoA+ duals of earlier rounds were released): run again from
-            # the last checkpoint, or from the start; the tasks are pure, so
-            # the model is the one of an undisturbed run
-            restarts += 1
-            if restarts > MAX_RESTARTS:
-                raise WorkerLostError(
-                    f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
-                    f"{_lost(e)}); giving up"
-                    + (f"; run it again to resume from {checkpoint_dir}"
-                       if ckpt is not None else "")) from None
-            warnings.warn(f"{owner}: a worker was lost with data the fit needs "
-                          f"({_lost(e)}); "
-                          "restarting from " + ("the last checkpoint" if ckpt is not None
-                                                else "the first round (give "
-                                                "fit_partitioned a checkpoint_dir to "
-                                                "resume from the last round)"),
-                          RestartWarning, stacklevel=4)
-            rng.bit_generator.state = copy.deepcopy(rng_state)
-            plan.resumed = ckpt.load() if ckpt is not None else None
-            plan.info.pop("report", None)
+
+    def restart():
+        rng.bit_generator.state = copy.deepcopy(rng_state)
+        plan.resumed = ckpt.load() if ckpt is not None else None
+        plan.info.pop("report", None)
+
+    restarts = _with_restarts(owner, backend, lambda: strategy.fit(learner, plan), "the fit",
+                              restart=restart, ckpt=ckpt, checkpoint_dir=checkpoint_dir,
+                              count=True)
     plan.info.setdefault("report", {})["restarts"] = restarts
