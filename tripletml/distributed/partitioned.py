@@ -59,7 +59,7 @@ from sklearn.base import clone
 
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
-from tripletml.distributed import sample
+from tripletml.distributed import cost, sample
 from tripletml.distributed.checkpoint import FINGERPRINT_ROWS, RoundCheckpoint
 from tripletml.distributed.dask_search import active_client, cluster_timeout
 from tripletml.distributed.reduction import FAN_IN, tree_sum  # noqa: F401  (re-exported)
@@ -240,6 +240,9 @@ class LocalBackend:
     def release(self, handles) -> None:
         pass
 
+    def settle(self) -> None:
+        """Before a restart: nothing to wait for in process."""
+
     @staticmethod
     def lost_data_errors() -> tuple:
         """Exceptions meaning a worker was lost with data (none in-process)."""
@@ -257,6 +260,48 @@ class DaskBackend(LocalBackend):
         self.client = client
         #: workers seen during the fit (a gather watches for one leaving)
         self._known = self._workers()
+        self._n_workers = len(self._known)
+        #: the partitions' arguments with in-memory arrays sent once (futures)
+        self._shipped: list | None = None
+
+    def _args(self, i: int) -> tuple:
+        """Partition ``i``'s arguments; arrays held in the driver's memory
+        are scattered to the workers once per fit (not embedded in, hashed
+        for and serialised with every round's task graph)."""
+        if self._shipped is None:
+            args = [LocalBackend._args(self, j) for j in range(self.n_partitions)]
+            where = [(j, a) for j, row in enumerate(args) for a, v in enumerate(row)
+                     if v is not None and _in_memory(v)]
+            if where:
+                limit = cluster_timeout()
+                futures = self._sync("sending the partitions to the workers",
+                                     self.client._scatter, [args[j][a] for j, a in where],
+                                     hash=False, timeout=limit)
+                rows = [list(row) for row in args]
+                for (j, a), f in zip(where, futures):
+                    rows[j][a] = f
+                args = [tuple(row) for row in rows]
+            self._shipped = args
+        return self._shipped[i]
+
+    def settle(self) -> None:
+        """Before a restart: give the cluster up to :func:`cluster_timeout`
+        seconds to get back the workers the fit started with (a nanny
+        restarts a killed one) and to drop the dead ones it still lists,
+        so the next attempt does not meet the same dead worker."""
+        limit = cluster_timeout()
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            try:
+                workers = self._sync("listing the workers", self.client.scheduler.identity)
+                workers = set(workers.get("workers", {}))
+            except Exception:     # noqa: BLE001 - retried until the deadline
+                workers = set()
+            if len(workers) >= self._n_workers:
+                break
+            time.sleep(0.5)
+        self._known = self._workers()
+        self._shipped = None        # scattered partitions may be lost: send them again
 
     def _sync(self, what: str, func, *args, **kwargs):
         """``client.sync(func, ...)`` bounded by :func:`cluster_timeout`: the
@@ -557,6 +602,11 @@ def _fingerprint(p: Partition, labels) -> str:
     return h.hexdigest()
 
 
+def _rows_task(p: Partition) -> int:
+    """The partition's rows (a round trip for the cost model)."""
+    return p.n_rows
+
+
 def _labels_task(p: Partition, fingerprint: bool = False):
     """Per partition: rows, columns, sparse, unique labels with counts,
     explicit triplet count (and the data's fingerprint with
@@ -702,10 +752,22 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         ckpt = _open_checkpoint(learner, collection, strategy, checkpoint_dir, resume,
                                 checkpoint_every)
     backend = backend_for(collection, owner)
-
+    choice = cost.backend_choice()
+    if choice == "local":
+        backend = LocalBackend(collection, owner)
     infos = _with_restarts(owner, backend,
                            lambda: backend.gather(backend.map(_labels_task, ckpt is not None)),
                            "the survey of the partitions")
+    round_trip = None
+    if backend.name == "dask" and choice == "auto":
+        # the cost model's round trip: one more map-reduce over the partitions
+        # (loaded as every round loads them, a tree reduction, the gather)
+        started = time.perf_counter()
+        _with_restarts(owner, backend,
+                       lambda: backend.gather(backend.reduce(tree_sum,
+                                                             backend.map(_rows_task))),
+                       "the survey of the partitions")
+        round_trip = time.perf_counter() - started
     d = infos[0]["d"]
     resumed = None
     if ckpt is not None:
@@ -714,6 +776,7 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     backend.n_features = d
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
+    backend, costs = _cost_model(backend, collection, infos, total, round_trip, choice, owner)
     pre = _with_restarts(owner, backend, lambda: fit_preprocessor(learner, backend, infos),
                          "fitting the preprocessing")
     learner.scaler_ = pre
@@ -734,9 +797,50 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         raise
     learner.partitioned_ = {"strategy": strategy.name, "partitions": len(infos),
                             "backend": backend.name, "n_triplets": int(total),
+                            **({"cost_model": costs} if costs else {}),
                             **plan.info.get("report", {})}
     learner._set_fitted(d)
     return learner
+
+
+def _in_memory(part) -> bool:
+    """Whether a partition is held in the driver's memory (arrays, not a
+    loader or a Dask collection)."""
+    if isinstance(part, tuple):
+        return all(_in_memory(p) for p in part if p is not None)
+    return isinstance(part, np.ndarray) or sp.issparse(part)
+
+
+def _cost_model(backend, collection, infos, total, round_trip, choice, owner):
+    """``(backend, report)``: the local backend instead of the cluster when
+    the measured cost model (:mod:`tripletml.distributed.cost`) predicts the
+    cluster slower and the partitions are small and in memory; a
+    :class:`~tripletml.distributed.cost.ClusterCostWarning` when they are
+    not."""
+    if backend.name != "dask" or choice == "cluster" or round_trip is None:
+        return backend, None
+    d = int(infos[0]["d"])
+    examples = int(total) if total else int(sum(inf["n"] for inf in infos))
+    try:
+        threads = int(sum(backend.client.nthreads().values()))
+    except Exception:                   # noqa: BLE001 - no answer: assume one
+        threads = 1
+    report = cost.decide(examples=examples, d=d, round_trip_s=round_trip, threads=threads)
+    report = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in report.items()}
+    if report["decision"] == "cluster":
+        return backend, report
+    nbytes = 8 * d * int(sum(inf["n"] for inf in infos))
+    parts = getattr(collection, "parts", ())
+    if nbytes <= cost.LOCAL_BYTES and all(_in_memory(p) for p in parts):
+        return LocalBackend(collection, owner, d), report
+    report["decision"] = "cluster (in-process predicted faster; partitions not in memory)"
+    warnings.warn(f"{owner}: the cluster is predicted slower than one process for this "
+                  f"fit (a round: {report['cluster_s']:.3g} s on {threads} worker threads "
+                  f"against {report['local_s']:.3g} s in process; the round trip alone "
+                  f"{round_trip:.3g} s), but the partitions are not in the driver's memory; "
+                  "fit outside use_cluster, or set TRIPLETML_PARTITIONED_BACKEND=local",
+                  cost.ClusterCostWarning, stacklevel=4)
+    return backend, report
 
 
 def _prepare_learner(learner) -> tuple[np.random.Generator, int]:
@@ -913,6 +1017,7 @@ def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=N
                              else "from the first round (give fit_partitioned a "
                              "checkpoint_dir to resume from the last round)"),
                           RestartWarning, stacklevel=5)
+            backend.settle()
             if restart is not None:
                 restart()
 
