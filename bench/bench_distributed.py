@@ -480,7 +480,8 @@ def section_speedup(args, prov) -> list[dict]:
     cols = ["learner", "strategy", "rows", "triplets", "rounds", "plain fit s", "in-process s",
             "fit_stream s", "best single s"] + [f"{w}w s" for w in workers] + \
         (["t1/t2", "goal t1/t2 >= 1.7"] if {1, 2} <= set(workers) else []) + \
-        (["best single/t2", "goal best/t2 >= 1.7", "in-process/t2", "fit_stream/t2", "max |sim diff| vs 2w"] if 2 in workers else []) + \
+        (["best single/t2", "goal best/t2 >= 1.7", "in-process/t2", "fit_stream/t2",
+          "max |sim diff| vs 2w"] if 2 in workers else []) + \
         ([f"Incremental {max(workers)}w s", "Incremental/t2"] if workers and inc_ok else [])
     table = md_table(out, cols)
     log(table)
@@ -494,8 +495,8 @@ def section_speedup(args, prov) -> list[dict]:
             "the partitions were generated on the workers and persisted there first "
             "(generation seconds below).  plain fit: `fit(X, y)` on the concatenated rows "
             "with the same triplet total; best single: the fastest of plain fit, in-process "
-            "and fit_stream (the reference of issue 41).  in-process: the same partitions held in this "
-            "process, `fit(collection)` without a cluster; fit_stream: sequential "
+            "and fit_stream (the reference of issue 41).  in-process: the same partitions "
+            "held in this process, `fit(collection)` without a cluster; fit_stream: sequential "
             "`partial_fit` over the same partitions, same triplet total (`n_triplets_per_"
             "shard` = total / partitions), batch 1000.\n\n" + table
             + "\n\n### Generation and memory\n\n" + gens

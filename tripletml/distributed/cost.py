@@ -1,7 +1,7 @@
 """Can the cluster pay off?  A measured cost model for a partitioned fit
 (issue 41 section 3: small data stays small).
 
-Per round a partitioned fit does work ``W`` -- about ``m * d**2``
+Per round (a pass) a partitioned fit does work ``W`` -- about ``m * d**2``
 multiply-adds for ``m`` triplets (or rows, for the statistics strategy) in
 ``d`` features: OASIS, LORETA's and SDCA's updates, KISSME's scatter
 matrices all touch a ``d x d`` model or statistic once per example -- and
@@ -15,11 +15,18 @@ per second in a BLAS product of the model's shape)::
 
 so the cluster pays off only when ``W / r * (1 - 1/P) > t_rt``; the model
 asks for a margin (:data:`MARGIN`) over that.  ``t_rt`` is measured on the
-fit's own cluster: the wall time of its first map-reduce (the survey of the
-partitions: one task per partition, shipping each partition's rows as every
-later round does, and the gather).  ``r`` is measured once per process on a
-``(4096, d) @ (d, d)`` product.  Both sides scale with the number of rounds,
-which therefore drops out.
+fit's own cluster: the wall time of a map-reduce over the partitions after
+the survey (each task loads its partition as every round does, a tree
+reduction, the gather).  ``r`` is measured once per process on an
+``(n, d) @ (d, d)`` product (``n <= 4096``, at most 2^26 multiply-adds).
+Both sides scale with the number of rounds, which therefore drops out.
+
+``W / r`` is a lower bound (the learners' steps are not one GEMM): when the
+partitions are in the driver's memory the in-process time of a round is
+measured instead, as ``m`` times the learner's own seconds per example
+(:func:`seconds_per_example`: two one-pass in-memory fits of the learner on
+a partition, 400 and 1,600 triplets, whose difference cancels the fixed
+costs).
 
 The decision is ``"cluster"`` or ``"in-process"``; a fit whose partitions
 are in the driver's memory (arrays, not loaders or Dask collections) and
@@ -36,8 +43,8 @@ import time
 
 import numpy as np
 
-__all__ = ["MARGIN", "LOCAL_BYTES", "ClusterCostWarning", "machine_rate", "decide",
-           "backend_choice"]
+__all__ = ["MARGIN", "LOCAL_BYTES", "CALIBRATION", "ClusterCostWarning", "machine_rate",
+           "seconds_per_example", "decide", "backend_choice"]
 
 #: the cluster must be predicted this many times faster than one process to be used
 MARGIN = 1.25
@@ -65,28 +72,81 @@ def backend_choice() -> str:
 
 @functools.lru_cache(maxsize=64)
 def machine_rate(d: int) -> float:
-    """Multiply-adds per second of this process on a ``(4096, d) @ (d, d)``
-    product (best of three; cached per ``d``)."""
+    """Multiply-adds per second of this process on an ``(n, d) @ (d, d)``
+    product, ``n <= 4096`` rows and at most 2^26 multiply-adds (best of
+    three; cached per ``d``)."""
     d = int(max(1, min(d, 2048)))
+    n = int(max(16, min(4096, (1 << 26) // (d * d))))      # at most ~67M multiply-adds
     rng = np.random.default_rng(0)
-    A, B = rng.standard_normal((4096, d)), rng.standard_normal((d, d))
+    A, B = rng.standard_normal((n, d)), rng.standard_normal((d, d))
     best = float("inf")
     for _ in range(3):
         t = time.perf_counter()
         A @ B
         best = min(best, time.perf_counter() - t)
-    return 4096.0 * d * d / max(best, 1e-6)
+    return float(n) * d * d / max(best, 1e-6)
 
 
-def decide(*, examples: int, d: int, round_trip_s: float, threads: int) -> dict:
+#: sample sizes (triplets, or rows for a learner without triplets) of the two
+#: timed in-process fits whose difference gives the learner's cost per example
+CALIBRATION = (400, 1600)
+
+
+def seconds_per_example(learner, X, y) -> float | None:
+    """This learner's measured seconds per training example and pass, in
+    this process: the difference of two one-pass in-memory fits on
+    :data:`CALIBRATION` triplets (rows for a learner without triplets) of
+    ``X, y`` (a partition), over the difference in examples -- the fixed
+    costs (validation, preprocessing) cancel.  None when it cannot be
+    measured (no labels, a learner without those parameters, a failed fit)."""
+    import warnings
+
+    from sklearn.base import clone
+    if y is None:
+        return None
+    params = learner.get_params(deep=False)
+    triplets = "n_triplets" in params and getattr(learner, "_needs_triplets", True)
+    times = []
+    for k in CALIBRATION:
+        est = clone(learner)
+        new = {key: v for key, v in (("max_iter", 1), ("tol", None), ("verbose", 0))
+               if key in params}
+        if triplets:
+            new["n_triplets"] = k
+            Xs, ys = X, y
+        else:
+            Xs, ys = X[:k], y[:k]
+        try:
+            est.set_params(**new)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t = time.perf_counter()
+                est.fit(Xs, ys)
+                times.append(time.perf_counter() - t)
+        except Exception:         # noqa: BLE001 - no calibration: the GEMM rate is used
+            return None
+    if not triplets:
+        n = [min(k, X.shape[0]) for k in CALIBRATION]
+        if n[1] <= n[0]:
+            return None
+    else:
+        n = list(CALIBRATION)
+    slope = (times[1] - times[0]) / (n[1] - n[0])
+    return slope if slope > 0 else times[1] / n[1]
+
+
+def decide(*, examples: int, d: int, round_trip_s: float, threads: int,
+           per_example_s: float | None = None) -> dict:
     """The cost model's prediction for one round: ``local_s`` (in process),
-    ``cluster_s``, the ``decision`` and its inputs."""
+    ``cluster_s``, the ``decision`` and its inputs.  ``per_example_s`` (the
+    learner's measured cost, :func:`seconds_per_example`) when known, else
+    ``d**2`` multiply-adds per example at :func:`machine_rate`."""
     rate = machine_rate(d)
     work = float(max(examples, 1)) * float(d) ** 2
-    local = work / rate
+    local = work / rate if per_example_s is None else float(max(examples, 1)) * per_example_s
     P = max(int(threads), 1)
     cluster = float(round_trip_s) + local / P
     decision = "cluster" if P > 1 and local > MARGIN * cluster else "in-process"
     return {"decision": decision, "local_s": local, "cluster_s": cluster,
             "round_trip_s": float(round_trip_s), "threads": P, "rate": rate,
-            "examples": int(examples), "d": int(d)}
+            "per_example_s": per_example_s, "examples": int(examples), "d": int(d)}

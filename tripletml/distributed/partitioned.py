@@ -743,6 +743,35 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         Continue from the checkpoint in ``checkpoint_dir`` when there is one.
     checkpoint_every : int, default=1
         Rounds between checkpoints.
+
+    Notes
+    -----
+    **Small data stays small** (:mod:`tripletml.distributed.cost`).  Inside
+    ``use_cluster`` the fit first measures the cluster's round trip (a
+    map-reduce over the partitions) and this machine's rate on a product of
+    the model's shape; when one process is predicted faster than the
+    cluster's worker threads (a round's work ``m d^2`` against the round
+    trip), a collection held in memory is fitted in process and
+    ``partitioned_["backend"]`` is ``"local"`` with the prediction in
+    ``partitioned_["cost_model"]``; a collection of loaders stays on the
+    cluster with a :class:`~tripletml.distributed.cost.ClusterCostWarning`.
+    ``TRIPLETML_PARTITIONED_BACKEND=cluster`` (or ``local``) overrides.
+
+    **Losing a worker.**  Every call to the cluster is bounded by
+    :func:`~tripletml.distributed.dask_search.cluster_timeout` (60 s,
+    ``TRIPLETML_CLUSTER_TIMEOUT``): a broadcast or scatter is cancelled after
+    it; a gather waits without limit only while no worker is lost -- once a
+    worker the fit knew has left, the results must arrive or make progress
+    (a task running on a live worker) within the timeout.  A lost worker
+    restarts the fit (the survey, the preprocessing or the rounds) from the
+    last checkpoint, or from the first round, with a
+    :class:`RestartWarning`, at most :data:`MAX_RESTARTS` times; then a
+    :class:`WorkerLostError` names the lost worker.  Local clusters preload
+    tripletml in their workers
+    (:mod:`tripletml.distributed.worker_preload`) so that a worker a nanny
+    starts in place of a lost one answers at once; pass
+    ``--preload tripletml.distributed.worker_preload`` to ``dask worker``
+    for the same on a real cluster.
     """
     owner = type(learner).__name__
     rng, seed = _prepare_learner(learner)
@@ -776,7 +805,8 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     backend.n_features = d
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
-    backend, costs = _cost_model(backend, collection, infos, total, round_trip, choice, owner)
+    backend, costs = _cost_model(learner, backend, collection, infos, total, round_trip,
+                                 choice, owner)
     pre = _with_restarts(owner, backend, lambda: fit_preprocessor(learner, backend, infos),
                          "fitting the preprocessing")
     learner.scaler_ = pre
@@ -811,7 +841,7 @@ def _in_memory(part) -> bool:
     return isinstance(part, np.ndarray) or sp.issparse(part)
 
 
-def _cost_model(backend, collection, infos, total, round_trip, choice, owner):
+def _cost_model(learner, backend, collection, infos, total, round_trip, choice, owner):
     """``(backend, report)``: the local backend instead of the cluster when
     the measured cost model (:mod:`tripletml.distributed.cost`) predicts the
     cluster slower and the partitions are small and in memory; a
@@ -825,13 +855,20 @@ def _cost_model(backend, collection, infos, total, round_trip, choice, owner):
         threads = int(sum(backend.client.nthreads().values()))
     except Exception:                   # noqa: BLE001 - no answer: assume one
         threads = 1
-    report = cost.decide(examples=examples, d=d, round_trip_s=round_trip, threads=threads)
-    report = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in report.items()}
-    if report["decision"] == "cluster":
-        return backend, report
     nbytes = 8 * d * int(sum(inf["n"] for inf in infos))
     parts = getattr(collection, "parts", ())
-    if nbytes <= cost.LOCAL_BYTES and all(_in_memory(p) for p in parts):
+    local_ok = nbytes <= cost.LOCAL_BYTES and all(_in_memory(p) for p in parts)
+    per_example = None
+    if local_ok:                  # the learner's own cost, measured on partition 0
+        p0 = _load(*LocalBackend._args(backend, 0), 0, owner, d)
+        per_example = cost.seconds_per_example(learner, p0.X, p0.y)
+    report = cost.decide(examples=examples, d=d, round_trip_s=round_trip, threads=threads,
+                         per_example_s=per_example)
+    report = {k: (float(f"{v:.6g}") if isinstance(v, float) else v)
+              for k, v in report.items()}
+    if report["decision"] == "cluster":
+        return backend, report
+    if local_ok:
         return LocalBackend(collection, owner, d), report
     report["decision"] = "cluster (in-process predicted faster; partitions not in memory)"
     warnings.warn(f"{owner}: the cluster is predicted slower than one process for this "
