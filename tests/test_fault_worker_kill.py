@@ -253,9 +253,9 @@ def test_a_gather_without_a_lost_worker_waits_for_a_long_task(threads_client, co
                                                             monkeypatch):
     """No worker lost: a task longer than the timeout is waited for."""
     import time
-    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "1")
+    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "0.5")
     be = partitioned.DaskBackend(coll, "Probe", threads_client)
-    fut = threads_client.submit(time.sleep, 2.5, pure=False)
+    fut = threads_client.submit(time.sleep, 1.5, pure=False)
     assert _guarded(lambda: be.gather([fut]), limit=60) == [None]
 
 

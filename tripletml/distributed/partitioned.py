@@ -292,11 +292,7 @@ class DaskBackend(LocalBackend):
         limit = cluster_timeout()
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
-            try:
-                workers = self._sync("listing the workers", self.client.scheduler.identity)
-                workers = set(workers.get("workers", {}))
-            except Exception:     # noqa: BLE001 - retried until the deadline
-                workers = set()
+            workers = self._workers()
             if len(workers) >= self._n_workers:
                 break
             time.sleep(0.5)
@@ -317,8 +313,12 @@ class DaskBackend(LocalBackend):
                                "TRIPLETML_CLUSTER_TIMEOUT sets the limit)") from e
 
     def _workers(self) -> set:
+        """The workers the scheduler lists now (bounded; empty when it does
+        not answer)."""
         try:
-            return set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1,
+                                    callback_timeout=cluster_timeout())
+            return set(info.get("workers", {}))
         except Exception:         # noqa: BLE001 - a closed client: no worker known
             return set()
 
