@@ -508,6 +508,55 @@ def section_speedup(args, prov) -> list[dict]:
     return out
 
 
+def section_smalldata(args, prov) -> list[dict]:
+    """Issue 41.3: in-memory collections inside ``use_cluster`` (2 workers):
+    in-process fit, the default (the cost model decides) and the cluster
+    forced (``TRIPLETML_PARTITIONED_BACKEND=cluster``), with the cost model's
+    prediction."""
+    from tripletml.distributed.dask_search import use_cluster
+    rows_out = []
+    sizes = [int(v) for v in args.small_rows.split(",")]
+    jobs = [(n, r) for n in args.learners for r in sizes]
+    local = {}
+    for name, n in jobs:
+        coll = memory_collection(args.seed, n, args.d, args.partitions, "float64")
+        model = make_learner(name, n_triplets=n, passes=args.passes, seed=args.seed,
+                             preprocessing=_prep(args.preprocessing), rank=args.rank)
+        local[(name, n)] = timed_fit(model, coll)
+    with use_cluster(_cluster_spec(2)) as client:
+        client.run(warm_learners, list(args.learners), args.d)
+        for name, n in jobs:
+            coll = memory_collection(args.seed, n, args.d, args.partitions, "float64")
+            row = {"learner": name, "rows": n, "triplets": n, "in-process s": local[(name, n)]}
+            for mode in ("auto", "cluster"):
+                os.environ["TRIPLETML_PARTITIONED_BACKEND"] = mode
+                model = make_learner(name, n_triplets=n, passes=args.passes, seed=args.seed,
+                                     preprocessing=_prep(args.preprocessing), rank=args.rank)
+                row[f"{mode} s"] = timed_fit(model, coll)
+                if mode == "auto":
+                    cm = model.partitioned_.get("cost_model", {})
+                    row["auto ran on"] = model.partitioned_["backend"]
+                    row["predicted local s/round"] = cm.get("local_s")
+                    row["predicted 2w s/round"] = cm.get("cluster_s")
+                    row["round trip s"] = cm.get("round_trip_s")
+            os.environ.pop("TRIPLETML_PARTITIONED_BACKEND", None)
+            row["auto/in-process"] = row["auto s"] / row["in-process s"]
+            log(f"  {name} {n} rows: in-process {row['in-process s']:.2f} s, auto "
+                f"{row['auto s']:.2f} s on {row['auto ran on']}, cluster {row['cluster s']:.2f} s")
+            rows_out.append(row)
+    cols = ["learner", "rows", "triplets", "in-process s", "auto s", "auto ran on",
+            "cluster s", "auto/in-process", "predicted local s/round",
+            "predicted 2w s/round", "round trip s"]
+    table = md_table(rows_out, cols)
+    log(table)
+    body = (f"In-memory collections (`ShardedCollection` of arrays, {args.partitions} "
+            f"partitions, d = {args.d}, {args.passes} passes) fitted in process, and inside "
+            "`use_cluster` with 2 worker processes: `auto` (the cost model of "
+            "`tripletml.distributed.cost` decides) and `cluster` (forced).\n\n" + table)
+    write_section(args.out, "smalldata", "Small data stays small", body, rows_out, prov)
+    return rows_out
+
+
 # ---------------------------------------------------------------------------
 # 2. statistical efficiency
 # ---------------------------------------------------------------------------
@@ -831,7 +880,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.bench_distributed",
                                  description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("section", choices=SECTIONS + ("all",))
+    ap.add_argument("section", choices=SECTIONS + ("smalldata", "all"))
     ap.add_argument("--out", type=Path, default=REPO / "results" / "distributed")
     ap.add_argument("--quick", action="store_true", help="every size tiny (smoke test)")
     ap.add_argument("--local", action="store_true",
@@ -857,6 +906,8 @@ def parse_args(argv=None):
     g.add_argument("--max-driver-bytes", type=float, default=4e9,
                    help="skip in-process/fit_stream baselines and 'sample'-strategy big fits "
                         "whose data on the driver would exceed this")
+    g.add_argument("--small-rows", default="20000,150000",
+                   help="smalldata: rows (= triplets) of the in-memory collections")
     g = ap.add_argument_group("efficiency")
     g.add_argument("--sets", default="optdigits,letter")
     g.add_argument("--ks", default=",".join(map(str, KS)))
@@ -904,7 +955,8 @@ def main(argv=None) -> int:
     prov = provenance(argv)
     sections = SECTIONS if args.section == "all" else (args.section,)
     funcs = {"speedup": section_speedup, "efficiency": section_efficiency,
-             "bigdata": section_bigdata, "costmodel": section_costmodel}
+             "bigdata": section_bigdata, "costmodel": section_costmodel,
+             "smalldata": section_smalldata}
     for s in sections:
         t0 = time.perf_counter()
         funcs[s](args, prov)

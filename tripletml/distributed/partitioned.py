@@ -341,9 +341,12 @@ class DaskBackend(LocalBackend):
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
         # bounded: a dead worker the scheduler still lists would block it for good
+        # not broadcast=True: the scheduler's replicate step then waits on every
+        # listed worker (a dead or restarting one held it past the timeout in
+        # the worker-kill tests); the tasks fetch the value from its holder
         limit = cluster_timeout()
         return self._sync("broadcasting a value to the workers", self.client._scatter,
-                          [value], broadcast=True, hash=False, timeout=limit)[0]
+                          [value], broadcast=False, hash=False, timeout=limit)[0]
 
     def scatter_each(self, values: Sequence) -> list:
         limit = cluster_timeout()
