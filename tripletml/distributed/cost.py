@@ -11,15 +11,18 @@ partitions' graph and the model, the reduction, the gather).  With
 per second in a BLAS product of the model's shape)::
 
     in process:  T_1 = W / r
-    cluster:     T_P = t_rt + W / (P r)
+    cluster:     T_P = t_rt + W / (P r) + S / (R s)
 
-so the cluster pays off only when ``W / r * (1 - 1/P) > t_rt``; the model
+(``S`` bytes of partitions held by the driver, sent once per fit of ``R``
+rounds at :data:`SHIP_RATE` ``s``), so the cluster pays off only when
+``W / r * (1 - 1/P) > t_rt + S / (R s)``; the model
 asks for a margin (:data:`MARGIN`) over that.  ``t_rt`` is measured on the
-fit's own cluster: the wall time of a map-reduce over the partitions after
-the survey (each task loads its partition as every round does, a tree
-reduction, the gather).  ``r`` is measured once per process on an
-``(n, d) @ (d, d)`` product (``n <= 4096``, at most 2^26 multiply-adds).
-Both sides scale with the number of rounds, which therefore drops out.
+fit's own cluster: the wall time of one empty task per partition, their
+tree reduction and the gather (partitions in the driver's memory are
+surveyed in the driver, so a fit kept there sends nothing).  ``r`` is
+measured once per process on an ``(n, d) @ (d, d)`` product (``n <= 4096``,
+at most 2^26 multiply-adds).  Apart from the shipping, both sides scale with
+the number of rounds.
 
 ``W / r`` is a lower bound (the learners' steps are not one GEMM): when the
 partitions are in the driver's memory the in-process time of a round is
@@ -43,8 +46,8 @@ import time
 
 import numpy as np
 
-__all__ = ["MARGIN", "LOCAL_BYTES", "CALIBRATION", "ClusterCostWarning", "machine_rate",
-           "seconds_per_example", "decide", "backend_choice"]
+__all__ = ["MARGIN", "LOCAL_BYTES", "CALIBRATION", "SHIP_RATE", "ClusterCostWarning",
+           "machine_rate", "seconds_per_example", "decide", "backend_choice"]
 
 #: the cluster must be predicted this many times faster than one process to be used
 MARGIN = 1.25
@@ -86,6 +89,11 @@ def machine_rate(d: int) -> float:
         best = min(best, time.perf_counter() - t)
     return float(n) * d * d / max(best, 1e-6)
 
+
+#: bytes per second at which the driver's partitions are assumed to reach the
+#: workers (serialisation and a local network; an assumption, not measured:
+#: measuring it would send the data)
+SHIP_RATE = 200e6
 
 #: sample sizes (triplets, or rows for a learner without triplets) of the two
 #: timed in-process fits whose difference gives the learner's cost per example
@@ -132,21 +140,27 @@ def seconds_per_example(learner, X, y) -> float | None:
     else:
         n = list(CALIBRATION)
     slope = (times[1] - times[0]) / (n[1] - n[0])
-    return slope if slope > 0 else times[1] / n[1]
+    # fixed costs dominate (or noise): the per-example cost is below what two
+    # small fits resolve; the GEMM lower bound is used instead
+    return slope if slope > 0 else None
 
 
 def decide(*, examples: int, d: int, round_trip_s: float, threads: int,
-           per_example_s: float | None = None) -> dict:
+           per_example_s: float | None = None, ship_bytes: int = 0, rounds: int = 1) -> dict:
     """The cost model's prediction for one round: ``local_s`` (in process),
     ``cluster_s``, the ``decision`` and its inputs.  ``per_example_s`` (the
     learner's measured cost, :func:`seconds_per_example`) when known, else
-    ``d**2`` multiply-adds per example at :func:`machine_rate`."""
+    ``d**2`` multiply-adds per example at :func:`machine_rate`.  ``ship_bytes``
+    of partitions held by the driver are sent to the workers once per fit
+    (at :data:`SHIP_RATE`), a cost spread over the ``rounds``."""
     rate = machine_rate(d)
     work = float(max(examples, 1)) * float(d) ** 2
     local = work / rate if per_example_s is None else float(max(examples, 1)) * per_example_s
     P = max(int(threads), 1)
-    cluster = float(round_trip_s) + local / P
+    ship = float(ship_bytes) / SHIP_RATE
+    cluster = float(round_trip_s) + local / P + ship / max(int(rounds), 1)
     decision = "cluster" if P > 1 and local > MARGIN * cluster else "in-process"
     return {"decision": decision, "local_s": local, "cluster_s": cluster,
             "round_trip_s": float(round_trip_s), "threads": P, "rate": rate,
-            "per_example_s": per_example_s, "examples": int(examples), "d": int(d)}
+            "per_example_s": per_example_s, "ship_s": ship, "rounds": int(rounds),
+            "examples": int(examples), "d": int(d)}

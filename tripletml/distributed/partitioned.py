@@ -243,6 +243,10 @@ class LocalBackend:
     def settle(self) -> None:
         """Before a restart: nothing to wait for in process."""
 
+    def ping(self) -> int:
+        """One empty task per partition, reduced and gathered."""
+        return self.n_partitions
+
     @staticmethod
     def lost_data_errors() -> tuple:
         """Exceptions meaning a worker was lost with data (none in-process)."""
@@ -321,6 +325,10 @@ class DaskBackend(LocalBackend):
             return set(info.get("workers", {}))
         except Exception:         # noqa: BLE001 - a closed client: no worker known
             return set()
+
+    def ping(self) -> int:
+        handles = [self.client.submit(_one, i, pure=False) for i in range(self.n_partitions)]
+        return self.gather(self.reduce(tree_sum, handles))
 
     def _running_on(self, alive: set) -> bool:
         """Whether a live worker is running a task (the lost tasks rerun
@@ -605,9 +613,9 @@ def _fingerprint(p: Partition, labels) -> str:
     return h.hexdigest()
 
 
-def _rows_task(p: Partition) -> int:
-    """The partition's rows (a round trip for the cost model)."""
-    return p.n_rows
+def _one(index: int) -> int:
+    """A task that does nothing (the cost model's round trip)."""
+    return 1
 
 
 def _labels_task(p: Partition, fingerprint: bool = False):
@@ -787,18 +795,21 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     choice = cost.backend_choice()
     if choice == "local":
         backend = LocalBackend(collection, owner)
-    infos = _with_restarts(owner, backend,
-                           lambda: backend.gather(backend.map(_labels_task, ckpt is not None)),
+    # partitions in the driver's memory are surveyed here: the cost model may
+    # keep the fit here, and then nothing is sent to the cluster
+    surveyor = backend
+    if backend.name == "dask" and choice == "auto" and all(
+            _in_memory(p) for p in getattr(collection, "parts", [None])):
+        surveyor = LocalBackend(collection, owner)
+    infos = _with_restarts(owner, surveyor,
+                           lambda: surveyor.gather(surveyor.map(_labels_task, ckpt is not None)),
                            "the survey of the partitions")
     round_trip = None
     if backend.name == "dask" and choice == "auto":
-        # the cost model's round trip: one more map-reduce over the partitions
-        # (loaded as every round loads them, a tree reduction, the gather)
+        # the cost model's round trip: one task per partition, a tree
+        # reduction and the gather, on the cluster
         started = time.perf_counter()
-        _with_restarts(owner, backend,
-                       lambda: backend.gather(backend.reduce(tree_sum,
-                                                             backend.map(_rows_task))),
-                       "the survey of the partitions")
+        _with_restarts(owner, backend, backend.ping, "the survey of the partitions")
         round_trip = time.perf_counter() - started
     d = infos[0]["d"]
     resumed = None
@@ -865,8 +876,11 @@ def _cost_model(learner, backend, collection, infos, total, round_trip, choice, 
     if local_ok:                  # the learner's own cost, measured on partition 0
         p0 = _load(*LocalBackend._args(backend, 0), 0, owner, d)
         per_example = cost.seconds_per_example(learner, p0.X, p0.y)
+    rounds = getattr(learner, "max_iter", 1)
+    rounds = int(rounds) if isinstance(rounds, numbers.Integral) and rounds > 0 else 1
     report = cost.decide(examples=examples, d=d, round_trip_s=round_trip, threads=threads,
-                         per_example_s=per_example)
+                         per_example_s=per_example, ship_bytes=nbytes if local_ok else 0,
+                         rounds=rounds)
     report = {k: (float(f"{v:.6g}") if isinstance(v, float) else v)
               for k, v in report.items()}
     if report["decision"] == "cluster":
