@@ -28,8 +28,8 @@ the number of rounds.
 partitions are in the driver's memory the in-process time of a round is
 measured instead, as ``m`` times the learner's own seconds per example
 (:func:`seconds_per_example`: two one-pass in-memory fits of the learner on
-a partition, 400 and 1,600 triplets, whose difference cancels the fixed
-costs).
+its first 4,000 rows, 1,000 and 4,000 triplets, whose difference cancels
+the fixed costs).
 
 The decision is ``"cluster"`` or ``"in-process"``; a fit whose partitions
 are in the driver's memory (arrays, not loaders or Dask collections) and
@@ -97,12 +97,17 @@ SHIP_RATE = 200e6
 
 #: sample sizes (triplets, or rows for a learner without triplets) of the two
 #: timed in-process fits whose difference gives the learner's cost per example
-CALIBRATION = (400, 1600)
+CALIBRATION = (1000, 4000)
+
+#: rows of the partition the calibration fits use (few: the fixed costs of a
+#: fit -- validation, preprocessing -- stay small against the steps)
+CALIBRATION_ROWS = 4000
 
 
 def seconds_per_example(learner, X, y) -> float | None:
     """This learner's measured seconds per training example and pass, in
-    this process: the difference of two one-pass in-memory fits on
+    this process: the difference of two one-pass in-memory fits (after a
+    small one that compiles the kernels) on
     :data:`CALIBRATION` triplets (rows for a learner without triplets) of
     ``X, y`` (a partition), over the difference in examples -- the fixed
     costs (validation, preprocessing) cancel.  None when it cannot be
@@ -115,13 +120,13 @@ def seconds_per_example(learner, X, y) -> float | None:
     params = learner.get_params(deep=False)
     triplets = "n_triplets" in params and getattr(learner, "_needs_triplets", True)
     times = []
-    for k in CALIBRATION:
+    for k in (CALIBRATION[0] // 10,) + tuple(CALIBRATION):    # the first compiles
         est = clone(learner)
         new = {key: v for key, v in (("max_iter", 1), ("tol", None), ("verbose", 0))
                if key in params}
         if triplets:
             new["n_triplets"] = k
-            Xs, ys = X, y
+            Xs, ys = X[:CALIBRATION_ROWS], y[:CALIBRATION_ROWS]
         else:
             Xs, ys = X[:k], y[:k]
         try:
@@ -133,6 +138,7 @@ def seconds_per_example(learner, X, y) -> float | None:
                 times.append(time.perf_counter() - t)
         except Exception:         # noqa: BLE001 - no calibration: the GEMM rate is used
             return None
+    times = times[1:]
     if not triplets:
         n = [min(k, X.shape[0]) for k in CALIBRATION]
         if n[1] <= n[0]:
