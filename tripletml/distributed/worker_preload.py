@@ -22,19 +22,20 @@ MODULE = __name__
 
 
 def _import_all() -> None:
-    import tripletml
-    import tripletml.algorithms as algorithms
-    import tripletml.distributed as distributed
-    importlib.import_module("tripletml.distributed.partitioned")
-    for pkg in (distributed, algorithms):
-        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-            name = info.name
-            if name.endswith(("distributed", "estimator")) or pkg is distributed:
-                try:
-                    importlib.import_module(name)
-                except ImportError:       # an optional extra (faiss, ...) is missing
-                    pass
-    del tripletml
+    """The registry's learner classes (each loads its algorithm's modules)
+    and the distributed package's modules."""
+    from tripletml import registry
+    distributed = importlib.import_module("tripletml.distributed")
+    for info in pkgutil.walk_packages(distributed.__path__, distributed.__name__ + "."):
+        try:
+            importlib.import_module(info.name)
+        except ImportError:               # an optional extra is missing
+            pass
+    for entry in registry.entries():
+        try:
+            registry.learner_class(entry.name)
+        except ImportError:               # an optional extra (faiss, ...) is missing
+            pass
 
 
 def dask_setup(worker=None) -> None:
