@@ -396,6 +396,13 @@ def section_speedup(args, prov) -> list[dict]:
             rows[name]["note"] = "in-process and fit_stream skipped (--max-driver-bytes)"
             continue
         coll = memory_collection(args.seed, n, args.d, args.partitions, args.dtype)
+        # plain in-memory fit on the concatenated rows (the same triplet total)
+        Xc = np.concatenate([np.asarray(x) for x in coll.parts])
+        yc = np.concatenate([np.asarray(v) for v in coll.labels])
+        plain = make_learner(name, n_triplets=m, passes=args.passes, seed=args.seed,
+                             preprocessing=_prep(args.preprocessing), rank=args.rank)
+        rows[name]["plain fit s"] = timed_fit(plain, Xc, yc)
+        del Xc, yc, plain
         model = make_learner(name, n_triplets=m, passes=args.passes, seed=args.seed,
                              preprocessing=_prep(args.preprocessing), rank=args.rank)
         rows[name]["in-process s"] = timed_fit(model, coll)
@@ -410,6 +417,8 @@ def section_speedup(args, prov) -> list[dict]:
         del coll
         log(f"  {name:7s} in-process {rows[name]['in-process s']:.2f} s, fit_stream "
             f"{rows[name]['fit_stream s']:.2f} s")
+    # the cluster columns time the cluster: no cost model sending the fit home
+    os.environ["TRIPLETML_PARTITIONED_BACKEND"] = "cluster"
     for w in workers:
         from tripletml.distributed.dask_search import use_cluster
         with use_cluster(_cluster_spec(w)) as client:
@@ -453,7 +462,13 @@ def section_speedup(args, prov) -> list[dict]:
         if 1 in workers and 2 in workers:
             r["t1/t2"] = r["1w s"] / r["2w s"]
             r["goal t1/t2 >= 1.7"] = "pass" if r["t1/t2"] >= 1.7 else "miss"
+        singles = [r.get(k, float("nan")) for k in ("plain fit s", "in-process s",
+                                                      "fit_stream s")]
+        singles = [v for v in singles if v == v]
+        r["best single s"] = min(singles) if singles else float("nan")
         if 2 in workers:
+            r["best single/t2"] = r["best single s"] / r["2w s"]
+            r["goal best/t2 >= 1.7"] = "pass" if r["best single/t2"] >= 1.7 else "miss"
             r["in-process/t2"] = r.get("in-process s", float("nan")) / r["2w s"]
             r["fit_stream/t2"] = r.get("fit_stream s", float("nan")) / r["2w s"]
             base = models.get((name, 0)) or models.get((name, 1))
@@ -462,10 +477,11 @@ def section_speedup(args, prov) -> list[dict]:
         if workers and f"Incremental {max(workers)}w s" in r and f"{max(workers)}w s" in r:
             r["Incremental/t2"] = r[f"Incremental {max(workers)}w s"] / r[f"{max(workers)}w s"]
         out.append(r)
-    cols = ["learner", "strategy", "rows", "triplets", "rounds", "in-process s",
-            "fit_stream s"] + [f"{w}w s" for w in workers] + \
+    cols = ["learner", "strategy", "rows", "triplets", "rounds", "plain fit s", "in-process s",
+            "fit_stream s", "best single s"] + [f"{w}w s" for w in workers] + \
         (["t1/t2", "goal t1/t2 >= 1.7"] if {1, 2} <= set(workers) else []) + \
-        (["in-process/t2", "fit_stream/t2", "max |sim diff| vs 2w"] if 2 in workers else []) + \
+        (["best single/t2", "goal best/t2 >= 1.7", "in-process/t2", "fit_stream/t2",
+          "max |sim diff| vs 2w"] if 2 in workers else []) + \
         ([f"Incremental {max(workers)}w s", "Incremental/t2"] if workers and inc_ok else [])
     table = md_table(out, cols)
     log(table)
@@ -477,8 +493,10 @@ def section_speedup(args, prov) -> list[dict]:
             f"workers), passes (max_iter) = {args.passes}, preprocessing = "
             f"{args.preprocessing}, seed {args.seed}.  Times are wall seconds of `fit` only; "
             "the partitions were generated on the workers and persisted there first "
-            "(generation seconds below).  in-process: the same partitions held in this "
-            "process, `fit(collection)` without a cluster; fit_stream: sequential "
+            "(generation seconds below).  plain fit: `fit(X, y)` on the concatenated rows "
+            "with the same triplet total; best single: the fastest of plain fit, in-process "
+            "and fit_stream (the reference of issue 41).  in-process: the same partitions "
+            "held in this process, `fit(collection)` without a cluster; fit_stream: sequential "
             "`partial_fit` over the same partitions, same triplet total (`n_triplets_per_"
             "shard` = total / partitions), batch 1000.\n\n" + table
             + "\n\n### Generation and memory\n\n" + gens
@@ -488,6 +506,55 @@ def section_speedup(args, prov) -> list[dict]:
     if args.plot and workers:
         plot_speedup(out, workers, args.out / "speedup.png")
     return out
+
+
+def section_smalldata(args, prov) -> list[dict]:
+    """Issue 41.3: in-memory collections inside ``use_cluster`` (2 workers):
+    in-process fit, the default (the cost model decides) and the cluster
+    forced (``TRIPLETML_PARTITIONED_BACKEND=cluster``), with the cost model's
+    prediction."""
+    from tripletml.distributed.dask_search import use_cluster
+    rows_out = []
+    sizes = [int(v) for v in args.small_rows.split(",")]
+    jobs = [(n, r) for n in args.learners for r in sizes]
+    local = {}
+    for name, n in jobs:
+        coll = memory_collection(args.seed, n, args.d, args.partitions, "float64")
+        model = make_learner(name, n_triplets=n, passes=args.passes, seed=args.seed,
+                             preprocessing=_prep(args.preprocessing), rank=args.rank)
+        local[(name, n)] = timed_fit(model, coll)
+    with use_cluster(_cluster_spec(2)) as client:
+        client.run(warm_learners, list(args.learners), args.d)
+        for name, n in jobs:
+            coll = memory_collection(args.seed, n, args.d, args.partitions, "float64")
+            row = {"learner": name, "rows": n, "triplets": n, "in-process s": local[(name, n)]}
+            for mode in ("auto", "cluster"):
+                os.environ["TRIPLETML_PARTITIONED_BACKEND"] = mode
+                model = make_learner(name, n_triplets=n, passes=args.passes, seed=args.seed,
+                                     preprocessing=_prep(args.preprocessing), rank=args.rank)
+                row[f"{mode} s"] = timed_fit(model, coll)
+                if mode == "auto":
+                    cm = model.partitioned_.get("cost_model", {})
+                    row["auto ran on"] = model.partitioned_["backend"]
+                    row["predicted local s/round"] = cm.get("local_s")
+                    row["predicted 2w s/round"] = cm.get("cluster_s")
+                    row["round trip s"] = cm.get("round_trip_s")
+            os.environ.pop("TRIPLETML_PARTITIONED_BACKEND", None)
+            row["auto/in-process"] = row["auto s"] / row["in-process s"]
+            log(f"  {name} {n} rows: in-process {row['in-process s']:.2f} s, auto "
+                f"{row['auto s']:.2f} s on {row['auto ran on']}, cluster {row['cluster s']:.2f} s")
+            rows_out.append(row)
+    cols = ["learner", "rows", "triplets", "in-process s", "auto s", "auto ran on",
+            "cluster s", "auto/in-process", "predicted local s/round",
+            "predicted 2w s/round", "round trip s"]
+    table = md_table(rows_out, cols)
+    log(table)
+    body = (f"In-memory collections (`ShardedCollection` of arrays, {args.partitions} "
+            f"partitions, d = {args.d}, {args.passes} passes) fitted in process, and inside "
+            "`use_cluster` with 2 worker processes: `auto` (the cost model of "
+            "`tripletml.distributed.cost` decides) and `cluster` (forced).\n\n" + table)
+    write_section(args.out, "smalldata", "Small data stays small", body, rows_out, prov)
+    return rows_out
 
 
 # ---------------------------------------------------------------------------
@@ -813,7 +880,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.bench_distributed",
                                  description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("section", choices=SECTIONS + ("all",))
+    ap.add_argument("section", choices=SECTIONS + ("smalldata", "all"))
     ap.add_argument("--out", type=Path, default=REPO / "results" / "distributed")
     ap.add_argument("--quick", action="store_true", help="every size tiny (smoke test)")
     ap.add_argument("--local", action="store_true",
@@ -839,6 +906,8 @@ def parse_args(argv=None):
     g.add_argument("--max-driver-bytes", type=float, default=4e9,
                    help="skip in-process/fit_stream baselines and 'sample'-strategy big fits "
                         "whose data on the driver would exceed this")
+    g.add_argument("--small-rows", default="20000,150000",
+                   help="smalldata: rows (= triplets) of the in-memory collections")
     g = ap.add_argument_group("efficiency")
     g.add_argument("--sets", default="optdigits,letter")
     g.add_argument("--ks", default=",".join(map(str, KS)))
@@ -886,7 +955,8 @@ def main(argv=None) -> int:
     prov = provenance(argv)
     sections = SECTIONS if args.section == "all" else (args.section,)
     funcs = {"speedup": section_speedup, "efficiency": section_efficiency,
-             "bigdata": section_bigdata, "costmodel": section_costmodel}
+             "bigdata": section_bigdata, "costmodel": section_costmodel,
+             "smalldata": section_smalldata}
     for s in sections:
         t0 = time.perf_counter()
         funcs[s](args, prov)

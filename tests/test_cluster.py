@@ -22,6 +22,13 @@ from tripletml.search.index import build
 from tripletml.metrics import evaluate_retrieval as local_evaluate
 from tripletml.distributed.streaming import fit_stream
 
+
+@pytest.fixture(autouse=True)
+def _cluster_backend(monkeypatch):
+    """These tests compare the cluster with the in-process fit on small
+    data: keep them on the cluster (no cost model, issue 41 section 3)."""
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

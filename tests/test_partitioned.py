@@ -18,6 +18,13 @@ from tripletml.distributed import statistics as stats
 from tripletml.distributed.partitioned import (ClassesWarning, LocalBackend, _labels_task,
                                             partition_shares)
 
+
+@pytest.fixture(autouse=True)
+def _cluster_backend(monkeypatch):
+    """These tests compare the cluster with the in-process fit on small
+    data: keep them on the cluster (no cost model, issue 41 section 3)."""
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
+
 MODES = ["auto", None, "center", "standardize", "whiten", "sphere"]
 
 

@@ -18,6 +18,13 @@ from tripletml.algorithms.sml.distributed import PartitionedSMLProblem
 from tripletml.distributed import gradient_sums as gs
 from tripletml.distributed.partitioned import LocalBackend, PartitionedFit, Supervision
 
+
+@pytest.fixture(autouse=True)
+def _cluster_backend(monkeypatch):
+    """These tests compare the cluster with the in-process fit on small
+    data: keep them on the cluster (no cost model, issue 41 section 3)."""
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
+
 RTOL = 1e-8
 
 

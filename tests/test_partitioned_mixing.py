@@ -15,6 +15,13 @@ import tripletml
 from tripletml.linalg.sparse_rows import as_csr, diff_buffers
 from tripletml.distributed.sharded import ShardedCollection
 from tripletml.distributed import mixing
+
+
+@pytest.fixture(autouse=True)
+def _cluster_backend(monkeypatch):
+    """These tests compare the cluster with the in-process fit on small
+    data: keep them on the cluster (no cost model, issue 41 section 3)."""
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
 LEARNERS = ["OASIS", "LORETA", "IterativePA", "NaivePA", "FactoredGD"]
 
 

@@ -30,6 +30,13 @@ from tripletml.linalg.sparse_rows import as_csr
 from tripletml.distributed.sharded import ShardedCollection
 from tripletml.algorithms.sdca.kernels import SDCASolver, sdca_objectives
 
+
+@pytest.fixture(autouse=True)
+def _cluster_backend(monkeypatch):
+    """These tests compare the cluster with the in-process fit on small
+    data: keep them on the cluster (no cost model, issue 41 section 3)."""
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
+
 LAM = 0.1
 BLOCKS, BLOCK_ROWS, BLOCK_TRIPLETS = 8, 30, 40
 

@@ -24,6 +24,13 @@ from tripletml.algorithms.kissme import distributed as kissme_distributed
 from tripletml.distributed import class_stats
 from tripletml.distributed.partitioned import ClassesWarning, Supervision
 
+
+@pytest.fixture(autouse=True)
+def _cluster_backend(monkeypatch):
+    """These tests compare the cluster with the in-process fit on small
+    data: keep them on the cluster (no cost model, issue 41 section 3)."""
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
+
 MODES = [None, "center", "standardize", "whiten", "sphere", "auto"]
 RTOL = 1e-9
 

@@ -74,6 +74,9 @@ def worker_blas_threads() -> int | None:
     return max(counts) if counts else None
 
 
+#: the worker preload of the local clusters (:mod:`tripletml.distributed.worker_preload`)
+PRELOAD = "tripletml.distributed.worker_preload"
+
 #: seconds an address may take to answer as a Dask scheduler (``use_cluster(timeout=)``,
 #: ``--scheduler-timeout``)
 CONNECT_TIMEOUT = 10.0
@@ -215,7 +218,8 @@ def _connect(scheduler: Any, distributed, timeout: float = CONNECT_TIMEOUT) -> t
                 from None
         return client, [client]
     if isinstance(scheduler, dict):
-        cluster = LocalCluster(**scheduler)
+        # workers import tripletml before they register (worker_preload)
+        cluster = LocalCluster(**{"preload": [PRELOAD], **scheduler})
         client = Client(cluster, set_as_default=False)
         return client, [client, cluster]
     if isinstance(scheduler, numbers.Integral) and not isinstance(scheduler, bool):
@@ -223,7 +227,7 @@ def _connect(scheduler: Any, distributed, timeout: float = CONNECT_TIMEOUT) -> t
             raise ValueError(f"use_cluster: a number of local workers must be >= 1, got "
                              f"{scheduler}")
         cluster = LocalCluster(n_workers=int(scheduler), threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+                               processes=True, dashboard_address=None, preload=[PRELOAD])
         client = Client(cluster, set_as_default=False)
         return client, [client, cluster]
     if hasattr(scheduler, "scheduler_address"):          # LocalCluster, SpecCluster, ...

@@ -48,6 +48,7 @@ import copy
 import hashlib
 from concurrent.futures import CancelledError
 import numbers
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -58,7 +59,7 @@ from sklearn.base import clone
 
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
-from tripletml.distributed import sample
+from tripletml.distributed import cost, sample
 from tripletml.distributed.checkpoint import FINGERPRINT_ROWS, RoundCheckpoint
 from tripletml.distributed.dask_search import active_client, cluster_timeout
 from tripletml.distributed.reduction import FAN_IN, tree_sum  # noqa: F401  (re-exported)
@@ -239,6 +240,13 @@ class LocalBackend:
     def release(self, handles) -> None:
         pass
 
+    def settle(self) -> None:
+        """Before a restart: nothing to wait for in process."""
+
+    def ping(self) -> int:
+        """One empty task per partition, reduced and gathered."""
+        return self.n_partitions
+
     @staticmethod
     def lost_data_errors() -> tuple:
         """Exceptions meaning a worker was lost with data (none in-process)."""
@@ -254,17 +262,104 @@ class DaskBackend(LocalBackend):
     def __init__(self, collection, owner: str, client, n_features: int | None = None):
         super().__init__(collection, owner, n_features)
         self.client = client
+        #: workers seen during the fit (a gather watches for one leaving)
+        self._known = self._workers()
+        self._n_workers = len(self._known)
+        #: the partitions' arguments with in-memory arrays sent once (futures)
+        self._shipped: list | None = None
+
+    def _args(self, i: int) -> tuple:
+        """Partition ``i``'s arguments; arrays held in the driver's memory
+        are scattered to the workers once per fit (not embedded in, hashed
+        for and serialised with every round's task graph)."""
+        if self._shipped is None:
+            args = [LocalBackend._args(self, j) for j in range(self.n_partitions)]
+            where = [(j, a) for j, row in enumerate(args) for a, v in enumerate(row)
+                     if v is not None and _in_memory(v)]
+            if where:
+                limit = cluster_timeout()
+                futures = self._sync("sending the partitions to the workers",
+                                     self.client._scatter, [args[j][a] for j, a in where],
+                                     hash=False, timeout=limit)
+                rows = [list(row) for row in args]
+                for (j, a), f in zip(where, futures):
+                    rows[j][a] = f
+                args = [tuple(row) for row in rows]
+            self._shipped = args
+        return self._shipped[i]
+
+    def settle(self) -> None:
+        """Before a restart: give the cluster up to :func:`cluster_timeout`
+        seconds to get back the workers the fit started with (a nanny
+        restarts a killed one) and to drop the dead ones it still lists,
+        so the next attempt does not meet the same dead worker."""
+        limit = cluster_timeout()
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            workers = self._workers()
+            if len(workers) >= self._n_workers:
+                break
+            time.sleep(0.5)
+        self._known = self._workers()
+        self._shipped = None        # scattered partitions may be lost: send them again
+
+    def _sync(self, what: str, func, *args, **kwargs):
+        """``client.sync(func, ...)`` bounded by :func:`cluster_timeout`: the
+        coroutine is cancelled after that and a TimeoutError names ``what``
+        (Dask's own ``timeout=`` of a scatter bounds only the wait for
+        workers, not the transfer to a dead one the scheduler still lists)."""
+        limit = cluster_timeout()
+        try:
+            return self.client.sync(func, *args, callback_timeout=limit, **kwargs)
+        except TimeoutError as e:
+            raise TimeoutError(f"{self.owner}: {what} did not finish within {limit:g} s "
+                               f"(a lost or unresponsive worker?{self._lost_note()}; "
+                               "TRIPLETML_CLUSTER_TIMEOUT sets the limit)") from e
+
+    def _workers(self) -> set:
+        """The workers the scheduler lists now (bounded; empty when it does
+        not answer)."""
+        try:
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1,
+                                    callback_timeout=cluster_timeout())
+            return set(info.get("workers", {}))
+        except Exception:         # noqa: BLE001 - a closed client: no worker known
+            return set()
+
+    def ping(self) -> int:
+        handles = [self.client.submit(_one, i, pure=False) for i in range(self.n_partitions)]
+        return self.gather(self.reduce(tree_sum, handles))
+
+    def _running_on(self, alive: set) -> bool:
+        """Whether a live worker is running a task (the lost tasks rerun
+        there, or the ones they wait for)."""
+        try:
+            processing = self._sync("asking the scheduler what runs",
+                                    self.client.scheduler.processing)
+        except Exception:         # noqa: BLE001 - no answer: nothing known to run
+            return False
+        return any(w in alive and len(ks) for w, ks in processing.items())
+
+    def _lost_note(self) -> str:
+        gone = sorted(self._known - self._workers()) if self._known else []
+        return f"; lost: {', '.join(gone[:4])}" if gone else ""
 
     def broadcast(self, value):
         # unique keys: a value equal to an earlier round's (hash=True) would share
         # its key, and releasing the old round could drop the new data
         # in a list: scatter sends a bare dict / list item by item
         # bounded: a dead worker the scheduler still lists would block it for good
-        return self.client.scatter([value], broadcast=True, hash=False,
-                                   timeout=cluster_timeout())[0]
+        # not broadcast=True: the scheduler's replicate step then waits on every
+        # listed worker (a dead or restarting one held it past the timeout in
+        # the worker-kill tests); the tasks fetch the value from its holder
+        limit = cluster_timeout()
+        return self._sync("broadcasting a value to the workers", self.client._scatter,
+                          [value], broadcast=False, hash=False, timeout=limit)[0]
 
     def scatter_each(self, values: Sequence) -> list:
-        return list(self.client.scatter(list(values), hash=False, timeout=cluster_timeout()))
+        limit = cluster_timeout()
+        return list(self._sync("scattering per-partition state", self.client._scatter,
+                               list(values), hash=False, timeout=limit))
 
     def map(self, func: Callable, *shared, states: Sequence | None = None) -> list:
         import dask
@@ -285,12 +380,62 @@ class DaskBackend(LocalBackend):
         return items[0]
 
     def gather(self, handles):
-        return self.client.gather(handles)
+        """The values of ``handles`` (a future or a list of futures), waited
+        for without end only while no worker is lost: once a worker the fit
+        knew has left, the results must arrive (or make progress) within
+        :func:`cluster_timeout` seconds -- the scheduler reruns the lost
+        tasks from their lineage in that time -- else a TimeoutError names
+        the lost worker; a future the scheduler lost or cancelled raises at
+        once.  The transfer itself is bounded as a broadcast is."""
+        from distributed.client import _wait
+        single = not isinstance(handles, (list, tuple))
+        futures = [handles] if single else list(handles)
+        futures = [f for f in futures if hasattr(f, "status")]
+        limit = cluster_timeout()
+        poll = min(1.0, limit)
+        deadline, done_before, lost = None, -1, []
+        while futures:
+            try:
+                self.client.sync(_wait, futures, timeout=poll, return_when="ALL_COMPLETED")
+                break
+            except TimeoutError:
+                pass
+            status = [f.status for f in futures]
+            if "lost" in status:            # scattered data without lineage
+                raise CancelledError(f"{self.owner}: the cluster lost data the fit holds "
+                                     f"on its workers{self._lost_note()}")
+            if any(s in ("error", "cancelled") for s in status):
+                break                       # gather raises the future's error
+            now = self._workers()
+            gone = sorted(self._known - now)
+            self._known |= now
+            done = sum(s == "finished" for s in status)
+            if gone and gone != lost:
+                lost, deadline = gone, time.monotonic() + limit
+            elif deadline is not None and done > done_before:
+                deadline = time.monotonic() + limit          # progress after the loss
+            done_before = done
+            if not now:
+                raise TimeoutError(f"{self.owner}: no worker is left on the cluster "
+                                   f"(lost: {', '.join(lost[:4]) or 'all'})")
+            if deadline is not None and time.monotonic() > deadline \
+                    and self._running_on(now):
+                deadline = time.monotonic() + limit   # a live worker runs them (a new
+                #                                        worker may import for a while)
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.owner}: results did not arrive within {limit:g} s after worker(s) "
+                    f"{', '.join(lost[:4])} were lost (TRIPLETML_CLUSTER_TIMEOUT sets the "
+                    "limit)")
+        out = self._sync("gathering results from the workers", self.client._gather, handles)
+        self._known = self._workers() or self._known     # losses so far are dealt with
+        return out
 
     @staticmethod
     def lost_data_errors() -> tuple:
         """A lost worker shows as canceled or killed tasks, a connection
-        closed under a scatter or gather, or a call that timed out."""
+        closed under a scatter or gather, a future the scheduler lost, or a
+        call that timed out."""
         from distributed.comm.core import CommClosedError
         from distributed.scheduler import KilledWorker
         return (CancelledError, KilledWorker, CommClosedError, TimeoutError)
@@ -468,6 +613,11 @@ def _fingerprint(p: Partition, labels) -> str:
     return h.hexdigest()
 
 
+def _one(index: int) -> int:
+    """A task that does nothing (the cost model's round trip)."""
+    return 1
+
+
 def _labels_task(p: Partition, fingerprint: bool = False):
     """Per partition: rows, columns, sparse, unique labels with counts,
     explicit triplet count (and the data's fingerprint with
@@ -604,6 +754,35 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         Continue from the checkpoint in ``checkpoint_dir`` when there is one.
     checkpoint_every : int, default=1
         Rounds between checkpoints.
+
+    Notes
+    -----
+    **Small data stays small** (:mod:`tripletml.distributed.cost`).  Inside
+    ``use_cluster`` the fit first measures the cluster's round trip (a
+    map-reduce over the partitions) and this machine's rate on a product of
+    the model's shape; when one process is predicted faster than the
+    cluster's worker threads (a round's work ``m d^2`` against the round
+    trip), a collection held in memory is fitted in process and
+    ``partitioned_["backend"]`` is ``"local"`` with the prediction in
+    ``partitioned_["cost_model"]``; a collection of loaders stays on the
+    cluster with a :class:`~tripletml.distributed.cost.ClusterCostWarning`.
+    ``TRIPLETML_PARTITIONED_BACKEND=cluster`` (or ``local``) overrides.
+
+    **Losing a worker.**  Every call to the cluster is bounded by
+    :func:`~tripletml.distributed.dask_search.cluster_timeout` (60 s,
+    ``TRIPLETML_CLUSTER_TIMEOUT``): a broadcast or scatter is cancelled after
+    it; a gather waits without limit only while no worker is lost -- once a
+    worker the fit knew has left, the results must arrive or make progress
+    (a task running on a live worker) within the timeout.  A lost worker
+    restarts the fit (the survey, the preprocessing or the rounds) from the
+    last checkpoint, or from the first round, with a
+    :class:`RestartWarning`, at most :data:`MAX_RESTARTS` times; then a
+    :class:`WorkerLostError` names the lost worker.  Local clusters preload
+    tripletml in their workers
+    (:mod:`tripletml.distributed.worker_preload`) so that a worker a nanny
+    starts in place of a lost one answers at once; pass
+    ``--preload tripletml.distributed.worker_preload`` to ``dask worker``
+    for the same on a real cluster.
     """
     owner = type(learner).__name__
     rng, seed = _prepare_learner(learner)
@@ -613,7 +792,25 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         ckpt = _open_checkpoint(learner, collection, strategy, checkpoint_dir, resume,
                                 checkpoint_every)
     backend = backend_for(collection, owner)
-    infos = backend.gather(backend.map(_labels_task, ckpt is not None))
+    choice = cost.backend_choice()
+    if choice == "local":
+        backend = LocalBackend(collection, owner)
+    # partitions in the driver's memory are surveyed here: the cost model may
+    # keep the fit here, and then nothing is sent to the cluster
+    surveyor = backend
+    if backend.name == "dask" and choice == "auto" and all(
+            _in_memory(p) for p in getattr(collection, "parts", [None])):
+        surveyor = LocalBackend(collection, owner)
+    infos = _with_restarts(owner, surveyor,
+                           lambda: surveyor.gather(surveyor.map(_labels_task, ckpt is not None)),
+                           "the survey of the partitions")
+    round_trip = None
+    if backend.name == "dask" and choice == "auto":
+        # the cost model's round trip: one task per partition, a tree
+        # reduction and the gather, on the cluster
+        started = time.perf_counter()
+        _with_restarts(owner, backend, backend.ping, "the survey of the partitions")
+        round_trip = time.perf_counter() - started
     d = infos[0]["d"]
     resumed = None
     if ckpt is not None:
@@ -622,7 +819,10 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     backend.n_features = d
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
-    pre = fit_preprocessor(learner, backend, infos)
+    backend, costs = _cost_model(learner, backend, collection, infos, total, round_trip,
+                                 choice, owner)
+    pre = _with_restarts(owner, backend, lambda: fit_preprocessor(learner, backend, infos),
+                         "fitting the preprocessing")
     learner.scaler_ = pre
     try:
         learner._check_square_memory(pre.n_features_out_)
@@ -641,9 +841,60 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         raise
     learner.partitioned_ = {"strategy": strategy.name, "partitions": len(infos),
                             "backend": backend.name, "n_triplets": int(total),
+                            **({"cost_model": costs} if costs else {}),
                             **plan.info.get("report", {})}
     learner._set_fitted(d)
     return learner
+
+
+def _in_memory(part) -> bool:
+    """Whether a partition is held in the driver's memory (arrays, not a
+    loader or a Dask collection)."""
+    if isinstance(part, tuple):
+        return all(_in_memory(p) for p in part if p is not None)
+    return isinstance(part, np.ndarray) or sp.issparse(part)
+
+
+def _cost_model(learner, backend, collection, infos, total, round_trip, choice, owner):
+    """``(backend, report)``: the local backend instead of the cluster when
+    the measured cost model (:mod:`tripletml.distributed.cost`) predicts the
+    cluster slower and the partitions are small and in memory; a
+    :class:`~tripletml.distributed.cost.ClusterCostWarning` when they are
+    not."""
+    if backend.name != "dask" or choice == "cluster" or round_trip is None:
+        return backend, None
+    d = int(infos[0]["d"])
+    examples = int(total) if total else int(sum(inf["n"] for inf in infos))
+    try:
+        threads = int(sum(backend.client.nthreads().values()))
+    except Exception:                   # noqa: BLE001 - no answer: assume one
+        threads = 1
+    nbytes = 8 * d * int(sum(inf["n"] for inf in infos))
+    parts = getattr(collection, "parts", ())
+    local_ok = nbytes <= cost.LOCAL_BYTES and all(_in_memory(p) for p in parts)
+    per_example = None
+    if local_ok:                  # the learner's own cost, measured on partition 0
+        p0 = _load(*LocalBackend._args(backend, 0), 0, owner, d)
+        per_example = cost.seconds_per_example(learner, p0.X, p0.y)
+    rounds = getattr(learner, "max_iter", 1)
+    rounds = int(rounds) if isinstance(rounds, numbers.Integral) and rounds > 0 else 1
+    report = cost.decide(examples=examples, d=d, round_trip_s=round_trip, threads=threads,
+                         per_example_s=per_example, ship_bytes=nbytes if local_ok else 0,
+                         rounds=rounds)
+    report = {k: (float(f"{v:.6g}") if isinstance(v, float) else v)
+              for k, v in report.items()}
+    if report["decision"] == "cluster":
+        return backend, report
+    if local_ok:
+        return LocalBackend(collection, owner, d), report
+    report["decision"] = "cluster (in-process predicted faster; partitions not in memory)"
+    warnings.warn(f"{owner}: the cluster is predicted slower than one process for this "
+                  f"fit (a round: {report['cluster_s']:.3g} s on {threads} worker threads "
+                  f"against {report['local_s']:.3g} s in process; the round trip alone "
+                  f"{round_trip:.3g} s), but the partitions are not in the driver's memory; "
+                  "fit outside use_cluster, or set TRIPLETML_PARTITIONED_BACKEND=local",
+                  cost.ClusterCostWarning, stacklevel=4)
+    return backend, report
 
 
 def _prepare_learner(learner) -> tuple[np.random.Generator, int]:
@@ -790,6 +1041,41 @@ def _warn_missing_classes(owner: str, infos: list[dict], ok: list[bool],
             ClassesWarning, stacklevel=5)
 
 
+def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=None,
+                   checkpoint_dir=None, count: bool = False):
+    """``call()``, run again (after ``restart()``) when a worker is lost
+    with data it needs, at most :data:`MAX_RESTARTS` times, then a
+    :class:`WorkerLostError` naming the worker; ``call``'s value, or the
+    number of restarts with ``count``."""
+    restarts = 0
+    while True:
+        try:
+            value = call()
+            return restarts if count else value
+        except backend.lost_data_errors() as e:
+            # a worker was lost with state that lineage cannot rebuild (the
+            # CoCoA+ duals of earlier rounds were released), or a call timed
+            # out: run again from the last checkpoint, or from the start; the
+            # tasks are pure, so the model is the one of an undisturbed run
+            restarts += 1
+            if restarts > MAX_RESTARTS:
+                raise WorkerLostError(
+                    f"{owner}: the partitioned fit lost a worker {restarts} times during "
+                    f"{what} (last: {_lost(e)}); giving up"
+                    + (f"; run it again to resume from {checkpoint_dir}"
+                       if ckpt is not None else "")) from None
+            warnings.warn(f"{owner}: a worker was lost with data the fit needs during "
+                          f"{what} ({_lost(e)}); restarting "
+                          + ("from the last checkpoint" if ckpt is not None
+                             else "it" if restart is None
+                             else "from the first round (give fit_partitioned a "
+                             "checkpoint_dir to resume from the last round)"),
+                          RestartWarning, stacklevel=5)
+            backend.settle()
+            if restart is not None:
+                restart()
+
+
 def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
                   checkpoint_dir) -> None:
     """``strategy.fit(learner, plan)``, run again from the last checkpoint
@@ -801,31 +1087,13 @@ def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
         warnings.warn(f"{owner}: strategy {strategy.name!r} has no rounds to checkpoint; "
                       "checkpoint_dir is not used", UserWarning, stacklevel=4)
     rng_state = copy.deepcopy(rng.bit_generator.state)
-    restarts = 0
-    while True:
-        try:
-            strategy.fit(learner, plan)
-            break
-        except backend.lost_data_errors() as e:
-            # a worker was lost with state that lineage cannot rebuild (the
-            # CoCoA+ duals of earlier rounds were released): run again from
-            # the last checkpoint, or from the start; the tasks are pure, so
-            # the model is the one of an undisturbed run
-            restarts += 1
-            if restarts > MAX_RESTARTS:
-                raise WorkerLostError(
-                    f"{owner}: the partitioned fit lost a worker {restarts} times (last: "
-                    f"{_lost(e)}); giving up"
-                    + (f"; run it again to resume from {checkpoint_dir}"
-                       if ckpt is not None else "")) from None
-            warnings.warn(f"{owner}: a worker was lost with data the fit needs "
-                          f"({_lost(e)}); "
-                          "restarting from " + ("the last checkpoint" if ckpt is not None
-                                                else "the first round (give "
-                                                "fit_partitioned a checkpoint_dir to "
-                                                "resume from the last round)"),
-                          RestartWarning, stacklevel=4)
-            rng.bit_generator.state = copy.deepcopy(rng_state)
-            plan.resumed = ckpt.load() if ckpt is not None else None
-            plan.info.pop("report", None)
+
+    def restart():
+        rng.bit_generator.state = copy.deepcopy(rng_state)
+        plan.resumed = ckpt.load() if ckpt is not None else None
+        plan.info.pop("report", None)
+
+    restarts = _with_restarts(owner, backend, lambda: strategy.fit(learner, plan), "the fit",
+                              restart=restart, ckpt=ckpt, checkpoint_dir=checkpoint_dir,
+                              count=True)
     plan.info.setdefault("report", {})["restarts"] = restarts
