@@ -29,8 +29,7 @@ import warnings
 
 import numpy as np
 
-from .bench_zappos_auto import table
-from .bench_zappos_unseen import split_items, split_triplets
+from .bench_zappos_auto import table, unseen_split
 
 LEARNERS = ("LORETA", "IterativePA", "NaivePA", "FactoredGD", "OASIS")
 
@@ -75,12 +74,7 @@ def _emit(rows, row, fh):
 def run_unseen(X, T, seeds, n_train, names, fh=None) -> list[dict]:
     rows = []
     for s in seeds:
-        tr, te = split_items(s)
-        spl = split_triplets(T, tr, te)
-        loc = spl["train"]
-        loc = loc[np.sort(np.random.default_rng(s).choice(len(loc), min(n_train, len(loc)),
-                                                          replace=False))]
-        sets = {"test-test": (X, spl["test-test"]), "test-head": (X, spl["test-head"])}
+        tr, loc, sets = unseen_split(X, T, s, n_train)
         for name, m in _models(s, names).items():
             secs, acc, note = _fit_score(m, X[tr], loc, sets)
             _emit(rows, {"protocol": "unseen", "seed": s, "learner": name, "fit_s": secs,

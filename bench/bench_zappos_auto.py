@@ -53,15 +53,22 @@ def _fit_score(model, X, T, sets: dict) -> tuple[float, dict]:
     return secs, {k: triplet_accuracy(model, Xs, v) for k, (Xs, v) in sets.items()}
 
 
+def unseen_split(X, T, s: int, n_train: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Seed ``s`` of the unseen protocol: the train shoes, ``n_train`` of the
+    triplets among them (re-indexed into ``X[train]``, drawn with
+    ``default_rng(s)``) and the two test sets ``{name: (X, triplets)}``."""
+    tr, te = split_items(s)
+    sp = split_triplets(T, tr, te)
+    loc = sp["train"]
+    loc = loc[np.sort(np.random.default_rng(s).choice(len(loc), min(n_train, len(loc)),
+                                                      replace=False))]
+    return tr, loc, {"test-test": (X, sp["test-test"]), "test-head": (X, sp["test-head"])}
+
+
 def run_unseen(X, T, seeds, n_train: int) -> list[dict]:
     rows = []
     for s in seeds:
-        tr, te = split_items(s)
-        sp = split_triplets(T, tr, te)
-        loc = sp["train"]
-        loc = loc[np.sort(np.random.default_rng(s).choice(len(loc), min(n_train, len(loc)),
-                                                          replace=False))]
-        sets = {"test-test": (X, sp["test-test"]), "test-head": (X, sp["test-head"])}
+        tr, loc, sets = unseen_split(X, T, s, n_train)
         for name, m in _learners(s).items():
             secs, acc = _fit_score(m, X[tr], loc, sets)
             note = ""

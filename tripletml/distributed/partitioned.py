@@ -791,26 +791,7 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     if checkpoint_dir is not None:
         ckpt = _open_checkpoint(learner, collection, strategy, checkpoint_dir, resume,
                                 checkpoint_every)
-    backend = backend_for(collection, owner)
-    choice = cost.backend_choice()
-    if choice == "local":
-        backend = LocalBackend(collection, owner)
-    # partitions in the driver's memory are surveyed here: the cost model may
-    # keep the fit here, and then nothing is sent to the cluster
-    surveyor = backend
-    if backend.name == "dask" and choice == "auto" and all(
-            _in_memory(p) for p in getattr(collection, "parts", [None])):
-        surveyor = LocalBackend(collection, owner)
-    infos = _with_restarts(owner, surveyor,
-                           lambda: surveyor.gather(surveyor.map(_labels_task, ckpt is not None)),
-                           "the survey of the partitions")
-    round_trip = None
-    if backend.name == "dask" and choice == "auto":
-        # the cost model's round trip: one task per partition, a tree
-        # reduction and the gather, on the cluster
-        started = time.perf_counter()
-        _with_restarts(owner, backend, backend.ping, "the survey of the partitions")
-        round_trip = time.perf_counter() - started
+    backend, choice, infos, round_trip = _survey(collection, owner, ckpt is not None)
     d = infos[0]["d"]
     resumed = None
     if ckpt is not None:
@@ -845,6 +826,32 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
                             **plan.info.get("report", {})}
     learner._set_fitted(d)
     return learner
+
+
+def _survey(collection, owner: str, fingerprint: bool) -> tuple[Any, str, list, Any]:
+    """The backend (``TRIPLETML_PARTITIONED_BACKEND`` or the active one), the
+    choice it came from, every partition's survey and, for the cost model,
+    the cluster's measured round trip (None when not measured).  Partitions
+    in the driver's memory are surveyed here: the cost model may keep the
+    fit here, and then nothing is sent to the cluster."""
+    backend = backend_for(collection, owner)
+    choice = cost.backend_choice()
+    if choice == "local":
+        backend = LocalBackend(collection, owner)
+    surveyor = backend
+    if backend.name == "dask" and choice == "auto" and all(
+            _in_memory(p) for p in getattr(collection, "parts", [None])):
+        surveyor = LocalBackend(collection, owner)
+    infos = _with_restarts(owner, surveyor,
+                           lambda: surveyor.gather(surveyor.map(_labels_task, fingerprint)),
+                           "the survey of the partitions")
+    round_trip = None
+    if backend.name == "dask" and choice == "auto":
+        # one task per partition, a tree reduction and the gather, on the cluster
+        started = time.perf_counter()
+        _with_restarts(owner, backend, backend.ping, "the survey of the partitions")
+        round_trip = time.perf_counter() - started
+    return backend, choice, infos, round_trip
 
 
 def _in_memory(part) -> bool:

@@ -27,7 +27,7 @@ import numpy as np
 
 from tripletml.linalg.lowrank_mix import mix_truncate, split_balanced
 
-__all__ = ["FactorTailAverage", "AVERAGE_DOC"]
+__all__ = ["FactorTailAverage", "AVERAGE_DOC", "document_average"]
 
 AVERAGE_DOC = """average : bool, default=True
         ``fit`` returns the average of the iterates ``A_b B_b^T`` of its
@@ -117,3 +117,11 @@ class FactorTailAverage:
 
     def _set_factors(self, A: np.ndarray, B: np.ndarray) -> None:
         self.A_, self.B_ = A, B
+
+
+def document_average(cls: type) -> type:
+    """Class decorator: replace the line ``    {average}`` of the class
+    docstring by :data:`AVERAGE_DOC` (one text for every factored learner)."""
+    if cls.__doc__ and "    {average}\n" in cls.__doc__:
+        cls.__doc__ = cls.__doc__.replace("    {average}\n", "    " + AVERAGE_DOC + "\n")
+    return cls

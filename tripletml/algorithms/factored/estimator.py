@@ -30,7 +30,7 @@ from tripletml.core.factored import (DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, 
                                      data_spectrum, init_factors, live_axes, resolve_rank,
                                      second_moment, spectral_rank, spectrum_from)
 from tripletml.linalg.sparse_rows import diff_buffers
-from tripletml.algorithms.factored.averaging import FactorTailAverage
+from tripletml.algorithms.factored.averaging import AVERAGE_DOC, FactorTailAverage
 from tripletml.algorithms.factored.kernels import GD, ITER_PA, NAIVE_PA, factored_steps
 from tripletml.core.online import ETA0_AUTO, AutoStepMixin, OnlineTripletLearner
 from tripletml.distributed import mixing
@@ -86,21 +86,7 @@ _DOC_COMMON = """
         directions of the preprocessed training rows (``W = U_k U_k^T``, the
         best rank-k approximation of the dot product on them); "identity"
         at the paper's ``[I_k; 0]`` (:func:`init_factors`).
-    average : bool, default=True
-        ``fit`` returns the average of the iterates ``A_b B_b^T`` of its
-        last pass (tail averaging, the online-to-batch conversion of
-        Cesa-Bianchi, Conconi & Gentile 2004, as OASIS), taken at the end
-        of each block of steps (about 20 per pass, each weighted by its
-        steps) and re-truncated to rank k by its best rank-k approximation
-        (thin QRs of the stacked factors, never a d x d matrix; the
-        partitioned fit's mixing rule).  Why: an online step corrects the
-        current triplet's loss, so the last iterate follows the last
-        answers, noise included, and depends on their order; the average
-        is the estimate of low variance (see
-        :mod:`tripletml.algorithms.factored.averaging`).  Memory: ``2 d k``
-        floats per block; when they do not fit, the last iterate
-        (``averaged_`` says which).  False: the paper's last iterate.
-        ``partial_fit`` always makes plain steps.
+    {average}
     tol : float or None, default=None
         None: all ``max_iter`` passes (the paper's fixed budget); a float:
         stop when the mean hinge loss of a pass changed by less than ``tol``
@@ -132,6 +118,9 @@ _DOC_COMMON = """
         One record per pass / ``partial_fit`` call: ``step``, ``seconds``,
         ``loss``, ``avg_loss``, ``mistake_rate`` (as OASIS).
 """
+#: the shared parameters' text, filled into _DOC_COMMON
+_DOC_ARGS = dict(preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
+                 preprocessor=PREPROCESSOR_DOC[4:-1], average=AVERAGE_DOC)
 
 
 class FactoredGD(AutoStepMixin, _FactoredBaseline):
@@ -151,9 +140,7 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         preprocessed rows of the first 1000 triplets as
         ``0.3 / (median ||q||^2 * median ||p+ - p-||^2)`` (see
         :func:`tripletml.core.online.auto_step_size`); the value used is
-        the fitted attribute ``eta_``.""" + _DOC_COMMON.format(
-        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
-        preprocessor=PREPROCESSOR_DOC[4:-1]))
+        the fitted attribute ``eta_``.""" + _DOC_COMMON.format(**_DOC_ARGS))
     #: measured (3 seeds, standardized, k = min(10, d)): c=0.03 was too small on segment
     #: and digits (.620 / .307; Euclidean .664 / .662); c=0.3 learned on digits, segment,
     #: vowel, svmguide4 (.662 / .779 / .348 / .475); c=0.5 and 1 diverged on svmguide4
@@ -219,16 +206,12 @@ class IterativePA(_PABaseline):
     __doc__ = ("Passive-aggressive steps alternating over A and B (LORETA paper, "
                "baseline PA): ``eta_A = min(l / (||q||^2 ||B^T v||^2), C)``, then "
                "``eta_B = min(l' / (||v||^2 ||A^T q||^2), C)`` with the loss l' after the "
-               "A step." + _DOC_PA + _DOC_COMMON.format(
-        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
-        preprocessor=PREPROCESSOR_DOC[4:-1]))
+               "A step." + _DOC_PA + _DOC_COMMON.format(**_DOC_ARGS))
     _method = ITER_PA
 
 
 class NaivePA(_PABaseline):
     __doc__ = ("Passive-aggressive step on both factors with the unfactored step size "
                "``eta = min(l / (||q||^2 ||v||^2), C)`` (LORETA paper, baseline PA v2)."
-               + _DOC_PA + _DOC_COMMON.format(
-        preprocessing=PREPROCESSING_PARAM_DOC[4:-1], sampling=SAMPLING_PARAM_DOC[4:-1],
-        preprocessor=PREPROCESSOR_DOC[4:-1]))
+               + _DOC_PA + _DOC_COMMON.format(**_DOC_ARGS))
     _method = NAIVE_PA

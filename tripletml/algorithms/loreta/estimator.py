@@ -50,11 +50,12 @@ from tripletml.core.factored import (DEFAULT_RANK, LOWRANK_PARAMS, PINV_PARAMS, 
                                      FactoredBilinearMixin)
 from tripletml.core.docstrings import document_transform
 from tripletml.distributed import mixing
-from tripletml.algorithms.factored.averaging import FactorTailAverage
+from tripletml.algorithms.factored.averaging import FactorTailAverage, document_average
 
 __all__ = ["LORETA"]
 
 
+@document_average
 @document_transform
 @document_sampling
 @document_preprocessing
@@ -117,21 +118,7 @@ class LORETA(AutoStepMixin, PinvFactorsOwner, FactorTailAverage, FactoredBilinea
         .40 against the dot product's .62; from "pca" .94).  "random":
         random normal factors (see
         :func:`tripletml.core.factored.init_factors`).
-    average : bool, default=True
-        ``fit`` returns the average of the iterates ``A_b B_b^T`` of its
-        last pass (tail averaging, the online-to-batch conversion of
-        Cesa-Bianchi, Conconi & Gentile 2004, as OASIS), taken at the end
-        of each block of steps (about 20 per pass, each weighted by its
-        steps) and re-truncated to rank k by its best rank-k approximation
-        (thin QRs of the stacked factors, never a d x d matrix; the
-        partitioned fit's mixing rule).  Why: an online step corrects the
-        current triplet's loss, so the last iterate follows the last
-        answers, noise included, and depends on their order; the average
-        is the estimate of low variance (see
-        :mod:`tripletml.algorithms.factored.averaging`).  Memory: ``2 d k``
-        floats per block; when they do not fit, the last iterate
-        (``averaged_`` says which).  False: the paper's last iterate.
-        ``partial_fit`` always makes plain steps.
+    {average}
         For LORETA the truncated average is re-factored with balanced
         factors and exact pseudo-inverses (as the partitioned fit's mix);
         an average that lost rank keeps the last iterate.
