@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from .bench_zappos_auto import table, unseen_split
+from .bench_zappos_auto import seen_split, table, unseen_split
 
 LEARNERS = ("LORETA", "IterativePA", "NaivePA", "FactoredGD", "OASIS")
 
@@ -83,14 +83,9 @@ def run_unseen(X, T, seeds, n_train, names, fh=None) -> list[dict]:
 
 
 def run_seen(X, T, seeds, n_train, names, fh=None) -> list[dict]:
-    from sklearn.model_selection import KFold
-
     rows = []
-    folds = list(KFold(5, shuffle=True, random_state=0).split(T))
     for s in seeds:
-        tr_i, te_i = folds[s % 5]
-        rng = np.random.default_rng(s)
-        tr, te = T[rng.choice(tr_i, n_train, replace=False)], T[te_i]
+        tr, te = seen_split(T, s, n_train)
         for name, m in _models(s, names).items():
             secs, acc, note = _fit_score(m, X, tr, {"test": (X, te)})
             _emit(rows, {"protocol": "seen", "seed": s, "learner": name, "fit_s": secs,

@@ -79,17 +79,22 @@ def run_unseen(X, T, seeds, n_train: int) -> list[dict]:
     return rows
 
 
-def run_seen(X, T, seeds, n_train: int) -> list[dict]:
+def seen_split(T, s: int, n_train: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seed ``s`` of the seen protocol: ``n_train`` training triplets drawn
+    (``default_rng(s)``) from fold ``s % 5``'s 80 % of KFold(5, shuffled,
+    seed 0) over the answers, and the fold's other 20 % as the test set."""
     from sklearn.model_selection import KFold
 
+    tr_i, te_i = list(KFold(5, shuffle=True, random_state=0).split(T))[s % 5]
+    return T[np.random.default_rng(s).choice(tr_i, n_train, replace=False)], T[te_i]
+
+
+def run_seen(X, T, seeds, n_train: int) -> list[dict]:
     from tripletml.embedding import SOE, STE, TSTE
 
     rows = []
-    folds = list(KFold(5, shuffle=True, random_state=0).split(T))
     for s in seeds:
-        tr_i, te_i = folds[s % 5]
-        rng = np.random.default_rng(s)
-        tr, te = T[rng.choice(tr_i, n_train, replace=False)], T[te_i]
+        tr, te = seen_split(T, s, n_train)
         sets = {"test": (X, te)}
         for name, m in _learners(s).items():
             secs, acc = _fit_score(m, X, tr, sets)
