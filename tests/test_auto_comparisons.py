@@ -201,5 +201,8 @@ def test_relative_alpha_is_scale_free_and_rho_sets_sdca_alpha():
         relative_alpha(1e-3, Z, 0), rel=1e-9)
     with pytest.raises(ValueError, match="'rho' sets the regularization alpha"):
         expand_racers(_auto(candidates=[{"learner": "OASIS", "rho": [1.0]}]))
+    with pytest.raises(ValueError, match="AutoSimilarity: no rows"):
+        relative_alpha(1e-3, np.zeros((0, 4)), 0)
+    assert relative_alpha(1e-3, np.full((5, 4), np.nan), 0) == 1e-3   # no scale: rho itself
     with pytest.raises(ValueError, match="one relative parameter"):
         expand_racers(_auto(candidates=[{"learner": "SDCA", "rho": [1.0], "kappa": [1.0]}]))

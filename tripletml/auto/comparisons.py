@@ -248,8 +248,10 @@ def typical_step_scale(Z, seed: int, sample: int = 2000) -> float:
     preprocessed rows ``Z`` (dense or sparse): the median of ``||z_i||^2``
     times the median of ``||z_i - z_j||^2`` over random pairs (1 when the
     rows give no scale).  ``c Z`` gives ``c^4`` times it."""
-    rng = np.random.default_rng(seed)
     n = Z.shape[0]
+    if n == 0:
+        raise ValueError(f"{_WHO}: no rows to take the data's scale from (empty X).")
+    rng = np.random.default_rng(seed)
     i, j = rng.integers(0, n, size=sample), rng.integers(0, n, size=sample)
     keep = i != j
     if sp.issparse(Z):              # sparse rows stay sparse: O(nnz) memory
