@@ -25,7 +25,7 @@ def _cluster_backend(monkeypatch):
     data: keep them on the cluster (no cost model, issue 41 section 3)."""
     monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
 
-MODES = ["auto", None, "center", "standardize", "whiten", "sphere"]
+MODES = ["auto", None, "center", "standardize", "whiten", "sphere", "raw"]
 
 
 @pytest.fixture(scope="module")

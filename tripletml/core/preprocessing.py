@@ -21,6 +21,13 @@ The modes (``z`` is the preprocessed row of a raw row ``x``):
     ``get_mahalanobis_matrix()`` report the learned matrix in the caller's
     coordinates.  A model file of tripletml 0.1 or 0.2 (no unit) keeps its
     raw meaning.
+``"raw"``
+    ``z = x``: the rows exactly as given, nothing fitted (the fitted mode
+    is None without a unit).  Step sizes, caps, margins and regularization
+    then act in the caller's numbers, as a paper states them on its own
+    rows: for reproducing a published experiment, or for a metric-learn
+    user who expects no preprocessing at all.  Not scale-equivariant
+    (``c * X`` trains a different model).
 ``"center"``
     ``z = (x - mean) / unit`` (the unit of the centered rows).
 ``"standardize"``
@@ -155,7 +162,7 @@ __all__ = ["Preprocessor", "PREPROCESSING_MODES", "CENTERING_MODES", "MAX_DENSIF
 
 #: The numpydoc entry of the ``preprocessing`` parameter, written once for
 #: every learner whose default is ``"auto"`` (see :func:`document_preprocessing`).
-PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center", "whiten", "sphere", "normalize"} or None, default="auto"
+PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center", "whiten", "sphere", "normalize", "raw"} or None, default="auto"
         Feature scaling fitted on the training X and applied to every X the
         model sees (see :mod:`tripletml.core.preprocessing`).  ``"auto"``:
         ``"normalize"`` (each row divided by its norm: the model starts at
@@ -174,7 +181,9 @@ PREPROCESSING_PARAM_DOC = """    preprocessing : {"auto", "standardize", "center
         with ``"sphere"``).  ``None``: the raw rows divided by one fitted
         number (the RMS of the non-zero entries), so that the model is
         scale-equivariant; ``get_bilinear_matrix()`` then reports W in the
-        caller's coordinates.
+        caller's coordinates.  ``"raw"``: the rows exactly as given (steps,
+        caps and margins in the caller's numbers, as in a paper; not
+        scale-equivariant).
 """
 
 
@@ -186,7 +195,7 @@ def document_preprocessing(cls: type) -> type:
     return cls
 
 #: the values of every triplet learner's ``preprocessing`` parameter
-PREPROCESSING_MODES = (None, "center", "standardize", "whiten", "sphere", "normalize", "auto")
+PREPROCESSING_MODES = (None, "center", "standardize", "whiten", "sphere", "normalize", "auto", "raw")
 #: the modes that subtract a mean (a sparse X becomes dense); None and
 #: "normalize" keep sparse rows sparse
 CENTERING_MODES = ("center", "standardize", "whiten", "sphere")
@@ -218,8 +227,7 @@ def check_preprocessing(mode: Any, estimator: Any) -> None:
     :data:`PREPROCESSING_MODES`."""
     if mode is not None and (not isinstance(mode, str) or mode not in PREPROCESSING_MODES):
         raise ValueError(f"{_who(estimator)}: parameter preprocessing={mode!r} must be one of "
-                         "None, 'center', 'standardize', 'whiten', 'sphere', 'normalize', "
-                         "'auto'.")
+                         + ", ".join(map(repr, PREPROCESSING_MODES)) + ".")
 
 
 def is_linear_mode(mode: Optional[str]) -> bool:
@@ -247,6 +255,8 @@ def resolve_preprocessing(mode: Optional[str], X, estimator: Any) -> Optional[st
     """
     check_preprocessing(mode, estimator)
     d = X.shape[1]
+    if mode == "raw":
+        return None
     if mode == "auto":
         return _resolve_auto(X, getattr(estimator, "_auto_preprocessing", _AUTO_DEFAULT))
     if mode in CENTERING_MODES and sp.issparse(X) and d > MAX_DENSIFY_FEATURES:
@@ -715,8 +725,9 @@ class Preprocessor(BaseEstimator):
 
     Parameters
     ----------
-    mode : {"auto", "center", "standardize", "whiten", "sphere"} or None, default="auto"
-        The learner's ``preprocessing`` parameter.
+    mode : {"auto", "center", "standardize", "whiten", "sphere", "normalize", "raw"} or None, default="auto"
+        The learner's ``preprocessing`` parameter (``"raw"`` fits as None
+        without a unit).
     auto : {"center", "standardize", "whiten", "sphere"}, default="standardize"
         What ``"auto"`` means on dense or low-dimensional X (the learner
         class's ``_auto_preprocessing``; see :func:`resolve_preprocessing`).
@@ -815,7 +826,9 @@ class Preprocessor(BaseEstimator):
         divisor, self.decision_ = None, None
         if self.mode == "auto":
             divisor, self.decision_ = self._decide(X, mode)
-        stats = fit_preprocessing(mode, X, self.owner, divisor=divisor)
+        # "raw": the rows as given, so no unit to fit
+        stats = {} if self.mode == "raw" else fit_preprocessing(mode, X, self.owner,
+                                                                 divisor=divisor)
         if not self.unit:
             stats.pop("unit", None)
         self.mode_ = mode

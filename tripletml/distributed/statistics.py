@@ -416,7 +416,9 @@ def fit_preprocessor(learner, backend, infos: list[dict]) -> Preprocessor:
         stats["unit"] = _unit_of(g(backend.reduce(_merge_unit,
                                                   backend.map(_unit_task_normalized))))
     elif mode is None:
-        stats["unit"] = _unit_of(g(backend.reduce(_merge_unit, backend.map(_unit_task, None))))
+        if pre.mode != "raw":                           # "raw": the rows as given
+            stats["unit"] = _unit_of(g(backend.reduce(_merge_unit,
+                                                      backend.map(_unit_task, None))))
     else:
         cnt, mean, m2 = g(backend.reduce(merge_moments, backend.map(_moments_task)))
         std = np.sqrt(np.maximum(m2 / max(cnt, 1), 0.0))

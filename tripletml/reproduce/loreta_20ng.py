@@ -34,7 +34,6 @@ from tripletml.algorithms.baselines.estimator import DotProduct
 from tripletml.algorithms.factored.estimator import IterativePA
 from tripletml.algorithms.loreta.estimator import LORETA
 from tripletml.algorithms.oasis.estimator import OASIS
-from tripletml.core.preprocessing import feature_unit
 from tripletml.metrics import evaluate_retrieval
 from tripletml.triplets import random_class_triplets
 from tripletml.reproduce import register
@@ -68,21 +67,20 @@ def _job(method: str, seed: int, rank: int, n_features: int, param: float, n_ste
     """Train one model on one split; mAP at the end (and along training)."""
     Xtr, ytr, Xte, yte = _split_features(seed, n_features, data_home, validation)
     t = random_class_triplets(ytr, n_steps, random_state=seed)
-    # the grids are in the paper's units (the l2-normalized tf-idf rows);
-    # preprocessing=None divides the rows by their feature unit u (the RMS of
-    # the non-zero entries), which multiplies a step on q (p+ - p-)^T by
-    # 1 / u^2 and the PA step's ||V||^2 by 1 / u^4: the same steps in the
-    # library's units are eta0 u^2 and C u^4
-    u = float(feature_unit(Xtr))
+    # the paper's steps act on its own rows (the l2-normalized tf-idf rows):
+    # preprocessing="raw" trains on them as given (None would divide them by
+    # their feature unit, and the identity start would then score 1 / u^2
+    # times higher against the margin of 1: another experiment); the
+    # paper's last iterate (average=False; partial_fit never averages)
     if method == "loreta":
         # the paper's start (the stored results); the library's default is "pca"
-        model = LORETA(preprocessing=None, rank=rank, eta0=param * u**2, init="identity",
-                       random_state=seed)
+        model = LORETA(preprocessing="raw", rank=rank, eta0=param, init="identity",
+                       average=False, random_state=seed)
     elif method == "pa":
-        model = IterativePA(preprocessing=None, rank=rank, C=param * u**4, init="identity",
-                            random_state=seed)
+        model = IterativePA(preprocessing="raw", rank=rank, C=param, init="identity",
+                            average=False, random_state=seed)
     elif method == "oasis":
-        model = OASIS(preprocessing=None, C=param * u**4, random_state=seed)
+        model = OASIS(preprocessing="raw", C=param, average=False, random_state=seed)
     else:
         return {"map": _map(DotProduct().fit(Xtr), Xte, yte), "seconds": 0.0, "curve": []}
     chunks = max(1, curve_points)
