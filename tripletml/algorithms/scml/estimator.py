@@ -16,7 +16,7 @@ from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg import psd_factor
 from tripletml.core.preprocessing import document_preprocessing
-from tripletml.algorithms.scml.kernels import lda_basis, scml_rda, triplet_deltas, triplet_diff_basis
+from tripletml.algorithms.scml.kernels import TripletDeltas, lda_basis, scml_rda, triplet_diff_basis
 from tripletml.triplets import AllLabels, ClassCodes, knn_triplets
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 
@@ -217,8 +217,8 @@ class SCML(MahalanobisMixin, TripletLearner):
             B = triplet_diff_basis(Xd, triplets, int(n_basis), rng)
         with np.errstate(over="ignore", invalid="ignore"):
             XU = Xd @ B.T
-            delta = triplet_deltas(XU, triplets)
-        if not np.isfinite(delta).all():
+            delta = TripletDeltas(XU, triplets)
+        if not delta.all_finite():
             raise FloatingPointError("SCML: training diverged (the triplets' distances overflow "
                                      "float64); scale the features down (e.g. "
                                      "preprocessing='standardize').")
