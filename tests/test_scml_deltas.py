@@ -1,6 +1,7 @@
 """SCML's triplet features without the m x K array (issue 39, speed):
 :class:`TripletDeltas` must equal the formula ``delta_tb = (u_b.(q - p+))^2 -
-(u_b.(q - p-))^2`` in both of its forms (distinct pairs few or many)."""
+(u_b.(q - p-))^2``, with pairs repeated (kNN triplets) or not, and with
+sparse weights (its products skip the zero weights)."""
 import numpy as np
 import pytest
 
@@ -22,12 +23,18 @@ def test_deltas_equal_the_formula(repeat):
     else:
         T = rng.integers(0, 15, size=(12, 3))
     D = TripletDeltas(X @ U.T, T)
-    assert (D.delta is None) == repeat          # the pair form when pairs repeat
     ref = _formula(X, U, T)
     np.testing.assert_allclose(D.dense(), ref, rtol=1e-12, atol=1e-12)
     idx = rng.integers(0, len(T), size=7)
     np.testing.assert_allclose(D.rows(idx), ref[idx], rtol=1e-12, atol=1e-12)
-    w = rng.random(6)
+    w = rng.random(6) * (rng.random(6) < 0.6)
     np.testing.assert_allclose(D.dot(w), ref @ w, rtol=1e-10, atol=1e-12)
     assert scml_objective(D, w, 0.1) == pytest.approx(scml_objective(ref, w, 0.1), rel=1e-12)
     assert D.all_finite()
+
+
+def test_overflowing_features_are_not_finite():
+    T = np.array([[0, 1, 2]])
+    assert not TripletDeltas(np.array([[1e200], [-1e200], [0.0]]), T).all_finite()
+    assert not TripletDeltas(np.array([[np.nan], [0.0], [0.0]]), T).all_finite()
+    assert TripletDeltas(np.array([[1e100], [-1e100], [0.0]]), T).all_finite()

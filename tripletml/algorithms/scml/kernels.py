@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
+from numba import njit
 
 from tripletml.engine.history import History
 __all__ = ["rda_step", "scml_objective", "triplet_deltas", "TripletDeltas", "lda_basis", "triplet_diff_basis",
@@ -65,44 +66,62 @@ def _distinct_pairs(triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([keys // n, keys % n], axis=1), inv.ravel()
 
 
+@njit(cache=True, nogil=True)
+def _weighted_sqdist(XU, a, b, w, nz):  # pragma: no cover - compiled
+    """``out_i = sum_{k in nz} w_k (XU[a_i, k] - XU[b_i, k])^2``."""
+    out = np.empty(a.shape[0])
+    for i in range(a.shape[0]):
+        s = 0.0
+        for k in nz:
+            d = XU[a[i], k] - XU[b[i], k]
+            s += w[k] * d * d
+        out[i] = s
+    return out
+
+
 class TripletDeltas:
-    """``delta`` (m x K, see :func:`triplet_deltas`) without forming it when
-    the triplets repeat pairs (kNN triplets: each query's few genuine and
-    impostor neighbours): the squared coordinates ``sq`` of the distinct
-    pairs (u x K, u distinct pairs) and each triplet's two pair indices, so
-    that ``delta_t = sq[pos_t] - sq[neg_t]`` and ``delta @ w = (sq @ w)[pos]
-    - (sq @ w)[neg]``.  When most pairs are distinct, ``delta`` itself
-    (smaller than ``sq`` then).  On digits' kNN triplets ``sq`` is 0.4 times
-    the size of ``delta``, and every full objective reads it instead."""
+    """``delta`` (m x K, see :func:`triplet_deltas`) without forming it:
+    the rows' coordinates on the basis ``XU`` (n x K) and the triplets.
+
+    A mini-batch's rows are formed from ``XU`` as needed; ``delta @ w`` is
+    the weighted squared distance of each distinct (q, p) pair (kNN triplets
+    repeat them: each query's few genuine and impostor neighbours), over the
+    non-zero weights only (the l1 term keeps ``w`` sparse), differenced per
+    triplet.  Memory: ``XU`` and the pair indices, never an m x K or
+    pairs x K array (on letter's kNN triplets ``delta`` is 1 GB)."""
 
     def __init__(self, XU: np.ndarray, triplets: np.ndarray):
-        m = triplets.shape[0]
-        self.shape = (m, XU.shape[1])
-        uniq, inv = _distinct_pairs(triplets)
-        if uniq.shape[0] >= m:                      # sq would not be smaller than delta
-            q = XU[triplets[:, 0]]
-            self.delta = (q - XU[triplets[:, 1]]) ** 2 - (q - XU[triplets[:, 2]]) ** 2
-            self.sq = self.pos = self.neg = None
-        else:
-            self.delta = None
-            self.sq = (XU[uniq[:, 0]] - XU[uniq[:, 1]]) ** 2
-            self.pos, self.neg = inv[:m], inv[m:]
+        self.XU = np.ascontiguousarray(XU, dtype=np.float64)
+        self.triplets = triplets
+        self.shape = (triplets.shape[0], XU.shape[1])
+        self._pairs = None
 
     def rows(self, idx: np.ndarray) -> np.ndarray:
         """``delta[idx]``."""
-        if self.delta is not None:
-            return self.delta[idx]
-        return self.sq[self.pos[idx]] - self.sq[self.neg[idx]]
+        t, XU = self.triplets[idx], self.XU
+        q = XU[t[:, 0]]
+        return (q - XU[t[:, 1]]) ** 2 - (q - XU[t[:, 2]]) ** 2
 
     def dot(self, w: np.ndarray) -> np.ndarray:
         """``delta @ w``."""
-        if self.delta is not None:
-            return self.delta @ w
-        v = self.sq @ w
-        return v[self.pos] - v[self.neg]
+        if self._pairs is None:
+            self._pairs = _distinct_pairs(self.triplets)
+        uniq, inv = self._pairs
+        m = self.shape[0]
+        nz = np.flatnonzero(w).astype(np.int64)
+        v = _weighted_sqdist(self.XU, np.ascontiguousarray(uniq[:, 0]),
+                             np.ascontiguousarray(uniq[:, 1]), np.asarray(w, np.float64), nz)
+        return v[inv[:m]] - v[inv[m:]]
 
     def all_finite(self) -> bool:
-        return bool(np.isfinite(self.delta if self.delta is not None else self.sq).all())
+        """Whether every entry of ``delta`` is finite: ``XU`` finite and twice
+        its largest magnitude squared below overflow (a bound on every
+        squared difference)."""
+        if not np.isfinite(self.XU).all():
+            return False
+        top = 2.0 * float(np.abs(self.XU).max(initial=0.0))
+        with np.errstate(over="ignore"):
+            return bool(np.isfinite(top * top * 2.0))
 
     def dense(self) -> np.ndarray:
         """``delta`` itself (m x K)."""
@@ -113,8 +132,13 @@ class _Dense(TripletDeltas):
     """A formed ``delta`` behind :class:`TripletDeltas`' methods."""
 
     def __init__(self, delta: np.ndarray):
-        self.delta, self.sq, self.pos, self.neg = delta, None, None, None
-        self.shape = delta.shape
+        self.delta, self.shape = delta, delta.shape
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        return self.delta[idx]
+
+    def dot(self, w: np.ndarray) -> np.ndarray:
+        return self.delta @ w
 
 
 def triplet_deltas(XU: np.ndarray, triplets: np.ndarray) -> np.ndarray:
