@@ -19,6 +19,9 @@ saw*, which is how it will be used.  So the race here:
    are all fit items, and scored on the answers whose items are all held-out
    items (the *unseen-items* protocol of ``bench/bench_zappos_unseen.py``):
    held-out triplet accuracy, or for pairs the ROC AUC of ``pair_score``.
+   With ``holdout="answers"`` (:func:`answer_splits`) the folds are over the
+   answers instead, every item on both sides: the *seen-items* protocol,
+   for a user whose test answers are about the items of the training ones.
 3. **Races the candidates over the splits by successive halving**: every
    candidate on the first split, the better half of the learned ones on
    the next, and so on (each fit checked against the time budget and the
@@ -65,7 +68,7 @@ from tripletml.core.validation import check_triplets, check_X
 from tripletml.metrics import triplet_accuracy
 from tripletml.pairs import check_pairs
 
-__all__ = ["Comparisons", "parse_comparisons", "item_splits", "relative_step_cap",
+__all__ = ["Comparisons", "parse_comparisons", "item_splits", "answer_splits", "relative_step_cap",
            "relative_alpha", "typical_step_scale",
            "DEFAULT_COMPARISON_CANDIDATES", "COMPARISON_SCORINGS"]
 
@@ -133,6 +136,27 @@ class Comparisons:
         local = where[self.index]
         keep = (local >= 0).all(axis=1)
         return local[keep], None if self.labels is None else self.labels[keep]
+
+
+@dataclass
+class _Part:
+    """One side of a validation split: the rows ``items`` a fit sees and,
+    with ``holdout="answers"``, the ids of its ``answers`` (None: the
+    answers whose items are all among ``items``)."""
+
+    items: np.ndarray
+    answers: Optional[np.ndarray] = None
+
+    def rows(self, comp: Comparisons):
+        """The rows of X this side sees (X itself when it sees them all)."""
+        return comp.X if self.items.size == comp.n_items else comp.X[self.items]
+
+    def tuples(self, comp: Comparisons) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """Its answers, indexed into :meth:`rows`, and their labels."""
+        if self.answers is None:
+            return comp.among(self.items)
+        lab = None if comp.labels is None else comp.labels[self.answers]
+        return comp.index[self.answers], lab
 
 
 def parse_comparisons(est: Any, X, y, triplets, pairs) -> Optional[Comparisons]:
@@ -240,6 +264,43 @@ def item_splits(est: Any, comp: Comparisons, groups, seed: int
                 raise ValueError(f"{_WHO}: split {s}'s validation pairs are all of one "
                                  "label; the ROC AUC needs both. Hold out more items.")
         out.append((fi, vi))
+    return out
+
+
+def answer_splits(est: Any, comp: Comparisons, groups, seed: int
+                  ) -> list[tuple[_Part, _Part]]:
+    """``holdout="answers"``: ``cv`` applied to the answers (None:
+    :data:`DEFAULT_FOLDS` shuffled folds); each side sees every item and
+    its own answers.
+
+    Raises
+    ------
+    ValueError
+        ``groups=`` (it groups items, which this holdout does not split), a
+        splitter that fails on the answers or leaves a side without
+        answers, validation pairs of one label.
+    """
+    if groups is not None:
+        raise ValueError(f"{_WHO}: groups= holds out whole groups of items; with "
+                         "holdout='answers' the items are shared by fit and validation. "
+                         "Use holdout='items', or a splitter of the answers through cv=.")
+    m, everything = comp.index.shape[0], np.arange(comp.n_items)
+    try:
+        raw = list(_splitter(est, None, seed).split(np.zeros((m, 1))))
+    except ValueError as exc:
+        raise ValueError(f"{_WHO}: the answer splitter failed on {m} answers: {exc}") from None
+    out = []
+    for s, (fa, va) in enumerate(raw):
+        fa, va = np.unique(np.asarray(fa, np.int64)), np.unique(np.asarray(va, np.int64))
+        if fa.size == 0 or va.size == 0:
+            raise ValueError(f"{_WHO}: split {s} of the answers leaves a side with no "
+                             "answer; give more answers or fewer folds.")
+        if comp.labels is not None and np.unique(comp.labels[va]).size < 2:
+            raise ValueError(f"{_WHO}: split {s}'s validation pairs are all of one label; "
+                             "the ROC AUC needs both. Use fewer folds.")
+        out.append((_Part(everything, fa), _Part(everything, va)))
+    if not out:
+        raise ValueError(f"{_WHO}: the splitter gave no split.")
     return out
 
 
@@ -369,23 +430,23 @@ def expand_racers(est: Any) -> list[_Racer]:
     return out
 
 
-def score_split(model, comp: Comparisons, items: np.ndarray) -> float:
-    """The validation score of a fitted model on the answers among
-    ``items``: triplet accuracy (ties count half) or the pairs' ROC AUC."""
-    t, lab = comp.among(items)
-    Xv = comp.X[items]
+def score_split(model, comp: Comparisons, part: "_Part") -> float:
+    """The validation score of a fitted model on the answers of ``part``:
+    triplet accuracy (ties count half) or the pairs' ROC AUC."""
+    t, lab = part.tuples(comp)
+    Xv = part.rows(comp)
     if comp.kind == "triplets":
         return float(triplet_accuracy(model, Xv, t))
     return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]])))
 
 
-def fit_on(model, comp: Comparisons, items: Optional[np.ndarray] = None):
-    """Fit ``model`` on the answers among ``items`` (None: all)."""
-    if items is None:
+def fit_on(model, comp: Comparisons, part: Optional["_Part"] = None):
+    """Fit ``model`` on the answers of ``part`` (None: all)."""
+    if part is None:
         X, t, lab = comp.X, comp.index, comp.labels
     else:
-        t, lab = comp.among(items)
-        X = comp.X[items]
+        t, lab = part.tuples(comp)
+        X = part.rows(comp)
     if comp.kind == "triplets":
         return model.fit(X, triplets=t)
     return model.fit(X, lab, pairs=t)
@@ -398,24 +459,24 @@ def _has_span_route(template) -> bool:
     return own is not None and own is not getattr(TripletLearner, "_span_lift_spec", None)
 
 
-def _work_proxy(template, X, items: np.ndarray):
+def _work_proxy(template, X, part: "_Part"):
     """What the dense-work estimate (:func:`tripletml.auto.resources.check_resources`) should
     see: the fit rows, narrowed to their span's width for a learner with the
     span route (its d x d work happens at that width; the lift is one
     ``O(d^2 r)`` product)."""
-    n, d = items.size, X.shape[1]
+    n, d = part.items.size, X.shape[1]
     if _has_span_route(template) and n < d:
         return np.zeros((n, n))
-    return X[items]
+    return X[part.items]
 
 
-def _with_answers(cand, comp: Comparisons, items: np.ndarray):
+def _with_answers(cand, comp: Comparisons, part: "_Part"):
     """``cand`` with its ``n_triplets`` set to the answers it will get, so
     that the estimate counts the updates the fit makes (the answers among
     the fit items, not the learner's default draw)."""
     if "n_triplets" not in cand.template.get_params():
         return cand
-    m = int(comp.among(items)[0].shape[0])
+    m = int(part.tuples(comp)[0].shape[0])
     out = copy.copy(cand)
     out.params = {**cand.params, "n_triplets": max(1, m)}
     return out
@@ -439,7 +500,7 @@ def _fit_score(racer, comp: Comparisons, split: tuple, seed: int, row: dict) -> 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            model = fit_on(racer.make(comp.X[fi], seed), comp, fi)
+            model = fit_on(racer.make(fi.rows(comp), seed), comp, fi)
         row["scores"].append(score_split(model, comp, vi))
         return True
     except _FAILURES as exc:
@@ -560,7 +621,11 @@ def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None
     the winner on all answers; sets the fitted attributes on ``est``."""
     seed0 = est._seed()
     split_seed = int(np.random.SeedSequence(seed0).generate_state(1)[0])
-    splits = item_splits(est, comp, groups, split_seed)
+    if getattr(est, "holdout", "items") == "answers":
+        splits = answer_splits(est, comp, groups, split_seed)
+    else:
+        splits = [(_Part(fi), _Part(vi)) for fi, vi in item_splits(est, comp, groups,
+                                                                   split_seed)]
     rec = race(est, comp, splits, t_start, seed0)
     rows = rec["rows"]
     scores = compared(rows, rec["rounds"])

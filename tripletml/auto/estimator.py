@@ -172,6 +172,14 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         int: that many folds; a splitter (``GroupKFold``,
         ``GroupShuffleSplit``, ...): its ``split(items, None, groups)``.
         ``n_splits`` and ``validation_size`` are the label race's.
+    holdout : {"items", "answers"}, default="items"
+        With triplets or pairs only: what the validation holds out.
+        ``"items"``: the answers about items no fit saw (the model will
+        rank new items).  ``"answers"``: answers about the same items,
+        ``cv`` applied to the answers (the test answers will be about the
+        items of the training answers: the *seen-items* protocol, where
+        following the answers closely can pay; ``groups=`` then does not
+        apply).
     preprocessor : array-like or callable or None, default=None
         metric-learn's row lookup: with it, ``fit`` takes index triplets
         ``(n, 3)`` or index pairs ``(n, 2)`` (with y) into its rows.
@@ -225,7 +233,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                  n_splits: int = 1,
                  validation_size: float = 0.3, max_validation_items: Optional[int] = 1000,
                  factor: int = 3, n_jobs: Optional[int] = None, random_state=None,
-                 verbose: int = 0, cv=None, preprocessor=None):
+                 verbose: int = 0, cv=None, holdout: str = "items", preprocessor=None):
         self.candidates = candidates
         self.scoring = scoring
         self.time_budget = time_budget
@@ -237,6 +245,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.random_state = random_state
         self.verbose = verbose
         self.cv = cv
+        self.holdout = holdout
         self.preprocessor = preprocessor
 
     # ------------------------------------------------------------ checks
@@ -255,6 +264,10 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             raise ValueError(f"{_WHO}: parameter n_jobs=0 is not allowed (None, -1 or a "
                              "positive number of workers).")
         check_scalar_param(self.verbose, "verbose", _WHO, kind="int", low=0)
+        if not (isinstance(self.holdout, str) and self.holdout in ("items", "answers")):
+            raise ValueError(f"{_WHO}: parameter holdout={self.holdout!r} must be 'items' "
+                             "(validate on items no fit saw: new items at test time) or "
+                             "'answers' (on held-out answers about the same items).")
 
     def _check_y(self, y, n: int) -> np.ndarray:
         if y is None:
@@ -350,9 +363,9 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                       f"{self.best_score_:.4f}), total {time.time() - t_start:.1f} s",
                       file=sys.stderr)
             return self
-        if groups is not None or self.cv is not None:
-            raise ValueError(f"{_WHO}: groups= and cv= apply to a fit on triplets or pairs; "
-                             "the label race splits the items stratified by class "
+        if groups is not None or self.cv is not None or self.holdout != "items":
+            raise ValueError(f"{_WHO}: groups=, cv= and holdout= apply to a fit on triplets "
+                             "or pairs; the label race splits the items stratified by class "
                              "(n_splits, validation_size).")
         if self.scoring in _COMPARISON_SCORES:
             raise ValueError(f"{_WHO}: scoring={self.scoring!r} needs triplets or pairs; "
