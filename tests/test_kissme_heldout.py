@@ -209,3 +209,24 @@ def test_saved_model_keeps_the_choice(tmp_path):
     back.shrinkage_ = "x"
     with pytest.raises(ValueError, match="shrinkage_"):
         back._check_loaded()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_laplacian_scatter_is_the_sum_of_outer_products(sparse):
+    """Few rows under many triplets: the pair scatters by the pair counts'
+    Laplacian (``X^T L X``) equal the sums of outer products."""
+    import scipy.sparse as sps
+
+    from tripletml.algorithms.kissme import kernels
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(9, 30))
+    X[rng.random(X.shape) < 0.5] = 0.0
+    T = _triplets(9, 500, 1)
+    assert kernels._laplacian_pays(9, len(T), 30)
+    Xa = sps.csr_matrix(X) if sparse else X
+    S, D = kernels._scatter_from_triplets(Xa, T)
+    R = ref_covs(X, T)
+    np.testing.assert_allclose(S, R[0], atol=1e-12)
+    np.testing.assert_allclose(D, R[1], atol=1e-12)
+    assert not kernels._laplacian_pays(5000, 100, 30)

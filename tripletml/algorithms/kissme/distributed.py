@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tripletml.algorithms.kissme.kernels import (_blocked_class_gram, _label_weights,
-                                                 answer_folds, factor_distances,
+                                                 answer_folds, factor_distances, row_images,
                                                  fold_scatter_sums, heldout_counts,
                                                  scatter_from_class_statistics)
 from tripletml.distributed.class_stats import (add_arrays, check_labels, class_moments_task,
@@ -90,6 +90,7 @@ def heldout_counts_task(p, sup, pre_sup, offsets, fold: int, factors):
     if len(t):
         Z = pre_sup.rows(p)
         for g, L in enumerate(factors):
-            C[g] = heldout_counts(factor_distances(Z, t[:, 0], t[:, 1], L),
-                                  factor_distances(Z, t[:, 0], t[:, 2], L))
+            Y = row_images(Z, L, 2 * len(t))
+            C[g] = heldout_counts(factor_distances(Z, t[:, 0], t[:, 1], L, Y),
+                                  factor_distances(Z, t[:, 0], t[:, 2], L, Y))
     return (C,)

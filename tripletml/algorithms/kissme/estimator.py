@@ -31,6 +31,7 @@ from tripletml.linalg.span import (lift_psd_factor, lift_square, reduce_rows, sp
 from tripletml.algorithms.kissme.kernels import (
     FALLBACK_SHRINKAGE, SHRINKAGE_FOLDS, _scatter_from_labels, _scatter_from_triplets,
     answer_folds, covariance_rank, factor_distances, fold_scatter_sums, heldout_score,
+    row_images,
     kissme_factor, kissme_matrix, kissme_matrix_span, pair_keys, scatter_from_pairs,
     shrinkage_grid, usable_counts, usable_folds)
 from tripletml.core.validation import check_dense_memory
@@ -53,6 +54,7 @@ class _Preprocessed:
 
     def __init__(self, learner, X):
         self.learner, self.X = learner, X
+        self.shape = (X.shape[0], int(learner.scaler_.n_features_out_))
 
     def __getitem__(self, idx):
         return self.learner._preprocess(self.X[idx])
@@ -350,12 +352,14 @@ class KISSME(MahalanobisMixin, TripletLearner):
                                                      d if span else None)):
                 if is_pairs:
                     P = got.pairs[out]
-                    scores[f, g] = heldout_score(factor_distances(Z, P[:, 0], P[:, 1], L),
+                    Y = row_images(Z, L, len(P))
+                    scores[f, g] = heldout_score(factor_distances(Z, P[:, 0], P[:, 1], L, Y),
                                                  similar=sim[out])
                 else:
                     t = got[out]
-                    scores[f, g] = heldout_score(factor_distances(Z, t[:, 0], t[:, 1], L),
-                                                 factor_distances(Z, t[:, 0], t[:, 2], L))
+                    Y = row_images(Z, L, 2 * len(t))
+                    scores[f, g] = heldout_score(factor_distances(Z, t[:, 0], t[:, 1], L, Y),
+                                                 factor_distances(Z, t[:, 0], t[:, 2], L, Y))
         return self._chosen(grid, scores)
 
     def _check_heldout_memory(self, d: int, extra: int) -> None:

@@ -41,7 +41,7 @@ from tripletml.linalg import project_psd
 
 __all__ = ["shrinkage_grid", "kissme_factor", "heldout_score", "heldout_counts", "answer_folds",
            "pair_keys", "covariance_rank", "usable_folds", "usable_counts", "fold_scatter_sums",
-           "factor_distances",
+           "factor_distances", "row_images",
            "kissme_matrix_span", "shrunk_inverse_span", "pair_scatter_from_labels", "pair_scatter_from_triplets",
            "scatter_from_class_statistics", "shrunk_inverse", "kissme_matrix"]
 
@@ -219,10 +219,42 @@ def pair_scatter_from_triplets(X, triplets: np.ndarray,
     return _scatter_from_triplets(X, triplets, chunk)
 
 
+#: largest ``n x n`` pair-count matrix (bytes) of the Laplacian form of the
+#: pair scatters (:func:`_pair_laplacian_scatter`)
+_LAPLACIAN_BYTES = 1 << 26
+
+
+def _laplacian_pays(n: int, m: int, d: int) -> bool:
+    """Whether ``X^T L X`` (``O(n^2 d + n d^2)``, an ``n x n`` count matrix)
+    costs less than the ``m`` outer products of differences
+    (``O(m d^2)``): few rows under many answers (crowd answers about items)."""
+    return 8 * n * n <= _LAPLACIAN_BYTES and n * n + n * d < m * d
+
+
+def _pair_laplacian_scatter(X, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum_k (x_{a_k} - x_{b_k})(x_{a_k} - x_{b_k})^T`` as ``X^T L X``, with
+    ``L = sum_k (e_a - e_b)(e_a - e_b)^T`` the Laplacian of the pair counts
+    (the same sum, grouped by pair of rows)."""
+    n = X.shape[0]
+    C = np.bincount(a * n + b, minlength=n * n).reshape(n, n).astype(np.float64)
+    C += C.T
+    L = np.diag(C.sum(axis=1)) - C
+    if sp.issparse(X):
+        G = X.T @ (sp.csr_matrix(L) @ X)
+        return G.toarray() if sp.issparse(G) else np.asarray(G)
+    return X.T @ (L @ X)
+
+
 def _scatter_from_triplets(X, triplets: np.ndarray,
                            chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pair_scatter_from_triplets` on validated X and triplets."""
+    """:func:`pair_scatter_from_triplets` on validated X and triplets (by the
+    pair counts' Laplacian where that pays, :func:`_laplacian_pays`)."""
     d = X.shape[1]
+    if triplets.shape[0] and _laplacian_pays(X.shape[0], triplets.shape[0], d):
+        t = np.asarray(triplets, dtype=np.int64)
+        m = t.shape[0]
+        return (_sym(_pair_laplacian_scatter(X, t[:, 0], t[:, 1]) / m),
+                _sym(_pair_laplacian_scatter(X, t[:, 0], t[:, 2]) / m))
     S = np.zeros((d, d))
     D = np.zeros((d, d))
     m = triplets.shape[0]
@@ -496,16 +528,36 @@ def fold_scatter_sums(X, triplets: np.ndarray, folds: np.ndarray, n_folds: int =
     return counts, S, D
 
 
+def row_images(Z, L: np.ndarray, n_pairs: int, chunk: int = 4096):
+    """``Z L^T`` (``n x k``), the rows' images, when there are no more rows
+    than the pairs to measure (each distance is then ``O(k)``); None
+    otherwise.  ``Z``: dense or CSR rows, or an object with ``shape`` and
+    row slices (the raw rows read through a preprocessing)."""
+    n = Z.shape[0]
+    if n > n_pairs:
+        return None
+    Y = np.empty((n, L.shape[0]))
+    for s0 in range(0, n, chunk):
+        B = Z[s0:s0 + chunk]
+        Y[s0:s0 + chunk] = np.asarray(B @ L.T)
+    return Y
+
+
 def factor_distances(Z, a: np.ndarray, b: np.ndarray, L: np.ndarray,
-                     chunk: int = 4096) -> np.ndarray:
+                     Y: np.ndarray | None = None, chunk: int = 4096) -> np.ndarray:
     """``||L (z_a - z_b)||^2`` for rows ``a, b`` of Z (dense or CSR; dense
-    chunks of ``chunk`` differences)."""
+    chunks of ``chunk`` differences), or of the images ``Y = Z L^T``
+    (:func:`row_images`) when given."""
     out = np.zeros(len(a))
     if not L.shape[0]:
         return out
     for s0 in range(0, len(a), chunk):
-        E = Z[a[s0:s0 + chunk]] - Z[b[s0:s0 + chunk]]
-        E = E.toarray() if sp.issparse(E) else np.asarray(E)
-        P = E @ L.T
+        ia, ib = a[s0:s0 + chunk], b[s0:s0 + chunk]
+        if Y is not None:
+            P = Y[ia] - Y[ib]
+        else:
+            E = Z[ia] - Z[ib]
+            E = E.toarray() if sp.issparse(E) else np.asarray(E)
+            P = E @ L.T
         out[s0:s0 + chunk] = np.einsum("ij,ij->i", P, P)
     return out
