@@ -230,3 +230,24 @@ def test_laplacian_scatter_is_the_sum_of_outer_products(sparse):
     np.testing.assert_allclose(S, R[0], atol=1e-12)
     np.testing.assert_allclose(D, R[1], atol=1e-12)
     assert not kernels._laplacian_pays(5000, 100, 30)
+
+
+def test_partitioned_fit_makes_the_same_choice(monkeypatch):
+    """fit(ShardedCollection) holds out the same answers (folds hashed on the
+    concatenated rows' ids) and gives the in-memory choice and model."""
+    from tripletml.distributed.sharded import ShardedCollection
+
+    monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
+    X, T = _crowd(n=40, d=25, m=6000, noise=0.3, seed=0)
+    y = np.arange(40) % 2
+    sizes = [18, 22]
+    Ts = [T[(T < 18).all(1)], T[(T >= 18).all(1)] - 18]
+    coll = ShardedCollection([X[:18], X[18:]], sizes, [y[:18], y[18:]]).with_triplets(Ts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        part = KISSME(preprocessing="standardize").fit(coll)
+    mem = KISSME(preprocessing="standardize").fit(X, triplets=np.vstack([Ts[0], Ts[1] + 18]))
+    assert mem.shrinkage_ > 0.5          # a heavy ridge: not the grid's first value
+    assert part.shrinkage_ == mem.shrinkage_
+    np.testing.assert_allclose(part.shrinkage_scores_, mem.shrinkage_scores_, atol=1e-12)
+    np.testing.assert_allclose(part.M_, mem.M_, atol=1e-9 * np.abs(mem.M_).max())

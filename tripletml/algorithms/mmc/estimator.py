@@ -124,6 +124,13 @@ class MMC(MahalanobisMixin, TripletLearner):
     problem unbounded; the similar scatter is ridged there by 1e-8 times its
     mean eigenvalue (the direction then dominates the metric).
 
+    Few rows under many answers (crowd triplets about items): a pair asked
+    many times enters once, weighted by its count (the same objective and
+    gradient, see ``_weighted_differences``), and with fewer rows than
+    features the solver runs on the coordinates of the rows' span
+    (:mod:`tripletml.linalg.span`): a step costs ``O(p r^2)`` for ``p <=
+    n (n - 1) / 2`` distinct pairs and a span of dimension ``r <= n``.
+
     Parameters
     ----------
     diagonal : bool, default=False
