@@ -127,7 +127,7 @@ def test_standardized_rows_on_raw_statistics():
 
 def test_grid():
     g = shrinkage_grid(10, 10)
-    assert g[0] == pytest.approx(0.01 / 1.01) and g[-1] == 1.0
+    assert g[0] == pytest.approx(0.01, rel=1e-14) and g[-1] == 1.0     # the old default
     assert np.all(np.diff(g) > 0)
     g2 = shrinkage_grid(10, 1000)       # a 10-dimensional span in 1000 dimensions
     # the same ridge relative to the span's mean eigenvalue: s / (1 - s) * d / r equal

@@ -110,12 +110,13 @@ class KISSME(MahalanobisMixin, TripletLearner):
         each shrinkage of a grid, scored by the held-out triplets' accuracy
         (pairs: the ROC AUC of their distances); the best mean score wins,
         ties to the lighter ridge.  The grid puts the ridge ``shrinkage tr C
-        / d`` at 0.01, 0.1, 1, 10 and 100 times the mean eigenvalue of
+        / d`` at 1/99, 0.1, 1, 10 and 100 times the mean eigenvalue of
         ``(1 - shrinkage) C`` over the directions where the pair
         differences vary (``r = rank(Sigma_S + Sigma_D)``: ``shrinkage =
-        k (d / r) / (1 + k d / r)``), and 1.  Scale-free, and the same on
-        few rows with many features (where ``r`` is at most the rows' count
-        and ``tr C / d`` alone would be a negligible ridge) as on many rows.
+        k (d / r) / (1 + k d / r)``; 1/99 is 0.01 when ``r = d``), and 1.
+        Scale-free, and the same on few rows with many features (where
+        ``r`` is at most the rows' count and ``tr C / d`` alone would be a
+        negligible ridge) as on many rows.
         Why: eq. 12 inverts two covariances whose difference is the signal;
         where the answers are noisy or the Gaussian model of the two kinds
         of pair differences does not hold (crowd answers about items), the

@@ -381,8 +381,10 @@ def _check_square(C, who: str, name: str) -> np.ndarray:
 #: the ridges the held-out choice of ``shrinkage="auto"`` compares, in units
 #: of the mean eigenvalue of the pair differences' covariance over the
 #: directions where they vary (its span): ``inf`` is the scaled identity
-#: alone (``shrinkage = 1``, the Euclidean distance)
-SHRINKAGE_KAPPAS = (0.01, 0.1, 1.0, 10.0, 100.0, math.inf)
+#: alone (``shrinkage = 1``, the Euclidean distance); the first, 1 / 99, is
+#: the previous fixed ``shrinkage = 0.01`` where the pair differences span
+#: every dimension
+SHRINKAGE_KAPPAS = (1.0 / 99.0, 0.1, 1.0, 10.0, 100.0, math.inf)
 #: folds of the held-out choice (each constraint held out once)
 SHRINKAGE_FOLDS = 3
 #: fewer constraints than this (of either kind, for pairs) per fold: too few
@@ -399,7 +401,7 @@ def shrinkage_grid(rank: int, d: int, kappas=SHRINKAGE_KAPPAS) -> np.ndarray:
     dimensions): ``s = kappa rho / (1 + kappa rho)``, ``rho = d / rank``;
     ``kappa = inf`` gives 1.  Scale-free (ratios of eigenvalues) and the
     same on the span's coordinates as in ``d`` dimensions; with ``rank =
-    d``, ``kappa = 0.01`` is ``s = 0.0099``, the paper-like light ridge."""
+    d``, ``kappa = 1 / 99`` is ``s = 0.01``, the previous fixed default."""
     rank, d = int(rank), int(d)
     if not 0 < rank <= d:
         raise ValueError(f"shrinkage_grid: need 0 < rank <= d, got rank={rank}, d={d}")
