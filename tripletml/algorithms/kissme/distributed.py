@@ -17,11 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from tripletml.algorithms.kissme.kernels import (_blocked_class_gram, _label_weights,
+                                                 answer_folds, factor_distances, row_images,
+                                                 fold_scatter_sums, heldout_counts,
                                                  scatter_from_class_statistics)
 from tripletml.distributed.class_stats import (add_arrays, check_labels, class_moments_task,
                                                gather_reduce, merge_class_moments)
 
-__all__ = ["PER_CLASS_BYTES", "weighted_gram_task", "kissme_label_scatters"]
+__all__ = ["PER_CLASS_BYTES", "weighted_gram_task", "kissme_label_scatters",
+           "fold_pair_sums_task", "heldout_counts_task"]
 
 #: largest per-partition statistic of per-class ``d x d`` scatters
 #: (``k d^2`` float64) for the one-pass KISSME fit; beyond it, two passes
@@ -58,3 +61,36 @@ def kissme_label_scatters(plan, sup, k: int, d: int) -> tuple:
                                         w["a"], w["c"]))
     S, D = scatter_from_class_statistics(counts, means, S_w, C_w)
     return S, D, 1 if one_pass else 2
+
+
+# ------------------------------------------- shrinkage="auto" on triplets
+def _global_triplets(p, sup, offsets):
+    """The partition's triplets (as :func:`class_stats.pair_sums_task`
+    samples them) and their folds, hashed on the row ids of the concatenated
+    rows (``offsets[p.index]`` + local ids): the in-memory fit's folds."""
+    T = sup.triplets(p, sup.rows(p))
+    return T, answer_folds(T + int(offsets[p.index]))
+
+
+def fold_pair_sums_task(p, sup, rows_sup, offsets, n_folds: int):
+    """Per fold of the held-out choice, the partition's answers and its
+    unnormalised similar and dissimilar pair scatters of ``rows_sup``'s rows
+    (:func:`~tripletml.algorithms.kissme.kernels.fold_scatter_sums`)."""
+    T, folds = _global_triplets(p, sup, offsets)
+    return fold_scatter_sums(rows_sup.rows(p), T, folds, n_folds)
+
+
+def heldout_counts_task(p, sup, pre_sup, offsets, fold: int, factors):
+    """``C[g]``: the partition's triplets of fold ``fold`` that the model of
+    ``factors[g]`` (on the preprocessed rows ``pre_sup.rows(p)``) orders as
+    answered, ties one half."""
+    T, folds = _global_triplets(p, sup, offsets)
+    C = np.zeros(len(factors))
+    t = T[folds == fold]
+    if len(t):
+        Z = pre_sup.rows(p)
+        for g, L in enumerate(factors):
+            Y = row_images(Z, L, 2 * len(t))
+            C[g] = heldout_counts(factor_distances(Z, t[:, 0], t[:, 1], L, Y),
+                                  factor_distances(Z, t[:, 0], t[:, 2], L, Y))
+    return (C,)

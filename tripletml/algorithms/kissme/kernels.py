@@ -31,13 +31,18 @@ puts it together.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
 from tripletml.core.validation import check_scalar_param, check_triplets, check_X
 from tripletml.linalg import project_psd
 
-__all__ = ["kissme_matrix_span", "shrunk_inverse_span", "pair_scatter_from_labels", "pair_scatter_from_triplets",
+__all__ = ["shrinkage_grid", "kissme_factor", "heldout_score", "heldout_counts", "answer_folds",
+           "pair_keys", "covariance_rank", "usable_folds", "usable_counts", "fold_scatter_sums",
+           "factor_distances", "row_images",
+           "kissme_matrix_span", "shrunk_inverse_span", "pair_scatter_from_labels", "pair_scatter_from_triplets",
            "scatter_from_class_statistics", "shrunk_inverse", "kissme_matrix"]
 
 #: rows per block of the class-centered scatter: blocks of this many matrix
@@ -214,10 +219,42 @@ def pair_scatter_from_triplets(X, triplets: np.ndarray,
     return _scatter_from_triplets(X, triplets, chunk)
 
 
+#: largest ``n x n`` pair-count matrix (bytes) of the Laplacian form of the
+#: pair scatters (:func:`_pair_laplacian_scatter`)
+_LAPLACIAN_BYTES = 1 << 26
+
+
+def _laplacian_pays(n: int, m: int, d: int) -> bool:
+    """Whether ``X^T L X`` (``O(n^2 d + n d^2)``, an ``n x n`` count matrix)
+    costs less than the ``m`` outer products of differences
+    (``O(m d^2)``): few rows under many answers (crowd answers about items)."""
+    return 8 * n * n <= _LAPLACIAN_BYTES and n * n + n * d < m * d
+
+
+def _pair_laplacian_scatter(X, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum_k (x_{a_k} - x_{b_k})(x_{a_k} - x_{b_k})^T`` as ``X^T L X``, with
+    ``L = sum_k (e_a - e_b)(e_a - e_b)^T`` the Laplacian of the pair counts
+    (the same sum, grouped by pair of rows)."""
+    n = X.shape[0]
+    C = np.bincount(a * n + b, minlength=n * n).reshape(n, n).astype(np.float64)
+    C += C.T
+    L = np.diag(C.sum(axis=1)) - C
+    if sp.issparse(X):
+        G = X.T @ (sp.csr_matrix(L) @ X)
+        return G.toarray() if sp.issparse(G) else np.asarray(G)
+    return X.T @ (L @ X)
+
+
 def _scatter_from_triplets(X, triplets: np.ndarray,
                            chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pair_scatter_from_triplets` on validated X and triplets."""
+    """:func:`pair_scatter_from_triplets` on validated X and triplets (by the
+    pair counts' Laplacian where that pays, :func:`_laplacian_pays`)."""
     d = X.shape[1]
+    if triplets.shape[0] and _laplacian_pays(X.shape[0], triplets.shape[0], d):
+        t = np.asarray(triplets, dtype=np.int64)
+        m = t.shape[0]
+        return (_sym(_pair_laplacian_scatter(X, t[:, 0], t[:, 1]) / m),
+                _sym(_pair_laplacian_scatter(X, t[:, 0], t[:, 2]) / m))
     S = np.zeros((d, d))
     D = np.zeros((d, d))
     m = triplets.shape[0]
@@ -338,3 +375,191 @@ def _check_square(C, who: str, name: str) -> np.ndarray:
     if not np.isfinite(C).all():
         raise ValueError(f"{who}: {name} contains NaN or infinity")
     return C
+
+
+# ------------------------------------------------ the held-out shrinkage
+#: the ridges the held-out choice of ``shrinkage="auto"`` compares, in units
+#: of the mean eigenvalue of the pair differences' covariance over the
+#: directions where they vary (its span): ``inf`` is the scaled identity
+#: alone (``shrinkage = 1``, the Euclidean distance); the first, 1 / 99, is
+#: the previous fixed ``shrinkage = 0.01`` where the pair differences span
+#: every dimension
+SHRINKAGE_KAPPAS = (1.0 / 99.0, 0.1, 1.0, 10.0, 100.0, math.inf)
+#: folds of the held-out choice (each constraint held out once)
+SHRINKAGE_FOLDS = 3
+#: fewer constraints than this (of either kind, for pairs) per fold: too few
+#: answers to compare the grid; the fixed :data:`FALLBACK_SHRINKAGE` is used
+MIN_HELDOUT = 5
+#: the shrinkage without a held-out choice (the previous default)
+FALLBACK_SHRINKAGE = 0.01
+
+
+def shrinkage_grid(rank: int, d: int, kappas=SHRINKAGE_KAPPAS) -> np.ndarray:
+    """The shrinkages ``s`` whose ridge ``s tr C / d`` is ``kappa`` times the
+    mean non-zero eigenvalue ``(1 - s) tr C / rank`` of the shrunk
+    ``(1 - s) C`` (``C`` a covariance of rank ``rank`` in ``d``
+    dimensions): ``s = kappa rho / (1 + kappa rho)``, ``rho = d / rank``;
+    ``kappa = inf`` gives 1.  Scale-free (ratios of eigenvalues) and the
+    same on the span's coordinates as in ``d`` dimensions; with ``rank =
+    d``, ``kappa = 1 / 99`` is ``s = 0.01``, the previous fixed default."""
+    rank, d = int(rank), int(d)
+    if not 0 < rank <= d:
+        raise ValueError(f"shrinkage_grid: need 0 < rank <= d, got rank={rank}, d={d}")
+    rho = d / rank
+    out = [1.0 if math.isinf(k) else (k * rho) / (1.0 + k * rho) for k in kappas]
+    return np.asarray(out, dtype=np.float64)
+
+
+def covariance_rank(C: np.ndarray) -> int:
+    """Eigenvalues of the symmetric PSD ``C`` above :data:`EIG_RTOL` times
+    the largest (0 for a zero matrix)."""
+    w = np.linalg.eigvalsh(_sym(C))
+    top = float(w.max()) if w.size else 0.0
+    return int(np.sum(w > EIG_RTOL * top)) if top > 0 else 0
+
+
+def kissme_factor(S: np.ndarray, D: np.ndarray, shrinkage: float, d: int | None = None
+                  ) -> np.ndarray:
+    """``L`` (``k x w``) with ``L^T L`` = :func:`kissme_matrix` of ``S, D``
+    (``w x w``); with ``d > w`` (the span route, ``S, D`` on the span's
+    coordinates) the span block of :func:`kissme_matrix_span` (the
+    complement's ``c I`` does not act on differences of the rows)."""
+    if d is not None and int(d) > S.shape[0]:
+        A = shrunk_inverse_span(S, shrinkage, d)[0] - shrunk_inverse_span(D, shrinkage, d)[0]
+    else:
+        A = shrunk_inverse(S, shrinkage) - shrunk_inverse(D, shrinkage)
+    mu, V = np.linalg.eigh(_sym(A))
+    keep = mu > 0
+    return np.ascontiguousarray((V[:, keep] * np.sqrt(mu[keep])).T)
+
+
+def _splitmix64(z: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, element-wise on uint64 (wrapping)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def answer_folds(keys: np.ndarray, n_folds: int = SHRINKAGE_FOLDS) -> np.ndarray:
+    """The fold (``0..n_folds-1``) of each answer from its content alone: a
+    hash of the row ids in ``keys`` (``(m, k)`` non-negative ints: a
+    triplet ``(q, p+, p-)``, or a pair ``(min, max, label)``).  The same
+    answer always lands in the same fold, whatever the order of the answers,
+    the random state or the partition it comes from, so repeated answers are
+    never split between the fitted and the held-out part, and an in-memory
+    and a partitioned fit hold out the same answers."""
+    keys = np.asarray(keys, dtype=np.int64)
+    h = np.zeros(keys.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(keys.shape[1]):
+            h = _splitmix64(h ^ keys[:, j].astype(np.uint64))
+    return (h % np.uint64(n_folds)).astype(np.int64)
+
+
+def pair_keys(pairs: np.ndarray, similar: np.ndarray) -> np.ndarray:
+    """``(min, max, label)`` rows of labeled pairs for :func:`answer_folds`
+    (a pair and its reverse are one answer)."""
+    pairs = np.asarray(pairs, dtype=np.int64)
+    return np.column_stack([pairs.min(axis=1), pairs.max(axis=1),
+                            np.asarray(similar, dtype=np.int64)])
+
+
+#: distances equal to this relative accuracy are ties in the held-out scores
+#: (the same distance computed in another order, on the span's coordinates
+#: or in another partition, must score the same)
+TIE_RTOL = 1e-10
+
+
+def heldout_counts(dist_a: np.ndarray, dist_b: np.ndarray) -> float:
+    """Triplets with ``d(q, p+) < d(q, p-)``, ties (equal to
+    :data:`TIE_RTOL` relative) one half: the numerator of
+    :func:`heldout_score`'s triplet accuracy."""
+    diff = dist_b - dist_a
+    tie = np.abs(diff) <= TIE_RTOL * (np.abs(dist_a) + np.abs(dist_b))
+    return float(np.sum((diff > 0) & ~tie) + 0.5 * np.sum(tie))
+
+
+def heldout_score(dist_a: np.ndarray, dist_b: np.ndarray | None = None,
+                  similar: np.ndarray | None = None) -> float:
+    """Held-out agreement of learned squared distances with the answers.
+
+    Triplets (``dist_a = d(q, p+)``, ``dist_b = d(q, p-)``): the share with
+    ``d(q, p+) < d(q, p-)``, ties counting one half (triplet accuracy).
+    Pairs (``dist_a`` the pairs' distances, ``similar`` their labels): the
+    ROC AUC of ``-dist_a`` for the similar pairs, ties one half."""
+    if dist_b is not None:
+        return heldout_counts(dist_a, dist_b) / max(dist_a.size, 1)
+    from scipy.stats import rankdata
+
+    top = float(np.abs(dist_a).max()) if dist_a.size else 0.0
+    r = rankdata(-(np.round(dist_a / top / TIE_RTOL) if top > 0 else dist_a))
+    n_pos = int(similar.sum())
+    n_neg = similar.size - n_pos
+    return float((r[similar].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def usable_folds(folds: np.ndarray, kinds) -> bool:
+    """Whether every fold holds out at least :data:`MIN_HELDOUT` answers of
+    each kind (``kinds``: boolean masks, e.g. similar and dissimilar pairs)
+    and leaves at least one of each kind to fit on."""
+    return all(usable_counts(np.bincount(folds[mask], minlength=SHRINKAGE_FOLDS))
+               for mask in kinds)
+
+
+def usable_counts(counts: np.ndarray) -> bool:
+    """:func:`usable_folds` from the answers per fold of one kind."""
+    counts = np.asarray(counts)
+    return bool(counts.min() >= MIN_HELDOUT and (counts.sum() - counts).min() >= 1)
+
+
+def fold_scatter_sums(X, triplets: np.ndarray, folds: np.ndarray, n_folds: int = SHRINKAGE_FOLDS
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per fold, the answers and the unnormalised sums of ``(q - p+)(q -
+    p+)^T`` and ``(q - p-)(q - p-)^T`` over its triplets: ``(counts (K,),
+    S (K, d, d), D (K, d, d))`` (the partitioned fit's first pass)."""
+    d = X.shape[1]
+    counts = np.bincount(folds, minlength=n_folds).astype(np.int64)
+    S = np.zeros((n_folds, d, d))
+    D = np.zeros((n_folds, d, d))
+    for f in range(n_folds):
+        t = triplets[folds == f]
+        if len(t):
+            Sf, Df = _scatter_from_triplets(X, t)
+            S[f], D[f] = Sf * len(t), Df * len(t)
+    return counts, S, D
+
+
+def row_images(Z, L: np.ndarray, n_pairs: int, chunk: int = 4096):
+    """``Z L^T`` (``n x k``), the rows' images, when there are no more rows
+    than the pairs to measure (each distance is then ``O(k)``); None
+    otherwise.  ``Z``: dense or CSR rows, or an object with ``shape`` and
+    row slices (the raw rows read through a preprocessing)."""
+    n = Z.shape[0]
+    if n > n_pairs:
+        return None
+    Y = np.empty((n, L.shape[0]))
+    for s0 in range(0, n, chunk):
+        B = Z[s0:s0 + chunk]
+        Y[s0:s0 + chunk] = np.asarray(B @ L.T)
+    return Y
+
+
+def factor_distances(Z, a: np.ndarray, b: np.ndarray, L: np.ndarray,
+                     Y: np.ndarray | None = None, chunk: int = 4096) -> np.ndarray:
+    """``||L (z_a - z_b)||^2`` for rows ``a, b`` of Z (dense or CSR; dense
+    chunks of ``chunk`` differences), or of the images ``Y = Z L^T``
+    (:func:`row_images`) when given."""
+    out = np.zeros(len(a))
+    if not L.shape[0]:
+        return out
+    for s0 in range(0, len(a), chunk):
+        ia, ib = a[s0:s0 + chunk], b[s0:s0 + chunk]
+        if Y is not None:
+            P = Y[ia] - Y[ib]
+        else:
+            E = Z[ia] - Z[ib]
+            E = E.toarray() if sp.issparse(E) else np.asarray(E)
+            P = E @ L.T
+        out[s0:s0 + chunk] = np.einsum("ij,ij->i", P, P)
+    return out

@@ -62,6 +62,35 @@ def _differences(X, pairs: np.ndarray) -> np.ndarray:
     return np.asarray(D.toarray() if sp.issparse(D) else D, dtype=np.float64)
 
 
+#: aggregate repeated pairs when they shrink the pair set at least this much
+_AGGREGATE_RATIO = 0.5
+
+
+def _weighted_differences(X, pairs: np.ndarray, power: float) -> np.ndarray:
+    """The differences of the pairs, one row per distinct (unordered) pair
+    scaled by its count ``c`` to the ``power`` when repeats shrink the set
+    by :data:`_AGGREGATE_RATIO` or more (few rows under many answers), else
+    one row per pair as given.
+
+    Exact: the similar pairs enter MMC only through their scatter ``sum d
+    d^T`` (rows times ``sqrt(c)``, ``power=0.5``), the dissimilar ones
+    through ``sum ||d||_A`` and its gradient ``sum d d^T / (2 ||d||_A)``, both
+    homogeneous of degree one in the row (rows times ``c``, ``power=1``; the
+    diagonal form's ``sqrt(a . d^2)`` likewise); a pair and its reverse have
+    the same terms.  The whitener only uses the span of the rows, which the
+    scaling keeps, so the iterates are the same to rounding."""
+    pairs = np.asarray(pairs, dtype=np.int64)
+    if len(pairs) < 2:
+        return _differences(X, pairs)
+    n = int(X.shape[0])
+    lo, hi = pairs.min(axis=1), pairs.max(axis=1)
+    keys, counts = np.unique(lo * n + hi, return_counts=True)
+    if len(keys) > _AGGREGATE_RATIO * len(pairs):
+        return _differences(X, pairs)
+    upairs = np.column_stack([keys // n, keys % n])
+    return _differences(X, upairs) * (counts.astype(np.float64) ** power)[:, None]
+
+
 @document_transform
 @document_preprocessing
 class MMC(MahalanobisMixin, TripletLearner):
@@ -94,6 +123,13 @@ class MMC(MahalanobisMixin, TripletLearner):
     which similar pairs never differ but dissimilar pairs do makes the
     problem unbounded; the similar scatter is ridged there by 1e-8 times its
     mean eigenvalue (the direction then dominates the metric).
+
+    Few rows under many answers (crowd triplets about items): a pair asked
+    many times enters once, weighted by its count (the same objective and
+    gradient, see ``_weighted_differences``), and with fewer rows than
+    features the solver runs on the coordinates of the rows' span
+    (:mod:`tripletml.linalg.span`): a step costs ``O(p r^2)`` for ``p <=
+    n (n - 1) / 2`` distinct pairs and a span of dimension ``r <= n``.
 
     Parameters
     ----------
@@ -220,8 +256,8 @@ class MMC(MahalanobisMixin, TripletLearner):
         check_dense_memory(8 * (pc.n_pairs * d + 8 * d * d), self,
                            f"the differences of {pc.n_pairs} pairs ({d} features)")
         with np.errstate(over="ignore", invalid="ignore"):
-            Ds = _differences(X, pc.pairs[sim])
-            Dd = _differences(X, pc.pairs[~sim])
+            Ds = _weighted_differences(X, pc.pairs[sim], 0.5)
+            Dd = _weighted_differences(X, pc.pairs[~sim], 1.0)
             ok = np.isfinite(Ds).all() and np.isfinite(Dd).all() and \
                 np.isfinite(Ds.T @ Ds).all() and np.isfinite(Dd.T @ Dd).all()
         if not ok:
