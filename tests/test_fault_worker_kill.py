@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -51,12 +50,12 @@ HANG_GUARD = 120
 #: TRIPLETML_CLUSTER_TIMEOUT during the kill tests (the library's default is 60)
 TIMEOUT = "6"
 
-#: how the nannies start worker processes: by default a fork of this process
-#: (which has imported tripletml and compiled the tasks' kernels in ``refs``:
-#: a replacement answers at once), or of a forkserver that imported tripletml
-#: where Python deprecates forking a threaded process (3.12+); spawn (Dask's
-#: default, a fresh interpreter) in the opt-in run
-FAST = "fork" if sys.version_info < (3, 12) else "forkserver"
+#: how the nannies start worker processes: from a forkserver that imported
+#: tripletml once (a replacement registers within about a second; not a fork
+#: of this process, which runs clusters' threads: a fork of it hung a second
+#: LocalCluster's start); spawn (Dask's default, a fresh interpreter) in the
+#: opt-in run
+FAST = "forkserver"
 METHODS = [FAST] + (["spawn"] if os.environ.get("TRIPLETML_WORKER_KILL_TESTS") else [])
 
 
@@ -79,9 +78,9 @@ def _start_cluster(method: str, n_workers: int = 2):
     try:
         if method == "forkserver":     # ignored when this process's server already runs
             get_mp_context().set_forkserver_preload(["distributed", *module_names()])
-        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=None,
-                                           preload=[PRELOAD])
+        cluster = _guarded(lambda: distributed.LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True,
+            dashboard_address=None, preload=[PRELOAD]))
     except BaseException:
         config.__exit__(None, None, None)
         raise
