@@ -781,7 +781,9 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     restarts the fit (the survey, the preprocessing or the rounds) from the
     last checkpoint, or from the first round, with a
     :class:`RestartWarning`, at most :data:`MAX_RESTARTS` times; then a
-    :class:`WorkerLostError` names the lost worker.  Local clusters preload
+    :class:`WorkerLostError` names the lost worker.  When no worker is back
+    within the timeout (every worker lost for good) the fit does not
+    restart: a :class:`WorkerLostError` says so at once.  Local clusters preload
     tripletml in their workers
     (:mod:`tripletml.distributed.worker_preload`) so that a worker a nanny
     starts in place of a lost one answers at once; pass
@@ -1079,7 +1081,8 @@ def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=N
                 raise WorkerLostError(
                     f"{owner}: the partitioned fit lost every worker of the cluster during "
                     f"{what} (last: {_lost(e)}) and none came back within "
-                    f"{cluster_timeout():g} s (TRIPLETML_CLUSTER_TIMEOUT sets the wait)"
+                    f"{cluster_timeout():g} s (or the scheduler stopped answering; "
+                    "TRIPLETML_CLUSTER_TIMEOUT sets the wait)"
                     + resume) from None
             warnings.warn(f"{owner}: a worker was lost with data the fit needs during "
                           f"{what} ({_lost(e)}); restarting "
