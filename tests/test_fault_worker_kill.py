@@ -10,12 +10,15 @@ restarts the fit from its last checkpoint) or with a clear
 :class:`WorkerLostError` / ``TimeoutError``, never a raw Dask error such as
 ``CommClosedError``.
 
-Run by default, cheaply (about 30 s together): one module-scoped cluster
-serves every kill point; its nannies start workers by ``forkserver`` from a
-server that imported tripletml once (:func:`worker_preload.module_names`),
-so a killed worker's replacement registers within about a second;
+Run by default: one module-scoped cluster serves every kill point; its
+nannies start workers from a ``forkserver`` that imported tripletml once
+(:func:`worker_preload.module_names`), so a killed worker's replacement
+registers within about a second (most of a kill's remaining cost is the
+replacement loading the tasks' Numba kernels from the cache);
 ``TRIPLETML_CLUSTER_TIMEOUT`` is short; the data are small and the fits have
-two rounds.
+two rounds.  Measured at a load average of 11 on 2 cores: the kill tests
+together 60 s, the cluster fixture (in-process reference fits, the start,
+an undisturbed fit of each learner) 40 s.
 
 Opt-in (``TRIPLETML_WORKER_KILL_TESTS=1``, minutes): the same kill points
 again on a cluster whose nannies *spawn* their workers (Dask's default):
