@@ -240,8 +240,10 @@ class LocalBackend:
     def release(self, handles) -> None:
         pass
 
-    def settle(self) -> None:
-        """Before a restart: nothing to wait for in process."""
+    def settle(self) -> int | None:
+        """Before a restart: nothing to wait for in process (None: no
+        workers to count)."""
+        return None
 
     def ping(self) -> int:
         """One empty task per partition, reduced and gathered."""
@@ -288,20 +290,22 @@ class DaskBackend(LocalBackend):
             self._shipped = args
         return self._shipped[i]
 
-    def settle(self) -> None:
+    def settle(self) -> int:
         """Before a restart: give the cluster up to :func:`cluster_timeout`
         seconds to get back the workers the fit started with (a nanny
         restarts a killed one) and to drop the dead ones it still lists,
-        so the next attempt does not meet the same dead worker."""
+        so the next attempt does not meet the same dead worker; the number
+        of workers listed then (0: none came back, the restart is futile)."""
         limit = cluster_timeout()
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             workers = self._workers()
             if len(workers) >= self._n_workers:
                 break
-            time.sleep(0.5)
+            time.sleep(0.25)
         self._known = self._workers()
         self._shipped = None        # scattered partitions may be lost: send them again
+        return len(self._known)
 
     def _sync(self, what: str, func, *args, **kwargs):
         """``client.sync(func, ...)`` bounded by :func:`cluster_timeout`: the
@@ -777,7 +781,9 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     restarts the fit (the survey, the preprocessing or the rounds) from the
     last checkpoint, or from the first round, with a
     :class:`RestartWarning`, at most :data:`MAX_RESTARTS` times; then a
-    :class:`WorkerLostError` names the lost worker.  Local clusters preload
+    :class:`WorkerLostError` names the lost worker.  When no worker is back
+    within the timeout (every worker lost for good) the fit does not
+    restart: a :class:`WorkerLostError` says so at once.  Local clusters preload
     tripletml in their workers
     (:mod:`tripletml.distributed.worker_preload`) so that a worker a nanny
     starts in place of a lost one answers at once; pass
@@ -1065,12 +1071,19 @@ def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=N
             # out: run again from the last checkpoint, or from the start; the
             # tasks are pure, so the model is the one of an undisturbed run
             restarts += 1
+            resume = (f"; run it again to resume from {checkpoint_dir}"
+                      if ckpt is not None else "")
             if restarts > MAX_RESTARTS:
                 raise WorkerLostError(
                     f"{owner}: the partitioned fit lost a worker {restarts} times during "
-                    f"{what} (last: {_lost(e)}); giving up"
-                    + (f"; run it again to resume from {checkpoint_dir}"
-                       if ckpt is not None else "")) from None
+                    f"{what} (last: {_lost(e)}); giving up" + resume) from None
+            if backend.settle() == 0:      # no worker came back: a restart is futile
+                raise WorkerLostError(
+                    f"{owner}: the partitioned fit lost every worker of the cluster during "
+                    f"{what} (last: {_lost(e)}) and none came back within "
+                    f"{cluster_timeout():g} s (or the scheduler stopped answering; "
+                    "TRIPLETML_CLUSTER_TIMEOUT sets the wait)"
+                    + resume) from None
             warnings.warn(f"{owner}: a worker was lost with data the fit needs during "
                           f"{what} ({_lost(e)}); restarting "
                           + ("from the last checkpoint" if ckpt is not None
@@ -1078,7 +1091,6 @@ def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=N
                              else "from the first round (give fit_partitioned a "
                              "checkpoint_dir to resume from the last round)"),
                           RestartWarning, stacklevel=5)
-            backend.settle()
             if restart is not None:
                 restart()
 

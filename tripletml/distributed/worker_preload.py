@@ -15,25 +15,33 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-__all__ = ["dask_setup", "MODULE"]
+__all__ = ["dask_setup", "MODULE", "module_names"]
 
 #: the module name to pass as a preload
 MODULE = __name__
 
 
+def module_names() -> list[str]:
+    """The modules a worker imports: the distributed package's modules and
+    the module of every learner of the registry (nothing is imported but the
+    packages walked).  A ``forkserver`` preload list
+    (``multiprocessing.get_context("forkserver").set_forkserver_preload``)
+    made from them lets a nanny fork a replacement worker with tripletml
+    already imported, in a fraction of a second instead of seconds."""
+    from tripletml import registry
+    distributed = importlib.import_module("tripletml.distributed")
+    names = [info.name for info in pkgutil.walk_packages(distributed.__path__,
+                                                         distributed.__name__ + ".")]
+    names += [f"tripletml.{entry.module}" for entry in registry.entries()]
+    return list(dict.fromkeys(names))
+
+
 def _import_all() -> None:
     """The registry's learner classes (each loads its algorithm's modules)
     and the distributed package's modules."""
-    from tripletml import registry
-    distributed = importlib.import_module("tripletml.distributed")
-    for info in pkgutil.walk_packages(distributed.__path__, distributed.__name__ + "."):
+    for name in module_names():
         try:
-            importlib.import_module(info.name)
-        except ImportError:               # an optional extra is missing
-            pass
-    for entry in registry.entries():
-        try:
-            registry.learner_class(entry.name)
+            importlib.import_module(name)
         except ImportError:               # an optional extra (faiss, ...) is missing
             pass
 
