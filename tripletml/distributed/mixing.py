@@ -134,6 +134,21 @@ __all__ = ["fit", "model_kind", "mix_steps", "MIX_STEPS", "EVAL_TRIPLETS", "STRA
 #: averaging, no evaluation pass.
 MIX_STEPS: int = 3
 
+#: Mixing rounds per pass over the data.  ``"blocks"``: one round per block
+#: of the in-memory pass (:func:`~tripletml.core.online.block_size` of all
+#: ``M`` triplets: at least ``BLOCK_MIN`` steps, about ``BLOCKS_PER_EPOCH``
+#: = 20 blocks per pass), so that a round mixes as many steps as the
+#: in-memory fit makes between two snapshots of its tail average; an int:
+#: that many rounds per pass (1: one mix per pass, McDonald et al.'s
+#: epochs).  Every round ships the model to every partition and back.
+ROUNDS_PER_PASS: "int | str" = "blocks"
+
+#: How a round's local models are mixed: ``"add"`` (the local displacements
+#: added, ``W0 + sum_i (W_i - W0)``: CoCoA+'s adding, gamma = 1) or
+#: ``"search"`` (the step ``s`` of ``W0 + s sum_i mu_i (W_i - W0)`` chosen on
+#: the grid :func:`mix_steps` by the training loss: one more map per round).
+MIX_RULE: str = "auto"
+
 #: Triplets per partition on which the candidates are evaluated: None = all
 #: of them, an int = an evenly strided, fixed subsample of that many.  The
 #: search only ranks a few candidates by their mean loss, whose standard
@@ -143,6 +158,50 @@ EVAL_TRIPLETS: int | None = 16384
 
 #: evaluated in chunks of this many triplets (memory ``O(chunk * steps * k)``)
 _EVAL_CHUNK = 4096
+
+
+def rounds_per_pass(m_total: int, setting=None) -> int:
+    """The mixing rounds of one pass over ``m_total`` triplets
+    (:data:`ROUNDS_PER_PASS`)."""
+    v = ROUNDS_PER_PASS if setting is None else setting
+    m = max(int(m_total), 1)
+    if v == "blocks":
+        return -(-m // block_size(m))
+    if isinstance(v, str) or int(v) < 1:
+        raise ValueError(f"mixing: ROUNDS_PER_PASS must be 'blocks' or an int >= 1, got {v!r}")
+    return min(int(v), m)
+
+
+def chunk_bounds(m: int, j: int, n_rounds: int, m_total: int) -> tuple[int, int]:
+    """The steps ``[lo, hi)`` of a pass over a partition's ``m`` triplets
+    made in round ``j`` of ``n_rounds``: the partition's share ``m / M`` of
+    the in-memory blocks of ``block = ceil(M / n_rounds)`` steps
+    (``lo = floor(j block m / M)``); with one partition (``m = M``) and
+    ``ROUNDS_PER_PASS = "blocks"`` exactly the in-memory blocks."""
+    M = max(int(m_total), 1)
+    R = int(n_rounds)
+    if R <= 1:
+        return 0, int(m)
+    block = block_size(M) if -(-M // block_size(M)) == R else -(-M // R)
+    lo = min(int(m), (j * block * int(m)) // M)
+    hi = int(m) if j == R - 1 else min(int(m), ((j + 1) * block * int(m)) // M)
+    return lo, hi
+
+
+def mix_rule(model: dict) -> str:
+    """The mix of a round (:data:`MIX_RULE`; ``"auto"``: ``"add"`` for a
+    learner with a step size -- LORETA, FactoredGD: first-order steps, whose
+    summed updates are the sequential pass's up to one round's staleness --
+    and ``"ratio"`` for the passive-aggressive learners -- OASIS,
+    IterativePA, NaivePA: each step solves its triplet's constraint exactly,
+    a dual coordinate step, so CoCoA+'s separability bound applies)."""
+    rule = MIX_RULE
+    if rule == "auto":
+        return "add" if "eta" in model else "ratio"
+    if rule not in ("add", "ratio", "search"):
+        raise ValueError(f"mixing: MIX_RULE must be 'auto', 'add', 'ratio' or 'search', "
+                         f"got {rule!r}")
+    return rule
 
 
 def mix_steps(k_active: int, n_steps: int | None = None) -> np.ndarray:
@@ -295,7 +354,7 @@ class _Shared:
 
 
 def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: tuple,
-               best: float | None) -> dict:
+               best: float | None, chunk: tuple | None = None) -> dict:
     """One local pass of a fresh copy of the learner over the partition's
     triplets in the round's order, from the mixed ``model``; returns the
     local model scaled for the mix (``mu W`` for a dense model, ``sqrt(mu)
@@ -309,7 +368,14 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
     X = sup.rows(p)
     T = sup.triplets(p, X)
     m = int(T.shape[0])
-    T = np.ascontiguousarray(T[sup.order(p, m, round_)])
+    order = sup.order(p, m, round_)
+    if chunk is not None:                 # the mixing round's share of the pass
+        lo, hi = chunk_bounds(m, *chunk)
+        order = order[lo:hi]
+        if hi <= lo:
+            return {"m": 0, "mu": 0.0}
+    T = np.ascontiguousarray(T[order])
+    m = int(T.shape[0])
     Xc = as_csr(X)
     est._watch = new_watch(est, block_size(m))
     if best is not None:
@@ -326,6 +392,7 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
            "mistakes": float(np.sum((passes.margins <= 0).astype(float)))
            if passes.has_margins else None,
            "drift": float(result.history.get("pinv_drift", [0.0])[-1])}
+    out["dd"] = mu * mu * _sq_displacement(kind, est, shared.model)
     if kind == "dense":
         out["W"] = est.W_ if mu == 1.0 else est.W_ * mu
         return out
@@ -337,6 +404,16 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
         out["since_check"] = int(est._factors.since_check)
         out["n_refresh"] = int(est._factors.n_refresh)
     return out
+
+
+def _sq_displacement(kind: str, est, model: dict) -> float:
+    """``||W_i - W0||_F^2`` of a local model from the mixed one (factors:
+    from k x k Gram matrices, no d x d product)."""
+    if kind == "dense":
+        return float(np.sum((est.W_ - model["W"]) ** 2))
+    A, B, A0, B0 = est.A_, est.B_, model["A"], model["B"]
+    return float(max(np.sum((A.T @ A) * (B.T @ B)) + np.sum((A0.T @ A0) * (B0.T @ B0))
+                     - 2.0 * np.sum((A0.T @ A) * (B0.T @ B)), 0.0))
 
 
 def _combine(*items: dict) -> dict:
@@ -352,7 +429,8 @@ def _combine(*items: dict) -> dict:
            "mistakes": None if live[0]["mistakes"] is None
            else sum(it["mistakes"] for it in live),
            "drift": max(it["drift"] for it in live),
-           "n_models": sum(it.get("n_models", 1) for it in live)}
+           "n_models": sum(it.get("n_models", 1) for it in live),
+           "dd": sum(it.get("dd", 0.0) for it in live)}
     if "W" in live[0]:
         W = live[0]["W"] + live[1]["W"]
         for it in live[2:]:
@@ -366,19 +444,26 @@ def _combine(*items: dict) -> dict:
     return out
 
 
-def _eval_triplets(p, sup, cap: int | None):
+def _eval_triplets(p, sup, cap: int | None, at: tuple | None = None):
     """The partition's rows (CSR) and the triplets the candidates are
-    evaluated on: all of them, or ``cap`` evenly strided ones (fixed)."""
+    evaluated on: all of them, or those of the round ``at = (round, j, R,
+    M)`` of the pass (:func:`chunk_bounds` in the pass's order); at most
+    ``cap``, evenly strided (fixed)."""
     X = sup.rows(p)
     T = sup.triplets(p, X)
     m = int(T.shape[0])
+    if at is not None:
+        r, j, R, M = at
+        lo, hi = chunk_bounds(m, j, R, M)
+        T = T[sup.order(p, m, r)[lo:hi]]
+        m = int(T.shape[0])
     if cap is not None and m > int(cap):
         T = T[(np.arange(int(cap)) * m) // int(cap)]
     return as_csr(X), np.ascontiguousarray(T)
 
 
 def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tuple,
-               cap: int | None) -> dict:
+               cap: int | None, at: tuple | None = None) -> dict:
     """The summed triplet hinge loss of every candidate mix on the
     partition's (evaluated) triplets.
 
@@ -392,8 +477,10 @@ def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tupl
     J = steps.shape[0]
     if float(weights[p.index]) == 0.0:
         return {"n": 0, "loss": np.zeros(J)}
-    Xc, T = _eval_triplets(p, sup, cap)
+    Xc, T = _eval_triplets(p, sup, cap, at)
     n = int(T.shape[0])
+    if n == 0:
+        return {"n": 0, "loss": np.zeros(J)}
     tot = np.zeros(J)
     if kind == "dense":
         buf = diff_buffers(Xc)
@@ -449,11 +536,25 @@ class _MixingRounds:
         self.n_searched = 0
         self.hist: History | None = None
         self.criterion: float | None = None
+        self.n_rounds = rounds_per_pass(self.M)
+        # the tasks scale their models by c_i: mu_i for the search (the
+        # average's weights), 1 for adding
+        self.rule = mix_rule(model)
+        self.coef = weights if self.rule == "search" else tuple(
+            1.0 if w > 0 else 0.0 for w in weights)
+        self.averaging = bool(getattr(learner, "average", False))
+        self.n_mixes = self.n_fallback = 0
+        if self.averaging:            # the pass's tail average (not shipped)
+            if kind == "dense":
+                self.model = {**model, "avg_W": model["W"], "avg_ok": 0}
+            else:
+                self.model = {**model, "avg_A": model["A"], "avg_B": model["B"],
+                              "avg_ok": 0}
 
     # ------------------------------------------------------- checkpoints
     _COUNTERS = ("round", "prev_loss", "best", "means", "n_refresh", "chosen",
                  "candidate_losses", "mix_loss", "seconds_pass", "seconds_search",
-                 "n_searched", "criterion")
+                 "n_searched", "criterion", "n_mixes", "n_fallback")
 
     def checkpoint(self, last: bool) -> None:
         """Save the state after ``self.round`` rounds (with their history
@@ -504,59 +605,64 @@ class _MixingRounds:
         self.model = model
         self.resumed_history = hist
 
+    def _core(self, model: dict) -> dict:
+        """The model the tasks need (without the driver's tail average)."""
+        return {k: v for k, v in model.items() if not k.startswith("avg_")}
+
     def step(self, budget: int = 1) -> StepReport:
-        self.checkpoint(last=False)          # the previous round, with its record
+        """One pass over the data: ``n_rounds`` mixing rounds, each a share
+        of every partition's pass (:func:`chunk_bounds`) from the mixed
+        model, then the mix; the tail average of the pass's mixed models
+        (``average=True``) is kept for the end of the fit."""
+        self.checkpoint(last=False)          # the previous pass, with its record
         be, sup = self.plan.backend, self.plan.supervision
         name = type(self.learner).__name__
-        tic = time.perf_counter()
-        shared = be.broadcast(_Shared(self.model))
-        handles = be.map(_pass_task, sup, self.proto, self.kind, shared, self.round,
-                         self.weights, self.best)
-        red = be.reduce(_combine, handles)
-        out = be.gather(red)
-        be.release(list(handles) + [red])
-        tac = time.perf_counter()
-        self.seconds_pass += tac - tic
         t0 = int(self.model["t"])
+        model = self.model
+        scalars = {k: v for k, v in model.items() if not isinstance(v, np.ndarray)}
+        tot = {"m": 0, "loss": 0.0, "mistakes": None, "drift": 0.0}
+        snaps: list[tuple[dict, int]] = []
+        chosen = []
+        for j in range(self.n_rounds):
+            self.j = j
+            tic = time.perf_counter()
+            shared = be.broadcast(_Shared(self._core(model)))
+            handles = be.map(_pass_task, sup, self.proto, self.kind, shared, self.round,
+                             self.coef, self.best, (j, self.n_rounds, self.M))
+            red = be.reduce(_combine, handles)
+            out = be.gather(red)
+            be.release(list(handles) + [red])
+            tac = time.perf_counter()
+            self.seconds_pass += tac - tic
+            self.n_mixes += 1
+            if out["m"] == 0:
+                be.release([shared])
+                continue
+            fields, st = self._mix(out, model, shared, tac)
+            be.release([shared])
+            chosen.append(st)
+            if self.kind == "pinv":
+                self.n_refresh += int(out["n_refresh"]) if "n_refresh" in out else 0
+            tot["m"] += int(out["m"])
+            tot["loss"] += out["loss"]
+            if out["mistakes"] is not None:
+                tot["mistakes"] = (tot["mistakes"] or 0.0) + out["mistakes"]
+            tot["drift"] = max(tot["drift"], out["drift"])
+            finite = all(np.isfinite(fields[k]).all() for k in ("W", "A", "B") if k in fields)
+            if not finite:
+                raise FloatingPointError(
+                    f"{name}: training diverged (non-finite mixed model after pass "
+                    f"{self.round + 1}); {self.learner._advice}")
+            model = {**{k: v for k, v in scalars.items() if k != "since_check"}, **fields,
+                     "t": int(model["t"]) + int(out["m"])}
+            snaps.append((fields, int(out["m"])))
+        out = tot
         t = t0 + int(out["m"])
-        new = {"t": t}
-        for key in ("eta", "rank"):
-            if key in self.model:
-                new[key] = self.model[key]
-        single = out.get("n_models", 1) == 1
-        steps = mix_steps(self.k_active)
-        chosen, mix_loss = 1.0, None
-        if single:                # one partition: its model as it is
-            if self.kind == "dense":
-                new["W"] = out["W"]
-            else:
-                new["A"], new["B"] = out["A"][0], out["B"][0]
-                if self.kind == "pinv":
-                    new["PA"], new["PB"] = out["PA"], out["PB"]
-                    new["since_check"] = out["since_check"]
-        elif steps.shape[0] == 1:     # McDonald et al.'s average
-            if self.kind == "dense":
-                new["W"] = out["W"]
-            else:
-                k = int(self.model["rank"])
-                P, sv, Q = mix_truncate(out["A"], out["B"], np.ones(len(out["A"])), k)
-                new.update(self._split(P, sv, Q))
-        else:
-            chosen, mix_loss, losses, fields = self._search(out, steps, shared)
-            new.update(fields)
-            self.candidate_losses.append([float(v) for v in losses])
-            self.seconds_search += time.perf_counter() - tac
-            self.n_searched += 1
-        be.release([shared])
-        self.chosen.append(float(chosen))
-        self.mix_loss = mix_loss
-        if self.kind == "pinv":
-            self.n_refresh += int(out["n_refresh"])
+        new = {**model, "t": t}
+        if self.averaging:
+            new.update(self._tail_average(snaps, model))
+        self.chosen.append(float(np.mean(chosen)) if chosen else 1.0)
         self.model = new
-        finite = all(np.isfinite(new[k]).all() for k in ("W", "A", "B") if k in new)
-        if not finite:
-            raise FloatingPointError(f"{name}: training diverged (non-finite mixed model after "
-                                     f"round {self.round + 1}); {self.learner._advice}")
         loss = out["loss"] / max(self.M, 1)
         criterion = None if self.prev_loss is None else relative_change(self.prev_loss, loss)
         self.criterion = criterion
@@ -566,6 +672,126 @@ class _MixingRounds:
         record = self._record(loss, out, t0, t)
         return StepReport(iterations=1, units=int(out["m"]), t=t, criterion=criterion,
                           record=record, watch=[(loss, f"round {self.round}", "loss")])
+
+    def _mix(self, out: dict, model: dict, shared, tac: float) -> tuple[dict, float]:
+        """The mixed model of one round and its step on the averaging
+        scale (``sum_i c_i`` for adding)."""
+        single = out.get("n_models", 1) == 1 and out["mu"] == 1.0
+        if single:                # one partition at full weight: its model as it is
+            if self.kind == "dense":
+                return {"W": out["W"]}, 1.0
+            f = {"A": out["A"][0], "B": out["B"][0]}
+            if self.kind == "pinv":
+                f.update({"PA": out["PA"], "PB": out["PB"], "since_check": out["since_check"]})
+            return f, 1.0
+        mu = float(out["mu"])           # the sum of the coefficients c_i
+        if self.rule == "add":
+            return self._add(out, model, mu), mu
+        if self.rule == "ratio":
+            return self._ratio(out, model, mu)
+        steps = mix_steps(int(out.get("n_models", 1)))
+        if steps.shape[0] == 1:         # McDonald et al.'s average
+            if self.kind == "dense":
+                return {"W": out["W"] + (1.0 - mu) * model["W"]}, 1.0
+            k = int(model["rank"])
+            n = len(out["A"])
+            rows = np.array([[1.0 - mu] + [1.0] * n])
+            (svd,) = mix_truncate_many([model["A"]] + list(out["A"]),
+                                       [model["B"]] + list(out["B"]), rows, k)
+            return self._split(*svd), 1.0
+        st, mix_loss, losses, fields = self._search(out, steps, shared, model, mu)
+        self.mix_loss = mix_loss
+        self.candidate_losses.append([float(v) for v in losses])
+        self.seconds_search += time.perf_counter() - tac
+        self.n_searched += 1
+        return fields, st
+
+    def _add(self, out: dict, model: dict, mu: float) -> dict:
+        """Adding (CoCoA+, gamma = 1): ``W0 + sum_i c_i (W_i - W0)`` with the
+        coefficients ``c_i = 1`` of the partitions that stepped in the round
+        (the tasks scaled their models by ``c_i``).  Factors: the signed
+        combination re-truncated to rank k; where the sum is not a finite
+        rank-k point (LORETA) the average of the round is kept."""
+        if self.kind == "dense":
+            return {"W": out["W"] + (1.0 - mu) * model["W"]}
+        k = int(model["rank"])
+        n = len(out["A"])
+        rows = np.array([[1.0 - mu] + [1.0] * n, [0.0] + [1.0 / mu] * n])
+        with np.errstate(all="ignore"):
+            svds = mix_truncate_many([model["A"]] + list(out["A"]),
+                                     [model["B"]] + list(out["B"]), rows, k)
+        P, sv, Q = svds[0]
+        ok = np.isfinite(sv).all() and np.isfinite(P).all() and np.isfinite(Q).all()
+        if not ok or (self.kind == "pinv" and not sv[-1] > 0):
+            self.n_fallback += 1
+            return self._split(*svds[1])
+        return self._split(P, sv, Q)
+
+    def _ratio(self, out: dict, model: dict, mu: float) -> tuple[dict, float]:
+        """``W0 + g sum_i c_i (W_i - W0)`` with ``g = sum_i ||c_i (W_i - W0)||^2
+        / ||sum_i c_i (W_i - W0)||^2`` clipped to ``[1 / n, 1]`` (n the
+        partitions of the round): the smallest CoCoA+ ``sigma' = 1 / g``
+        for which the separable bound ``||sum_i D_i||^2 <= sigma' sum_i
+        ||D_i||^2`` holds for this round's updates (Ma et al. 2015, the
+        definition of sigma'_min, evaluated at the realised update): 1 =
+        adding for orthogonal updates, 1/n = averaging for equal ones."""
+        n = int(out.get("n_models", 1))
+        dd = float(out["dd"])
+        if self.kind == "dense":
+            D = out["W"] - mu * model["W"]
+            ss = float(np.sum(D * D))
+        else:
+            w = np.concatenate([[-mu], np.ones(len(out["A"]))])
+            A = np.hstack([model["A"]] + list(out["A"]))
+            B = np.hstack([model["B"]] + list(out["B"]))
+            kk = model["A"].shape[1]
+            ww = np.repeat(w, [model["A"].shape[1]] + [a.shape[1] for a in out["A"]])
+            ss = float(max(np.sum(((A.T @ A) * np.outer(ww, ww)) * (B.T @ B)), 0.0))
+            del kk
+        g = 1.0 if ss <= 0.0 else min(1.0, max(1.0 / n, dd / ss))
+        if self.kind == "dense":
+            return {"W": model["W"] + g * D}, g * mu
+        k = int(model["rank"])
+        rows = np.array([[1.0 - g * mu] + [g] * len(out["A"]),
+                         [0.0] + [1.0 / mu] * len(out["A"])])
+        with np.errstate(all="ignore"):
+            svds = mix_truncate_many([model["A"]] + list(out["A"]),
+                                     [model["B"]] + list(out["B"]), rows, k)
+        P, sv, Q = svds[0]
+        ok = np.isfinite(sv).all() and np.isfinite(P).all() and np.isfinite(Q).all()
+        if not ok or (self.kind == "pinv" and not sv[-1] > 0):
+            self.n_fallback += 1
+            return self._split(*svds[1]), 1.0
+        return self._split(P, sv, Q), g * mu
+
+    def _tail_average(self, snaps: list, model: dict) -> dict:
+        """The in-memory ``average=True`` over the pass: the step-weighted
+        average of the mixed models at the ends of its rounds (the in-memory
+        pass's snapshots at its block ends), re-truncated to rank k for the
+        factored models (kept only when finite and, for LORETA, of rank k;
+        a single snapshot is the last iterate)."""
+        if self.kind == "dense":
+            if not snaps:
+                return {"avg_W": model["W"], "avg_ok": 0}
+            w = np.array([n for _, n in snaps], dtype=np.float64)
+            acc = snaps[0][0]["W"] * w[0]
+            for (f, _), wj in zip(snaps[1:], w[1:]):
+                acc = acc + wj * f["W"]
+            return {"avg_W": acc / w.sum(), "avg_ok": 1}
+        last = {"avg_A": model["A"], "avg_B": model["B"], "avg_ok": 0}
+        if len(snaps) < 2:
+            return last
+        w = np.array([n for _, n in snaps], dtype=np.float64)
+        k = int(model["rank"])
+        with np.errstate(all="ignore"):
+            P, sv, Q = mix_truncate([f["A"] for f, _ in snaps], [f["B"] for f, _ in snaps],
+                                    w / w.sum(), k)
+        if not (np.isfinite(sv).all() and np.isfinite(P).all() and np.isfinite(Q).all()):
+            return last
+        if self.kind == "pinv" and not sv[-1] > 0:
+            return last
+        A, B = split_balanced(P, sv, Q)
+        return {"avg_A": A, "avg_B": B, "avg_ok": 1}
 
     def _split(self, P, sv, Q) -> dict:
         """The mixed model's factors from its truncated SVD (with exact
@@ -584,7 +810,7 @@ class _MixingRounds:
                 "the rank") from None
         return {"A": A, "B": B, "PA": PA, "PB": PB, "since_check": 0}
 
-    def _search(self, out: dict, steps: np.ndarray, shared) -> tuple:
+    def _search(self, out: dict, steps: np.ndarray, shared, model: dict, mu: float) -> tuple:
         """The line search on the mixing step: every candidate
         ``W(s) = W0 + s sum_i mu_i (W_i - W0)`` (re-truncated to rank k for
         the factored models: the model that would be kept) is evaluated by
@@ -595,21 +821,25 @@ class _MixingRounds:
         name = type(self.learner).__name__
         valid = np.ones(steps.shape[0], dtype=bool)
         if self.kind == "dense":
-            W0 = self.model["W"]
-            D = out["W"] - W0
+            W0 = model["W"]
+            D = out["W"] - mu * W0 if mu != 1.0 else out["W"] - W0
             cands = {"steps": steps, "D": D}
         else:
-            k = int(self.model["rank"])
-            As = [self.model["A"]] + list(out["A"])
-            Bs = [self.model["B"]] + list(out["B"])
-            rows = np.array([[1.0 - st] + [st] * len(out["A"]) for st in steps])
+            k = int(model["rank"])
+            As = [model["A"]] + list(out["A"])
+            Bs = [model["B"]] + list(out["B"])
+            rows = np.array([[1.0 - st * mu] + [st] * len(out["A"]) for st in steps])
             svds = mix_truncate_many(As, Bs, rows, k)
             facs = [split_balanced(P, sv, Q) for P, sv, Q in svds]
             if self.kind == "pinv":       # LORETA needs a rank-k point
                 valid = np.array([bool(sv[-1] > 0) for _, sv, _ in svds])
             cands = {"steps": steps, "A": [f[0] for f in facs], "B": [f[1] for f in facs]}
         h = be.broadcast(_Shared(cands))
-        handles = be.map(_eval_task, sup, self.kind, shared, h, self.weights, EVAL_TRIPLETS)
+        at = None
+        if self.n_rounds > 1:     # progressive validation: the pass's next round's triplets
+            j = (self.j + 1) % self.n_rounds
+            at = (self.round, j, self.n_rounds, self.M)
+        handles = be.map(_eval_task, sup, self.kind, shared, h, self.coef, EVAL_TRIPLETS, at)
         red = be.reduce(_sum_eval, handles)
         ev = be.gather(red)
         be.release(list(handles) + [red, h])
@@ -699,7 +929,16 @@ def fit(learner, plan) -> None:
                      total=(max_iter - r0) * M, unit="triplet")
         result.n_iter += r0
         rounds.checkpoint(last=True)
-    _set_model(learner, kind, rounds.model, copy=False, n_refresh=rounds.n_refresh)
+    final = rounds.model
+    _set_model(learner, kind, final, copy=False, n_refresh=rounds.n_refresh)
+    if rounds.averaging:          # as the in-memory fit: the last pass's tail average
+        ok = bool(final.get("avg_ok", 0))
+        if ok and kind == "dense":
+            learner.W_ = np.array(final["avg_W"], dtype=np.float64, order="C")
+        elif ok:
+            learner._set_factors(np.array(final["avg_A"], dtype=np.float64, order="C"),
+                                 np.array(final["avg_B"], dtype=np.float64, order="C"))
+        learner.averaged_ = ok
     learner._watch = None
     learner._finalize()
     apply_result(learner, result, tol=learner.tol, what=learner._criterion_name,
@@ -707,6 +946,10 @@ def fit(learner, plan) -> None:
     plan.info["report"] = {"rounds": int(result.n_iter), "mixing": kind,
                            "weights": [float(w) for w in weights],
                            "final_loss": rounds.prev_loss,
+                           "mix_rule": rounds.rule,
+                           "rounds_per_pass": rounds.n_rounds,
+                           "mixing_rounds": rounds.n_mixes,
+                           "mix_fallbacks": rounds.n_fallback,
                            "mix_grid": [float(v) for v in mix_steps(rounds.k_active)],
                            "mix_steps": rounds.chosen,
                            "mix_losses": rounds.candidate_losses,
