@@ -21,15 +21,74 @@ the factored GD / PA steps) over the partition's triplets
 proportional weights give a partition the share of the pass it holds, and a
 partition without triplets has ``mu_i = 0`` and is left out).
 
-**Rounds.**  One round is one pass over all the data (every triplet is seen
-once), so ``max_iter`` keeps its meaning: ``max_iter`` rounds make as many
-steps as ``max_iter`` in-memory passes.  ``tol`` is the in-memory learner's:
-the relative change of the mean pass loss (the per-partition sums of the
-steps' losses before their updates, tree-reduced, over ``M``) between
-consecutive rounds.  ``history_`` has one record per round with the
-in-memory keys (``loss``, the running means ``avg_loss`` and
-``mistake_rate`` over all steps; LORETA's ``pinv_drift`` is the largest over
-the partitions).
+**Passes and rounds.**  ``max_iter`` counts passes over all the data (every
+triplet is seen once per pass), so ``max_iter`` passes make as many steps as
+``max_iter`` in-memory passes.  A pass is made of ``R`` *mixing rounds*
+(:data:`ROUNDS_PER_PASS`, default ``"blocks"``): ``R`` is the number of
+blocks of the in-memory pass (:func:`~tripletml.core.online.block_size`:
+about 20 blocks, at least ``BLOCK_MIN`` steps each), and round ``j`` runs
+every partition's share ``m_i / M`` of block ``j`` of its pass order
+(:func:`chunk_bounds`) from the mixed model, then mixes (issue 41: "more
+frequent mixing within a pass").  Why: one mix per pass lets every
+partition run its whole share without seeing the others' steps, and the
+mix then either averages (the progress of ``M / K`` sequential steps) or
+adds ``K`` updates computed from one point; with a mix per block the
+updates added are at most one block stale (delayed-update SGD: Langford,
+Smola & Zinkevich, NIPS 2009, "Slow learners are fast"; Dekel,
+Gilad-Bachrach, Shamir & Xiao, JMLR 2012, distributed mini-batches: the
+serial rate as long as the batch is small against the pass).  Cost: ``R``
+round trips (model broadcast, tasks, tree reduction, gather) per pass
+instead of 1; a cost model that counts one round trip per pass
+(:mod:`tripletml.distributed.cost`) must multiply it by ``R``
+(``partitioned_["rounds_per_pass"]``, ``["mixing_rounds"]``).  With one
+partition and ``"blocks"`` the rounds are the in-memory pass's blocks.
+``tol`` is the in-memory learner's: the relative change of the mean pass
+loss (the per-partition sums of the steps' losses before their updates,
+tree-reduced, over ``M``) between consecutive passes.  ``history_`` has one
+record per pass with the in-memory keys (``loss``, the running means
+``avg_loss`` and ``mistake_rate`` over all steps; LORETA's ``pinv_drift`` is
+the largest over the partitions) and ``mix_step``, the mean over the pass's
+rounds of the step on the averaging scale (``sum_i c_i g``: 1 = the
+average, K = adding).
+
+**Tail average.**  With ``average=True`` (the learners' default) the fit
+returns, as the in-memory fit does, the step-weighted average of the
+iterates at the block ends of the last pass: here the mixed models after
+the pass's rounds (re-truncated to rank k for the factored learners,
+:func:`~tripletml.linalg.lowrank_mix.mix_truncate`; a LORETA average that
+lost rank, or a single snapshot, keeps the last iterate; ``averaged_`` says
+which).  The rounds continue from the last iterate, as the in-memory passes
+do.  (Before issue 41 the partitioned fit returned the last iterate: on
+letter at K = 1 OASIS lost .085 test mAP against the in-memory fit.)
+
+**The mix of a round** (:data:`MIX_RULE`, default ``"auto"``).  With
+``D_i = W_i - W0`` the local updates of the partitions that stepped in the
+round:
+
+* ``"add"`` -- learners with a step size (LORETA, FactoredGD: first-order
+  steps): ``W0 + sum_i D_i``, CoCoA+'s adding (Ma, Smith, Jaggi et al.,
+  ICML 2015, gamma = 1, sigma' = 1): the sequential pass's sum of steps up
+  to one round's staleness.  A factored sum that is not a finite rank-k
+  point (LORETA) falls back to the average (``partitioned_["mix_fallbacks"]``).
+* ``"ratio"`` -- the passive-aggressive learners (OASIS, IterativePA,
+  NaivePA): each step solves its triplet's constraint exactly (a dual
+  coordinate step of ``min 1/2 ||W - W0||^2 + C sum hinge``; with the cap
+  ``C`` OASIS's pass *is* SDCA on that problem), so adding ``K`` of them
+  computed from one point overshoots when the updates are correlated.
+  CoCoA+ makes the local problems safe with ``sigma' >= sigma'_min`` where
+  ``||sum_i D_i||^2 <= sigma' sum_i ||D_i||^2``; for the PA steps CoCoA+
+  with ``sigma'`` is the mix ``W0 + (1 / sigma') sum_i D_i``.  Here
+  ``sigma'`` is that bound's smallest value for the round's own updates,
+  ``g = 1 / sigma' = sum_i ||D_i||^2 / ||sum_i D_i||^2`` clipped to
+  ``[1 / n, 1]`` (n the partitions of the round): orthogonal updates are
+  added, equal ones averaged.  Two scalars per partition and one norm on
+  the driver (factors: k x k Gram matrices, no d x d product).
+* ``"search"`` -- the line search below, one mix per round on the grid
+  between the average and adding (one more map per round).
+
+With ``ROUNDS_PER_PASS = 1`` and ``MIX_RULE = "search"`` the fit is the one
+before issue 41 (one mix per pass, the line search); its efficiency and the
+new one's are in BENCHMARKS.md (``python -m bench.bench_mixing_quality``).
 
 **The mix.**
 
@@ -65,7 +124,7 @@ from the norms of the first ``AUTO_ETA_HEAD`` triplets taken from the
 partitions in proportion to their triplets (the in-memory rule on the
 partition's triplets when K = 1).
 
-**The mixing step (a line search).**  Averaging K local runs that moved
+**The mixing step of** ``"search"`` **(a line search).**  Averaging K local runs that moved
 alike from the same start moves the mix about as far as *one* partition's
 pass, so a round makes the progress of about M / K sequential steps
 (BENCHMARKS.md).  *Adding* the updates (Ma, Smith, Jaggi et al., ICML
@@ -404,6 +463,24 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
         out["since_check"] = int(est._factors.since_check)
         out["n_refresh"] = int(est._factors.n_refresh)
     return out
+
+
+def _canonical_signs(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The singular vectors with the sign that makes each column of ``P``'s
+    entry of largest magnitude positive (``P diag(s) Q^T`` unchanged): the
+    SVD's sign is otherwise free, and backends that reduce in different
+    orders could return opposite factors of the same model."""
+    if P.size == 0:
+        return P, Q
+    idx = np.argmax(np.abs(P), axis=0)
+    sg = np.sign(P[idx, np.arange(P.shape[1])])
+    sg[sg == 0] = 1.0
+    return P * sg, Q * sg
+
+
+def _with_signs(P, sv, Q):
+    P, Q = _canonical_signs(P, Q)
+    return P, sv, Q
 
 
 def _sq_displacement(kind: str, est, model: dict) -> float:
@@ -790,13 +867,14 @@ class _MixingRounds:
             return last
         if self.kind == "pinv" and not sv[-1] > 0:
             return last
-        A, B = split_balanced(P, sv, Q)
+        A, B = split_balanced(*_with_signs(P, sv, Q))
         return {"avg_A": A, "avg_B": B, "avg_ok": 1}
 
     def _split(self, P, sv, Q) -> dict:
         """The mixed model's factors from its truncated SVD (with exact
         pseudo-inverses for LORETA)."""
         name = type(self.learner).__name__
+        P, Q = _canonical_signs(P, Q)
         if self.kind != "pinv":
             A, B = split_balanced(P, sv, Q)
             return {"A": A, "B": B}
@@ -938,7 +1016,21 @@ def fit(learner, plan) -> None:
         elif ok:
             learner._set_factors(np.array(final["avg_A"], dtype=np.float64, order="C"),
                                  np.array(final["avg_B"], dtype=np.float64, order="C"))
+            if kind == "pinv":    # LORETA re-factors: the SVD's free signs made canonical
+                A = learner.A_
+                idx = np.argmax(np.abs(A), axis=0)
+                sg = np.sign(A[idx, np.arange(A.shape[1])])
+                sg[sg == 0] = 1.0
+                if np.any(sg < 0):
+                    _set_model(learner, kind, {
+                        "t": learner.t_, "rank": learner.rank_, **(
+                            {"eta": learner.eta_} if "eta" in final else {}),
+                        "A": learner.A_ * sg, "B": learner.B_ * sg,
+                        "PA": learner.pinv_A_ * sg, "PB": learner.pinv_B_ * sg,
+                        "since_check": 0}, copy=True, n_refresh=rounds.n_refresh)
         learner.averaged_ = ok
+    elif hasattr(learner, "average"):       # average=False: the last iterate, as in memory
+        learner.averaged_ = False
     learner._watch = None
     learner._finalize()
     apply_result(learner, result, tol=learner.tol, what=learner._criterion_name,
