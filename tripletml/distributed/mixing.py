@@ -90,11 +90,12 @@ With ``ROUNDS_PER_PASS = 1`` and ``MIX_RULE = "search"`` the fit is the one
 before issue 41 (one mix per pass, the line search); its efficiency and the
 new one's are in BENCHMARKS.md (``python -m bench.bench_mixing_quality``).
 
-**The mix.**
+**The combination** (the weights ``c_i``, and ``1 - sum_i c_i g`` for
+``W0``, are the round's mix rule's, below).
 
-* OASIS: the weighted average of the dense ``W_i`` (d x d), tree-reduced.
-* The factored learners (``W = A B^T`` of rank k): ``sum_i mu_i A_i B_i^T``
-  has rank up to ``Kk``; it is re-truncated to rank k without forming a
+* OASIS: the weighted sum of the dense ``W_i`` (d x d), tree-reduced.
+* The factored learners (``W = A B^T`` of rank k): ``sum_i c_i A_i B_i^T``
+  (with ``W0``) has rank up to ``(K + 1) k``; it is re-truncated to rank k without forming a
   d x d matrix (:func:`tripletml.linalg.lowrank_mix.mix_truncate`: thin QRs
   of the stacked ``[sqrt(mu_i) A_i]`` and ``[sqrt(mu_i) B_i]``, the SVD of
   the ``Kk x Kk`` core, the top k triplets; ``O((n + m)(Kk)^2)``).  The
