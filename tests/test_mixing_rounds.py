@@ -49,18 +49,22 @@ def _oasis_steps(W, X, T, C):
 
 
 def test_rounds_per_pass_are_the_in_memory_blocks():
+    """Rounds: the in-memory blocks, each split into rounds of at most
+    ROUND_STEPS = 1000 steps; snapshots of the tail average at the block
+    ends."""
     assert mixing.rounds_per_pass(800) == 1
     assert mixing.rounds_per_pass(2400) == 3
-    assert mixing.rounds_per_pass(30000) == 20
     M = 30000
-    B = block_size(M)
-    assert [mixing.chunk_bounds(M, j, 20, M) for j in (0, 1, 19)] == \
-        [(0, B), (B, 2 * B), (19 * B, M)]
-    # shares of a pass: every step once, in order
-    for m in (0, 1, 7, 1875, 2000):
-        b = [mixing.chunk_bounds(m, j, 20, M) for j in range(20)]
+    B = block_size(M)                              # 1500: 20 blocks of 2 rounds
+    assert mixing.rounds_per_pass(M) == 40
+    assert [mixing.chunk_bounds(M, j, 40, M) for j in (0, 1, 2, 39)] == \
+        [(0, 750), (750, B), (B, B + 750), (M - 750, M)]
+    assert [j for j in range(40) if mixing.snapshot_after(j, 40, M)] == list(range(1, 40, 2))
+    assert mixing.rounds_per_pass(100000) == 100
+    for m in (0, 1, 7, 1875, 2000):                # shares of a pass: every step once
+        b = [mixing.chunk_bounds(m, j, 40, M) for j in range(40)]
         assert b[0][0] == 0 and b[-1][1] == m
-        assert all(b[j][1] == b[j + 1][0] for j in range(19))
+        assert all(b[j][1] == b[j + 1][0] for j in range(39))
     with pytest.raises(ValueError, match="ROUNDS_PER_PASS"):
         mixing.rounds_per_pass(10, 0)
 

@@ -175,8 +175,8 @@ from sklearn.base import clone
 
 from tripletml.core import factored
 from tripletml.core.factored import column_energy, moment_product, second_moment, spectrum_from
-from tripletml.core.online import (AUTO_ETA_HEAD, WATCH_HEAD, auto_step_norms, block_size,
-                                   new_watch)
+from tripletml.core.online import (AUTO_ETA_HEAD, BLOCK_MIN, WATCH_HEAD, auto_step_norms,
+                                   block_size, new_watch)
 from tripletml.distributed.reduction import tree_sum
 from tripletml.distributed.strategy import PartitionedStrategy, partition_shares
 from tripletml.engine.driver import StepReport, TrainingResult, apply_result, run
@@ -186,7 +186,8 @@ from tripletml.linalg.lowrank_mix import mix_truncate, mix_truncate_many, split_
 from tripletml.linalg.pinv import PinvFactors
 from tripletml.linalg.sparse_rows import as_csr, bilinear_margins, diff_buffers
 
-__all__ = ["fit", "model_kind", "mix_steps", "MIX_STEPS", "EVAL_TRIPLETS", "STRATEGY"]
+__all__ = ["fit", "model_kind", "mix_steps", "mix_rule", "rounds_per_pass", "chunk_bounds",
+           "MIX_STEPS", "MIX_RULE", "ROUNDS_PER_PASS", "EVAL_TRIPLETS", "STRATEGY"]
 
 #: Points of the mixing step's geometric grid ``s_j = K^(j / (MIX_STEPS - 1))``,
 #: ``j = 0, ..., MIX_STEPS - 1``, between 1 (McDonald's average) and
@@ -203,11 +204,18 @@ MIX_STEPS: int = 3
 #: epochs).  Every round ships the model to every partition and back.
 ROUNDS_PER_PASS: "int | str" = "blocks"
 
+#: The most steps (of all partitions together) in one mixing round of
+#: ``"blocks"``: an in-memory block longer than this is split into
+#: ``ceil(block / ROUND_STEPS)`` rounds (the tail average still takes its
+#: snapshots at the block ends).  ``BLOCK_MIN``: the in-memory learner's
+#: smallest block.
+ROUND_STEPS: int = BLOCK_MIN
+
 #: How a round's local models are mixed: ``"add"`` (the local displacements
 #: added, ``W0 + sum_i (W_i - W0)``: CoCoA+'s adding, gamma = 1) or
 #: ``"search"`` (the step ``s`` of ``W0 + s sum_i mu_i (W_i - W0)`` chosen on
 #: the grid :func:`mix_steps` by the training loss: one more map per round).
-MIX_RULE: str = "auto"
+MIX_RULE: str = "ratio"
 
 #: Triplets per partition on which the candidates are evaluated: None = all
 #: of them, an int = an evenly strided, fixed subsample of that many.  The
@@ -220,32 +228,64 @@ EVAL_TRIPLETS: int | None = 16384
 _EVAL_CHUNK = 4096
 
 
+def _split_blocks(m_total: int) -> tuple[int, int]:
+    """``(B, S)``: the in-memory block of a pass over ``M`` triplets and the
+    rounds each block is split into (at most :data:`ROUND_STEPS` steps of
+    all partitions together in a round)."""
+    M = max(int(m_total), 1)
+    B = block_size(M)
+    return B, max(1, -(-min(B, M) // int(ROUND_STEPS)))
+
+
 def rounds_per_pass(m_total: int, setting=None) -> int:
     """The mixing rounds of one pass over ``m_total`` triplets
     (:data:`ROUNDS_PER_PASS`)."""
     v = ROUNDS_PER_PASS if setting is None else setting
     m = max(int(m_total), 1)
     if v == "blocks":
-        return -(-m // block_size(m))
+        B, S = _split_blocks(m)
+        return -(-m // B) * S
     if isinstance(v, str) or int(v) < 1:
         raise ValueError(f"mixing: ROUNDS_PER_PASS must be 'blocks' or an int >= 1, got {v!r}")
     return min(int(v), m)
 
 
+def _global_bound(j: int, R: int, M: int) -> int:
+    """The pass's step (of all ``M``) at which round ``j`` of ``R`` starts."""
+    if j >= R:
+        return M
+    B, S = _split_blocks(M)
+    if R == -(-M // B) * S:            # "blocks": S rounds per in-memory block
+        b, s = divmod(j, S)
+        L = min(B, M - b * B)
+        return b * B + (s * L) // S
+    return (j * M) // R
+
+
+def snapshot_after(j: int, R: int, M: int) -> bool:
+    """Whether the mixed model after round ``j`` is a snapshot of the tail
+    average: at the in-memory block ends (every round when the rounds are
+    not the blocks' subdivision)."""
+    B, S = _split_blocks(M)
+    if R == -(-max(int(M), 1) // B) * S:
+        return (j + 1) % S == 0 or j == R - 1
+    return True
+
+
 def chunk_bounds(m: int, j: int, n_rounds: int, m_total: int) -> tuple[int, int]:
     """The steps ``[lo, hi)`` of a pass over a partition's ``m`` triplets
     made in round ``j`` of ``n_rounds``: the partition's share ``m / M`` of
-    the in-memory blocks of ``block = ceil(M / n_rounds)`` steps
-    (``lo = floor(j block m / M)``); with one partition (``m = M``) and
-    ``ROUNDS_PER_PASS = "blocks"`` exactly the in-memory blocks."""
+    the pass's steps ``[G_j, G_(j+1))`` of round j (``lo = floor(G_j m /
+    M)``); with one partition (``m = M``) exactly those steps: the
+    in-memory blocks, each split into rounds of at most
+    :data:`ROUND_STEPS`."""
     M = max(int(m_total), 1)
     R = int(n_rounds)
     if R <= 1:
         return 0, int(m)
-    block = block_size(M) if -(-M // block_size(M)) == R else -(-M // R)
-    lo = min(int(m), (j * block * int(m)) // M)
-    hi = int(m) if j == R - 1 else min(int(m), ((j + 1) * block * int(m)) // M)
-    return lo, hi
+    lo = (_global_bound(j, R, M) * int(m)) // M
+    hi = int(m) if j >= R - 1 else (_global_bound(j + 1, R, M) * int(m)) // M
+    return min(lo, int(m)), min(hi, int(m))
 
 
 def mix_rule(model: dict) -> str:
@@ -700,6 +740,7 @@ class _MixingRounds:
         scalars = {k: v for k, v in model.items() if not isinstance(v, np.ndarray)}
         tot = {"m": 0, "loss": 0.0, "mistakes": None, "drift": 0.0}
         snaps: list[tuple[dict, int]] = []
+        since = 0
         chosen = []
         for j in range(self.n_rounds):
             self.j = j
@@ -733,7 +774,12 @@ class _MixingRounds:
                     f"{self.round + 1}); {self.learner._advice}")
             model = {**{k: v for k, v in scalars.items() if k != "since_check"}, **fields,
                      "t": int(model["t"]) + int(out["m"])}
-            snaps.append((fields, int(out["m"])))
+            since += int(out["m"])
+            if snapshot_after(j, self.n_rounds, self.M) and since > 0:
+                snaps.append((fields, since))
+                since = 0
+        if since > 0:
+            snaps.append((model, since))
         out = tot
         t = t0 + int(out["m"])
         new = {**model, "t": t}
@@ -1052,4 +1098,5 @@ def fit(learner, plan) -> None:
 
 #: iterative parameter mixing: rounds with checkpoints, the model shipped
 #: every round (OASIS, LORETA, the factored learners)
-STRATEGY = PartitionedStrategy("mixing", fit, checkpoints=True, ships_model=True)
+STRATEGY = PartitionedStrategy("mixing", fit, checkpoints=True, ships_model=True,
+                               syncs_per_pass=lambda m_total: rounds_per_pass(m_total))
