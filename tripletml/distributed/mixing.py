@@ -24,16 +24,18 @@ partition without triplets has ``mu_i = 0`` and is left out).
 **Passes and rounds.**  ``max_iter`` counts passes over all the data (every
 triplet is seen once per pass), so ``max_iter`` passes make as many steps as
 ``max_iter`` in-memory passes.  A pass is made of ``R`` *mixing rounds*
-(:data:`ROUNDS_PER_PASS`, default ``"blocks"``): ``R`` is the number of
-blocks of the in-memory pass (:func:`~tripletml.core.online.block_size`:
-about 20 blocks, at least ``BLOCK_MIN`` steps each), and round ``j`` runs
-every partition's share ``m_i / M`` of block ``j`` of its pass order
-(:func:`chunk_bounds`) from the mixed model, then mixes (issue 41: "more
-frequent mixing within a pass").  Why: one mix per pass lets every
+(:data:`ROUNDS_PER_PASS`, default ``"blocks"``): the blocks of the
+in-memory pass (:func:`~tripletml.core.online.block_size`: about 20
+blocks, at least ``BLOCK_MIN`` steps each), each split into rounds of at
+most :data:`ROUND_STEPS` = 1,000 steps of all partitions together (40
+rounds of 750 for OASIS's default 30,000 triplets, 100 for LORETA's 100,000); round
+``j`` runs every partition's share ``m_i / M`` of the round's steps of its
+pass order (:func:`chunk_bounds`) from the mixed model, then mixes (issue
+41: "more frequent mixing within a pass").  Why: one mix per pass lets every
 partition run its whole share without seeing the others' steps, and the
 mix then either averages (the progress of ``M / K`` sequential steps) or
-adds ``K`` updates computed from one point; with a mix per block the
-updates added are at most one block stale (delayed-update SGD: Langford,
+adds ``K`` updates computed from one point; with a mix every 1,000 steps
+the updates combined are at most one round stale (delayed-update SGD: Langford,
 Smola & Zinkevich, NIPS 2009, "Slow learners are fast"; Dekel,
 Gilad-Bachrach, Shamir & Xiao, JMLR 2012, distributed mini-batches: the
 serial rate as long as the batch is small against the pass).  Cost: ``R``
@@ -61,17 +63,22 @@ which).  The rounds continue from the last iterate, as the in-memory passes
 do.  (Before issue 41 the partitioned fit returned the last iterate: on
 letter at K = 1 OASIS lost .085 test mAP against the in-memory fit.)
 
-**The mix of a round** (:data:`MIX_RULE`, default ``"auto"``).  With
-``D_i = W_i - W0`` the local updates of the partitions that stepped in the
-round:
+**The mix of a round** (:data:`MIX_RULE`, default ``"ratio"`` for every
+learner).  With ``D_i = W_i - W0`` the local updates of the partitions that
+stepped in the round:
 
-* ``"add"`` -- learners with a step size (LORETA, FactoredGD: first-order
-  steps): ``W0 + sum_i D_i``, CoCoA+'s adding (Ma, Smith, Jaggi et al.,
-  ICML 2015, gamma = 1, sigma' = 1): the sequential pass's sum of steps up
-  to one round's staleness.  A factored sum that is not a finite rank-k
+* ``"add"`` -- ``W0 + sum_i D_i``, CoCoA+'s adding (Ma, Smith, Jaggi et
+  al., ICML 2015, gamma = 1, sigma' = 1): the sequential pass's sum of
+  steps up to one round's staleness.  (``"auto"``: adding for the learners
+  with a step size, LORETA and FactoredGD, ``"ratio"`` for the others.
+  Measured at one mix per in-memory block: adding kept LORETA's optdigits
+  quality at K = 16 but lost .016 to .031 on letter, d = 16, where the
+  partitions' updates overlap; the ratio rule on rounds of 1,000 steps
+  kept both.)  A factored sum that is not a finite rank-k
   point (LORETA) falls back to the average (``partitioned_["mix_fallbacks"]``).
-* ``"ratio"`` -- the passive-aggressive learners (OASIS, IterativePA,
-  NaivePA): each step solves its triplet's constraint exactly (a dual
+* ``"ratio"`` (the default) -- for the passive-aggressive learners
+  (OASIS, IterativePA, NaivePA) each step solves its triplet's constraint
+  exactly (a dual
   coordinate step of ``min 1/2 ||W - W0||^2 + C sum hinge``; with the cap
   ``C`` OASIS's pass *is* SDCA on that problem), so adding ``K`` of them
   computed from one point overshoots when the updates are correlated.
@@ -82,7 +89,12 @@ round:
   ``g = 1 / sigma' = sum_i ||D_i||^2 / ||sum_i D_i||^2`` clipped to
   ``[1 / n, 1]`` (n the partitions of the round): orthogonal updates are
   added, equal ones averaged.  Two scalars per partition and one norm on
-  the driver (factors: k x k Gram matrices, no d x d product).
+  the driver (factors: k x k Gram matrices, no d x d product).  For the
+  gradient learners (LORETA, FactoredGD) the same bound is CoCoA+'s safe
+  aggregation of their first-order steps: over a short round a
+  partition's update is mostly its own triplets' noise, orthogonal to the
+  others' (g near 1, adding: the sequential pass), and the rule averages
+  only what the partitions repeat.
 * ``"search"`` -- the line search below, one mix per round on the grid
   between the average and adding (one more map per round).
 
@@ -289,7 +301,7 @@ def chunk_bounds(m: int, j: int, n_rounds: int, m_total: int) -> tuple[int, int]
 
 
 def mix_rule(model: dict) -> str:
-    """The mix of a round (:data:`MIX_RULE`; ``"auto"``: ``"add"`` for a
+    """The mix of a round (:data:`MIX_RULE`, default ``"ratio"``; ``"auto"``: ``"add"`` for a
     learner with a step size -- LORETA, FactoredGD: first-order steps, whose
     summed updates are the sequential pass's up to one round's staleness --
     and ``"ratio"`` for the passive-aggressive learners -- OASIS,
