@@ -61,6 +61,10 @@ def test_rounds_per_pass_are_the_in_memory_blocks():
         [(0, 750), (750, B), (B, B + 750), (M - 750, M)]
     assert [j for j in range(40) if mixing.snapshot_after(j, 40, M)] == list(range(1, 40, 2))
     assert mixing.rounds_per_pass(100000) == 100
+    assert mixing.rounds_per_pass(M, split=False) == 20          # the PA learners: the blocks
+    assert mixing.splits_blocks(tripletml.LORETA()) and not mixing.splits_blocks(tripletml.OASIS())
+    assert [mixing.chunk_bounds(M, j, 20, M) for j in (0, 19)] == [(0, B), (M - B, M)]
+    assert all(mixing.snapshot_after(j, 20, M) for j in range(20))
     for m in (0, 1, 7, 1875, 2000):                # shares of a pass: every step once
         b = [mixing.chunk_bounds(m, j, 40, M) for j in range(40)]
         assert b[0][0] == 0 and b[-1][1] == m

@@ -26,16 +26,21 @@ triplet is seen once per pass), so ``max_iter`` passes make as many steps as
 ``max_iter`` in-memory passes.  A pass is made of ``R`` *mixing rounds*
 (:data:`ROUNDS_PER_PASS`, default ``"blocks"``): the blocks of the
 in-memory pass (:func:`~tripletml.core.online.block_size`: about 20
-blocks, at least ``BLOCK_MIN`` steps each), each split into rounds of at
-most :data:`ROUND_STEPS` = 1,000 steps of all partitions together (40
-rounds of 750 for OASIS's default 30,000 triplets, 100 for LORETA's 100,000); round
-``j`` runs every partition's share ``m_i / M`` of the round's steps of its
+blocks, at least ``BLOCK_MIN`` steps each); for the learners with a step
+size (LORETA, FactoredGD: :func:`splits_blocks`) each block is split into
+rounds of at most :data:`ROUND_STEPS` = 1,000 steps of all partitions
+together, while the passive-aggressive learners mix once per block
+(measured on letter, d = 16: OASIS with rounds of 750 steps lost .02 to .04
+at K = 4 to 16, once per block of 1,500 it gained; LORETA once per block
+of 5,000 lost .02 to .03, with rounds of 1,000 it kept its quality; at
+the defaults OASIS's 30,000 triplets make 20 rounds per pass, LORETA's
+100,000 make 100).  Round ``j`` runs every partition's share ``m_i / M`` of the round's steps of its
 pass order (:func:`chunk_bounds`) from the mixed model, then mixes (issue
 41: "more frequent mixing within a pass").  Why: one mix per pass lets every
 partition run its whole share without seeing the others' steps, and the
 mix then either averages (the progress of ``M / K`` sequential steps) or
-adds ``K`` updates computed from one point; with a mix every 1,000 steps
-the updates combined are at most one round stale (delayed-update SGD: Langford,
+adds ``K`` updates computed from one point; with a mix every round the
+updates combined are at most one round stale (delayed-update SGD: Langford,
 Smola & Zinkevich, NIPS 2009, "Slow learners are fast"; Dekel,
 Gilad-Bachrach, Shamir & Xiao, JMLR 2012, distributed mini-batches: the
 serial rate as long as the batch is small against the pass).  Cost: ``R``
@@ -240,22 +245,32 @@ EVAL_TRIPLETS: int | None = 16384
 _EVAL_CHUNK = 4096
 
 
-def _split_blocks(m_total: int) -> tuple[int, int]:
+def _split_blocks(m_total: int, split: bool = True) -> tuple[int, int]:
     """``(B, S)``: the in-memory block of a pass over ``M`` triplets and the
     rounds each block is split into (at most :data:`ROUND_STEPS` steps of
-    all partitions together in a round)."""
+    all partitions together in a round when ``split``, else 1)."""
     M = max(int(m_total), 1)
     B = block_size(M)
+    if not split:
+        return B, 1
     return B, max(1, -(-min(B, M) // int(ROUND_STEPS)))
 
 
-def rounds_per_pass(m_total: int, setting=None) -> int:
+def splits_blocks(learner) -> bool:
+    """Whether the learner's rounds split the in-memory blocks into rounds
+    of :data:`ROUND_STEPS`: the learners with a step size (LORETA,
+    FactoredGD); the passive-aggressive ones (OASIS, IterativePA, NaivePA)
+    mix once per in-memory block."""
+    return hasattr(learner, "eta0")
+
+
+def rounds_per_pass(m_total: int, setting=None, split: bool = True) -> int:
     """The mixing rounds of one pass over ``m_total`` triplets
-    (:data:`ROUNDS_PER_PASS`)."""
+    (:data:`ROUNDS_PER_PASS`; ``split``: :func:`splits_blocks`)."""
     v = ROUNDS_PER_PASS if setting is None else setting
     m = max(int(m_total), 1)
     if v == "blocks":
-        B, S = _split_blocks(m)
+        B, S = _split_blocks(m, split)
         return -(-m // B) * S
     if isinstance(v, str) or int(v) < 1:
         raise ValueError(f"mixing: ROUNDS_PER_PASS must be 'blocks' or an int >= 1, got {v!r}")
@@ -266,8 +281,10 @@ def _global_bound(j: int, R: int, M: int) -> int:
     """The pass's step (of all ``M``) at which round ``j`` of ``R`` starts."""
     if j >= R:
         return M
-    B, S = _split_blocks(M)
-    if R == -(-M // B) * S:            # "blocks": S rounds per in-memory block
+    B = block_size(M)
+    nb = -(-M // B)
+    S = R // nb if R % nb == 0 else 0
+    if S >= 1 and S == _split_blocks(M)[1] or S == 1:   # "blocks": S rounds per block
         b, s = divmod(j, S)
         L = min(B, M - b * B)
         return b * B + (s * L) // S
@@ -278,8 +295,10 @@ def snapshot_after(j: int, R: int, M: int) -> bool:
     """Whether the mixed model after round ``j`` is a snapshot of the tail
     average: at the in-memory block ends (every round when the rounds are
     not the blocks' subdivision)."""
-    B, S = _split_blocks(M)
-    if R == -(-max(int(M), 1) // B) * S:
+    M = max(int(M), 1)
+    nb = -(-M // block_size(M))
+    S = R // nb if R % nb == 0 else 0
+    if S >= 1 and S == _split_blocks(M)[1] or S == 1:
         return (j + 1) % S == 0 or j == R - 1
     return True
 
@@ -666,7 +685,7 @@ class _MixingRounds:
         self.n_searched = 0
         self.hist: History | None = None
         self.criterion: float | None = None
-        self.n_rounds = rounds_per_pass(self.M)
+        self.n_rounds = rounds_per_pass(self.M, split=splits_blocks(learner))
         # the tasks scale their models by c_i: mu_i for the search (the
         # average's weights), 1 for adding
         self.rule = mix_rule(model)
@@ -1111,4 +1130,5 @@ def fit(learner, plan) -> None:
 #: iterative parameter mixing: rounds with checkpoints, the model shipped
 #: every round (OASIS, LORETA, the factored learners)
 STRATEGY = PartitionedStrategy("mixing", fit, checkpoints=True, ships_model=True,
-                               syncs_per_pass=lambda m_total: rounds_per_pass(m_total))
+                               syncs_per_pass=lambda m_total, learner=None: rounds_per_pass(
+                                   m_total, split=learner is None or splits_blocks(learner)))
