@@ -43,12 +43,19 @@ class PartitionedStrategy:
         Whether every round ships the learner's model to and from every
         partition (a dense ``d x d`` one is refused when too large to ship
         or to reduce on the driver).
+    syncs_per_pass : callable(m_total, learner=None) -> int, optional
+        Round trips (broadcast, tasks, reduction, gather) per pass over
+        ``m_total`` triplets when more than one (parameter mixing mixes
+        once per in-memory block: :func:`tripletml.distributed.mixing.rounds_per_pass`);
+        None: one.  A cost model that prices one round trip per pass
+        multiplies it by this.
     """
 
     name: str
     fit: Callable[[Any, Any], None]
     checkpoints: bool = False
     ships_model: bool = False
+    syncs_per_pass: Callable[[int], int] | None = None
 
     def __repr__(self) -> str:
         return f"PartitionedStrategy({self.name!r})"
