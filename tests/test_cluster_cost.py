@@ -21,6 +21,10 @@ def test_decide_follows_the_formula():
     assert big["cluster_s"] == pytest.approx(0.05 + big["local_s"] / 2)
     small = cost.decide(examples=100, d=16, round_trip_s=0.05, threads=2)
     assert small["decision"] == "in-process"
+    # the mixing's rounds within a pass each pay the round trip
+    many = cost.decide(examples=10 ** 6, d=16, round_trip_s=0.05, threads=2, syncs=20)
+    assert many["cluster_s"] == pytest.approx(20 * 0.05 + many["local_s"] / 2)
+    assert many["syncs_per_pass"] == 20
     # one worker thread never pays off
     assert cost.decide(examples=10 ** 12, d=16, round_trip_s=0.0,
                        threads=1)["decision"] == "in-process"

@@ -31,6 +31,15 @@ def digits():
     return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
 
 
+@pytest.fixture
+def one_mix_per_pass(monkeypatch):
+    """The references below are the paper's algorithm 3: one mix at the end
+    of each pass, chosen by the line search (the default now mixes once per
+    in-memory block by the CoCoA+ ratio rule: tests/test_mixing_rounds.py)."""
+    monkeypatch.setattr(mixing, "ROUNDS_PER_PASS", 1)
+    monkeypatch.setattr(mixing, "MIX_RULE", "search")
+
+
 def _seed(random_state):
     """The partitioned driver's seed (fit_partitioned's first draw)."""
     return int(np.random.default_rng(random_state).integers(2 ** 63 - 1))
@@ -116,6 +125,7 @@ def _three_oasis_partitions():
     return X, parts, Ts, coll
 
 
+@pytest.mark.usefixtures("one_mix_per_pass")
 def test_oasis_mixing_equals_algorithm_3_reference(monkeypatch):
     """Plain averaging (MIX_STEPS = 1), K = 3 with unequal shares: W^(n) =
     sum_i (m_i / M) OASIS-pass_i(W^(n-1)) written from McDonald et al.'s
@@ -136,6 +146,7 @@ def test_oasis_mixing_equals_algorithm_3_reference(monkeypatch):
     assert est.t_ == 3 * 800
 
 
+@pytest.mark.usefixtures("one_mix_per_pass")
 def test_oasis_line_search_equals_dense_reference():
     """The default line search, K = 3: each round the candidates
     W0 + s sum_i mu_i (W_i - W0), s on the geometric grid from 1 to 3, are
@@ -163,6 +174,7 @@ def test_oasis_line_search_equals_dense_reference():
     assert any(c > 1 for c in chosen)          # the search moved beyond the average
 
 
+@pytest.mark.usefixtures("one_mix_per_pass")
 @pytest.mark.parametrize("n_steps", [1, 5])
 def test_factored_gd_mixing_equals_dense_reference(n_steps, monkeypatch):
     """FactoredGD over K = 3 partitions against a dense reference: local GD
@@ -278,6 +290,7 @@ def test_deterministic_and_save_load(name, digits, tmp_path):
                                   a.similarity(Xte[:20], Xte[20:40]))
 
 
+@pytest.mark.usefixtures("one_mix_per_pass")
 @pytest.mark.parametrize("name", ["OASIS", "LORETA"])
 def test_search_never_picks_a_candidate_with_a_higher_loss(name, digits):
     """Every round's chosen step has the lowest evaluated loss of the grid

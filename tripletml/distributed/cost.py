@@ -152,21 +152,25 @@ def seconds_per_example(learner, X, y) -> float | None:
 
 
 def decide(*, examples: int, d: int, round_trip_s: float, threads: int,
-           per_example_s: float | None = None, ship_bytes: int = 0, rounds: int = 1) -> dict:
-    """The cost model's prediction for one round: ``local_s`` (in process),
+           per_example_s: float | None = None, ship_bytes: int = 0, rounds: int = 1,
+           syncs: int = 1) -> dict:
+    """The cost model's prediction for one pass: ``local_s`` (in process),
     ``cluster_s``, the ``decision`` and its inputs.  ``per_example_s`` (the
     learner's measured cost, :func:`seconds_per_example`) when known, else
     ``d**2`` multiply-adds per example at :func:`machine_rate`.  ``ship_bytes``
     of partitions held by the driver are sent to the workers once per fit
-    (at :data:`SHIP_RATE`), a cost spread over the ``rounds``."""
+    (at :data:`SHIP_RATE`), a cost spread over the ``rounds`` (passes).
+    ``syncs``: round trips per pass (parameter mixing mixes once per
+    in-memory block), each costing ``round_trip_s``."""
     rate = machine_rate(d)
     work = float(max(examples, 1)) * float(d) ** 2
     local = work / rate if per_example_s is None else float(max(examples, 1)) * per_example_s
     P = max(int(threads), 1)
     ship = float(ship_bytes) / SHIP_RATE
-    cluster = float(round_trip_s) + local / P + ship / max(int(rounds), 1)
+    cluster = max(int(syncs), 1) * float(round_trip_s) + local / P + ship / max(int(rounds), 1)
     decision = "cluster" if P > 1 and local > MARGIN * cluster else "in-process"
     return {"decision": decision, "local_s": local, "cluster_s": cluster,
             "round_trip_s": float(round_trip_s), "threads": P, "rate": rate,
             "per_example_s": per_example_s, "ship_s": ship, "rounds": int(rounds),
+            "syncs_per_pass": max(int(syncs), 1),
             "examples": int(examples), "d": int(d)}

@@ -806,8 +806,9 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     backend.n_features = d
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
+    syncs = strategy.syncs_per_pass(int(total), learner) if strategy.syncs_per_pass else 1
     backend, costs = _cost_model(learner, backend, collection, infos, total, round_trip,
-                                 choice, owner)
+                                 choice, owner, syncs)
     pre = _with_restarts(owner, backend, lambda: fit_preprocessor(learner, backend, infos),
                          "fitting the preprocessing")
     learner.scaler_ = pre
@@ -868,12 +869,15 @@ def _in_memory(part) -> bool:
     return isinstance(part, np.ndarray) or sp.issparse(part)
 
 
-def _cost_model(learner, backend, collection, infos, total, round_trip, choice, owner):
+def _cost_model(learner, backend, collection, infos, total, round_trip, choice, owner,
+                syncs: int = 1):
     """``(backend, report)``: the local backend instead of the cluster when
     the measured cost model (:mod:`tripletml.distributed.cost`) predicts the
     cluster slower and the partitions are small and in memory; a
     :class:`~tripletml.distributed.cost.ClusterCostWarning` when they are
-    not."""
+    not.  ``syncs``: the round trips the strategy makes per pass
+    (:attr:`PartitionedStrategy.syncs_per_pass`; parameter mixing mixes
+    once per in-memory block)."""
     if backend.name != "dask" or choice == "cluster" or round_trip is None:
         return backend, None
     d = int(infos[0]["d"])
@@ -893,7 +897,7 @@ def _cost_model(learner, backend, collection, infos, total, round_trip, choice, 
     rounds = int(rounds) if isinstance(rounds, numbers.Integral) and rounds > 0 else 1
     report = cost.decide(examples=examples, d=d, round_trip_s=round_trip, threads=threads,
                          per_example_s=per_example, ship_bytes=nbytes if local_ok else 0,
-                         rounds=rounds)
+                         rounds=rounds, syncs=syncs)
     report = {k: (float(f"{v:.6g}") if isinstance(v, float) else v)
               for k, v in report.items()}
     if report["decision"] == "cluster":
