@@ -72,3 +72,26 @@ def raw_rows(monkeypatch):
     test_scale_equivariance.py."""
     import tripletml.core.preprocessing as prep
     monkeypatch.setattr(prep, "feature_unit", lambda X, mean=None: 1.0)
+
+
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS",
+               "NUMBA_NUM_THREADS")
+
+
+@pytest.fixture(autouse=True)
+def _restore_thread_variables():
+    """Dask's nanny writes OMP/OPENBLAS/MKL_NUM_THREADS=1 into this process's
+    ``os.environ`` when a test starts a local cluster, and leaves them there;
+    the BLAS already loaded keeps its threads, but
+    :mod:`tripletml.engine.threads` then reads a user's setting and stops
+    limiting small work, so every later fit in that xdist worker ran on
+    OpenBLAS's spinning threads (issue 40: LMNN's scale test 2.9 CPU s alone,
+    60.8 in the full suite).  Restored after every test."""
+    before = {k: os.environ.get(k) for k in _THREAD_ENV}
+    yield
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        elif os.environ.get(k) != v:
+            os.environ[k] = v

@@ -482,3 +482,35 @@ def test_smooth_solver_margins_of_the_averaged_iterate_are_exact():
         f, _ = solver.iterate()
     np.testing.assert_allclose(solver.margins_M, prob.margins(solver.M), rtol=1e-9, atol=1e-11)
     assert f == pytest.approx(_f_loop(X, t, solver.M, 0.05), rel=1e-10)
+
+
+def test_partitioned_rounds_run_on_one_blas_thread_for_small_work(monkeypatch):
+    """Issue 40: ``fit`` cannot size a collection, so SML's partitioned path
+    limits the threads itself (the work of an in-memory fit on the rows its
+    triplets touch): its rounds' products run on one BLAS thread, as the
+    in-memory fit's do (OpenBLAS's threads made a 600-triplet digits fit 8
+    times as costly on a busy 2-core machine), and the threads are restored
+    afterwards.  Trivial where the process already has one thread."""
+    from threadpoolctl import threadpool_info
+
+    from tripletml.algorithms.sml import distributed as dist
+    from tripletml.distributed.sharded import ShardedCollection
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    seen = []
+    orig = dist.PartitionedSMLProblem.A_sum
+
+    def A_sum(self, u):
+        seen.append(blas_threads())
+        return orig(self, u)
+
+    monkeypatch.setattr(dist.PartitionedSMLProblem, "A_sum", A_sum)
+    X, _ = _data(seed=4, n=40)
+    coll = ShardedCollection.from_arrays(X, np.arange(40) % 3, n_partitions=2)
+    m = SML(n_triplets=60, max_iter=3, tol=None, random_state=0).fit(coll)
+    assert m.n_iter_ == 3 and seen
+    assert all(t == [1] * len(t) for t in seen), seen
+    assert blas_threads() == before
