@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from joblib import parallel_config
 from threadpoolctl import threadpool_info
+from tripletml.engine.threads import kept_thread_environment
 
 __all__ = ["use_cluster", "active_client", "require_dask", "INSTALL_HINT", "worker_blas_threads",
            "CONNECT_TIMEOUT", "CLUSTER_TIMEOUT", "cluster_timeout"]
@@ -337,38 +338,39 @@ def use_cluster(scheduler: Any, *, blas_threads: int | None = 1,
             not 0 < timeout < float("inf"):
         raise ValueError(f"use_cluster: timeout must be a positive number of seconds, got "
                          f"{timeout!r}")
-    client, to_close = _connect(scheduler, distributed, float(timeout))
-    name = None
-    try:
-        if blas_threads is not None:
-            name = f"tripletml-blas-{uuid.uuid4().hex[:8]}"
-            from tripletml.distributed.dask_plugins import BlasLimitPlugin
-            plugin = BlasLimitPlugin(int(blas_threads))
-            _bounded(lambda: client.register_plugin(plugin, name=name), cluster_timeout(),
-                     "registering the BLAS-threads plugin on the workers")
-        stack = getattr(_state, "stack", None)
-        if stack is None:
-            stack = _state.stack = []
-        stack.append(client)
+    with kept_thread_environment():      # Dask's nanny leaves its thread variables
+        client, to_close = _connect(scheduler, distributed, float(timeout))
+        name = None
         try:
-            with parallel_config(backend="dask", client=client):
-                yield client
+            if blas_threads is not None:
+                name = f"tripletml-blas-{uuid.uuid4().hex[:8]}"
+                from tripletml.distributed.dask_plugins import BlasLimitPlugin
+                plugin = BlasLimitPlugin(int(blas_threads))
+                _bounded(lambda: client.register_plugin(plugin, name=name), cluster_timeout(),
+                         "registering the BLAS-threads plugin on the workers")
+            stack = getattr(_state, "stack", None)
+            if stack is None:
+                stack = _state.stack = []
+            stack.append(client)
+            try:
+                with parallel_config(backend="dask", client=client):
+                    yield client
+            finally:
+                stack.pop()
         finally:
-            stack.pop()
-    finally:
-        try:
-            if name is not None and client.status == "running":
-                # the work is done: a worker lost meanwhile (its connection closed,
-                # or no answer) must not turn it into an error; a new worker
-                # process starts with its own BLAS settings anyway
-                from distributed.comm.core import CommClosedError
-                try:
-                    _bounded(lambda: client.unregister_worker_plugin(name),
-                             cluster_timeout(), "removing the BLAS-threads plugin")
-                except (CommClosedError, OSError, ValueError, KeyError) as e:
-                    warnings.warn(f"use_cluster: the BLAS-threads plugin could not be "
-                                  f"removed from every worker ({type(e).__name__}: "
-                                  f"{str(e)[:200]})", RuntimeWarning, stacklevel=3)
-        finally:
-            for obj in to_close:
-                obj.close()
+            try:
+                if name is not None and client.status == "running":
+                    # the work is done: a worker lost meanwhile (its connection closed,
+                    # or no answer) must not turn it into an error; a new worker
+                    # process starts with its own BLAS settings anyway
+                    from distributed.comm.core import CommClosedError
+                    try:
+                        _bounded(lambda: client.unregister_worker_plugin(name),
+                                 cluster_timeout(), "removing the BLAS-threads plugin")
+                    except (CommClosedError, OSError, ValueError, KeyError) as e:
+                        warnings.warn(f"use_cluster: the BLAS-threads plugin could not be "
+                                      f"removed from every worker ({type(e).__name__}: "
+                                      f"{str(e)[:200]})", RuntimeWarning, stacklevel=3)
+            finally:
+                for obj in to_close:
+                    obj.close()

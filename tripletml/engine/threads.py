@@ -80,6 +80,26 @@ _BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 _NUMBA_ENV = "NUMBA_NUM_THREADS"
 
 _lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def kept_thread_environment():
+    """Restore the BLAS / OpenMP / Numba thread variables of ``os.environ``
+    on exit.  Dask's nanny writes ``OMP/OPENBLAS/MKL_NUM_THREADS=1`` into
+    the driver's ``os.environ`` when it starts a local worker and leaves
+    them there; this module would then read them as the user's setting and
+    stop limiting small work, while the BLAS already loaded keeps its
+    threads (so later small fits spin).  :func:`tripletml.distributed.use_cluster`
+    runs inside it."""
+    before = {k: os.environ.get(k) for k in _BLAS_ENV + (_NUMBA_ENV,)}
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            elif os.environ.get(k) != v:
+                os.environ[k] = v
 _state: dict = {}
 
 
