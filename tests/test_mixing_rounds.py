@@ -14,28 +14,13 @@ from tripletml.distributed import mixing
 from tripletml.distributed.sharded import ShardedCollection
 from tripletml.linalg.sparse_rows import as_csr, diff_buffers
 
+from test_partitioned_mixing import _order, _seed, _triplets
+
 
 @pytest.fixture(autouse=True)
 def _cluster_backend(monkeypatch):
     """Keep the partitioned fits partitioned (no cost model)."""
     monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
-
-
-def _seed(random_state):
-    return int(np.random.default_rng(random_state).integers(2 ** 63 - 1))
-
-
-def _order(seed, p, m, r):
-    return np.random.default_rng([seed, p, r + 1]).permutation(m)
-
-
-def _triplets(y, m, rng):
-    out = []
-    while len(out) < m:
-        q, a, b = rng.integers(len(y), size=3)
-        if q != a and y[q] == y[a] and y[q] != y[b]:
-            out.append((q, a, b))
-    return np.array(out, dtype=np.int64)
 
 
 def _oasis_steps(W, X, T, C):

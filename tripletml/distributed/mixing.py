@@ -869,18 +869,24 @@ class _MixingRounds:
         rank-k point (LORETA) the average of the round is kept."""
         if self.kind == "dense":
             return {"W": out["W"] + (1.0 - mu) * model["W"]}
-        k = int(model["rank"])
         n = len(out["A"])
         rows = np.array([[1.0 - mu] + [1.0] * n, [0.0] + [1.0 / mu] * n])
+        return self._truncated(out, model, rows)[0]
+
+    def _truncated(self, out: dict, model: dict, rows: np.ndarray) -> tuple[dict, bool]:
+        """The factors of the combination ``rows[0]`` of the round's models
+        re-truncated to rank k, or of ``rows[1]`` (the round's average) where
+        the first is not a finite rank-k point (counted in ``n_fallback``);
+        and whether it fell back."""
         with np.errstate(all="ignore"):
             svds = mix_truncate_many([model["A"]] + list(out["A"]),
-                                     [model["B"]] + list(out["B"]), rows, k)
+                                     [model["B"]] + list(out["B"]), rows, int(model["rank"]))
         P, sv, Q = svds[0]
         ok = np.isfinite(sv).all() and np.isfinite(P).all() and np.isfinite(Q).all()
         if not ok or (self.kind == "pinv" and not sv[-1] > 0):
             self.n_fallback += 1
-            return self._split(*svds[1])
-        return self._split(P, sv, Q)
+            return self._split(*svds[1]), True
+        return self._split(P, sv, Q), False
 
     def _ratio(self, out: dict, model: dict, mu: float) -> tuple[dict, float]:
         """``W0 + g sum_i c_i (W_i - W0)`` with ``g = sum_i ||c_i (W_i - W0)||^2
@@ -899,25 +905,15 @@ class _MixingRounds:
             w = np.concatenate([[-mu], np.ones(len(out["A"]))])
             A = np.hstack([model["A"]] + list(out["A"]))
             B = np.hstack([model["B"]] + list(out["B"]))
-            kk = model["A"].shape[1]
             ww = np.repeat(w, [model["A"].shape[1]] + [a.shape[1] for a in out["A"]])
             ss = float(max(np.sum(((A.T @ A) * np.outer(ww, ww)) * (B.T @ B)), 0.0))
-            del kk
         g = 1.0 if ss <= 0.0 else min(1.0, max(1.0 / n, dd / ss))
         if self.kind == "dense":
             return {"W": model["W"] + g * D}, g * mu
-        k = int(model["rank"])
         rows = np.array([[1.0 - g * mu] + [g] * len(out["A"]),
                          [0.0] + [1.0 / mu] * len(out["A"])])
-        with np.errstate(all="ignore"):
-            svds = mix_truncate_many([model["A"]] + list(out["A"]),
-                                     [model["B"]] + list(out["B"]), rows, k)
-        P, sv, Q = svds[0]
-        ok = np.isfinite(sv).all() and np.isfinite(P).all() and np.isfinite(Q).all()
-        if not ok or (self.kind == "pinv" and not sv[-1] > 0):
-            self.n_fallback += 1
-            return self._split(*svds[1]), 1.0
-        return self._split(P, sv, Q), g * mu
+        mixed, fell_back = self._truncated(out, model, rows)
+        return mixed, 1.0 if fell_back else g * mu
 
     def _tail_average(self, snaps: list, model: dict) -> dict:
         """The in-memory ``average=True`` over the pass: the step-weighted
