@@ -103,7 +103,7 @@ def test_bad_input_clear_errors_and_nothing_half_fitted():
         a.fit(X, np.ones(len(P)), pairs=P)
     with pytest.raises(ValueError, match="does not apply to triplets"):
         _auto(scoring="roc_auc").fit(X, triplets=T)
-    with pytest.raises(ValueError, match="groups= and cv= apply"):
+    with pytest.raises(ValueError, match="groups=, cv= and holdout= apply"):
         _auto().fit(X, np.arange(30) % 3, groups=np.arange(30))
     assert not hasattr(a, "best_estimator_")
 

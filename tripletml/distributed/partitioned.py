@@ -783,8 +783,8 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     :class:`RestartWarning`, at most :data:`MAX_RESTARTS` times; then a
     :class:`WorkerLostError` names the lost worker.  When no worker is back
     within the timeout (every worker lost for good) the fit does not
-    restart: a :class:`WorkerLostError` says so at once.  Local clusters preload
-    tripletml in their workers
+    restart: a :class:`WorkerLostError` says so at once.  Local clusters
+    preload tripletml in their workers
     (:mod:`tripletml.distributed.worker_preload`) so that a worker a nanny
     starts in place of a lost one answers at once; pass
     ``--preload tripletml.distributed.worker_preload`` to ``dask worker``
@@ -793,10 +793,8 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     owner = type(learner).__name__
     rng, seed = _prepare_learner(learner)
     strategy = _strategy_of(learner)
-    ckpt = None
-    if checkpoint_dir is not None:
-        ckpt = _open_checkpoint(learner, collection, strategy, checkpoint_dir, resume,
-                                checkpoint_every)
+    ckpt = None if checkpoint_dir is None else _open_checkpoint(
+        learner, collection, strategy, checkpoint_dir, resume, checkpoint_every)
     backend, choice, infos, round_trip = _survey(collection, owner, ckpt is not None)
     d = infos[0]["d"]
     resumed = None
@@ -806,9 +804,8 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     backend.n_features = d
     table = _label_table(infos, owner)
     sampler, shares, total = _plan_supervision(learner, infos, table, collection)
-    syncs = strategy.syncs_per_pass(int(total), learner) if strategy.syncs_per_pass else 1
     backend, costs = _cost_model(learner, backend, collection, infos, total, round_trip,
-                                 choice, owner, syncs)
+                                 choice, owner, strategy)
     pre = _with_restarts(owner, backend, lambda: fit_preprocessor(learner, backend, infos),
                          "fitting the preprocessing")
     learner.scaler_ = pre
@@ -870,18 +867,20 @@ def _in_memory(part) -> bool:
 
 
 def _cost_model(learner, backend, collection, infos, total, round_trip, choice, owner,
-                syncs: int = 1):
+                strategy: "PartitionedStrategy | None" = None):
     """``(backend, report)``: the local backend instead of the cluster when
     the measured cost model (:mod:`tripletml.distributed.cost`) predicts the
     cluster slower and the partitions are small and in memory; a
     :class:`~tripletml.distributed.cost.ClusterCostWarning` when they are
-    not.  ``syncs``: the round trips the strategy makes per pass
+    not.  The round trips per pass are the ``strategy``'s
     (:attr:`PartitionedStrategy.syncs_per_pass`; parameter mixing mixes
     once per in-memory block)."""
     if backend.name != "dask" or choice == "cluster" or round_trip is None:
         return backend, None
     d = int(infos[0]["d"])
     examples = int(total) if total else int(sum(inf["n"] for inf in infos))
+    syncs = strategy.syncs_per_pass(examples, learner) \
+        if strategy is not None and strategy.syncs_per_pass else 1
     try:
         threads = int(sum(backend.client.nthreads().values()))
     except Exception:                   # noqa: BLE001 - no answer: assume one
