@@ -12,25 +12,14 @@ import tripletml
 from tripletml.core.online import block_size
 from tripletml.distributed import mixing
 from tripletml.distributed.sharded import ShardedCollection
-from tripletml.linalg.sparse_rows import as_csr, diff_buffers
 
-from test_partitioned_mixing import _order, _seed, _triplets
+from test_partitioned_mixing import _order, _pass as _oasis_steps, _seed, _triplets
 
 
 @pytest.fixture(autouse=True)
 def _cluster_backend(monkeypatch):
     """Keep the partitioned fits partitioned (no cost model)."""
     monkeypatch.setenv("TRIPLETML_PARTITIONED_BACKEND", "cluster")
-
-
-def _oasis_steps(W, X, T, C):
-    from tripletml.algorithms.oasis.kernels import oasis_steps
-    Xc = as_csr(X)
-    W = W.copy()
-    m = len(T)
-    oasis_steps(W, Xc.indptr, Xc.indices, Xc.data, T, C, np.empty(m), np.empty(m),
-                *diff_buffers(Xc))
-    return W
 
 
 def test_rounds_per_pass_are_the_in_memory_blocks():
