@@ -41,7 +41,12 @@ A setting of the user always wins: nothing is changed
 
 * when one of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
   ``MKL_NUM_THREADS``, ``BLIS_NUM_THREADS``, ``VECLIB_MAXIMUM_THREADS``
-  (for BLAS / OpenMP) or ``NUMBA_NUM_THREADS`` (for Numba) is set, or
+  (for BLAS / OpenMP) or ``NUMBA_NUM_THREADS`` (for Numba) was set when
+  tripletml was imported (the libraries read these variables once, when they
+  load, so a variable written later -- Dask's nanny writes
+  ``OMP/OPENBLAS/MKL_NUM_THREADS=1`` into the driver's ``os.environ`` when a
+  ``LocalCluster`` starts a worker process -- sets nothing and is not the
+  user's setting), or
 * when a library's current thread count differs from its count when
   tripletml was imported (a ``threadpoolctl.threadpool_limits`` context of
   the user, :class:`tripletml.AutoSimilarity`'s per-job limit, or an
@@ -81,16 +86,21 @@ _NUMBA_ENV = "NUMBA_NUM_THREADS"
 
 _lock = threading.Lock()
 
+#: the variables that set a thread count, as they were at import (see the
+#: module's docstring: read once, as the libraries read them)
+_ENV_BLAS = any(v in os.environ for v in _BLAS_ENV)
+_ENV_NUMBA = _NUMBA_ENV in os.environ
+
 
 @contextlib.contextmanager
 def kept_thread_environment():
     """Restore the BLAS / OpenMP / Numba thread variables of ``os.environ``
     on exit.  Dask's nanny writes ``OMP/OPENBLAS/MKL_NUM_THREADS=1`` into
     the driver's ``os.environ`` when it starts a local worker and leaves
-    them there; this module would then read them as the user's setting and
-    stop limiting small work, while the BLAS already loaded keeps its
-    threads (so later small fits spin).  :func:`tripletml.distributed.use_cluster`
-    runs inside it."""
+    them there; this module reads the variables as they were at import (so
+    they do not switch its limits off), but a process the user starts later
+    would inherit them.  :func:`tripletml.distributed.use_cluster` runs
+    inside it."""
     before = {k: os.environ.get(k) for k in _BLAS_ENV + (_NUMBA_ENV,)}
     try:
         yield
@@ -138,7 +148,7 @@ def _numba_default() -> Optional[int]:
 @contextlib.contextmanager
 def _blas_one():
     libs, defaults = _controller()
-    if not libs or any(v in os.environ for v in _BLAS_ENV):
+    if not libs or _ENV_BLAS:
         yield
         return
     try:
@@ -173,7 +183,7 @@ def _numba_running() -> bool:
 def _numba_one(start: bool):
     """Numba's threads (thread-local) to 1, restored; ``start``: also when
     the pool is not running yet (the caller runs a parallel kernel anyway)."""
-    if _NUMBA_ENV in os.environ or not (start or _numba_running()):
+    if _ENV_NUMBA or not (start or _numba_running()):
         yield
         return
     try:
