@@ -95,3 +95,30 @@ def _restore_thread_variables():
             os.environ.pop(k, None)
         elif os.environ.get(k) != v:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A Client on one 2-worker ``LocalCluster`` (one-thread worker
+    processes, tripletml preloaded), shared by every test module that
+    compares a Dask fit with the in-process one (tests/test_partitioned*.py,
+    tests/test_cluster.py): built by the same code as ``use_cluster(2)``
+    (``dask_search._connect``), started once per xdist worker instead of
+    once per test or module (a few seconds each, more under load; issue 40).
+    Tests use it as ``with use_cluster(dask_client):`` -- a Client is used
+    as is and not closed.  The nanny's thread variables are kept out of
+    ``os.environ`` (:func:`tripletml.engine.threads.kept_thread_environment`,
+    as inside ``use_cluster``)."""
+    pytest.importorskip("dask")
+    distributed = pytest.importorskip("distributed")
+    from tripletml.distributed.dask_search import _connect
+    from tripletml.engine.threads import kept_thread_environment
+    with kept_thread_environment():
+        client, to_close = _connect(2, distributed)
+    assert to_close and to_close[0] is client
+    try:
+        yield client
+    finally:
+        with kept_thread_environment():
+            for obj in to_close:
+                obj.close()

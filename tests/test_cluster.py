@@ -1,10 +1,11 @@
 """Dask features (tripletml.distributed.dask_search, tripletml.distributed.sharded, tripletml.distributed.streaming).
 
-One 2-worker LocalCluster per module, with worker *processes* (one thread
-each): that is what a real cluster does (pickling the models and loaders,
-per-process BLAS limits) and the only way the BLAS pinning can be observed;
-its start (a few seconds) is paid once.  Every distributed result is compared
-with the local one for exact equality.
+One 2-worker LocalCluster, with worker *processes* (one thread each): that
+is what a real cluster does (pickling the models and loaders, per-process
+BLAS limits) and the only way the BLAS pinning can be observed; its start (a
+few seconds) is paid once per test session (the ``dask_client`` fixture of
+tests/conftest.py, shared with the partitioned-training modules).  Every
+distributed result is compared with the local one for exact equality.
 """
 from __future__ import annotations
 
@@ -71,14 +72,10 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
-    c = Client(cluster, set_as_default=False)
-    yield c
-    c.close()
-    cluster.close()
+def client(dask_client):
+    """The session's 2-worker LocalCluster (tests/conftest.py), shared with
+    the tests/test_partitioned*.py modules."""
+    return dask_client
 
 
 @pytest.fixture(scope="module")

@@ -309,14 +309,14 @@ def test_baselines_through_statistics(digits):
 # ---------------------------------------------------------------------------
 # Dask: the same model as in-process
 # ---------------------------------------------------------------------------
-def test_dask_backend_equals_local(digits):
+def test_dask_backend_equals_local(digits, dask_client):
     pytest.importorskip("distributed")
     from tripletml.distributed.dask_search import use_cluster
     X, y = digits
     coll = ShardedCollection.from_arrays(X, y, n_partitions=5)
     params = dict(preprocessing="auto", max_iter=10, tol=None, random_state=0)
     local = ITML(**params).fit(coll)
-    with use_cluster(2):
+    with use_cluster(dask_client):
         remote = ITML(**params).fit(coll)
         eu = Euclidean(preprocessing="sphere").fit(coll)
     assert remote.partitioned_["backend"] == "dask"

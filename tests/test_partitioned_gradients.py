@@ -238,7 +238,7 @@ def test_sampled_triplets_quality_and_save_load(tmp_path):
 
 
 # --------------------------------------------------------------------- dask
-def test_dask_equals_local():
+def test_dask_equals_local(dask_client):
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
     from tripletml.distributed.dask_search import use_cluster
@@ -247,7 +247,7 @@ def test_dask_equals_local():
     lr = dict(max_iter=25, n_triplets=300, batch_size=30, random_state=0)
     sm = dict(max_iter=12, n_triplets=150, tol=None, random_state=0)
     local_lr, local_sm = LowRankDML(**lr).fit(coll), SML(**sm).fit(coll)
-    with use_cluster(2):
+    with use_cluster(dask_client):
         dask_lr, dask_sm = LowRankDML(**lr).fit(coll), SML(**sm).fit(coll)
     assert dask_lr.partitioned_["backend"] == "dask"
     np.testing.assert_array_equal(dask_lr.U_, local_lr.U_)

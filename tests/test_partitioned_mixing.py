@@ -328,7 +328,7 @@ def test_partition_without_triplets_is_left_out():
     assert np.linalg.matrix_rank(est.A_ @ est.B_.T) == 4
 
 
-def test_local_and_dask_give_identical_models(digits):
+def test_local_and_dask_give_identical_models(digits, dask_client):
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
     import cloudpickle
@@ -340,7 +340,7 @@ def test_local_and_dask_give_identical_models(digits):
             "LORETA": lambda: tripletml.LORETA(rank=5, n_triplets=3000, max_iter=2,
                                                random_state=0)}
     local = {n: f().fit(coll) for n, f in make.items()}
-    with use_cluster(2):
+    with use_cluster(dask_client):
         remote = {n: f().fit(coll) for n, f in make.items()}
     for n in make:
         assert remote[n].partitioned_["backend"] == "dask"

@@ -289,14 +289,14 @@ def test_digits_map_close_to_single_process():
         assert validation_score(m, Xte, yte) >= base - 0.02, K
 
 
-def test_dask_backend_gives_the_local_model(problem):
+def test_dask_backend_gives_the_local_model(problem, dask_client):
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
     from tripletml.distributed.dask_search import use_cluster
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, max_iter=5, preprocessing=None, random_state=9)
     local = SDCA(**kw).fit(coll)
-    with use_cluster(2):
+    with use_cluster(dask_client):
         dist = SDCA(**kw).fit(coll)
     assert dist.partitioned_["backend"] == "dask" and local.partitioned_["backend"] == "local"
     for k in ("W_", "M_last_", "alpha_", "avg_accum_"):

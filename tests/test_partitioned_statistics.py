@@ -327,7 +327,7 @@ def test_save_load_round_trip_and_quality(digits, Est, tmp_path):
 # ---------------------------------------------------------------------------
 # Dask: identical to the in-process path
 # ---------------------------------------------------------------------------
-def test_dask_equals_local(digits):
+def test_dask_equals_local(digits, dask_client):
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
     import cloudpickle
@@ -341,8 +341,7 @@ def test_dask_equals_local(digits):
     makers = [lambda: (KISSME(), coll), lambda: (KISSME(n_triplets=500, random_state=1), coll),
               lambda: (RCA(), coll), lambda: (KISSME(preprocessing=None), coll_s)]
     local = [_fit_coll(est, c) for est, c in (f() for f in makers)]
-    with use_cluster({"n_workers": 2, "threads_per_worker": 1, "processes": True,
-                      "dashboard_address": None}):
+    with use_cluster(dask_client):
         dist = [_fit_coll(est, c) for est, c in (f() for f in makers)]
     for a, b in zip(local, dist):
         assert b.partitioned_["backend"] == "dask" and a.partitioned_["backend"] == "local"
