@@ -6,11 +6,14 @@ restructuring changes nothing (issue 37).
 ``stop_reason_``, ``history_`` without its wall-clock column, the model
 file's members and a SHA-256 of every array's bytes);
 ``python -m bench.house_reference compare DIR`` fits again and prints every
-difference (bit for bit), exit status 1 when there is one.
+difference (bit for bit), exit status 1 when there is one;
+``python -m bench.house_reference add DIR`` records the cases the reference
+lacks (a new learner's) and keeps the recorded ones as they were.
 
 ``tests/test_house_reference.py`` compares the committed reference in
-``tests/data/`` to a tolerance (another machine's BLAS may round the last
-bit differently); this script is the bit-for-bit check.
+``tests/data/`` to a tolerance and factors up to their rotation (another
+machine's BLAS or LAPACK rounds differently and picks other bases for equal
+singular values); this script is the bit-for-bit check.
 """
 from __future__ import annotations
 
@@ -201,9 +204,12 @@ def _pairs(y, rng, m):
     return P, s
 
 
-def run() -> tuple[dict, dict]:
+def run(skip=()) -> tuple[dict, dict]:
+    """(arrays, metas) of every case not in ``skip``."""
     arrays, metas = {}, {}
     for name, make in _cases():
+        if name in skip:
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -231,14 +237,31 @@ def _diff(old: dict, new: dict, path: str = "") -> list[str]:
     return out
 
 
+def _add(out: Path) -> int:
+    old = json.loads((out / "reference.json").read_text())
+    with np.load(out / "reference.npz", allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    new_arrays, new_metas = run(skip=set(old))
+    arrays.update(new_arrays)
+    old.update(new_metas)
+    np.savez_compressed(out / "reference.npz", **arrays)
+    (out / "reference.json").write_text(json.dumps(old, indent=1, sort_keys=True))
+    print(f"{len(new_metas)} cases added: {', '.join(sorted(new_metas))}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="python -m bench.house_reference",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("write", "compare"))
+    parser.add_argument("action", choices=("write", "compare", "add"),
+                        help="add: record only the cases the reference in DIRECTORY lacks "
+                             "(a new learner), keeping the recorded ones as they are")
     parser.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
     out = args.directory
+    if args.action == "add":
+        return _add(out)
     arrays, metas = run()
     if args.action == "write":
         out.mkdir(parents=True, exist_ok=True)

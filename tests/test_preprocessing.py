@@ -428,7 +428,7 @@ def test_sphere_identity_ranks_like_reweighted_euclidean():
 def test_sphere_bilinear_learner_equals_learner_on_lifted_rows(entry, tmp_path):
     """Every bilinear learner with "sphere" on raw X equals the same learner
     with preprocessing=None on phi(standardized X): similarity, pair_score,
-    embeddings, W, and after a save / load round trip."""
+    embeddings (up to a rotation), W, and after a save / load round trip."""
     X, y, t = _data(seed=9)
     a = entry.make(0, preprocessing="sphere").fit(X, triplets=t)
     P = reference("sphere", X, X)
@@ -445,8 +445,13 @@ def test_sphere_bilinear_learner_equals_learner_on_lifted_rows(entry, tmp_path):
     np.testing.assert_allclose(S, b.similarity(P[:6], P[6:20]), **kw)
     np.testing.assert_allclose(S, P[:6] @ W @ P[6:20].T, **kw)
     np.testing.assert_allclose(a.pair_score(Q, D[:6]), b.pair_score(P[:6], P[6:12]), **kw)
-    np.testing.assert_allclose(a.embed_queries(Q), b.embed_queries(P[:6]), **kw)
-    np.testing.assert_allclose(a.embed_database(D), b.embed_database(P[6:20]), **kw)
+    # a factored model's embeddings are defined up to one rotation of the
+    # factor space (LAPACK versions pick different bases for equal singular
+    # values): their Gram matrices are not
+    for ea, eb in ((a.embed_queries(Q), b.embed_queries(P[:6])),
+                   (a.embed_database(D), b.embed_database(P[6:20]))):
+        np.testing.assert_allclose(ea @ ea.T, eb @ eb.T, rtol=1e-6,
+                                   atol=1e-7 * max(1.0, np.abs(ea @ ea.T).max()))
     np.testing.assert_allclose(a.embed_queries(Q) @ a.embed_database(D).T, S, **kw)
     a.save(tmp_path / "m.npz")
     c = tm.load_model(tmp_path / "m.npz")
