@@ -18,7 +18,7 @@ Rows: ``cosine`` = ``Euclidean(preprocessing="normalize")``, ``Euclidean``
 item-held-out validation inside the training shoes, ``n_splits=1``,
 ``time_budget=60``; the winner's parameters are printed) and OASIS at its
 defaults (``preprocessing="auto"``, which keeps the cosine of these network
-features).  On the seen protocol also ``AutoSimilarity holdout=answers``
+features) and LinearTSTE at its defaults.  On the seen protocol also ``AutoSimilarity holdout=answers``
 (its validation folds over the answers, every shoe on both sides: the
 protocol's own question).  Fit seconds are wall seconds of ``fit``.
 
@@ -42,11 +42,12 @@ def _learners(seed: int, seen: bool = False) -> dict:
     """The no-learning baselines, AutoSimilarity and OASIS at defaults; on
     the seen protocol also AutoSimilarity validated on held-out answers
     (``holdout="answers"``: the protocol's own question)."""
-    from tripletml import OASIS, AutoSimilarity, Euclidean
+    from tripletml import OASIS, AutoSimilarity, Euclidean, LinearTSTE
 
     out = {"cosine": Euclidean(preprocessing="normalize"), "Euclidean": Euclidean(),
            "AutoSimilarity": AutoSimilarity(random_state=seed),
-           "OASIS defaults": OASIS(random_state=seed)}
+           "OASIS defaults": OASIS(random_state=seed),
+           "LinearTSTE defaults": LinearTSTE(random_state=seed)}
     if seen:
         out["AutoSimilarity holdout=answers"] = AutoSimilarity(random_state=seed,
                                                                holdout="answers")

@@ -94,6 +94,10 @@ COMPARISON_SCORINGS = {"triplets": "triplet_accuracy", "pairs": "roc_auc"}
 #: from 1e-6 of the typical ``||X_i||^2`` (barely regularized: the dual
 #: variables saturate and ``M`` is near the average of the answers' outer
 #: products ``q (p - n)^T``, eq. 7) to 1e-2 (``M`` held close to 0).
+#: LinearTSTE (t-STE's likelihood, van der Maaten & Weinberger 2012, on a
+#: linear map of the features) with its pull towards the PCA start from a
+#: tenth to ten times the answers' weight (the penalty is relative to the
+#: rows' mean squared distance, so the grid is scale-free).
 DEFAULT_COMPARISON_CANDIDATES: tuple[dict, ...] = (
     {"learner": "Euclidean", "grid": {"preprocessing": [None, "normalize", "standardize"]}},
     {"learner": "OASIS", "grid": {"preprocessing": ["normalize"], "max_iter": [1]},
@@ -104,6 +108,8 @@ DEFAULT_COMPARISON_CANDIDATES: tuple[dict, ...] = (
      "rho": [1e-6, 1e-4, 1e-2]},
     {"learner": "KISSME", "grid": {"preprocessing": ["normalize", "standardize"],
                                    "shrinkage": [0.1]}},
+    {"learner": "LinearTSTE", "grid": {"preprocessing": ["normalize", "standardize"],
+                                       "regularization": [0.1, 1.0, 10.0]}},
 )
 
 

@@ -9,7 +9,28 @@ import numpy as np
 from tripletml.core.params import Interval
 from tripletml.embedding._base import OrdinalEmbeddingBase
 
-__all__ = ["TSTE"]
+__all__ = ["TSTE", "tste_nll"]
+
+
+def tste_nll(Y: np.ndarray, pairs, alpha: float, *, fused: bool = True) -> tuple[float, np.ndarray]:
+    """t-STE's negative log-likelihood ``-sum_t log p_t`` (Sec. 3.2) of the
+    triplets ``pairs`` (:class:`tripletml.embedding._base._Pairs`) at the
+    points ``Y`` (one row per item) and its gradient with respect to ``Y``;
+    ``fused``: the compiled pass where the dense route applies.  Shared by
+    :class:`TSTE` (free points) and
+    :class:`tripletml.algorithms.linear_tste.LinearTSTE` (``Y = X L^T``)."""
+    a = float(alpha)
+    if pairs.dense and fused:
+        from tripletml.embedding._kernels import tste_pairs   # late: Numba's start-up
+        return pairs.dense_fused(Y, tste_pairs, a)
+    uc, uf, aux = pairs.sq_dists(Y)
+    # log K(u) = -(a+1)/2 log(1 + u/a);  z = log K_far - log K_close
+    z = 0.5 * (a + 1.0) * (np.log1p(uc / a) - np.log1p(uf / a))
+    loss = float(np.logaddexp(0.0, z).sum())          # -log p = log(1 + e^z)
+    q = 0.5 * (1.0 + np.tanh(0.5 * z))                 # 1 - p = sigmoid(z)
+    wc = q * (a + 1.0) / (2.0 * (a + uc))              # d(-log p)/d u_close
+    wf = -q * (a + 1.0) / (2.0 * (a + uf))             # d(-log p)/d u_far
+    return loss, pairs.grad(Y, wc, wf, aux)
 
 
 class TSTE(OrdinalEmbeddingBase):
@@ -104,23 +125,8 @@ class TSTE(OrdinalEmbeddingBase):
             max(self.n_components - 1, 1))
 
     def _loss_grad(self, X, pairs):
-        a = self.alpha_
+        loss, g = tste_nll(X, pairs, self.alpha_, fused=self._fused)
         lam = self.regularization
-        if pairs.dense and self._fused:
-            from tripletml.embedding._kernels import tste_pairs   # late: Numba's start-up
-            loss, g = pairs.dense_fused(X, tste_pairs, a)
-            if lam:
-                loss += lam * float((X * X).sum())
-                g += 2.0 * lam * X
-            return loss, g
-        uc, uf, aux = pairs.sq_dists(X)
-        # log K(u) = -(a+1)/2 log(1 + u/a);  z = log K_far - log K_close
-        z = 0.5 * (a + 1.0) * (np.log1p(uc / a) - np.log1p(uf / a))
-        loss = float(np.logaddexp(0.0, z).sum())          # -log p = log(1 + e^z)
-        q = 0.5 * (1.0 + np.tanh(0.5 * z))                 # 1 - p = sigmoid(z)
-        wc = q * (a + 1.0) / (2.0 * (a + uc))              # d(-log p)/d u_close
-        wf = -q * (a + 1.0) / (2.0 * (a + uf))             # d(-log p)/d u_far
-        g = pairs.grad(X, wc, wf, aux)
         if lam:
             loss += lam * float((X * X).sum())
             g += 2.0 * lam * X
