@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tripletml import (COMET, ITML, KISSME, LORETA, OASIS, SDCA, FactoredGD, IterativePA,
-                       LowRankDML, MMC, NaivePA, SML)
+from tripletml import (COMET, ITML, KISSME, LMNN, LORETA, NCA, OASIS, SDCA, FactoredGD,
+                       IterativePA, LowRankDML, MMC, NaivePA, SML)
 from tripletml.linalg import psd_factor
 from tripletml.linalg.span import (complement_basis, lift_psd_factor, lift_square,
                                    reduce_rows, span_basis, span_route_applies)
@@ -120,6 +120,10 @@ CASES = [
     (SML, {"max_iter": 30, "tol": None}, ["M_"]),
     (SML, {"max_iter": 20, "solver": "subgradient", "tol": None}, ["M_"]),
     (MMC, {"preprocessing": "standardize", "max_iter": 20, "tol": None}, ["M_"]),
+    (NCA, {"max_iter": 15, "tol": None}, ["M_"]),                 # identity, full width
+    (NCA, {"n_components": 4, "max_iter": 15, "tol": None}, ["M_"]),   # pca
+    (LMNN, {"max_iter": 15, "tol": None}, ["M_"]),
+    (LMNN, {"n_components": 3, "init": "pca", "max_iter": 15, "tol": None}, ["M_"]),
 ]
 
 
@@ -317,3 +321,23 @@ def test_span_route_checks_the_lifted_model_memory():
     for cls in (ITML, OASIS):
         with pytest.raises(MemoryError, match=cls.__name__):
             cls(preprocessing=None).fit(X, triplets=T)
+
+
+@pytest.mark.parametrize("cls", [NCA, LMNN])
+def test_neighborhood_learners_span_route_from_labels(cls):
+    """NCA / LMNN from class labels (their papers' setting): the span route's
+    metric is the plain route's, for the identity and the pca starts; a
+    start outside the span (random, or the first coordinate axes of a
+    narrower map) keeps the plain route."""
+    X, _ = _data(seed=5, n=16)
+    y = np.repeat(np.arange(4), 4)
+    for kw in ({}, {"n_components": 5}):
+        kw = {**kw, "max_iter": 15, "tol": None}
+        plain, wa = _fit(cls, False, X, kw, y=y)
+        span, wb = _fit(cls, None, X, kw, y=y)
+        assert wb < wa and span.init_ == plain.init_
+        assert span.components_.shape == plain.components_.shape and span.rank_ == plain.rank_
+        np.testing.assert_allclose(span.M_, plain.M_, atol=1e-7)
+    for kw in ({"init": "random"}, {"n_components": 20, "init": "auto"}):
+        _, w = _fit(cls, None, X, {**kw, "max_iter": 3, "tol": None}, y=y)
+        assert w == D

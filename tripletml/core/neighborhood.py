@@ -13,7 +13,8 @@ from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
-from tripletml.linalg.linear_map import INIT_OPTIONS, LBFGSResult, initial_components, minimize_lbfgs
+from tripletml.linalg.linear_map import (INIT_OPTIONS, LBFGSResult, initial_components,
+                                         minimize_lbfgs, resolve_init)
 from tripletml.engine import apply_result, run
 from tripletml.engine.whole import WholeRun
 from tripletml.triplets import AllLabels, ClassCodes
@@ -74,15 +75,53 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
                              f"features the learner sees ({d}, after preprocessing).")
         return r
 
+    # ------------------------------------------------------- the span route
+    def _span_lift_spec(self, X, supervision):
+        """With fewer rows than features the objective (LMNN's, NCA's) sees
+        ``L`` only through ``L (x_i - x_j)``, so its gradient ``L S`` has
+        rows in the span of the rows and L-BFGS never moves the part of
+        ``L`` outside it: the fit runs on the span's coordinates when that
+        part is known.  Two starts qualify: the principal axes (``"pca"``,
+        rows in the span when there are at most as many as the centered
+        rows' rank), lifted as ``L_r Q^T`` (up to the signs of its rows);
+        and the identity at full width (``n_components=None``), lifted as
+        ``I + Q (L_r - I) Q^T``.  The start resolved here is the one the
+        reduced fit uses (the ``"auto"`` rule at the full width)."""
+        self.__dict__.pop("_span_init", None)
+        n, d = X.shape
+        if n >= d:
+            return None
+        codes = supervision.codes if isinstance(supervision, ClassCodes) else None
+        n_classes = int(codes.max()) + 1 if codes is not None and codes.size else 0
+        r = d if self.n_components is None else int(self.n_components)
+        used = resolve_init(self.init, r, d, n, n_classes) if r <= d else None
+        if used == "identity" and self.n_components is None:
+            self._span_init = used
+            return {"components_": 1.0, "M_": 1.0}
+        if used == "pca":
+            Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+            if r <= np.linalg.matrix_rank(Xd - Xd.mean(axis=0)):
+                self._span_init = used
+                return {"components_": "cols", "M_": 0.0}
+        return None
+
+    def _span_lift_extra(self, Q: np.ndarray, spec) -> None:
+        """The identity start's map is ``d x d`` once lifted."""
+        if spec.get("components_") == 1.0:
+            self.rank_ = int(Q.shape[0])
+
     def _initial(self, X, got, rng) -> tuple[np.ndarray, np.ndarray | None]:
         """``(L0, codes)``: the initial map and the class codes (None with
-        triplets; checked for a class of two or more members first)."""
+        triplets; checked for a class of two or more members first).  On
+        the span route the start resolved at the full width
+        (:meth:`_span_lift_spec`)."""
         codes = got.codes if isinstance(got, ClassCodes) else None
         if codes is not None and np.bincount(codes).max() < 2:
             raise ValueError(f"{type(self).__name__}: every class has a single member; no row "
                              "has a neighbor of its own class.")
         r = self._n_out(X.shape[1])
-        L0, used = initial_components(self.init, X, codes, r, rng, type(self).__name__)
+        init = self.__dict__.pop("_span_init", self.init)
+        L0, used = initial_components(init, X, codes, r, rng, type(self).__name__)
         self.init_ = used
         return L0, codes
 
