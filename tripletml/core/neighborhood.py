@@ -22,8 +22,24 @@ from tripletml.triplets import AllLabels, ClassCodes
 __all__ = ["LinearMapLearner"]
 
 
+#: the fitted map's attributes, in every subclass docstring's ``{map_attributes}``
+MAP_ATTRIBUTES_DOC = """\
+    components_ : ndarray of shape (n_components, d)
+        The learned map ``L``; ``transform(X) = X L^T``.
+    M_ : ndarray of shape (d, d)
+        ``L^T L``.
+    rank_ : int
+        Rows of ``components_``.
+"""
+
+
 class LinearMapLearner(MahalanobisMixin, TripletLearner):
-    """Base of LMNN and NCA (not public)."""
+    """Base of LMNN, NCA and LinearTSTE (not public)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and "    {map_attributes}\n" in cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    {map_attributes}\n", MAP_ATTRIBUTES_DOC)
 
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),

@@ -96,12 +96,7 @@ class LinearTSTE(LinearMapLearner):
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components, d)
-        The learned map ``L``; ``transform(X) = X L^T``.
-    M_ : ndarray of shape (d, d)
-        ``L^T L``.
-    rank_ : int
-        Rows of ``components_``.
+    {map_attributes}
     alpha_ : float
         The degrees of freedom used.
     init_ : str

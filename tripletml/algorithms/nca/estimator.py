@@ -73,12 +73,7 @@ class NCA(LinearMapLearner):
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_components, d)
-        The learned map ``L``; ``transform(X) = X L^T``.
-    M_ : ndarray of shape (d, d)
-        ``L^T L``.
-    rank_ : int
-        Rows of ``components_``.
+    {map_attributes}
     init_ : str
         The initialization used (``"auto"`` resolved).
     objective_, initial_objective_ : float
