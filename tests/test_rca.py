@@ -152,3 +152,40 @@ def test_triplets_pairs_are_chunklets():
     X = m.scaler_.transform(X)
     E = X[t[:, 0]] - X[t[:, 1]]
     np.testing.assert_allclose(m.chunklet_covariance_, E.T @ E / (4 * len(t)), rtol=1e-10)
+
+
+def test_span_from_the_rows_equals_the_scatters_eigendecomposition():
+    """Fewer rows than features: the data's span from the SVD of the
+    centered rows (O(n^2 d)) gives the model of T's eigendecomposition
+    (O(d^3)), every direction and the top k."""
+    from tripletml.algorithms.rca.estimator import _centered_scatters, rca_components
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(14, 50)) * rng.uniform(0.1, 10, size=50)
+    groups = np.repeat(np.arange(7), 2)
+    C, T, _ = _centered_scatters(X, groups, 7)
+    for k in (None, 4):
+        by_T = rca_components(C, T, 1e-3, k)
+        by_rows = rca_components(C, T, 1e-3, k, rows=X)
+        assert by_rows.shape == by_T.shape == (13 if k is None else k, 50)
+        np.testing.assert_allclose(by_rows.T @ by_rows, by_T.T @ by_T, rtol=1e-7,
+                                   atol=1e-9 * np.abs(by_T.T @ by_T).max())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pair_scatter_is_the_chunklets_covariance(sparse):
+    """Triplets' (query, positive) pairs as chunklets of two: the scatter
+    over the distinct rows (O(u d^2)) equals the covariance of the 2 m
+    chunklet rows about their chunklet means (the paper's formula, rows
+    repeated as the answers repeat items)."""
+    import scipy.sparse as sps
+    from tripletml.algorithms.rca.estimator import _pair_scatter
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(9, 6))
+    P = np.array([rng.choice(9, 2, replace=False) for _ in range(40)])
+    want = np.zeros((6, 6))
+    for a, b in P:
+        m = (X[a] + X[b]) / 2
+        want += np.outer(X[a] - m, X[a] - m) + np.outer(X[b] - m, X[b] - m)
+    want /= 2 * len(P)
+    got = _pair_scatter(sps.csr_matrix(X) if sparse else X, P)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
