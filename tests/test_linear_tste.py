@@ -121,3 +121,11 @@ def test_labels_sample_triplets_and_the_width_defaults_to_ten():
     assert m.stop_reason_ in ("tol", "max_iter") and m.n_iter_ >= 1
     small = LinearTSTE(n_triplets=100, random_state=0).fit(X[:50, :4], y[:50])
     assert small.components_.shape == (4, 4) and small.alpha_ == 3.0
+
+
+@pytest.mark.parametrize("preprocessing", [None, "auto", "normalize"])
+def test_identical_rows_are_refused_with_a_clear_message(preprocessing):
+    X = np.tile([1.0, 2.0, 3.0], (12, 1))
+    t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]])
+    with pytest.raises(ValueError, match="LinearTSTE: every row of X is the same"):
+        LinearTSTE(preprocessing=preprocessing).fit(X, triplets=t)

@@ -184,10 +184,13 @@ class LinearTSTE(LinearMapLearner):
         X = self._dense_rows(X)
         if isinstance(got, ClassCodes):       # pragma: no cover - the sampler gives triplets
             raise TypeError(f"{type(self).__name__}: expected triplets, got class codes.")
+        scale = mean_squared_distance(X)
+        energy = 2.0 * float(np.einsum("ij,ij->", X, X)) / max(X.shape[0], 1)
+        if not scale > 1e-12 * energy or not scale > 0:      # equal to rounding
+            raise ValueError(f"{type(self).__name__}: every row of X is the same (after "
+                             "preprocessing): no map of the rows can order the answers.")
         L0 = self._start(X, None, rng)
         r = L0.shape[0]
         self.alpha_ = float(self.alpha) if self.alpha is not None else float(max(r - 1, 1))
-        scale = mean_squared_distance(X)
-        objective = LinearTSTEObjective(X, got, self.alpha_, self.regularization, L0,
-                                        scale if scale > 0 else 1.0)
+        objective = LinearTSTEObjective(X, got, self.alpha_, self.regularization, L0, scale)
         self._train(objective, L0, record_keys=())
