@@ -129,3 +129,16 @@ def test_identical_rows_are_refused_with_a_clear_message(preprocessing):
     t = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]])
     with pytest.raises(ValueError, match="LinearTSTE: every row of X is the same"):
         LinearTSTE(preprocessing=preprocessing).fit(X, triplets=t)
+
+
+def test_more_components_than_rows_names_the_real_sizes():
+    """Fewer rows than features: asking for more principal axes than rows
+    is refused with the plain route's message (the span's width never shows)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 60))
+    t = np.array([rng.choice(20, 3, replace=False) for _ in range(100)])
+    with pytest.raises(ValueError, match=r"min\(n_samples, n_features\) = 20, got 30"):
+        LinearTSTE(n_components=30, preprocessing=None).fit(X, triplets=t)
+    with pytest.raises(ValueError, match="exceeds the number of features the learner sees "
+                                         r"\(60"):
+        LinearTSTE(n_components=61, preprocessing=None).fit(X, triplets=t)

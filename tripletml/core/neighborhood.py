@@ -114,12 +114,18 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         if used == "identity" and self.n_components is None:
             self._span_init = used
             return {"components_": 1.0, "M_": 1.0}
-        if used == "pca":
-            Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-            if r <= np.linalg.matrix_rank(Xd - Xd.mean(axis=0)):
-                self._span_init = used
-                return {"components_": "cols", "M_": 0.0}
+        if used == "pca" and self._pca_in_span(X, r):
+            self._span_init = used
+            return {"components_": "cols", "M_": 0.0}
         return None
+
+    @staticmethod
+    def _pca_in_span(X, r: int) -> bool:
+        """Whether the top ``r`` principal axes of the rows lie in their span
+        (at most as many as the centered rows' rank; the others are
+        arbitrary directions of the null space)."""
+        Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+        return r <= np.linalg.matrix_rank(Xd - Xd.mean(axis=0))
 
     def _span_lift_extra(self, Q: np.ndarray, spec) -> None:
         """The identity start's map is ``d x d`` once lifted."""

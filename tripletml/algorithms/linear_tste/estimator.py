@@ -164,8 +164,14 @@ class LinearTSTE(LinearMapLearner):
         ``X L^T``, and the prior pulls the part of ``L`` outside the span
         to that of the start, which is 0 for the principal axes; so the
         model is the plain route's (up to the signs of its rows).  The
-        other starts are not in the span: plain route."""
-        return {"components_": "cols", "M_": 0.0} if self.init == "pca" else None
+        other starts, and more principal axes than the centered rows' rank,
+        are not in the span: plain route (whose messages name the real
+        width)."""
+        n, d = X.shape
+        r = self._n_out(d, n) if self.n_components is None else int(self.n_components)
+        if self.init != "pca" or n >= d or r > d or not self._pca_in_span(X, r):
+            return None
+        return {"components_": "cols", "M_": 0.0}
 
     def _n_out(self, d: int, n: int | None = None) -> int:
         if self.n_components is None:
