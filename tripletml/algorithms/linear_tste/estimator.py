@@ -192,6 +192,10 @@ class LinearTSTE(LinearMapLearner):
             raise TypeError(f"{type(self).__name__}: expected triplets, got class codes.")
         scale = mean_squared_distance(X)
         energy = 2.0 * float(np.einsum("ij,ij->", X, X)) / max(X.shape[0], 1)
+        if not (np.isfinite(scale) and np.isfinite(energy)):
+            raise FloatingPointError(f"{type(self).__name__}: training diverged: the rows' "
+                                     "squared distances overflow float64; scale them down "
+                                     "(e.g. preprocessing='standardize').")
         if not scale > 1e-12 * energy or not scale > 0:      # equal to rounding
             raise ValueError(f"{type(self).__name__}: every row of X is the same (after "
                              "preprocessing): no map of the rows can order the answers.")
