@@ -129,3 +129,28 @@ def test_persistence_and_tampering(tmp_path):
     np.savez(tmp_path / "bad.npz", **data)
     with pytest.raises(ValueError):
         tm.load_model(tmp_path / "bad.npz")
+
+
+def test_triplet_diff_basis_on_the_span_is_the_plain_basis():
+    """Fewer distinct rows than features: each batch decomposed on the span's
+    coordinates gives the plain decomposition's directions (up to sign), in
+    the same order, from the same draws."""
+    from tripletml.algorithms.scml.kernels import triplet_diff_basis
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 40))
+    T = np.array([rng.choice(12, 3, replace=False) for _ in range(300)])
+    a = triplet_diff_basis(X, T, 200, np.random.default_rng(1), span=False)
+    b = triplet_diff_basis(X, T, 200, np.random.default_rng(1), span=True)
+    assert a.shape == b.shape and a.shape[0] > 0
+    np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", a, b)), 1.0, atol=1e-8)
+
+
+def test_default_basis_size_follows_the_rows_span():
+    """n_basis=None from triplets: 80 directions per dimension the answers'
+    rows span, min(d, u - 1); metric-learn's 80 d when rows outnumber
+    features."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(10, 30))
+    T = np.array([rng.choice(10, 3, replace=False) for _ in range(200)])
+    m = SCML(max_iter=50, tol=None, preprocessing=None, random_state=0).fit(X, triplets=T)
+    assert m.basis_.shape[1] == 30 and m.basis_.shape[0] <= 80 * 9

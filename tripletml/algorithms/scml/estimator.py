@@ -62,7 +62,9 @@ class SCML(MahalanobisMixin, TripletLearner):
         needs labels).
     n_basis : int or None, default=None
         Basis size; None: ``min(20 d, 2 n e - 1)`` for "lda" (e = min(c - 1,
-        d)), ``80 d`` for "triplet_diffs" (metric-learn's defaults).
+        d)), ``80 min(d, u - 1)`` for "triplet_diffs" (``u`` the distinct
+        rows the triplets name: the dimension their differences span;
+        metric-learn's ``80 d`` when the rows outnumber the features).
     k_genuine, k_impostor : int, default=3 and 10
         Target neighbors and impostors per point (labels only).
     eta0 : float, default=1.0
@@ -208,7 +210,9 @@ class SCML(MahalanobisMixin, TripletLearner):
                                f"a basis of {n_basis} directions and its triplet features")
             B = lda_basis(Xd, codes, int(n_basis), rng)
         else:
-            n_basis = self.n_basis if self.n_basis is not None else 80 * d
+            # 80 directions per dimension the answers' rows span (at most d)
+            span_dim = min(d, max(rows.size - 1, 1))
+            n_basis = self.n_basis if self.n_basis is not None else 80 * span_dim
             check_dense_memory(8 * (n_basis * (d + len(triplets)) + rows.size * d), self,
                                f"a basis of {n_basis} directions and its triplet features")
             if Xd is None:

@@ -227,25 +227,36 @@ def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray
     return np.ascontiguousarray(B)
 
 
-def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng) -> np.ndarray:
+def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
+                       span: bool = True) -> np.ndarray:
     """A basis from triplets (metric-learn's ``"triplet_diffs"`` idea): for
     random batches of ``d`` triplets, the eigenvectors with positive
     eigenvalue of ``sum (q - p-)(q - p-)^T - (q - p+)(q - p+)^T`` (directions
     along which the batch's negatives are farther than its positives),
     until ``n_basis`` are collected (at most ``20 n_basis / d + 20``
-    batches); unit rows."""
+    batches); unit rows.
+
+    With ``span`` and fewer distinct rows ``u`` than features, each batch's
+    matrix (whose range is in the span ``Q`` of those rows) is decomposed
+    on the span's coordinates, ``C = Q C_r Q^T``: ``O(b d u + u^3)`` per
+    batch instead of ``O(b d^2 + d^3)``; the same directions (up to sign)."""
+    from tripletml.linalg.span import span_basis
+
     d = X.shape[1]
     m = triplets.shape[0]
+    rows = np.unique(triplets)
+    Q = span_basis(X[rows]) if span and rows.size < d else None
+    Z = X if Q is None else X @ Q
     out, total = [], 0
     for _ in range(20 * n_basis // max(d, 1) + 20):
         t = triplets[rng.integers(0, m, size=min(d, m))]
-        P = X[t[:, 0]] - X[t[:, 1]]
-        N = X[t[:, 0]] - X[t[:, 2]]
+        P = Z[t[:, 0]] - Z[t[:, 1]]
+        N = Z[t[:, 0]] - Z[t[:, 2]]
         C = N.T @ N - P.T @ P
         lam, V = np.linalg.eigh(0.5 * (C + C.T))
         pos = lam > 1e-12 * max(float(np.abs(lam).max()), 1e-300)
         if pos.any():
-            out.append(V[:, pos].T)
+            out.append((V[:, pos] if Q is None else Q @ V[:, pos]).T)
             total += int(pos.sum())
         if total >= n_basis:
             break
