@@ -64,3 +64,19 @@ def test_block_size_bounds(monkeypatch):
     assert block_size(100, 10, elements=35) == 3
     monkeypatch.setattr(pw, "BLOCK_ELEMENTS", 40)
     assert block_size(100, 10) == 4
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_pair_difference_scatter_is_the_sum_of_outer_products(sparse):
+    """Grouped over the distinct rows (repeated pairs, reversed pairs, rows
+    named by no pair) it is the plain loop over the pairs."""
+    from tripletml.linalg.pairwise import pair_difference_scatter
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(11, 5))
+    a = rng.integers(0, 8, size=60)
+    b = (a + rng.integers(1, 8, size=60)) % 8          # rows 8-10 unused
+    a[:5], b[:5] = b[5:10], a[5:10]                      # some pairs reversed
+    want = sum(np.outer(X[i] - X[j], X[i] - X[j]) for i, j in zip(a, b))
+    got = pair_difference_scatter(sp.csr_matrix(X) if sparse else X, a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(pair_difference_scatter(X, a[:0], b[:0]), np.zeros((5, 5)))

@@ -172,20 +172,20 @@ def test_span_from_the_rows_equals_the_scatters_eigendecomposition():
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_pair_scatter_is_the_chunklets_covariance(sparse):
-    """Triplets' (query, positive) pairs as chunklets of two: the scatter
-    over the distinct rows (O(u d^2)) equals the covariance of the 2 m
-    chunklet rows about their chunklet means (the paper's formula, rows
-    repeated as the answers repeat items)."""
+def test_triplet_chunklets_covariance_is_the_papers_formula(sparse):
+    """Triplets' (query, positive) pairs as chunklets of two: the fitted
+    within-chunklet covariance equals the covariance of the 2 m chunklet
+    rows about their chunklet means (the paper's formula, one chunklet at a
+    time, rows repeated as the answers repeat items)."""
     import scipy.sparse as sps
-    from tripletml.algorithms.rca.estimator import _pair_scatter
+    from tripletml import RCA
     rng = np.random.default_rng(5)
     X = rng.normal(size=(9, 6))
-    P = np.array([rng.choice(9, 2, replace=False) for _ in range(40)])
+    T = np.array([rng.choice(9, 3, replace=False) for _ in range(40)])
     want = np.zeros((6, 6))
-    for a, b in P:
-        m = (X[a] + X[b]) / 2
-        want += np.outer(X[a] - m, X[a] - m) + np.outer(X[b] - m, X[b] - m)
-    want /= 2 * len(P)
-    got = _pair_scatter(sps.csr_matrix(X) if sparse else X, P)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    for q, p, _ in T:
+        m = (X[q] + X[p]) / 2
+        want += np.outer(X[q] - m, X[q] - m) + np.outer(X[p] - m, X[p] - m)
+    want /= 2 * len(T)
+    est = RCA(preprocessing="raw").fit(sps.csr_matrix(X) if sparse else X, triplets=T)
+    np.testing.assert_allclose(est.chunklet_covariance_, want, rtol=1e-12, atol=1e-14)

@@ -12,7 +12,8 @@
   projections, the PSD factor L of a Mahalanobis matrix and the closed form
   of SML's Lemma 3 (low-rank DML, SML, KISSME).
 * :mod:`.pairwise` -- blocked squared distances and the weighted sum of
-  outer products of row differences (the gradients of LMNN and NCA).
+  outer products of row differences (the gradients of LMNN and NCA; the
+  pair scatters of KISSME and RCA over the distinct rows the pairs name).
 * :mod:`.span` -- the span route of few rows with many features: an
   orthonormal basis of the rows' span, the rows' coordinates in it, and the
   lift of a model fitted there back to ``d x d`` (identity kept on the

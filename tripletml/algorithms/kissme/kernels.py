@@ -38,6 +38,7 @@ import scipy.sparse as sp
 
 from tripletml.core.validation import check_scalar_param, check_triplets, check_X
 from tripletml.linalg import project_psd
+from tripletml.linalg.pairwise import pair_difference_scatter
 
 __all__ = ["shrinkage_grid", "kissme_factor", "heldout_score", "heldout_counts", "answer_folds",
            "pair_keys", "covariance_rank", "usable_folds", "usable_counts", "fold_scatter_sums",
@@ -220,7 +221,7 @@ def pair_scatter_from_triplets(X, triplets: np.ndarray,
 
 
 #: largest ``n x n`` pair-count matrix (bytes) of the Laplacian form of the
-#: pair scatters (:func:`_pair_laplacian_scatter`)
+#: pair scatters (:func:`tripletml.linalg.pairwise.pair_difference_scatter`)
 _LAPLACIAN_BYTES = 1 << 26
 
 
@@ -231,20 +232,6 @@ def _laplacian_pays(n: int, m: int, d: int) -> bool:
     return 8 * n * n <= _LAPLACIAN_BYTES and n * n + n * d < m * d
 
 
-def _pair_laplacian_scatter(X, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``sum_k (x_{a_k} - x_{b_k})(x_{a_k} - x_{b_k})^T`` as ``X^T L X``, with
-    ``L = sum_k (e_a - e_b)(e_a - e_b)^T`` the Laplacian of the pair counts
-    (the same sum, grouped by pair of rows)."""
-    n = X.shape[0]
-    C = np.bincount(a * n + b, minlength=n * n).reshape(n, n).astype(np.float64)
-    C += C.T
-    L = np.diag(C.sum(axis=1)) - C
-    if sp.issparse(X):
-        G = X.T @ (sp.csr_matrix(L) @ X)
-        return G.toarray() if sp.issparse(G) else np.asarray(G)
-    return X.T @ (L @ X)
-
-
 def _scatter_from_triplets(X, triplets: np.ndarray,
                            chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pair_scatter_from_triplets` on validated X and triplets (by the
@@ -253,8 +240,8 @@ def _scatter_from_triplets(X, triplets: np.ndarray,
     if triplets.shape[0] and _laplacian_pays(X.shape[0], triplets.shape[0], d):
         t = np.asarray(triplets, dtype=np.int64)
         m = t.shape[0]
-        return (_sym(_pair_laplacian_scatter(X, t[:, 0], t[:, 1]) / m),
-                _sym(_pair_laplacian_scatter(X, t[:, 0], t[:, 2]) / m))
+        return (_sym(pair_difference_scatter(X, t[:, 0], t[:, 1]) / m),
+                _sym(pair_difference_scatter(X, t[:, 0], t[:, 2]) / m))
     S = np.zeros((d, d))
     D = np.zeros((d, d))
     m = triplets.shape[0]

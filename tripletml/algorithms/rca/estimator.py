@@ -17,6 +17,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from tripletml.core.arrayspec import ArraySpec
+from tripletml.linalg.pairwise import pair_difference_scatter
 from tripletml.core.params import Interval
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.core.preprocessing import document_preprocessing
@@ -79,26 +80,6 @@ def _has_unchunked_label(y) -> bool:
         return False
     vals = np.unique(a)
     return bool(vals[0] == -1 and vals.size > 1 and vals[1] == 0)
-
-
-def _pair_scatter(X, pairs: np.ndarray) -> np.ndarray:
-    """The within-chunklet covariance of chunklets of two, one per row of
-    ``pairs``: ``sum_k (x_a - x_b)(x_a - x_b)^T / 2 / (2 m)`` (each pair's
-    two rows about their mean), as ``X_u^T K X_u / (2 m)`` over the ``u``
-    distinct rows the pairs name, ``K = B^T B / 2`` with ``B`` the pairs'
-    incidence matrix (+1 at a, -1 at b): ``O(m + u d^2)`` instead of
-    ``O(m d^2)`` for the ``2 m`` chunklet rows (answers repeat items)."""
-    m = pairs.shape[0]
-    rows, local = np.unique(pairs, return_inverse=True)
-    local = local.reshape(pairs.shape)
-    B = sp.csr_matrix((np.tile([1.0, -1.0], m), local.ravel(), np.arange(0, 2 * m + 1, 2)),
-                      shape=(m, rows.size))
-    K = (B.T @ B) * 0.5
-    Xu = X[rows]
-    KX = K @ Xu
-    C = Xu.T @ KX
-    C = C.toarray() if sp.issparse(C) else np.asarray(C)
-    return 0.5 * (C + C.T) / (2 * m)
 
 
 def _similar_chunklets(pc, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -371,7 +352,11 @@ class RCA(MahalanobisMixin, TripletLearner):
                 rows, groups = _similar_chunklets(got, n)
                 C, _, _ = _centered_scatters(X[rows], groups, int(groups.max()) + 1)
             else:
-                C = _pair_scatter(X, np.asarray(got)[:, :2])
+                # the (query, positive) pairs as chunklets of two: each
+                # pair's rows about their mean give (x_a - x_b)(x_a - x_b)^T / 2,
+                # over the 2 m chunklet rows
+                t = np.asarray(got)
+                C = pair_difference_scatter(X, t[:, 0], t[:, 1]) / (4.0 * t.shape[0])
             _, T, _ = _centered_scatters(X, np.full(n, -1), 0)
         self._set_model(C, T, t0, rows=X)
 
