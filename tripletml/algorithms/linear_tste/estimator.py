@@ -69,8 +69,11 @@ class LinearTSTE(LinearMapLearner):
         Rows of ``L`` (the width of ``transform``).  None: ``min(10, d, n)``
         (``d`` the preprocessed width, ``n`` the training rows).
     alpha : float or None, default=None
-        Degrees of freedom of the Student-t kernel; None: ``n_components -
-        1`` as the paper advises (1 when ``n_components`` is 1).
+        Degrees of freedom of the Student-t kernel (the paper's, cblearn's
+        and :class:`~tripletml.embedding.TSTE`'s name; not a regularization
+        weight as elsewhere in tripletml: that is ``regularization``); None:
+        ``n_components - 1`` as the paper advises (1 when ``n_components``
+        is 1).
     regularization : float, default=1.0
         Weight of the prior, in units of the rows' mean squared distance
         (module docstring); 0 keeps no prior (the likelihood alone).
