@@ -67,7 +67,9 @@ def test_scaled_rows_and_permuted_features_give_the_same_points():
     perm = np.random.default_rng(2).permutation(8)
     per = LinearTSTE(n_components=3, preprocessing=None).fit(X[:, perm], triplets=t)
     D = lambda Y: ((Y[:, None] - Y[None]) ** 2).sum(-1)  # noqa: E731
+    small = LinearTSTE(n_components=3, preprocessing=None).fit(1e-3 * X, triplets=t)
     np.testing.assert_allclose(D(big), D(base), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(D(small.transform(1e-3 * X)), D(base), rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(D(per.transform(X[:, perm])), D(base), rtol=1e-5, atol=1e-8)
 
 
@@ -142,3 +144,18 @@ def test_more_components_than_rows_names_the_real_sizes():
     with pytest.raises(ValueError, match="exceeds the number of features the learner sees "
                                          r"\(60"):
         LinearTSTE(n_components=61, preprocessing=None).fit(X, triplets=t)
+
+
+@pytest.mark.parametrize("kind", ["binary", "counts"])
+def test_defaults_give_the_same_ranking_for_rescaled_binary_and_count_columns(kind):
+    """At its defaults (``preprocessing="auto"``) the learned similarity of
+    binary or count columns is the same for X, X * 1e-3 and X * 1e3."""
+    rng = np.random.default_rng(6)
+    X = (rng.random((40, 12)) < 0.3).astype(float) if kind == "binary" else \
+        rng.poisson(3.0, size=(40, 12)).astype(float)
+    t = np.array([rng.choice(40, 3, replace=False) for _ in range(300)])
+    D = lambda Y: ((Y[:, None] - Y[None]) ** 2).sum(-1)  # noqa: E731
+    base = D(LinearTSTE(random_state=0).fit(X, triplets=t).transform(X))
+    for c in (1e-3, 1e3):
+        got = D(LinearTSTE(random_state=0).fit(c * X, triplets=t).transform(c * X))
+        np.testing.assert_allclose(got, base, rtol=1e-5, atol=1e-8 * base.max())
