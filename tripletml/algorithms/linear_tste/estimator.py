@@ -16,6 +16,7 @@ from tripletml.core.docstrings import document_transform
 from tripletml.core.neighborhood import LinearMapLearner
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.core.preprocessing import document_preprocessing
+from tripletml.core.validation import check_dense_memory
 from tripletml.linalg.linear_map import initial_components
 from tripletml.triplets import ClassCodes
 
@@ -155,6 +156,17 @@ class LinearTSTE(LinearMapLearner):
         "n_triplets": COMMON["n_triplets"],
         "sampling": COMMON["sampling"],
     }
+
+    def _check_square_memory(self, d: int) -> None:
+        """The model ``M_`` and the lift's product (``d x d``) and the
+        L-BFGS state of ``r x d`` maps (``L``, its gradient, 10 pairs of
+        updates): a rank-10 map on 20,000 features needs two ``d x d``
+        arrays, not the 24 of a full-width LMNN / NCA map."""
+        r = min(DEFAULT_COMPONENTS, d) if self.n_components is None else int(self.n_components)
+        check_dense_memory(8 * (2 * d * d + 24 * r * d), self,
+                           f"the {d} x {d} model and the L-BFGS state of a {r} x {d} map "
+                           "do not fit; reduce the dimension first (e.g. sklearn's "
+                           "TruncatedSVD)")
 
     def _sampler(self):
         """Class labels become ``n_triplets`` triplets (``sampling``), as for
