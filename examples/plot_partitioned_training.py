@@ -30,9 +30,9 @@ X, y = load_digits(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y,
                                                     random_state=0)
 learners = {
-    "SDCA (CoCoA+)": lambda: tm.SDCA(n_triplets=20_000, max_iter=5, random_state=0),
-    "OASIS (mixing)": lambda: tm.OASIS(n_triplets=20_000, max_iter=2, random_state=0),
-    "LORETA k=10 (mixing)": lambda: tm.LORETA(rank=10, n_triplets=20_000, max_iter=2,
+    "SDCA (CoCoA+)": lambda: tm.SDCA(n_triplets=8_000, max_iter=5, random_state=0),
+    "OASIS (mixing)": lambda: tm.OASIS(n_triplets=8_000, max_iter=2, random_state=0),
+    "LORETA k=10 (mixing)": lambda: tm.LORETA(rank=10, n_triplets=8_000, max_iter=2,
                                               random_state=0),
     "KISSME (exact)": lambda: tm.KISSME(),
 }
