@@ -237,10 +237,18 @@ def _diff(old: dict, new: dict, path: str = "") -> list[str]:
     return out
 
 
-def _add(out: Path) -> int:
+def _add(out: Path, redo: tuple[str, ...] = ()) -> int:
+    """Record the cases the reference lacks, and re-record the cases named
+    in ``redo`` (an intended change of a learner's model)."""
     old = json.loads((out / "reference.json").read_text())
     with np.load(out / "reference.npz", allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
+    unknown = set(redo) - set(old)
+    if unknown:
+        raise SystemExit(f"no such recorded case: {', '.join(sorted(unknown))}")
+    for name in redo:
+        old.pop(name)
+        arrays = {k: v for k, v in arrays.items() if not k.startswith(f"{name}::")}
     new_arrays, new_metas = run(skip=set(old))
     arrays.update(new_arrays)
     old.update(new_metas)
@@ -258,10 +266,13 @@ def main(argv: list[str]) -> int:
                         help="add: record only the cases the reference in DIRECTORY lacks "
                              "(a new learner), keeping the recorded ones as they are")
     parser.add_argument("directory", type=Path)
+    parser.add_argument("--redo", nargs="*", default=(), metavar="CASE",
+                        help="with add: also re-record these cases (an intended change of "
+                             "their models, named in the commit)")
     args = parser.parse_args(argv)
     out = args.directory
     if args.action == "add":
-        return _add(out)
+        return _add(out, tuple(args.redo))
     arrays, metas = run()
     if args.action == "write":
         out.mkdir(parents=True, exist_ok=True)

@@ -1232,6 +1232,9 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
         "(tripletml.core.arrayspec.ArraySpec; 'd' is the preprocessed width); a model file "
         "is checked against it"),
     "_accepts_sparse": ("LearnerBase", "whether scipy.sparse X is accepted"),
+    "_early_stopping_constraints": (
+        "LinearMapLearner", "the constraints of early_stopping, validation_fraction and "
+        "n_iter_no_change, for the L-BFGS map learners that expose them (LMNN, NCA)"),
     "_renamed_params": (
         "LearnerBase", "{old: new} parameter names renamed since a model file was written: "
         "load_model reads the old name's value under the new one (LORETA's algorithm)"),

@@ -3,7 +3,7 @@
 the fitted attributes and their checks on load."""
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +16,7 @@ from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg.linear_map import (INIT_OPTIONS, LBFGSResult, initial_components,
                                          minimize_lbfgs, resolve_init)
 from tripletml.engine import apply_result, run
+from tripletml.engine.early_stopping import ValidationWatch, split_by_items
 from tripletml.engine.whole import WholeRun
 from tripletml.triplets import AllLabels, ClassCodes
 
@@ -33,13 +34,48 @@ MAP_ATTRIBUTES_DOC = """\
 """
 
 
+#: early stopping's parameters (``{early_stopping}``) and attributes
+#: (``{early_stopping_attributes}``) in a subclass docstring
+EARLY_STOPPING_DOC = """\
+    early_stopping : {"auto", True, False}, default="auto"
+        Stop on answers about held-out items
+        (:mod:`tripletml.engine.early_stopping`; Goodfellow et al. 2016,
+        Algorithms 7.1-7.2): hold out ``validation_fraction`` of the items
+        the answers name, fit on the answers among the others, score after
+        every iteration the accuracy of the answers headed by a held-out
+        item, stop after ``n_iter_no_change`` iterations without a better
+        score, then fit all answers for the best iteration count (unless
+        the last iterate scored best).  ``"auto"``: on for answers
+        (``triplets=`` or pairs), off for class labels (exact constraints,
+        the paper's setting).
+    validation_fraction : float in (0, 1), default=0.2
+        Share of the named items that early stopping holds out.
+    n_iter_no_change : int, default=5
+        Iterations without a better held-out score that end the probe run.
+"""
+EARLY_STOPPING_ATTRIBUTES_DOC = """\
+    stop_reason_ : {"tol", "max_iter", "validation"}
+        ``"validation"``: the iteration count chosen by early stopping was
+        made.
+    early_stopping_ : str
+        ``"off"``, why no items could be held out, or what early stopping
+        held out and chose.
+    validation_scores_ : ndarray
+        With early stopping: the held-out accuracy of the probe run's
+        iterates (0: the start); absent otherwise.
+"""
+
+
 class LinearMapLearner(MahalanobisMixin, TripletLearner):
     """Base of LMNN, NCA and LinearTSTE (not public)."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.__doc__ and "    {map_attributes}\n" in cls.__doc__:
-            cls.__doc__ = cls.__doc__.replace("    {map_attributes}\n", MAP_ATTRIBUTES_DOC)
+        for key, text in (("map_attributes", MAP_ATTRIBUTES_DOC),
+                          ("early_stopping", EARLY_STOPPING_DOC),
+                          ("early_stopping_attributes", EARLY_STOPPING_ATTRIBUTES_DOC)):
+            if cls.__doc__ and f"    {{{key}}}\n" in cls.__doc__:
+                cls.__doc__ = cls.__doc__.replace(f"    {{{key}}}\n", text)
 
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),
@@ -59,6 +95,15 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         "preprocessing": COMMON["preprocessing"],
         "preprocessor": ["no_validation"],   # resolved by the base class
     }
+
+    #: the parameters of early stopping, for the subclasses that have it
+    _early_stopping_constraints = {
+        "early_stopping": [StrOptions({"auto"}), "boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    }
+    _fitted_arrays = {**_fitted_arrays,
+                      "validation_scores_": ArraySpec((None,), optional=True)}
 
     def _sampler(self):
         """Labels are used as they are (:class:`~tripletml.triplets.AllLabels`):
@@ -147,28 +192,87 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         self.init_ = used
         return L0, codes
 
-    def _train(self, objective, L0: np.ndarray, record_keys: tuple[str, ...]) -> None:
+    # ------------------------------------------------------ early stopping
+    def _early_stopping_on(self, triplets) -> bool:
+        """``early_stopping``: True, False, or ``"auto"`` (on for answers
+        given as triplets or pairs, off for class labels: labels give exact
+        constraints, the papers' setting)."""
+        flag = getattr(self, "early_stopping", False)
+        return bool(triplets is not None) if flag == "auto" else bool(flag)
+
+    def _train_answers(self, make_objective, X: np.ndarray, triplets: np.ndarray,
+                       L0: np.ndarray, rng, record_keys: tuple[str, ...]) -> None:
+        """Fit on answers, with early stopping when it is on
+        (:mod:`tripletml.engine.early_stopping`): a probe run on the answers
+        among ``1 - validation_fraction`` of the items, scored after every
+        iteration on the answers headed by the others, stops after
+        ``n_iter_no_change`` iterations without a better score (or by its
+        own rule); unless its last iterate scored best, the model is then
+        trained on all answers for the probe's best iteration count
+        (``stop_reason_`` ``"validation"``).  ``make_objective(t)``: the
+        objective of the answers ``t``; ``X``: the rows they index."""
+        t = np.asarray(triplets)
+        if not self._early_stopping_on(t):
+            self.early_stopping_ = "off"
+            return self._train(make_objective(t), L0, record_keys)
+        hold = split_by_items(t, float(self.validation_fraction), rng)
+        if hold.fit.size == 0:
+            self.early_stopping_ = f"not possible: {hold.reason}"
+            return self._train(make_objective(t), L0, record_keys)
+        watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
+        probe = minimize_lbfgs(make_objective(t[hold.fit]), L0, max_iter=int(self.max_iter),
+                               tol=self.tol, verbose=self.verbose, who=type(self).__name__,
+                               record_keys=record_keys, monitor=lambda it, L: watch(it, X @ L.T))
+        self.validation_scores_ = np.asarray(watch.scores, dtype=np.float64)
+        self.early_stopping_ = (f"held out {hold.items.size} items: {hold.fit.size} answers "
+                                f"fitted, {hold.val.size} validated; best iteration "
+                                f"{watch.best_iter} of {probe.n_iter}")
+        if watch.best_iter >= probe.n_iter:     # the last iterate was the best: the plain fit
+            return self._train(make_objective(t), L0, record_keys)
+        self._train(make_objective(t), L0, record_keys, budget=watch.best_iter)
+
+    def _train(self, objective, L0: np.ndarray, record_keys: tuple[str, ...], *,
+               budget: int | None = None) -> None:
         """Minimize ``objective`` from ``L0`` with L-BFGS
         (:func:`~tripletml.linalg.linear_map.minimize_lbfgs`) as one step of
         the driver (:class:`~tripletml.engine.whole.WholeRun`), which records
-        ``n_iter_``, ``stop_reason_`` and ``history_``; set the model."""
+        ``n_iter_``, ``stop_reason_`` and ``history_``; set the model.
+        ``budget``: iterations chosen by early stopping (instead of
+        ``max_iter``; ``stop_reason_`` ``"validation"`` when it is spent,
+        no ConvergenceWarning)."""
         who = type(self).__name__
+        if budget == 0:
+            return self._keep_start(objective, L0, record_keys)
 
-        def go(budget: int):
-            res = minimize_lbfgs(objective, L0, max_iter=budget, tol=self.tol,
+        def go(n: int):
+            res = minimize_lbfgs(objective, L0, max_iter=n, tol=self.tol,
                                  verbose=self.verbose, who=who, record_keys=record_keys)
             return SimpleNamespace(n_iter=res.n_iter, converged=res.reason == "tol",
                                    criterion=res.criterion, history=res.history, lbfgs=res)
 
         solver = WholeRun(go)
-        result = run(solver, name=who, max_iter=int(self.max_iter),
+        result = run(solver, name=who, max_iter=int(self.max_iter if budget is None else budget),
                      tol=0.0 if self.tol is None else self.tol)
         res: LBFGSResult = solver.result.lbfgs
-        L = res.L
+        self._set_map(res.L, res.objective, res.initial_objective)
+        apply_result(self, result, tol=self.tol if budget is None else None,
+                     what="relative decrease of the objective", advice="increase max_iter or tol")
+        if budget is not None and self.stop_reason_ == "max_iter":
+            self.stop_reason_ = "validation"
+
+    def _keep_start(self, objective, L0: np.ndarray, record_keys: tuple[str, ...]) -> None:
+        """Early stopping's best iterate is the start: ``L0``, no iteration."""
+        value, _, info = objective(L0)
+        self._set_map(np.array(L0, dtype=np.float64), value, value)
+        self.history_ = {"step": [0], "seconds": [0.0], "objective": [float(value)],
+                         **{k: [None if info.get(k) is None else float(info[k])]
+                            for k in record_keys}}
+        self.n_iter_, self.stop_reason_ = 0, "validation"
+
+    def _set_map(self, L: np.ndarray, objective: float, initial: float) -> None:
+        L = np.ascontiguousarray(L)
         self.components_ = L
         self.M_ = L.T @ L
         self.rank_ = int(L.shape[0])
-        self.objective_ = float(res.objective)
-        self.initial_objective_ = float(res.initial_objective)
-        apply_result(self, result, tol=self.tol, what="relative decrease of the objective",
-                     advice="increase max_iter or tol")
+        self.objective_ = float(objective)
+        self.initial_objective_ = float(initial)

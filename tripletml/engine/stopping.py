@@ -7,7 +7,10 @@ scikit-learn's ``ConvergenceWarning``):
 
   ``"tol"``       the learner's relative criterion fell below ``tol``;
   ``"max_iter"``  ``max_iter`` passes / iterations were made;
-  ``"max_time"``  a time budget (``max_time``) ran out.
+  ``"max_time"``  a time budget (``max_time``) ran out;
+  ``"validation"`` the iterations early stopping chose on answers about
+                  held-out items were made
+                  (:mod:`tripletml.engine.early_stopping`).
 
 * When ``tol`` is set and the solver stops at ``max_iter`` (or
   ``max_time``) without meeting it, a
@@ -30,7 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 __all__ = ["STOP_REASONS", "relative_change", "finish", "LossWatch"]
 
-STOP_REASONS = ("tol", "max_iter", "max_time")
+STOP_REASONS = ("tol", "max_iter", "max_time", "validation")
 
 
 def relative_change(old: float, new: float) -> float:
@@ -52,7 +55,7 @@ def finish(est: Any, n_iter: int, reason: str, *, tol: float | None = None,
     est : estimator
     n_iter : int
         Passes / iterations made (stored as ``n_iter_``).
-    reason : {"tol", "max_iter", "max_time"}
+    reason : {"tol", "max_iter", "max_time", "validation"}
     tol : float or None
         The tolerance asked for (None: a fixed budget, never a warning).
     criterion : float or None

@@ -103,9 +103,14 @@ class _Converged(Exception):
     """Raised by the callback to end the run (any scipy >= 1.10)."""
 
 
+class _Monitored(Exception):
+    """Raised by the callback when the monitor says stop."""
+
+
 def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
                    L0: np.ndarray, *, max_iter: int, tol: float | None, verbose: int,
-                   who: str, record_keys: tuple[str, ...] = (), window: int = 1) -> LBFGSResult:
+                   who: str, record_keys: tuple[str, ...] = (), window: int = 1,
+                   monitor: Callable[[int, np.ndarray], bool] | None = None) -> LBFGSResult:
     """Minimize ``fun(L) -> (value, gradient (r x d), info)`` with L-BFGS-B.
 
     The stopping rule (tripletml's): ``"tol"`` when the relative decrease of
@@ -119,7 +124,10 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
     fluctuate.  A value or gradient that is not finite raises
     FloatingPointError.  ``history`` has one record per iteration (the
     initial point is record 0): ``step``, ``seconds``, ``objective`` and the
-    ``record_keys`` of ``info``.
+    ``record_keys`` of ``info``.  ``monitor(it, L)``, when given, is called
+    with the start (``it`` 0) and after every iteration; True ends the run
+    with reason ``"monitor"`` (early stopping,
+    :mod:`tripletml.engine.early_stopping`).
     """
     shape = L0.shape
     cache: dict = {}
@@ -157,6 +165,8 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
     v0, _ = f(x0)
     record(0, v0, cache["info"])
     state = {"it": 0, "x": x0}
+    if monitor is not None:
+        monitor(0, x0.reshape(shape))
 
     def callback(xk):
         state["it"] += 1
@@ -164,6 +174,8 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
             f(xk)
         state["x"] = np.array(xk, copy=True)
         record(state["it"], cache["value"], cache["info"])
+        if monitor is not None and monitor(state["it"], state["x"].reshape(shape)):
+            raise _Monitored
         if tol is not None and criterion() <= tol:
             raise _Converged
 
@@ -174,6 +186,8 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, dict]],
                      "ftol": 0.0, "gtol": 0.0, "maxcor": 10})
     except _Converged:
         x, n_iter, reason, msg = state["x"], state["it"], "tol", "tol met"
+    except _Monitored:
+        x, n_iter, reason, msg = state["x"], state["it"], "monitor", "stopped by the monitor"
     else:
         x, n_iter = res.x, int(res.nit)
         msg = res.message if isinstance(res.message, str) else str(res.message)

@@ -93,6 +93,7 @@ class LMNN(LinearMapLearner):
         ``"auto"`` is ``"lda"`` when ``n_components <= min(d, n_classes -
         1)``, ``"pca"`` when ``n_components < min(d, n_samples)``, else
         ``"identity"``.  ``"lda"`` needs labels.
+    {early_stopping}
     {preprocessing}
     {preprocessor}
     random_state : None, int or numpy Generator
@@ -109,7 +110,7 @@ class LMNN(LinearMapLearner):
         The loss ``E`` at the end and at the initial ``L``.
     n_iter_ : int
         L-BFGS iterations.
-    stop_reason_ : {"tol", "max_iter"}
+    {early_stopping_attributes}
     history_ : dict of lists
         Per iteration (0: the initial ``L``): ``step``, ``seconds``,
         ``objective``, ``active`` (triplets inside the hinge) and
@@ -117,6 +118,12 @@ class LMNN(LinearMapLearner):
 
     Notes
     -----
+    Early stopping is on for answers by default: every crowd answer inside
+    the unit margin is a hinge, and on noisy answers about few items LMNN
+    follows them away from its start (Zappos, unseen shoes: above the
+    cosine after one L-BFGS iteration, far below it at convergence;
+    BENCHMARKS.md).
+
     Memory: O(n d) for the rows and O(n k) plus the active impostor pairs
     per evaluation (brute-force blocks of at most 2^21 distances); time per
     evaluation O(n^2 r) for the brute-force search (O(n log n r) with the
@@ -133,7 +140,8 @@ class LMNN(LinearMapLearner):
     """
 
     def __init__(self, n_components=None, *, n_neighbors=3, regularization=0.5, max_iter=1000,
-                 tol=1e-4, init="auto", preprocessing="auto", random_state=None, verbose=0,
+                 tol=1e-4, init="auto", early_stopping="auto", validation_fraction=0.2,
+                 n_iter_no_change=5, preprocessing="auto", random_state=None, verbose=0,
                  preprocessor=None):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
@@ -141,6 +149,9 @@ class LMNN(LinearMapLearner):
         self.max_iter = max_iter
         self.tol = tol
         self.init = init
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
@@ -150,17 +161,20 @@ class LMNN(LinearMapLearner):
         **LinearMapLearner._parameter_constraints,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "regularization": [Interval(Real, 0, 1, closed="both")],
+        **LinearMapLearner._early_stopping_constraints,
     }
 
     def _fit(self, X, got, rng):
         X = self._dense_rows(X)
         L0, codes = self._initial(X, got, rng)
         mu = float(self.regularization)
+        keys = ("active", "impostors")
         if codes is not None:
-            objective = self._label_objective(X, codes, mu)
+            self.early_stopping_ = "off"
+            self._train(self._label_objective(X, codes, mu), L0, record_keys=keys)
         else:
-            objective = LMNNTripletObjective(X, got, mu)
-        self._train(objective, L0, record_keys=("active", "impostors"))
+            self._train_answers(lambda t: LMNNTripletObjective(X, t, mu), X, got, L0, rng,
+                                record_keys=keys)
 
     def _label_objective(self, X, codes, mu) -> LMNNObjective:
         k = int(self.n_neighbors)

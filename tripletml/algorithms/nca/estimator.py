@@ -64,6 +64,7 @@ class NCA(LinearMapLearner):
         Stop when an iteration raises ``f`` by at most ``tol`` times its
         value (scipy's relative ``ftol`` on ``-f``), or when the line search
         can raise it no further.  None: run ``max_iter`` iterations.
+    {early_stopping}
     {preprocessing}
     {preprocessor}
     random_state : None, int or numpy Generator
@@ -81,7 +82,7 @@ class NCA(LinearMapLearner):
         ``-f``; ``objective_ <= initial_objective_``).
     n_iter_ : int
         L-BFGS iterations.
-    stop_reason_ : {"tol", "max_iter"}
+    {early_stopping_attributes}
     history_ : dict of lists
         Per iteration (0: the initial ``L``): ``step``, ``seconds``,
         ``objective`` (``-f``) and ``expected_correct`` (``f``).
@@ -102,23 +103,30 @@ class NCA(LinearMapLearner):
     """
 
     def __init__(self, n_components=None, *, init="auto", max_iter=100, tol=1e-5,
+                 early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5,
                  preprocessing="auto", random_state=None, verbose=0, preprocessor=None):
         self.n_components = n_components
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
         self.preprocessor = preprocessor
 
-    _parameter_constraints = dict(LinearMapLearner._parameter_constraints)
+    _parameter_constraints = {**LinearMapLearner._parameter_constraints,
+                              **LinearMapLearner._early_stopping_constraints}
 
     def _fit(self, X, got, rng):
         X = self._dense_rows(X)
         L0, codes = self._initial(X, got, rng)
+        keys = ("expected_correct",)
         if codes is not None:
-            objective = NCAObjective(X, codes)
+            self.early_stopping_ = "off"
+            self._train(NCAObjective(X, codes), L0, record_keys=keys)
         else:
-            objective = NCATripletObjective(X, got)
-        self._train(objective, L0, record_keys=("expected_correct",))
+            self._train_answers(lambda t: NCATripletObjective(X, t), X, got, L0, rng,
+                                record_keys=keys)

@@ -1,0 +1,197 @@
+"""Early stopping on answers about held-out items (tripletml.engine.early_stopping)
+and its use by the L-BFGS map learners (LMNN, NCA): the split, the watch, the
+monitor of minimize_lbfgs, and the refit on all answers for the best count."""
+import numpy as np
+import pytest
+
+from tripletml import LMNN, NCA
+from tripletml.engine.early_stopping import (ValidationWatch, split_by_items,
+                                             triplet_accuracy_on)
+from tripletml.linalg.linear_map import minimize_lbfgs
+
+
+def _noisy_answers(seed=0, n=60, d=8, m=1500, flip=0.3):
+    """Rows whose first two columns decide the answers, ``flip`` of them
+    flipped: a learner that follows every answer fits noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    t = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    D = lambda a, b: ((X[a, :2] - X[b, :2]) ** 2).sum(1)
+    swap = (D(t[:, 0], t[:, 1]) > D(t[:, 0], t[:, 2])) ^ (rng.random(m) < flip)
+    t[swap] = t[swap][:, [0, 2, 1]]
+    return X, t
+
+
+# ------------------------------------------------------------------ the split
+def test_split_holds_out_items_not_answers():
+    _, t = _noisy_answers()
+    s = split_by_items(t, 0.2, np.random.default_rng(0))
+    named = np.unique(t)
+    assert s.items.size == int(np.ceil(0.2 * named.size))
+    held = np.isin(t, s.items)
+    assert not held[s.fit].any()                      # no held-out item is fitted
+    assert held[s.val, 0].all()                       # every validation head is held out
+    assert np.intersect1d(s.fit, s.val).size == 0
+    # the answers left out: a kept head with a held-out item
+    rest = np.setdiff1d(np.arange(len(t)), np.union1d(s.fit, s.val))
+    assert (~held[rest, 0] & held[rest].any(axis=1)).all()
+
+
+def test_split_says_why_it_cannot_hold_out():
+    one = split_by_items(np.array([[0, 0, 0]]), 0.2, np.random.default_rng(0))
+    assert one.fit.size == 0 and "1 item" in one.reason
+    few = split_by_items(np.array([[0, 1, 2]]), 0.2, np.random.default_rng(0))
+    assert few.fit.size == 0 and "fewer than 1" in few.reason
+
+
+def test_accuracy_on_rows_is_the_metric_of_the_euclidean_model():
+    from tripletml import Euclidean
+    from tripletml.metrics import triplet_accuracy
+    X, t = _noisy_answers()
+    ref = triplet_accuracy(Euclidean(preprocessing="raw").fit(X, triplets=t), X, t)
+    assert triplet_accuracy_on(X, t) == pytest.approx(ref)
+    Z = np.zeros((3, 2))
+    assert triplet_accuracy_on(Z, np.array([[0, 1, 2]])) == 0.5      # a tie is one half
+
+
+def test_watch_keeps_the_earliest_best_and_counts_patience():
+    """Scores .5 .7 .7 .6 on four embeddings (the share of 4 answers each
+    ranks right): the best is the first .7; two iterations without a strict
+    improvement end the run."""
+    right, wrong = np.array([[0.0], [1.0], [3.0]]), np.array([[0.0], [3.0], [1.0]])
+
+    def rows(k):            # k of the 4 copies ranked right: offsets per copy
+        Z = np.zeros((3 * 4, 1))
+        for i in range(4):
+            Z[3 * i:3 * i + 3] = right if i < k else wrong
+        return Z
+
+    tt = np.array([[3 * i, 3 * i + 1, 3 * i + 2] for i in range(4)])
+    w = ValidationWatch(tt, patience=2)
+    stops = [w(it, rows(k)) for it, k in enumerate([2, 3, 3, 2])]
+    assert w.scores == [0.5, 0.75, 0.75, 0.5]
+    assert w.best_iter == 1 and w.best_score == 0.75       # the tie at 2 does not move it
+    assert stops == [False, False, False, True]
+
+
+def test_minimize_lbfgs_stops_when_the_monitor_says_so():
+    A = np.diag([1.0, 4.0, 9.0])
+
+    def fun(L):
+        return float(np.sum((L - 1.0) ** 2 * np.diag(A))), 2 * (L - 1.0) * np.diag(A), {}
+
+    seen = []
+
+    def monitor(it, L):
+        seen.append((it, L.copy()))
+        return it == 2
+
+    res = minimize_lbfgs(fun, np.zeros((1, 3)), max_iter=50, tol=None, verbose=0, who="t",
+                         monitor=monitor)
+    assert res.reason == "monitor" and res.n_iter == 2
+    assert [it for it, _ in seen] == [0, 1, 2]
+    np.testing.assert_array_equal(seen[0][1], np.zeros((1, 3)))
+    np.testing.assert_array_equal(res.L, seen[-1][1])
+
+
+# ------------------------------------------------------------ the learners
+@pytest.mark.parametrize("cls", [LMNN, NCA])
+def test_refit_is_the_plain_fit_for_the_best_count(cls):
+    X, t = _noisy_answers()
+    m = cls(random_state=0, max_iter=60, tol=None).fit(X, triplets=t)
+    best = int(np.argmax(m.validation_scores_))     # the earliest best
+    assert 0 < best < m.validation_scores_.size - 1   # this data: an early stop
+    assert f"best iteration {best} of {m.validation_scores_.size - 1}" in m.early_stopping_
+    assert m.stop_reason_ == "validation" and m.n_iter_ == best
+    ref = cls(random_state=0, early_stopping=False, max_iter=best, tol=None).fit(X, triplets=t)
+    np.testing.assert_allclose(m.components_, ref.components_, rtol=1e-10, atol=1e-12)
+
+
+def test_lmnn_early_stopping_beats_the_full_fit_on_new_items():
+    """The point of it: on noisy answers, items never seen in training are
+    ranked better by the early-stopped map than by the map fitted to
+    convergence (measured on items held out of both fits)."""
+    X, t = _noisy_answers(n=90, m=4000, flip=0.35)
+    s = split_by_items(t, 1 / 3, np.random.default_rng(1))
+    fit_t = t[s.fit]
+    early = LMNN(random_state=0).fit(X, triplets=fit_t)
+    full = LMNN(random_state=0, early_stopping=False).fit(X, triplets=fit_t)
+    acc = lambda m: triplet_accuracy_on(m.transform(X), t[s.val])
+    assert early.stop_reason_ == "validation"
+    assert acc(early) > acc(full)
+
+
+@pytest.mark.parametrize("cls", [LMNN, NCA])
+def test_the_start_is_kept_when_it_scores_best(cls, monkeypatch):
+    """A watch whose scores only fall (as on the simulated crowd set of
+    BENCHMARKS.md, where LMNN's best count is 0): the model is the initial
+    map, with no iteration and no ConvergenceWarning."""
+    import warnings
+
+    import tripletml.core.neighborhood as nb
+
+    class Falling(nb.ValidationWatch):
+        def __call__(self, it, Z):
+            self.scores.append(-float(it))
+            if -float(it) > self.best_score:
+                self.best_iter, self.best_score = int(it), -float(it)
+            return int(it) - self.best_iter >= self.patience
+
+    monkeypatch.setattr(nb, "ValidationWatch", Falling)
+    X, t = _noisy_answers()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = cls(random_state=0, preprocessing=None).fit(X, triplets=t)
+    start = cls(random_state=0, preprocessing=None, early_stopping=False, max_iter=1,
+                tol=None).fit(X, triplets=t)
+    assert m.n_iter_ == 0 and m.stop_reason_ == "validation" and m.history_["step"] == [0]
+    assert m.init_ == start.init_ == "identity"
+    np.testing.assert_array_equal(m.components_, np.eye(X.shape[1]))
+    assert m.objective_ == m.initial_objective_ == start.initial_objective_
+
+
+@pytest.mark.parametrize("cls", [LMNN, NCA])
+def test_auto_is_off_for_labels_and_on_for_answers(cls):
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    a = cls(random_state=0).fit(X, y)
+    b = cls(random_state=0, early_stopping=False).fit(X, y)
+    assert a.early_stopping_ == "off" and not hasattr(a, "validation_scores_")
+    np.testing.assert_array_equal(a.components_, b.components_)
+    Xa, t = _noisy_answers()
+    assert cls(random_state=0).fit(Xa, triplets=t).early_stopping_.startswith("held out")
+    assert cls(random_state=0, early_stopping=False).fit(Xa, triplets=t).early_stopping_ == "off"
+
+
+@pytest.mark.parametrize("cls", [LMNN, NCA])
+def test_early_stopping_is_reproducible_and_scale_free(cls):
+    X, t = _noisy_answers()
+    a = cls(random_state=0).fit(X, triplets=t)
+    b = cls(random_state=0).fit(X * 1e3, triplets=t)
+    assert a.early_stopping_ == b.early_stopping_
+    np.testing.assert_allclose(a.validation_scores_, b.validation_scores_)
+    np.testing.assert_allclose(a.similarity(X[:10]), b.similarity(X[:10] * 1e3), rtol=1e-6,
+                               atol=1e-9 * np.abs(a.similarity(X[:10])).max())
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(validation_fraction=0.0), "validation_fraction"),
+    (dict(validation_fraction=1.0), "validation_fraction"),
+    (dict(early_stopping="yes"), "early_stopping"),
+    (dict(n_iter_no_change=0), "n_iter_no_change"),
+])
+@pytest.mark.parametrize("cls", [LMNN, NCA])
+def test_bad_early_stopping_parameters_are_named(cls, params, match):
+    X, t = _noisy_answers()
+    with pytest.raises(ValueError, match=f"{cls.__name__}: parameter {match}"):
+        cls(**params).fit(X, triplets=t)
+
+
+def test_a_loaded_model_keeps_its_validation_record(tmp_path):
+    import tripletml
+    X, t = _noisy_answers()
+    m = LMNN(random_state=0).fit(X, triplets=t)
+    m.save(tmp_path / "m.npz")
+    back = tripletml.load_model(tmp_path / "m.npz")
+    np.testing.assert_array_equal(back.validation_scores_, m.validation_scores_)
+    assert back.early_stopping_ == m.early_stopping_ and back.stop_reason_ == m.stop_reason_
