@@ -205,8 +205,10 @@ def upgrade_watch(est) -> None:
 
 def new_watch(est, window: int, initial: float | None = None) -> DivergenceWatch:
     """The online learners' divergence watch: windows of ``window`` steps,
-    ``WATCH_FACTOR`` / ``WATCH_FLOOR``, the initial model's loss first."""
-    return DivergenceWatch(est, advice=est._advice, factor=WATCH_FACTOR, floor=WATCH_FLOOR,
+    ``WATCH_FACTOR`` / ``WATCH_FLOOR`` (a learner's ``_watch_factor`` when it
+    sets one), the initial model's loss first."""
+    factor = getattr(est, "_watch_factor", WATCH_FACTOR)
+    return DivergenceWatch(est, advice=est._advice, factor=factor, floor=WATCH_FLOOR,
                            window=window, initial=initial)
 
 
