@@ -409,12 +409,13 @@ def test_long_run_rank_and_pinv_drift(init):
     n, k, eta, n_samples = 10, 3, 0.05, 40
     X = make_X(rng, n_samples, n)
     y = rng.integers(0, 4, n_samples)
-    T = []
-    while len(T) < 20000:
-        q, p, m = rng.choice(n_samples, 3, replace=False)
-        if y[q] == y[p] and y[q] != y[m]:
-            T.append((q, p, m))
-    T = np.array(T)
+    # 20,000 class triplets of distinct rows, drawn in bulk (uniform over the
+    # ordered distinct triples, as rng.choice(n, 3, replace=False) one by one)
+    T = rng.integers(0, n_samples, size=(200000, 3))
+    ok = (T[:, 0] != T[:, 1]) & (T[:, 0] != T[:, 2]) & (T[:, 1] != T[:, 2])
+    ok &= (y[T[:, 0]] == y[T[:, 1]]) & (y[T[:, 0]] != y[T[:, 2]])
+    T = T[ok][:20000]
+    assert len(T) == 20000
     model = LORETA(preprocessing=None, rank=k, eta0=eta, init=init, pinv_check_every=10**9, random_state=0)
     model.partial_fit(X, T[:1])
     A0, B0 = model.A_.copy(), model.B_.copy()
