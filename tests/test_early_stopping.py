@@ -4,7 +4,7 @@ monitor of minimize_lbfgs, and the refit on all answers for the best count."""
 import numpy as np
 import pytest
 
-from tripletml import LMNN, NCA
+from tripletml import LMNN, NCA, SML
 from tripletml.engine.early_stopping import (ValidationWatch, split_by_items,
                                              triplet_accuracy_on)
 from tripletml.linalg.linear_map import minimize_lbfgs
@@ -95,7 +95,7 @@ def test_minimize_lbfgs_stops_when_the_monitor_says_so():
 
 
 # ------------------------------------------------------------ the learners
-@pytest.mark.parametrize("cls", [LMNN, NCA])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
 def test_refit_is_the_plain_fit_for_the_best_count(cls):
     X, t = _noisy_answers()
     m = cls(random_state=0, max_iter=60, tol=None).fit(X, triplets=t)
@@ -104,7 +104,7 @@ def test_refit_is_the_plain_fit_for_the_best_count(cls):
     assert f"best iteration {best} of {m.validation_scores_.size - 1}" in m.early_stopping_
     assert m.stop_reason_ == "validation" and m.n_iter_ == best
     ref = cls(random_state=0, early_stopping=False, max_iter=best, tol=None).fit(X, triplets=t)
-    np.testing.assert_allclose(m.components_, ref.components_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(m.M_, ref.M_, rtol=1e-10, atol=1e-12 * np.abs(ref.M_).max())
 
 
 def test_lmnn_early_stopping_beats_the_full_fit_on_new_items():
@@ -150,20 +150,20 @@ def test_the_start_is_kept_when_it_scores_best(cls, monkeypatch):
     assert m.objective_ == m.initial_objective_ == start.initial_objective_
 
 
-@pytest.mark.parametrize("cls", [LMNN, NCA])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
 def test_auto_is_off_for_labels_and_on_for_answers(cls):
     from sklearn.datasets import load_iris
     X, y = load_iris(return_X_y=True)
     a = cls(random_state=0).fit(X, y)
     b = cls(random_state=0, early_stopping=False).fit(X, y)
     assert a.early_stopping_ == "off" and not hasattr(a, "validation_scores_")
-    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.M_, b.M_)
     Xa, t = _noisy_answers()
     assert cls(random_state=0).fit(Xa, triplets=t).early_stopping_.startswith("held out")
     assert cls(random_state=0, early_stopping=False).fit(Xa, triplets=t).early_stopping_ == "off"
 
 
-@pytest.mark.parametrize("cls", [LMNN, NCA])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
 def test_early_stopping_is_reproducible_and_scale_free(cls):
     X, t = _noisy_answers()
     a = cls(random_state=0).fit(X, triplets=t)
@@ -180,7 +180,7 @@ def test_early_stopping_is_reproducible_and_scale_free(cls):
     (dict(early_stopping="yes"), "early_stopping"),
     (dict(n_iter_no_change=0), "n_iter_no_change"),
 ])
-@pytest.mark.parametrize("cls", [LMNN, NCA])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
 def test_bad_early_stopping_parameters_are_named(cls, params, match):
     X, t = _noisy_answers()
     with pytest.raises(ValueError, match=f"{cls.__name__}: parameter {match}"):
@@ -195,3 +195,26 @@ def test_a_loaded_model_keeps_its_validation_record(tmp_path):
     back = tripletml.load_model(tmp_path / "m.npz")
     np.testing.assert_array_equal(back.validation_scores_, m.validation_scores_)
     assert back.early_stopping_ == m.early_stopping_ and back.stop_reason_ == m.stop_reason_
+
+
+def test_sml_early_stopping_ends_a_fit_whose_gap_cannot_close():
+    """Noisy answers keep SML's smoothed duality gap open (a
+    ConvergenceWarning after max_iter); early stopping ends the fit on the
+    held-out items' answers, without a warning, at least one iteration in
+    (M = 0, the start, is no metric)."""
+    import warnings
+    X, t = _noisy_answers(flip=0.35)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = SML(random_state=0, max_iter=300).fit(X, triplets=t)
+    assert m.stop_reason_ in ("validation", "tol") and 1 <= m.n_iter_ < 300
+    assert m.validation_scores_[0] == 0.5                 # every distance 0: ties
+    assert np.linalg.eigvalsh(m.M_).min() > -1e-10 * np.abs(m.M_).max()
+
+
+def test_the_sml_probe_scores_the_mahalanobis_distance():
+    from tripletml.engine.early_stopping import MahalanobisScorer
+    X, t = _noisy_answers()
+    rng = np.random.default_rng(0)
+    L = rng.normal(size=(3, X.shape[1]))
+    assert MahalanobisScorer(X, t)(L.T @ L) == pytest.approx(triplet_accuracy_on(X @ L.T, t))

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from tripletml import SML
+from tripletml import SML as SMLClass
+
+
+def SML(*args, **kwargs):
+    """SML with the paper's plain fit on explicit triplets: these tests check
+    the solver (early stopping on answers: tests/test_early_stopping.py)."""
+    kwargs.setdefault("early_stopping", False)
+    return SMLClass(*args, **kwargs)
 from tripletml.linalg.eig_update import solve_lemma3
 from tripletml.algorithms.sml.kernels import SMLProblem
 from tripletml.triplets import random_class_triplets
@@ -400,9 +407,9 @@ def test_every_fitted_array_is_declared():
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
     from tripletml.core.preprocessed import PREPROCESSING_ARRAYS
     from tripletml.core.tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
-    assert arrays == set(SML._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS) == {"M_", "components_"}
-    assert SML._fitted_arrays["M_"].shape == ("d", "d")
-    assert SML._fitted_arrays["components_"].shape == ("rank_", "d")
+    assert arrays == set(SMLClass._fitted_arrays) - set(PREPROCESSING_ARRAYS) - set(TUPLE_ARRAYS) - {"validation_scores_"} == {"M_", "components_"}
+    assert SMLClass._fitted_arrays["M_"].shape == ("d", "d")
+    assert SMLClass._fitted_arrays["components_"].shape == ("rank_", "d")
 
 
 def test_reproduction_refuses_unknown_data_sets_before_writing(tmp_path):

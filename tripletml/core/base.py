@@ -436,6 +436,8 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         for name in ("threshold_", "tuple_form_", "classes_"):
             self.__dict__.pop(name, None)
         X, got, rng, sup = self._prepare_fit(sup)
+        #: answers (triplets or pairs), not class labels: early stopping's "auto"
+        self._fit_from_answers = sup.tuple_form is not None
         try:
             self._fit_span(X, got, rng)
         except BaseException:
@@ -1233,8 +1235,11 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
         "is checked against it"),
     "_accepts_sparse": ("LearnerBase", "whether scipy.sparse X is accepted"),
     "_early_stopping_constraints": (
-        "LinearMapLearner", "the constraints of early_stopping, validation_fraction and "
-        "n_iter_no_change, for the L-BFGS map learners that expose them (LMNN, NCA)"),
+        "EarlyStoppingMixin", "the constraints of early_stopping, validation_fraction and "
+        "n_iter_no_change, for the learners that stop early on answers (LMNN, NCA, SML)"),
+    "_validation_array": (
+        "EarlyStoppingMixin", "the ArraySpec of validation_scores_ (the probe run's held-out "
+        "scores), merged into the _fitted_arrays of a learner that stops early"),
     "_renamed_params": (
         "LearnerBase", "{old: new} parameter names renamed since a model file was written: "
         "load_model reads the old name's value under the new one (LORETA's algorithm)"),

@@ -16,7 +16,8 @@ from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg.linear_map import (INIT_OPTIONS, LBFGSResult, initial_components,
                                          minimize_lbfgs, resolve_init)
 from tripletml.engine import apply_result, run
-from tripletml.engine.early_stopping import ValidationWatch, split_by_items
+from tripletml.core.early_stopping import EarlyStoppingMixin
+from tripletml.engine.early_stopping import ValidationWatch
 from tripletml.engine.whole import WholeRun
 from tripletml.triplets import AllLabels, ClassCodes
 
@@ -34,48 +35,13 @@ MAP_ATTRIBUTES_DOC = """\
 """
 
 
-#: early stopping's parameters (``{early_stopping}``) and attributes
-#: (``{early_stopping_attributes}``) in a subclass docstring
-EARLY_STOPPING_DOC = """\
-    early_stopping : {"auto", True, False}, default="auto"
-        Stop on answers about held-out items
-        (:mod:`tripletml.engine.early_stopping`; Goodfellow et al. 2016,
-        Algorithms 7.1-7.2): hold out ``validation_fraction`` of the items
-        the answers name, fit on the answers among the others, score after
-        every iteration the accuracy of the answers headed by a held-out
-        item, stop after ``n_iter_no_change`` iterations without a better
-        score, then fit all answers for the best iteration count (unless
-        the last iterate scored best).  ``"auto"``: on for answers
-        (``triplets=`` or pairs), off for class labels (exact constraints,
-        the paper's setting).
-    validation_fraction : float in (0, 1), default=0.2
-        Share of the named items that early stopping holds out.
-    n_iter_no_change : int, default=5
-        Iterations without a better held-out score that end the probe run.
-"""
-EARLY_STOPPING_ATTRIBUTES_DOC = """\
-    stop_reason_ : {"tol", "max_iter", "validation"}
-        ``"validation"``: the iteration count chosen by early stopping was
-        made.
-    early_stopping_ : str
-        ``"off"``, why no items could be held out, or what early stopping
-        held out and chose.
-    validation_scores_ : ndarray
-        With early stopping: the held-out accuracy of the probe run's
-        iterates (0: the start); absent otherwise.
-"""
-
-
-class LinearMapLearner(MahalanobisMixin, TripletLearner):
+class LinearMapLearner(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
     """Base of LMNN, NCA and LinearTSTE (not public)."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        for key, text in (("map_attributes", MAP_ATTRIBUTES_DOC),
-                          ("early_stopping", EARLY_STOPPING_DOC),
-                          ("early_stopping_attributes", EARLY_STOPPING_ATTRIBUTES_DOC)):
-            if cls.__doc__ and f"    {{{key}}}\n" in cls.__doc__:
-                cls.__doc__ = cls.__doc__.replace(f"    {{{key}}}\n", text)
+        if cls.__doc__ and "    {map_attributes}\n" in cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    {map_attributes}\n", MAP_ATTRIBUTES_DOC)
 
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),
@@ -96,14 +62,7 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         "preprocessor": ["no_validation"],   # resolved by the base class
     }
 
-    #: the parameters of early stopping, for the subclasses that have it
-    _early_stopping_constraints = {
-        "early_stopping": [StrOptions({"auto"}), "boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-    }
-    _fitted_arrays = {**_fitted_arrays,
-                      "validation_scores_": ArraySpec((None,), optional=True)}
+    _fitted_arrays = {**_fitted_arrays, **EarlyStoppingMixin._validation_array}
 
     def _sampler(self):
         """Labels are used as they are (:class:`~tripletml.triplets.AllLabels`):
@@ -193,13 +152,6 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         return L0, codes
 
     # ------------------------------------------------------ early stopping
-    def _early_stopping_on(self, triplets) -> bool:
-        """``early_stopping``: True, False, or ``"auto"`` (on for answers
-        given as triplets or pairs, off for class labels: labels give exact
-        constraints, the papers' setting)."""
-        flag = getattr(self, "early_stopping", False)
-        return bool(triplets is not None) if flag == "auto" else bool(flag)
-
     def _train_answers(self, make_objective, X: np.ndarray, triplets: np.ndarray,
                        L0: np.ndarray, rng, record_keys: tuple[str, ...]) -> None:
         """Fit on answers, with early stopping when it is on
@@ -212,21 +164,14 @@ class LinearMapLearner(MahalanobisMixin, TripletLearner):
         (``stop_reason_`` ``"validation"``).  ``make_objective(t)``: the
         objective of the answers ``t``; ``X``: the rows they index."""
         t = np.asarray(triplets)
-        if not self._early_stopping_on(t):
-            self.early_stopping_ = "off"
-            return self._train(make_objective(t), L0, record_keys)
-        hold = split_by_items(t, float(self.validation_fraction), rng)
-        if hold.fit.size == 0:
-            self.early_stopping_ = f"not possible: {hold.reason}"
+        hold = self._holdout(t, rng)
+        if hold is None:
             return self._train(make_objective(t), L0, record_keys)
         watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
         probe = minimize_lbfgs(make_objective(t[hold.fit]), L0, max_iter=int(self.max_iter),
                                tol=self.tol, verbose=self.verbose, who=type(self).__name__,
                                record_keys=record_keys, monitor=lambda it, L: watch(it, X @ L.T))
-        self.validation_scores_ = np.asarray(watch.scores, dtype=np.float64)
-        self.early_stopping_ = (f"held out {hold.items.size} items: {hold.fit.size} answers "
-                                f"fitted, {hold.val.size} validated; best iteration "
-                                f"{watch.best_iter} of {probe.n_iter}")
+        self._record_probe(hold, watch, probe.n_iter)
         if watch.best_iter >= probe.n_iter:     # the last iterate was the best: the plain fit
             return self._train(make_objective(t), L0, record_keys)
         self._train(make_objective(t), L0, record_keys, budget=watch.best_iter)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Callable, Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -123,7 +123,8 @@ class TrainingResult:
 def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
         max_time: float | None = None, history: History | None = None,
         watch: DivergenceWatch | None = None, flush_window: int | None = None,
-        verbose: Any = 0, total: int | None = None, unit: str = "it") -> TrainingResult:
+        verbose: Any = 0, total: int | None = None, unit: str = "it",
+        monitor: Callable[[int], bool] | None = None) -> TrainingResult:
     """Run ``solver`` until ``tol``, ``max_iter`` or ``max_time`` stops it.
 
     Parameters
@@ -149,6 +150,11 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
         Progress bar (see :func:`tripletml.engine.progress.progress_bar`).
     total, unit : int, str
         The bar's total and unit (default: ``max_iter`` iterations).
+    monitor : callable, optional
+        ``monitor(n_iter)`` after every step that completed iterations (the
+        solver's state is the caller's to read); True ends the run with
+        reason ``"validation"`` (early stopping,
+        :mod:`tripletml.engine.early_stopping`).
 
     Returns
     -------
@@ -197,6 +203,9 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
                 if tol is not None and criterion <= tol:
                     reason = "tol"
                     break
+            if rep.iterations and monitor is not None and monitor(n_iter):
+                reason = "validation"
+                break
             if max_time is not None and seconds >= max_time and n_iter < max_iter:
                 reason = "max_time"
                 break

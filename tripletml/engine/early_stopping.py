@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ItemHoldout", "split_by_items", "ValidationWatch", "triplet_accuracy_on"]
+__all__ = ["ItemHoldout", "split_by_items", "ValidationWatch", "triplet_accuracy_on",
+           "MahalanobisScorer"]
 
 
 @dataclass
@@ -114,8 +115,34 @@ class ValidationWatch:
         self.best_iter, self.best_score = 0, -math.inf
 
     def __call__(self, it: int, Z: np.ndarray) -> bool:
-        s = triplet_accuracy_on(Z, self.triplets)
-        self.scores.append(s)
-        if s > self.best_score:
-            self.best_iter, self.best_score = int(it), s
+        return self.record(it, triplet_accuracy_on(Z, self.triplets))
+
+    def record(self, it: int, score: float) -> bool:
+        """Record the score of iteration ``it``; True when it is time to stop."""
+        self.scores.append(float(score))
+        if score > self.best_score:
+            self.best_iter, self.best_score = int(it), float(score)
         return int(it) - self.best_iter >= self.patience
+
+
+class MahalanobisScorer:
+    """The accuracy of answers under ``d(a, b) = (x_a - x_b)^T M (x_a -
+    x_b)`` for a sequence of ``M`` (d x d): the rows the answers name are
+    kept (dense), each call costs ``r d^2 + r^2 d`` for their ``r`` rows
+    (a tie counts one half, as :func:`triplet_accuracy_on`)."""
+
+    def __init__(self, X, triplets: np.ndarray):
+        t = np.asarray(triplets)
+        rows, local = np.unique(t, return_inverse=True)
+        Xr = X[rows]
+        self.Xr = np.asarray(Xr.toarray() if hasattr(Xr, "toarray") else Xr, dtype=np.float64)
+        self.t = local.reshape(t.shape)
+
+    def __call__(self, M: np.ndarray) -> float:
+        G = (self.Xr @ M) @ self.Xr.T
+        g = np.diag(G)
+        q, p, n = self.t[:, 0], self.t[:, 1], self.t[:, 2]
+        margin = (g[n] - 2 * G[q, n]) - (g[p] - 2 * G[q, p])
+        if self.t.shape[0] == 0:
+            return math.nan
+        return float(np.mean(margin > 0) + 0.5 * np.mean(margin == 0))
