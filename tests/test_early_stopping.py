@@ -4,7 +4,7 @@ monitor of minimize_lbfgs, and the refit on all answers for the best count."""
 import numpy as np
 import pytest
 
-from tripletml import LMNN, NCA, SML
+from tripletml import ITML, LMNN, NCA, SML
 from tripletml.engine.early_stopping import (ValidationWatch, split_by_items,
                                              triplet_accuracy_on)
 from tripletml.linalg.linear_map import minimize_lbfgs
@@ -95,7 +95,7 @@ def test_minimize_lbfgs_stops_when_the_monitor_says_so():
 
 
 # ------------------------------------------------------------ the learners
-@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
 def test_refit_is_the_plain_fit_for_the_best_count(cls):
     X, t = _noisy_answers()
     m = cls(random_state=0, max_iter=60, tol=None).fit(X, triplets=t)
@@ -121,36 +121,44 @@ def test_lmnn_early_stopping_beats_the_full_fit_on_new_items():
     assert acc(early) > acc(full)
 
 
-@pytest.mark.parametrize("cls", [LMNN, NCA])
-def test_the_start_is_kept_when_it_scores_best(cls, monkeypatch):
+@pytest.mark.parametrize("cls, where", [(LMNN, "tripletml.core.neighborhood"),
+                                        (NCA, "tripletml.core.neighborhood"),
+                                        (ITML, "tripletml.algorithms.itml.estimator")])
+def test_the_start_is_kept_when_it_scores_best(cls, where, monkeypatch):
     """A watch whose scores only fall (as on the simulated crowd set of
-    BENCHMARKS.md, where LMNN's best count is 0): the model is the initial
-    map, with no iteration and no ConvergenceWarning."""
+    BENCHMARKS.md, where LMNN's and ITML's best count is 0): the model is
+    the start (the identity of the preprocessed rows), with no iteration
+    and no ConvergenceWarning."""
+    import importlib
     import warnings
 
-    import tripletml.core.neighborhood as nb
+    from tripletml.engine.early_stopping import ValidationWatch
 
-    class Falling(nb.ValidationWatch):
+    class Falling(ValidationWatch):
+        def record(self, it, score):
+            return super().record(it, -float(it))
+
         def __call__(self, it, Z):
-            self.scores.append(-float(it))
-            if -float(it) > self.best_score:
-                self.best_iter, self.best_score = int(it), -float(it)
-            return int(it) - self.best_iter >= self.patience
+            return self.record(it, 0.0)
 
-    monkeypatch.setattr(nb, "ValidationWatch", Falling)
+    monkeypatch.setattr(importlib.import_module(where), "ValidationWatch", Falling)
     X, t = _noisy_answers()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m = cls(random_state=0, preprocessing=None).fit(X, triplets=t)
-    start = cls(random_state=0, preprocessing=None, early_stopping=False, max_iter=1,
-                tol=None).fit(X, triplets=t)
     assert m.n_iter_ == 0 and m.stop_reason_ == "validation" and m.history_["step"] == [0]
-    assert m.init_ == start.init_ == "identity"
-    np.testing.assert_array_equal(m.components_, np.eye(X.shape[1]))
-    assert m.objective_ == m.initial_objective_ == start.initial_objective_
+    assert m.validation_scores_[0] == 0.0 and m.validation_scores_.size == 6
+    np.testing.assert_allclose(m.M_, np.eye(X.shape[1]) * m.M_[0, 0], atol=1e-12)
+    if cls is ITML:
+        assert not m.dual_.any()
+    else:
+        start = cls(random_state=0, preprocessing=None, early_stopping=False, max_iter=1,
+                    tol=None).fit(X, triplets=t)
+        assert m.init_ == start.init_ == "identity"
+        assert m.objective_ == m.initial_objective_ == start.initial_objective_
 
 
-@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
 def test_auto_is_off_for_labels_and_on_for_answers(cls):
     from sklearn.datasets import load_iris
     X, y = load_iris(return_X_y=True)
@@ -163,7 +171,7 @@ def test_auto_is_off_for_labels_and_on_for_answers(cls):
     assert cls(random_state=0, early_stopping=False).fit(Xa, triplets=t).early_stopping_ == "off"
 
 
-@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
 def test_early_stopping_is_reproducible_and_scale_free(cls):
     X, t = _noisy_answers()
     a = cls(random_state=0).fit(X, triplets=t)
@@ -180,7 +188,7 @@ def test_early_stopping_is_reproducible_and_scale_free(cls):
     (dict(early_stopping="yes"), "early_stopping"),
     (dict(n_iter_no_change=0), "n_iter_no_change"),
 ])
-@pytest.mark.parametrize("cls", [LMNN, NCA, SML])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
 def test_bad_early_stopping_parameters_are_named(cls, params, match):
     X, t = _noisy_answers()
     with pytest.raises(ValueError, match=f"{cls.__name__}: parameter {match}"):
@@ -218,3 +226,14 @@ def test_the_sml_probe_scores_the_mahalanobis_distance():
     rng = np.random.default_rng(0)
     L = rng.normal(size=(3, X.shape[1]))
     assert MahalanobisScorer(X, t)(L.T @ L) == pytest.approx(triplet_accuracy_on(X @ L.T, t))
+
+
+def test_itml_pairs_keep_the_plain_fit_and_say_so():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    P = rng.choice(40, size=(200, 2))
+    P = P[P[:, 0] != P[:, 1]]
+    y = np.where(rng.random(len(P)) < 0.5, 1, -1)
+    m = ITML(random_state=0, preprocessor=X).fit(P, y)
+    assert m.early_stopping_.startswith("off (pairs")
+    assert not hasattr(m, "validation_scores_")

@@ -7,7 +7,14 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from tripletml import ITML, Euclidean
+from tripletml import ITML as ITMLClass, Euclidean
+
+
+def ITML(*args, **kwargs):
+    """ITML with the paper's plain fit on explicit triplets: these tests
+    check Algorithm 1 (early stopping on answers: tests/test_early_stopping.py)."""
+    kwargs.setdefault("early_stopping", False)
+    return ITMLClass(*args, **kwargs)
 from tripletml.metrics import evaluate_retrieval
 from tripletml.algorithms.itml.kernels import ITMLSolver, itml_bounds, triplet_pairs
 from tripletml.triplets import random_class_triplets

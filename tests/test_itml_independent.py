@@ -38,6 +38,13 @@ import tripletml
 from tripletml.algorithms.itml.kernels import ITMLSolver, itml_bounds, triplet_pairs
 from tripletml.triplets import random_class_triplets
 
+
+def _itml(*args, **kwargs):
+    """ITML with the paper's plain fit on explicit triplets: these tests
+    check Algorithm 1 (early stopping on answers: tests/test_early_stopping.py)."""
+    kwargs.setdefault("early_stopping", False)
+    return tripletml.ITML(*args, **kwargs)
+
 # the solvers against their papers' formulas on the rows as given
 pytestmark = pytest.mark.usefixtures("raw_rows")
 
@@ -254,7 +261,7 @@ def test_learner_matches_reference_fixed_sweeps(gamma):
     A, lam, _xi, _convs = ref_itml(X, T, u, l, gamma, k)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)     # tol=None: no warning
-        m = tripletml.ITML(gamma=gamma, bounds=(u, l), tol=None, max_iter=k,
+        m = _itml(gamma=gamma, bounds=(u, l), tol=None, max_iter=k,
                            preprocessing=None).fit(X, triplets=T)
     M = (A + A.T) / 2
     close(m.M_, M)
@@ -295,7 +302,7 @@ def test_learner_default_bounds_are_percentiles():
     bu, bl = itml_bounds(X, used, np.random.default_rng(0), percentiles=(10.0, 80.0))
     ru, rl = ref_bounds(X, T, percentiles=(10.0, 80.0))
     assert bu == pytest.approx(ru, rel=1e-12) and bl == pytest.approx(rl, rel=1e-12)
-    m = tripletml.ITML(preprocessing=None, tol=None, max_iter=3).fit(X, triplets=T)
+    m = _itml(preprocessing=None, tol=None, max_iter=3).fit(X, triplets=T)
     np.testing.assert_allclose(np.asarray(m.bounds_, dtype=float), [u, l], rtol=1e-12)
     A, lam, *_ = ref_itml(X, T, u, l, 1.0, 3)
     close(m.M_, (A + A.T) / 2)
@@ -309,7 +316,7 @@ def test_learner_bounds_in_preprocessed_coordinates():
     u, l = ref_bounds(Z, T)
     A, _lam, *_ = ref_itml(Z, T, u, l, 1.0, 4)
     for prep in ("standardize", "auto"):
-        m = tripletml.ITML(preprocessing=prep, tol=None, max_iter=4).fit(X, triplets=T)
+        m = _itml(preprocessing=prep, tol=None, max_iter=4).fit(X, triplets=T)
         assert m.preprocessing_ == "standardize"
         np.testing.assert_allclose(np.asarray(m.bounds_, dtype=float), [u, l], rtol=1e-9)
         M = (A + A.T) / 2
@@ -324,7 +331,7 @@ def test_learner_sampled_triplets():
     rng = np.random.default_rng(12)
     y = np.repeat([0, 1, 2], 6)
     X = rng.normal(size=(3, 3))[y] * 1.5 + rng.normal(size=(18, 3))
-    m = tripletml.ITML(preprocessing=None, tol=None, max_iter=3, random_state=4).fit(X, y)
+    m = _itml(preprocessing=None, tol=None, max_iter=3, random_state=4).fit(X, y)
     assert m.dual_.shape == (2 * 20 * 9,)
     T = random_class_triplets(y, 180, random_state=np.random.default_rng(4))
     u, l = ref_bounds(X, T)
@@ -332,7 +339,7 @@ def test_learner_sampled_triplets():
     A, lam, *_ = ref_itml(X, T, u, l, 1.0, 3)
     close(m.M_, (A + A.T) / 2)
     close(m.dual_, lam)
-    m2 = tripletml.ITML(preprocessing=None, n_triplets=50, tol=None, max_iter=2,
+    m2 = _itml(preprocessing=None, n_triplets=50, tol=None, max_iter=2,
                         random_state=4).fit(X, y)
     assert m2.dual_.shape == (100,)
 
@@ -344,12 +351,12 @@ def test_learner_tol_and_max_iter():
     assert 2 < len(convs) < 1000
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        m = tripletml.ITML(preprocessing=None, tol=1e-2, max_iter=1000).fit(X, triplets=T)
+        m = _itml(preprocessing=None, tol=1e-2, max_iter=1000).fit(X, triplets=T)
     assert m.stop_reason_ == "tol" and m.n_iter_ == len(convs)
     close(m.M_, (A + A.T) / 2)
     # max_iter reached with a tol set: ConvergenceWarning
     with pytest.warns(ConvergenceWarning):
-        m = tripletml.ITML(preprocessing=None, tol=1e-12, max_iter=2).fit(X, triplets=T)
+        m = _itml(preprocessing=None, tol=1e-12, max_iter=2).fit(X, triplets=T)
     assert m.stop_reason_ == "max_iter" and m.n_iter_ == 2
     A2, *_ = ref_itml(X, T, u, l, 1.0, 2)
     close(m.M_, (A2 + A2.T) / 2)
@@ -541,8 +548,8 @@ def test_translation_invariance():
     X, T = small_problem(20, n=15, d=3, m=25)
     shift = np.array([10.0, -4.0, 7.0])
     for prep in (None, "standardize"):
-        m1 = tripletml.ITML(preprocessing=prep, tol=None, max_iter=5).fit(X, triplets=T)
-        m2 = tripletml.ITML(preprocessing=prep, tol=None, max_iter=5).fit(X + shift,
+        m1 = _itml(preprocessing=prep, tol=None, max_iter=5).fit(X, triplets=T)
+        m2 = _itml(preprocessing=prep, tol=None, max_iter=5).fit(X + shift,
                                                                           triplets=T)
         np.testing.assert_allclose(np.asarray(m2.bounds_, float),
                                    np.asarray(m1.bounds_, float), rtol=1e-10)
@@ -556,8 +563,8 @@ def test_scale_invariance_default_bounds(scale):
     (the constraints v^T A v <= u are the same), lambda scales by 1/c^2, the
     conv values and hence the sweep at which tol stops are unchanged."""
     X, T = small_problem(24, n=14, d=3, m=20)
-    m1 = tripletml.ITML(preprocessing=None, tol=1e-2).fit(X, triplets=T)
-    m2 = tripletml.ITML(preprocessing=None, tol=1e-2).fit(scale * X, triplets=T)
+    m1 = _itml(preprocessing=None, tol=1e-2).fit(X, triplets=T)
+    m2 = _itml(preprocessing=None, tol=1e-2).fit(scale * X, triplets=T)
     assert m1.stop_reason_ == m2.stop_reason_ == "tol"
     assert m2.n_iter_ == m1.n_iter_ > 1
     np.testing.assert_allclose(np.asarray(m2.bounds_, float) / scale ** 2,
@@ -578,7 +585,7 @@ def test_scale_invariance_extreme_scale(scale):
     out = np.asarray(s.run_sweeps(1000, 1e-2))
     assert len(out) == len(convs)
     close(out, convs)
-    m = tripletml.ITML(preprocessing=None, tol=1e-2).fit(scale * X, triplets=T)
+    m = _itml(preprocessing=None, tol=1e-2).fit(scale * X, triplets=T)
     assert m.n_iter_ == len(convs)
     close(m.M_, (A + A.T) / 2, rtol=1e-9)
 
@@ -594,7 +601,7 @@ def test_default_bounds_translation_invariant_far_from_origin(shift, rtol):
     np.testing.assert_allclose(ref_bounds(Y, T), (u, l), rtol=rtol)   # the reference is
     got = itml_bounds(Y, np.unique(T), np.random.default_rng(0))       # accurate there
     np.testing.assert_allclose(got, (u, l), rtol=rtol)
-    m = tripletml.ITML(preprocessing=None, tol=None, max_iter=3).fit(Y, triplets=T)
+    m = _itml(preprocessing=None, tol=None, max_iter=3).fit(Y, triplets=T)
     np.testing.assert_allclose(np.asarray(m.bounds_, float), (u, l), rtol=rtol)
 
 
@@ -613,7 +620,7 @@ def test_identical_pair_is_skipped():
     assert s.dual[0] == 0 and s.xi[0] == u
     close(s.A, A)
     close(s.dual, lam)
-    m = tripletml.ITML(preprocessing=None, bounds=(u, l), tol=None,
+    m = _itml(preprocessing=None, bounds=(u, l), tol=None,
                        max_iter=4).fit(X, triplets=T)
     assert np.all(np.isfinite(m.M_))
     close(m.M_, (A + A.T) / 2)
@@ -631,7 +638,7 @@ def test_iris_beats_euclidean():
     eu = evaluate_retrieval(tripletml.Euclidean().fit(Xtr, ytr), Xte, yte)["map"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        m = tripletml.ITML(random_state=0).fit(Xtr, ytr)
+        m = _itml(random_state=0).fit(Xtr, ytr)
     assert m.stop_reason_ in ("tol", "max_iter")
     w = np.linalg.eigvalsh(m.M_)
     assert w.min() > 0 and m.rank_ == 4
@@ -667,17 +674,17 @@ def test_iris_beats_euclidean():
 def test_bad_parameters(kwargs, exc):
     X, T = small_problem(22)
     with pytest.raises(exc, match="ITML"):
-        tripletml.ITML(preprocessing=None, **kwargs).fit(X, triplets=T)
+        _itml(preprocessing=None, **kwargs).fit(X, triplets=T)
 
 
 def test_gamma_inf_and_numpy_scalars_accepted():
     X, T = small_problem(23)
     u, l = 0.5, 4.0
     A, *_ = ref_itml(X, T, u, l, np.inf, 3)
-    m = tripletml.ITML(gamma=np.inf, bounds=(np.float32(0.5), np.int64(4)), tol=None,
+    m = _itml(gamma=np.inf, bounds=(np.float32(0.5), np.int64(4)), tol=None,
                        max_iter=np.int32(3), preprocessing=None).fit(X, triplets=T)
     close(m.M_, (A + A.T) / 2)
     A, *_ = ref_itml(X, T, u, l, 0.25, 3)
-    m = tripletml.ITML(gamma=np.float64(0.25), bounds=(u, l), tol=None, max_iter=3,
+    m = _itml(gamma=np.float64(0.25), bounds=(u, l), tol=None, max_iter=3,
                        preprocessing=None).fit(X, triplets=T)
     close(m.M_, (A + A.T) / 2)

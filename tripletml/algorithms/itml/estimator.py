@@ -18,13 +18,15 @@ from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import COMMON, Interval, Options
 from tripletml.core.validation import check_dense_memory, check_scalar_param
 from tripletml.core.base import MahalanobisMixin, TripletLearner
+from tripletml.core.early_stopping import EarlyStoppingMixin
+from tripletml.engine.early_stopping import MahalanobisScorer, ValidationWatch
 from tripletml.linalg import psd_factor
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.triplets import document_sampling
 from tripletml.pairs import PairConstraints
 from tripletml.linalg.span import lift_psd_factor
 from tripletml.algorithms.itml.kernels import BOUND_ROWS, BREAKDOWN, OVERFLOW, ITMLSolver, itml_bounds
-from tripletml.engine import History, apply_result, run
+from tripletml.engine import History, TrainingResult, apply_result, run
 from tripletml.triplets import ClassTriplets, is_class_sampling
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 
@@ -41,7 +43,7 @@ _BYTES_PER_CONSTRAINT = 80
 @document_transform
 @document_sampling
 @document_preprocessing
-class ITML(MahalanobisMixin, TripletLearner):
+class ITML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
     """Information-theoretic metric learning: the Mahalanobis matrix
     nearest the prior in LogDet divergence that keeps similar pairs close
     and dissimilar pairs apart.
@@ -94,6 +96,7 @@ class ITML(MahalanobisMixin, TripletLearner):
         sweeps on digits, vowel or letter); the l1 / l1 ratio at 1e-3 stops
         where that test stopped on the small sets and converges on the large
         ones (:class:`tripletml.algorithms.itml.kernels.ITMLSolver`, Notes).
+    {early_stopping}
     rank_tol : float, default=1e-6
         Eigenvalues of M below ``rank_tol`` times its largest do not count
         in ``rank_`` and ``components_``.
@@ -125,7 +128,7 @@ class ITML(MahalanobisMixin, TripletLearner):
         pairs: one per pair, in their order).
     n_iter_ : int
         Sweeps made.
-    stop_reason_ : {"tol", "max_iter"}
+    {early_stopping_attributes}
     history_ : dict of lists
         ``step`` (sweep), ``seconds`` and ``convergence`` (the value compared
         with ``tol``), one record per block of sweeps.
@@ -147,10 +150,12 @@ class ITML(MahalanobisMixin, TripletLearner):
         "components_": ArraySpec(("rank_", "d")),
         "bounds_": ArraySpec((2,)),
         "dual_": ArraySpec((None,)),
+        **EarlyStoppingMixin._validation_array,
     }
 
     def __init__(self, gamma=1.0, *, bounds=None, n_triplets=None, sampling="class", max_iter=1000,
-                 tol=1e-3, rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
+                 tol=1e-3, early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5,
+                 rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
                  n_components=None, preprocessor=None):
         self.gamma = gamma
         self.bounds = bounds
@@ -158,6 +163,9 @@ class ITML(MahalanobisMixin, TripletLearner):
         self.sampling = sampling
         self.max_iter = max_iter
         self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.rank_tol = rank_tol
         self.preprocessing = preprocessing
         self.random_state = random_state
@@ -173,6 +181,7 @@ class ITML(MahalanobisMixin, TripletLearner):
         "rank_tol": [Interval(Real, 0, 1, closed="both")],
         "n_components": N_COMPONENTS_PARAM,
         "preprocessor": ["no_validation"],   # resolved by the base class
+        **EarlyStoppingMixin._early_stopping_constraints,
     }
 
     def _check_params(self):
@@ -264,15 +273,20 @@ class ITML(MahalanobisMixin, TripletLearner):
                 raise ValueError(f"ITML: the rows the {'pairs' if is_pairs else 'triplets'} "
                                  "use are all identical (the default bounds are 0); nothing "
                                  "to learn.")
-        solver = ITMLSolver(X, triplets, bounds, float(self.gamma))
-        if not solver.active.any():
-            raise ValueError("ITML: every constraint pairs identical points (each triplet's "
-                             "query equals its positive and its negative as points, or every "
-                             "pair's two points are equal); nothing to learn.")
-        solver.tol = self.tol
-        result = run(solver, name="ITML", max_iter=self.max_iter, tol=self.tol,
-                     history=History(keys=("convergence",)), verbose=self.verbose,
-                     unit="sweep")
+        solver = self._solver(X, triplets, bounds)
+        budget = None
+        if is_pairs:
+            self.early_stopping_ = "off (pairs: the held-out score is a triplet accuracy)" \
+                if self._early_stopping_on() else "off"
+        else:
+            budget = self._probe(X, np.asarray(triplets), bounds, rng)
+        if budget == 0:                       # the prior itself scored best
+            solver.dual[:] = 0.0
+            result = TrainingResult(n_iter=0, stop_reason="validation", criterion=None,
+                                    history={"step": [0], "seconds": [0.0],
+                                             "convergence": [None]}, seconds=0.0)
+        else:
+            result = self._run(solver, budget)
         M = 0.5 * (solver.A + solver.A.T)
         try:
             np.linalg.cholesky(M)                   # positive definite (d^3 / 3, not an eigh)
@@ -282,5 +296,44 @@ class ITML(MahalanobisMixin, TripletLearner):
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
         self.bounds_ = np.asarray(bounds, dtype=np.float64)
         self.dual_ = solver.dual.copy()
-        apply_result(self, result, tol=self.tol, what="relative change of the dual variables",
+        apply_result(self, result, tol=self.tol if budget is None else None,
+                     what="relative change of the dual variables",
                      advice="increase max_iter or tol")
+        if budget is not None and self.stop_reason_ == "max_iter":
+            self.stop_reason_ = "validation"
+
+    def _solver(self, X, triplets, bounds) -> ITMLSolver:
+        solver = ITMLSolver(X, triplets, bounds, float(self.gamma))
+        if not solver.active.any():
+            raise ValueError("ITML: every constraint pairs identical points (each triplet's "
+                             "query equals its positive and its negative as points, or every "
+                             "pair's two points are equal); nothing to learn.")
+        solver.tol = self.tol
+        return solver
+
+    def _run(self, solver: ITMLSolver, budget: int | None = None, monitor=None):
+        return run(solver, name="ITML", max_iter=self.max_iter if budget is None else budget,
+                   tol=self.tol, history=History(keys=("convergence",)), verbose=self.verbose,
+                   unit="sweep", monitor=monitor)
+
+    def _probe(self, X, t: np.ndarray, bounds, rng) -> int | None:
+        """Early stopping (:class:`~tripletml.core.early_stopping.EarlyStoppingMixin`):
+        the sweeps on the answers among the kept items, one sweep per step,
+        each ``M`` scored on the answers headed by a held-out item (the
+        same bounds); returns the sweeps chosen (0: the prior ``M = I``),
+        or None for the plain fit."""
+        hold = self._holdout(t, rng)
+        if hold is None:
+            return None
+        watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
+        score = MahalanobisScorer(X, t[hold.val])
+        try:
+            solver = self._solver(X, t[hold.fit], bounds)
+        except ValueError:                    # the kept answers pair identical points only
+            self.early_stopping_ = "not possible: the kept answers give no constraint"
+            return None
+        solver.block = 1
+        watch.record(0, score(solver.A))
+        probe = self._run(solver, monitor=lambda it: watch.record(it, score(solver.A)))
+        self._record_probe(hold, watch, probe.n_iter)
+        return None if watch.best_iter >= probe.n_iter else watch.best_iter

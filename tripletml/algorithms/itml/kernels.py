@@ -404,7 +404,7 @@ class ITMLSolver:
         projection overflowed or met a non-positive distance.  The criterion
         is the last sweep's convergence value (the relative change of the
         dual variables in the l1 norm, Notes)."""
-        vals = self.run_sweeps(min(SWEEP_BLOCK, int(budget)), self.tol)
+        vals = self.run_sweeps(min(getattr(self, "block", SWEEP_BLOCK), int(budget)), self.tol)
         if self.skipped[1] or not np.isfinite(self.A).all():
             raise FloatingPointError(OVERFLOW)
         if self.skipped[0]:
