@@ -237,3 +237,14 @@ def test_itml_pairs_keep_the_plain_fit_and_say_so():
     m = ITML(random_state=0, preprocessor=X).fit(P, y)
     assert m.early_stopping_.startswith("off (pairs")
     assert not hasattr(m, "validation_scores_")
+
+
+@pytest.mark.parametrize("cls", [LMNN, SML, ITML])
+def test_a_refit_on_labels_drops_the_answers_record(cls):
+    from sklearn.datasets import load_iris
+    X, t = _noisy_answers()
+    m = cls(random_state=0).fit(X, triplets=t)
+    assert hasattr(m, "validation_scores_")
+    Xi, y = load_iris(return_X_y=True)
+    m.fit(Xi, y)
+    assert m.early_stopping_ == "off" and not hasattr(m, "validation_scores_")

@@ -96,10 +96,13 @@ def test_lowrank_dml_partitioned_equals_in_memory(solver, K):
 def test_sml_partitioned_equals_in_memory(K):
     X, _ = _data()
     coll, T = _split(X, K, m_per=40)
-    params = dict(max_iter=40, tol=None, preprocessing="standardize")
+    # the in-memory fit on answers stops early by default; fit(collection)
+    # sums the partitions' gradients and has no held-out items
+    params = dict(max_iter=40, tol=None, preprocessing="standardize", early_stopping=False)
     part = SML(**params).fit(coll)
     ref = SML(**params).fit(X, triplets=T)
     assert part.n_iter_ == ref.n_iter_ == 40
+    assert SML(max_iter=40, tol=None).fit(coll).early_stopping_.startswith("off (fit(collection)")
     _close(part.M_, ref.M_)
     _close(part.lipschitz_, ref.lipschitz_)
     _close(part.lipschitz_final_, ref.lipschitz_final_)
@@ -107,7 +110,7 @@ def test_sml_partitioned_equals_in_memory(K):
         _close(part.history_[key], ref.history_[key], rtol=1e-7)
     assert part.rank_ == ref.rank_
     # the subgradient solver (SMLgd) uses the same sums
-    sub = dict(solver="subgradient", max_iter=15, tol=None, preprocessing=None)
+    sub = dict(solver="subgradient", max_iter=15, tol=None, preprocessing=None, early_stopping=False)
     _close(SML(**sub).fit(coll).M_, SML(**sub).fit(X, triplets=T).M_)
     # one partition's triplets alone give another model
     coll1, _ = _split(X[:50], 1, m_per=40)

@@ -480,8 +480,10 @@ def test_sphere_partial_fit_and_mahalanobis_transform():
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(a.similarity(X), b.similarity(P), rtol=1e-9, atol=1e-9)
     # an explicit "sphere" works for a Mahalanobis learner too (not its "auto")
-    m = tm.SML(preprocessing="sphere", n_triplets=60, max_iter=10, tol=None).fit(X, triplets=t)
-    r = raw(tm.SML(preprocessing=None, n_triplets=60, max_iter=10, tol=None)).fit(P, triplets=t)
+    m = tm.SML(preprocessing="sphere", n_triplets=60, max_iter=10, tol=None,
+               random_state=0).fit(X, triplets=t)
+    r = raw(tm.SML(preprocessing=None, n_triplets=60, max_iter=10, tol=None,
+                   random_state=0)).fit(P, triplets=t)
     assert m.components_.shape[1] == X.shape[1] + 1 and m.n_features_in_ == X.shape[1]
     np.testing.assert_allclose(m.transform(X), r.transform(P), rtol=1e-6, atol=1e-9)
 

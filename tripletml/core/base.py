@@ -425,6 +425,8 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         self
         """
         check_fit_keywords(self, fit_params, ["X", "y", "triplets", "pairs"])
+        for name in ("early_stopping_", "validation_scores_"):   # a fit's own record
+            self.__dict__.pop(name, None)
         if _is_collection(X):
             if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "

@@ -15,7 +15,7 @@ from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg.linear_map import (INIT_OPTIONS, LBFGSResult, initial_components,
                                          minimize_lbfgs, resolve_init)
-from tripletml.engine import apply_result, run
+from tripletml.engine import TrainingResult, apply_result, run
 from tripletml.core.early_stopping import EarlyStoppingMixin
 from tripletml.engine.early_stopping import ValidationWatch
 from tripletml.engine.whole import WholeRun
@@ -200,19 +200,17 @@ class LinearMapLearner(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
                      tol=0.0 if self.tol is None else self.tol)
         res: LBFGSResult = solver.result.lbfgs
         self._set_map(res.L, res.objective, res.initial_objective)
-        apply_result(self, result, tol=self.tol if budget is None else None,
+        apply_result(self, result, tol=self.tol, early_stopped=budget is not None,
                      what="relative decrease of the objective", advice="increase max_iter or tol")
-        if budget is not None and self.stop_reason_ == "max_iter":
-            self.stop_reason_ = "validation"
 
     def _keep_start(self, objective, L0: np.ndarray, record_keys: tuple[str, ...]) -> None:
         """Early stopping's best iterate is the start: ``L0``, no iteration."""
         value, _, info = objective(L0)
         self._set_map(np.array(L0, dtype=np.float64), value, value)
-        self.history_ = {"step": [0], "seconds": [0.0], "objective": [float(value)],
-                         **{k: [None if info.get(k) is None else float(info[k])]
-                            for k in record_keys}}
-        self.n_iter_, self.stop_reason_ = 0, "validation"
+        history = {"step": [0], "seconds": [0.0], "objective": [float(value)],
+                   **{k: [None if info.get(k) is None else float(info[k])] for k in record_keys}}
+        apply_result(self, TrainingResult(n_iter=0, stop_reason="validation", criterion=None,
+                                          history=history), tol=None, what="", advice="")
 
     def _set_map(self, L: np.ndarray, objective: float, initial: float) -> None:
         L = np.ascontiguousarray(L)

@@ -151,10 +151,8 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
     total, unit : int, str
         The bar's total and unit (default: ``max_iter`` iterations).
     monitor : callable, optional
-        ``monitor(n_iter)`` after every step that completed iterations (the
-        solver's state is the caller's to read); True ends the run with
-        reason ``"validation"`` (early stopping,
-        :mod:`tripletml.engine.early_stopping`).
+        ``monitor(n_iter)`` after every step that completed iterations; True
+        ends the run, reason ``"validation"`` (early stopping).
 
     Returns
     -------
@@ -225,13 +223,18 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
 
 
 def apply_result(est: Any, result: TrainingResult, *, tol: float | None, what: str,
-                 advice: str, stacklevel: int = 5) -> None:
+                 advice: str, stacklevel: int = 5, early_stopped: bool = False) -> None:
     """Record ``result`` on ``est`` (``n_iter_``, ``stop_reason_``,
     ``history_``) and warn (:class:`~sklearn.exceptions.ConvergenceWarning`)
     when ``tol`` was set and not met; ``what`` names the criterion and
-    ``advice`` says what to change."""
+    ``advice`` says what to change.  ``early_stopped``: the run's budget was
+    the count early stopping chose (:mod:`tripletml.engine.early_stopping`):
+    spending it is stop reason ``"validation"``, never a warning."""
     if result.stop_reason not in STOP_REASONS:
         raise ValueError(f"unknown stop reason {result.stop_reason!r}")
     est.history_ = result.history
-    finish(est, result.n_iter, result.stop_reason, tol=tol, criterion=result.criterion,
-           what=what, advice=advice, stacklevel=stacklevel)
+    reason = result.stop_reason
+    if early_stopped and reason == "max_iter":
+        reason = "validation"
+    finish(est, result.n_iter, reason, tol=None if early_stopped else tol,
+           criterion=result.criterion, what=what, advice=advice, stacklevel=stacklevel)

@@ -296,11 +296,9 @@ class ITML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
         self.bounds_ = np.asarray(bounds, dtype=np.float64)
         self.dual_ = solver.dual.copy()
-        apply_result(self, result, tol=self.tol if budget is None else None,
+        apply_result(self, result, tol=self.tol, early_stopped=budget is not None,
                      what="relative change of the dual variables",
                      advice="increase max_iter or tol")
-        if budget is not None and self.stop_reason_ == "max_iter":
-            self.stop_reason_ = "validation"
 
     def _solver(self, X, triplets, bounds) -> ITMLSolver:
         solver = ITMLSolver(X, triplets, bounds, float(self.gamma))

@@ -293,10 +293,11 @@ class SML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
         M = 0.5 * (solver.M + solver.M.T)
         self.M_ = M
         self.components_, self.rank_ = psd_factor(M, self.rank_tol)
-        apply_result(self, result, tol=self.tol if budget is None else None,
+        apply_result(self, result, tol=self.tol, early_stopped=budget is not None,
                      what=("smoothed duality gap per triplet" if self.solver == "smooth"
                            else "relative objective change"),
                      advice="increase max_iter or tol" + (" (or mu)" if self.solver == "smooth"
                                                           else ""))
-        if budget is not None and self.stop_reason_ == "max_iter":
-            self.stop_reason_ = "validation"
+        if "early_stopping_" not in vars(self):
+            self.early_stopping_ = ("off (fit(collection) sums the partitions' gradients: no "
+                                    "held-out items)")
