@@ -1,6 +1,7 @@
 """Early stopping on answers about held-out items (tripletml.engine.early_stopping)
-and its use by the L-BFGS map learners (LMNN, NCA): the split, the watch, the
-monitor of minimize_lbfgs, and the refit on all answers for the best count."""
+and its use by LMNN, NCA (L-BFGS), SML and ITML (the training driver): the
+split, the watch, the monitors, and the refit on all answers for the best
+count."""
 import numpy as np
 import pytest
 
@@ -173,9 +174,11 @@ def test_auto_is_off_for_labels_and_on_for_answers(cls):
 
 @pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
 def test_early_stopping_is_reproducible_and_scale_free(cls):
+    """``preprocessing=None`` divides the rows by one number only: the
+    learners' steps, bounds and margins see X * 1e3 as it is scaled."""
     X, t = _noisy_answers()
-    a = cls(random_state=0).fit(X, triplets=t)
-    b = cls(random_state=0).fit(X * 1e3, triplets=t)
+    a = cls(random_state=0, preprocessing=None).fit(X, triplets=t)
+    b = cls(random_state=0, preprocessing=None).fit(X * 1e3, triplets=t)
     assert a.early_stopping_ == b.early_stopping_
     np.testing.assert_allclose(a.validation_scores_, b.validation_scores_)
     np.testing.assert_allclose(a.similarity(X[:10]), b.similarity(X[:10] * 1e3), rtol=1e-6,
@@ -239,7 +242,7 @@ def test_itml_pairs_keep_the_plain_fit_and_say_so():
     assert not hasattr(m, "validation_scores_")
 
 
-@pytest.mark.parametrize("cls", [LMNN, SML, ITML])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
 def test_a_refit_on_labels_drops_the_answers_record(cls):
     from sklearn.datasets import load_iris
     X, t = _noisy_answers()
@@ -248,3 +251,39 @@ def test_a_refit_on_labels_drops_the_answers_record(cls):
     Xi, y = load_iris(return_X_y=True)
     m.fit(Xi, y)
     assert m.early_stopping_ == "off" and not hasattr(m, "validation_scores_")
+
+
+def test_sml_never_returns_the_zero_metric():
+    """Answers of pure noise: the held-out score never rises above the ties
+    of M = 0, which SML's first iterate still is; the model is a metric
+    all the same (the first non-zero iterate, or the plain fit)."""
+    X, t = _noisy_answers(flip=0.5, seed=1, m=600)
+    m = SML(random_state=0).fit(X, triplets=t)
+    assert m.rank_ > 0 and np.abs(m.M_).max() > 0
+
+
+@pytest.mark.parametrize("cls", [SML, ITML])
+def test_a_probe_that_stops_on_tol_scores_its_last_iterate(cls):
+    """Consistent answers: the score still rises when the probe meets its
+    tol; the last iterate is scored (one score per iteration and the
+    start), and when it is the best the plain fit runs."""
+    X, t = _noisy_answers(flip=0.0)
+    m = cls(random_state=0, tol=0.2 if cls is SML else 0.1).fit(X, triplets=t)
+    n_probe = int(m.early_stopping_.rsplit(" of ", 1)[1])
+    assert m.validation_scores_.size == n_probe + 1
+    best = int(np.argmax(m.validation_scores_))
+    if best == n_probe:
+        assert m.stop_reason_ != "validation"
+
+
+@pytest.mark.parametrize("cls", [LMNN, ITML])
+def test_fit_on_a_collection_after_answers_keeps_the_plain_fit(cls):
+    from sklearn.base import clone
+    from tripletml.distributed.sharded import ShardedCollection
+    X, t = _noisy_answers()
+    coll = ShardedCollection([X], [len(X)]).with_triplets([t])
+    m = cls(random_state=0).fit(X, triplets=t)
+    a = m.fit(coll)
+    b = clone(m).fit(coll)
+    assert not hasattr(a, "validation_scores_") and a.stop_reason_ != "validation"
+    np.testing.assert_array_equal(a.M_, b.M_)

@@ -425,9 +425,12 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         self
         """
         check_fit_keywords(self, fit_params, ["X", "y", "triplets", "pairs"])
-        for name in ("early_stopping_", "validation_scores_"):   # a fit's own record
-            self.__dict__.pop(name, None)
+        #: answers (triplets or pairs), not class labels: early stopping's
+        #: "auto" (in-memory fits only; a partitioned fit keeps the plain fit)
+        self._fit_from_answers = False
         if _is_collection(X):
+            for name in ("early_stopping_", "validation_scores_"):
+                self.__dict__.pop(name, None)
             if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
                                  "triplets from the ShardedCollection (labels=, triplets=); "
@@ -437,8 +440,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         self._reset_fitted()  # a failed refit must not look fitted
         for name in ("threshold_", "tuple_form_", "classes_"):
             self.__dict__.pop(name, None)
+        for name in ("early_stopping_", "validation_scores_"):   # a fit's own record
+            self.__dict__.pop(name, None)
         X, got, rng, sup = self._prepare_fit(sup)
-        #: answers (triplets or pairs), not class labels: early stopping's "auto"
         self._fit_from_answers = sup.tuple_form is not None
         try:
             self._fit_span(X, got, rng)
@@ -1238,7 +1242,7 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
     "_accepts_sparse": ("LearnerBase", "whether scipy.sparse X is accepted"),
     "_early_stopping_constraints": (
         "EarlyStoppingMixin", "the constraints of early_stopping, validation_fraction and "
-        "n_iter_no_change, for the learners that stop early on answers (LMNN, NCA, SML)"),
+        "n_iter_no_change, for the learners that stop early on answers (LMNN, NCA, SML, ITML)"),
     "_validation_array": (
         "EarlyStoppingMixin", "the ArraySpec of validation_scores_ (the probe run's held-out "
         "scores), merged into the _fitted_arrays of a learner that stops early"),

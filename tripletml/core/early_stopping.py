@@ -32,8 +32,11 @@ EARLY_STOPPING_DOC = """\
         item, stop after ``n_iter_no_change`` iterations without a better
         score, then fit all answers for the best iteration count (unless
         the last iterate scored best).  ``"auto"``: on for answers
-        (``triplets=`` or pairs), off for class labels (exact constraints,
-        the paper's setting).
+        (``triplets=``, and pairs except for ITML, whose held-out score
+        would need triplets), off for class labels (exact constraints, the
+        paper's setting); ``True`` also holds items out of the triplets a
+        learner samples from labels (SML, ITML; LMNN and NCA use the labels
+        themselves and stay off).  ``fit(collection)`` keeps the plain fit.
     validation_fraction : float in (0, 1), default=0.2
         Share of the named items that early stopping holds out.
     n_iter_no_change : int, default=5

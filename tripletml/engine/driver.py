@@ -151,8 +151,7 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
     total, unit : int, str
         The bar's total and unit (default: ``max_iter`` iterations).
     monitor : callable, optional
-        ``monitor(n_iter)`` after every step that completed iterations; True
-        ends the run, reason ``"validation"`` (early stopping).
+        ``monitor(n_iter)`` after each step with iterations; True: stop ("validation").
 
     Returns
     -------
@@ -196,12 +195,13 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
                     watch.update(*item)
             if rep.record is not None:
                 hist.record(n_iter if rep.t is None else rep.t, **rep.record)
+            stop = bool(rep.iterations and monitor is not None and monitor(n_iter))
             if rep.iterations and rep.criterion is not None:
                 criterion = float(rep.criterion)
                 if tol is not None and criterion <= tol:
                     reason = "tol"
                     break
-            if rep.iterations and monitor is not None and monitor(n_iter):
+            if stop:
                 reason = "validation"
                 break
             if max_time is not None and seconds >= max_time and n_iter < max_iter:

@@ -88,8 +88,8 @@ def split_by_items(triplets: np.ndarray, fraction: float, rng: np.random.Generat
 
 def triplet_accuracy_on(Z: np.ndarray, triplets: np.ndarray) -> float:
     """Share of ``(head, close, far)`` with ``||z_head - z_close|| <
-    ||z_head - z_far||`` on the embedded rows ``Z`` (a tie counts one
-    half, as :func:`tripletml.metrics.triplet_accuracy`)."""
+    ||z_head - z_far||`` on the embedded rows ``Z``; a tie counts one half
+    (so that the start, where every distance can tie, scores 0.5)."""
     t = np.asarray(triplets)
     if t.shape[0] == 0:
         return math.nan
@@ -117,10 +117,12 @@ class ValidationWatch:
     def __call__(self, it: int, Z: np.ndarray) -> bool:
         return self.record(it, triplet_accuracy_on(Z, self.triplets))
 
-    def record(self, it: int, score: float) -> bool:
-        """Record the score of iteration ``it``; True when it is time to stop."""
+    def record(self, it: int, score: float, eligible: bool = True) -> bool:
+        """Record the score of iteration ``it``; True when it is time to stop.
+        An iterate that is no model (``eligible`` False: SML's ``M = 0``) is
+        recorded but never the best."""
         self.scores.append(float(score))
-        if score > self.best_score:
+        if eligible and score > self.best_score:
             self.best_iter, self.best_score = int(it), float(score)
         return int(it) - self.best_iter >= self.patience
 
@@ -128,8 +130,9 @@ class ValidationWatch:
 class MahalanobisScorer:
     """The accuracy of answers under ``d(a, b) = (x_a - x_b)^T M (x_a -
     x_b)`` for a sequence of ``M`` (d x d): the rows the answers name are
-    kept (dense), each call costs ``r d^2 + r^2 d`` for their ``r`` rows
-    (a tie counts one half, as :func:`triplet_accuracy_on`)."""
+    kept (dense); each call costs ``r d^2 + m d`` for their ``r`` rows and
+    ``m`` answers, in ``O(r d + m)`` memory (a tie counts one half, as
+    :func:`triplet_accuracy_on`)."""
 
     def __init__(self, X, triplets: np.ndarray):
         t = np.asarray(triplets)
@@ -139,10 +142,13 @@ class MahalanobisScorer:
         self.t = local.reshape(t.shape)
 
     def __call__(self, M: np.ndarray) -> float:
-        G = (self.Xr @ M) @ self.Xr.T
-        g = np.diag(G)
-        q, p, n = self.t[:, 0], self.t[:, 1], self.t[:, 2]
-        margin = (g[n] - 2 * G[q, n]) - (g[p] - 2 * G[q, p])
         if self.t.shape[0] == 0:
             return math.nan
+        M = 0.5 * (M + M.T)
+        q, p, n = self.t[:, 0], self.t[:, 1], self.t[:, 2]
+        XM = self.Xr @ M
+        # d(q, n) - d(q, p) = (x_n - x_p)^T M (x_n + x_p - 2 x_q), M symmetric
+        a = self.Xr[n] - self.Xr[p]
+        b = XM[n] + XM[p] - 2.0 * XM[q]
+        margin = np.einsum("ij,ij->i", a, b)
         return float(np.mean(margin > 0) + 0.5 * np.mean(margin == 0))

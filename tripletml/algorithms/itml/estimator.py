@@ -273,13 +273,13 @@ class ITML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
                 raise ValueError(f"ITML: the rows the {'pairs' if is_pairs else 'triplets'} "
                                  "use are all identical (the default bounds are 0); nothing "
                                  "to learn.")
-        solver = self._solver(X, triplets, bounds)
         budget = None
         if is_pairs:
             self.early_stopping_ = "off (pairs: the held-out score is a triplet accuracy)" \
                 if self._early_stopping_on() else "off"
         else:
             budget = self._probe(X, np.asarray(triplets), bounds, rng)
+        solver = self._solver(X, triplets, bounds)      # after the probe's: one d x d at a time
         if budget == 0:                       # the prior itself scored best
             solver.dual[:] = 0.0
             result = TrainingResult(n_iter=0, stop_reason="validation", criterion=None,

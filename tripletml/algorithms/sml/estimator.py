@@ -167,8 +167,9 @@ class SML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
     answers that contradict each other keep the smoothed gap from closing
     (Zappos shoes, 20,000 answers: 0.27 per triplet after 2,000 iterations,
     a ConvergenceWarning), while the held-out shoes were ranked best after
-    about 50 iterations.  ``M`` starts at 0 (every distance 0), so the
-    count chosen is at least one iteration.
+    about 50 iterations.  ``M`` starts at 0 and is still 0 after the first
+    iteration: an iterate with ``M = 0`` is never chosen (when every one
+    is, the plain fit runs).
     """
 
     #: d x d arrays held while fitting (M, z, the gradient and the eigendecomposition)
@@ -254,10 +255,12 @@ class SML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
         watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
         score = MahalanobisScorer(X, t[hold.val])
         solver = self._solver(SMLProblem(X, t[hold.fit], self.alpha))
-        watch.record(0, score(solver.M))
-        probe = self._run(solver, monitor=lambda it: watch.record(it, score(solver.M)))
+        # M = 0 (the start, and the first iterate) is no metric: never the best
+        rate = lambda it: watch.record(it, score(solver.M), eligible=bool(solver.M.any()))
+        rate(0)
+        probe = self._run(solver, monitor=rate)
         self._record_probe(hold, watch, probe.n_iter)
-        best = max(watch.best_iter, 1)           # M = 0 (the start) is no metric
+        best = watch.best_iter if np.isfinite(watch.best_score) else probe.n_iter
         self._fit_problem(SMLProblem(X, t, self.alpha),
                           budget=None if best >= probe.n_iter else best)
 
