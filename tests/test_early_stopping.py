@@ -287,3 +287,42 @@ def test_fit_on_a_collection_after_answers_keeps_the_plain_fit(cls):
     b = clone(m).fit(coll)
     assert not hasattr(a, "validation_scores_") and a.stop_reason_ != "validation"
     np.testing.assert_array_equal(a.M_, b.M_)
+
+
+def _mixed_answers(seed=3, n=80, m=1200):
+    """Continuous columns of three scales, binary and count columns and a
+    duplicated column; answers decided by the first continuous column and a
+    count column, 20 % flipped."""
+    rng = np.random.default_rng(seed)
+    cont = rng.normal(size=(n, 3)) * [1.0, 50.0, 0.01]
+    binary = (rng.random((n, 4)) < 0.3).astype(float)
+    counts = rng.poisson(3, size=(n, 3)).astype(float)
+    X = np.hstack([cont, binary, counts, cont[:, :1]])
+    t = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    key = np.c_[cont[:, 0], counts[:, 0]]
+    D = lambda a, b: ((key[a] - key[b]) ** 2).sum(1)
+    swap = (D(t[:, 0], t[:, 1]) > D(t[:, 0], t[:, 2])) ^ (rng.random(m) < 0.2)
+    t[swap] = t[swap][:, [0, 2, 1]]
+    return X, t
+
+
+@pytest.mark.parametrize("preprocessing", ["auto", None])
+@pytest.mark.parametrize("cls", [LMNN, NCA, SML, ITML])
+def test_early_stopping_on_mixed_columns_ranks_rescaled_rows_alike(cls, preprocessing):
+    """Binary, count and continuous columns and a duplicated one, at the
+    defaults: X * 1e-3 and X * 1e3 give the same held-out split, the same
+    probe scores and the same rankings as X (no step, bound or margin of
+    the probe depends on the caller's unit)."""
+    import warnings
+    X, t = _mixed_answers()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = cls(random_state=0, preprocessing=preprocessing).fit(X, triplets=t)
+        S = a.similarity(X[:15], X)
+        assert np.isfinite(S).all() and a.early_stopping_.startswith("held out")
+        for c in (1e-3, 1e3):
+            b = cls(random_state=0, preprocessing=preprocessing).fit(c * X, triplets=t)
+            assert b.early_stopping_ == a.early_stopping_
+            np.testing.assert_allclose(b.validation_scores_, a.validation_scores_)
+            Sb = b.similarity(c * X[:15], c * X)     # distances in the model's unit
+            np.testing.assert_allclose(Sb, S, rtol=1e-6, atol=1e-9 * np.abs(S).max())
