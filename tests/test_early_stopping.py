@@ -45,6 +45,19 @@ def test_split_says_why_it_cannot_hold_out():
     assert few.fit.size == 0 and "fewer than 1" in few.reason
 
 
+@pytest.mark.parametrize("t, fraction, match", [
+    (np.zeros((4, 2), int), 0.2, "an \\(m, 3\\) array"),
+    (np.zeros((4, 3)), 0.2, "integer row indices"),
+    (np.array([[0, 1, -2]]), 0.2, "negative row index"),
+    (np.array([[0, 1, 2]]), 0.0, "fraction=0.0"),
+    (np.array([[0, 1, 2]]), float("nan"), "fraction=nan"),
+    (np.array([[0, 1, 2]]), True, "fraction=True"),
+])
+def test_split_refuses_bad_arguments(t, fraction, match):
+    with pytest.raises(ValueError, match=f"split_by_items: .*{match}"):
+        split_by_items(t, fraction, np.random.default_rng(0))
+
+
 def test_accuracy_on_rows_is_the_metric_of_the_euclidean_model():
     from tripletml import Euclidean
     from tripletml.metrics import triplet_accuracy

@@ -69,6 +69,13 @@ def split_by_items(triplets: np.ndarray, fraction: float, rng: np.random.Generat
         side, ``fit`` and ``val`` are empty and ``reason`` says why.
     """
     t = np.asarray(triplets)
+    if t.ndim != 2 or t.shape[1] != 3 or t.dtype.kind not in "iu":
+        raise ValueError(f"split_by_items: triplets must be an (m, 3) array of integer row "
+                         f"indices, got shape {t.shape} and dtype {t.dtype}.")
+    if t.size and t.min() < 0:
+        raise ValueError(f"split_by_items: triplets hold a negative row index ({t.min()}).")
+    if isinstance(fraction, (bool, np.bool_)) or not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"split_by_items: fraction={fraction!r} must be in (0, 1).")
     named = np.unique(t)
     u = named.size
     empty = np.zeros(0, dtype=np.int64)
