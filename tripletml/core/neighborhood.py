@@ -3,7 +3,7 @@
 the fitted attributes and their checks on load."""
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 from types import SimpleNamespace
 
 import numpy as np
