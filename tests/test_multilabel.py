@@ -155,6 +155,57 @@ def test_multilabel_api_and_errors():
         m.decision_function(X[:, :7])
 
 
+@pytest.mark.parametrize("cls", [tm.LORETAMultilabel, tm.IterativePAMultilabel])
+def test_default_rank_follows_the_labels(cls, tmp_path):
+    """rank=None is the paper's rank 5 where the labels allow it and
+    min(n_labels, n_features) below that (three labels: rank 3, not a
+    refusal); an explicit rank above the cap is still refused; rank_ is saved,
+    checked on load, and rebuilt for a file or pickle written without it."""
+    import json
+    import pickle
+    import zipfile
+
+    X, Y = _data(seed=4, L=3)
+    m = cls(max_iter=1, random_state=0).fit(X, Y)
+    assert m.rank is None and m.rank_ == 3 and m.A_.shape == (3, 3)
+    assert cls(max_iter=1, random_state=0).fit(*_data(seed=4, L=7)).rank_ == 5
+    assert cls(max_iter=1, fit_intercept=False, random_state=0).fit(
+        X[:, :2], Y).rank_ == 2
+    with pytest.raises(ValueError, match=f"{cls.__name__}: rank=4 exceeds "
+                                         r"min\(n_labels=3"):
+        cls(rank=4).fit(X, Y)
+    path = tmp_path / "m.npz"
+    m.save(path)
+    back = tm.load_model(path)
+    assert back.rank_ == 3
+    np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    meta = json.loads(np.load(path)["__meta__"].tobytes())
+
+    def rewrite(attrs):
+        meta["attributes"] = attrs
+        blob = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        import io
+        buf = io.BytesIO()
+        np.save(buf, blob)
+        with zipfile.ZipFile(path, "w") as zf:
+            for n, data in members.items():
+                zf.writestr(n, buf.getvalue() if n == "__meta__.npy" else data)
+
+    attrs = dict(meta["attributes"])
+    rewrite({k: v for k, v in attrs.items() if k != "rank_"})     # written before rank_
+    assert tm.load_model(path).rank_ == 3
+    rewrite({**attrs, "rank_": 2})
+    with pytest.raises(ValueError, match="rank_=2 with factors of rank 3"):
+        tm.load_model(path)
+    state = m.__getstate__()
+    del state["rank_"]
+    old = cls.__new__(cls)
+    old.__setstate__(state)
+    assert old.rank_ == 3 and pickle.loads(pickle.dumps(old)).rank_ == 3
+
+
 @pytest.mark.data
 def test_low_rank_learns_yeast(data_home):
     from tripletml import datasets

@@ -384,13 +384,49 @@ _TOL = """
         relative to the previous pass."""
 
 
-class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
+class _LowRankMultilabel:
+    """``rank_``, what ``rank`` resolves to for the labels and columns of a
+    fit: ``min(5, n_labels, n_columns)`` for ``rank=None`` (the default; a
+    problem with three labels has no rank-5 model), else ``rank``, which
+    may not exceed ``min(n_labels, n_columns)``."""
+
+    #: the rank of ``rank=None`` where the labels and columns allow it
+    _default_rank = 5
+
+    def _resolve_rank(self, n_columns: int, n_labels: int) -> int:
+        cap = min(n_columns, n_labels)
+        if self.rank is None:
+            return min(self._default_rank, cap)
+        if self.rank > cap:
+            raise ValueError(f"{type(self).__name__}: rank={self.rank} exceeds "
+                             f"min(n_labels={n_labels}, n_features={n_columns}).")
+        return int(self.rank)
+
+    def _check_loaded(self) -> None:
+        super()._check_loaded()
+        k = int(self.A_.shape[1])
+        if getattr(self, "rank_", None) is None:          # written before rank_ was stored
+            self.rank_ = k
+        want = self._resolve_rank(self.n_columns_, self.n_labels_)
+        if isinstance(self.rank_, bool) or self.rank_ != k or k != want:
+            raise ValueError(f"rank_={self.rank_!r} with factors of rank {k}, but the "
+                             f"parameters give rank {want} (rank={self.rank!r})")
+
+    def __setstate__(self, state):
+        if "A_" in state and "rank_" not in state:     # pickled before rank_ was stored
+            state = {**state, "rank_": int(state["A_"].shape[1])}
+        super().__setstate__(state)
+
+
+class LORETAMultilabel(_LowRankMultilabel, PinvFactorsOwner, _MultilabelRanker):
     __doc__ = """Low-rank multi-label ranking by LORETA-1 (LORETA paper, section 5.2).
 
     Parameters
     ----------
-    rank : int, default=5
-        k <= min(n_labels, n_features).
+    rank : int or None, default=None
+        k <= min(n_labels, n_features) (intercept column included).  None:
+        ``min(5, n_labels, n_features)``, the paper's rank 5 where the
+        labels allow it.  The value used is ``rank_``.
     eta0 : "auto" or float, default="auto"
         The constant step size (eta in the paper).  "auto": resolved once at
         the start of ``fit`` (or the first ``partial_fit``) from the first
@@ -416,8 +452,10 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
     random_state : None, int or numpy Generator
     verbose : int, default=0
 """ + _ATTRIBUTES + """
-    A_ : ndarray (n_labels, rank)
-    B_ : ndarray (n_features [+ 1], rank)
+    rank_ : int
+        The rank used (``rank``, or what None resolves to).
+    A_ : ndarray (n_labels, rank_)
+    B_ : ndarray (n_features [+ 1], rank_)
         ``W = A_ B_^T`` (the last row of ``B_`` belongs to the intercept feature).
     pinv_A_, pinv_B_ : transposed pseudo-inverses of ``A_``, ``B_``
     n_pinv_refresh_ : int
@@ -428,13 +466,13 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
 
     _method = LORETA
     _auto_eta_c = 0.3
-    _fitted_arrays = {"A_": ArraySpec(("n_labels_", "rank")),
-                      "pinv_A_": ArraySpec(("n_labels_", "rank")),
-                      "B_": ArraySpec(("n_columns_", "rank")),
-                      "pinv_B_": ArraySpec(("n_columns_", "rank"))}
+    _fitted_arrays = {"A_": ArraySpec(("n_labels_", "=rank")),
+                      "pinv_A_": ArraySpec(("n_labels_", "=rank")),
+                      "B_": ArraySpec(("n_columns_", "=rank")),
+                      "pinv_B_": ArraySpec(("n_columns_", "=rank"))}
     _history_keys = ("loss", "avg_loss", "pinv_drift")
 
-    def __init__(self, rank=5, *, eta0="auto", max_iter=10, init="identity", fit_intercept=True,
+    def __init__(self, rank=None, *, eta0="auto", max_iter=10, init="identity", fit_intercept=True,
                  pinv_check_every=1000, pinv_tol=1e-8, tol=None, random_state=None,
                  verbose=0):
         self.rank = rank
@@ -457,10 +495,8 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
     }
 
     def _init_model(self, d, L, rng):
-        if self.rank > min(d, L):
-            raise ValueError(f"LORETAMultilabel: rank={self.rank} exceeds min(n_labels={L}, "
-                             f"n_features={d}).")
-        A, B = init_factors(L, d, int(self.rank), self.init, rng)
+        self.rank_ = self._resolve_rank(d, L)
+        A, B = init_factors(L, d, self.rank_, self.init, rng)
         self._new_factors(A, B)
 
     def _check_resumable(self):
@@ -485,7 +521,7 @@ class LORETAMultilabel(PinvFactorsOwner, _MultilabelRanker):
         return np.asarray(X @ self.B_) @ self.A_.T
 
 
-class IterativePAMultilabel(_MultilabelRanker):
+class IterativePAMultilabel(_LowRankMultilabel, _MultilabelRanker):
     __doc__ = """Alternating passive-aggressive multi-label ranking on ``W = A B^T``.
 
     The steps are ``A += eta_A g (B^T p)^T``,
@@ -495,7 +531,9 @@ class IterativePAMultilabel(_MultilabelRanker):
 
     Parameters
     ----------
-    rank : int, default=5
+    rank : int or None, default=None
+        As :class:`LORETAMultilabel` (None: ``min(5, n_labels, n_features)``;
+        the value used is ``rank_``).
     C : float, default=0.1
         Cap on the PA step sizes (C in the paper, PA-I).
     max_iter : int, default=10
@@ -508,16 +546,18 @@ class IterativePAMultilabel(_MultilabelRanker):
         Progress bar: on a terminal when >= 1, always when >= 2 (it advances
         within a pass).
 """ + _ATTRIBUTES + """
-    A_ : ndarray (n_labels, rank)
-    B_ : ndarray (n_features [+ 1], rank)
+    rank_ : int
+        The rank used (``rank``, or what None resolves to).
+    A_ : ndarray (n_labels, rank_)
+    B_ : ndarray (n_features [+ 1], rank_)
     """
 
     _method = PA
-    _fitted_arrays = {"A_": ArraySpec(("n_labels_", "rank")),
-                      "B_": ArraySpec(("n_columns_", "rank"))}
+    _fitted_arrays = {"A_": ArraySpec(("n_labels_", "=rank")),
+                      "B_": ArraySpec(("n_columns_", "=rank"))}
     _advice = "lower C or scale the features down"
 
-    def __init__(self, rank=5, *, C=0.1, max_iter=10, init="identity", fit_intercept=True,
+    def __init__(self, rank=None, *, C=0.1, max_iter=10, init="identity", fit_intercept=True,
                  tol=None, random_state=None, verbose=0):
         self.rank = rank
         self.fit_intercept = fit_intercept
@@ -536,10 +576,8 @@ class IterativePAMultilabel(_MultilabelRanker):
     }
 
     def _init_model(self, d, L, rng):
-        if self.rank > min(d, L):
-            raise ValueError(f"IterativePAMultilabel: rank={self.rank} exceeds "
-                             f"min(n_labels={L}, n_features={d}).")
-        self.A_, self.B_ = init_factors(L, d, int(self.rank), self.init, rng)
+        self.rank_ = self._resolve_rank(d, L)
+        self.A_, self.B_ = init_factors(L, d, self.rank_, self.init, rng)
 
     def _scores(self, X):
         return np.asarray(X @ self.B_) @ self.A_.T
