@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ItemHoldout", "split_by_items", "ValidationWatch", "triplet_accuracy_on",
+__all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch", "triplet_accuracy_on",
            "MahalanobisScorer"]
 
 
@@ -41,6 +41,73 @@ class ItemHoldout:
     items: np.ndarray
     reason: str = ""
     meta: dict = field(default_factory=dict)
+
+
+def _splitmix64(z: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, element-wise on uint64 (wrapping)."""
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def hash_folds(keys: np.ndarray, n_folds: int) -> np.ndarray:
+    """The fold (``0..n_folds-1``) of each row of ``keys`` (``(m, k)``
+    non-negative ints) from its content alone: a splitmix64 hash of its
+    entries, so the same row lands in the same fold whatever the order of
+    the rows, the random state or the partition it comes from."""
+    keys = np.asarray(keys, dtype=np.int64)
+    h = np.zeros(keys.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(keys.shape[1]):
+            h = _splitmix64(h ^ keys[:, j].astype(np.uint64))
+    return (h % np.uint64(n_folds)).astype(np.int64)
+
+
+def item_folds(answers: np.ndarray, n_folds: int = 3, *, val: str = "head"
+               ) -> list[ItemHoldout]:
+    """Each named item held out once: ``n_folds`` splits of the answers by
+    the fold of their items (a hash of the item id, as
+    :func:`hash_folds`, as KISSME's held-out folds hash answers:
+    the same item is in the same fold whatever the order of the answers).
+
+    Parameters
+    ----------
+    answers : ndarray of int, shape (m, k)
+        Row indices: triplets ``(head, close, far)`` or pairs ``(a, b)``.
+    n_folds : int, default=3
+    val : {"head", "all", "any"}, default="head"
+        Which answers are held out for scoring: those whose *head* is held
+        out (the test-head protocol of :func:`split_by_items`), those whose
+        items are *all* held out (the test-test protocol: every item new, as
+        on a gallery of new items), or those naming *any* held-out item.
+
+    Returns
+    -------
+    list of ItemHoldout
+        One per fold: ``fit`` the answers naming no held-out item, ``val``
+        as above, ``items`` the held-out ids (possibly empty for a fold no
+        named item hashes to).
+    """
+    t = np.asarray(answers)
+    if t.ndim != 2 or t.dtype.kind not in "iu" or (t.size and t.min() < 0):
+        raise ValueError(f"item_folds: answers must be a 2-D array of non-negative row "
+                         f"indices, got shape {t.shape} and dtype {t.dtype}.")
+    val_rule = val
+    if val_rule not in ("head", "all", "any"):
+        raise ValueError(f"item_folds: val={val_rule!r} must be 'head', 'all' or 'any'.")
+    if isinstance(n_folds, (bool, np.bool_)) or int(n_folds) < 2:
+        raise ValueError(f"item_folds: n_folds={n_folds!r} must be an integer >= 2.")
+    named = np.unique(t)
+    fold_of = hash_folds(named[:, None], int(n_folds))
+    out = []
+    for f in range(int(n_folds)):
+        held = named[fold_of == f]
+        inside = np.isin(t, held)
+        val = {"head": lambda: inside[:, 0], "all": lambda: inside.all(axis=1),
+               "any": lambda: inside.any(axis=1)}[val_rule]()
+        out.append(ItemHoldout(np.flatnonzero(~inside.any(axis=1)), np.flatnonzero(val), held))
+    return out
 
 
 def split_by_items(triplets: np.ndarray, fraction: float, rng: np.random.Generator, *,

@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from tripletml.engine.early_stopping import hash_folds
 import scipy.sparse as sp
 
 from tripletml.core.validation import check_scalar_param, check_triplets, check_X
@@ -420,14 +422,6 @@ def kissme_factor(S: np.ndarray, D: np.ndarray, shrinkage: float, d: int | None 
     return np.ascontiguousarray((V[:, keep] * np.sqrt(mu[keep])).T)
 
 
-def _splitmix64(z: np.ndarray) -> np.ndarray:
-    """The splitmix64 finaliser, element-wise on uint64 (wrapping)."""
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 def answer_folds(keys: np.ndarray, n_folds: int = SHRINKAGE_FOLDS) -> np.ndarray:
     """The fold (``0..n_folds-1``) of each answer from its content alone: a
     hash of the row ids in ``keys`` (``(m, k)`` non-negative ints: a
@@ -436,12 +430,7 @@ def answer_folds(keys: np.ndarray, n_folds: int = SHRINKAGE_FOLDS) -> np.ndarray
     the random state or the partition it comes from, so repeated answers are
     never split between the fitted and the held-out part, and an in-memory
     and a partitioned fit hold out the same answers."""
-    keys = np.asarray(keys, dtype=np.int64)
-    h = np.zeros(keys.shape[0], dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(keys.shape[1]):
-            h = _splitmix64(h ^ keys[:, j].astype(np.uint64))
-    return (h % np.uint64(n_folds)).astype(np.int64)
+    return hash_folds(keys, n_folds)
 
 
 def pair_keys(pairs: np.ndarray, similar: np.ndarray) -> np.ndarray:

@@ -18,7 +18,10 @@ import scipy.sparse as sp
 
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.linalg.pairwise import pair_difference_scatter
-from tripletml.core.params import Interval
+from tripletml.linalg.span import complement_basis, lift_square
+from tripletml.algorithms.rca.kernels import choose_shrinkage, shrinkage_scores, span_basis_of
+from tripletml.algorithms.kissme.kernels import covariance_rank, shrinkage_grid
+from tripletml.core.params import Interval, StrOptions
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.pairs import PairConstraints
@@ -82,14 +85,15 @@ def _has_unchunked_label(y) -> bool:
     return bool(vals[0] == -1 and vals.size > 1 and vals[1] == 0)
 
 
-def _similar_chunklets(pc, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _similar_chunklets(pairs: np.ndarray, similar: np.ndarray, n: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """Chunklets of labeled pairs (the paper's Section 2): the connected
     components of the similar pairs' graph (the transitive closure of the
     equivalence constraints); dissimilar pairs are not used by RCA.
     Returns ``(rows, groups)``: the rows in a chunklet and its number."""
     from scipy.sparse.csgraph import connected_components
 
-    P = pc.pairs[pc.similar]
+    P = pairs[similar]
     if P.shape[0] == 0:
         raise ValueError("RCA: the pairs hold no similar (+1) pair; RCA learns from "
                          "equivalence (similar) constraints only.")
@@ -100,22 +104,17 @@ def _similar_chunklets(pc, n: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, groups.astype(np.int64)
 
 
-def _total_scatter_eig(T: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
-    """``(ev, U)``: the eigenvalues and eigenvectors of the total scatter
-    ``T``; with its ``rows`` given and fewer of them than features, from the
-    SVD of the centered rows (``T = Z^T Z``: ``O(n^2 d)`` instead of
-    ``O(d^3)``; the eigenvectors outside their span have eigenvalue 0)."""
-    if rows is None or rows.shape[0] >= rows.shape[1]:
-        return np.linalg.eigh(T)
-    Z = rows.toarray() if sp.issparse(rows) else np.asarray(rows, dtype=np.float64)
-    _, sv, Vt = np.linalg.svd(Z - Z.mean(axis=0), full_matrices=False)
-    return sv ** 2, Vt.T
-
-
 def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
-                   n_components: int | None, rows=None) -> np.ndarray:
-    """The RCA factor ``L`` (r x d, ``M = L^T L``) of the within-chunklet
-    covariance ``C`` and the total scatter ``T`` (both d x d, symmetric PSD).
+                   n_components: int | None, rows=None, shrinkage: float = 0.0) -> np.ndarray:
+    """The RCA factor ``L`` (r x d, ``M = L^T L``): see :func:`rca_model`."""
+    return rca_model(C, T, regularization, n_components, rows, shrinkage)[0]
+
+
+def rca_model(C: np.ndarray, T: np.ndarray, regularization: float, n_components: int | None,
+              rows=None, shrinkage: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(L, M)``: the RCA factor (r x d) and ``M = L^T L`` of the
+    within-chunklet covariance ``C`` and the total scatter ``T`` (both d x d,
+    symmetric PSD).
 
     Step 2: ``U`` (d x s) spans the eigenvectors of ``T`` with eigenvalues
     above ``d eps`` times the largest (the directions the data occupy);
@@ -128,12 +127,16 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     data's span; fewer keep the constrained Fisher criterion's top ``k``.
     ``rows``: the rows ``T`` is the total scatter of, if at hand (the
     span then comes from their SVD when they are fewer than the features).
+
+    ``shrinkage`` ``s > 0`` replaces the ridge: ``C`` becomes ``(1 - s) C +
+    a I`` on the whole space, ``a = s tr C / d`` (:mod:`.kernels`), so the
+    directions outside the span get the weight ``1 / a``; all ``k``:
+    ``M = U A^{-1} U^T + (I - U U^T) / a`` (``A`` the span's block) and
+    ``L`` its symmetric square root (d x d); fewer: the top ``k`` generalized
+    eigenvectors of ``(U^T T U, A)``, then directions of the complement.
     """
     d = C.shape[0]
-    ev, Ut = _total_scatter_eig(T, rows)
-    top = float(ev.max()) if ev.size else 0.0
-    keep = ev > max(d, 1) * np.finfo(float).eps * top if top > 0 else np.zeros(d, bool)
-    U = Ut[:, keep]
+    ev, U = span_basis_of(rows, T)
     s = U.shape[1]
     if s == 0:
         raise ValueError("RCA: every row is identical (the data span no direction).")
@@ -143,27 +146,63 @@ def rca_components(C: np.ndarray, T: np.ndarray, regularization: float,
     if not tr > 0:
         raise ValueError("RCA: the chunklets have zero scatter (every chunklet's points are "
                          "identical); no metric can be estimated from them.")
+    if shrinkage > 0:
+        a = shrinkage * tr / d
+        return _shrunk_model((1.0 - shrinkage) * Cs + a * np.eye(s), ev, U, a, n_components)
     if regularization:
         Cs[np.diag_indices(s)] += regularization * tr / s
-    Ts = np.diag(ev[keep])                              # U^T T U
     cw = np.linalg.eigvalsh(Cs)
     try:
         # singular to rounding: a Cholesky factor may still exist (LAPACK
         # builds differ), the generalized problem is then meaningless
         if not cw.min() > max(s, 1) * np.finfo(float).eps * cw.max():
             raise np.linalg.LinAlgError("singular within-chunklet covariance")
-        lam, V = scipy.linalg.eigh(Ts, Cs)
+        lam, V = scipy.linalg.eigh(np.diag(ev), Cs)
     except np.linalg.LinAlgError:
         raise ValueError("RCA: the within-chunklet covariance is singular on the span of the "
                          "data; set regularization > 0.") from None
     order = np.argsort(lam)[::-1]
     if n_components is not None:
         order = order[:n_components]
-    L = (U @ V[:, order]).T
-    # deterministic signs (as sklearn's svd_flip): each row's largest entry > 0
+    L = _flip_signs((U @ V[:, order]).T)
+    return L, L.T @ L
+
+
+def _flip_signs(L: np.ndarray) -> np.ndarray:
+    """Deterministic signs (as sklearn's svd_flip): each row's largest entry > 0."""
     big = np.abs(L).argmax(axis=1)
-    L *= np.where(L[np.arange(L.shape[0]), big] < 0, -1.0, 1.0)[:, None]
+    L = L * np.where(L[np.arange(L.shape[0]), big] < 0, -1.0, 1.0)[:, None]
     return np.ascontiguousarray(L)
+
+
+def _shrunk_model(A: np.ndarray, ev: np.ndarray, U: np.ndarray, a: float,
+                  n_components: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rca_model` for a shrinkage ``> 0`` (``A`` the span's block of the
+    shrunk covariance, ``a`` its value on the complement)."""
+    d, s = U.shape
+    if n_components is None:                  # M's symmetric square root, O(d^2 s)
+        w, V = np.linalg.eigh(A)
+        root = (V / np.sqrt(w)) @ V.T
+        return lift_square(root, U, 1.0 / np.sqrt(a)), lift_square((V / w) @ V.T, U, 1.0 / a)
+    lam, V = scipy.linalg.eigh(np.diag(ev), A)
+    L = (U @ V[:, np.argsort(lam)[::-1][:n_components]]).T
+    if n_components > s:
+        L = np.vstack([L, complement_basis(U)[:, :n_components - s].T / np.sqrt(a)])
+    L = _flip_signs(L)
+    return L, L.T @ L
+
+
+def _triplet_chunklet_covariance(X, t: np.ndarray) -> np.ndarray:
+    """The ``(query, positive)`` pairs as chunklets of two: each pair's rows
+    about their mean give ``(x_a - x_b)(x_a - x_b)^T / 2``, over the ``2 m``
+    chunklet rows."""
+    return pair_difference_scatter(X, t[:, 0], t[:, 1]) / (4.0 * t.shape[0])
+
+
+def _pair_chunklet_covariance(X, pairs: np.ndarray, similar: np.ndarray) -> np.ndarray:
+    """The chunklets of the similar pairs (:func:`_similar_chunklets`)."""
+    rows, groups = _similar_chunklets(pairs, similar, X.shape[0])
+    return _centered_scatters(X[rows], groups, int(groups.max()) + 1)[0]
 
 
 @document_transform
@@ -225,7 +264,28 @@ class RCA(MahalanobisMixin, TripletLearner):
         eigenvalue above a thousandth of the mean by more than 0.1% and
         matches 0 on the benchmark sets (see the changelog).  0 is the
         paper's plain inverse (a ValueError where ``C`` is singular on the
-        span).
+        span).  Used where ``shrinkage_`` is 0.
+    shrinkage : float in [0, 1] or "auto", default="auto"
+        ``s``: ``C`` is replaced by ``(1 - s) C + s (tr C / d) I`` on the
+        whole space before it is inverted (Ledoit & Wolf's shrinkage towards
+        the identity, as KISSME's): 0 is the paper's RCA (no weight outside
+        the data's span), 1 the Euclidean distance of the preprocessed rows,
+        values between keep a share of the features' own geometry, also for
+        new items (directions outside the training rows' span get weight
+        ``1 / (s tr C / d)``).  "auto": 0 for class labels (the paper's
+        setting); for triplets or pairs (people's answers, noisy chunklets)
+        the value of ``{{0}}`` and KISSME's grid (ridges of 1/99 to 100 times
+        the mean eigenvalue, and 1) measured on held-out answers in two ways,
+        each a mean over 3 folds: answers among new items (fitted on the
+        answers among two thirds of the items, scored on those among the
+        other third; each item's fold a hash of its id) and new answers about
+        known items (folds of the answers); the value whose smaller gain over
+        ``s = 1`` (the features' own geometry) is largest, so that neither
+        falls below it; ties go to the paper's, then to the lighter ridge
+        (triplet accuracy; for pairs the ROC AUC of the distances).  Too few
+        answers per fold: 0.
+        A partitioned ``fit(collection)`` with "auto" uses 0 (the choice
+        needs the rows in memory).
     {preprocessing}
     {preprocessor}
 
@@ -241,6 +301,12 @@ class RCA(MahalanobisMixin, TripletLearner):
         The dimension kept (the span's, or ``n_components``).
     chunklet_covariance_ : ndarray of shape (d, d)
         ``C`` (before regularization).
+    shrinkage_ : float
+        The shrinkage used (``shrinkage``, or the choice of "auto").
+    shrinkage_grid_ : ndarray of shape (7,)
+    shrinkage_scores_ : ndarray of shape (2, 7)
+        With "auto" on answers: the grid and each value's mean held-out
+        score on new items (row 0) and new answers (row 1); absent otherwise.
     total_scatter_ : ndarray of shape (d, d)
         ``T = sum_i (x_i - mean)(x_i - mean)^T`` of the training rows (its
         span is the reduction of Step 2).
@@ -273,18 +339,22 @@ class RCA(MahalanobisMixin, TripletLearner):
         "components_": ArraySpec(("rank_", "d")),
         "chunklet_covariance_": ArraySpec(("d", "d")),
         "total_scatter_": ArraySpec(("d", "d")),
+        "shrinkage_grid_": ArraySpec((None,), optional=True),
+        "shrinkage_scores_": ArraySpec((2, None), optional=True),
     }
 
-    def __init__(self, n_components=None, *, regularization=1e-3, preprocessing="auto",
-                 preprocessor=None):
+    def __init__(self, n_components=None, *, regularization=1e-3, shrinkage="auto",
+                 preprocessing="auto", preprocessor=None):
         self.n_components = n_components
         self.regularization = regularization
+        self.shrinkage = shrinkage
         self.preprocessing = preprocessing
         self.preprocessor = preprocessor
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "regularization": [Interval(Real, 0, None, closed="left")],
+        "shrinkage": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
         "preprocessing": ["no_validation"],
         "preprocessor": ["no_validation"],   # resolved by the base class
     }
@@ -319,9 +389,13 @@ class RCA(MahalanobisMixin, TripletLearner):
         and ``total_scatter_`` (recomputed)."""
         super()._check_loaded()
         self._check_loaded_metric(self.M_)
-        L = rca_components(self.chunklet_covariance_, self.total_scatter_,
-                           float(self.regularization), self.n_components)
-        M = L.T @ L
+        s = getattr(self, "shrinkage_", None)
+        if s is None:                 # a file written before shrinkage_ existed
+            s = self.shrinkage_ = 0.0
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0.0 <= s <= 1.0:
+            raise ValueError(f"shrinkage_={s!r} must be a number in [0, 1]")
+        L, M = rca_model(self.chunklet_covariance_, self.total_scatter_,
+                         float(self.regularization), self.n_components, shrinkage=float(s))
         if L.shape != self.components_.shape or \
                 np.linalg.norm(M - self.M_) > 1e-8 * np.linalg.norm(M) + 1e-300:
             raise ValueError("M_ is not the RCA matrix of chunklet_covariance_ and "
@@ -349,15 +423,14 @@ class RCA(MahalanobisMixin, TripletLearner):
             C, T, _ = _centered_scatters(X, groups, counts.size)
         else:
             if isinstance(got, PairConstraints):
-                rows, groups = _similar_chunklets(got, n)
-                C, _, _ = _centered_scatters(X[rows], groups, int(groups.max()) + 1)
+                C = _pair_chunklet_covariance(X, got.pairs, got.similar)
             else:
                 # the (query, positive) pairs as chunklets of two: each
                 # pair's rows about their mean give (x_a - x_b)(x_a - x_b)^T / 2,
                 # over the 2 m chunklet rows
-                t = np.asarray(got)
-                C = pair_difference_scatter(X, t[:, 0], t[:, 1]) / (4.0 * t.shape[0])
+                C = _triplet_chunklet_covariance(X, np.asarray(got))
             _, T, _ = _centered_scatters(X, np.full(n, -1), 0)
+        self._choose_shrinkage(X, got, C)
         self._set_model(C, T, t0, rows=X)
 
     def _fit_statistics(self, plan) -> None:
@@ -387,7 +460,36 @@ class RCA(MahalanobisMixin, TripletLearner):
             if m == 0:
                 raise ValueError("RCA: the collection's partitions gave no triplet")
             plan.info["report"] = {"passes": 2, "triplets": int(m)}
+        self._choose_shrinkage(None, None, C)
         self._set_model(0.5 * (C + C.T), 0.5 * (T + T.T), t0)
+
+    def _choose_shrinkage(self, X, got, C: np.ndarray) -> None:
+        """``shrinkage_`` (and, for "auto" on answers in memory,
+        ``shrinkage_grid_`` / ``shrinkage_scores_``): see ``shrinkage``."""
+        self.__dict__.pop("shrinkage_grid_", None)
+        self.__dict__.pop("shrinkage_scores_", None)
+        if not isinstance(self.shrinkage, str):
+            self.shrinkage_ = float(self.shrinkage)
+            return
+        self.shrinkage_ = 0.0
+        if got is None or isinstance(got, ClassCodes):
+            return
+        _, U = span_basis_of(X)                       # rank(C) on the span: O(n^2 d)
+        rank = max(covariance_rank(U.T @ C @ U), 1)
+        grid = np.concatenate([[0.0], shrinkage_grid(rank, C.shape[0])])
+        if isinstance(got, PairConstraints):
+            scores = shrinkage_scores(
+                X, got.pairs, grid, float(self.regularization),
+                lambda B, idx: _pair_chunklet_covariance(B, got.pairs[idx], got.similar[idx]),
+                similar=got.similar)
+        else:
+            t = np.asarray(got)
+            scores = shrinkage_scores(X, t, grid, float(self.regularization),
+                                      lambda B, idx: _triplet_chunklet_covariance(B, t[idx]))
+        if scores is None:
+            return
+        self.shrinkage_grid_, self.shrinkage_scores_ = grid, scores
+        self.shrinkage_ = choose_shrinkage(grid, scores)
 
     def _set_model(self, C, T, t0: float, rows=None) -> None:
         """Check the covariances and set the fitted attributes (Step 3);
@@ -396,9 +498,10 @@ class RCA(MahalanobisMixin, TripletLearner):
             raise FloatingPointError("RCA: training diverged (the covariances are not finite: the "
                                      "features overflow float64); scale them down (e.g. "
                                      "preprocessing='standardize').")
-        L = rca_components(C, T, float(self.regularization), self.n_components, rows=rows)
+        L, M = rca_model(C, T, float(self.regularization), self.n_components, rows=rows,
+                         shrinkage=float(self.shrinkage_))
         self.chunklet_covariance_ = C
         self.total_scatter_ = T
-        self.M_ = L.T @ L
+        self.M_ = M
         self.components_, self.rank_ = L, int(L.shape[0])
         self.history_ = {"step": [0], "seconds": [time.perf_counter() - t0]}
