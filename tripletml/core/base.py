@@ -429,8 +429,8 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         #: "auto" (in-memory fits only; a partitioned fit keeps the plain fit)
         self._fit_from_answers = False
         if _is_collection(X):
-            for name in ("early_stopping_", "validation_scores_"):
-                self.__dict__.pop(name, None)
+            for name in ("early_stopping_", "validation_scores_", "C_", "C_grid_", "C_scores_"):
+                self.__dict__.pop(name, None)     # an in-memory fit's held-out record
             if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
                                  "triplets from the ShardedCollection (labels=, triplets=); "
@@ -546,7 +546,10 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
             return
         if rows:
             reduced = {name: Q.T @ A for name, A in init.items()}
-            self._init_model = lambda n_features, rng_, X_=None: self._span_set_init(reduced)
+            # copies: the kernels update the factors in place, and a learner
+            # may fit more than once on the span (C="auto"'s probes)
+            self._init_model = lambda n_features, rng_, X_=None: self._span_set_init(
+                {name: A.copy() for name, A in reduced.items()})
         try:
             self._fit(reduce_rows(X, Q), supervision, fit_rng)
         finally:
@@ -1306,4 +1309,7 @@ DECLARATIONS: dict[str, tuple[str, str]] = {
     "_auto_eta_c": (
         "AutoStepMixin", "the constant c of eta0='auto' "
         "(tripletml.core.online.auto_step_size)"),
+    "_default_C": (
+        "HeldoutStepCapMixin", "the step cap of C='auto' on class labels, and the top of "
+        "its held-out grid on answers (tripletml.core.step_cap)"),
 }

@@ -21,6 +21,7 @@ from numbers import Real
 
 import numpy as np
 
+from tripletml.core.step_cap import C_AUTO, STEP_CAP_ARRAYS, HeldoutStepCapMixin
 from tripletml.triplets import SAMPLING_PARAM_DOC
 from tripletml.core.preprocessing import PREPROCESSING_PARAM_DOC
 from tripletml.core.docstrings import PREPROCESSOR_DOC
@@ -53,7 +54,7 @@ class _FactoredBaseline(FactorTailAverage, FactoredBilinearMixin, OnlineTripletL
         **OnlineTripletLearner._parameter_constraints,
         **LOWRANK_PARAMS,
         "eta0": ETA0_AUTO,                                    # FactoredGD
-        "C": [Interval(Real, 0, None, closed="neither")],    # the PA baselines
+        "C": C_AUTO,                                         # the PA baselines
         "average": ["boolean"],
     }
 
@@ -68,7 +69,7 @@ class _FactoredBaseline(FactorTailAverage, FactoredBilinearMixin, OnlineTripletL
         losses, margins = np.zeros(m), np.zeros(m)
         bad = factored_steps(self.A_, self.B_, Xc.indptr, Xc.indices, Xc.data, triplets,
                               self._method, self._step_size() if self._method == GD else 0.0,
-                              float(getattr(self, "C", 0.0)), losses, margins,
+                              self._step_cap() if hasattr(self, "C") else 0.0, losses, margins,
                               *diff_buffers(Xc))
         if bad >= 0:
             raise self._diverged(self.t_ + bad + 1)
@@ -164,10 +165,12 @@ class FactoredGD(AutoStepMixin, _FactoredBaseline):
         self.preprocessor = preprocessor
 
 
-class _PABaseline(_FactoredBaseline):
+class _PABaseline(HeldoutStepCapMixin, _FactoredBaseline):
     _advice = "lower C or scale the features down"
+    _default_C = 0.001
+    _fitted_arrays = {**_FactoredBaseline._fitted_arrays, **STEP_CAP_ARRAYS}
 
-    def __init__(self, rank=None, *, C=0.001, max_iter=1, n_triplets=100000, sampling="class",
+    def __init__(self, rank=None, *, C="auto", max_iter=1, n_triplets=100000, sampling="class",
                  init="pca", average=True, tol=None, preprocessing="auto", random_state=None, verbose=0,
                  preprocessor=None):
         self.rank = rank
@@ -193,9 +196,14 @@ _DOC_PA = """
         features raises ValueError).  None: the smallest k whose principal
         directions hold 80 % of the energy of the preprocessed training
         rows, at most ``min(16, n_features)`` (as LORETA).
-    C : float, default=0.001
+    C : float or "auto", default="auto"
         Cap on the passive-aggressive step sizes (C in the paper, PA-I).
-        The default was chosen on standardized features
+        "auto": 0.001 for class labels (and for ``partial_fit`` and a
+        partitioned fit); for answers (triplets given, or pairs) the best of
+        ``0.001 * 10^-j``, ``j = 0..4``, on the answers headed by a held-out
+        fifth of the items, fitted on the answers among the others
+        (:mod:`tripletml.core.step_cap`; ``C_``, ``C_grid_``,
+        ``C_scores_``).  The label default was chosen on standardized features
         (``preprocessing="auto"``), 3 seeds: IterativePA with C = 0.1 / 0.01
         / 0.001 gave vowel .198 / .210 / .347, segment .484 / .557 / .775,
         digits .290 / .550 / .776 (Euclidean .283, .664, .662); NaivePA at
