@@ -23,3 +23,18 @@ def distinct_triplets(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
         if not bad.any():
             return T.astype(np.int64)
         T[bad] = rng.integers(0, n, size=(int(bad.sum()), 3))
+
+
+def hidden_answers(rng: np.random.Generator, Z: np.ndarray, m: int, noise: float = 0.0
+                   ) -> np.ndarray:
+    """``m`` answers ``(head, close, far)`` about the rows of a hidden
+    configuration ``Z``, each triplet of three distinct items drawn with
+    ``rng.choice`` and ordered by the distances in ``Z``, then a share
+    ``noise`` of them flipped (crowd answers)."""
+    n = Z.shape[0]
+    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    dp = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1)
+    dn = ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
+    flip = (dp > dn) ^ (rng.random(m) < noise)
+    T[flip] = T[flip][:, [0, 2, 1]]
+    return T

@@ -12,6 +12,7 @@ from tripletml.algorithms.rca.kernels import (RCA_FOLDS, choose_shrinkage, shrin
 from tripletml.algorithms.kissme.kernels import answer_folds
 from tripletml.engine.early_stopping import item_folds
 from tripletml.linalg.pairwise import pair_difference_scatter
+from _triplet_draws import hidden_answers
 
 
 def _answers(seed=0, n=40, d=12, m=1500, noise=0.0, informative=True):
@@ -21,12 +22,7 @@ def _answers(seed=0, n=40, d=12, m=1500, noise=0.0, informative=True):
     rng = np.random.default_rng(seed)
     Z = rng.normal(size=(n, 2))
     X = np.hstack([Z, rng.normal(size=(n, d - 2)) * (3.0 if informative else 0.05)])
-    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
-    dp = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1)
-    dn = ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
-    flip = (dp > dn) ^ (rng.random(m) < noise)
-    T[flip] = T[flip][:, [0, 2, 1]]
-    return X, T
+    return X, hidden_answers(rng, Z, m, noise)
 
 
 @pytest.mark.parametrize("n", [30, 200])

@@ -9,6 +9,7 @@ import pytest
 import tripletml as tm
 from tripletml.core import step_cap
 from tripletml.metrics import triplet_accuracy
+from _triplet_draws import hidden_answers
 
 LEARNERS = [(tm.OASIS, 0.01), (tm.IterativePA, 0.001), (tm.NaivePA, 0.001)]
 
@@ -19,12 +20,7 @@ def _answers(seed=0, n=30, d=50, m=3000, noise=0.25):
     rng = np.random.default_rng(seed)
     Z = rng.normal(size=(n, 3))
     X = Z @ rng.normal(size=(3, d)) + 0.5 * rng.normal(size=(n, d))
-    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
-    dp = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1)
-    dn = ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
-    flip = (dp > dn) ^ (rng.random(m) < noise)
-    T[flip] = T[flip][:, [0, 2, 1]]
-    return X, T
+    return X, hidden_answers(rng, Z, m, noise)
 
 
 @pytest.mark.parametrize("cls,default", LEARNERS)
