@@ -17,7 +17,6 @@ from tripletml.linalg.linear_map import (INIT_OPTIONS, LBFGSResult, initial_comp
                                          minimize_lbfgs, resolve_init)
 from tripletml.engine import TrainingResult, apply_result, run
 from tripletml.core.early_stopping import EarlyStoppingMixin
-from tripletml.engine.early_stopping import ValidationWatch
 from tripletml.engine.whole import WholeRun
 from tripletml.triplets import AllLabels, ClassCodes
 
@@ -155,26 +154,25 @@ class LinearMapLearner(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
     def _train_answers(self, make_objective, X: np.ndarray, triplets: np.ndarray,
                        L0: np.ndarray, rng, record_keys: tuple[str, ...]) -> None:
         """Fit on answers, with early stopping when it is on
-        (:mod:`tripletml.engine.early_stopping`): a probe run on the answers
-        among ``1 - validation_fraction`` of the items, scored after every
-        iteration on the answers headed by the others, stops after
-        ``n_iter_no_change`` iterations without a better score (or by its
-        own rule); unless its last iterate scored best, the model is then
-        trained on all answers for the probe's best iteration count
-        (``stop_reason_`` ``"validation"``).  ``make_objective(t)``: the
-        objective of the answers ``t``; ``X``: the rows they index."""
+        (:meth:`~tripletml.core.early_stopping.EarlyStoppingMixin._choose_count`):
+        L-BFGS probe runs on the answers outside each fold of the items,
+        scored after every iteration on the answers among the fold's items,
+        each stopped after ``n_iter_no_change`` iterations without a better
+        score (or by its own rule); unless the pooled curve is best at its
+        end, the model is then trained on all answers for the best iteration
+        count (``stop_reason_`` ``"validation"``).  ``make_objective(t)``:
+        the objective of the answers ``t``; ``X``: the rows they index;
+        ``rng`` is not drawn from (the folds go by item id)."""
         t = np.asarray(triplets)
-        hold = self._holdout(t, rng)
-        if hold is None:
-            return self._train(make_objective(t), L0, record_keys)
-        watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
-        probe = minimize_lbfgs(make_objective(t[hold.fit]), L0, max_iter=int(self.max_iter),
-                               tol=self.tol, verbose=self.verbose, who=type(self).__name__,
-                               record_keys=record_keys, monitor=lambda it, L: watch(it, X @ L.T))
-        self._record_probe(hold, watch, probe.n_iter)
-        if watch.best_iter >= probe.n_iter:     # the last iterate was the best: the plain fit
-            return self._train(make_objective(t), L0, record_keys)
-        self._train(make_objective(t), L0, record_keys, budget=watch.best_iter)
+
+        def probe(fit: np.ndarray, watch) -> int:
+            return minimize_lbfgs(make_objective(fit), L0, max_iter=int(self.max_iter),
+                                  tol=self.tol, verbose=self.verbose, who=type(self).__name__,
+                                  record_keys=record_keys,
+                                  monitor=lambda it, L: watch(it, X @ L.T)).n_iter
+
+        count = self._choose_count(t, probe)
+        self._train(make_objective(t), L0, record_keys, budget=count)
 
     def _train(self, objective, L0: np.ndarray, record_keys: tuple[str, ...], *,
                budget: int | None = None) -> None:

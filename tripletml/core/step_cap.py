@@ -33,7 +33,7 @@ import scipy.sparse as sp
 
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import Interval, StrOptions
-from tripletml.engine.early_stopping import split_by_items
+from tripletml.engine.early_stopping import split_by_items, within_one_standard_error
 from tripletml.core.validation import as_generator
 
 __all__ = ["HeldoutStepCapMixin", "C_AUTO", "STEP_CAP_ARRAYS"]
@@ -105,14 +105,11 @@ class HeldoutStepCapMixin:
 
 def one_standard_error(scores: np.ndarray, n: int) -> int:
     """The index of the most regularized value (the last: the grid runs from
-    the largest cap down) whose held-out accuracy is within one standard
-    error ``sqrt(p (1 - p) / n)`` of the best ``p`` over ``n`` answers: the
-    one-standard-error rule (Breiman et al. 1984; Hastie, Tibshirani &
-    Friedman, *Elements of Statistical Learning*, 2009, Section 7.10), so a
-    cap that follows the answers more closely must earn it."""
-    best = float(np.max(scores))
-    se = np.sqrt(best * (1.0 - best) / max(int(n), 1))
-    return int(np.flatnonzero(scores >= best - se)[-1])
+    the largest cap down) whose held-out accuracy over ``n`` answers is
+    within one standard error of the best
+    (:func:`~tripletml.engine.early_stopping.within_one_standard_error`), so
+    a cap that follows the answers more closely must earn it."""
+    return int(np.flatnonzero(within_one_standard_error(scores, n))[-1])
 
 
 def _bilinear_accuracy(X, factors, t: np.ndarray) -> float:

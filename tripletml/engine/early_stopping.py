@@ -7,18 +7,22 @@ the cosine on unseen shoes after one L-BFGS iteration and loses -.12 at
 convergence).  The remedy here is the standard one (Goodfellow, Bengio &
 Courville, *Deep Learning*, 2016, Section 7.8, Algorithms 7.1 and 7.2):
 
-1. hold out a share of the *items* the answers name (not of the answers: a
-   similarity is used on items no one judged, and answers about known items
-   keep rewarding a fit to them; measured in ``BENCHMARKS.md``);
-2. train on the answers among the other items and score, after every
-   iteration, the accuracy of the answers whose head is a held-out item;
-3. stop when that accuracy has not improved for ``patience`` iterations and
-   keep the best iteration count ``k``;
+1. split the *items* the answers name in folds (not the answers: a
+   similarity is used on items no one judged);
+2. for each fold, train on the answers among the other items and score,
+   after every iteration, the accuracy of the answers whose three items are
+   in the fold (answers that name a known item keep rewarding a fit to the
+   known items; measured in ``BENCHMARKS.md``);
+3. stop a fold's run when that accuracy has not improved for ``patience``
+   iterations; pool the folds' curves and keep the fewest iterations ``k``
+   within one standard error of the best (the one-standard-error rule);
 4. retrain on all answers for ``k`` iterations (Algorithm 7.2), so that no
    answer is lost to the validation.
 
-Nothing here knows an algorithm: :func:`split_by_items` splits index
-triplets, :class:`ValidationWatch` scores an embedding ``Z`` of the rows.
+Nothing here knows an algorithm: :func:`item_folds` and
+:func:`split_by_items` split index triplets, :class:`ValidationWatch` scores
+an embedding ``Z`` of the rows, :func:`pooled_curve` and
+:func:`within_one_standard_error` choose.
 """
 from __future__ import annotations
 
@@ -27,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch", "triplet_accuracy_on",
-           "MahalanobisScorer"]
+__all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch",
+           "pooled_curve", "within_one_standard_error", "triplet_accuracy_on", "MahalanobisScorer"]
 
 
 @dataclass
@@ -186,6 +190,7 @@ class ValidationWatch:
         self.triplets = np.asarray(triplets)
         self.patience = int(patience)
         self.scores: list[float] = []
+        self.eligible: list[bool] = []
         self.best_iter, self.best_score = 0, -math.inf
 
     def __call__(self, it: int, Z: np.ndarray) -> bool:
@@ -196,9 +201,46 @@ class ValidationWatch:
         An iterate that is no model (``eligible`` False: SML's ``M = 0``) is
         recorded but never the best."""
         self.scores.append(float(score))
+        self.eligible.append(bool(eligible))
         if eligible and score > self.best_score:
             self.best_iter, self.best_score = int(it), float(score)
         return int(it) - self.best_iter >= self.patience
+
+
+def within_one_standard_error(scores: np.ndarray, n: int,
+                              eligible: np.ndarray | None = None) -> np.ndarray:
+    """Which (eligible) scores are within one standard error
+    ``sqrt(p (1 - p) / n)`` of the best ``p``, accuracies over ``n``
+    held-out answers: the candidates of the one-standard-error rule (Breiman
+    et al. 1984; Hastie, Tibshirani & Friedman, *Elements of Statistical
+    Learning*, 2009, Section 7.10), of which the caller takes the simplest
+    model (the fewest iterations, the smallest step cap)."""
+    s = np.asarray(scores, dtype=np.float64)
+    ok = np.ones(s.size, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    if not ok.any():
+        return ok
+    best = float(np.max(s[ok]))
+    se = math.sqrt(max(best * (1.0 - best), 0.0) / max(int(n), 1))
+    return ok & (s >= best - se)
+
+
+def pooled_curve(watches: list[ValidationWatch]) -> tuple[np.ndarray, np.ndarray]:
+    """The validation curve of several folds' probe runs: at each iteration
+    the accuracy over all their held-out answers (each fold weighted by its
+    answers; a fold that stopped earlier counts with its last iterate, the
+    model it ended at), and whether every fold's iterate there may be
+    chosen (``eligible``).  Returns ``(scores, eligible)``."""
+    length = max(len(w.scores) for w in watches)
+    total, weight = np.zeros(length), 0
+    eligible = np.ones(length, dtype=bool)
+    for w in watches:
+        s = np.asarray(w.scores, dtype=np.float64)
+        e = np.asarray(w.eligible, dtype=bool)
+        pad = length - s.size
+        total += len(w.triplets) * np.concatenate([s, np.full(pad, s[-1])])
+        eligible &= np.concatenate([e, np.full(pad, e[-1])])
+        weight += len(w.triplets)
+    return total / max(weight, 1), eligible
 
 
 class MahalanobisScorer:

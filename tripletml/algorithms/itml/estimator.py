@@ -19,7 +19,7 @@ from tripletml.core.params import COMMON, Interval, Options
 from tripletml.core.validation import check_dense_memory, check_scalar_param
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.core.early_stopping import EarlyStoppingMixin
-from tripletml.engine.early_stopping import MahalanobisScorer, ValidationWatch
+from tripletml.engine.early_stopping import MahalanobisScorer
 from tripletml.linalg import psd_factor
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.triplets import document_sampling
@@ -154,7 +154,7 @@ class ITML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
     }
 
     def __init__(self, gamma=1.0, *, bounds=None, n_triplets=None, sampling="class", max_iter=1000,
-                 tol=1e-3, early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5,
+                 tol=1e-3, early_stopping="auto", validation_fraction=1 / 3, n_iter_no_change=5,
                  rank_tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
                  n_components=None, preprocessor=None):
         self.gamma = gamma
@@ -316,22 +316,18 @@ class ITML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
 
     def _probe(self, X, t: np.ndarray, bounds, rng) -> int | None:
         """Early stopping (:class:`~tripletml.core.early_stopping.EarlyStoppingMixin`):
-        the sweeps on the answers among the kept items, one sweep per step,
-        each ``M`` scored on the answers headed by a held-out item (the
-        same bounds); returns the sweeps chosen (0: the prior ``M = I``),
-        or None for the plain fit."""
-        hold = self._holdout(t, rng)
-        if hold is None:
-            return None
-        watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
-        score = MahalanobisScorer(X, t[hold.val])
-        try:
-            solver = self._solver(X, t[hold.fit], bounds)
-        except ValueError:                    # the kept answers pair identical points only
-            self.early_stopping_ = "not possible: the kept answers give no constraint"
-            return None
-        solver.block = 1
-        watch.record(0, score(solver.A))
-        probe = self._run(solver, monitor=lambda it: watch.record(it, score(solver.A)))
-        self._record_probe(hold, watch, probe.n_iter)
-        return None if watch.best_iter >= probe.n_iter else watch.best_iter
+        on each fold of the items, the sweeps on the answers among the other
+        items, one sweep per step, each ``M`` scored on the answers among
+        the fold's items (the same bounds); returns the sweeps chosen (0:
+        the prior ``M = I``), or None for the plain fit."""
+        def probe(fit: np.ndarray, watch) -> int | None:
+            score = MahalanobisScorer(X, watch.triplets)
+            try:
+                solver = self._solver(X, fit, bounds)
+            except ValueError:                # the fold's answers pair identical points only
+                return None
+            solver.block = 1
+            watch.record(0, score(solver.A))
+            return self._run(solver, monitor=lambda it: watch.record(it, score(solver.A))).n_iter
+
+        return self._choose_count(t, probe)

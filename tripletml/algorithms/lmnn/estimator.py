@@ -140,7 +140,7 @@ class LMNN(LinearMapLearner):
     """
 
     def __init__(self, n_components=None, *, n_neighbors=3, regularization=0.5, max_iter=1000,
-                 tol=1e-4, init="auto", early_stopping="auto", validation_fraction=0.2,
+                 tol=1e-4, init="auto", early_stopping="auto", validation_fraction=1 / 3,
                  n_iter_no_change=5, preprocessing="auto", random_state=None, verbose=0,
                  preprocessor=None):
         self.n_components = n_components

@@ -103,7 +103,7 @@ class NCA(LinearMapLearner):
     """
 
     def __init__(self, n_components=None, *, init="auto", max_iter=100, tol=1e-5,
-                 early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5,
+                 early_stopping="auto", validation_fraction=1 / 3, n_iter_no_change=5,
                  preprocessing="auto", random_state=None, verbose=0, preprocessor=None):
         self.n_components = n_components
         self.init = init

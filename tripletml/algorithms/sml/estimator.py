@@ -31,7 +31,7 @@ from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.core.validation import check_triplets
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.core.early_stopping import EarlyStoppingMixin
-from tripletml.engine.early_stopping import MahalanobisScorer, ValidationWatch
+from tripletml.engine.early_stopping import MahalanobisScorer
 from tripletml.linalg import psd_factor
 from tripletml.algorithms.sml.kernels import SMLProblem, SmoothSolver, SubgradientSolver
 from tripletml.engine import DivergenceWatch, History, apply_result, run
@@ -185,7 +185,7 @@ class SML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
     _partitioned_strategy = distributed.STRATEGY
 
     def __init__(self, alpha=1e-2, *, mu=1.0, solver="smooth", max_iter=2000, tol=1e-3,
-                 early_stopping="auto", validation_fraction=0.2, n_iter_no_change=5,
+                 early_stopping="auto", validation_fraction=1 / 3, n_iter_no_change=5,
                  n_triplets=1500, sampling="class", line_search=True, eta0=1e-2,
                  rank_tol=1e-6, preprocessing="auto", random_state=None,
                  verbose=0, n_components=None, preprocessor=None):
@@ -247,22 +247,18 @@ class SML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
 
     def _fit(self, X, triplets, rng):
         t = np.asarray(triplets)
-        hold = self._holdout(t, rng)
-        if hold is None:
-            return self._fit_problem(SMLProblem(X, t, self.alpha))
-        # the probe (tripletml.engine.early_stopping): the answers among the
-        # kept items, each iterate M scored on those headed by a held-out one
-        watch = ValidationWatch(t[hold.val], int(self.n_iter_no_change))
-        score = MahalanobisScorer(X, t[hold.val])
-        solver = self._solver(SMLProblem(X, t[hold.fit], self.alpha))
-        # M = 0 (the start, and the first iterate) is no metric: never the best
-        rate = lambda it: watch.record(it, score(solver.M), eligible=bool(solver.M.any()))
-        rate(0)
-        probe = self._run(solver, monitor=rate)
-        self._record_probe(hold, watch, probe.n_iter)
-        best = watch.best_iter if np.isfinite(watch.best_score) else probe.n_iter
-        self._fit_problem(SMLProblem(X, t, self.alpha),
-                          budget=None if best >= probe.n_iter else best)
+
+        def probe(fit: np.ndarray, watch) -> int:
+            # each iterate M scored on the fold's answers (tripletml.engine.early_stopping);
+            # M = 0 (the start, and the first iterate) is no metric: never the best
+            score = MahalanobisScorer(X, watch.triplets)
+            solver = self._solver(SMLProblem(X, fit, self.alpha))
+            rate = lambda it: watch.record(it, score(solver.M), eligible=bool(solver.M.any()))
+            rate(0)
+            return self._run(solver, monitor=rate).n_iter
+
+        count = self._choose_count(t, probe)
+        self._fit_problem(SMLProblem(X, t, self.alpha), budget=count)
 
     def _solver(self, prob):
         if self.solver == "smooth":
