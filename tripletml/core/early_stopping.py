@@ -29,7 +29,8 @@ EARLY_STOPPING_DOC = """\
         Stop on answers about held-out items
         (:mod:`tripletml.engine.early_stopping`; Goodfellow et al. 2016,
         Algorithms 7.1-7.2): the named items are split in
-        ``round(1 / validation_fraction)`` folds; for each, a probe run on
+        ``round(1 / validation_fraction)`` folds (by a hash of the item id:
+        the same folds whatever ``random_state``); for each, a probe run on
         the answers among the other items is scored after every iteration
         on the answers whose three items are in the fold (the use on new
         items), until ``n_iter_no_change`` iterations bring no better
@@ -109,8 +110,7 @@ class EarlyStoppingMixin:
         (:func:`~tripletml.engine.early_stopping.pooled_curve`); None when
         that is the end of the longest probe (still improving: the plain
         fit)."""
-        for name in ("validation_scores_",):
-            self.__dict__.pop(name, None)
+        self.__dict__.pop("validation_scores_", None)
         if not self._early_stopping_on():
             self.early_stopping_ = "off"
             return None
