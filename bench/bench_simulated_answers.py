@@ -14,11 +14,15 @@ own process with a wall cap (two fits).
 
 Run: ``python -m bench.bench_simulated_answers [LEARNER ...] [--cap 300]``
 (default: every registry triplet learner and AutoSimilarity); prints one
-JSON line per learner (kept in ``results/simulated_answers/``).
+JSON line per learner (kept in ``results/simulated_answers/``).  Other
+sets of the same form: ``--items 60 --features 512 --answers 8000 --flip
+0.25 --dims 3 --seed 1`` (the defaults are the set above: 100, 1088, 22800,
+0.15, 5, 0); 80 % of the answers are seen, 70 % of the items known.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -30,20 +34,21 @@ warnings.simplefilter("ignore")
 import tripletml as t
 from tripletml.metrics import triplet_accuracy
 name = sys.argv[1]
-rng = np.random.default_rng(0)
-n, d = 100, 1088
-Z = rng.normal(size=(n, 5))
-F = np.maximum(0, Z @ rng.normal(size=(5, d)) * 0.5 + rng.normal(size=(n, d)))
-T = np.array([rng.choice(n, 3, replace=False) for _ in range(22800)])
+n, d, m, flip, k, seed = json.loads(sys.argv[2])
+rng = np.random.default_rng(seed)
+Z = rng.normal(size=(n, k))
+F = np.maximum(0, Z @ rng.normal(size=(k, d)) * 0.5 + rng.normal(size=(n, d)))
+T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
 closer = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1) < ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
-keep = closer ^ (rng.random(len(T)) < 0.15)
+keep = closer ^ (rng.random(len(T)) < flip)
 T[~keep] = T[~keep][:, [0, 2, 1]]
 perm = rng.permutation(len(T))
-tr, te = perm[:18240], perm[18240:]
+tr, te = perm[:int(0.8 * m)], perm[int(0.8 * m):]
 items = rng.permutation(n)
-a, b = np.sort(items[:70]), np.sort(items[70:])
+n_a = int(0.7 * n)
+a, b = np.sort(items[:n_a]), np.sort(items[n_a:])
 where = np.full(n, -1)
-where[a] = np.arange(70)
+where[a] = np.arange(n_a)
 in_a, in_b = np.isin(T, a).all(1), np.isin(T, b).all(1)
 make = (lambda: t.AutoSimilarity(random_state=0)) if name == "AutoSimilarity" else getattr(t, name)
 out = {"learner": name}
@@ -71,11 +76,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("learners", nargs="*", help="registry names (default: all)")
     ap.add_argument("--cap", type=float, default=300.0, help="wall seconds per learner")
+    ap.add_argument("--items", type=int, default=100)
+    ap.add_argument("--features", type=int, default=1088)
+    ap.add_argument("--answers", type=int, default=22800)
+    ap.add_argument("--flip", type=float, default=0.15, help="share of answers flipped")
+    ap.add_argument("--dims", type=int, default=5, help="the hidden configuration's dimension")
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    cfg = json.dumps([args.items, args.features, args.answers, args.flip, args.dims, args.seed])
     for name in args.learners or _learners():
         t0 = time.time()
         try:
-            r = subprocess.run([sys.executable, "-c", _ONE, name], capture_output=True,
+            r = subprocess.run([sys.executable, "-c", _ONE, name, cfg], capture_output=True,
                                text=True, timeout=args.cap)
             lines = (r.stdout.strip() or r.stderr.strip() or "no output").splitlines()
             line = lines[-1]
