@@ -114,29 +114,33 @@ def test_one_standard_error_keeps_what_is_within_noise_of_the_best():
     assert got.tolist() == [False, True, True]
 
 
-@pytest.mark.parametrize("cls", [LMNN, SML])
-def test_the_probes_score_the_answers_among_each_folds_items(cls):
-    """Each fold's watch holds the answers whose three items are in the
-    fold (item_folds(val="all")) and its probe fits the answers among the
-    other items; the pooled count is their sum."""
-    from tripletml.core import early_stopping as es
+@pytest.mark.parametrize("cls", [LMNN, SML, ITML])
+def test_the_probes_score_the_answers_among_each_folds_items(cls, monkeypatch):
+    """Checked by brute force on what each probe received: three folds;
+    each scores exactly the answers whose three items are among its scored
+    items; its fitted answers name none of them (no leak); the folds' scored
+    items are disjoint; the record counts them."""
+    from tripletml.core.early_stopping import EarlyStoppingMixin
     seen = []
+    choose = EarlyStoppingMixin._choose_count
 
-    class Spy(ValidationWatch):
-        def __init__(self, triplets, patience):
-            super().__init__(triplets, patience)
-            seen.append(np.asarray(triplets))
+    def spy(self, triplets, probe):
+        def recording(fit, watch):
+            seen.append((np.asarray(fit).copy(), np.asarray(watch.triplets).copy()))
+            return probe(fit, watch)
+        return choose(self, triplets, recording)
 
+    monkeypatch.setattr(EarlyStoppingMixin, "_choose_count", spy)
     X, t = _noisy_answers()
-    import unittest.mock
-    with unittest.mock.patch.object(es, "ValidationWatch", Spy):
-        m = cls(random_state=0).fit(X, triplets=t)
-    folds = [h for h in item_folds(t, 3, val="all") if h.fit.size and h.val.size]
-    assert len(seen) == len(folds) == 3
-    for h, got in zip(folds, seen):
-        np.testing.assert_array_equal(got, t[h.val])
-        assert np.isin(got, h.items).all()
-    n_fit, n_val = sum(h.fit.size for h in folds), sum(h.val.size for h in folds)
+    m = cls(random_state=0).fit(X, triplets=t)
+    assert len(seen) == 3
+    held = [set(np.unique(val).tolist()) for _, val in seen]
+    for i, (fit, val) in enumerate(seen):
+        inside = [row for row in t.tolist() if set(row) <= held[i]]
+        assert sorted(map(tuple, val.tolist())) == sorted(map(tuple, inside))
+        assert not any(set(row) & held[i] for row in fit.tolist())
+        assert len(fit) > 0 and all(not held[i] & held[j] for j in range(i))
+    n_fit, n_val = sum(len(f) for f, _ in seen), sum(len(v) for _, v in seen)
     assert f"{n_fit} answers fitted, {n_val} validated" in m.early_stopping_
 
 

@@ -128,3 +128,24 @@ def test_too_few_answers_keep_the_default_and_bad_values_are_named():
     for bad in ("big", 0.0, -1.0):
         with pytest.raises(ValueError, match="OASIS.*C"):
             tm.OASIS(C=bad).fit(X, triplets=T)
+
+
+@pytest.mark.parametrize("cls,default", LEARNERS)
+def test_auto_on_mixed_columns_is_the_same_at_any_unit(cls, default):
+    """Binary, count and continuous columns of three scales and a duplicated
+    one, at the defaults: X * 1e-3 and X * 1e3 give the same held-out scores,
+    the same cap and the same rankings as X."""
+    import warnings
+    from test_early_stopping import _mixed_answers
+    X, t = _mixed_answers()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = cls(random_state=0).fit(X, triplets=t)
+        assert a.C_scores_.shape == (5,) and a.C_ in a.C_grid_
+        rank = np.argsort(a.similarity(X[:10], X), axis=1)
+        for c in (1e-3, 1e3):
+            b = cls(random_state=0).fit(c * X, triplets=t)
+            assert b.C_ == a.C_
+            np.testing.assert_allclose(b.C_scores_, a.C_scores_)
+            np.testing.assert_array_equal(np.argsort(b.similarity(c * X[:10], c * X), axis=1),
+                                          rank)
