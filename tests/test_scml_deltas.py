@@ -38,3 +38,26 @@ def test_overflowing_features_are_not_finite():
     assert not TripletDeltas(np.array([[1e200], [-1e200], [0.0]]), T).all_finite()
     assert not TripletDeltas(np.array([[np.nan], [0.0], [0.0]]), T).all_finite()
     assert TripletDeltas(np.array([[1e100], [-1e100], [0.0]]), T).all_finite()
+
+
+@pytest.mark.parametrize("max_iter,check_every,tol", [(1700, 500, None), (900, 300, 1e-3),
+                                                      (7, 500, None)])
+def test_compiled_steps_equal_the_numpy_steps(max_iter, check_every, tol):
+    """The compiled RDA steps on the basis coordinates (``_rda_block``, used
+    for a :class:`TripletDeltas`) give the iterates of the NumPy steps on the
+    formed m x K array (``_Dense``): the same weights, checks and stop, at
+    the checks and between them (a budget that is not a multiple of
+    ``check_every``)."""
+    from tripletml.algorithms.scml.kernels import _Dense, scml_rda
+    rng = np.random.default_rng(3)
+    XU, T = rng.normal(size=(40, 60)), rng.integers(0, 40, size=(600, 3))
+    D = TripletDeltas(XU, T)
+    kw = dict(alpha=0.01, eta0=1.0, batch_size=7, max_iter=max_iter, tol=tol,
+              check_every=check_every)
+    fast = scml_rda(D, rng=np.random.default_rng(5), **kw)
+    ref = scml_rda(_Dense(_formula(XU, np.eye(60), T)), rng=np.random.default_rng(5), **kw)
+    assert fast.n_iter == ref.n_iter and fast.converged == ref.converged
+    assert np.count_nonzero(fast.w) > 0
+    np.testing.assert_allclose(fast.w, ref.w, rtol=1e-10, atol=1e-14)
+    assert fast.history["step"] == ref.history["step"]
+    np.testing.assert_allclose(fast.history["objective"], ref.history["objective"], rtol=1e-12)

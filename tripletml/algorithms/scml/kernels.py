@@ -79,6 +79,51 @@ def _weighted_sqdist(XU, a, b, w, nz):  # pragma: no cover - compiled
     return out
 
 
+@njit(cache=True, nogil=True)
+def _rda_block(XU, triplets, batches, first, last, w, gsum, s2, alpha, eta0):  # pragma: no cover
+    """Steps ``first..last`` (1-based) of :func:`scml_rda` on the rows' basis
+    coordinates ``XU``, fused: each mini-batch row ``delta_t`` is formed once,
+    its hinge tested (``1 + w . delta_t > 0``, over the non-zero weights only:
+    the zero terms add nothing) and, when active, added to the subgradient;
+    then ``gsum``, ``s2`` and ``w`` (:func:`rda_step`) are updated in place.
+    The same arithmetic as the NumPy steps of :class:`_Dense` without their
+    temporaries (tests/test_scml.py compares the two)."""
+    K = XU.shape[1]
+    B = batches.shape[1]
+    g = np.empty(K)
+    nz = np.empty(K, dtype=np.int64)
+    n_nz = 0
+    for k in range(K):
+        if w[k] != 0.0:
+            nz[n_nz] = k
+            n_nz += 1
+    for it in range(first, last + 1):
+        g[:] = 0.0
+        for j in range(B):
+            t = batches[it - 1, j]
+            q, p, n = triplets[t, 0], triplets[t, 1], triplets[t, 2]
+            s = 0.0                 # w . delta_t over the non-zero weights (l1 keeps few)
+            for i in range(n_nz):
+                k = nz[i]
+                a = XU[q, k] - XU[p, k]
+                b = XU[q, k] - XU[n, k]
+                s += (a * a - b * b) * w[k]
+            if 1.0 + s > 0.0:       # an active hinge: its whole row joins the subgradient
+                for k in range(K):
+                    a = XU[q, k] - XU[p, k]
+                    b = XU[q, k] - XU[n, k]
+                    g[k] += a * a - b * b
+        n_nz = 0
+        for k in range(K):
+            gk = g[k] / B
+            gsum[k] += gk
+            s2[k] += gk * gk
+            w[k] = eta0 * it * max(-(gsum[k] / it + alpha), 0.0) / (DELTA0 + math.sqrt(s2[k]))
+            if w[k] != 0.0:
+                nz[n_nz] = k
+                n_nz += 1
+
+
 class TripletDeltas:
     """``delta`` (m x K, see :func:`triplet_deltas`) without forming it:
     the rows' coordinates on the basis ``XU`` (n x K) and the triplets.
@@ -287,27 +332,37 @@ def scml_rda(delta, *, alpha: float, eta0: float, batch_size: int, max_iter: int
     hist.record(0, objective=scml_objective(delta, w, alpha), convergence=math.inf)
     last_best, crit, converged, it = best, math.inf, False, 0
     batches = rng.integers(0, m, size=(max_iter, batch_size))
-    for it in range(1, max_iter + 1):
-        D = delta.rows(batches[it - 1])
-        active = (1.0 + D @ w) > 0
-        g = D[active].sum(axis=0) / batch_size
-        gsum += g
-        s2 += g * g
-        w = rda_step(gsum / it, np.sqrt(s2), it, alpha, eta0)
-        if it % check_every == 0 or it == max_iter:
-            obj = scml_objective(delta, w, alpha)
-            if not math.isfinite(obj):
-                raise FloatingPointError(f"{who}: training diverged (non-finite objective); "
-                                         "lower eta0 or scale the features down.")
-            if obj < best:
-                best, best_w = obj, w.copy()
-            crit = (last_best - best) / max(abs(last_best), 1e-12) \
-                if math.isfinite(last_best) else math.inf
-            last_best = best
-            hist.record(it, objective=obj, convergence=crit)
-            if verbose:
-                print(f"{who}: step {it} objective {obj:.6g} best {best:.6g}")
-            if tol is not None and crit <= tol:
-                converged = True
-                break
+    fused = type(delta) is TripletDeltas      # the compiled steps on the basis coordinates
+    if fused:
+        trip = np.ascontiguousarray(delta.triplets, dtype=np.int64)
+        batches = np.ascontiguousarray(batches, dtype=np.int64)
+    while it < max_iter:
+        last = min(max_iter, (it // check_every + 1) * check_every)   # the next check
+        if fused:
+            _rda_block(delta.XU, trip, batches, it + 1, last, w, gsum, s2, float(alpha),
+                       float(eta0))
+        else:
+            for t in range(it + 1, last + 1):
+                D = delta.rows(batches[t - 1])
+                active = (1.0 + D @ w) > 0
+                g = D[active].sum(axis=0) / batch_size
+                gsum += g
+                s2 += g * g
+                w = rda_step(gsum / t, np.sqrt(s2), t, alpha, eta0)
+        it = last
+        obj = scml_objective(delta, w, alpha)
+        if not math.isfinite(obj):
+            raise FloatingPointError(f"{who}: training diverged (non-finite objective); "
+                                     "lower eta0 or scale the features down.")
+        if obj < best:
+            best, best_w = obj, w.copy()
+        crit = (last_best - best) / max(abs(last_best), 1e-12) \
+            if math.isfinite(last_best) else math.inf
+        last_best = best
+        hist.record(it, objective=obj, convergence=crit)
+        if verbose:
+            print(f"{who}: step {it} objective {obj:.6g} best {best:.6g}")
+        if tol is not None and crit <= tol:
+            converged = True
+            break
     return SCMLResult(best_w, it, converged, crit, hist.data)
