@@ -154,3 +154,22 @@ def test_default_basis_size_follows_the_rows_span():
     T = np.array([rng.choice(10, 3, replace=False) for _ in range(200)])
     m = SCML(max_iter=50, tol=None, preprocessing=None, random_state=0).fit(X, triplets=T)
     assert m.basis_.shape[1] == 30 and m.basis_.shape[0] <= 80 * 9
+
+
+def test_lda_basis_on_duplicate_rows_needs_no_kmeans_and_warns_nothing():
+    """With no more distinct rows than the basis asks centers for
+    (ionosphere at defaults: 245 centers, 244 distinct rows), every distinct
+    row is a center, as k-means' optimum; k-means itself warned that it
+    found fewer clusters than asked (a ConvergenceWarning at defaults)."""
+    import warnings
+    from tripletml.algorithms.scml.kernels import lda_basis
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 5))
+    X = np.vstack([X, X[:4]])                       # 24 rows, 20 distinct
+    y = np.arange(24) % 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        B = lda_basis(X, y, 2 * 24 - 1, np.random.default_rng(1))
+        SCML(random_state=0, preprocessing=None).fit(X, y)
+    assert B.shape == (40, 5)           # 20 centers x 2 scales x e = 1 direction
+    np.testing.assert_allclose(np.linalg.norm(B, axis=1), 1.0)

@@ -238,7 +238,8 @@ def _lda_directions(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
 def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray:
     """The paper's basis (Sec. 4.1): local discriminative directions.
 
-    ``ceil(n_basis / (2 e))`` k-means centers (``e = min(c - 1, d)``); around
+    ``ceil(n_basis / (2 e))`` k-means centers (``e = min(c - 1, d)``; every
+    distinct row when there are no more of them than that); around
     each, the ``k`` nearest rows of every class at two scales (k = 10 and
     20, or 20 and 50 when d > 50) and the ``e`` leading LDA directions of
     those rows; the first ``n_basis`` of them (unit rows)."""
@@ -247,9 +248,16 @@ def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray
     n, d = X.shape
     classes = np.unique(codes)
     e = min(classes.size - 1, d)
-    n_clusters = min(n, int(math.ceil(n_basis / (2 * e))))
+    distinct = np.unique(X, axis=0)
+    n_clusters = min(distinct.shape[0], int(math.ceil(n_basis / (2 * e))))
     seed = int(rng.integers(2**31 - 1))
-    centers = KMeans(n_clusters=n_clusters, n_init=3, random_state=seed).fit(X).cluster_centers_
+    if n_clusters == distinct.shape[0]:
+        # a center per distinct row: k-means' optimum itself (it would warn
+        # on duplicate rows that it found fewer clusters than asked)
+        centers = distinct
+    else:
+        centers = KMeans(n_clusters=n_clusters, n_init=3,
+                         random_state=seed).fit(X).cluster_centers_
     scales = (20, 50) if d > 50 else (10, 20)
     near = {}
     for c in classes:
