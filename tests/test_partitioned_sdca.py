@@ -66,7 +66,7 @@ def problem():
         blocks.append(np.array(T, dtype=np.int64))
     T_all = np.vstack([t + b * BLOCK_ROWS for b, t in enumerate(blocks)])
     # the single-process optimum: in-memory SDCA run to a tiny gap
-    ref = SDCA(alpha=LAM, max_iter=3000, tol=1e-12, output="last", preprocessing=None,
+    ref = SDCA(start="zero", alpha=LAM, max_iter=3000, tol=1e-12, output="last", preprocessing=None,
                random_state=0).fit(X, triplets=T_all)
     Xs = ref.scaler_.transform(X)      # the rows the solver sees (feature unit)
     P_star = sdca_objectives(ref.M_last_, ref.alpha_, as_csr(Xs), T_all, LAM)[0]
@@ -91,7 +91,7 @@ def _primal(problem, M):
 def test_one_partition_round_is_an_sdca_pass(problem):
     T_all, Xs = problem[3], problem[5]
     n = T_all.shape[0]
-    m = SDCA(alpha=LAM, max_iter=3, output="last", preprocessing=None,
+    m = SDCA(start="zero", alpha=LAM, max_iter=3, output="last", preprocessing=None,
              random_state=5).fit(_collection(problem, 1))
     np.testing.assert_array_equal(m.scaler_.transform(problem[0]), Xs)
     s = SDCASolver(Xs.shape[1], LAM, n, "last")
@@ -113,7 +113,7 @@ def test_one_partition_round_is_an_sdca_pass(problem):
 
 def test_one_partition_reaches_the_in_memory_optimum(problem):
     P_star = problem[4]
-    m = SDCA(alpha=LAM, max_iter=200, tol=1e-10, output="last", preprocessing=None,
+    m = SDCA(start="zero", alpha=LAM, max_iter=200, tol=1e-10, output="last", preprocessing=None,
              random_state=0).fit(_collection(problem, 1))
     assert m.stop_reason_ == "tol"
     assert _primal(problem, m.W_) == pytest.approx(P_star, rel=1e-8)
@@ -160,7 +160,7 @@ def test_two_rounds_equal_a_dense_reference_from_the_paper():
          np.array([[0, 1, 2], [5, 3, 1], [4, 2, 0], [1, 5, 3]])]
     n, lam, K = 7, 0.3, 2
     coll = ShardedCollection([X[0], X[1]], [5, 6]).with_triplets(T)
-    pre = SDCA(alpha=lam, max_iter=1, preprocessing=None).fit(coll).scaler_
+    pre = SDCA(start="zero", alpha=lam, max_iter=1, preprocessing=None).fit(coll).scaler_
     X = [pre.transform(x) for x in X]          # divided by the feature unit
     seed = _seed(2)
     alpha = [np.zeros(3), np.zeros(4)]
@@ -169,7 +169,7 @@ def test_two_rounds_equal_a_dense_reference_from_the_paper():
         orders = [np.random.default_rng([seed, k, r + 1]).permutation(len(T[k]))
                   for k in range(K)]
         alpha, M = _dense_round(X, T, alpha, M, lam, n, float(K), orders)
-        m = SDCA(alpha=lam, max_iter=r + 1, output="last", preprocessing=None,
+        m = SDCA(start="zero", alpha=lam, max_iter=r + 1, output="last", preprocessing=None,
                  random_state=2).fit(coll)
         np.testing.assert_allclose(m.alpha_, np.concatenate(alpha), atol=1e-8)
         np.testing.assert_allclose(m.W_, M, atol=1e-8)
@@ -186,7 +186,7 @@ def test_two_rounds_equal_a_dense_reference_from_the_paper():
 @pytest.mark.parametrize("K,rounds", [(2, 60), (4, 100), (8, 200)])
 def test_gap_decreases_to_the_single_process_optimum(problem, K, rounds):
     P_star = problem[4]
-    m = SDCA(alpha=LAM, max_iter=rounds, output="last", preprocessing=None,
+    m = SDCA(start="zero", alpha=LAM, max_iter=rounds, output="last", preprocessing=None,
              random_state=1).fit(_collection(problem, K))
     h = m.history_
     P, D, gap = (np.array(h[k]) for k in ("primal", "dual", "gap"))
@@ -206,10 +206,10 @@ def test_average_output_and_its_certificate(problem):
     P_star = problem[4]
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, preprocessing=None, random_state=4)
-    m = SDCA(max_iter=6, output="average", **kw).fit(coll)
+    m = SDCA(start="zero", max_iter=6, output="average", **kw).fit(coll)
     # the round iterates are the same whatever max_iter: the last-iterate
     # fits of 4, 5, 6 rounds give the window R0 + 1 .. R (R0 = 3)
-    lasts = [SDCA(max_iter=r, output="last", **kw).fit(coll).W_ for r in (4, 5, 6)]
+    lasts = [SDCA(start="zero", max_iter=r, output="last", **kw).fit(coll).W_ for r in (4, 5, 6)]
     np.testing.assert_allclose(m.W_, np.mean(lasts, axis=0), rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(m.M_last_, lasts[-1])
     rep = m.partitioned_
@@ -224,11 +224,11 @@ def test_average_output_and_its_certificate(problem):
 def test_tol_stops_with_the_model_of_that_many_rounds(problem):
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, preprocessing=None, random_state=6, output="last")
-    m = SDCA(max_iter=100, tol=1e-2, **kw).fit(coll)
+    m = SDCA(start="zero", max_iter=100, tol=1e-2, **kw).fit(coll)
     assert m.stop_reason_ == "tol" and 1 < m.n_iter_ < 100
     assert m.history_["rel_gap"][-1] <= 1e-2 < m.history_["rel_gap"][-2]
     assert len(m.history_["gap"]) == m.n_iter_
-    fixed = SDCA(max_iter=m.n_iter_, **kw).fit(coll)
+    fixed = SDCA(start="zero", max_iter=m.n_iter_, **kw).fit(coll)
     np.testing.assert_array_equal(m.W_, fixed.W_)
     np.testing.assert_array_equal(m.alpha_, fixed.alpha_)
     assert fixed.history_["gap"] == m.history_["gap"]
@@ -241,13 +241,13 @@ def test_same_fitted_attributes_determinism_and_save_load(tmp_path):
     X = rng.normal(size=(150, 4)) + np.eye(4)[y]
     coll = ShardedCollection.from_arrays(X, y, n_partitions=3)
     kw = dict(n_triplets=500, max_iter=4)
-    a = SDCA(random_state=7, **kw).fit(coll)
-    b = SDCA(random_state=7, **kw).fit(coll)
-    c = SDCA(random_state=8, **kw).fit(coll)
+    a = SDCA(start="zero", random_state=7, **kw).fit(coll)
+    b = SDCA(start="zero", random_state=7, **kw).fit(coll)
+    c = SDCA(start="zero", random_state=8, **kw).fit(coll)
     np.testing.assert_array_equal(a.W_, b.W_)
     np.testing.assert_array_equal(a.alpha_, b.alpha_)
     assert not np.array_equal(a.W_, c.W_)
-    mem = SDCA(random_state=7, **kw).fit(X, y)
+    mem = SDCA(start="zero", random_state=7, **kw).fit(X, y)
     fitted = {k for k in vars(mem) if k.endswith("_") and not k.startswith("_")}
     assert fitted | {"partitioned_"} == {k for k in vars(a) if k.endswith("_")
                                          and not k.startswith("_")}
@@ -271,7 +271,7 @@ def test_memory_refusal_points_to_low_rank_learners(problem, monkeypatch):
     # room for the model's 4 arrays, not for 8 updates + 4
     monkeypatch.setattr(v, "available_memory", lambda: 6 * 8 * d * d)
     with pytest.raises(MemoryError, match="LORETA.*LowRankDML"):
-        SDCA(alpha=LAM, max_iter=2, preprocessing=None).fit(_collection(problem, 8))
+        SDCA(start="zero", alpha=LAM, max_iter=2, preprocessing=None).fit(_collection(problem, 8))
 
 
 def test_digits_map_close_to_single_process():
@@ -280,11 +280,11 @@ def test_digits_map_close_to_single_process():
     from tripletml.metrics import validation_score
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
-    base = validation_score(SDCA(random_state=0).fit(Xtr, ytr), Xte, yte)
+    base = validation_score(SDCA(start="zero", random_state=0).fit(Xtr, ytr), Xte, yte)
     # measured (seed 0): single process 0.8207; K=1 0.8092, 2 0.8205, 4 0.8236,
     # 8 0.8316 (10 passes each, the default parameters)
     for K in (1, 2, 4, 8):
-        m = SDCA(random_state=0).fit(ShardedCollection.from_arrays(Xtr, ytr, n_partitions=K))
+        m = SDCA(start="zero", random_state=0).fit(ShardedCollection.from_arrays(Xtr, ytr, n_partitions=K))
         assert m.n_iter_ == 10
         assert validation_score(m, Xte, yte) >= base - 0.02, K
 
@@ -295,9 +295,9 @@ def test_dask_backend_gives_the_local_model(problem, dask_client):
     from tripletml.distributed.dask_search import use_cluster
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, max_iter=5, preprocessing=None, random_state=9)
-    local = SDCA(**kw).fit(coll)
+    local = SDCA(start="zero", **kw).fit(coll)
     with use_cluster(dask_client):
-        dist = SDCA(**kw).fit(coll)
+        dist = SDCA(start="zero", **kw).fit(coll)
     assert dist.partitioned_["backend"] == "dask" and local.partitioned_["backend"] == "local"
     for k in ("W_", "M_last_", "alpha_", "avg_accum_"):
         np.testing.assert_array_equal(getattr(dist, k), getattr(local, k))
@@ -307,17 +307,17 @@ def test_dask_backend_gives_the_local_model(problem, dask_client):
 def test_random_output_and_tol_with_average(problem):
     coll = _collection(problem, 2)
     kw = dict(alpha=LAM, preprocessing=None, random_state=3)
-    m = SDCA(max_iter=6, output="random", **kw).fit(coll)
-    lasts = [SDCA(max_iter=r, output="last", **kw).fit(coll).W_ for r in (4, 5, 6)]
+    m = SDCA(start="zero", max_iter=6, output="random", **kw).fit(coll)
+    lasts = [SDCA(start="zero", max_iter=r, output="last", **kw).fit(coll).W_ for r in (4, 5, 6)]
     hit = [r for r, W in zip((4, 5, 6), lasts) if np.array_equal(W, m.W_)]
     assert len(hit) == 1
     assert m.partitioned_["output_gap"] == m.history_["gap"][hit[0] - 1]
     np.testing.assert_array_equal(m.random_iterate_, m.W_)
     # tol inside the window with the average output: the average of the kept rounds
-    a = SDCA(max_iter=40, tol=1e-2, output="average", **kw).fit(coll)
+    a = SDCA(start="zero", max_iter=40, tol=1e-2, output="average", **kw).fit(coll)
     R = a.n_iter_
     assert a.stop_reason_ == "tol" and 20 < R < 40
-    kept = [SDCA(max_iter=r, output="last", **kw).fit(coll).W_ for r in range(21, R + 1)]
+    kept = [SDCA(start="zero", max_iter=r, output="last", **kw).fit(coll).W_ for r in range(21, R + 1)]
     np.testing.assert_allclose(a.W_, np.mean(kept, axis=0), rtol=1e-11, atol=1e-15)
     assert a.partitioned_["output_gap"] >= _primal(problem, a.W_) - problem[4] - 1e-12
 
@@ -335,7 +335,7 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)
 
     def make():
-        return SDCA(n_triplets=3000, max_iter=6, tol=None, output=output, random_state=1)
+        return SDCA(start="zero", n_triplets=3000, max_iter=6, tol=None, output=output, random_state=1)
 
     ref = make().fit(coll)
     from _crash import crash_then_resume
@@ -347,5 +347,5 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(again.W_, ref.W_)
     with pytest.raises(ValueError, match="written by another run"):
-        fit_partitioned(SDCA(n_triplets=3000, max_iter=7, tol=None, output=output,
+        fit_partitioned(SDCA(start="zero", n_triplets=3000, max_iter=7, tol=None, output=output,
                              random_state=1), coll, checkpoint_dir=tmp_path)

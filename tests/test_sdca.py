@@ -58,7 +58,7 @@ def _problem(seed=0, n=30, d=6, m=40, sparse=False):
 def test_single_partial_fit_is_one_closed_form_step():
     X, t = _problem()
     ref = DenseSDCA(X, t, lam=0.1, n=40)
-    model = SDCA(preprocessing=None, alpha=0.1, n_triplets=40)
+    model = SDCA(start="zero", preprocessing=None, alpha=0.1, n_triplets=40)
     for k in [0, 5, 0, 7]:  # repeated id 0: the second step starts from alpha_0 > 0
         ref.step(k)
         model.partial_fit(X, t[[k]], triplet_ids=[k])
@@ -70,7 +70,7 @@ def test_single_partial_fit_is_one_closed_form_step():
 def test_fit_matches_dense_algorithm_1_and_dual_ascends():
     X, t = _problem(seed=1)
     lam, n, epochs, seed = 0.05, t.shape[0], 3, 11
-    model = SDCA(preprocessing=None, alpha=lam, max_iter=epochs, output="last", tol=None, random_state=seed)
+    model = SDCA(start="zero", preprocessing=None, alpha=lam, max_iter=epochs, output="last", tol=None, random_state=seed)
     model.fit(X, triplets=t)
     rng = np.random.default_rng(seed)
     ref = DenseSDCA(X, t, lam, n)
@@ -93,7 +93,7 @@ def test_fit_matches_dense_algorithm_1_and_dual_ascends():
 
 def test_duality_gap_shrinks_below_1e3():
     X, t = _problem(seed=2, m=60)
-    model = SDCA(preprocessing=None, alpha=0.05, max_iter=200, tol=1e-4, random_state=0).fit(X, triplets=t)
+    model = SDCA(start="zero", preprocessing=None, alpha=0.05, max_iter=200, tol=1e-4, random_state=0).fit(X, triplets=t)
     gaps = model.history_["gap"]
     assert gaps[-1] <= 1e-4 < gaps[0]
     assert len(gaps) < 200  # stopped on the tolerance, not on epochs
@@ -104,7 +104,7 @@ def test_duality_gap_shrinks_below_1e3():
 def test_average_output_matches_definition():
     X, t = _problem(seed=3)
     n, epochs, seed = t.shape[0], 2, 5
-    model = SDCA(preprocessing=None, alpha=0.1, max_iter=epochs, output="average", average_start=0.3, tol=None,
+    model = SDCA(start="zero", preprocessing=None, alpha=0.1, max_iter=epochs, output="average", average_start=0.3, tol=None,
                  random_state=seed).fit(X, triplets=t)
     T = epochs * n
     T0 = int(np.floor(0.3 * T))
@@ -125,7 +125,7 @@ def test_random_output_is_a_uniform_window_iterate():
     T, T0 = 16, 8
     hits = np.zeros(T + 1)
     for seed in range(300):
-        model = SDCA(preprocessing=None, alpha=0.1, max_iter=2, output="random", average_start=0.5, tol=None,
+        model = SDCA(start="zero", preprocessing=None, alpha=0.1, max_iter=2, output="random", average_start=0.5, tol=None,
                      random_state=seed).fit(X, triplets=t)
         rng = np.random.default_rng(seed)
         ref = DenseSDCA(X, t, 0.1, 8)
@@ -145,8 +145,8 @@ def test_random_output_is_a_uniform_window_iterate():
 @pytest.mark.parametrize("output", ["average", "random", "last"])
 def test_dense_and_csr_give_the_same_model(output):
     X, t = _problem(seed=5, sparse=True)
-    a = SDCA(preprocessing=None, alpha=0.02, max_iter=3, output=output, random_state=0).fit(X, triplets=t)
-    b = SDCA(preprocessing=None, alpha=0.02, max_iter=3, output=output, random_state=0).fit(sp.csr_matrix(X),
+    a = SDCA(start="zero", preprocessing=None, alpha=0.02, max_iter=3, output=output, random_state=0).fit(X, triplets=t)
+    b = SDCA(start="zero", preprocessing=None, alpha=0.02, max_iter=3, output=output, random_state=0).fit(sp.csr_matrix(X),
                                                                      triplets=t)
     np.testing.assert_allclose(a.W_, b.W_, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=1e-12, atol=1e-14)
@@ -154,7 +154,7 @@ def test_dense_and_csr_give_the_same_model(output):
 
 def test_partial_fit_stream_fresh_duals_and_errors():
     X, t = _problem(seed=6)
-    model = SDCA(preprocessing=None, alpha=0.1, n_triplets=40).partial_fit(X, t[:10]).partial_fit(X, t[10:20])
+    model = SDCA(start="zero", preprocessing=None, alpha=0.1, n_triplets=40).partial_fit(X, t[:10]).partial_fit(X, t[10:20])
     assert model.alpha_.size == 20 and model.t_ == 20
     ref = DenseSDCA(X, t, 0.1, 40)
     for i in range(20):
@@ -171,14 +171,14 @@ def test_sdca_learns_on_real_structure():
     from tripletml import Euclidean
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
-    m = SDCA(preprocessing=None, alpha=0.01, n_triplets=5000, max_iter=5, random_state=0).fit(X[:1000], y[:1000])
+    m = SDCA(start="zero", preprocessing=None, alpha=0.01, n_triplets=5000, max_iter=5, random_state=0).fit(X[:1000], y[:1000])
     e = Euclidean().fit(X[:1000])
     assert m.score(X[1000:], y[1000:]) > e.score(X[1000:], y[1000:]) + 0.05
 
 
 def test_settings_of_the_dual_state_cannot_change_midstream():
     X, t = _problem(seed=7)
-    m = SDCA(preprocessing=None, output="last", n_triplets=40).partial_fit(X, t[:5])
+    m = SDCA(start="zero", preprocessing=None, output="last", n_triplets=40).partial_fit(X, t[:5])
     m.set_params(output="average")
     with pytest.raises(ValueError, match="SDCA: output/alpha were 'last'/0.01 when the model"):
         m.partial_fit(X, t[5:10])
@@ -193,14 +193,14 @@ def test_settings_of_the_dual_state_cannot_change_midstream():
 def test_overflowing_norm_stops_with_a_message():
     X, t = _problem(seed=8)
     with pytest.raises(FloatingPointError, match="SDCA: training diverged"):
-        SDCA(preprocessing=None).fit(X * 1e200, triplets=t)
+        SDCA(start="zero", preprocessing=None).fit(X * 1e200, triplets=t)
 
 
 def test_one_id_for_two_triplets_is_refused():
     X, t = _problem(seed=9)
     with pytest.raises(ValueError, match="one triplet_id names two different triplets"):
-        SDCA(preprocessing=None).partial_fit(X, t[:2], triplet_ids=[3, 3])
-    SDCA(preprocessing=None).partial_fit(X, t[[0, 0]], triplet_ids=[3, 3])  # same triplet twice: two steps
+        SDCA(start="zero", preprocessing=None).partial_fit(X, t[:2], triplet_ids=[3, 3])
+    SDCA(start="zero", preprocessing=None).partial_fit(X, t[[0, 0]], triplet_ids=[3, 3])  # same triplet twice: two steps
 
 
 # ---------------------------------------------------- stopping rule (issue 12)
@@ -208,9 +208,9 @@ def test_relative_gap_tol_warns_when_not_met_and_stops_when_met():
     from sklearn.exceptions import ConvergenceWarning
     X, t = _problem(seed=10, m=60)
     with pytest.warns(ConvergenceWarning, match="SDCA: stopped at max_iter=1 .*relative duality"):
-        m = SDCA(preprocessing=None, alpha=0.05, max_iter=1, tol=1e-12, random_state=0).fit(X, triplets=t)
+        m = SDCA(start="zero", preprocessing=None, alpha=0.05, max_iter=1, tol=1e-12, random_state=0).fit(X, triplets=t)
     assert (m.n_iter_, m.stop_reason_) == (1, "max_iter")
-    m = SDCA(preprocessing=None, alpha=0.05, max_iter=200, tol=1e-3, random_state=0).fit(X, triplets=t)
+    m = SDCA(start="zero", preprocessing=None, alpha=0.05, max_iter=200, tol=1e-3, random_state=0).fit(X, triplets=t)
     P, gap = m.history_["primal"], m.history_["gap"]
     rel = [g / max(abs(p), 1e-12) for p, g in zip(P, gap)]
     assert m.stop_reason_ == "tol" and m.n_iter_ == len(rel) < 200
@@ -219,7 +219,7 @@ def test_relative_gap_tol_warns_when_not_met_and_stops_when_met():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        SDCA(preprocessing=None, alpha=0.05, max_iter=1, tol=None, random_state=0).fit(X, triplets=t)
+        SDCA(start="zero", preprocessing=None, alpha=0.05, max_iter=1, tol=None, random_state=0).fit(X, triplets=t)
 
 
 def test_default_is_a_fixed_budget_with_the_gap_recorded():
@@ -229,21 +229,21 @@ def test_default_is_a_fixed_budget_with_the_gap_recorded():
     import warnings
     from sklearn.exceptions import ConvergenceWarning
     X, t = _problem(seed=12, m=80)
-    assert SDCA().get_params()["tol"] is None
+    assert SDCA(start="zero").get_params()["tol"] is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        m = SDCA(preprocessing=None, alpha=0.001, max_iter=2, random_state=0).fit(X, triplets=t)
+        m = SDCA(start="zero", preprocessing=None, alpha=0.001, max_iter=2, random_state=0).fit(X, triplets=t)
     assert (m.n_iter_, m.stop_reason_) == (2, "max_iter")
     assert len(m.history_["rel_gap"]) == 2 and m.history_["rel_gap"][-1] > 1e-3
     with pytest.warns(ConvergenceWarning, match="relative duality gap"):
-        SDCA(preprocessing=None, alpha=0.001, max_iter=2, tol=1e-3, random_state=0).fit(X, triplets=t)
+        SDCA(start="zero", preprocessing=None, alpha=0.001, max_iter=2, tol=1e-3, random_state=0).fit(X, triplets=t)
 
 
 @pytest.mark.parametrize("output", ["average", "random"])
 def test_a_loaded_state_with_missing_or_inconsistent_arrays_is_refused(output):
     from tripletml.algorithms.sdca.kernels import SDCASolver
     X, t = _problem(seed=11)
-    m = SDCA(preprocessing=None, alpha=0.1, max_iter=1, output=output, tol=None, random_state=0).fit(X, triplets=t)
+    m = SDCA(start="zero", preprocessing=None, alpha=0.1, max_iter=1, output=output, tol=None, random_state=0).fit(X, triplets=t)
     name = "avg_accum_" if output == "average" else "random_iterate_"
     kw = dict(M=m.M_last_, alpha=m.alpha_, dual_ids=m.dual_ids_, next_id=m.next_id_,
               lam=m.lambda_, n_scale=m.n_scale_, t=m.t_, T0=m.average_start_step_,
@@ -279,7 +279,7 @@ def test_property_gap_nonnegative_and_dual_ascends(seed, n, d, m, alpha, sparse)
     if sparse:
         X[rng.random(X.shape) < 0.4] = 0.0
     t = distinct_triplets(rng, n, m)
-    model = SDCA(preprocessing=None, alpha=alpha, max_iter=3, tol=None, output="last", random_state=seed)
+    model = SDCA(start="zero", preprocessing=None, alpha=alpha, max_iter=3, tol=None, output="last", random_state=seed)
     model.fit(sp.csr_matrix(X) if sparse else X, triplets=t)
     P, D = np.array(model.history_["primal"]), np.array(model.history_["dual"])
     assert np.all(P - D >= -1e-10 * np.maximum(1.0, np.abs(P)))
@@ -301,7 +301,7 @@ def test_W_is_the_matrix_and_files_with_M_load(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 4))
     y = np.repeat(np.arange(3), 10)
-    m = SDCA(n_triplets=100, max_iter=2, random_state=0).fit(X, y)
+    m = SDCA(start="zero", n_triplets=100, max_iter=2, random_state=0).fit(X, y)
     assert "W_" in vars(m) and "M_" not in vars(m)
     assert not hasattr(m, "M_")
     m.save(tmp_path / "new.npz")

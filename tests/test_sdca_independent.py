@@ -178,7 +178,7 @@ def as_input(X, kind):
 def fit_lib(X, T, **kw):
     params = dict(alpha=0.05, max_iter=3, output="last", tol=None, random_state=7)
     params.update(kw)
-    return SDCA(preprocessing=None, **params).fit(X, triplets=T)
+    return SDCA(start="zero", preprocessing=None, **params).fit(X, triplets=T)
 
 
 # --------------------------------------------------------------------------
@@ -474,7 +474,7 @@ def test_partial_fit_with_ids(kind):
     d = X.shape[1]
     M = np.zeros((d, d))
     alpha, Theta = {}, {}
-    model = SDCA(preprocessing=None, alpha=lam, n_triplets=n_scale, random_state=0)
+    model = SDCA(start="zero", preprocessing=None, alpha=lam, n_triplets=n_scale, random_state=0)
     for Tb, ids in batches:
         for (q, p, r), k in zip(Tb, ids):
             X_i = np.outer(X[q], X[p] - X[r])
@@ -497,7 +497,7 @@ def test_partial_fit_default_ids_are_new():
     X, T = tricky_data(seed=6)
     lam, n_scale = 0.1, 4
     # the same triplet given twice without ids: two separate dual variables
-    model = SDCA(preprocessing=None, alpha=lam, n_triplets=n_scale, random_state=0)
+    model = SDCA(start="zero", preprocessing=None, alpha=lam, n_triplets=n_scale, random_state=0)
     model.partial_fit(X, T[[0, 5]])
     model.partial_fit(X, T[[0, 5, 0]])
     d = X.shape[1]
@@ -518,7 +518,7 @@ def test_partial_fit_matches_fit_sequence():
     ref, _ = reference_fit(X, T, lam, ne, seed)
     rng = np.random.default_rng(seed)
     idx = np.concatenate([rng.integers(0, len(T), size=len(T)) for _ in range(ne)])
-    model = SDCA(preprocessing=None, alpha=lam, n_triplets=len(T), random_state=0)
+    model = SDCA(start="zero", preprocessing=None, alpha=lam, n_triplets=len(T), random_state=0)
     model.partial_fit(X, T[idx[:7]], triplet_ids=idx[:7])
     model.partial_fit(sp.csr_matrix(X), T[idx[7:]], triplet_ids=idx[7:])
     np.testing.assert_allclose(model.M_last_, ref.M, rtol=RTOL, atol=ATOL)

@@ -605,6 +605,10 @@ def fit(learner, plan) -> None:
     learner : tripletml.SDCA
     plan : tripletml.distributed.partitioned.PartitionedFit
     """
+    if learner.start == "identity":
+        raise ValueError("SDCA: start='identity' takes the identity's scale from all the "
+                         "triplets, which a partitioned fit does not gather; CoCoA+ starts at 0 "
+                         "(start='zero', or 'auto').")
     run = _CoCoARounds(learner, plan)
     bar = progress_bar(run.max_iter, verbose=learner.verbose, desc=run.owner, unit="round")
     if plan.resumed is not None:             # a checkpoint of a crashed driver

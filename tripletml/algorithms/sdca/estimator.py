@@ -50,8 +50,10 @@ from tripletml.triplets import document_sampling
 from tripletml.core.params import Interval, StrOptions
 from tripletml.core.validation import as_generator
 from tripletml.core.base import BilinearMixin
-from tripletml.algorithms.sdca.kernels import SDCASolver, relative_gap, sdca_objectives  # noqa: F401
+from tripletml.algorithms.sdca.kernels import (SDCASolver, identity_margins, relative_gap,  # noqa: F401
+                                              sdca_objectives)
 from tripletml.core.online import OnlineTripletLearner
+from tripletml.linalg.sparse_rows import as_csr
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 from tripletml.algorithms.sdca import distributed
 
@@ -99,6 +101,21 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         Set it to ask for an accurate solution of eq. (4) (e.g.
         ``tol=1e-3, max_iter=30`` on features scaled to [-1, 1], as the
         reproduction of Table 2).
+    start : {"auto", "zero", "identity"}, default="auto"
+        Where M starts and what the regularizer pulls it towards:
+        ``(lambda/2) ||M - M_0||_F^2`` with ``M_0 = c I``.  "zero": Wu et
+        al.'s problem (``c = 0``, eq. 4).  "identity": ``c = 1 / median_i
+        |x_i^T v_i|`` over the fit's triplets, so that the identity's
+        margin on the typical triplet is the hinge's 1 at any scale of the
+        rows; M is then ``c I`` plus the dual's correction, and a new item
+        keeps ``c x^T y`` outside the training rows' span (the cosine on
+        l2-normalised rows) instead of 0.  Algorithm 1's step is unchanged
+        (its ``1 - x_i^T M v_i`` includes ``M_0``); the dual's terms become
+        ``alpha_i b_i - alpha_i^2 / 4`` with ``b_i = 1 - c x_i^T v_i``.
+        "auto" (default): "identity" on answers (triplets or pairs given
+        to ``fit``), "zero" with class labels (the paper's setting; those
+        models are unchanged).  A stream (``partial_fit`` on a fresh model)
+        and a partitioned fit start at 0 ("identity" is refused there).
     {preprocessing}
     {n_components}
     {preprocessor}
@@ -129,6 +146,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         The ``n`` used in ``(lambda n)^-1``.
     lambda_ : float
         The ``alpha`` the dual state was built with (lambda of the paper).
+    start_scale_ : float
+        ``c`` of the start ``M_0 = c I`` (0: Wu et al.'s start).
     t_ : int
         Dual steps made (over all calls).
     n_iter_ : int
@@ -184,9 +203,11 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     _criterion_name = "relative duality gap"
 
     def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, sampling="class",
-                 output="average", average_start=0.5, tol=None, preprocessing="auto",
-                 random_state=None, verbose=0, n_components=None, preprocessor=None):
+                 output="average", average_start=0.5, tol=None, start="auto",
+                 preprocessing="auto", random_state=None, verbose=0, n_components=None,
+                 preprocessor=None):
         self.alpha = alpha
+        self.start = start
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.sampling = sampling
@@ -204,6 +225,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "output": [StrOptions({"average", "random", "last"})],
         "average_start": [Interval(Real, 0, 1, closed="left")],
+        "start": [StrOptions({"auto", "zero", "identity"})],
         "n_components": N_COMPONENTS_PARAM,
     }
 
@@ -213,7 +235,13 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         window starts at ``average_start`` of the plan; for a stream ``n`` is
         ``n_triplets`` and the window starts at 0."""
         n, T0 = getattr(self, "_plan", (self.n_triplets, 0))
-        self._solver = SDCASolver(n_features, float(self.alpha), n, self.output, T0)
+        if self.start == "identity" and not hasattr(self, "_start_c"):
+            raise ValueError("SDCA: start='identity' takes the identity's scale from the "
+                             "fit's triplets; a stream (partial_fit on a fresh model) and a "
+                             "partitioned fit start at 0: use start='zero' or 'auto' there, or "
+                             "fit first.")
+        self._solver = SDCASolver(n_features, float(self.alpha), n, self.output, T0,
+                                  start_scale=getattr(self, "_start_c", 0.0))
         if hasattr(self, "_plan"):
             self._solver.slots_for(np.arange(n))
         self._rng = rng
@@ -225,6 +253,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self.M_last_, self.alpha_, self.dual_ids_ = s.M, s.alpha, s.dual_ids
         self.next_id_, self.n_scale_, self.t_ = s.next_id, s.n_scale, s.t
         self.average_start_step_, self.output_, self.lambda_ = s.T0, s.output, s.lam
+        self.start_scale_ = s.start_scale
         for name, arr in (("avg_accum_", s.avg), ("random_iterate_", s.rand)):
             if arr is not None:
                 setattr(self, name, arr)
@@ -245,12 +274,18 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
                 next_id=self.next_id_, lam=self.lambda_, n_scale=self.n_scale_, t=self.t_,
                 T0=self.average_start_step_, output=self.output_,
                 avg=getattr(self, "avg_accum_", None),
-                rand=getattr(self, "random_iterate_", None))
+                rand=getattr(self, "random_iterate_", None),
+                start_scale=getattr(self, "start_scale_", 0.0))
         if not hasattr(self, "_rng"):
             self._rng = as_generator(self.random_state, self)
 
     def _initial_loss(self, Xc, triplets):
-        return 1.0 if triplets.shape[0] else None   # M = 0: every hinge is 1
+        if not triplets.shape[0]:
+            return None
+        c = self._solver.start_scale
+        if not c:
+            return 1.0                              # M = 0: every hinge is 1
+        return float(np.mean(np.maximum(1.0 - c * identity_margins(Xc, triplets), 0.0)))
 
     def _model_finite(self):
         return bool(np.isfinite(self._solver.M).all())
@@ -289,12 +324,29 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         (and the objective ``||M||_F^2``), so the dual run on the span's
         coordinates is the same; M starts at 0 (``c = 0``), as do the
         average's accumulator and the reservoir's iterate."""
-        spec = {"M_last_": 0.0, "W_": 0.0}
-        if self.output == "average":
-            spec["avg_accum_"] = 0.0
+        c = self._start_scale(X, supervision)
+        spec = {"M_last_": c, "W_": c}
+        if self.output == "average":        # B = T0 M^{T0} + sum_s s dM_s: T0 c outside
+            T0 = int(np.floor(self.average_start * self.max_iter * len(supervision)))
+            spec["avg_accum_"] = T0 * c
         elif self.output == "random":
-            spec["random_iterate_"] = 0.0
+            spec["random_iterate_"] = c
         return spec
+
+    def _start_scale(self, X, triplets) -> float:
+        """``c`` of the start ``M_0 = c I``: 0 for ``start="zero"`` (Wu et
+        al.'s problem) and for ``"auto"`` with class labels; for the
+        identity, ``1 / median |x_q^T (x_p - x_n)|`` over the fit's triplets
+        (the identity's margin is then 1, the hinge's, on the typical
+        answer: the same start for rows at any scale)."""
+        if self.start == "zero" or (self.start == "auto"
+                                    and not getattr(self, "_fit_from_answers", False)):
+            return 0.0
+        t = np.asarray(triplets)
+        if t.ndim != 2 or t.shape[0] == 0:
+            return 0.0
+        med = float(np.median(np.abs(identity_margins(as_csr(X), t))))
+        return 1.0 / med if med > 0 and np.isfinite(med) else 0.0
 
     def _span_lift_extra(self, Q, spec):
         # the solver holds the r x r state: rebuilt from the lifted arrays
@@ -305,10 +357,11 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
     def _fit(self, X, triplets, rng):
         n = triplets.shape[0]
         self._plan = (n, int(np.floor(self.average_start * self.max_iter * n)))
+        self._start_c = self._start_scale(X, triplets)
         try:
             super()._fit(X, triplets, rng)
         finally:
-            del self._plan
+            del self._plan, self._start_c
 
     def partial_fit(self, X, y=None, *, triplets=None, triplet_ids=None):
         """One closed-form dual step per given triplet, in order.

@@ -32,7 +32,8 @@ from tripletml.linalg.sparse_rows import (diff_buffers, sparse_bilinear, sparse_
                                   triplet_rows)
 from tripletml.losses import triplet_hinge, triplet_hinge_array
 
-__all__ = ["SDCASolver", "sdca_steps", "sdca_objectives", "relative_gap", "OUTPUTS"]
+__all__ = ["SDCASolver", "sdca_steps", "sdca_objectives", "identity_margins", "relative_gap",
+           "OUTPUTS"]
 
 OUTPUTS = ("average", "random", "last")
 
@@ -114,14 +115,31 @@ def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
     return mg, xn
 
 
+def identity_margins(Xc, triplets: np.ndarray) -> np.ndarray:
+    """``x_i^T v_i`` of every triplet (the margins of ``M = I``), from the
+    CSR rows without a ``d x d`` identity."""
+    t = np.asarray(triplets, dtype=np.int64)
+    if t.shape[0] == 0:
+        return np.zeros(0)
+    q, v = Xc[t[:, 0]], Xc[t[:, 1]] - Xc[t[:, 2]]
+    return np.asarray(q.multiply(v).sum(axis=1), dtype=np.float64).ravel()
+
+
 def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, lam: float,
-                    n: int | None = None) -> tuple[float, float, float]:
+                    n: int | None = None, start_scale: float = 0.0) -> tuple[float, float, float]:
     """Primal ``P(M)``, dual ``D(alpha)`` and gap for ``M = M(alpha)``.
 
     ``lam`` is lambda of eq. (4) (the estimator's ``alpha``); ``n`` (default
     ``len(triplets)``) is the ``n`` of eq. (4)-(5).  The dual is evaluated
     through ``||M(alpha)||^2`` with the maintained M, never from per-triplet
     d x d matrices.  Returns ``(P, D, P - D)``.
+
+    With a start ``M_0 = c I`` (``start_scale`` c > 0; the regularizer
+    ``(lambda/2) ||M - M_0||^2``), ``M = M_0 + (lambda n)^-1 sum_i alpha_i
+    X_i``: the problem in ``M - M_0`` is eq. (4) with the margins' constant 1
+    replaced by ``b_i = 1 - c x_i^T v_i``, so the conjugate term is
+    ``alpha_i b_i - alpha_i^2 / 4`` and Algorithm 1's step is unchanged
+    (its ``1 - x_i^T M v_i`` is ``b_i - x_i^T (M - M_0) v_i``).
     """
     n = triplets.shape[0] if n is None else n
     mg, xn = _margins_gram(M, Xc, triplets)
@@ -129,11 +147,16 @@ def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, 
         mg = np.empty(triplets.shape[0])
         xn = np.empty(triplets.shape[0])
         _all_margins(M, Xc.indptr, Xc.indices, Xc.data, triplets, mg, xn, *diff_buffers(Xc))
-    reg = 0.5 * lam * float(np.sum(M * M))
+    c = float(start_scale)
+    sq = float(np.sum(M * M))
+    if c:       # ||M - c I||^2 without forming c I
+        sq += c * (c * M.shape[0] - 2.0 * float(np.trace(M)))
+    reg = 0.5 * lam * max(sq, 0.0)
     P = float(np.sum(triplet_hinge_array(mg) ** 2)) / n + reg
-    # -l_i^*(-Theta_i) = alpha_i - alpha_i^2/4; when X_i = 0 the loss is the
+    b = 1.0 - c * identity_margins(Xc, triplets) if c else 1.0
+    # -l_i^*(-Theta_i) = alpha_i b_i - alpha_i^2/4; when X_i = 0 the loss is the
     # constant 1 and Theta_i = 0 whatever alpha_i, so the term is its maximum, 1.
-    conj = np.where(xn > 0.0, alpha - 0.25 * alpha * alpha, 1.0)
+    conj = np.where(xn > 0.0, alpha * b - 0.25 * alpha * alpha, 1.0)
     D = float(np.sum(conj)) / n - reg
     return P, D, P - D
 
@@ -164,10 +187,11 @@ class SDCASolver:
     """
 
     def __init__(self, n_features: int, lam: float, n_scale: int, output: str = "average",
-                 T0: int = 0, owner: str = "SDCA"):
+                 T0: int = 0, owner: str = "SDCA", start_scale: float = 0.0):
         d = int(n_features)
         self.owner = owner
-        self.M = np.zeros((d, d))
+        self.start_scale = float(start_scale)
+        self.M = self.start_scale * np.eye(d)
         self.alpha = np.zeros(0)
         self.dual_ids = np.zeros(0, dtype=np.int64)
         self.next_id = 0
@@ -182,11 +206,12 @@ class SDCASolver:
 
     @classmethod
     def from_state(cls, *, M, alpha, dual_ids, next_id, lam, n_scale, t, T0, output,
-                   avg=None, rand=None, owner="SDCA") -> "SDCASolver":
+                   avg=None, rand=None, owner="SDCA", start_scale=0.0) -> "SDCASolver":
         """A solver over stored arrays (used in place), after checking that
         they are consistent: the kernels index them without bounds checks."""
         self = cls.__new__(cls)
         self.owner = owner
+        self.start_scale = float(start_scale)
         self.M, self.alpha, self.dual_ids = M, alpha, dual_ids
         self.next_id, self.lam, self.n_scale = int(next_id), float(lam), int(n_scale)
         self.t, self.T0, self.output = int(t), int(T0), output
@@ -216,6 +241,9 @@ class SDCASolver:
             raise ValueError(f"{who}: next id {self.next_id} must exceed every dual id.")
         if np.any(self.alpha < 0):
             raise ValueError(f"{who}: dual variables alpha_ must be >= 0.")
+        if not (np.isfinite(self.start_scale) and self.start_scale >= 0):
+            raise ValueError(f"{who}: the start's scale {self.start_scale} must be finite and "
+                             ">= 0.")
         if not (self.lam > 0 and self.n_scale > 0 and self.t >= 0 and self.T0 >= 0):
             raise ValueError(f"{who}: inconsistent scalars (alpha={self.lam}, "
                              f"n_scale={self.n_scale}, t={self.t}, T0={self.T0}).")
@@ -268,7 +296,8 @@ class SDCASolver:
 
     def objective(self, Xc, triplets: np.ndarray) -> tuple[float, float, float]:
         """``(P, D, gap)`` of eq. (4), (5), (8) over ``triplets`` (ids 0..n-1)."""
-        return sdca_objectives(self.M, self.alpha, Xc, triplets, self.lam, self.n_scale)
+        return sdca_objectives(self.M, self.alpha, Xc, triplets, self.lam, self.n_scale,
+                               self.start_scale)
 
     def output_matrix(self) -> np.ndarray:
         """The chosen output (a new array): last iterate, reservoir sample or
