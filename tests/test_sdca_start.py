@@ -161,3 +161,18 @@ def test_identity_start_needs_the_fit():
     c = m.start_scale_
     m.partial_fit(X, triplets=t[:5])                 # a fitted model continues
     assert m.start_scale_ == c and m.t_ == len(t) + 5
+
+
+@pytest.mark.parametrize("n_rows", [40, 3000])
+def test_identity_margins_on_both_routes(n_rows):
+    """``x_q . (x_p - x_n)`` by the distinct rows' Gram matrix (few rows) and
+    by one sparse dot per triplet (many rows) equals the dense formula."""
+    from tripletml.algorithms.sdca.kernels import _GRAM_ROWS, identity_margins
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(n_rows, 20))
+    X[rng.random(X.shape) < 0.6] = 0.0
+    t = rng.integers(0, n_rows, size=(4000, 3))
+    assert (np.unique(t).size <= _GRAM_ROWS) == (n_rows == 40)
+    ref = np.einsum("ij,ij->i", X[t[:, 0]], X[t[:, 1]] - X[t[:, 2]])
+    np.testing.assert_allclose(identity_margins(sp.csr_matrix(X), t), ref, rtol=1e-12,
+                               atol=1e-12)

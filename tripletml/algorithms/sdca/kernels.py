@@ -115,14 +115,46 @@ def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
     return mg, xn
 
 
+@njit(cache=True, nogil=True)
+def _identity_margins(indptr, indices, data, triplets, out, buf):  # pragma: no cover
+    """``out_t = x_q . (x_p - x_n)`` on CSR rows: the query scattered into
+    the dense buffer ``buf`` (zero on entry and on return), O(nnz) each."""
+    for t in range(triplets.shape[0]):
+        q, p, n = triplets[t, 0], triplets[t, 1], triplets[t, 2]
+        for k in range(indptr[q], indptr[q + 1]):
+            buf[indices[k]] = data[k]
+        s = 0.0
+        for k in range(indptr[p], indptr[p + 1]):
+            s += buf[indices[k]] * data[k]
+        for k in range(indptr[n], indptr[n + 1]):
+            s -= buf[indices[k]] * data[k]
+        for k in range(indptr[q], indptr[q + 1]):
+            buf[indices[k]] = 0.0
+        out[t] = s
+
+
+#: distinct rows up to which :func:`identity_margins` forms their Gram matrix
+_GRAM_ROWS = 2048
+
+
 def identity_margins(Xc, triplets: np.ndarray) -> np.ndarray:
-    """``x_i^T v_i`` of every triplet (the margins of ``M = I``), from the
-    CSR rows without a ``d x d`` identity."""
-    t = np.asarray(triplets, dtype=np.int64)
+    """``x_i^T v_i`` of every triplet (the margins of ``M = I``) from the CSR
+    rows, without a ``d x d`` identity or an ``m x d`` array: the Gram
+    matrix of the distinct rows the triplets name when they are few (few
+    items, many answers), else one sparse dot per triplet."""
+    t = np.ascontiguousarray(triplets, dtype=np.int64)
     if t.shape[0] == 0:
         return np.zeros(0)
-    q, v = Xc[t[:, 0]], Xc[t[:, 1]] - Xc[t[:, 2]]
-    return np.asarray(q.multiply(v).sum(axis=1), dtype=np.float64).ravel()
+    rows, local = np.unique(t, return_inverse=True)
+    if rows.size <= _GRAM_ROWS:
+        R = Xc[rows]
+        G = np.asarray((R @ R.T).toarray(), dtype=np.float64)
+        local = local.reshape(t.shape)
+        return G[local[:, 0], local[:, 1]] - G[local[:, 0], local[:, 2]]
+    out = np.empty(t.shape[0])
+    _identity_margins(Xc.indptr, Xc.indices.astype(np.int64), Xc.data.astype(np.float64), t,
+                      out, np.zeros(Xc.shape[1]))
+    return out
 
 
 def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, lam: float,
