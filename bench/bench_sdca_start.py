@@ -16,29 +16,12 @@ import warnings
 
 import numpy as np
 
+from .bench_simulated_answers import simulated_set
+
 #: label -> (items, features, answers, flipped share, hidden dimension, seed)
 SETS = {"100x1088 f15": (100, 1088, 22800, 0.15, 5, 0),
         "60x512 f25": (60, 512, 8000, 0.25, 3, 1),
         "200x2048 f10": (200, 2048, 20000, 0.10, 8, 2)}
-
-
-def simulated_set(n, d, m, flip, k, seed):
-    """Rows, answers and the splits of :mod:`bench.bench_simulated_answers`."""
-    rng = np.random.default_rng(seed)
-    Z = rng.normal(size=(n, k))
-    F = np.maximum(0, Z @ rng.normal(size=(k, d)) * 0.5 + rng.normal(size=(n, d)))
-    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
-    closer = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1) < ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
-    keep = closer ^ (rng.random(len(T)) < flip)
-    T[~keep] = T[~keep][:, [0, 2, 1]]
-    perm = rng.permutation(len(T))
-    tr, te = perm[:int(0.8 * m)], perm[int(0.8 * m):]
-    items = rng.permutation(n)
-    n_a = int(0.7 * n)
-    a, b = np.sort(items[:n_a]), np.sort(items[n_a:])
-    where = np.full(n, -1)
-    where[a] = np.arange(n_a)
-    return F, T, tr, te, a, where, np.isin(T, a).all(1), np.isin(T, b).all(1)
 
 
 def main(argv=None) -> int:

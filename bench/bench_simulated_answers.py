@@ -26,30 +26,41 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+def simulated_set(n: int, d: int, m: int, flip: float, k: int, seed: int):
+    """The set: rows ``F``, answers ``T`` and the splits -- the seen
+    protocol's answer indices ``tr``, ``te``; the known items ``a`` (sorted),
+    ``where`` (an item's row among them, -1 for the others) and the masks of
+    the answers among the known items ``in_a`` and among the others ``in_b``."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, k))
+    F = np.maximum(0, Z @ rng.normal(size=(k, d)) * 0.5 + rng.normal(size=(n, d)))
+    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    closer = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1) < ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
+    keep = closer ^ (rng.random(len(T)) < flip)
+    T[~keep] = T[~keep][:, [0, 2, 1]]
+    perm = rng.permutation(len(T))
+    tr, te = perm[:int(0.8 * m)], perm[int(0.8 * m):]
+    items = rng.permutation(n)
+    n_a = int(0.7 * n)
+    a, b = np.sort(items[:n_a]), np.sort(items[n_a:])
+    where = np.full(n, -1)
+    where[a] = np.arange(n_a)
+    return F, T, tr, te, a, where, np.isin(T, a).all(1), np.isin(T, b).all(1)
+
 
 _ONE = r'''
 import json, sys, time, warnings
-import numpy as np
 warnings.simplefilter("ignore")
 import tripletml as t
 from tripletml.metrics import triplet_accuracy
+from bench.bench_simulated_answers import simulated_set
 name = sys.argv[1]
-n, d, m, flip, k, seed = json.loads(sys.argv[2])
-rng = np.random.default_rng(seed)
-Z = rng.normal(size=(n, k))
-F = np.maximum(0, Z @ rng.normal(size=(k, d)) * 0.5 + rng.normal(size=(n, d)))
-T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
-closer = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1) < ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
-keep = closer ^ (rng.random(len(T)) < flip)
-T[~keep] = T[~keep][:, [0, 2, 1]]
-perm = rng.permutation(len(T))
-tr, te = perm[:int(0.8 * m)], perm[int(0.8 * m):]
-items = rng.permutation(n)
-n_a = int(0.7 * n)
-a, b = np.sort(items[:n_a]), np.sort(items[n_a:])
-where = np.full(n, -1)
-where[a] = np.arange(n_a)
-in_a, in_b = np.isin(T, a).all(1), np.isin(T, b).all(1)
+F, T, tr, te, a, where, in_a, in_b = simulated_set(*json.loads(sys.argv[2]))
 make = (lambda: t.AutoSimilarity(random_state=0)) if name == "AutoSimilarity" else getattr(t, name)
 out = {"learner": name}
 for label, base in (("cosine", t.Euclidean(preprocessing="normalize")),
@@ -87,7 +98,8 @@ def main(argv=None) -> int:
     for name in args.learners or _learners():
         t0 = time.time()
         try:
-            r = subprocess.run([sys.executable, "-c", _ONE, name, cfg], capture_output=True,
+            r = subprocess.run([sys.executable, "-c", _ONE, name, cfg], cwd=REPO,
+                               capture_output=True,
                                text=True, timeout=args.cap)
             lines = (r.stdout.strip() or r.stderr.strip() or "no output").splitlines()
             line = lines[-1]
