@@ -176,3 +176,63 @@ def test_identity_margins_on_both_routes(n_rows):
     ref = np.einsum("ij,ij->i", X[t[:, 0]], X[t[:, 1]] - X[t[:, 2]])
     np.testing.assert_allclose(identity_margins(sp.csr_matrix(X), t), ref, rtol=1e-12,
                                atol=1e-12)
+
+
+# ------------------------------------------------------------ alpha="auto"
+def test_alpha_auto_keeps_the_paper_value_on_labels():
+    X, _ = _answers(seed=8)
+    y = np.arange(len(X)) % 3
+    m = SDCA(preprocessing=None, max_iter=2, random_state=0).fit(X, y)
+    assert m.alpha == "auto" and m.lambda_ == 0.01 and not hasattr(m, "alpha_grid_")
+    ref = SDCA(alpha=0.01, preprocessing=None, max_iter=2, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(m.W_, ref.W_)
+
+
+def test_alpha_auto_probes_are_fresh_fits_and_the_choice_is_one_standard_error(monkeypatch):
+    """The grid is ``(s / m) 10^j`` (``s`` the answers' median ``||X_i||^2``
+    on the rows the solver sees), every probe equals a fresh fit at that
+    alpha on the answers among the kept items, the choice is the largest
+    alpha within one standard error of the best, and the final model is the
+    fit at the chosen alpha."""
+    from tripletml.algorithms.sdca import estimator as est
+    from tripletml.metrics import triplet_accuracy
+    X, t = _answers(seed=9, n=40, d=8, m=900)
+    seen = {}
+    split = est.split_by_items
+
+    def spy(tt, fraction, rng, **kw):
+        seen["hold"] = split(tt, fraction, rng, **kw)
+        return seen["hold"]
+
+    monkeypatch.setattr(est, "split_by_items", spy)
+    m = SDCA(preprocessing=None, max_iter=3, random_state=0).fit(X, triplets=t)
+    hold = seen["hold"]
+    Xs = m.scaler_.transform(X)
+    V = Xs[t[:, 1]] - Xs[t[:, 2]]
+    s = np.median((Xs[t[:, 0]] ** 2).sum(1) * (V ** 2).sum(1))
+    np.testing.assert_allclose(m.alpha_grid_, s / len(t) * np.array([1e-4, 1e-2, 1.0]),
+                               rtol=1e-10)
+    for lam, score in zip(m.alpha_grid_, m.alpha_scores_):
+        probe = SDCA(alpha=float(lam), preprocessing=None, max_iter=3,
+                     random_state=0).fit(X, triplets=t[hold.fit])
+        assert triplet_accuracy(probe, X, t[hold.val]) == pytest.approx(score, abs=1e-12)
+    best = m.alpha_scores_.max()
+    se = np.sqrt(best * (1 - best) / hold.val.size)
+    assert m.lambda_ == m.alpha_grid_[np.flatnonzero(m.alpha_scores_ >= best - se)[-1]]
+    fixed = SDCA(alpha=m.lambda_, preprocessing=None, max_iter=3, random_state=0).fit(
+        X, triplets=t)
+    np.testing.assert_array_equal(fixed.W_, m.W_)
+
+
+def test_alpha_auto_is_scale_free_and_continues_in_partial_fit(tmp_path):
+    from tripletml.persistence import load_model, save_model
+    X, t = _answers(seed=10, n=40, d=8, m=900)
+    a = SDCA(max_iter=2, random_state=0).fit(X, triplets=t)
+    b = SDCA(max_iter=2, random_state=0).fit(1e3 * X, triplets=t)
+    np.testing.assert_allclose(b.alpha_scores_, a.alpha_scores_, atol=1e-12)
+    assert np.argmax(a.alpha_grid_ == a.lambda_) == np.argmax(b.alpha_grid_ == b.lambda_)
+    save_model(a, tmp_path / "m.npz")
+    c = load_model(tmp_path / "m.npz")
+    np.testing.assert_array_equal(c.alpha_grid_, a.alpha_grid_)
+    c.partial_fit(X, triplets=t[:5])               # the dual state's alpha continues
+    assert c.lambda_ == a.lambda_

@@ -46,7 +46,7 @@ STEP_CAP_ARRAYS = {"C_grid_": ArraySpec((None,), optional=True),
 #: the grid's factors below the class default
 _GRID_FACTORS = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
 #: share of the named items held out, fewest answers on either side
-_HELD_FRACTION, _MIN_ANSWERS = 0.2, 20
+HELD_FRACTION, MIN_ANSWERS = 0.2, 20
 
 
 class HeldoutStepCapMixin:
@@ -89,7 +89,7 @@ class HeldoutStepCapMixin:
         # replays the fit's own stream, so it starts where the final fit
         # starts (the same initial model and order)
         split_rng = np.random.default_rng(as_generator(self.random_state, self).integers(2 ** 62))
-        hold = split_by_items(triplets, _HELD_FRACTION, split_rng, min_answers=_MIN_ANSWERS)
+        hold = split_by_items(triplets, HELD_FRACTION, split_rng, min_answers=MIN_ANSWERS)
         if hold.fit.size == 0:
             return None
         grid = np.array([float(f"{self._default_C * f:.12g}") for f in _GRID_FACTORS])
@@ -98,7 +98,7 @@ class HeldoutStepCapMixin:
             self.C_ = float(c)
             self._fit_plain(X, triplets[hold.fit], copy.deepcopy(rng))
             factors = self._bilinear_factors() or (self._bilinear_matrix(), None)
-            scores[i] = _bilinear_accuracy(X, factors, triplets[hold.val])
+            scores[i] = bilinear_accuracy(X, factors, triplets[hold.val])
         self.C_grid_, self.C_scores_ = grid, scores
         return float(grid[one_standard_error(scores, hold.val.size)])
 
@@ -112,7 +112,7 @@ def one_standard_error(scores: np.ndarray, n: int) -> int:
     return int(np.flatnonzero(within_one_standard_error(scores, n))[-1])
 
 
-def _bilinear_accuracy(X, factors, t: np.ndarray) -> float:
+def bilinear_accuracy(X, factors, t: np.ndarray) -> float:
     """Triplet accuracy (ties one half) of ``s(a, b) = x_a^T A B^T x_b``
     (``factors = (W, None)``: ``x_a^T W x_b``) on rows ``X`` (dense or CSR),
     through the rows the answers name."""

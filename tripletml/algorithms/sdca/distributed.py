@@ -395,7 +395,7 @@ class _CoCoARounds:
         self.learner, self.plan = learner, plan
         self.owner = owner = type(learner).__name__
         self.be, self.sup = be, sup = plan.backend, plan.supervision
-        self.lam = float(learner.alpha)
+        self.lam = learner._alpha_value()
         self.max_iter = int(learner.max_iter)
         self.tol = learner.tol
         self.output = learner.output

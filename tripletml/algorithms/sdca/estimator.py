@@ -40,6 +40,7 @@ variables alpha_i are the fitted ``alpha_``.
 """
 from __future__ import annotations
 
+import copy
 from numbers import Real
 
 import numpy as np
@@ -51,13 +52,24 @@ from tripletml.core.params import Interval, StrOptions
 from tripletml.core.validation import as_generator
 from tripletml.core.base import BilinearMixin
 from tripletml.algorithms.sdca.kernels import (SDCASolver, identity_margins, relative_gap,  # noqa: F401
-                                              sdca_objectives)
+                                              sdca_objectives, triplet_products)
 from tripletml.core.online import OnlineTripletLearner
 from tripletml.linalg.sparse_rows import as_csr
+from tripletml.core.step_cap import (HELD_FRACTION, MIN_ANSWERS, bilinear_accuracy,
+                                     one_standard_error)
+from tripletml.engine.early_stopping import split_by_items
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 from tripletml.algorithms.sdca import distributed
 
 __all__ = ["SDCA", "sdca_objectives"]
+
+#: ``alpha`` of "auto" with class labels (Wu et al.'s experiments)
+_DEFAULT_ALPHA = 0.01
+#: "auto" on answers: ``alpha = (s / m) 10^j`` for these ``j`` (``s`` the
+#: answers' median ``||X_i||^2``, ``m`` their number): ``alpha m / ||X_i||^2``,
+#: the ratio of the regularizer's curvature to an answer's in Algorithm 1's
+#: step ``1/2 + ||X_i||^2 / (lambda n)``, is 1e-4, 1e-2 and 1
+_ALPHA_STEPS = (-4, -2, 0)
 
 
 @document_transform
@@ -68,8 +80,21 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     Parameters
     ----------
-    alpha : float, default=0.01
-        Regularization strength (lambda in the paper, eq. 4).
+    alpha : float or "auto", default="auto"
+        Regularization strength (lambda in the paper, eq. 4).  "auto": 0.01
+        (the paper's experiments) with class labels, in a stream and in a
+        partitioned fit; on answers (triplets or pairs given to ``fit``) a
+        held-out choice: ``(s / m) 10^j``, ``j = -4, -2, 0`` (``s`` the
+        answers' median ``||X_i||^2 = ||x_q||^2 ||x_p - x_n||^2``, ``m``
+        their number: ``alpha m / ||X_i||^2``, the regularizer's weight
+        against an answer's in Algorithm 1's step, is 1e-4, 1e-2 and 1, at
+        any scale of the rows), each fitted on the answers among
+        four fifths of the named items and scored on the answers headed by
+        the others; the largest within one standard error of the best.  With
+        the identity start the largest ``alpha`` is the start itself (the
+        cosine of l2 rows), so following the answers must earn it, as the
+        step cap ``C="auto"`` of OASIS.  ``lambda_`` records the value used,
+        ``alpha_grid_`` and ``alpha_scores_`` the choice.
     max_iter : int, default=10
         Maximum passes; each pass makes ``n`` steps, each drawing a triplet
         uniformly at random (Algorithm 1 samples with replacement).
@@ -148,6 +173,9 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         The ``alpha`` the dual state was built with (lambda of the paper).
     start_scale_ : float
         ``c`` of the start ``M_0 = c I`` (0: Wu et al.'s start).
+    alpha_grid_, alpha_scores_ : ndarray
+        Only after a held-out choice of ``alpha="auto"``: the values tried
+        and their held-out triplet accuracy.
     t_ : int
         Dual steps made (over all calls).
     n_iter_ : int
@@ -196,13 +224,15 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         "dual_ids_": ArraySpec(("=m",), dtype="i", low=0, high="next_id_"),
         "avg_accum_": ArraySpec(("d", "d"), optional=True),
         "random_iterate_": ArraySpec(("d", "d"), optional=True),
+        "alpha_grid_": ArraySpec((None,), optional=True),
+        "alpha_scores_": ArraySpec((None,), optional=True),
     }
     _advice = "raise alpha or scale the features down"
     #: fit(ShardedCollection): CoCoA+ (tripletml.algorithms.sdca.distributed)
     _partitioned_strategy = distributed.STRATEGY
     _criterion_name = "relative duality gap"
 
-    def __init__(self, alpha=0.01, *, max_iter=10, n_triplets=10000, sampling="class",
+    def __init__(self, alpha="auto", *, max_iter=10, n_triplets=10000, sampling="class",
                  output="average", average_start=0.5, tol=None, start="auto",
                  preprocessing="auto", random_state=None, verbose=0, n_components=None,
                  preprocessor=None):
@@ -222,7 +252,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     _parameter_constraints = {
         **OnlineTripletLearner._parameter_constraints,
-        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "output": [StrOptions({"average", "random", "last"})],
         "average_start": [Interval(Real, 0, 1, closed="left")],
         "start": [StrOptions({"auto", "zero", "identity"})],
@@ -240,7 +270,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
                              "fit's triplets; a stream (partial_fit on a fresh model) and a "
                              "partitioned fit start at 0: use start='zero' or 'auto' there, or "
                              "fit first.")
-        self._solver = SDCASolver(n_features, float(self.alpha), n, self.output, T0,
+        self._solver = SDCASolver(n_features, getattr(self, "_lam", self._alpha_value()), n,
+                                  self.output, T0,
                                   start_scale=getattr(self, "_start_c", 0.0))
         if hasattr(self, "_plan"):
             self._solver.slots_for(np.arange(n))
@@ -261,7 +292,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
                 delattr(self, name)
 
     def _check_resumable(self):
-        if self.output != self.output_ or float(self.alpha) != self.lambda_:
+        if self.output != self.output_ or (self.alpha != "auto"
+                                           and float(self.alpha) != self.lambda_):
             raise ValueError(
                 f"SDCA: output/alpha were {self.output_!r}/{self.lambda_:g} when the model was "
                 f"initialized and are now {self.output!r}/{self.alpha!r}; the dual state "
@@ -354,7 +386,52 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         self.__dict__.pop("_solver", None)
 
     # -------------------------------------------------------------- fit
+    def _alpha_value(self) -> float:
+        """A number ``alpha`` as given; "auto": the paper's 0.01 (class
+        labels, streams, partitioned fits; answers choose on held-out items
+        in ``fit``)."""
+        return _DEFAULT_ALPHA if isinstance(self.alpha, str) else float(self.alpha)
+
     def _fit(self, X, triplets, rng):
+        for name in ("alpha_grid_", "alpha_scores_"):
+            self.__dict__.pop(name, None)
+        auto = isinstance(self.alpha, str) and bool(getattr(self, "_fit_from_answers", False))
+        lam = self._heldout_alpha(X, np.asarray(triplets), rng) if auto else None
+        self._lam = self._alpha_value() if lam is None else lam
+        try:
+            self._fit_at(X, triplets, rng)
+        finally:
+            del self._lam
+
+    def _heldout_alpha(self, X, triplets: np.ndarray, rng) -> float | None:
+        """``alpha="auto"`` on answers: the grid ``(s / m) 10^j``, ``j`` in
+        ``_ALPHA_STEPS`` (``s`` the median ``||x_q||^2 ||x_p - x_n||^2`` of
+        the ``m`` answers, so the grid means the same at any scale of the
+        rows and number of answers),
+        each fitted on the answers among four fifths of the named items and
+        scored on the answers headed by the others; the largest ``alpha``
+        (the most regularized: the start) within one standard error of the
+        best (:func:`tripletml.core.step_cap.one_standard_error`).  None:
+        too few answers on a side to choose."""
+        split_rng = np.random.default_rng(as_generator(self.random_state, self).integers(2 ** 62))
+        hold = split_by_items(triplets, HELD_FRACTION, split_rng, min_answers=MIN_ANSWERS)
+        if hold.fit.size == 0:
+            return None
+        _, qq, vv = triplet_products(as_csr(X), triplets)
+        s = float(np.median(qq * vv))
+        s = s if np.isfinite(s) and s > 0 else 1.0
+        unit = s / triplets.shape[0]
+        grid = np.array([float(f"{unit * 10.0 ** j:.12g}") for j in _ALPHA_STEPS])
+        scores = np.zeros(grid.size)
+        for i, lam in enumerate(grid):
+            self._lam = float(lam)
+            self._fit_at(X, triplets[hold.fit], copy.deepcopy(rng))
+            scores[i] = bilinear_accuracy(X, (self.W_, None), triplets[hold.val])
+        pick = one_standard_error(scores, hold.val.size)    # the last: the largest alpha
+        self.alpha_grid_, self.alpha_scores_ = grid, scores
+        return float(grid[pick])
+
+    def _fit_at(self, X, triplets, rng):
         n = triplets.shape[0]
         self._plan = (n, int(np.floor(self.average_start * self.max_iter * n)))
         self._start_c = self._start_scale(X, triplets)
