@@ -38,3 +38,18 @@ def hidden_answers(rng: np.random.Generator, Z: np.ndarray, m: int, noise: float
     flip = (dp > dn) ^ (rng.random(m) < noise)
     T[flip] = T[flip][:, [0, 2, 1]]
     return T
+
+
+def spy_on_split(monkeypatch, module) -> dict:
+    """Record the item split a held-out choice draws: ``module``'s
+    ``split_by_items`` is wrapped so that ``seen["hold"]`` is its last
+    result (the answers fitted by the probes and those scored)."""
+    seen = {}
+    split = module.split_by_items
+
+    def spy(t, fraction, rng, **kw):
+        seen["hold"] = split(t, fraction, rng, **kw)
+        return seen["hold"]
+
+    monkeypatch.setattr(module, "split_by_items", spy)
+    return seen

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from _triplet_draws import spy_on_split
 from tripletml import SDCA
 from tripletml.distributed.sharded import ShardedCollection
 
@@ -197,14 +198,7 @@ def test_alpha_auto_probes_are_fresh_fits_and_the_choice_is_one_standard_error(m
     from tripletml.algorithms.sdca import estimator as est
     from tripletml.metrics import triplet_accuracy
     X, t = _answers(seed=9, n=40, d=8, m=900)
-    seen = {}
-    split = est.split_by_items
-
-    def spy(tt, fraction, rng, **kw):
-        seen["hold"] = split(tt, fraction, rng, **kw)
-        return seen["hold"]
-
-    monkeypatch.setattr(est, "split_by_items", spy)
+    seen = spy_on_split(monkeypatch, est)
     m = SDCA(preprocessing=None, max_iter=3, random_state=0).fit(X, triplets=t)
     hold = seen["hold"]
     Xs = m.scaler_.transform(X)

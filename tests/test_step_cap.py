@@ -9,7 +9,7 @@ import pytest
 import tripletml as tm
 from tripletml.core import step_cap
 from tripletml.metrics import triplet_accuracy
-from _triplet_draws import hidden_answers
+from _triplet_draws import hidden_answers, spy_on_split
 
 LEARNERS = [(tm.OASIS, 0.01), (tm.IterativePA, 0.001), (tm.NaivePA, 0.001)]
 
@@ -40,14 +40,7 @@ def test_heldout_scores_are_fresh_fits_at_each_cap(cls, default, monkeypatch):
     probe's factors, as the span route once let it, fails this), the chosen
     cap is the best score's, and the final fit is the fit at that cap."""
     X, T = _answers()
-    seen = {}
-    split = step_cap.split_by_items
-
-    def spy(t, fraction, rng, **kw):
-        seen["hold"] = split(t, fraction, rng, **kw)
-        return seen["hold"]
-
-    monkeypatch.setattr(step_cap, "split_by_items", spy)
+    seen = spy_on_split(monkeypatch, step_cap)
     m = cls(random_state=0).fit(X, triplets=T)
     hold = seen["hold"]
     np.testing.assert_allclose(m.C_grid_, default * np.array([1, 1e-1, 1e-2, 1e-3, 1e-4]))
