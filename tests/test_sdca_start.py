@@ -230,3 +230,13 @@ def test_alpha_auto_is_scale_free_and_continues_in_partial_fit(tmp_path):
     np.testing.assert_array_equal(c.alpha_grid_, a.alpha_grid_)
     c.partial_fit(X, triplets=t[:5])               # the dual state's alpha continues
     assert c.lambda_ == a.lambda_
+
+
+def test_a_partitioned_refit_drops_the_heldout_record():
+    """``fit(collection)`` after an in-memory fit on answers: 0.01 and the
+    zero start, and no ``alpha_grid_`` left from the earlier fit."""
+    X, t = _answers(seed=11, n=40, d=8, m=900)
+    m = SDCA(max_iter=2, random_state=0).fit(X, triplets=t)
+    assert hasattr(m, "alpha_grid_") and m.start_scale_ > 0
+    m.fit(ShardedCollection.from_arrays(X, np.arange(len(X)) % 3, n_partitions=2))
+    assert not hasattr(m, "alpha_grid_") and m.lambda_ == 0.01 and m.start_scale_ == 0.0

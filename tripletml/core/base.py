@@ -429,7 +429,8 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         #: "auto" (in-memory fits only; a partitioned fit keeps the plain fit)
         self._fit_from_answers = False
         if _is_collection(X):
-            for name in ("early_stopping_", "validation_scores_", "C_", "C_grid_", "C_scores_"):
+            for name in ("early_stopping_", "validation_scores_", "C_", "C_grid_", "C_scores_",
+                         "alpha_grid_", "alpha_scores_"):
                 self.__dict__.pop(name, None)     # an in-memory fit's held-out record
             if y is not None or triplets is not None or pairs is not None:
                 raise ValueError(f"{type(self).__name__}: fit(collection) takes the labels and "
