@@ -164,21 +164,6 @@ def test_identity_start_needs_the_fit():
     assert m.start_scale_ == c and m.t_ == len(t) + 5
 
 
-@pytest.mark.parametrize("n_rows", [40, 3000])
-def test_identity_margins_on_both_routes(n_rows):
-    """``x_q . (x_p - x_n)`` by the distinct rows' Gram matrix (few rows) and
-    by one sparse dot per triplet (many rows) equals the dense formula."""
-    from tripletml.algorithms.sdca.kernels import _GRAM_ROWS, identity_margins
-    rng = np.random.default_rng(7)
-    X = rng.normal(size=(n_rows, 20))
-    X[rng.random(X.shape) < 0.6] = 0.0
-    t = rng.integers(0, n_rows, size=(4000, 3))
-    assert (np.unique(t).size <= _GRAM_ROWS) == (n_rows == 40)
-    ref = np.einsum("ij,ij->i", X[t[:, 0]], X[t[:, 1]] - X[t[:, 2]])
-    np.testing.assert_allclose(identity_margins(sp.csr_matrix(X), t), ref, rtol=1e-12,
-                               atol=1e-12)
-
-
 # ------------------------------------------------------------ alpha="auto"
 def test_alpha_auto_keeps_the_paper_value_on_labels():
     X, _ = _answers(seed=8)
@@ -240,3 +225,46 @@ def test_a_partitioned_refit_drops_the_heldout_record():
     assert hasattr(m, "alpha_grid_") and m.start_scale_ > 0
     m.fit(ShardedCollection.from_arrays(X, np.arange(len(X)) % 3, n_partitions=2))
     assert not hasattr(m, "alpha_grid_") and m.lambda_ == 0.01 and m.start_scale_ == 0.0
+
+
+def test_defaults_on_mixed_columns_are_the_same_at_any_unit():
+    """Binary, count and continuous columns of three scales and a duplicated
+    one, at the defaults (identity start, held-out alpha): X * 1e-3 and
+    X * 1e3 give the same start, the same held-out scores and choice, and the
+    same rankings as X."""
+    import warnings
+    from test_early_stopping import _mixed_answers
+    X, t = _mixed_answers()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = SDCA(random_state=0).fit(X, triplets=t)
+        assert a.start_scale_ > 0 and a.alpha_scores_.shape == (3,)
+        rank = np.argsort(a.similarity(X[:10], X), axis=1)
+        for c in (1e-3, 1e3):
+            b = SDCA(random_state=0).fit(c * X, triplets=t)
+            assert b.start_scale_ == pytest.approx(a.start_scale_, rel=1e-9)
+            np.testing.assert_allclose(b.alpha_scores_, a.alpha_scores_)
+            assert np.argmax(b.alpha_grid_ == b.lambda_) == np.argmax(a.alpha_grid_ == a.lambda_)
+            np.testing.assert_array_equal(np.argsort(b.similarity(c * X[:10], c * X), axis=1),
+                                          rank)
+
+
+@pytest.mark.parametrize("form", ["labels", "pairs"])
+def test_span_route_equals_the_plain_route_for_labels_and_pairs(form):
+    """The span route's start (computed from the supervision it is handed)
+    is the plain route's for triplets sampled from labels and for pairs."""
+    rng = np.random.default_rng(12)
+    X = np.abs(rng.normal(size=(30, 80)))
+    if form == "labels":
+        args, kw = (X, np.arange(30) % 3), dict(start="identity")
+    else:
+        P = rng.integers(0, 30, size=(300, 2))
+        P = P[P[:, 0] != P[:, 1]]
+        args, kw = (P, np.where(rng.random(len(P)) < 0.5, 1, -1)), dict(preprocessor=X)
+    span = SDCA(random_state=0, max_iter=2, **kw).fit(*args)
+    plain = SDCA(random_state=0, max_iter=2, **kw)
+    plain._span_route = False
+    plain.fit(*args)
+    assert span.start_scale_ > 0
+    assert span.start_scale_ == pytest.approx(plain.start_scale_, rel=1e-10)
+    np.testing.assert_allclose(span.W_, plain.W_, rtol=1e-9, atol=1e-12)

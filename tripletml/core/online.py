@@ -58,7 +58,7 @@ from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.core.validation import as_generator, check_triplets, check_X
 from tripletml.core.base import TripletLearner
 from tripletml.core.supervision import read_partial_supervision
-from tripletml.linalg.sparse_rows import as_csr
+from tripletml.linalg.sparse_rows import as_csr, triplet_products
 from tripletml.losses import triplet_hinge_array
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.engine import DivergenceWatch, History, TrainingResult, apply_result, run
@@ -111,10 +111,8 @@ def auto_step_norms(Xc, triplets, head: int = AUTO_ETA_HEAD) -> tuple[np.ndarray
     t = np.asarray(triplets)[:int(head)]
     if t.shape[0] == 0:
         return np.zeros(0), np.zeros(0)
-    q = Xc[t[:, 0]]
-    v = Xc[t[:, 1]] - Xc[t[:, 2]]
-    return (np.asarray(q.multiply(q).sum(axis=1), dtype=np.float64).ravel(),
-            np.asarray(v.multiply(v).sum(axis=1), dtype=np.float64).ravel())
+    _, qq, vv = triplet_products(Xc, t)
+    return qq, vv
 
 
 def auto_step_from_norms(qq: np.ndarray, vv: np.ndarray, c: float) -> float:

@@ -353,9 +353,11 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         """The span route (:mod:`tripletml.linalg.span`): ``M(Theta) =
         (lambda n)^-1 sum_i alpha_i x_i v_i^T`` lies in span x span, and the
         dual steps use only ``x_i^T M v_i`` and ``||x_i||^2 ||v_i||^2``
-        (and the objective ``||M||_F^2``), so the dual run on the span's
-        coordinates is the same; M starts at 0 (``c = 0``), as do the
-        average's accumulator and the reservoir's iterate."""
+        (and the objective ``||M - c I||_F^2``), so the dual run on the
+        span's coordinates is the same; M starts at ``c I`` (``c`` of
+        :meth:`_start_scale`: 0 for Wu et al.'s start), which the complement
+        of the span keeps, as does the reservoir's iterate, and the average's
+        accumulator holds ``T0 c I`` there."""
         c = self._start_scale(X, supervision)
         spec = {"M_last_": c, "W_": c}
         if self.output == "average":        # B = T0 M^{T0} + sum_s s dM_s: T0 c outside

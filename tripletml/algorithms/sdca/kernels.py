@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 from tripletml.linalg.sparse_rows import (diff_buffers, sparse_bilinear, sparse_rank_one_update,
-                                  triplet_rows)
+                                  triplet_products, triplet_rows)
 from tripletml.losses import triplet_hinge, triplet_hinge_array
 
 __all__ = ["SDCASolver", "sdca_steps", "sdca_objectives", "identity_margins",
@@ -115,67 +115,9 @@ def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
     return mg, xn
 
 
-@njit(cache=True, nogil=True)
-def _triplet_products(indptr, indices, data, triplets, qv, qq, vv, buf):  # pragma: no cover
-    """``qv_t = x_q . (x_p - x_n)``, ``qq_t = ||x_q||^2`` and ``vv_t = ||x_p -
-    x_n||^2`` on CSR rows: each row scattered into the dense buffer ``buf``
-    (zero on entry and on return), O(nnz) per triplet."""
-    for t in range(triplets.shape[0]):
-        q, p, n = triplets[t, 0], triplets[t, 1], triplets[t, 2]
-        for k in range(indptr[q], indptr[q + 1]):
-            buf[indices[k]] = data[k]
-        s = 0.0
-        for k in range(indptr[p], indptr[p + 1]):
-            s += buf[indices[k]] * data[k]
-        for k in range(indptr[n], indptr[n + 1]):
-            s -= buf[indices[k]] * data[k]
-        sq = 0.0
-        for k in range(indptr[q], indptr[q + 1]):
-            sq += data[k] * data[k]
-            buf[indices[k]] = 0.0
-        for k in range(indptr[p], indptr[p + 1]):
-            buf[indices[k]] = data[k]
-        for k in range(indptr[n], indptr[n + 1]):
-            buf[indices[k]] -= data[k]
-        v = 0.0
-        for k in range(indptr[p], indptr[p + 1]):
-            v += buf[indices[k]] * buf[indices[k]]
-            buf[indices[k]] = 0.0
-        for k in range(indptr[n], indptr[n + 1]):
-            v += buf[indices[k]] * buf[indices[k]]
-            buf[indices[k]] = 0.0
-        qv[t], qq[t], vv[t] = s, sq, v
-
-
-#: distinct rows up to which :func:`triplet_products` forms their Gram matrix
-_GRAM_ROWS = 2048
-
-
-def triplet_products(Xc, triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(x_q . v, ||x_q||^2, ||v||^2)`` with ``v = x_p - x_n`` for every
-    triplet, from the CSR rows without a ``d x d`` identity or an ``m x d``
-    array: the Gram matrix of the distinct rows the triplets name when they
-    are few (few items, many answers), else sparse dots per triplet."""
-    t = np.ascontiguousarray(triplets, dtype=np.int64)
-    if t.shape[0] == 0:
-        return np.zeros(0), np.zeros(0), np.zeros(0)
-    rows, local = np.unique(t, return_inverse=True)
-    if rows.size <= _GRAM_ROWS:
-        R = Xc[rows]
-        G = np.asarray((R @ R.T).toarray(), dtype=np.float64)
-        q, p, n = local.reshape(t.shape).T
-        vv = np.maximum(G[p, p] + G[n, n] - 2.0 * G[p, n], 0.0)
-        return G[q, p] - G[q, n], G[q, q].copy(), vv
-    out = np.empty((3, t.shape[0]))
-    # a p or n shared with the query is handled: each row is scattered anew
-    _triplet_products(Xc.indptr, Xc.indices.astype(np.int64), Xc.data.astype(np.float64), t,
-                      out[0], out[1], out[2], np.zeros(Xc.shape[1]))
-    return out[0], out[1], out[2]
-
-
 def identity_margins(Xc, triplets: np.ndarray) -> np.ndarray:
     """``x_i^T v_i`` of every triplet (the margins of ``M = I``,
-    :func:`triplet_products`)."""
+    :func:`tripletml.linalg.sparse_rows.triplet_products`)."""
     return triplet_products(Xc, triplets)[0]
 
 
