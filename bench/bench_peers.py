@@ -127,7 +127,9 @@ ML_METHODS = {
 }
 #: tripletml learners whose class name is also a metric-learn method's short name
 #: get a distinct method name here (the table's row) -> class name
-TML_RENAMED = {"ITML (tripletml)": "ITML", "RCA (tripletml)": "RCA"}
+#: tripletml's row of a learner metric-learn also has (a row name is one
+#: implementation; LMNN, NCA and SCML once ran as metric-learn's rows here)
+TML_RENAMED = {f"{name} (tripletml)": name for name in ML_METHODS}
 
 
 def _tml_methods() -> tuple[str, ...]:

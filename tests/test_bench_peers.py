@@ -134,3 +134,18 @@ def test_tripletml_methods_come_from_the_registry(bp):
     est = bp.make_estimator("ITML (tripletml)", 3)
     assert type(est) is tripletml.ITML and est.random_state == 3
     assert "ITML (tripletml)" not in bp._bilinear_methods() and "OASIS" in bp._bilinear_methods()
+
+
+def test_every_tripletml_row_is_tripletml(bp):
+    """A learner metric-learn also has (LMNN, NCA, SCML, ...) gets its own
+    tripletml row name: with one shared name tripletml's LMNN, NCA and SCML
+    were classified as metric-learn's rows, so ``--no-peers`` dropped them
+    and the defaults benchmark ran metric-learn's class in their place."""
+    import tripletml
+    for row in bp.TML_METHODS:
+        assert bp.family_of(row) == "tripletml", row
+        est = bp.make_estimator(row, 0)
+        assert type(est).__module__.startswith("tripletml"), row
+    for name in ("LMNN", "NCA", "SCML"):
+        assert f"{name} (tripletml)" in bp.TML_METHODS and name not in bp.TML_METHODS
+        assert type(bp.make_estimator(f"{name} (tripletml)", 0)) is getattr(tripletml, name)
