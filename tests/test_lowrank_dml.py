@@ -70,7 +70,7 @@ def test_incsvd_iterates_equal_dense_projected_steps(constraint, sparse):
         W = project_psd(W_pre, 0.0, None, None) if constraint is None else \
             project_psd(W_pre, 0.0, constraint, tau)
         active |= constraint is not None and not np.allclose(W, project_psd(W_pre))
-        m = LowRankDML(preprocessing=None, alpha=lam, eta0=eta0, batch_size=len(t), max_iter=it,
+        m = LowRankDML(preprocessing=None, start="zero", alpha=lam, eta0=eta0, batch_size=len(t), max_iter=it,
                        constraint=constraint, tau=tau).fit(X, triplets=t)
         np.testing.assert_allclose(m.get_mahalanobis_matrix(), W, atol=1e-10 * np.abs(W).max())
         assert m.rank_ == np.linalg.matrix_rank(W, tol=1e-9)
@@ -82,8 +82,8 @@ def test_incsvd_and_dense_sgd_compute_the_same_iterates(loss):
     X, t = _data(seed=4, sparse=True)
     kw = dict(alpha=0.01, eta0=0.05, batch_size=7, max_iter=40, loss=loss, push_weight=0.7,
               random_state=11)
-    a = LowRankDML(preprocessing=None, solver="incsvd", **kw).fit(X, triplets=t)
-    b = LowRankDML(preprocessing=None, solver="sgd", **kw).fit(X, triplets=t)
+    a = LowRankDML(preprocessing=None, start="zero", solver="incsvd", **kw).fit(X, triplets=t)
+    b = LowRankDML(preprocessing=None, start="zero", solver="sgd", **kw).fit(X, triplets=t)
     Wa, Wb = a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix()
     np.testing.assert_allclose(Wa, Wb, atol=1e-9 * np.abs(Wb).max())
     assert a.history_["rank"] == b.history_["rank"]
@@ -93,7 +93,7 @@ def test_incsvd_and_dense_sgd_compute_the_same_iterates(loss):
 
 def test_U_stays_orthonormal_over_many_steps():
     X, t = _data(seed=5, d=15)
-    m = LowRankDML(preprocessing=None, alpha=0.001, eta0=0.05, batch_size=3, max_iter=10_000, constraint=None,
+    m = LowRankDML(preprocessing=None, start="zero", alpha=0.001, eta0=0.05, batch_size=3, max_iter=10_000, constraint=None,
                    eval_every=0, random_state=0).fit(X, triplets=t)
     assert m.rank_ > 3
     assert orthonormality_error(m.U_) < 1e-10
@@ -104,7 +104,7 @@ def test_rank_history_psd_and_lam_effect():
     X, t = _data(seed=6)
     ranks = []
     for lam in (0.0, 0.05, 100.0):
-        m = LowRankDML(preprocessing=None, alpha=lam, eta0=0.05, batch_size=10, max_iter=50,
+        m = LowRankDML(preprocessing=None, start="zero", alpha=lam, eta0=0.05, batch_size=10, max_iter=50,
                        random_state=0).fit(X, triplets=t)
         W = m.get_mahalanobis_matrix()
         assert np.linalg.eigvalsh(W).min() > -1e-12
@@ -121,7 +121,7 @@ def test_rank_history_psd_and_lam_effect():
 def test_objective_equals_a_plain_loop():
     X, t = _data(seed=7, sparse=True)
     for loss in ("triplet", "lmnn"):
-        m = LowRankDML(preprocessing=None, alpha=0.03, loss=loss, push_weight=0.5, eta0=0.05, max_iter=20,
+        m = LowRankDML(preprocessing=None, start="zero", alpha=0.03, loss=loss, push_weight=0.5, eta0=0.05, max_iter=20,
                        batch_size=10, random_state=0).fit(X, triplets=t)
         W = m.get_mahalanobis_matrix()
         ref = _objective_loop(X, t, W, 0.03, loss, 0.5)
@@ -179,7 +179,7 @@ def test_stochastic_gradient_is_unbiased():
 
 # ------------------------------------------------------------ baselines
 def _one_step(solver, X, t, **kw):
-    return LowRankDML(preprocessing=None, solver=solver, max_iter=1, eval_every=1, **kw).fit(X, triplets=t)
+    return LowRankDML(preprocessing=None, start="zero", solver=solver, max_iter=1, eval_every=1, **kw).fit(X, triplets=t)
 
 
 def test_gd_and_sgd_batch_steps_match_the_reference():
@@ -199,7 +199,7 @@ def test_gd_and_sgd_batch_steps_match_the_reference():
 def test_frank_wolfe_step_matches_the_linear_oracle(constraint):
     X, t = _data(seed=11)
     lam, tau, c = 0.02, 0.8, 2.0
-    m2 = LowRankDML(preprocessing=None, solver="fw", alpha=lam, tau=tau, eta0=c, constraint=constraint,
+    m2 = LowRankDML(preprocessing=None, start="zero", solver="fw", alpha=lam, tau=tau, eta0=c, constraint=constraint,
                     max_iter=2).fit(X, triplets=t)
     # reference: W1 = gamma_1 S_1 (gamma_1 = min(1, c/3)), then one more step
     W = np.zeros((12, 12))
@@ -223,7 +223,7 @@ def test_frank_wolfe_step_matches_the_linear_oracle(constraint):
 
 def test_sgd_one_is_projected_once_at_the_end():
     X, t = _data(seed=12)
-    m = LowRankDML(preprocessing=None, solver="sgd_one", alpha=0.02, eta0=0.02, max_iter=30, batch_size=10,
+    m = LowRankDML(preprocessing=None, start="zero", solver="sgd_one", alpha=0.02, eta0=0.02, max_iter=30, batch_size=10,
                    random_state=0).fit(X, triplets=t)
     W = m.get_mahalanobis_matrix()
     assert np.linalg.eigvalsh(W).min() > -1e-10 and np.linalg.norm(W) <= 1 + 1e-10
@@ -235,7 +235,7 @@ def test_every_solver_decreases_the_objective(solver):
     X, t = _data(seed=13)
     F0 = _objective_loop(X, t, np.zeros((12, 12)), 0.02)     # W_1 = 0: F = 1
     eta = {"fw": 1.0, "gd": 0.02, "sgd_one": 0.01}.get(solver, 0.05)
-    m = LowRankDML(preprocessing=None, solver=solver, alpha=0.02, eta0=eta, max_iter=60, eval_every=20,
+    m = LowRankDML(preprocessing=None, start="zero", solver=solver, alpha=0.02, eta0=eta, max_iter=60, eval_every=20,
                    random_state=0).fit(X, triplets=t)
     F = m.objective(X, t)
     assert F < 0.9 * F0
@@ -248,8 +248,8 @@ def test_dense_solvers_refuse_to_exhaust_memory(monkeypatch):
     monkeypatch.setattr("tripletml.core.validation.available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match=r"LowRankDML: solver='gd' keeps dense 12 x 12 "
                                           r"matrices; solver='incsvd'"):
-        LowRankDML(preprocessing=None, solver="gd").fit(X, triplets=t)
-    LowRankDML(preprocessing=None, solver="incsvd", max_iter=2).fit(X, triplets=t)       # O(d r): fine
+        LowRankDML(preprocessing=None, start="zero", solver="gd").fit(X, triplets=t)
+    LowRankDML(preprocessing=None, start="zero", solver="incsvd", max_iter=2).fit(X, triplets=t)       # O(d r): fine
 
 
 @pytest.mark.parametrize("params,err,msg", [
@@ -264,7 +264,7 @@ def test_dense_solvers_refuse_to_exhaust_memory(monkeypatch):
 def test_bad_parameters(params, err, msg):
     X, t = _data()
     with pytest.raises(err, match="LowRankDML: " + msg.replace("(", r"\(").replace("[", r"\[")):
-        LowRankDML(preprocessing=None, **params).fit(X, triplets=t)
+        LowRankDML(preprocessing=None, start="zero", **params).fit(X, triplets=t)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -273,12 +273,12 @@ def test_divergence_stops_with_a_message(solver):
     X, t = _data()
     X = X * 1e200
     with pytest.raises(FloatingPointError, match="LowRankDML: training diverged"):
-        LowRankDML(preprocessing=None, solver=solver, eta0=1e10, max_iter=5).fit(X, triplets=t)
+        LowRankDML(preprocessing=None, start="zero", solver=solver, eta0=1e10, max_iter=5).fit(X, triplets=t)
 
 
 def test_numpy_integers_and_time_budget():
     X, t = _data()
-    m = LowRankDML(preprocessing=None, max_iter=np.int64(50), batch_size=np.int32(5), max_time=1e-9,
+    m = LowRankDML(preprocessing=None, start="zero", max_iter=np.int64(50), batch_size=np.int32(5), max_time=1e-9,
                    eval_every=np.int64(0)).fit(X, triplets=t)
     assert m.n_iter_ == 1 and m.history_["objective"][-1] is not None
     assert m.stop_reason_ == "max_time"
@@ -286,7 +286,7 @@ def test_numpy_integers_and_time_budget():
 
 def test_save_and_load_roundtrip(tmp_path):
     X, t = _data(sparse=True)
-    m = LowRankDML(preprocessing=None, max_iter=30, batch_size=10, eta0=0.05, random_state=0).fit(X, triplets=t)
+    m = LowRankDML(preprocessing=None, start="zero", max_iter=30, batch_size=10, eta0=0.05, random_state=0).fit(X, triplets=t)
     m.save(tmp_path / "m.npz")
     m2 = tm.load_model(tmp_path / "m.npz")
     np.testing.assert_allclose(m2.transform(X), m.transform(X))
@@ -303,7 +303,7 @@ def test_sgd_one_first_step_matches_the_reference():
     average is W_1 and the one projection gives Pi_PSD∩ball(W_1)."""
     X, t = _data(seed=14)
     lam, eta, tau = 0.02, 0.03, 0.8
-    m = LowRankDML(preprocessing=None, solver="sgd_one", alpha=lam, eta0=eta, tau=tau, max_iter=1, batch_size=len(t),
+    m = LowRankDML(preprocessing=None, start="zero", solver="sgd_one", alpha=lam, eta0=eta, tau=tau, max_iter=1, batch_size=len(t),
                    random_state=0).fit(X, triplets=t)
     W1 = -eta * (_dense_grad(X, t, np.zeros((12, 12))) + lam * np.eye(12))
     W1 *= min(1.0, tau / np.linalg.norm(W1))
@@ -314,7 +314,7 @@ def test_sgd_one_first_step_matches_the_reference():
 # ------------------------------------------- stopping, divergence, invariants
 def test_tol_stops_at_the_first_small_relative_change_of_the_objective():
     X, t = _data(seed=15)
-    m = LowRankDML(preprocessing=None, alpha=0.01, eta0=0.05, batch_size=10, max_iter=400, tol=2e-2, eval_every=5,
+    m = LowRankDML(preprocessing=None, start="zero", alpha=0.01, eta0=0.05, batch_size=10, max_iter=400, tol=2e-2, eval_every=5,
                    random_state=0).fit(X, triplets=t)
     obj = [o for o in m.history_["objective"] if o is not None]
     rel = [abs(b - a) / max(abs(a), abs(b)) for a, b in zip(obj, obj[1:])]
@@ -327,11 +327,11 @@ def test_convergence_warning_when_tol_is_not_met():
     from sklearn.exceptions import ConvergenceWarning
     X, t = _data()
     with pytest.warns(ConvergenceWarning, match=r"LowRankDML: stopped at max_iter=4 .*tol=1e-12"):
-        m = LowRankDML(preprocessing=None, max_iter=4, tol=1e-12, eval_every=1, batch_size=10,
+        m = LowRankDML(preprocessing=None, start="zero", max_iter=4, tol=1e-12, eval_every=1, batch_size=10,
                        random_state=0).fit(X, triplets=t)
     assert (m.stop_reason_, m.n_iter_) == ("max_iter", 4)
     with pytest.warns(ConvergenceWarning, match=r"LowRankDML: stopped at max_time"):
-        m = LowRankDML(preprocessing=None, max_iter=50, tol=1e-12, eval_every=1, max_time=1e-9,
+        m = LowRankDML(preprocessing=None, start="zero", max_iter=50, tol=1e-12, eval_every=1, max_time=1e-9,
                        random_state=0).fit(X, triplets=t)
     assert (m.stop_reason_, m.n_iter_) == ("max_time", 1)
 
@@ -341,7 +341,7 @@ def test_the_default_fixed_budget_does_not_warn():
     X, t = _data()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        m = LowRankDML(preprocessing=None, max_iter=30, batch_size=10, eval_every=0, random_state=0).fit(X, triplets=t)
+        m = LowRankDML(preprocessing=None, start="zero", max_iter=30, batch_size=10, eval_every=0, random_state=0).fit(X, triplets=t)
     assert (m.stop_reason_, m.n_iter_, m.tol) == ("max_iter", 30, "auto")
 
 
@@ -355,7 +355,7 @@ def test_auto_tol_stops_when_the_best_objective_stalls():
     X, t = _data(seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        m = LowRankDML(preprocessing=None, batch_size=10, max_iter=2000, random_state=0).fit(
+        m = LowRankDML(preprocessing=None, start="zero", batch_size=10, max_iter=2000, random_state=0).fit(
             X, triplets=t)
     per_pass = -(-t.shape[0] // 10)
     steps = [s for s, o in zip(m.history_["step"], m.history_["objective"]) if o is not None]
@@ -376,9 +376,9 @@ def test_explicit_settings_give_the_same_iterates_as_before():
     run that reaches max_iter equals the old default (tol=None,
     eval_every=10) bit for bit."""
     X, t = _data(seed=7)
-    new = LowRankDML(preprocessing=None, batch_size=10, max_iter=40, random_state=0).fit(
+    new = LowRankDML(preprocessing=None, start="zero", batch_size=10, max_iter=40, random_state=0).fit(
         X, triplets=t)
-    old = LowRankDML(preprocessing=None, batch_size=10, max_iter=40, tol=None, eval_every=10,
+    old = LowRankDML(preprocessing=None, start="zero", batch_size=10, max_iter=40, tol=None, eval_every=10,
                      random_state=0).fit(X, triplets=t)
     assert new.n_iter_ == old.n_iter_ == 40
     np.testing.assert_array_equal(new.U_, old.U_)
@@ -392,17 +392,17 @@ def test_a_blow_up_stops_with_advice(solver):
     X, t = _data()
     with pytest.raises(FloatingPointError, match=r"LowRankDML: training diverged \(loss .* more "
                                                  r"than 1000 times .*\); lower eta0"):
-        LowRankDML(preprocessing=None, solver=solver, eta0=1e3, constraint=None, max_iter=30, batch_size=10,
+        LowRankDML(preprocessing=None, start="zero", solver=solver, eta0=1e3, constraint=None, max_iter=30, batch_size=10,
                    random_state=0).fit(X, triplets=t)
 
 
 def test_history_records_the_minibatch_loss():
     X, t = _data(seed=16)
-    m = LowRankDML(preprocessing=None, alpha=0.01, eta0=0.05, batch_size=7, max_iter=5, random_state=4).fit(
+    m = LowRankDML(preprocessing=None, start="zero", alpha=0.01, eta0=0.05, batch_size=7, max_iter=5, random_state=4).fit(
         X, triplets=t)
     assert m.history_["batch_loss"][0] == 1.0                 # W_1 = 0: every hinge is 1
     # iteration 2's minibatch loss, from the fitted W_2 of a 1-iteration run and its batches
-    m1 = LowRankDML(preprocessing=None, alpha=0.01, eta0=0.05, batch_size=7, max_iter=1, random_state=4).fit(
+    m1 = LowRankDML(preprocessing=None, start="zero", alpha=0.01, eta0=0.05, batch_size=7, max_iter=1, random_state=4).fit(
         X, triplets=t)
     b = Minibatches(len(t), 7, np.random.default_rng(4))
     b.next()
@@ -422,12 +422,12 @@ def test_history_records_the_minibatch_loss():
 def test_more_bad_parameters(params, err, msg):
     X, t = _data()
     with pytest.raises(err, match="LowRankDML: " + msg):
-        LowRankDML(preprocessing=None, **params).fit(X, triplets=t)
+        LowRankDML(preprocessing=None, start="zero", **params).fit(X, triplets=t)
 
 
 def test_every_fitted_array_is_declared():
     X, t = _data(sparse=True)
-    m = LowRankDML(preprocessing=None, max_iter=10, batch_size=10, eta0=0.05, random_state=0).fit(X, triplets=t)
+    m = LowRankDML(preprocessing=None, start="zero", max_iter=10, batch_size=10, eta0=0.05, random_state=0).fit(X, triplets=t)
     arrays = {k for k, v in vars(m).items() if k.endswith("_") and isinstance(v, np.ndarray)}
     from tripletml.core.preprocessed import PREPROCESSING_ARRAYS
     from tripletml.core.tuples import TUPLE_ARRAYS  # classes_: fitted on pairs only
@@ -435,7 +435,8 @@ def test_every_fitted_array_is_declared():
             == {"U_", "s_", "components_"})
     spec = LowRankDML._fitted_arrays
     assert spec["U_"].shape == ("d", "rank_") and spec["s_"].shape == ("rank_",)
-    assert spec["components_"].shape == ("rank_", "d")
+    assert spec["components_"].shape == (None, "d")      # rank_ rows, d with start_scale_
+    assert m.components_.shape == (m.rank_, X.shape[1]) and m.start_scale_ == 0.0
 
 
 
@@ -445,7 +446,7 @@ def test_every_fitted_array_is_declared():
        batch=st.integers(1, 20))
 def test_incsvd_W_is_psd_on_random_problems(seed, d, alpha, eta0, constraint, batch):
     X, t = _data(seed=seed % 1000, n=15, d=d, m=30)
-    m = LowRankDML(preprocessing=None, alpha=alpha, eta0=eta0, constraint=constraint, tau=1.0, batch_size=batch,
+    m = LowRankDML(preprocessing=None, start="zero", alpha=alpha, eta0=eta0, constraint=constraint, tau=1.0, batch_size=batch,
                    max_iter=15, eval_every=0, random_state=seed).fit(X, triplets=t)
     W = m.get_mahalanobis_matrix()
     scale = max(1.0, float(np.abs(W).max()))

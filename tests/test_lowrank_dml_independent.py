@@ -155,7 +155,7 @@ def fit(X, T, **kw):
     # the paper's fixed budget (tol=None): these tests compare max_iter
     # iterates with a reference (the default tol="auto" may stop earlier)
     kw.setdefault("tol", None)
-    model = LowRankDML(preprocessing=None, **kw)
+    model = LowRankDML(preprocessing=None, start="zero", **kw)
     model.fit(X, triplets=T)
     return model
 

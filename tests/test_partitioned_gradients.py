@@ -67,7 +67,7 @@ def _close(a, b, rtol=RTOL):
 def test_lowrank_dml_partitioned_equals_in_memory(solver, K):
     X, _ = _data()
     coll, T = _split(X, K)
-    params = dict(solver=solver, max_iter=60, batch_size=25, eval_every=5, tol=None,
+    params = dict(solver=solver, start="zero", max_iter=60, batch_size=25, eval_every=5, tol=None,
                   preprocessing="standardize")
     part = LowRankDML(random_state=3, **params).fit(coll)
     ref = LowRankDML(random_state=_reference_rng(3), **params).fit(X, triplets=T)
@@ -121,7 +121,7 @@ def test_sparse_rows_and_lmnn_loss_equal_in_memory():
     import scipy.sparse as sp
     X = sp.random(120, 9, density=0.4, random_state=2, format="csr") * 3.0
     coll, T = _split(X, 3, m_per=40)
-    params = dict(max_iter=30, batch_size=20, loss="lmnn", push_weight=2.0,
+    params = dict(max_iter=30, start="zero", batch_size=20, loss="lmnn", push_weight=2.0,
                   preprocessing=None)
     part = LowRankDML(random_state=0, **params).fit(coll)
     ref = LowRankDML(random_state=_reference_rng(0), **params).fit(X, triplets=T)

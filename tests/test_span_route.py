@@ -113,7 +113,8 @@ CASES = [
     (FactoredGD, {}, ["A_", "B_"]),
     (IterativePA, {"init": "random"}, ["A_", "B_"]),
     (NaivePA, {"rank": 3, "max_iter": 2}, ["A_", "B_"]),
-    (LowRankDML, {"max_iter": 10}, ["U_", "s_", "components_"]),
+    (LowRankDML, {"max_iter": 10}, ["U_", "s_", "components_"]),     # identity part
+    (LowRankDML, {"max_iter": 10, "start": "zero"}, ["U_", "s_", "components_"]),
     (LowRankDML, {"max_iter": 5, "constraint": "spectral", "alpha": 0.01},
      ["U_", "s_", "components_"]),
     (MMC, {}, ["M_"]),

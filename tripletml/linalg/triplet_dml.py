@@ -3,13 +3,21 @@
 the data, the triplets and the hinge (or LMNN-style) loss on squared
 Mahalanobis distances, with objectives and minibatch gradients for a
 factored ``W = L L^T`` or a dense W.
+
+With ``identity_weight`` w > 0 the distances are those of ``w I + W``
+(``||a||_{wI + W}^2 = w ||a||^2 + ||a||_W^2``): the loss is
+``f(w I + W)`` while W (the solvers' iterate) is the learned correction.
+The gradient of ``f(w I + W)`` in W has the same form as in W alone (the
+weights of the triplets whose shifted margin is below 1), so every solver
+runs unchanged; the regularizer (``alpha tr(W)``) and the ball act on the
+correction.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from tripletml.linalg.sparse_rows import rowwise_dot
+from tripletml.linalg.sparse_rows import as_csr, rowwise_dot, triplet_products
 from tripletml.losses import triplet_hinge_array
 
 __all__ = ["TripletDMLProblem"]
@@ -19,7 +27,7 @@ class TripletDMLProblem:
     """Data, triplets and loss of one low-rank DML fit."""
 
     def __init__(self, X, triplets: np.ndarray, loss: str = "triplet", alpha: float = 0.0,
-                 push_weight: float = 1.0):
+                 push_weight: float = 1.0, identity_weight: float = 0.0):
         self.X = X
         self.t = np.asarray(triplets, dtype=np.int64)
         self.loss = loss
@@ -30,6 +38,30 @@ class TripletDMLProblem:
         #: the minibatch loss ``f_B(W)`` of the last gradient evaluated
         #: (:meth:`gradient_factor`, :meth:`dense_gradient`)
         self.batch_loss = float("nan")
+        self.identity_weight = float(identity_weight)
+        #: ``w ||a_t||^2`` and ``w ||b_t||^2`` per triplet (None when w = 0)
+        self.base_a = self.base_b = None
+        if self.identity_weight:
+            self.base_a, self.base_b = self.identity_distances(X, self.t, self.identity_weight)
+
+    @staticmethod
+    def identity_distances(X, triplets: np.ndarray, weight: float = 1.0):
+        """``(w ||x_i - x_j||^2, w ||x_i - x_k||^2)`` for every triplet
+        ``(i, j, k)`` (the shared kernel
+        :func:`tripletml.linalg.sparse_rows.triplet_products` on ``(i, i, j)``
+        and ``(i, i, k)``: no m x d array)."""
+        t = np.asarray(triplets, dtype=np.int64)
+        Xc = as_csr(X)
+        da = triplet_products(Xc, t[:, [0, 0, 1]])[2]
+        db = triplet_products(Xc, t[:, [0, 0, 2]])[2]
+        return weight * da, weight * db
+
+    def _shift(self, da2: np.ndarray, db2: np.ndarray, pos):
+        """Add the identity part's squared distances of the triplets at
+        positions ``pos`` (an index array or a slice of ``self.t``)."""
+        if self.base_a is None:
+            return da2, db2
+        return da2 + self.base_a[pos], db2 + self.base_b[pos]
 
     # ------------------------------------------------------------ pieces
     def diffs(self, idx):
@@ -90,6 +122,7 @@ class TripletDMLProblem:
             i, j, k = t[:, 0], t[:, 1], t[:, 2]
             da2 = qq[i] + qq[j] - 2.0 * rowwise_dot(P[i], Q[j])
             db2 = qq[i] + qq[k] - 2.0 * rowwise_dot(P[i], Q[k])
+            da2, db2 = self._shift(da2, db2, slice(a, a + step))
             total += float(np.sum(self.loss_terms(da2, db2)))
         return total
 
@@ -131,7 +164,7 @@ class TripletDMLProblem:
         sparse X) and ``loss_sum = sum_{t in idx} loss_t`` (not divided)."""
         n_batch = len(idx) if n_batch is None else int(n_batch)
         Da, Db = self.diffs(idx)
-        da2, db2 = self._sq(Da, Db, L, W)
+        da2, db2 = self._shift(*self._sq(Da, Db, L, W), idx)
         wa, wb = self.weights(da2, db2)
         loss_sum = float(np.sum(self.loss_terms(da2, db2)))
         ka, kb = np.flatnonzero(wa), np.flatnonzero(wb)
@@ -191,7 +224,7 @@ class TripletDMLProblem:
         sum of their losses."""
         n_batch = len(idx) if n_batch is None else int(n_batch)
         Da, Db = self.diffs(idx)
-        da2, db2 = self._sq(Da, Db, None, W)
+        da2, db2 = self._shift(*self._sq(Da, Db, None, W), idx)
         wa, wb = self.weights(da2, db2)
         loss_sum = float(np.sum(self.loss_terms(da2, db2)))
         C = self.sample_matrix(idx, wa, wb) / n_batch

@@ -152,7 +152,13 @@ class PartitionedDMLProblem(Rounds):
 
 def _train(learner, plan, states, counts, d: int) -> PartitionedDMLProblem:
     """LowRankDML's own solver (:meth:`LowRankDML._fit_problem`) on the
-    partitions' gradient sums."""
+    partitions' gradient sums, from ``W = 0`` (``start="auto"``; the identity
+    start's scale is a median over all the triplets, which the partitions do
+    not gather)."""
+    if learner.start == "identity":
+        raise ValueError("LowRankDML: start='identity' takes the identity's scale from all the "
+                         "triplets, which a partitioned fit does not gather; the partitioned "
+                         "fit starts at 0 (start='zero', or 'auto').")
     learner._check_solver_memory(d)
     prob = PartitionedDMLProblem(plan, states, counts, d=d, loss=learner.loss,
                                  alpha=learner.alpha, push_weight=learner.push_weight)

@@ -13,6 +13,15 @@ shifted projection of Theorem 1 / 2 / 3
 (:func:`tripletml.linalg.eig_update.project_spectrum`) to the small spectrum:
 update (3) / (4) / (5) in O(d (r + c)^2).
 
+On people's answers (``start="auto"``) the metric is a correction of the
+identity: ``W = c (I + W')`` with ``c`` the scale at which the identity's
+margin on the typical answer is the hinge's 1 and ``W'`` Algorithm 1's
+low-rank PSD iterate on the rows scaled by ``sqrt(c)`` (the same problem,
+the same steps, the loss shifted by the identity's distances:
+:class:`tripletml.linalg.triplet_dml.TripletDMLProblem`'s
+``identity_weight``).  A new item then keeps the features' own geometry
+outside the learned directions.
+
 The estimator validates, builds the problem and solver of
 :mod:`tripletml.algorithms.lowrank_dml.kernels`, loops, records ``history_`` and stores
 the result.
@@ -36,7 +45,7 @@ from tripletml.engine import DivergenceWatch, History, apply_result, run
 from tripletml.core.docstrings import document_transform
 from tripletml.algorithms.lowrank_dml import distributed
 
-__all__ = ["LowRankDML"]
+__all__ = ["LowRankDML", "metric_factor", "AUTO_IDENTITY_MAX_FEATURES"]
 
 CONSTRAINTS = (None, "frobenius", "spectral")
 #: ``tol="auto"``: stop when the best objective of the last ``PATIENCE``
@@ -48,6 +57,10 @@ CONSTRAINTS = (None, "frobenius", "spectral")
 AUTO_TOL = 1e-3
 PATIENCE = 2
 _ADVICE = "lower eta0 or scale the features down"
+#: ``start="auto"`` starts at the identity on answers only when the dense
+#: ``d x d`` factor ``components_`` of ``c (I + W')`` takes at most 512 MiB
+#: (above, the paper's ``W = 0`` start and its O(d r) memory)
+AUTO_IDENTITY_MAX_FEATURES = 8192
 
 
 @document_sampling
@@ -101,6 +114,22 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         ``||W||_F <= 1``).
     tau : float, default=1.0
         Radius of the ball.
+    start : {"auto", "zero", "identity"}, default="auto"
+        What the metric is a correction of.  "zero": the paper's problem,
+        ``W = U diag(s) U^T`` from ``W = 0``.  "identity": ``W = c I + U
+        diag(s) U^T``, with ``c = 1 / median |d_I(q, n) - d_I(q, p)|`` over
+        the fit's triplets (squared Euclidean distances of the preprocessed
+        rows: the identity's margin on the typical answer is then 1, the
+        hinge's, at any scale of the rows) and ``U diag(s) U^T`` Algorithm
+        1's iterate on the rows scaled by ``sqrt(c)`` (so ``alpha``,
+        ``tau`` and ``eta0`` act on ``W / c - I`` in the paper's units):
+        directions the answers never touch keep the features' geometry,
+        which a new item needs.  "auto" (default): "identity" when ``fit``
+        gets answers (triplets or pairs) and at most
+        ``AUTO_IDENTITY_MAX_FEATURES = 8192`` features (``components_`` is
+        then a dense ``d x d`` factor), "zero" with class labels (the
+        paper's experiments) and in a partitioned fit ("identity" is
+        refused there: ``c`` is a median over all the triplets).
     n_triplets : int, default=10000
         Random class triplets sampled when ``fit`` gets labels.
     {sampling}
@@ -129,12 +158,20 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     Attributes
     ----------
     U_ : ndarray of shape (d, ``rank_``)
-        Orthonormal eigenvectors of W (decreasing eigenvalues).
+        Orthonormal eigenvectors of the learned part ``U diag(s) U^T`` of W
+        (decreasing eigenvalues).
     s_ : ndarray of shape (``rank_``,)
-        Positive eigenvalues.
-    components_ : ndarray of shape (``rank_``, d)
-        ``diag(sqrt(s_)) U_^T``: ``transform(X) = X U diag(sqrt(s))``.
+        Its positive eigenvalues.
+    start_scale_ : float
+        ``c`` of ``W = c I + U_ diag(s_) U_^T`` (0: the paper's ``W = U
+        diag(s) U^T``).
+    components_ : ndarray of shape (``rank_``, d), or (d, d) when ``start_scale_ > 0``
+        A factor L with ``L^T L = W``: ``diag(sqrt(s_)) U_^T``, or with the
+        identity part the symmetric square root ``sqrt(c) I + U_ diag(sqrt(c
+        + s_) - sqrt(c)) U_^T``; ``transform(X) = X L^T``.
     rank_ : int
+        Rank of the learned part ``U_ diag(s_) U_^T`` (of W itself when
+        ``start_scale_`` is 0).
     n_iter_ : int
         Iterations made.
     stop_reason_ : {"tol", "max_iter", "max_time"}
@@ -164,7 +201,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     _fitted_arrays = {
         "U_": ArraySpec(("d", "rank_")),
         "s_": ArraySpec(("rank_",)),
-        "components_": ArraySpec(("rank_", "d")),
+        "components_": ArraySpec((None, "d")),     # rank_ rows, or d with start_scale_
     }
     #: ``fit(ShardedCollection)``: minibatch gradients summed over the
     #: partitions, the solver step on the driver
@@ -172,7 +209,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
     _partitioned_strategy = distributed.STRATEGY
 
     def __init__(self, alpha=0.1, *, solver="incsvd", loss="triplet", eta0=1.0, batch_size=None,
-                 max_iter=500, tol="auto", constraint="frobenius", tau=1.0, n_triplets=10000,
+                 max_iter=500, tol="auto", constraint="frobenius", tau=1.0, start="auto",
+                 n_triplets=10000,
                  sampling="class", learning_rate="auto", push_weight=1.0, max_time=None,
                  eval_every="auto", preprocessing="auto", random_state=None, verbose=0,
                  preprocessor=None):
@@ -185,6 +223,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         self.tol = tol
         self.constraint = constraint
         self.tau = tau
+        self.start = start
         self.n_triplets = n_triplets
         self.sampling = sampling
         self.learning_rate = learning_rate
@@ -205,6 +244,7 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "constraint": [StrOptions(set(CONSTRAINTS[1:])), None],
         "tau": [Interval(Real, 0, None, closed="neither")],
+        "start": [StrOptions({"auto", "zero", "identity"})],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
         "push_weight": [Interval(Real, 0, None, closed="left")],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
@@ -235,9 +275,13 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         r = self.U_.shape[1]
         if np.linalg.norm(self.U_.T @ self.U_ - np.eye(r)) > 1e-6:
             raise ValueError("U_ does not have orthonormal columns")
-        L = (self.U_ * np.sqrt(self.s_)).T
-        if np.linalg.norm(L - self.components_) > 1e-10 * np.linalg.norm(L) + 1e-300:
-            raise ValueError("components_ is not (U_ sqrt(s_))^T")
+        c = getattr(self, "start_scale_", 0.0)
+        if not (isinstance(c, Real) and np.isfinite(c) and c >= 0):
+            raise ValueError(f"start_scale_ must be a finite number >= 0, got {c!r}")
+        L = metric_factor(self.U_, self.s_, float(c))
+        if L.shape != self.components_.shape or \
+                np.linalg.norm(L - self.components_) > 1e-10 * np.linalg.norm(L) + 1e-300:
+            raise ValueError("components_ is not the factor of start_scale_ I + U_ diag(s_) U_^T")
 
     def _check_solver_memory(self, d: int) -> None:
         """A clear MemoryError before a dense solver allocates its d x d arrays."""
@@ -254,15 +298,44 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         projection (shift ``eta alpha``, the ball of radius ``tau``), so W
         stays ``Q W_r Q^T`` and every quantity the solvers use (losses,
         ``tr W``, eigenvalues, angles to ``span(U)``) is the same on the
-        span's coordinates: ``U_ = Q U_r``, ``components_ = L_r Q^T``."""
-        return {"U_": "rows", "components_": "cols"}
+        span's coordinates: ``U_ = Q U_r``, ``components_ = L_r Q^T``.
+        With the identity part ``c I`` (the same ``c``: distances between
+        the rows are those of their coordinates) the symmetric square root
+        ``components_`` is ``sqrt(c)`` on the span's complement."""
+        c = self._start_scale(X, triplets=supervision)
+        self._span_c = c
+        return {"U_": "rows", "components_": float(np.sqrt(c)) if c else "cols"}
+
+    def _start_scale(self, X, triplets) -> float:
+        """``c`` of ``W = c I + U diag(s) U^T``: 0 for ``start="zero"``, and
+        for "auto" with class labels or more than
+        :data:`AUTO_IDENTITY_MAX_FEATURES` features; otherwise ``1 / median
+        |d_I(q, n) - d_I(q, p)|`` over the fit's triplets (0 when that
+        median is 0)."""
+        auto_zero = self.start == "auto" and (
+            not getattr(self, "_fit_from_answers", False)
+            or X.shape[1] > AUTO_IDENTITY_MAX_FEATURES)
+        t = np.asarray(triplets)
+        if self.start == "zero" or auto_zero or t.ndim != 2 or t.shape[0] == 0:
+            return 0.0
+        da, db = TripletDMLProblem.identity_distances(X, t)
+        med = float(np.median(np.abs(db - da)))
+        return 1.0 / med if med > 0 and np.isfinite(med) else 0.0
 
     def _fit(self, X, triplets, rng):
+        c = self.__dict__.pop("_span_c", None)
+        c = self._start_scale(X, triplets) if c is None else c
         self._check_solver_memory(X.shape[1])
-        prob = TripletDMLProblem(X, triplets, self.loss, self.alpha, self.push_weight)
-        self._fit_problem(prob, rng)
+        if c:           # components_ is a dense d x d factor
+            check_dense_memory(2 * 8 * X.shape[1] ** 2, self,
+                               f"start='identity' keeps a dense {X.shape[1]} x "
+                               f"{X.shape[1]} factor; use start='zero' (O(d r) memory)")
+        Xs = X * np.sqrt(c) if c else X
+        prob = TripletDMLProblem(Xs, triplets, self.loss, self.alpha, self.push_weight,
+                                 identity_weight=1.0 if c else 0.0)
+        self._fit_problem(prob, rng, start_scale=c)
 
-    def _fit_problem(self, prob, rng) -> None:
+    def _fit_problem(self, prob, rng, start_scale: float = 0.0) -> None:
         """Train on ``prob`` (a :class:`TripletDMLProblem`, or the
         partition-summing stand-in of
         :mod:`tripletml.distributed.gradient_sums`: the same minibatches, steps
@@ -294,9 +367,11 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
             hist["rank"][-1] = int(s.size)
         if not (np.isfinite(U).all() and np.isfinite(s).all()):
             raise FloatingPointError("LowRankDML: training diverged (non-finite W); lower eta0.")
+        c = float(start_scale)
         self.U_ = np.ascontiguousarray(U)
-        self.s_ = np.asarray(s, dtype=float)
-        self.components_ = np.ascontiguousarray((self.U_ * np.sqrt(self.s_)).T)
+        self.s_ = np.asarray(s, dtype=float) * (c if c else 1.0)    # W = c (I + W')
+        self.start_scale_ = c
+        self.components_ = metric_factor(self.U_, self.s_, c)
         self.rank_ = int(self.s_.size)
         self.n_reorthonormalizations_ = int(getattr(state, "n_reorth", 0))
         self.n_gram_only_updates_ = int(getattr(state, "n_gram_only", 0))
@@ -305,9 +380,29 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
                      advice="increase max_iter (or max_time) or tol")
 
     def objective(self, X, triplets) -> float:
-        """F(W) = f(W) + alpha tr(W) of the fitted W on ``(X, triplets)``."""
+        """F(W) = f(W) + alpha tr(W) of the fitted W on ``(X, triplets)``
+        (with ``start_scale_`` c > 0: ``f(c (I + W')) + alpha tr(W')`` on
+        the rows scaled by ``sqrt(c)``, the problem the fit solved)."""
         check_is_fitted(self, "n_features_in_")
         X = self._check_fitted_X(X)
         t = check_triplets(triplets, X.shape[0], self)
-        prob = TripletDMLProblem(X, t, self.loss, self.alpha, self.push_weight)
-        return prob.objective_factored(self.components_.T)
+        c = float(getattr(self, "start_scale_", 0.0))
+        if not c:
+            prob = TripletDMLProblem(X, t, self.loss, self.alpha, self.push_weight)
+            return prob.objective_factored(self.components_.T)
+        prob = TripletDMLProblem(X * np.sqrt(c), t, self.loss, self.alpha, self.push_weight,
+                                 identity_weight=1.0)
+        return prob.objective_factored(self.U_ * np.sqrt(self.s_ / c))
+
+
+def metric_factor(U: np.ndarray, s: np.ndarray, c: float = 0.0) -> np.ndarray:
+    """A factor L (``L^T L = c I + U diag(s) U^T``, U with orthonormal
+    columns, s >= 0): ``diag(sqrt(s)) U^T`` (rank x d) when ``c = 0``, else
+    the symmetric square root ``sqrt(c) I + U diag(sqrt(c + s) - sqrt(c))
+    U^T`` (d x d)."""
+    if not c:
+        return np.ascontiguousarray((U * np.sqrt(s)).T)
+    r = np.sqrt(c)
+    L = (U * (np.sqrt(c + s) - r)) @ U.T
+    L[np.diag_indices_from(L)] += r
+    return np.ascontiguousarray(0.5 * (L + L.T))
