@@ -14,6 +14,7 @@ import tripletml as tm
 import tripletml.linalg.pairwise as pw
 import tripletml.algorithms.nca.kernels as solver
 from tripletml import NCA
+from tripletml.triplets import random_class_triplets
 
 
 def reference_objective(L, X, y):
@@ -119,9 +120,9 @@ def _easy(seed=0, n=120):
 def test_fit_raises_the_objective_and_knn_accuracy(raw_rows):
     X, y = _easy()
     Xt, yt = _easy(seed=1)
-    m = NCA(preprocessing=None).fit(X, y)
+    m = NCA(preprocessing=None, init_scale=1.0).fit(X, y)       # the scikit-learn start
     f_end = reference_objective(m.components_, X, y)
-    f_init = reference_objective(np.eye(8), X, y)
+    f_init = reference_objective(m.init_scale_ * np.eye(8), X, y)
     assert -m.objective_ == pytest.approx(f_end, rel=1e-10)
     assert -m.initial_objective_ == pytest.approx(f_init, rel=1e-10)
     assert f_end >= f_init + 10
@@ -141,7 +142,8 @@ def test_iterates_equal_scikit_learns(raw_rows):
     X, y = _easy(n=60)
     for it in (1, 5):
         sk = NeighborhoodComponentsAnalysis(init="identity", max_iter=it, tol=1e-12).fit(X, y)
-        ours = NCA(init="identity", preprocessing=None, max_iter=it, tol=None).fit(X, y)
+        ours = NCA(init="identity", init_scale=None, preprocessing=None, max_iter=it,
+                   tol=None).fit(X, y)
         np.testing.assert_allclose(ours.components_, sk.components_, rtol=1e-9, atol=1e-9)
 
 
@@ -200,3 +202,67 @@ def test_bad_input_and_options(tmp_path):
     np.savez(tmp_path / "bad.npz", **data)
     with pytest.raises(ValueError, match="components_ is not a factor"):
         tm.load_model(tmp_path / "bad.npz")
+
+
+# ------------------------------------------------------------ init_scale
+def _nearest_sq_loop(Z):
+    """Median over rows of the squared distance to the nearest other row."""
+    out = []
+    for i in range(len(Z)):
+        d = [np.sum((Z[i] - Z[j]) ** 2) for j in range(len(Z)) if j != i]
+        d = [v for v in d if v > 0]
+        out.append(min(d))
+    return float(np.median(out))
+
+
+def test_init_scale_auto_puts_the_median_nearest_neighbour_at_one(raw_rows):
+    X, y = _easy(n=90)
+    X = np.vstack([X, X[:5]])                  # duplicates are not neighbours
+    y = np.concatenate([y, y[:5]])
+    m = NCA(preprocessing="raw", max_iter=1, tol=None).fit(X, y)
+    assert _nearest_sq_loop(X * m.init_scale_) == pytest.approx(1.0, rel=1e-10)
+    assert -m.initial_objective_ == pytest.approx(
+        reference_objective(m.init_scale_ * np.eye(8), X, y), rel=1e-10)
+    assert NCA(preprocessing="raw", init_scale=None, max_iter=1, tol=None).fit(
+        X, y).init_scale_ == 1.0
+    assert NCA(preprocessing="raw", init_scale=0.5, max_iter=1, tol=None).fit(
+        X, y).init_scale_ == 0.5
+
+
+def test_init_scale_auto_makes_the_start_scale_free():
+    """Rows times 1e3 with the rows as given: the same start (the same
+    neighbour probabilities, so the same objective), L0 divided by 1e3;
+    scikit-learn's start (factor 1) is another one.  (L-BFGS itself is not
+    invariant to a rescaled parameter, so later iterates are not compared.)"""
+    X, y = _easy(n=90)
+    kw = dict(preprocessing="raw", max_iter=1, tol=None)
+    a = NCA(**kw).fit(X, y)
+    b = NCA(**kw).fit(X * 1e3, y)
+    assert b.init_scale_ == pytest.approx(a.init_scale_ * 1e-3, rel=1e-10)
+    assert b.initial_objective_ == pytest.approx(a.initial_objective_, rel=1e-9)
+    c = NCA(preprocessing="raw", init_scale=None, **{k: v for k, v in kw.items()
+                                                      if k != "preprocessing"}).fit(X * 1e3, y)
+    assert c.initial_objective_ != pytest.approx(b.initial_objective_, rel=1e-3)
+
+
+def test_init_scale_on_the_span_route_is_the_plain_model():
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(20, 30)), np.arange(20) % 2
+    a = NCA(max_iter=10, tol=None)
+    a._span_route = False
+    a.fit(X, y)
+    b = NCA(max_iter=10, tol=None).fit(X, y)
+    assert a.init_scale_ == pytest.approx(b.init_scale_, rel=1e-10) and b.rank_ == 30
+    np.testing.assert_allclose(b.components_, a.components_, atol=1e-8)
+    Xn = rng.normal(size=(4, 30))
+    np.testing.assert_allclose(b.similarity(Xn, X), a.similarity(Xn, X), rtol=1e-8, atol=1e-8)
+
+
+def test_init_scale_auto_is_one_on_answers(raw_rows):
+    X, y = _easy(n=60)
+    t = random_class_triplets(y, 200, random_state=0)
+    m = NCA(preprocessing="raw", max_iter=2, tol=None, early_stopping=False).fit(X, triplets=t)
+    assert m.init_scale_ == 1.0
+    m = NCA(preprocessing="raw", init_scale=0.3, max_iter=2, tol=None,
+            early_stopping=False).fit(X, triplets=t)
+    assert m.init_scale_ == 0.3

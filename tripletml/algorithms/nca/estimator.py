@@ -10,12 +10,42 @@ NeighborhoodComponentsAnalysis holds n x n arrays), maximized with L-BFGS
 """
 from __future__ import annotations
 
+from numbers import Real
+
+import numpy as np
+
+from tripletml.core.params import Interval, StrOptions
+from tripletml.triplets import ClassCodes
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.core.docstrings import document_transform
 from tripletml.algorithms.nca.kernels import NCAObjective, NCATripletObjective
 from tripletml.core.neighborhood import LinearMapLearner
 
-__all__ = ["NCA"]
+__all__ = ["NCA", "neighbor_scale"]
+
+#: rows whose nearest neighbour sets ``init_scale="auto"`` (a sample beyond)
+SCALE_SAMPLE = 1000
+
+
+def neighbor_scale(Z: np.ndarray, rng_seed: int = 0) -> float:
+    """``s`` with ``median_i min_{j: z_j != z_i} ||s (z_i - z_j)||^2 = 1``
+    over the rows of ``Z`` (at most :data:`SCALE_SAMPLE` of them against all,
+    drawn with a fixed seed; duplicates of a row are not its neighbours); 1
+    when every row is the same."""
+    Z = np.asarray(Z, dtype=np.float64)
+    n = Z.shape[0]
+    rows = np.arange(n) if n <= SCALE_SAMPLE else \
+        np.sort(np.random.default_rng(rng_seed).choice(n, SCALE_SAMPLE, replace=False))
+    sq = np.einsum("ij,ij->i", Z, Z)
+    nearest = np.empty(rows.size)
+    for a in range(0, rows.size, 256):
+        r = rows[a:a + 256]
+        D = sq[r, None] + sq[None, :] - 2.0 * (Z[r] @ Z.T)
+        tol = 1e-12 * (sq[r, None] + sq[None, :])
+        D[D <= tol] = np.inf                           # itself and its duplicates
+        nearest[a:a + r.size] = D.min(axis=1)
+    med = float(np.median(nearest[np.isfinite(nearest)])) if np.isfinite(nearest).any() else 0.0
+    return 1.0 / np.sqrt(med) if med > 0 and np.isfinite(med) else 1.0
 
 
 @document_transform
@@ -58,6 +88,21 @@ class NCA(LinearMapLearner):
         ``n_components <= min(d, n_classes - 1)``, ``"pca"`` when
         ``n_components < min(d, n_samples)``, else ``"identity"``.
         ``"lda"`` needs labels.
+    init_scale : "auto", float or None, default="auto"
+        A factor on the initial ``L``.  NCA's neighbour probabilities are a
+        softmax of ``-||L x_i - L x_j||^2``, so the scale of the start is its
+        temperature: too large and every row picks its nearest neighbour
+        with probability 1 (the gradient vanishes and L-BFGS stays at the
+        start), too small and every row picks any row.  "auto": the scale
+        at which the median squared distance from a row to its nearest
+        neighbour (another row, among at most 1,000 rows) under the initial
+        map is 1 (:func:`neighbor_scale`), the same start for rows at any
+        scale (with class labels, the paper's setting; on answers "auto" is
+        factor 1: the softmax runs over the rows a query's triplets name,
+        not its nearest neighbours, and on Zappos's network features the
+        neighbour scale made NCA follow noisy answers below the cosine);
+        None: the start as scikit-learn's (factor 1); a float: that
+        factor.  ``init_scale_`` records the factor.
     max_iter : int, default=100
         Most L-BFGS iterations (and ``20 max_iter`` evaluations).
     tol : float or None, default=1e-5
@@ -77,6 +122,8 @@ class NCA(LinearMapLearner):
     {map_attributes}
     init_ : str
         The initialization used (``"auto"`` resolved).
+    init_scale_ : float
+        The factor applied to it (``init_scale``).
     objective_, initial_objective_ : float
         ``-f`` at the end and at the initial ``L`` (the solver minimizes
         ``-f``; ``objective_ <= initial_objective_``).
@@ -102,11 +149,13 @@ class NCA(LinearMapLearner):
     (2, 2)
     """
 
-    def __init__(self, n_components=None, *, init="auto", max_iter=100, tol=1e-5,
+    def __init__(self, n_components=None, *, init="auto", init_scale="auto", max_iter=100,
+                 tol=1e-5,
                  early_stopping="auto", validation_fraction=1 / 3, n_iter_no_change=5,
                  preprocessing="auto", random_state=None, verbose=0, preprocessor=None):
         self.n_components = n_components
         self.init = init
+        self.init_scale = init_scale
         self.max_iter = max_iter
         self.tol = tol
         self.early_stopping = early_stopping
@@ -118,7 +167,41 @@ class NCA(LinearMapLearner):
         self.preprocessor = preprocessor
 
     _parameter_constraints = {**LinearMapLearner._parameter_constraints,
-                              **LinearMapLearner._early_stopping_constraints}
+                              **LinearMapLearner._early_stopping_constraints,
+                              "init_scale": [StrOptions({"auto"}),
+                                             Interval(Real, 0, None, closed="neither"), None]}
+
+    def _init_factor(self, X, L0: np.ndarray, labels: bool) -> float:
+        """The factor ``init_scale`` puts on the initial map ``L0``
+        (``labels``: the fit has class labels)."""
+        if self.init_scale is None or (self.init_scale == "auto" and not labels):
+            return 1.0
+        if not isinstance(self.init_scale, str):
+            return float(self.init_scale)
+        return neighbor_scale(np.asarray(X, dtype=np.float64) @ L0.T)
+
+    def _span_lift_spec(self, X, supervision):
+        """As the base's, with the identity start's factor on the span's
+        complement (the rows' nearest-neighbour distances are those of
+        their coordinates, so the factor is the same)."""
+        spec = super()._span_lift_spec(X, supervision)
+        if spec is not None and spec.get("components_") == 1.0:
+            c = self._init_factor(self._dense_rows(X), np.eye(X.shape[1]),
+                                  isinstance(supervision, ClassCodes))
+            self._span_factor = c
+            spec = {"components_": c, "M_": c * c}
+        return spec
+
+    def _span_lift_extra(self, Q: np.ndarray, spec) -> None:
+        """The identity start's map is ``d x d`` once lifted."""
+        if not isinstance(spec.get("components_"), str):
+            self.rank_ = int(Q.shape[0])
+
+    def _initial(self, X, got, rng):
+        L0, codes = super()._initial(X, got, rng)
+        c = self.__dict__.pop("_span_factor", None)
+        self.init_scale_ = self._init_factor(X, L0, codes is not None) if c is None else c
+        return L0 * self.init_scale_, codes
 
     def _fit(self, X, got, rng):
         X = self._dense_rows(X)
