@@ -11,17 +11,7 @@ from tripletml import LowRankDML
 from tripletml.algorithms.lowrank_dml import estimator as lr_estimator
 from tripletml.linalg.eig_update import project_psd
 from tripletml.linalg.triplet_dml import TripletDMLProblem
-from tripletml.triplets import random_class_triplets
-
-
-def _data(seed=0, n=30, d=8, m=80, sparse=False):
-    rng = np.random.default_rng(seed)
-    y = np.arange(n) % 3
-    X = rng.normal(size=(n, d)) + 0.7 * y[:, None]
-    if sparse:
-        X[rng.random(X.shape) < 0.5] = 0.0
-        X = sp.csr_matrix(X)
-    return X, random_class_triplets(y, m, random_state=seed)
+from test_lowrank_dml import _data    # the paper tests' rows and class triplets
 
 
 def _scale(X, t):

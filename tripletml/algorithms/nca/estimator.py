@@ -45,7 +45,7 @@ def neighbor_scale(Z: np.ndarray, rng_seed: int = 0) -> float:
         D[D <= tol] = np.inf                           # itself and its duplicates
         nearest[a:a + r.size] = D.min(axis=1)
     med = float(np.median(nearest[np.isfinite(nearest)])) if np.isfinite(nearest).any() else 0.0
-    return 1.0 / np.sqrt(med) if med > 0 and np.isfinite(med) else 1.0
+    return float(1.0 / np.sqrt(med)) if med > 0 and np.isfinite(med) else 1.0
 
 
 @document_transform
@@ -200,7 +200,7 @@ class NCA(LinearMapLearner):
     def _initial(self, X, got, rng):
         L0, codes = super()._initial(X, got, rng)
         c = self.__dict__.pop("_span_factor", None)
-        self.init_scale_ = self._init_factor(X, L0, codes is not None) if c is None else c
+        self.init_scale_ = float(self._init_factor(X, L0, codes is not None) if c is None else c)
         return L0 * self.init_scale_, codes
 
     def _fit(self, X, got, rng):
