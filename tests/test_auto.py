@@ -869,3 +869,22 @@ def test_race_may_vary_sampling_and_keeps_it_in_results():
     assert {p["sampling"] for p in a.cv_results_["params"]} == {"class", "knn"}
     assert a.best_params_["sampling"] in ("class", "knn")
     assert a.best_estimator_.sampling == a.best_params_["sampling"]
+
+
+def test_the_race_uses_the_learners_memory_rule(monkeypatch):
+    """The race's memory check is the learners' own (address-space and
+    cgroup limits included), and a racer whose own check refuses still
+    drops out instead of ending the race."""
+    import tripletml.core.validation as val
+    from tripletml.auto import resources as auto_mod
+
+    monkeypatch.setattr(val, "available_memory", lambda: 123456789)
+    assert auto_mod._available_memory() == 123456789.0
+    monkeypatch.setattr(auto_mod, "_available_memory", lambda: float("inf"))  # race check passes
+    monkeypatch.setattr(val, "available_memory", lambda: 1000)               # the fit's refuses
+    X, y = _wide_dense()
+    cands = [{"learner": "Euclidean"}, {"learner": "KISSME", "grid": {"preprocessing": [None]}}]
+    a = AutoSimilarity(candidates=cands, random_state=0, time_budget=1e4).fit(X, y)
+    assert a.best_params_ == {"learner": "Euclidean"}
+    errors = [e for e in a.cv_results_["error"] if e]
+    assert errors and all(e.startswith("MemoryError: KISSME") for e in errors)

@@ -81,8 +81,8 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
             secs = time.perf_counter() - t0
             score = validation_score(model, Z_val, y_val, scoring)
             error = ""
-        except (FloatingPointError, ArithmeticError, ValueError,
-                np.linalg.LinAlgError) as exc:   # a diverged or failed racer drops out
+        except (FloatingPointError, ArithmeticError, ValueError, MemoryError,
+                np.linalg.LinAlgError) as exc:   # a diverged, failed or too large racer drops out
             secs, score, model = time.perf_counter() - t0, float("nan"), None
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     state = (model, budget_value) if cand.warm and model is not None else None

@@ -7,7 +7,6 @@ fits in the memory available now and in the seconds left of
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Optional
 
@@ -84,19 +83,15 @@ def _dense_work(template, params: dict) -> tuple[int, int, int, int, int]:
 
 
 def _available_memory() -> Optional[float]:
-    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo,
-    else the free physical pages); None when neither can be read."""
-    try:
-        with open("/proc/meminfo", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"MemAvailable:"):
-                    return float(line.split()[1]) * 1024.0
-    except OSError:
-        pass
-    try:
-        return float(os.sysconf("SC_AVPHYS_PAGES")) * float(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+    """Bytes of memory available now: the learners' own rule
+    (:func:`tripletml.core.validation.available_memory`: ``MemAvailable``,
+    lowered to the headroom under an address-space or cgroup limit), so the
+    race skips up front what a learner's own memory check would refuse;
+    None when unknown."""
+    from tripletml.core.validation import available_memory
+
+    avail = available_memory()
+    return None if avail is None else float(avail)
 
 
 #: side of the square matrices of the speed probe (2 x 512^3 flops: ~10 ms)
