@@ -173,3 +173,44 @@ def test_partitioned_fit_refuses_identity_and_auto_starts_at_zero():
         LowRankDML(start="identity", max_iter=5).fit(coll)
     m = LowRankDML(max_iter=5, random_state=0).fit(coll)
     assert m.start_scale_ == 0.0
+
+
+def test_ties_do_not_set_the_scale_and_all_ties_are_refused():
+    """One-hot rows: most triplets tie under the identity; the scale comes
+    from those it separates.  Rows on which it ties every triplet: "auto"
+    starts at zero, "identity" says why it cannot."""
+    from tripletml.linalg.sparse_rows import margin_scale
+
+    rng = np.random.default_rng(0)
+    X = np.eye(6)[rng.integers(0, 6, 40)]
+    t = np.array([rng.permutation(40)[:3] for _ in range(200)])
+    marg = np.array([np.sum((X[i] - X[k]) ** 2) - np.sum((X[i] - X[j]) ** 2) for i, j, k in t])
+    assert np.mean(marg == 0) > 0.5
+    m = LowRankDML(start="identity", preprocessing="raw", max_iter=5).fit(X, triplets=t)
+    assert m.start_scale_ == pytest.approx(1.0 / np.median(np.abs(marg[marg != 0])))
+    assert margin_scale(marg * 1e3) == pytest.approx(margin_scale(marg) * 1e-3)
+    assert margin_scale(np.zeros(5)) == 0.0
+    same = np.ones((10, 3))
+    t2 = np.array([[0, 1, 2], [3, 4, 5]])
+    assert LowRankDML(preprocessing="raw", max_iter=2).fit(same, triplets=t2).start_scale_ == 0
+    with pytest.raises(ValueError, match="start='identity'.*ties every triplet"):
+        LowRankDML(start="identity", preprocessing="raw", max_iter=2).fit(same, triplets=t2)
+
+
+def test_identity_distances_exact_under_a_large_offset():
+    X, t = _data(seed=5)
+    da, db = TripletDMLProblem.identity_distances(X + 1e7, t)
+    ref_a = np.sum((X[t[:, 0]] - X[t[:, 1]]) ** 2, axis=1)
+    ref_b = np.sum((X[t[:, 0]] - X[t[:, 2]]) ** 2, axis=1)
+    np.testing.assert_allclose(da, ref_a, rtol=1e-6)
+    np.testing.assert_allclose(db, ref_b, rtol=1e-6)
+
+
+def test_the_race_counts_the_factor_only_for_an_explicit_identity():
+    from tripletml.auto.resources import _dense_work
+
+    def work(est):
+        return _dense_work(est, est.get_params())[0]
+
+    assert work(LowRankDML()) == 0 and work(LowRankDML(start="zero")) == 0
+    assert work(LowRankDML(start="identity")) == 1

@@ -266,3 +266,21 @@ def test_init_scale_auto_is_one_on_answers(raw_rows):
     m = NCA(preprocessing="raw", init_scale=0.3, max_iter=2, tol=None,
             early_stopping=False).fit(X, triplets=t)
     assert m.init_scale_ == 0.3
+
+
+def test_a_failed_fit_leaves_no_start_factor_behind():
+    rng = np.random.default_rng(0)
+    m = NCA(max_iter=2)
+    with pytest.raises(ValueError, match="single member"):   # span route, singleton classes
+        m.fit(rng.normal(size=(4, 10)) * 100, np.arange(4))
+    X, y = rng.normal(size=(60, 6)), np.arange(60) % 3
+    assert m.set_params(init_scale=None).fit(X, y).init_scale_ == 1.0
+    assert m.set_params(init_scale="auto").fit(X, y).init_scale_ == \
+        NCA(max_iter=2).fit(X, y).init_scale_
+
+
+def test_neighbor_scale_is_exact_under_a_large_offset():
+    from tripletml.algorithms.nca.estimator import neighbor_scale
+
+    X, _ = _easy(n=50)
+    assert neighbor_scale(X + 1e6) == pytest.approx(1.0 / np.sqrt(_nearest_sq_loop(X)), rel=1e-6)

@@ -52,8 +52,9 @@ _DENSE_WORK: dict[str, tuple] = {
     "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0)),
     "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1)),
     "COMET": (1, 0, 0), "SparseCOMET": (1, 0, 0),
-    # the identity part (start "auto" on answers, "identity"): a d x d factor
-    "LowRankDML": (lambda p: 0 if p.get("start") == "zero" else 1, 0, 0),
+    # start="identity" holds a d x d factor ("auto" only on answers with at
+    # most 8,192 features; its own memory check refuses it beyond the memory)
+    "LowRankDML": (lambda p: 1 if p.get("start") == "identity" else 0, 0, 0),
     "LORETA": (0, 0, 0), "FactoredGD": (0, 0, 0),
     "IterativePA": (0, 0, 0), "NaivePA": (0, 0, 0),
     "NCA": (2, 1, 0, 0, lambda p: int(p.get("max_iter") or 1)),

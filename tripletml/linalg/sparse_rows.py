@@ -213,3 +213,25 @@ def triplet_products(Xc, triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     _triplet_products(Xc.indptr, Xc.indices.astype(np.int64), Xc.data.astype(np.float64), t,
                       out[0], out[1], out[2], np.zeros(Xc.shape[1]))
     return out[0], out[1], out[2]
+
+
+#: a margin at most this fraction of its terms' size is a tie (rounding)
+TIE_RTOL = 1e-9
+
+
+def margin_scale(margins: np.ndarray, sizes: np.ndarray | None = None) -> float:
+    """``1 / median |m|`` over the margins ``m`` of the identity on a fit's
+    triplets that are not ties: the scale at which the identity's margin on
+    the typical answer it separates is 1 (ties, common with binary, one-hot
+    or count features, say nothing of the scale); 0 when it separates none.
+    ``sizes``: per triplet, the size of the terms the margin is a difference
+    of (a margin within ``TIE_RTOL`` of it is a tie to rounding)."""
+    a = np.abs(np.asarray(margins, dtype=np.float64))
+    keep = np.isfinite(a) & (a > 0)
+    if sizes is not None:
+        keep &= a > TIE_RTOL * np.abs(np.asarray(sizes, dtype=np.float64))
+    a = a[keep]
+    if a.size == 0:
+        return 0.0
+    med = float(np.median(a))
+    return 1.0 / med if med > 0 and np.isfinite(1.0 / med) else 0.0

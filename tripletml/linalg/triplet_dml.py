@@ -51,6 +51,9 @@ class TripletDMLProblem:
         :func:`tripletml.linalg.sparse_rows.triplet_products` on ``(i, i, j)``
         and ``(i, i, k)``: no m x d array)."""
         t = np.asarray(triplets, dtype=np.int64)
+        if not sp.issparse(X):     # distances are translation-free: centred rows keep
+            X = np.asarray(X, dtype=np.float64)      # the Gram route exact under an offset
+            X = X - X.mean(axis=0)
         Xc = as_csr(X)
         da = triplet_products(Xc, t[:, [0, 0, 1]])[2]
         db = triplet_products(Xc, t[:, [0, 0, 2]])[2]

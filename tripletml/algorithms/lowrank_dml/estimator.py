@@ -37,6 +37,7 @@ from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.triplets import document_sampling
 from tripletml.core.params import COMMON, Interval, StrOptions
+from tripletml.linalg.sparse_rows import margin_scale
 from tripletml.core.validation import check_dense_memory, check_triplets
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.algorithms.lowrank_dml.kernels import (AUTO_LEARNING_RATE, DEFAULT_BATCH, LEARNING_RATES, SOLVERS,
@@ -124,7 +125,15 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         1's iterate on the rows scaled by ``sqrt(c)`` (so ``alpha``,
         ``tau`` and ``eta0`` act on ``W / c - I`` in the paper's units):
         directions the answers never touch keep the features' geometry,
-        which a new item needs.  "auto" (default): "identity" when ``fit``
+        which a new item needs.  With the default ball (``tau=1``,
+        Frobenius) ``||W / c - I||_F <= 1``: W's eigenvalues lie in ``[c,
+        2c]``, a correction of the identity that can stress directions but
+        not remove any; ``constraint=None`` or a larger ``tau`` lets it move
+        further (the paper's ball is in the paper's units, here the
+        identity's).  Triplets the identity ties are left out of the median
+        (binary or count features); "identity" refuses rows on which it
+        ties every triplet.  ``transform`` then has d columns (the square
+        root of W), not ``rank_``.  "auto" (default): "identity" when ``fit``
         gets answers (triplets or pairs) and at most
         ``AUTO_IDENTITY_MAX_FEATURES = 8192`` features (``components_`` is
         then a dense ``d x d`` factor), "zero" with class labels (the
@@ -310,8 +319,9 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         """``c`` of ``W = c I + U diag(s) U^T``: 0 for ``start="zero"``, and
         for "auto" with class labels or more than
         :data:`AUTO_IDENTITY_MAX_FEATURES` features; otherwise ``1 / median
-        |d_I(q, n) - d_I(q, p)|`` over the fit's triplets (0 when that
-        median is 0)."""
+        |d_I(q, n) - d_I(q, p)|`` over the fit's triplets the identity does
+        not tie (:func:`tripletml.linalg.sparse_rows.margin_scale`; "auto"
+        falls back to 0 when it ties them all, "identity" refuses)."""
         auto_zero = self.start == "auto" and (
             not getattr(self, "_fit_from_answers", False)
             or X.shape[1] > AUTO_IDENTITY_MAX_FEATURES)
@@ -319,15 +329,19 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         if self.start == "zero" or auto_zero or t.ndim != 2 or t.shape[0] == 0:
             return 0.0
         da, db = TripletDMLProblem.identity_distances(X, t)
-        med = float(np.median(np.abs(db - da)))
-        return 1.0 / med if med > 0 and np.isfinite(med) else 0.0
+        c = margin_scale(db - da, da + db)
+        if not c and self.start == "identity":
+            raise ValueError("LowRankDML: start='identity' needs a scale from the identity's "
+                             "margins, but it ties every triplet (equal distances); use "
+                             "start='zero'.")
+        return c
 
     def _fit(self, X, triplets, rng):
         c = self.__dict__.pop("_span_c", None)
         c = self._start_scale(X, triplets) if c is None else c
         self._check_solver_memory(X.shape[1])
         if c:           # components_ is a dense d x d factor
-            check_dense_memory(2 * 8 * X.shape[1] ** 2, self,
+            check_dense_memory(3 * 8 * X.shape[1] ** 2, self,
                                f"start='identity' keeps a dense {X.shape[1]} x "
                                f"{X.shape[1]} factor; use start='zero' (O(d r) memory)")
         Xs = X * np.sqrt(c) if c else X

@@ -33,6 +33,7 @@ def neighbor_scale(Z: np.ndarray, rng_seed: int = 0) -> float:
     drawn with a fixed seed; duplicates of a row are not its neighbours); 1
     when every row is the same."""
     Z = np.asarray(Z, dtype=np.float64)
+    Z = Z - Z.mean(axis=0)            # distances are translation-free; the Gram form is not
     n = Z.shape[0]
     rows = np.arange(n) if n <= SCALE_SAMPLE else \
         np.sort(np.random.default_rng(rng_seed).choice(n, SCALE_SAMPLE, replace=False))
@@ -171,22 +172,24 @@ class NCA(LinearMapLearner):
                               "init_scale": [StrOptions({"auto"}),
                                              Interval(Real, 0, None, closed="neither"), None]}
 
-    def _init_factor(self, X, L0: np.ndarray, labels: bool) -> float:
+    def _init_factor(self, start_rows, labels: bool) -> float:
         """The factor ``init_scale`` puts on the initial map ``L0``
-        (``labels``: the fit has class labels)."""
+        (``start_rows()``: the rows under ``L0``; ``labels``: the fit has
+        class labels)."""
         if self.init_scale is None or (self.init_scale == "auto" and not labels):
             return 1.0
         if not isinstance(self.init_scale, str):
             return float(self.init_scale)
-        return neighbor_scale(np.asarray(X, dtype=np.float64) @ L0.T)
+        return neighbor_scale(start_rows())
 
     def _span_lift_spec(self, X, supervision):
         """As the base's, with the identity start's factor on the span's
         complement (the rows' nearest-neighbour distances are those of
         their coordinates, so the factor is the same)."""
+        self.__dict__.pop("_span_factor", None)     # a failed fit's leftover
         spec = super()._span_lift_spec(X, supervision)
-        if spec is not None and spec.get("components_") == 1.0:
-            c = self._init_factor(self._dense_rows(X), np.eye(X.shape[1]),
+        if spec is not None and spec.get("components_") == 1.0:     # L0 = I: the rows
+            c = self._init_factor(lambda: self._dense_rows(X),
                                   isinstance(supervision, ClassCodes))
             self._span_factor = c
             spec = {"components_": c, "M_": c * c}
@@ -200,10 +203,17 @@ class NCA(LinearMapLearner):
     def _initial(self, X, got, rng):
         L0, codes = super()._initial(X, got, rng)
         c = self.__dict__.pop("_span_factor", None)
-        self.init_scale_ = float(self._init_factor(X, L0, codes is not None) if c is None else c)
+        self.init_scale_ = float(self._init_factor(lambda: X @ L0.T, codes is not None)
+                                 if c is None else c)
         return L0 * self.init_scale_, codes
 
     def _fit(self, X, got, rng):
+        try:
+            self._fit_map(X, got, rng)
+        finally:
+            self.__dict__.pop("_span_factor", None)
+
+    def _fit_map(self, X, got, rng):
         X = self._dense_rows(X)
         L0, codes = self._initial(X, got, rng)
         keys = ("expected_correct",)

@@ -54,7 +54,7 @@ from tripletml.core.base import BilinearMixin
 from tripletml.algorithms.sdca.kernels import (SDCASolver, identity_margins, relative_gap,  # noqa: F401
                                               sdca_objectives, triplet_products)
 from tripletml.core.online import OnlineTripletLearner
-from tripletml.linalg.sparse_rows import as_csr
+from tripletml.linalg.sparse_rows import as_csr, margin_scale, triplet_products
 from tripletml.core.step_cap import (HELD_FRACTION, MIN_ANSWERS, bilinear_accuracy,
                                      one_standard_error)
 from tripletml.engine.early_stopping import split_by_items
@@ -372,15 +372,16 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         al.'s problem) and for ``"auto"`` with class labels; for the
         identity, ``1 / median |x_q^T (x_p - x_n)|`` over the fit's triplets
         (the identity's margin is then 1, the hinge's, on the typical
-        answer: the same start for rows at any scale)."""
+        answer it does not tie: the same start for rows at any scale;
+        :func:`tripletml.linalg.sparse_rows.margin_scale`)."""
         if self.start == "zero" or (self.start == "auto"
                                     and not getattr(self, "_fit_from_answers", False)):
             return 0.0
         t = np.asarray(triplets)
         if t.ndim != 2 or t.shape[0] == 0:
             return 0.0
-        med = float(np.median(np.abs(identity_margins(as_csr(X), t))))
-        return 1.0 / med if med > 0 and np.isfinite(med) else 0.0
+        qv, qq, vv = triplet_products(as_csr(X), t)
+        return margin_scale(qv, np.sqrt(qq * vv))
 
     def _span_lift_extra(self, Q, spec):
         # the solver holds the r x r state: rebuilt from the lifted arrays
