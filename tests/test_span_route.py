@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tripletml import (COMET, ITML, KISSME, LMNN, LORETA, NCA, OASIS, SDCA, FactoredGD,
+from tripletml import (COMET, SparseCOMET, ITML, KISSME, LMNN, LORETA, NCA, OASIS, SDCA, FactoredGD,
                        IterativePA, LowRankDML, MMC, NaivePA, SML)
 from tripletml.linalg import psd_factor
 from tripletml.linalg.span import (complement_basis, lift_psd_factor, lift_square,
@@ -217,8 +217,12 @@ def test_plain_route_when_rows_outnumber_features():
 
 def test_undeclared_learner_stays_plain():
     X, T = _data(n=8, d=12, m=60)
-    _, w = _fit(COMET, None, X, {"max_iter": 2, "tol": None}, triplets=T)
+    _, w = _fit(SparseCOMET, None, X, {"max_iter": 2, "tol": None}, triplets=T)   # groups
     assert w >= 12
+    _, w = _fit(COMET, None, X, {"max_iter": 2, "tol": None, "beta": 0.0}, triplets=T)
+    assert w >= 12                                   # no finite optimum off the span
+    _, w = _fit(COMET, None, X, {"max_iter": 2, "tol": None}, triplets=T)
+    assert w < 12                                    # tests/test_comet_span.py
     _, w = _fit(MMC, None, X, {"diagonal": True}, triplets=T)     # weighs the axes
     assert w >= 12
 

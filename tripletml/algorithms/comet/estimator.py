@@ -108,7 +108,9 @@ class COMET(BilinearMixin, TripletLearner):
     W_inv_ : ndarray (d, d)
         Its inverse (Woodbury-maintained).
     components_ : ndarray (d, d)
-        Upper Cholesky root R, ``W_ = R^T R`` (the solver's factor).
+        A factor R with ``W_ = R^T R``: the solver's upper Cholesky root
+        (on the span route, fewer rows than features, ``Q R_r Q^T + sqrt(c)
+        (I - Q Q^T)``; see ``_span_lift_spec``).
         ``transform`` embeds with the eigenvectors of W instead (``X U
         sqrt(Lambda)``, largest eigenvalue first, so that ``n_components``
         keeps the leading directions): the same Gram matrix ``X W X^T``,
@@ -204,6 +206,28 @@ class COMET(BilinearMixin, TripletLearner):
         self._store(solver)
         apply_result(self, result, tol=self.tol, what="relative change of the objective",
                      advice="increase max_iter or tol")
+
+    def _span_lift_spec(self, X, supervision):
+        """The span route (:mod:`tripletml.linalg.span`) with fewer rows
+        than features: eq. (2) is strictly convex (``alpha, beta > 0``) and
+        its triplet terms see W only on the span of the rows, so by
+        Fischer's inequality (``log det W <= log det A + log det C`` for the
+        diagonal blocks) its minimizer is ``Q W_r Q^T + c (I - Q Q^T)``,
+        ``c = sqrt(alpha / beta)`` the minimizer of ``-alpha log c + beta
+        c^2 / 2`` on each direction of the complement, and ``W_r`` the
+        minimizer of the same problem on the span's coordinates.  The fit
+        runs Algorithm 1 there (coordinate steps along the span's axes: the
+        same problem, another path, stopped by the same ``tol``) and puts
+        the complement at its optimum, where the plain route's steps would
+        only approach it (one feature at a time, a step of at most
+        ``eta0``: a 57 x 4,096 fit took over 120 s); W_inv_ is lifted with
+        ``1 / c`` and the factor ``components_`` with ``sqrt(c)`` (``Q R_r
+        Q^T + sqrt(c) (I - Q Q^T)``: ``R^T R = W``, no longer triangular).
+        None (the plain route) when ``alpha`` or ``beta`` is 0."""
+        if not (self.alpha > 0 and self.beta > 0):
+            return None
+        c = float(np.sqrt(self.alpha / self.beta))
+        return {"W_": c, "W_inv_": 1.0 / c, "components_": float(np.sqrt(c))}
 
     def _check_loaded(self) -> None:
         """A loaded W_ is symmetric positive definite, components_ its
@@ -312,6 +336,11 @@ class SparseCOMET(COMET):
                                  loss=self.loss, group_alpha=self.group_alpha,
                                  step_fraction=self.step_fraction, eta0=self.eta0,
                                  name=type(self).__name__)
+
+    def _span_lift_spec(self, X, supervision):
+        """No span route: the group lasso of eq. (7) acts on the features'
+        own rows of W, which a change of basis does not keep."""
+        return None
 
     def _store(self, solver):
         self.n_skipped_ = int(solver.n_skipped)

@@ -1,0 +1,58 @@
+"""COMET's span route (fewer rows than features): the minimizer of eq. (2)
+is ``Q W_r Q^T + sqrt(alpha / beta) (I - Q Q^T)`` (Fischer's inequality);
+the route reaches it on the span's coordinates and the plain route, run to
+convergence, reaches the same matrix."""
+import numpy as np
+import pytest
+
+from tripletml import COMET, SparseCOMET
+from tripletml.triplets import random_class_triplets
+
+
+def _wide(seed=0, n=8, d=12, m=40):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    X = rng.normal(size=(n, d)) + 0.8 * y[:, None]
+    return X, random_class_triplets(y, m, random_state=seed)
+
+
+def _fit(route, X, t, **kw):
+    est = COMET(preprocessing="raw", random_state=0, **kw)
+    est._span_route = route
+    return est.fit(X, triplets=t)
+
+
+def test_span_route_reaches_the_plain_routes_minimizer():
+    """With a smooth loss both routes' coordinate descents converge to the
+    unique minimizer.  (With the hinge, block-coordinate descent can stall
+    at a kink, on either route's axes: no equality is claimed there.)"""
+    X, t = _wide()
+    kw = dict(alpha=1.0, beta=0.25, tol=1e-11, max_iter=1000, loss="log")   # c = 2
+    plain, span = _fit(False, X, t, **kw), _fit(None, X, t, **kw)
+    W0, W1 = plain.W_, span.W_
+    np.testing.assert_allclose(W1, W0, atol=1e-4 * np.abs(W0).max())
+    # the complement of the rows' span is exactly c I on the span route
+    u = np.linalg.svd(X)[2][-1]
+    assert u @ W1 @ u == pytest.approx(2.0, rel=1e-10)
+    assert span.objective(X, t) == pytest.approx(plain.objective(X, t), rel=1e-8)
+
+
+def test_span_route_model_arrays_are_consistent():
+    X, t = _wide(seed=1)
+    m = _fit(None, X, t, max_iter=20)
+    np.testing.assert_allclose(m.components_.T @ m.components_, m.W_,
+                               atol=1e-9 * np.abs(m.W_).max())
+    np.testing.assert_allclose(m.W_ @ m.W_inv_, np.eye(X.shape[1]), atol=1e-8)
+    m._check_loaded()
+    c = np.sqrt(m.alpha / m.beta)
+    u = np.linalg.svd(X)[2][-1]
+    assert u @ m.W_ @ u == pytest.approx(c, rel=1e-10)
+
+
+def test_sparse_comet_and_zero_weights_stay_on_the_plain_route():
+    X, t = _wide()
+    assert SparseCOMET()._span_lift_spec(X, t) is None
+    assert COMET(alpha=0.0)._span_lift_spec(X, t) is None
+    assert COMET(beta=0.0)._span_lift_spec(X, t) is None
+    assert COMET()._span_lift_spec(X, t) == pytest.approx(
+        {"W_": np.sqrt(1e3), "W_inv_": 1 / np.sqrt(1e3), "components_": 1e3 ** 0.25})
