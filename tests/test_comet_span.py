@@ -44,7 +44,7 @@ def test_span_route_model_arrays_are_consistent():
                                atol=1e-9 * np.abs(m.W_).max())
     np.testing.assert_allclose(m.W_ @ m.W_inv_, np.eye(X.shape[1]), atol=1e-8)
     m._check_loaded()
-    c = np.sqrt(m.alpha / m.beta)
+    c = np.sqrt(m.alpha / m.beta_)
     u = np.linalg.svd(X)[2][-1]
     assert u @ m.W_ @ u == pytest.approx(c, rel=1e-10)
 
@@ -54,5 +54,25 @@ def test_sparse_comet_and_zero_weights_stay_on_the_plain_route():
     assert SparseCOMET()._span_lift_spec(X, t) is None
     assert COMET(alpha=0.0)._span_lift_spec(X, t) is None
     assert COMET(beta=0.0)._span_lift_spec(X, t) is None
-    assert COMET()._span_lift_spec(X, t) == pytest.approx(
+    assert COMET(beta=1e-3)._span_lift_spec(X, t) == pytest.approx(
         {"W_": np.sqrt(1e3), "W_inv_": 1 / np.sqrt(1e3), "components_": 1e3 ** 0.25})
+
+
+def test_beta_auto_on_answers_starts_at_the_identitys_margin_scale():
+    """beta="auto": with labels the paper's 1e-3 and W_0 = I; on answers
+    c = 1 / median |x_q^T (x_p - x_n)| (a plain loop), beta = alpha c^-2 and
+    W_0 = c I (one epoch with eta0 tiny stays there)."""
+    X, t = _wide(n=30, d=6, m=80)
+    y = np.arange(30) % 2
+    lab = COMET(preprocessing="raw", max_iter=1, tol=None).fit(X, y)
+    assert lab.beta_ == 1e-3 and lab.start_scale_ == 1.0
+    m = np.median([abs(X[q] @ (X[p] - X[n])) for q, p, n in t])
+    ans = COMET(preprocessing="raw", alpha=2.0, max_iter=1, tol=None, eta0=1e-12).fit(
+        X, triplets=t)
+    assert ans.start_scale_ == pytest.approx(1.0 / m, rel=1e-10)
+    assert ans.beta_ == pytest.approx(2.0 * m ** 2, rel=1e-10)
+    np.testing.assert_allclose(ans.W_, np.eye(6) / m, atol=1e-9 / m)
+    fixed = COMET(preprocessing="raw", beta=1e-3, max_iter=1, tol=None).fit(X, triplets=t)
+    assert fixed.beta_ == 1e-3 and fixed.start_scale_ == 1.0
+    with pytest.raises(ValueError, match="beta"):
+        SparseCOMET(beta="auto").fit(X, y)

@@ -42,8 +42,12 @@ from tripletml.core.base import BilinearMixin, TripletLearner
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 from tripletml.linalg.invariants import check_factor, check_inverse, check_positive_definite
 from tripletml.engine import DivergenceWatch, History, apply_result, run
+from tripletml.linalg.sparse_rows import as_csr, margin_scale, triplet_products
 from tripletml.algorithms.comet.kernels import (LOSSES, COMETSolver, SparseCOMETSolver, comet_loss,
                              comet_loss_derivative, group_prox, linear_terms)
+
+#: ``beta="auto"`` with class labels: the paper's weight
+_PAPER_BETA = 1e-3
 
 __all__ = ["COMET", "SparseCOMET", "group_prox", "comet_loss", "comet_loss_derivative"]
 
@@ -70,8 +74,17 @@ class COMET(BilinearMixin, TripletLearner):
     ----------
     alpha : float, default=1.0
         Weight of the log-det barrier ``-alpha log det W`` (alpha in eq. 2; >= 0).
-    beta : float, default=1e-3
-        Weight of ``(beta / 2) ||W||_F^2`` (beta in eq. 2; >= 0).
+    beta : "auto" or float, default="auto"
+        Weight of ``(beta / 2) ||W||_F^2`` (beta in eq. 2; >= 0).  With
+        ``alpha`` it sets the scale ``sqrt(alpha / beta)`` of the
+        regularizer's minimizer, which is where W settles off the answered
+        items.  "auto": the paper's 1e-3 with class labels; on answers
+        (triplets or pairs) ``alpha m^2`` with ``m`` the median ``|x_q^T
+        (x_p - x_n)|`` over the answers the identity does not tie, so that
+        ``sqrt(alpha / beta) = 1 / m`` (the identity at that scale has the
+        hinge's margin 1 on the typical answer, at any scale of the rows),
+        and W starts there, at ``I / m`` (the paper starts at I).  ``beta_``
+        and ``start_scale_`` record the values used.
     loss : {"hinge", "squared_hinge", "log"}, default="hinge"
         The triplet loss l of eq. (1).
     max_iter : int, default=100
@@ -117,6 +130,10 @@ class COMET(BilinearMixin, TripletLearner):
         rotated.
     transform_fidelity_ : float
         1.0 (W is symmetric PD) unless ``n_components`` drops directions.
+    beta_ : float
+        The Frobenius weight used (``beta``, "auto" resolved).
+    start_scale_ : float
+        W started at ``start_scale_ I`` (1: the paper's start).
     n_iter_ : int
         Epochs run.
     stop_reason_ : {"tol", "max_iter"}
@@ -154,7 +171,7 @@ class COMET(BilinearMixin, TripletLearner):
         "components_": ArraySpec(("d", "d")),
     }
 
-    def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", max_iter=100, tol=1e-2,
+    def __init__(self, alpha=1.0, *, beta="auto", loss="hinge", max_iter=100, tol=1e-2,
                  n_triplets=10000, sampling="class", step_fraction=0.5, eta0=1.0,
                  refactor_every=None, preprocessing="auto", random_state=None, verbose=0,
                  n_components=None, preprocessor=None):
@@ -177,7 +194,7 @@ class COMET(BilinearMixin, TripletLearner):
     _parameter_constraints = {
         **COMMON,
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "beta": [Interval(Real, 0, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "loss": [StrOptions(set(LOSSES))],
         "step_fraction": [Interval(Real, 0, 1, closed="neither")],
         "eta0": [Interval(Real, 0, None, closed="neither")],
@@ -187,12 +204,37 @@ class COMET(BilinearMixin, TripletLearner):
     }
 
     # ------------------------------------------------------------------
+    def _scale(self, X, triplets) -> tuple[float, float]:
+        """``(beta, c)``: the weight of the Frobenius term and the scale of
+        the start ``c I`` (1: the paper's ``I``); ``beta="auto"`` on answers
+        ties both to the identity's median margin ``m`` (``c = 1 / m``,
+        ``beta = alpha m^2``), else the paper's 1e-3 and ``I``."""
+        if not isinstance(self.beta, str):
+            return float(self.beta), 1.0
+        t = np.asarray(triplets)
+        if not getattr(self, "_fit_from_answers", False) or t.ndim != 2 or not t.shape[0] \
+                or not self.alpha > 0:
+            return _PAPER_BETA, 1.0
+        qv, qq, vv = triplet_products(as_csr(X), t)
+        c = margin_scale(qv, np.sqrt(qq * vv))
+        return (self.alpha / c ** 2, c) if c else (_PAPER_BETA, 1.0)
+
     def _make_solver(self, X, triplets):
-        return COMETSolver(X, triplets, alpha=self.alpha, beta=self.beta, loss=self.loss,
+        cached = self.__dict__.pop("_span_scale", None)
+        beta, c = self._scale(X, triplets) if cached is None else cached
+        self.beta_, self.start_scale_ = float(beta), float(c)
+        return COMETSolver(X, triplets, alpha=self.alpha, beta=beta, loss=self.loss,
                            step_fraction=self.step_fraction, eta0=self.eta0,
+                           W=None if c == 1.0 else c * np.eye(X.shape[1]),
                            name=type(self).__name__)
 
     def _fit(self, X, triplets, rng):
+        try:
+            self._fit_solver(X, triplets, rng)
+        finally:
+            self.__dict__.pop("_span_scale", None)
+
+    def _fit_solver(self, X, triplets, rng):
         solver = self._make_solver(X, triplets)
         solver.start(rng, self.refactor_every)
         result = run(solver, name=type(self).__name__, max_iter=self.max_iter, tol=self.tol,
@@ -224,9 +266,11 @@ class COMET(BilinearMixin, TripletLearner):
         ``1 / c`` and the factor ``components_`` with ``sqrt(c)`` (``Q R_r
         Q^T + sqrt(c) (I - Q Q^T)``: ``R^T R = W``, no longer triangular).
         None (the plain route) when ``alpha`` or ``beta`` is 0."""
-        if not (self.alpha > 0 and self.beta > 0):
+        scale = self._scale(X, supervision)
+        if not (self.alpha > 0 and scale[0] > 0):
             return None
-        c = float(np.sqrt(self.alpha / self.beta))
+        self._span_scale = scale
+        c = float(np.sqrt(self.alpha / scale[0]))
         return {"W_": c, "W_inv_": 1.0 / c, "components_": float(np.sqrt(c))}
 
     def _check_loaded(self) -> None:
@@ -249,7 +293,7 @@ class COMET(BilinearMixin, TripletLearner):
         lam = linear_terms(X, self.W_, check_triplets(triplets, X.shape[0], self))
         logdet = 2.0 * np.sum(np.log(np.diag(np.linalg.cholesky(self.W_))))
         return float(np.sum(comet_loss(lam, self.loss)) - self.alpha * logdet
-                     + 0.5 * self.beta * np.sum(self.W_ * self.W_))
+                     + 0.5 * getattr(self, "beta_", self.beta) * np.sum(self.W_ * self.W_))
 
     # ---------------------------------------------------------- scoring
     def _apply(self, X):
@@ -328,6 +372,7 @@ class SparseCOMET(COMET):
 
     _parameter_constraints = {
         **COMET._parameter_constraints,
+        "beta": [Interval(Real, 0, None, closed="left")],
         "group_alpha": [Interval(Real, 0, None, closed="left")],
     }
 
