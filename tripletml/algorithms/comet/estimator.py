@@ -216,8 +216,12 @@ class COMET(BilinearMixin, TripletLearner):
                 or not self.alpha > 0:
             return _PAPER_BETA, 1.0
         qv, qq, vv = triplet_products(as_csr(X), t)
-        c = margin_scale(qv, np.sqrt(qq * vv))
-        return (self.alpha / c ** 2, c) if c else (_PAPER_BETA, 1.0)
+        c = margin_scale(qv, np.sqrt(qq) * np.sqrt(vv))     # no overflow of the product
+        with np.errstate(all="ignore"):
+            beta = self.alpha / (c * c) if c * c > 0 else np.inf
+        # rows at the edge of float64 (c^2 under- or overflows): the paper's
+        # values, whose fit then reports the divergence with its advice
+        return (float(beta), c) if np.isfinite(beta) and beta > 0 else (_PAPER_BETA, 1.0)
 
     def _make_solver(self, X, triplets):
         cached = self.__dict__.pop("_span_scale", None)

@@ -381,7 +381,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         if t.ndim != 2 or t.shape[0] == 0:
             return 0.0
         qv, qq, vv = triplet_products(as_csr(X), t)
-        return margin_scale(qv, np.sqrt(qq * vv))
+        return margin_scale(qv, np.sqrt(qq) * np.sqrt(vv))
 
     def _span_lift_extra(self, Q, spec):
         # the solver holds the r x r state: rebuilt from the lifted arrays
