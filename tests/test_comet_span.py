@@ -76,3 +76,21 @@ def test_beta_auto_on_answers_starts_at_the_identitys_margin_scale():
     assert fixed.beta_ == 1e-3 and fixed.start_scale_ == 1.0
     with pytest.raises(ValueError, match="beta"):
         SparseCOMET(beta="auto").fit(X, y)
+
+
+def test_beta_auto_invariances():
+    """Answers on rows times 1e-3 and 1e3 (default preprocessing) give the
+    same similarity ranking; binary rows (most triplets tied) and a
+    duplicated feature still give a finite, positive scale."""
+    rng = np.random.default_rng(2)
+    X, t = _wide(n=30, d=6, m=80)
+    S = COMET(max_iter=3, tol=None, random_state=0).fit(X, triplets=t).similarity(X)
+    for k in (1e-3, 1e3):
+        Sk = COMET(max_iter=3, tol=None, random_state=0).fit(X * k, triplets=t).similarity(X * k)
+        np.testing.assert_allclose(Sk, S, rtol=1e-6, atol=1e-6 * np.abs(S).max())
+    B = (rng.random((30, 6)) < 0.3).astype(float)
+    m = COMET(max_iter=3, tol=None, preprocessing="raw").fit(B, triplets=t)
+    assert np.isfinite(m.W_).all() and m.start_scale_ > 0 and m.beta_ > 0
+    Xd = np.c_[X, X[:, :1]]
+    m = COMET(max_iter=3, tol=None).fit(Xd, triplets=t)
+    assert np.isfinite(m.W_).all() and m.start_scale_ > 0

@@ -214,3 +214,15 @@ def test_the_race_counts_the_factor_only_for_an_explicit_identity():
 
     assert work(LowRankDML()) == 0 and work(LowRankDML(start="zero")) == 0
     assert work(LowRankDML(start="identity")) == 1
+
+
+def test_metric_factor_refuses_bad_input():
+    from tripletml.algorithms.lowrank_dml.estimator import metric_factor
+
+    U = np.linalg.qr(np.random.default_rng(0).normal(size=(5, 2)))[0]
+    L = metric_factor(U, np.array([2.0, 1.0]), 0.5)          # against the formula
+    np.testing.assert_allclose(L.T @ L, 0.5 * np.eye(5) + (U * [2.0, 1.0]) @ U.T, atol=1e-12)
+    for args in [(U, np.ones(3), 0.5), (U, np.array([1.0, -1.0]), 0.5),
+                 (U, np.array([1.0, np.nan]), 0.5), (U, np.ones(2), -1.0)]:
+        with pytest.raises(ValueError, match="metric_factor"):
+            metric_factor(*args)

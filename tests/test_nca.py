@@ -284,3 +284,13 @@ def test_neighbor_scale_is_exact_under_a_large_offset():
 
     X, _ = _easy(n=50)
     assert neighbor_scale(X + 1e6) == pytest.approx(1.0 / np.sqrt(_nearest_sq_loop(X)), rel=1e-6)
+
+
+def test_neighbor_scale_refuses_bad_rows():
+    from tripletml.algorithms.nca.estimator import neighbor_scale
+
+    for Z, msg in [(np.zeros((0, 2)), "non-empty 2-D"), (np.ones(3), "non-empty 2-D"),
+                   (np.array([[0.0, np.nan], [1.0, 2.0]]), "NaN or infinity")]:
+        with pytest.raises(ValueError, match=f"neighbor_scale: .*{msg}"):
+            neighbor_scale(Z)
+    assert neighbor_scale(np.ones((4, 2))) == 1.0               # every row the same

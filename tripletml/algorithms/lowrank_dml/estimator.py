@@ -414,6 +414,13 @@ def metric_factor(U: np.ndarray, s: np.ndarray, c: float = 0.0) -> np.ndarray:
     columns, s >= 0): ``diag(sqrt(s)) U^T`` (rank x d) when ``c = 0``, else
     the symmetric square root ``sqrt(c) I + U diag(sqrt(c + s) - sqrt(c))
     U^T`` (d x d)."""
+    U, s = np.asarray(U, dtype=np.float64), np.asarray(s, dtype=np.float64)
+    if U.ndim != 2 or s.shape != (U.shape[1],) or not (np.isfinite(U).all()
+                                                      and np.isfinite(s).all()):
+        raise ValueError(f"metric_factor: U must be a finite d x r array and s r finite "
+                         f"values, got shapes {U.shape} and {s.shape}.")
+    if (s < 0).any() or not (np.isfinite(c) and c >= 0):
+        raise ValueError("metric_factor: s and c must be >= 0 (W must be PSD).")
     if not c:
         return np.ascontiguousarray((U * np.sqrt(s)).T)
     r = np.sqrt(c)

@@ -33,6 +33,11 @@ def neighbor_scale(Z: np.ndarray, rng_seed: int = 0) -> float:
     drawn with a fixed seed; duplicates of a row are not its neighbours); 1
     when every row is the same."""
     Z = np.asarray(Z, dtype=np.float64)
+    if Z.ndim != 2 or Z.shape[0] == 0:
+        raise ValueError(f"neighbor_scale: rows must be a non-empty 2-D array, got shape "
+                         f"{Z.shape}.")
+    if not np.isfinite(Z).all():
+        raise ValueError("neighbor_scale: rows contain NaN or infinity.")
     Z = Z - Z.mean(axis=0)            # distances are translation-free; the Gram form is not
     n = Z.shape[0]
     rows = np.arange(n) if n <= SCALE_SAMPLE else \

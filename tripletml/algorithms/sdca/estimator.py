@@ -54,7 +54,7 @@ from tripletml.core.base import BilinearMixin
 from tripletml.algorithms.sdca.kernels import (SDCASolver, identity_margins, relative_gap,  # noqa: F401
                                               sdca_objectives, triplet_products)
 from tripletml.core.online import OnlineTripletLearner
-from tripletml.linalg.sparse_rows import as_csr, margin_scale, triplet_products
+from tripletml.linalg.sparse_rows import as_csr, margin_scale
 from tripletml.core.step_cap import (HELD_FRACTION, MIN_ANSWERS, bilinear_accuracy,
                                      one_standard_error)
 from tripletml.engine.early_stopping import split_by_items
