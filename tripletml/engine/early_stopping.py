@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch",
-           "pooled_curve", "within_one_standard_error", "triplet_accuracy_on", "MahalanobisScorer"]
+           "pooled_curve", "within_one_standard_error", "triplet_accuracy_on", "MahalanobisScorer",
+           "pair_keys", "two_protocol_splits", "choose_toward_last"]
 
 
 @dataclass
@@ -112,6 +113,54 @@ def item_folds(answers: np.ndarray, n_folds: int = 3, *, val: str = "head"
                "any": lambda: inside.any(axis=1)}[val_rule]()
         out.append(ItemHoldout(np.flatnonzero(~inside.any(axis=1)), np.flatnonzero(val), held))
     return out
+
+
+def pair_keys(pairs: np.ndarray, similar: np.ndarray) -> np.ndarray:
+    """``(min, max, label)`` rows of labeled pairs for :func:`hash_folds`
+    (a pair and its reverse are one answer)."""
+    pairs = np.asarray(pairs, dtype=np.int64)
+    return np.column_stack([pairs.min(axis=1), pairs.max(axis=1),
+                            np.asarray(similar, dtype=np.int64)])
+
+
+def two_protocol_splits(answers: np.ndarray, n_folds: int, similar: np.ndarray | None = None,
+                        min_val: int = 5) -> list[list[ItemHoldout]] | None:
+    """The two held-out protocols of a choice towards the features' own
+    geometry on answers (RCA's and MMC's ``shrinkage="auto"``).
+
+    Row 0: ``n_folds`` folds of the *items* (:func:`item_folds`, ``val="all"``):
+    fit on the answers among the other items, score the answers whose items
+    are all held out (a gallery of new items).  Row 1: ``n_folds`` folds of
+    the *answers* (:func:`hash_folds` of their content; pairs by
+    :func:`pair_keys`): new answers about known items.
+
+    Returns None when a fold leaves fewer than ``min_val`` answers to score
+    (of each kind, for pairs with ``similar``) or none to fit on."""
+    answers = np.asarray(answers)
+    keys = answers if similar is None else pair_keys(answers, similar)
+    by_answer = hash_folds(keys, n_folds)
+    splits = [item_folds(answers, n_folds, val="all"),
+              [ItemHoldout(np.flatnonzero(by_answer != f), np.flatnonzero(by_answer == f),
+                           np.zeros(0, np.int64)) for f in range(n_folds)]]
+
+    def usable(h: ItemHoldout) -> bool:
+        if h.fit.size < 1 or h.val.size < min_val:
+            return False
+        if similar is None:
+            return True
+        v, f = similar[h.val], similar[h.fit]
+        return bool(min(v.sum(), (~v).sum()) >= min_val and f.any())
+
+    return splits if all(usable(h) for folds in splits for h in folds) else None
+
+
+def choose_toward_last(grid: np.ndarray, scores: np.ndarray) -> float:
+    """The value of ``grid`` (last: the features' own geometry) whose smaller
+    gain over the last value on the protocols of ``scores`` (one row each,
+    :func:`two_protocol_splits`) is largest: never below the last on either
+    protocol; ties to the first."""
+    gain = (scores - scores[:, -1:]).min(axis=0)
+    return float(grid[int(np.argmax(gain))])
 
 
 def split_by_items(triplets: np.ndarray, fraction: float, rng: np.random.Generator, *,

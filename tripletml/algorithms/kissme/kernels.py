@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from tripletml.engine.early_stopping import hash_folds
+from tripletml.engine.early_stopping import hash_folds, pair_keys
 import scipy.sparse as sp
 
 from tripletml.core.validation import check_scalar_param, check_triplets, check_X
@@ -431,14 +431,6 @@ def answer_folds(keys: np.ndarray, n_folds: int = SHRINKAGE_FOLDS) -> np.ndarray
     never split between the fitted and the held-out part, and an in-memory
     and a partitioned fit hold out the same answers."""
     return hash_folds(keys, n_folds)
-
-
-def pair_keys(pairs: np.ndarray, similar: np.ndarray) -> np.ndarray:
-    """``(min, max, label)`` rows of labeled pairs for :func:`answer_folds`
-    (a pair and its reverse are one answer)."""
-    pairs = np.asarray(pairs, dtype=np.int64)
-    return np.column_stack([pairs.min(axis=1), pairs.max(axis=1),
-                            np.asarray(similar, dtype=np.int64)])
 
 
 #: distances equal to this relative accuracy are ties in the held-out scores

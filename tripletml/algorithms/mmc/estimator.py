@@ -7,18 +7,21 @@ triplets) and stores; the optimization is :mod:`tripletml.algorithms.mmc.kernels
 """
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 
 from tripletml.core.arrayspec import ArraySpec
-from tripletml.core.params import COMMON, Interval
+from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.engine import apply_result, run
 from tripletml.engine.whole import WholeRun
+from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg import psd_factor
+from tripletml.linalg.span import lift_psd_factor
+from tripletml.algorithms.kissme.kernels import heldout_score
 from tripletml.pairs import PairConstraints, class_pairs
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.algorithms.mmc.kernels import mmc_diagonal, mmc_full
@@ -35,6 +38,14 @@ PAIRS_PER_CLASS_PAIR = 40
 PAIRS_PER_PARAMETER = 20
 #: most entries of the pair-difference arrays the default may hold (128 MiB)
 MAX_DEFAULT_PAIR_ENTRIES = 1 << 24
+#: shrinkage="auto": the blend weights ``s`` of the identity, odds ``(1 - s) /
+#: s`` of 10, 1, 1/10 and 1/100 between the paper's optimum and the identity
+#: (both on the similar pairs' budget), with the two ends
+SHRINKAGE_GRID = (0.0, 1.0 / 11.0, 0.5, 10.0 / 11.0, 100.0 / 101.0, 1.0)
+#: folds of each held-out protocol of shrinkage="auto"
+SHRINKAGE_FOLDS = 3
+#: fewest held-out answers per fold (of each kind for pairs) for a choice
+MIN_FOLD_ANSWERS = 5
 
 
 def default_n_pairs(n: int, d: int, c: int, diagonal: bool = False) -> int:
@@ -150,6 +161,25 @@ class MMC(MahalanobisMixin, TripletLearner):
         at most ``tol`` (full: ``(g_new - g) / g_new`` of the dissimilar
         distances' sum; diagonal: the relative decrease of eq. 6); else a
         ConvergenceWarning after ``max_iter``.  None: ``max_iter`` steps.
+    shrinkage : float in [0, 1] or "auto", default="auto"
+        Weight ``s`` of the identity in ``M_ = (1 - s) A / S_A + s I / S_I``,
+        ``A`` the paper's optimum and ``S_A``, ``S_I`` the similar pairs'
+        squared-distance sums under ``A`` and under the identity: both terms
+        spend the constraint's budget, so the blend is a feasible point of
+        eq. 3-5 on the segment from the optimum (``s = 0``, the paper's
+        ``M``) to the scaled Euclidean distance of the preprocessed rows
+        (``s = 1``), and keeps weight on the directions no pair varies along
+        (new items).  "auto": 0 with class labels (the paper's setting);
+        with triplets or pairs (people's answers, which the optimum can
+        follow too far: its ``M`` is often of low rank) the value of
+        ``0, 1/11, 1/2, 10/11, 100/101, 1`` measured on held-out answers in
+        two ways, each a mean over 3 folds, as RCA's ``shrinkage``: answers
+        among new items (fitted on the answers among two thirds of the
+        items, each item's fold a hash of its id) and new answers about
+        known items (folds of the answers); the value whose smaller gain
+        over ``s = 1`` is largest, so neither falls below the features' own
+        geometry; ties go to the paper's (triplet accuracy; for pairs the
+        ROC AUC of the distances).  Too few answers per fold (5): 0.
     {preprocessing}
     random_state : None, int or numpy Generator
         Draws the pairs from labels.
@@ -173,6 +203,14 @@ class MMC(MahalanobisMixin, TripletLearner):
         ``step``, ``seconds``, ``objective`` (full: the dissimilar pairs'
         distance sum; diagonal: eq. 6) and ``convergence`` (the value
         compared with ``tol``).
+    shrinkage_ : float
+        The weight of the identity used (``shrinkage`` or the choice of
+        "auto").  Above 0, ``M_`` has full rank and ``components_`` all
+        ``d`` eigen-directions.
+    shrinkage_grid_ : ndarray of shape (6,)
+    shrinkage_scores_ : ndarray of shape (2, 6)
+        With "auto" on answers: the grid and each value's mean held-out
+        score on new items (row 0) and new answers (row 1); absent otherwise.
 
     Examples
     --------
@@ -187,17 +225,20 @@ class MMC(MahalanobisMixin, TripletLearner):
     _fitted_arrays = {
         "M_": ArraySpec(("d", "d")),
         "components_": ArraySpec(("rank_", "d")),
+        "shrinkage_grid_": ArraySpec((None,), optional=True),
+        "shrinkage_scores_": ArraySpec((2, None), optional=True),
     }
     _square_arrays = 8
 
     def __init__(self, diagonal=False, *, n_components=None, n_pairs=None, max_iter=1000,
-                 tol=1e-6, preprocessing="auto", random_state=None, verbose=0,
-                 preprocessor=None):
+                 tol=1e-6, shrinkage="auto", preprocessing="auto", random_state=None,
+                 verbose=0, preprocessor=None):
         self.diagonal = diagonal
         self.n_components = n_components
         self.n_pairs = n_pairs
         self.max_iter = max_iter
         self.tol = tol
+        self.shrinkage = shrinkage
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
@@ -209,6 +250,7 @@ class MMC(MahalanobisMixin, TripletLearner):
         "n_components": N_COMPONENTS_PARAM,
         "preprocessor": ["no_validation"],   # resolved by the base class
         "n_pairs": [Interval(Integral, 2, None, closed="left"), None],
+        "shrinkage": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
     }
 
     def _sampler(self):
@@ -220,6 +262,11 @@ class MMC(MahalanobisMixin, TripletLearner):
         """``M_`` PSD with ``components_`` its factor; diagonal when
         ``diagonal``."""
         super()._check_loaded()
+        sh = getattr(self, "shrinkage_", None)
+        if sh is None:                 # a file written before shrinkage_ existed
+            sh = self.shrinkage_ = 0.0
+        if not (isinstance(sh, Real) and 0.0 <= float(sh) <= 1.0):
+            raise ValueError(f"shrinkage_={sh!r} must be a number in [0, 1]")
         self._check_loaded_metric(self.M_)
         if self.diagonal and np.count_nonzero(self.M_ - np.diag(np.diag(self.M_))):
             raise ValueError("M_ of a diagonal MMC has off-diagonal entries")
@@ -245,13 +292,54 @@ class MMC(MahalanobisMixin, TripletLearner):
         the same on the span's coordinates, so ``M_ = Q M_r Q^T`` and
         ``components_ = L_r Q^T``.  (The whitener's rank cut, ``d eps``
         times its largest eigenvalue, becomes ``r eps``: both only drop
-        directions at rounding level.)  The diagonal MMC weighs the
-        coordinate axes: plain route."""
+        directions at rounding level.)  The held-out choice of
+        ``shrinkage`` sees the same distances on the span's coordinates;
+        the identity's part ``s / S_I`` is also on the complement
+        (:meth:`_span_lift_extra`).  The diagonal MMC weighs the coordinate
+        axes: plain route."""
         return None if self.diagonal else {"M_": 0.0, "components_": "cols"}
 
+    def _span_lift_extra(self, Q: np.ndarray, spec) -> None:
+        """With the identity's part ``c = s / S_I > 0``: ``M_`` is ``c`` on
+        the complement and ``components_`` its eigen-factor (the
+        complement's eigenvalue ``c`` is the smallest)."""
+        c = self.__dict__.pop("_identity_part", 0.0)
+        if c > 0:
+            spec["M_"] = c
+            del spec["components_"]
+            self.components_, self.rank_ = lift_psd_factor(self.M_, Q, c, 0.0)
+
     def _fit(self, X, got, rng):
+        self.__dict__.pop("_identity_part", None)
         d = X.shape[1]
         pc = self._pairs(got, rng, d)
+        Ds, Dd = self._pair_differences(X, pc)
+        solve = mmc_diagonal if self.diagonal else mmc_full
+        solver = WholeRun(lambda budget: solve(Ds, Dd, max_iter=budget, tol=self.tol,
+                                               verbose=int(self.verbose), who="MMC"))
+        result = run(solver, name="MMC", max_iter=int(self.max_iter),
+                     tol=0.0 if self.tol is None else self.tol)
+        res = solver.result
+        A, L = res.A, res.factor
+        if not self.diagonal:
+            # eigen-directions of M (largest first), as transform's n_components expects
+            L = np.ascontiguousarray(psd_factor(A, 1e-12)[0][:res.factor.shape[0]])
+        self.shrinkage_ = self._choose_shrinkage(X, got, pc)
+        if self.shrinkage_ > 0:
+            A, c = _blend(A, Ds, self.shrinkage_)
+            L = psd_factor(A, 0.0)[0]
+            self._identity_part = c
+        self.M_ = A
+        self.components_ = L
+        self.rank_ = int(L.shape[0])
+        apply_result(self, result, tol=self.tol, what="relative improvement of the objective",
+                     advice="increase max_iter or tol")
+
+    def _pair_differences(self, X, pc: PairConstraints) -> tuple[np.ndarray, np.ndarray]:
+        """``(Ds, Dd)``: the similar pairs' differences (rows times the
+        root of their counts) and the dissimilar pairs' of distinct rows
+        (times their counts), checked (``_weighted_differences``)."""
+        d = X.shape[1]
         sim = pc.similar
         check_dense_memory(8 * (pc.n_pairs * d + 8 * d * d), self,
                            f"the differences of {pc.n_pairs} pairs ({d} features)")
@@ -273,18 +361,72 @@ class MMC(MahalanobisMixin, TripletLearner):
         if not np.any(Ds != 0):
             raise ValueError("MMC: every similar pair joins identical rows; the constraint "
                              "bounds nothing.")
+        return Ds, Dd
+
+    def _choose_shrinkage(self, X, got, pc: PairConstraints) -> float:
+        """``shrinkage_`` (and, for "auto" on answers, ``shrinkage_grid_``
+        and ``shrinkage_scores_``): see ``shrinkage``."""
+        self.__dict__.pop("shrinkage_grid_", None)
+        self.__dict__.pop("shrinkage_scores_", None)
+        if not isinstance(self.shrinkage, str):
+            return float(self.shrinkage)
+        if isinstance(got, ClassCodes):
+            return 0.0
+        if isinstance(got, PairConstraints):
+            answers, similar = pc.pairs, pc.similar
+        else:
+            answers, similar = np.asarray(got), None
+        splits = two_protocol_splits(answers, SHRINKAGE_FOLDS, similar, MIN_FOLD_ANSWERS)
+        if splits is None:
+            return 0.0
+        grid = np.asarray(SHRINKAGE_GRID)
+        try:
+            scores = np.array([np.mean([self._fold_scores(X, answers, similar, h, grid)
+                                        for h in folds], axis=0) for folds in splits])
+        except ValueError:          # a fold without a usable pair of a kind
+            return 0.0
+        self.shrinkage_grid_, self.shrinkage_scores_ = grid, scores
+        return choose_toward_last(grid, scores)
+
+    def _fold_scores(self, X, answers, similar, h, grid) -> np.ndarray:
+        """The grid's held-out scores of one split ``h``: the optimum of the
+        fold's fit answers, blended, scored on its held-out answers."""
+        fit = answers[h.fit]
+        pc = PairConstraints(np.ascontiguousarray(fit, dtype=np.int64),
+                             np.where(similar[h.fit], 1, -1).astype(np.int8)) \
+            if similar is not None else self._pairs(fit, None, X.shape[1])
+        Ds, Dd = self._pair_differences(X, pc)
         solve = mmc_diagonal if self.diagonal else mmc_full
-        solver = WholeRun(lambda budget: solve(Ds, Dd, max_iter=budget, tol=self.tol,
-                                               verbose=int(self.verbose), who="MMC"))
-        result = run(solver, name="MMC", max_iter=int(self.max_iter),
-                     tol=0.0 if self.tol is None else self.tol)
-        res = solver.result
-        A, L = res.A, res.factor
-        if not self.diagonal:
-            # eigen-directions of M (largest first), as transform's n_components expects
-            L = np.ascontiguousarray(psd_factor(A, 1e-12)[0][:res.factor.shape[0]])
-        self.M_ = A
-        self.components_ = L
-        self.rank_ = int(L.shape[0])
-        apply_result(self, result, tol=self.tol, what="relative improvement of the objective",
-                     advice="increase max_iter or tol")
+        A = solve(Ds, Dd, max_iter=int(self.max_iter), tol=self.tol, verbose=0, who="MMC").A
+        s_a, s_i = _budgets(A, Ds)
+        val = answers[h.val]
+        sides = [(0, 1)] if similar is not None else [(0, 1), (0, 2)]
+        terms = []
+        for i, j in sides:
+            D = _differences(X, np.ascontiguousarray(val[:, [i, j]], dtype=np.int64))
+            terms.append((np.einsum("ij,ij->i", D @ A, D) / s_a,
+                          np.einsum("ij,ij->i", D, D) / s_i))
+        out = []
+        for w in grid:
+            dist = [(1.0 - w) * da + w * di for da, di in terms]
+            out.append(heldout_score(dist[0], similar=similar[h.val]) if similar is not None
+                       else heldout_score(*dist))
+        return np.asarray(out)
+
+
+def _budgets(A: np.ndarray, Ds: np.ndarray) -> tuple[float, float]:
+    """``(S_A, S_I)``: the similar pairs' squared-distance sums under ``A``
+    and under the identity (``Ds`` rows already weighted by the root of
+    their counts)."""
+    s_a = float(np.einsum("ij,ij->", Ds @ A, Ds))
+    s_i = float(np.einsum("ij,ij->", Ds, Ds))
+    return (s_a if s_a > 0 else 1.0), s_i
+
+
+def _blend(A: np.ndarray, Ds: np.ndarray, s: float) -> tuple[np.ndarray, float]:
+    """``((1 - s) A / S_A + s I / S_I, s / S_I)`` (:func:`_budgets`)."""
+    s_a, s_i = _budgets(A, Ds)
+    c = s / s_i
+    M = (1.0 - s) / s_a * A
+    M[np.diag_indices_from(M)] += c
+    return 0.5 * (M + M.T), c

@@ -26,8 +26,8 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from tripletml.algorithms.kissme.kernels import answer_folds, heldout_score, pair_keys
-from tripletml.engine.early_stopping import ItemHoldout, item_folds
+from tripletml.algorithms.kissme.kernels import heldout_score
+from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
 
 __all__ = ["span_basis_of", "shrunk_weights", "shrinkage_scores", "choose_shrinkage"]
 
@@ -152,12 +152,8 @@ def shrinkage_scores(X, answers: np.ndarray, grid: np.ndarray, regularization: f
         to score (or of a kind, for pairs) or none to fit on.
     """
     n = X.shape[0]
-    keys = answers if similar is None else pair_keys(answers, similar)
-    by_answer = answer_folds(keys, RCA_FOLDS)
-    splits = [item_folds(answers, RCA_FOLDS, val="all"),
-              [ItemHoldout(np.flatnonzero(by_answer != f), np.flatnonzero(by_answer == f),
-                           np.zeros(0, np.int64)) for f in range(RCA_FOLDS)]]
-    if not all(_usable(h, similar) for folds in splits for h in folds):
+    splits = two_protocol_splits(answers, RCA_FOLDS, similar, MIN_FOLD_ANSWERS)
+    if splits is None:
         return None
     gram = None
     if n <= _GRAM_ROWS:
@@ -187,15 +183,6 @@ def _fold_scores(X, answers, h, grid, regularization, covariance, similar, gram)
 def choose_shrinkage(grid: np.ndarray, scores: np.ndarray) -> float:
     """The value of ``grid`` (last: 1, the identity) whose smaller gain over
     the identity on the two held-out protocols (:func:`shrinkage_scores`)
-    is largest: never below the identity on either; ties to the first."""
-    gain = (scores - scores[:, -1:]).min(axis=0)
-    return float(grid[int(np.argmax(gain))])
-
-
-def _usable(h, similar) -> bool:
-    if h.fit.size < 1 or h.val.size < MIN_FOLD_ANSWERS:
-        return False
-    if similar is None:
-        return True
-    v, f = similar[h.val], similar[h.fit]
-    return bool(min(v.sum(), (~v).sum()) >= MIN_FOLD_ANSWERS and f.any())
+    is largest: never below the identity on either; ties to the first
+    (:func:`~tripletml.engine.early_stopping.choose_toward_last`)."""
+    return choose_toward_last(grid, scores)

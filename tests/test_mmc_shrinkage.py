@@ -1,0 +1,166 @@
+"""MMC's shrinkage towards the identity and its held-out choice on answers.
+
+``M_ = (1 - s) A / S_A + s I / S_I``: ``A`` Xing et al.'s optimum, ``S_A``
+and ``S_I`` the similar pairs' squared-distance sums under ``A`` and under the
+identity.  The references below are written from that formula and from the
+two held-out protocols (new items, new answers), on top of the paper's
+optimum (``shrinkage=0``, checked against the paper's problem in
+tests/test_mmc.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tripletml import MMC, load_model
+from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
+from tripletml.metrics import triplet_accuracy
+
+
+def _answers(seed=0, n=30, d=12, m=1500, noise=0.2):
+    """Rows whose first 3 columns carry a hidden configuration, answers about
+    it with a share ``noise`` flipped."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, 3))
+    X = np.hstack([Z, 0.7 * rng.normal(size=(n, d - 3))])
+    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    close = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1) < ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
+    keep = close ^ (rng.random(m) < noise)
+    T[~keep] = T[~keep][:, [0, 2, 1]]
+    return X, T
+
+
+def _sims(X, T):
+    """Similar pairs' differences (q, p+) of the triplets, one per answer."""
+    return X[T[:, 0]] - X[T[:, 1]]
+
+
+def _blend_ref(A, X, T, s):
+    Ds = _sims(X, T)
+    s_a = np.sum((Ds @ A) * Ds)
+    s_i = np.sum(Ds * Ds)
+    return (1 - s) * A / s_a + s * np.eye(len(A)) / s_i
+
+
+@pytest.mark.parametrize("s", [0.0, 0.3, 1.0])
+def test_fixed_shrinkage_is_the_blend_of_the_optimum_and_the_identity(s):
+    X, T = _answers(seed=1)
+    A = MMC(preprocessing=None, shrinkage=0.0).fit(X, triplets=T).M_
+    m = MMC(preprocessing=None, shrinkage=s).fit(X, triplets=T)
+    Xp = m.scaler_.transform(X)         # the rows M_ acts on (the feature unit)
+    if s == 0.0:
+        np.testing.assert_array_equal(m.M_, A)
+    else:
+        np.testing.assert_allclose(m.M_, _blend_ref(A, Xp, T, s), rtol=1e-10,
+                                   atol=1e-14 * np.abs(m.M_).max())
+        # a feasible point of eq. 3-5: the similar pairs' budget is spent
+        Ds = _sims(Xp, T)
+        assert np.sum((Ds @ m.M_) * Ds) == pytest.approx(1.0, rel=1e-10)
+        assert m.rank_ == X.shape[1]
+    # components_: eigen-directions, largest first, of M_
+    L = m.components_
+    np.testing.assert_allclose(L.T @ L, m.M_, atol=1e-12 * np.abs(m.M_).max())
+    norms = np.sum(L ** 2, axis=1)
+    assert np.all(np.diff(norms) <= 1e-12 * norms.max())
+    assert m.shrinkage_ == s and not hasattr(m, "shrinkage_scores_")
+
+
+def _brute_scores(X, T, grid):
+    """The two protocols' mean held-out triplet accuracy of each blend,
+    every fold's optimum refitted from scratch."""
+    out = np.zeros((2, len(grid)))
+    splits = two_protocol_splits(T, 3)
+    for r, folds in enumerate(splits):
+        for h in folds:
+            fit, val = T[h.fit], T[h.val]
+            A = MMC(preprocessing=None, shrinkage=0.0).fit(X, triplets=fit).M_
+            for g, s in enumerate(grid):
+                M = _blend_ref(A, X, fit, s)
+                dp = np.einsum("ij,jk,ik->i", X[val[:, 0]] - X[val[:, 1]], M,
+                               X[val[:, 0]] - X[val[:, 1]])
+                dn = np.einsum("ij,jk,ik->i", X[val[:, 0]] - X[val[:, 2]], M,
+                               X[val[:, 0]] - X[val[:, 2]])
+                out[r, g] += np.mean((dp < dn) + 0.5 * (dp == dn)) / len(folds)
+    return out
+
+
+def test_auto_scores_each_blend_on_both_protocols_and_never_falls_below_the_identity():
+    X, T = _answers(seed=2, noise=0.25)
+    m = MMC(preprocessing=None).fit(X, triplets=T)
+    grid = m.shrinkage_grid_
+    assert grid[0] == 0.0 and grid[-1] == 1.0 and np.all(np.diff(grid) > 0)
+    np.testing.assert_allclose(m.shrinkage_scores_, _brute_scores(X, T, grid), atol=1e-9)
+    assert m.shrinkage_ == choose_toward_last(grid, m.shrinkage_scores_)
+    chosen = int(np.flatnonzero(grid == m.shrinkage_)[0])
+    assert (m.shrinkage_scores_[:, chosen] >= m.shrinkage_scores_[:, -1]).all()
+    ref = MMC(preprocessing=None, shrinkage=m.shrinkage_).fit(X, triplets=T)
+    np.testing.assert_allclose(m.M_, ref.M_, rtol=1e-12, atol=1e-15)
+
+
+def test_auto_on_noisy_answers_keeps_the_features_where_the_optimum_follows_the_noise():
+    """Answers about a configuration the rows carry in every column, half
+    of them flipped: the optimum (low rank) ranks new answers worse than the
+    identity; the choice does not."""
+    X, T = _answers(seed=3, d=8, noise=0.45)
+    tr, te = T[:1000], T[1000:]
+    auto = MMC(preprocessing=None).fit(X, triplets=tr)
+    euclid = MMC(preprocessing=None, shrinkage=1.0).fit(X, triplets=tr)
+    assert triplet_accuracy(auto, X, te) >= triplet_accuracy(euclid, X, te) - 0.02
+    assert auto.shrinkage_ > 0.0
+
+
+def test_labels_keep_the_papers_optimum():
+    rng = np.random.default_rng(6)
+    X, y = rng.normal(size=(60, 5)), np.repeat(np.arange(3), 20)
+    m = MMC(random_state=0).fit(X, y)
+    assert m.shrinkage_ == 0.0 and not hasattr(m, "shrinkage_scores_")
+    np.testing.assert_array_equal(m.M_, MMC(random_state=0, shrinkage=0.0).fit(X, y).M_)
+
+
+def test_pairs_are_scored_by_the_auc():
+    X, T = _answers(seed=4)
+    pairs = np.concatenate([T[:, [0, 1]], T[:, [0, 2]]])
+    y = np.repeat([1, -1], len(T))
+    m = MMC(preprocessing=None, preprocessor=X).fit(pairs, y)
+    assert m.shrinkage_scores_.shape == (2, m.shrinkage_grid_.size)
+    assert np.all((m.shrinkage_scores_ >= 0) & (m.shrinkage_scores_ <= 1))
+    chosen = int(np.flatnonzero(m.shrinkage_grid_ == m.shrinkage_)[0])
+    assert (m.shrinkage_scores_[:, chosen] >= m.shrinkage_scores_[:, -1]).all()
+
+
+def test_too_few_answers_keep_the_paper():
+    X, T = _answers(seed=5, m=12)
+    m = MMC(preprocessing=None).fit(X, triplets=T)
+    assert m.shrinkage_ == 0.0 and not hasattr(m, "shrinkage_scores_")
+
+
+def test_choice_is_scale_free_and_saved(tmp_path):
+    X, T = _answers(seed=7)
+    a = MMC(preprocessing=None).fit(X, triplets=T)
+    b = MMC(preprocessing=None).fit(X * 1e3, triplets=T)
+    assert a.shrinkage_ == b.shrinkage_
+    np.testing.assert_allclose(a.shrinkage_scores_, b.shrinkage_scores_)
+    d_a, d_b = a.pair_distance(X[:10], X[10:20]), b.pair_distance(X[:10] * 1e3, X[10:20] * 1e3)
+    np.testing.assert_allclose(d_b, d_a, rtol=1e-6)
+    a.save(tmp_path / "mmc.npz")
+    back = load_model(tmp_path / "mmc.npz")
+    assert back.shrinkage_ == a.shrinkage_
+    np.testing.assert_array_equal(back.shrinkage_scores_, a.shrinkage_scores_)
+    np.testing.assert_array_equal(back.M_, a.M_)
+
+
+def test_span_route_with_the_identity_part_is_the_plain_model():
+    """Fewer rows than features: the blend's identity part also weighs the
+    complement of the rows' span (new items off the span)."""
+    X, T = _answers(seed=8, n=20, d=40)
+    plain = MMC(preprocessing=None, shrinkage=0.5)
+    plain._span_route = False
+    plain.fit(X, triplets=T)
+    span = MMC(preprocessing=None, shrinkage=0.5).fit(X, triplets=T)
+    np.testing.assert_allclose(span.M_, plain.M_, atol=1e-9 * np.abs(plain.M_).max())
+    assert span.rank_ == plain.rank_ == 40
+    np.testing.assert_allclose(span.components_.T @ span.components_, plain.M_,
+                               atol=1e-9 * np.abs(plain.M_).max())
+    Xn = np.random.default_rng(9).normal(size=(5, 40))
+    np.testing.assert_allclose(span.pair_distance(Xn, Xn[::-1]),
+                               plain.pair_distance(Xn, Xn[::-1]), rtol=1e-7)
