@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -28,16 +29,39 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tripletml"
 
 
-def _modules() -> dict[str, tuple[Path, bool]]:
-    """``{dotted name: (path, is_package)}`` of every module of the package."""
-    mods = {}
+# The source tree does not change during a run: the module table, the parsed
+# modules and the static import graph are made once per process and shared
+# by the tests (each caller gets its own copy of the dicts and sets).
+@functools.lru_cache(maxsize=None)
+def _module_table() -> tuple[tuple[str, tuple[Path, bool]], ...]:
+    mods = []
     for path in sorted(PKG.rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         if is_pkg:
             parts = parts[:-1]
-        mods[".".join(parts)] = (path, is_pkg)
-    return mods
+        mods.append((".".join(parts), (path, is_pkg)))
+    return tuple(mods)
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """``{dotted name: (path, is_package)}`` of every module of the package."""
+    return dict(_module_table())
+
+
+@functools.lru_cache(maxsize=None)
+def _source(path: Path) -> str:
+    return path.read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(source: str) -> ast.AST:
+    """The parsed source (read only: the checks only walk it)."""
+    return ast.parse(source)
+
+
+def _tree(path: Path) -> ast.AST:
+    return _parse(_source(path))
 
 
 def _absolute(module: str, is_pkg: bool, level: int, name: str | None) -> str:
@@ -103,10 +127,16 @@ def _dynamic_edges(registry: bool) -> dict[str, set[str]]:
     return edges
 
 
+@functools.lru_cache(maxsize=None)
+def _static_graph() -> dict[str, frozenset[str]]:
+    mods = _modules()
+    return {m: frozenset(_import_targets(m, is_pkg, _tree(path), mods))
+            for m, (path, is_pkg) in mods.items()}
+
+
 def import_graph(registry: bool = False) -> dict[str, set[str]]:
     mods = _modules()
-    graph = {m: _import_targets(m, is_pkg, ast.parse(path.read_text(), str(path)), mods)
-             for m, (path, is_pkg) in mods.items()}
+    graph = {m: set(targets) for m, targets in _static_graph().items()}
     for m, targets in _dynamic_edges(registry).items():
         assert targets <= set(mods), sorted(targets - set(mods))
         graph[m] |= targets
@@ -194,17 +224,10 @@ def test_persistence_is_typed_against_a_protocol():
         assert isinstance(e.make(), persistence.SavableModel), e.name
 
 
-def _run(code: str) -> str:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
-
-
-def test_import_tripletml_loads_no_learner_until_asked():
-    out = json.loads(_run(
+#: The checks that need an interpreter where no tripletml module was ever
+#: imported, as code that prints its result (JSON) on its last line.
+_FRESH_CHECKS = {
+    "learners": (
         "import json, sys, tripletml\n"
         "assert tripletml.__file__.startswith(%r), tripletml.__file__\n"
         "before = sorted(m for m in sys.modules if m.startswith('tripletml.algorithms.'))\n"
@@ -212,7 +235,84 @@ def test_import_tripletml_loads_no_learner_until_asked():
         "from tripletml import OASIS\n"
         "after = sorted(m for m in sys.modules if m.startswith('tripletml.algorithms'))\n"
         "print(json.dumps({'before': before, 'after': after,"
-        " 'numba': numba, 'name': OASIS.__module__}))\n" % str(PKG)))
+        " 'numba': numba, 'name': OASIS.__module__}))\n" % str(PKG)),
+    "subpackages": (
+        "import json, tripletml\n"
+        "bad = []\n"
+        "for n in %r:\n"
+        "    try:\n"
+        "        getattr(tripletml, n)\n"
+        "    except AttributeError:\n"
+        "        bad.append(n)\n"
+        "print(json.dumps(bad))\n" % (
+            sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_")) + sorted(
+                p.name for p in PKG.iterdir() if (p / "__init__.py").exists()))),
+    "moved": (
+        "import json, warnings, importlib, tripletml\n"
+        "from tripletml._moved import MOVED\n"
+        "res = {}\n"
+        "for old, new in MOVED.items():\n"
+        "    with warnings.catch_warnings(record=True) as w:\n"
+        "        warnings.simplefilter('always')\n"
+        "        mod = importlib.import_module(old)\n"
+        "    res[old] = [mod is importlib.import_module(new), [str(x.message) for x in w]]\n"
+        "print(json.dumps(res))\n"),
+}
+
+#: One fresh interpreter for all of them: it imports the third-party
+#: libraries only (numpy, SciPy, scikit-learn: never numba, never tripletml),
+#: then runs each check in its own forked copy -- a copy in which no tripletml
+#: module was ever imported, whatever the other checks import.  What a check
+#: prints lies between ``BEGIN name`` and ``END name <exit status>``.
+_FRESH_RUNNER = """
+import os, sys, traceback
+import numpy, scipy.sparse, scipy.linalg, sklearn.base, sklearn.utils.validation
+import sklearn.model_selection, sklearn.preprocessing, sklearn.neighbors, sklearn.metrics
+loaded = [m for m in sys.modules if m.split(".")[0] in ("tripletml", "numba")]
+assert not loaded, loaded
+for name, code in CHECKS.items():
+    print("BEGIN", name, flush=True)
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            exec(code, {"__name__": "__main__"})
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    print("END", name, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _fresh_run() -> tuple[int, str, str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    script = f"CHECKS = {_FRESH_CHECKS!r}\n" + _FRESH_RUNNER
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _fresh(name: str) -> str:
+    """The last line printed by ``_FRESH_CHECKS[name]`` in an interpreter
+    that had imported no tripletml module (one run, shared by the tests)."""
+    code, stdout, stderr = _fresh_run()
+    lines = stdout.splitlines()
+    begin, end = f"BEGIN {name}", f"END {name} 0"
+    assert begin in lines and end in lines, (
+        f"check {name!r} failed (interpreter exit status {code})\n{stdout}\n{stderr[-3000:]}")
+    section = lines[lines.index(begin) + 1:lines.index(end)]
+    assert section, (name, stdout, stderr[-3000:])
+    return section[-1]
+
+
+def test_import_tripletml_loads_no_learner_until_asked():
+    out = json.loads(_fresh("learners"))
     assert out["before"] == []
     assert out["numba"] is False        # not even the shared Numba kernels
     assert "tripletml.algorithms.oasis.estimator" in out["after"]
@@ -280,17 +380,7 @@ def test_public_api_checker_flags_private_imports():
 def test_every_subpackage_is_an_attribute_of_a_fresh_import():
     """``import tripletml; tripletml.core.base`` works whatever was imported
     before (the lazy table lists every public module of the package)."""
-    names = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_")) + sorted(
-        p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
-    out = json.loads(_run(
-        "import json, tripletml\n"
-        "bad = []\n"
-        "for n in %r:\n"
-        "    try:\n"
-        "        getattr(tripletml, n)\n"
-        "    except AttributeError:\n"
-        "        bad.append(n)\n"
-        "print(json.dumps(bad))\n" % names))
+    out = json.loads(_fresh("subpackages"))
     assert out == []
 
 
@@ -304,16 +394,7 @@ def test_the_moved_module_paths_of_0_1_import_with_a_warning():
     import tripletml
     from tripletml._moved import MOVED
 
-    out = json.loads(_run(
-        "import json, warnings, importlib, tripletml\n"
-        "from tripletml._moved import MOVED\n"
-        "res = {}\n"
-        "for old, new in MOVED.items():\n"
-        "    with warnings.catch_warnings(record=True) as w:\n"
-        "        warnings.simplefilter('always')\n"
-        "        mod = importlib.import_module(old)\n"
-        "    res[old] = [mod is importlib.import_module(new), [str(x.message) for x in w]]\n"
-        "print(json.dumps(res))\n"))
+    out = json.loads(_fresh("moved"))
     for old, (same, messages) in out.items():
         assert same, old
         assert any(MOVED[old] in m for m in messages), (old, messages)
@@ -373,7 +454,7 @@ def test_lower_layers_import_no_algorithm():
     named = []
     for m, (path, _) in _modules().items():
         if _under(m, LOWER_LAYERS):
-            named += [f"{m}: {n}" for n in _named_modules(ast.parse(path.read_text()))]
+            named += [f"{m}: {n}" for n in _named_modules(_tree(path))]
     assert named == []
 
 
@@ -401,12 +482,17 @@ def _algorithm_of(module: str) -> str | None:
 def _root_names() -> dict[str, str]:
     """The package root's lazy names (learners through the registry) ->
     their modules."""
+    return dict(_root_table())
+
+
+@functools.lru_cache(maxsize=None)
+def _root_table() -> tuple[tuple[str, str], ...]:
     import tripletml
     from tripletml.registry import REGISTRY
 
     out = {n: f"tripletml.{m}" for n, m in tripletml._LAZY_NAMES.items()}
     out.update({e.name: f"tripletml.{e.module}" for e in REGISTRY})
-    return out
+    return tuple(out.items())
 
 
 def _foreign_isinstance(source: str, module: str, is_pkg: bool = False) -> list[str]:
@@ -417,7 +503,7 @@ def _foreign_isinstance(source: str, module: str, is_pkg: bool = False) -> list[
     module (or of ``tripletml``)."""
     own = _algorithm_of(module)
     mods, root = _modules(), _root_names()
-    tree = ast.parse(source)
+    tree = _parse(source)
     names: dict[str, str] = {}        # local class name -> algorithm folder
     modules: dict[str, str] = {}      # local module alias -> algorithm folder
     for node in ast.walk(tree):
@@ -463,7 +549,7 @@ def test_no_isinstance_on_an_algorithm_outside_its_folder():
     ``_partitioned_strategy``)."""
     bad = []
     for m, (path, is_pkg) in _modules().items():
-        bad += _foreign_isinstance(path.read_text(), m, is_pkg)
+        bad += _foreign_isinstance(_source(path), m, is_pkg)
     assert bad == []
 
 

@@ -4,7 +4,9 @@ Matrices" (NIPS 2010).
 
 The reference below is written from the paper alone, with full n x n matrices
 and ``np.linalg.pinv`` (no rank-one pseudo-inverse updates, no orthogonal
-complements kept in factored form):
+complements kept in factored form; the multi-step loop ``loreta_ref`` takes
+the pseudo-inverses of its SVD factors in closed form and cross-checks them
+against the ``np.linalg.pinv`` path along the run):
 
 * Lemma 1: for x = A B^T (A, B of full column rank), P_A = A A^+, P_B = B B^+,
   the projection of an ambient Z onto T_x M is xi = xi^S + xi_l^P + xi_r^P with
@@ -54,10 +56,11 @@ def pinv_x(A, B):
     return xp
 
 
-def tangent_parts(A, B, Z):
-    """Lemma 1: (xi^S, xi_l^P, xi_r^P) of P_x(Z), x = A B^T."""
-    PA = A @ np.linalg.pinv(A)
-    PB = B @ np.linalg.pinv(B)
+def tangent_parts(A, B, Z, Ap=None, Bp=None):
+    """Lemma 1: (xi^S, xi_l^P, xi_r^P) of P_x(Z), x = A B^T (Ap, Bp: A^+, B^+
+    when the caller already has them, else np.linalg.pinv)."""
+    PA = A @ (np.linalg.pinv(A) if Ap is None else Ap)
+    PB = B @ (np.linalg.pinv(B) if Bp is None else Bp)
     In, Im = np.eye(A.shape[0]), np.eye(B.shape[0])
     return PA @ Z @ PB, PA @ Z @ (Im - PB), (In - PA) @ Z @ PB
 
@@ -67,13 +70,16 @@ def project(A, B, Z):
     return S + L + R
 
 
-def retract(A, B, Z):
-    """R_x(P_x(Z)) of Theorem 1 (eq. 3), dense."""
+def retract(A, B, Z, Ap=None, Bp=None):
+    """R_x(P_x(Z)) of Theorem 1 (eq. 3), dense.  Ap, Bp: A^+ and B^+ when the
+    caller has them in closed form (then x^+ = B^{+T} A^+ is formed from them
+    without pinv_x's dense cross-check), else np.linalg.pinv."""
     x = A @ B.T
-    xp = pinv_x(A, B)
-    S, L, R = tangent_parts(A, B, Z)
-    w1 = x + S / 2 + R - S @ xp @ S / 8 - R @ xp @ S / 2
-    w2 = x + S / 2 + L - S @ xp @ S / 8 - S @ xp @ L / 2
+    xp = pinv_x(A, B) if Ap is None else Bp.T @ Ap
+    S, L, R = tangent_parts(A, B, Z, Ap, Bp)
+    common = x + S / 2 - S @ xp @ S / 8          # the terms w1 and w2 share
+    w1 = common + R - R @ xp @ S / 2
+    w2 = common + L - S @ xp @ L / 2
     return w1 @ xp @ w2
 
 
@@ -100,10 +106,22 @@ def triplet_grad(X, t, W):
     return 1.0 - q @ W @ v, np.outer(q, v)
 
 
-def loreta_ref(X, T, A, B, eta, batch=1):
-    """Dense LORETA: one Theorem-1 retraction per block of `batch` triplets."""
+def loreta_ref(X, T, A, B, eta, batch=1, check_every=100):
+    """Dense LORETA: one Theorem-1 retraction per block of `batch` triplets.
+
+    R_x depends only on x = W, so every step re-factors the current rank-k W
+    by its SVD, W = U_k S V_k^T, as A = U_k S^{1/2}, B = V_k S^{1/2}.  These
+    have full column rank and orthonormal U_k, V_k, so their Moore-Penrose
+    inverses are A^+ = (A^T A)^{-1} A^T = S^{-1/2} U_k^T and
+    B^+ = S^{-1/2} V_k^T in closed form: one SVD per step instead of seven
+    (re-factoring, two pinv for x^+, two for P_A and P_B, pinv_x's
+    cross-check of x^+ against the dense pinv of x).  Every `check_every`-th
+    step (the first one included) is also taken by the generic
+    `retract` (np.linalg.pinv and the dense cross-check) and the two must
+    agree to 1e-12: the closed forms cannot silently differ along the run."""
     W = A @ B.T
     k = A.shape[1]
+    n_steps = 0
     for s in range(0, len(T), batch):
         block = T[s:s + batch]
         Z = np.zeros_like(W)
@@ -116,8 +134,14 @@ def loreta_ref(X, T, A, B, eta, batch=1):
         Z *= eta / len(block)
         # re-factor the current rank-k W (R depends only on x, not on the factors)
         U, sv, Vt = np.linalg.svd(W)
-        Af, Bf = U[:, :k] * np.sqrt(sv[:k]), Vt[:k].T * np.sqrt(sv[:k])
-        W = retract(Af, Bf, Z)
+        r = np.sqrt(sv[:k])
+        Af, Bf = U[:, :k] * r, Vt[:k].T * r
+        Ap, Bp = U[:, :k].T / r[:, None], Vt[:k] / r[:, None]  # A^+, B^+
+        W_new = retract(Af, Bf, Z, Ap, Bp)
+        if check_every and n_steps % check_every == 0:
+            assert rel(W_new, retract(Af, Bf, Z)) < 1e-12
+        W = W_new
+        n_steps += 1
     return W
 
 

@@ -10,10 +10,12 @@ import io
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +59,53 @@ def _run_isolated(code: str, timeout=120):
                           text=True, timeout=timeout, env=env)
 
 
+#: For the subprocess tests with several cases: ``run_each`` runs every case
+#: in its own forked copy of one fresh interpreter (fork after the imports: a
+#: case costs a fork, not an interpreter start and an import of tripletml).
+#: A crash or an exception ends only its own case; each case's output lies
+#: between ``BEGIN name`` and ``END name <exit status>`` (-11: segfault).
+_FORK_EACH = """
+import os as _os, sys as _sys, traceback as _tb
+
+def run_each(cases):
+    for name, code in cases:
+        print("BEGIN", name, flush=True)
+        pid = _os.fork()
+        if pid == 0:
+            status = 0
+            try:
+                exec(code, dict(globals()))
+            except BaseException:
+                _tb.print_exc(file=_sys.stdout)
+                status = 1
+            finally:
+                _sys.stdout.flush()
+                _sys.stderr.flush()
+                _os._exit(status)
+        print("END", name, _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+def _run_each(prelude: str, cases: dict[str, str], timeout=300) -> dict[str, tuple]:
+    """Run ``prelude`` (imports) once in a fresh interpreter, then every
+    ``{name: code}`` of ``cases`` in a forked copy of it (see _FORK_EACH);
+    ``{name: (exit status, output)}``, every case present (a case that
+    never ended -- the interpreter itself died -- has status None)."""
+    script = (_FORK_EACH + textwrap.dedent(prelude)
+              + f"\nrun_each({[(n, textwrap.dedent(c)) for n, c in cases.items()]!r})\n")
+    res = _run_isolated(script, timeout=timeout)
+    out, name = {n: [None, []] for n in cases}, None
+    for line in res.stdout.splitlines():
+        if line.startswith("BEGIN ") and line[6:] in out:
+            name = line[6:]
+        elif name is not None and line == f"END {name} {line.rsplit(' ', 1)[-1]}":
+            out[name][0], name = int(line.rsplit(" ", 1)[-1]), None
+        elif name is not None:
+            out[name][1].append(line)
+    tail = f"interpreter exit status {res.returncode}; stderr:\n{res.stderr[-2000:]}"
+    return {n: (status, "\n".join(lines) + "\n" + tail) for n, (status, lines) in out.items()}
+
+
 # ------------------------------------------------------------- arrays
 CRAFTED = [
     ("missing", lambda m, a: a.pop("W_"), "W_.*missing"),
@@ -86,25 +135,31 @@ def test_crafted_file_is_refused(tmp_path, edit, msg):
         tm.load_model(path)
 
 
-@pytest.mark.parametrize("case", ["missing", "shape", "transposed", "dtype32"])
-def test_crafted_file_refused_in_a_subprocess_before_any_kernel(tmp_path, case):
+def test_crafted_file_refused_in_a_subprocess_before_any_kernel(tmp_path):
     """A file whose array a kernel would index out of bounds: loading must
-    refuse it; were it accepted, partial_fit would write out of bounds."""
-    edit = dict((c[0], c[1]) for c in CRAFTED)[case]
-    path = _craft(tmp_path, edit)
-    res = _run_isolated(f"""
-        import numpy as np, tripletml as tm
-        try:
-            m = tm.load_model({str(path)!r})
-        except ValueError as exc:
-            print("REFUSED", exc)
-        else:
-            rng = np.random.default_rng(0)
-            m.partial_fit(rng.normal(size=(50, 5)), np.eye(4, dtype=int)[np.arange(50) % 4])
-            print("ACCEPTED")
-    """)
-    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
-    assert "REFUSED" in res.stdout
+    refuse it; were it accepted, partial_fit would write out of bounds.
+    Each case in its own forked copy of one fresh interpreter (_run_each),
+    so a crash fails that case and names it."""
+    edits = dict((c[0], c[1]) for c in CRAFTED)
+    cases = {}
+    for case in ("missing", "shape", "transposed", "dtype32"):
+        path = _craft(tmp_path, edits[case], name=f"{case}.npz")
+        cases[case] = f"""
+            try:
+                m = tm.load_model({str(path)!r})
+            except ValueError as exc:
+                print("REFUSED", exc)
+            else:
+                rng = np.random.default_rng(0)
+                m.partial_fit(rng.normal(size=(50, 5)), np.eye(4, dtype=int)[np.arange(50) % 4])
+                print("ACCEPTED")
+        """
+    # imported once, before the forks: what load_model would import (no kernel runs)
+    results = _run_each("import numpy as np, tripletml as tm, tripletml.persistence\n"
+                        "tm.MatrixPerceptron\n", cases)
+    bad = [f"{case}: exit status {status}\n{out}" for case, (status, out) in results.items()
+           if status != 0 or "REFUSED" not in out]
+    assert not bad, "\n\n".join(bad)
 
 
 def test_int_arrays_bounds_checked(tmp_path, monkeypatch):
@@ -147,6 +202,41 @@ def test_undeclared_array_refused_before_it_is_read(tmp_path, monkeypatch):
     assert "evil_.npy" not in opened
 
 
+def _deflated(head: bytes, n_zeros: int = 0) -> tuple[bytes, int, int]:
+    """``(raw deflate stream, CRC-32, size)`` of ``head`` followed by
+    ``n_zeros`` zero bytes, in well under a second for a gigabyte: the
+    compressor is fully flushed after the head and after each MiB of zeros
+    (a full flush empties its window), so every whole MiB deflates to the
+    same ~1 kB, computed once and repeated.  It inflates to exactly that
+    content, at deflate's usual ~1000:1 for zeros."""
+    chunk = bytes(2**20)
+    whole, rest = divmod(n_zeros, len(chunk))
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    parts = [z.compress(head) + z.flush(zlib.Z_FULL_FLUSH)]
+    if whole:
+        parts.append((z.compress(chunk) + z.flush(zlib.Z_FULL_FLUSH)) * whole)
+    parts.append(z.compress(bytes(rest)) + z.flush())
+    crc = zlib.crc32(head)
+    for _ in range(whole):
+        crc = zlib.crc32(chunk, crc)
+    return b"".join(parts), zlib.crc32(bytes(rest), crc), len(head) + n_zeros
+
+
+def _write_zip(path, members: dict) -> None:
+    """A zip archive of deflated ``{name: _deflated(...)}`` members (every
+    size under 2 GiB: no zip64 fields needed)."""
+    out, central = bytearray(), bytearray()
+    for name, (data, crc, size) in members.items():
+        n = name.encode()
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0x21, crc,
+                               len(data), size, len(n), 0, 0, 0, 0, 0, len(out)) + n
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc, len(data), size,
+                           len(n), 0) + n + data
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members), len(central),
+                      len(out), 0)
+    Path(path).write_bytes(bytes(out + central + end))
+
+
 def _bomb(path, meta, member, header_shape, n_bytes, descr="<f8"):
     """A zip whose ``member`` declares ``header_shape`` but inflates to
     ``n_bytes`` of zeros (deflated: the file stays small)."""
@@ -155,41 +245,45 @@ def _bomb(path, meta, member, header_shape, n_bytes, descr="<f8"):
                                                "shape": header_shape})
     blob = io.BytesIO()
     np.lib.format.write_array(blob, np.frombuffer(json.dumps(meta).encode(), np.uint8))
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("__meta__.npy", blob.getvalue())
-        info = zipfile.ZipInfo(member + ".npy")
-        info.compress_type = zipfile.ZIP_DEFLATED
-        with zf.open(info, "w", force_zip64=True) as fh:
-            fh.write(hdr.getvalue())
-            chunk = bytes(2**20)
-            for _ in range(n_bytes // len(chunk)):
-                fh.write(chunk)
-            fh.write(bytes(n_bytes % len(chunk)))
+    _write_zip(path, {"__meta__.npy": _deflated(blob.getvalue()),
+                      member + ".npy": _deflated(hdr.getvalue(), n_bytes)})
+    # a genuine bomb: a zip reader inflates the member's start to the header and zeros
+    with zipfile.ZipFile(path) as zf, zf.open(member + ".npy") as fh:
+        assert zf.getinfo(member + ".npy").file_size == len(hdr.getvalue()) + n_bytes
+        assert fh.read(len(hdr.getvalue())) == hdr.getvalue()
+        assert fh.read(min(n_bytes, 2**21)) == bytes(min(n_bytes, 2**21))
 
 
-@pytest.mark.parametrize("member, shape", [("W_", (4, 6)), ("evil_", (10**8,)),
-                                           ("W_", (4 * 10**7, 6))])
-def test_zip_bomb_member_refused_without_inflating(tmp_path, member, shape):
+def test_zip_bomb_member_refused_without_inflating(tmp_path):
+    """Each member in its own forked copy of one fresh interpreter
+    (_run_each): a forked child's peak RSS starts at its current RSS, so
+    the growth is that case's alone."""
     est, X, Y = _fitted_perceptron()
     est.save(tmp_path / "good.npz")
     meta, _ = _read(tmp_path / "good.npz")
-    path = tmp_path / "bomb.npz"
-    _bomb(path, meta, member, shape, 128 * 2**20)
-    assert path.stat().st_size < 2 * 2**20
-    res = _run_isolated(f"""
-        import resource, tripletml as tm
-        import tripletml.persistence
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        try:
-            tm.load_model({str(path)!r})
-        except ValueError as exc:
-            print("REFUSED", exc)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print("GROWTH_MB", peak - base)
-    """)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "REFUSED" in res.stdout
-    assert float(res.stdout.split("GROWTH_MB")[1]) < 50, res.stdout   # not the 128 MB member
+    cases = {}
+    for member, shape in [("W_", (4, 6)), ("evil_", (10**8,)), ("W_", (4 * 10**7, 6))]:
+        name = f"{member}-{'x'.join(map(str, shape))}"
+        path = tmp_path / f"bomb-{name}.npz"
+        _bomb(path, meta, member, shape, 128 * 2**20)
+        assert path.stat().st_size < 2 * 2**20
+        cases[name] = f"""
+            base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            try:
+                tm.load_model({str(path)!r})
+            except ValueError as exc:
+                print("REFUSED", exc)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print("GROWTH_MB", peak - base)
+        """
+    results = _run_each("import resource, tripletml as tm\nimport tripletml.persistence\n", cases)
+    bad = []
+    for name, (status, out) in results.items():
+        if status != 0 or "REFUSED" not in out or "GROWTH_MB" not in out:
+            bad.append(f"{name}: exit status {status}\n{out}")
+        elif not float(out.split("GROWTH_MB")[1].split()[0]) < 50:   # not the 128 MB member
+            bad.append(f"{name}: grew by more than 50 MB\n{out}")
+    assert not bad, "\n\n".join(bad)
 
 
 @pytest.mark.parametrize("cls", ["OnlineTripletLearner", "TripletLearner", "LearnerBase",

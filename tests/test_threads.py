@@ -186,3 +186,31 @@ def test_a_variable_written_after_import_is_not_a_setting(monkeypatch):
     _Probe().fit(X, y)
     assert all(c == 1 for c in _Probe.seen)
 
+
+
+@needs_threads
+@pytest.mark.parametrize("name", ["LORETA", "SDCA", "LowRankDML", "KISSME"])
+def test_partitioned_fit_of_small_work_runs_on_one_thread(name, monkeypatch):
+    """A partitioned ``fit(collection)`` follows the in-memory fit's rule on
+    the collection's rows (one place, tripletml.distributed.partitioned): the
+    strategy of each kind (mixing, CoCoA+, gradient sums, statistics) runs
+    on one BLAS thread for small work, and the counts are restored."""
+    import dataclasses
+
+    import tripletml as tm
+    from tripletml.distributed.sharded import ShardedCollection
+
+    cls = getattr(tm, name)
+    orig = cls._partitioned_strategy
+    seen = []
+
+    def fit(learner, plan):
+        seen.append(_counts())
+        return orig.fit(learner, plan)
+
+    monkeypatch.setattr(cls, "_partitioned_strategy", dataclasses.replace(orig, fit=fit))
+    X, y = _data(60, 6)
+    before = _counts()
+    cls(random_state=0).fit(ShardedCollection.from_arrays(X, y, n_partitions=2))
+    assert seen and all(c == 1 for c in seen[0]), seen
+    assert _counts() == before

@@ -21,7 +21,6 @@ from tripletml.algorithms.sml.kernels import SMLProblem, _overflow
 from tripletml.distributed import gradient_sums
 from tripletml.distributed.gradient_sums import MODEL, Rounds, concat, local_rows
 from tripletml.distributed.reduction import tree_sum
-from tripletml.engine.threads import fit_work, limit_threads
 
 __all__ = ["PartitionedSMLProblem", "STRATEGY"]
 
@@ -86,18 +85,12 @@ class PartitionedSMLProblem(Rounds, SMLProblem):
 
 
 def _train(learner, plan, states, counts, d: int) -> PartitionedSMLProblem:
-    """SML's own solver (:meth:`SML._fit_problem`) on the partitions' sums.
-
-    Under :func:`~tripletml.engine.threads.limit_threads` with the work of
-    an in-memory fit on the rows the triplets can touch (at most three per
-    triplet): ``fit`` cannot size a collection, and the rounds' products
-    (``X_p^T C_p X_p`` on each partition in process, the d x d ``eigh`` on
-    the driver) are as small as an in-memory fit's (issue 40: on digits, 600
-    triplets over 4 partitions, 23 CPU s with OpenBLAS's two threads on a
-    busy 2-core machine, 2.6 s with one; the iterates are bit-identical)."""
-    with limit_threads(fit_work(3 * int(np.sum(counts)), d)):
-        prob = PartitionedSMLProblem(plan, states, counts, d=d, alpha=learner.alpha)
-        learner._fit_problem(prob)
+    """SML's own solver (:meth:`SML._fit_problem`) on the partitions' sums
+    (under the partitioned fit's thread rule,
+    :func:`tripletml.distributed.partitioned._run_strategy`: the rounds'
+    products and the d x d ``eigh`` are as small as an in-memory fit's)."""
+    prob = PartitionedSMLProblem(plan, states, counts, d=d, alpha=learner.alpha)
+    learner._fit_problem(prob)
     return prob
 
 
