@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import _fork_each
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "tripletml"
 
@@ -259,32 +261,17 @@ _FRESH_CHECKS = {
         "print(json.dumps(res))\n"),
 }
 
-#: One fresh interpreter for all of them: it imports the third-party
-#: libraries only (numpy, SciPy, scikit-learn: never numba, never tripletml),
-#: then runs each check in its own forked copy -- a copy in which no tripletml
-#: module was ever imported, whatever the other checks import.  What a check
-#: prints lies between ``BEGIN name`` and ``END name <exit status>``.
-_FRESH_RUNNER = """
-import os, sys, traceback
+#: One fresh interpreter for all of them (tests/_fork_each.py): it imports
+#: the third-party libraries only (numpy, SciPy, scikit-learn: never numba,
+#: never tripletml), then runs each check in its own forked copy with fresh
+#: globals -- a copy in which no tripletml module was ever imported, whatever
+#: the other checks import.
+_FRESH_PRELUDE = """
+import sys
 import numpy, scipy.sparse, scipy.linalg, sklearn.base, sklearn.utils.validation
 import sklearn.model_selection, sklearn.preprocessing, sklearn.neighbors, sklearn.metrics
 loaded = [m for m in sys.modules if m.split(".")[0] in ("tripletml", "numba")]
 assert not loaded, loaded
-for name, code in CHECKS.items():
-    print("BEGIN", name, flush=True)
-    pid = os.fork()
-    if pid == 0:
-        status = 0
-        try:
-            exec(code, {"__name__": "__main__"})
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
-    print("END", name, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """
 
 
@@ -292,7 +279,7 @@ for name, code in CHECKS.items():
 def _fresh_run() -> tuple[int, str, str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    script = f"CHECKS = {_FRESH_CHECKS!r}\n" + _FRESH_RUNNER
+    script = _fork_each.script(_FRESH_PRELUDE, _FRESH_CHECKS, fresh_globals=True)
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr

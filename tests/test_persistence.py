@@ -28,6 +28,7 @@ import tripletml as tm
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.registry import entries
 
+import _fork_each
 from _estimators import toy_data, toy_item_triplets, toy_multilabel
 from _model_files import read_model_file as _read, write_model_file as _write
 
@@ -59,51 +60,15 @@ def _run_isolated(code: str, timeout=120):
                           text=True, timeout=timeout, env=env)
 
 
-#: For the subprocess tests with several cases: ``run_each`` runs every case
-#: in its own forked copy of one fresh interpreter (fork after the imports: a
-#: case costs a fork, not an interpreter start and an import of tripletml).
-#: A crash or an exception ends only its own case; each case's output lies
-#: between ``BEGIN name`` and ``END name <exit status>`` (-11: segfault).
-_FORK_EACH = """
-import os as _os, sys as _sys, traceback as _tb
-
-def run_each(cases):
-    for name, code in cases:
-        print("BEGIN", name, flush=True)
-        pid = _os.fork()
-        if pid == 0:
-            status = 0
-            try:
-                exec(code, dict(globals()))
-            except BaseException:
-                _tb.print_exc(file=_sys.stdout)
-                status = 1
-            finally:
-                _sys.stdout.flush()
-                _sys.stderr.flush()
-                _os._exit(status)
-        print("END", name, _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1]), flush=True)
-"""
-
-
 def _run_each(prelude: str, cases: dict[str, str], timeout=300) -> dict[str, tuple]:
     """Run ``prelude`` (imports) once in a fresh interpreter, then every
-    ``{name: code}`` of ``cases`` in a forked copy of it (see _FORK_EACH);
+    ``{name: code}`` of ``cases`` in a forked copy of it (tests/_fork_each.py);
     ``{name: (exit status, output)}``, every case present (a case that
     never ended -- the interpreter itself died -- has status None)."""
-    script = (_FORK_EACH + textwrap.dedent(prelude)
-              + f"\nrun_each({[(n, textwrap.dedent(c)) for n, c in cases.items()]!r})\n")
-    res = _run_isolated(script, timeout=timeout)
-    out, name = {n: [None, []] for n in cases}, None
-    for line in res.stdout.splitlines():
-        if line.startswith("BEGIN ") and line[6:] in out:
-            name = line[6:]
-        elif name is not None and line == f"END {name} {line.rsplit(' ', 1)[-1]}":
-            out[name][0], name = int(line.rsplit(" ", 1)[-1]), None
-        elif name is not None:
-            out[name][1].append(line)
+    res = _run_isolated(_fork_each.script(prelude, cases), timeout=timeout)
     tail = f"interpreter exit status {res.returncode}; stderr:\n{res.stderr[-2000:]}"
-    return {n: (status, "\n".join(lines) + "\n" + tail) for n, (status, lines) in out.items()}
+    return {n: (status, "\n".join(lines) + "\n" + tail)
+            for n, (status, lines) in _fork_each.parse(res.stdout, cases).items()}
 
 
 # ------------------------------------------------------------- arrays

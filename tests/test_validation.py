@@ -25,6 +25,8 @@ from tripletml.core.validation import MAX_ABS_VALUE, check_X
 from tripletml.linalg import as_csr
 import tripletml
 
+import _fork_each
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = Path(tripletml.__file__).resolve().parents[1]  # the tree under test, for subprocesses
 
@@ -72,51 +74,15 @@ def _run(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 
-#: ``run_each(cases)`` runs every ``(name, code)`` in its own forked copy of
-#: the interpreter, after the imports (a case costs a fork, not an
-#: interpreter start and an import of tripletml).  A crash or an exception
-#: ends only its own case; each case's output lies between ``BEGIN name`` and
-#: ``END name <exit status>`` (-11: segfault).
-_FORK_EACH = textwrap.dedent("""
-    import os as _os, sys as _sys, traceback as _tb
-
-    def run_each(cases):
-        for name, code in cases:
-            print("BEGIN", name, flush=True)
-            pid = _os.fork()
-            if pid == 0:
-                status = 0
-                try:
-                    exec(code, dict(globals()))
-                except BaseException:
-                    _tb.print_exc(file=_sys.stdout)
-                    status = 1
-                finally:
-                    _sys.stdout.flush()
-                    _sys.stderr.flush()
-                    _os._exit(status)
-            print("END", name, _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1]), flush=True)
-""")
-
-
 def _run_each(prelude: str, cases: dict[str, str]) -> dict[str, tuple]:
     """``prelude`` once in a fresh interpreter (after _CORRUPT), then every
-    ``{name: code}`` of ``cases`` in a forked copy of it; ``{name: (exit
-    status, stdout of the case)}`` for every case (status None: the case
-    never ended, the interpreter itself died -- its stderr is in the text)."""
-    proc = _run(_FORK_EACH + textwrap.dedent(prelude)
-                + f"\nrun_each({[(n, textwrap.dedent(c)) for n, c in cases.items()]!r})\n",
-                timeout=120 + 60 * len(cases))
-    out, name = {n: [None, []] for n in cases}, None
-    for line in proc.stdout.splitlines():
-        if line.startswith("BEGIN ") and line[6:] in out:
-            name = line[6:]
-        elif name is not None and line == f"END {name} {line.rsplit(' ', 1)[-1]}":
-            out[name][0], name = int(line.rsplit(" ", 1)[-1]), None
-        elif name is not None:
-            out[name][1].append(line)
+    ``{name: code}`` of ``cases`` in a forked copy of it (tests/_fork_each.py);
+    ``{name: (exit status, stdout of the case)}`` for every case (status None:
+    the case never ended, the interpreter itself died -- its stderr is in the text)."""
+    proc = _run(_fork_each.script(prelude, cases), timeout=120 + 60 * len(cases))
     tail = f"interpreter exit status {proc.returncode}; stderr:\n{proc.stderr[-2000:]}"
-    return {n: (status, "\n".join(lines) + "\n", tail) for n, (status, lines) in out.items()}
+    return {n: (status, "\n".join(lines) + "\n", tail)
+            for n, (status, lines) in _fork_each.parse(proc.stdout, cases).items()}
 
 
 def _assert_all_refused(proc: subprocess.CompletedProcess, n: int) -> None:
