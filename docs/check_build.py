@@ -68,6 +68,8 @@ def build(workdir: Path) -> list[str]:
     env = dict(os.environ, MPLBACKEND="Agg", TRIPLETML_DOCS_ROOT=str(ROOT),
                TRIPLETML_DOCS_VIEWCODE="0", MPLCONFIGDIR=str(workdir / "mpl"))
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if env.get("TRIPLETML_DATA"):     # the build runs elsewhere: a relative path must not move
+        env["TRIPLETML_DATA"] = os.path.abspath(env["TRIPLETML_DATA"])
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b",
                            "html", "-d", str(workdir / "doctrees"),
                            str(src), str(out)],

@@ -1,6 +1,7 @@
-"""The documentation: every gallery example runs (offline, Agg backend) and
-draws at least one figure; the Sphinx site's build with warnings as errors
-is ``docs/check_build.py``, a step of ``.ci/run``."""
+"""The documentation: the README's examples run offline in a fresh
+interpreter; the gallery's examples compile here and run in the Sphinx
+build with warnings as errors, ``docs/check_build.py`` (a step of
+``.ci/run``), which fails when one raises and checks each one's figure."""
 from __future__ import annotations
 
 import os
@@ -13,17 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("plot_*.py"))
-#: generous: each example runs in a few seconds on two cores (the gallery
-#: promise is under 30 s); this only stops a hung subprocess
-TIMEOUT = 300
-
-
-def _env(tmp_path: Path) -> dict:
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    env["MPLCONFIGDIR"] = str(tmp_path / "mpl")
-    return env
 
 
 def test_there_are_examples_for_every_plot_function():

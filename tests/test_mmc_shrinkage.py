@@ -118,14 +118,56 @@ def test_labels_keep_the_papers_optimum():
 
 
 def test_pairs_are_scored_by_the_auc():
-    X, T = _answers(seed=4)
+    """Pairs: each blend's held-out ROC AUC of the negated distances (the
+    similar pairs the positives), every fold refitted from its own pairs."""
+    from sklearn.metrics import roc_auc_score
+
+    X, T = _answers(seed=4, m=600)
     pairs = np.concatenate([T[:, [0, 1]], T[:, [0, 2]]])
     y = np.repeat([1, -1], len(T))
-    m = MMC(preprocessing=None, preprocessor=X).fit(pairs, y)
-    assert m.shrinkage_scores_.shape == (2, m.shrinkage_grid_.size)
-    assert np.all((m.shrinkage_scores_ >= 0) & (m.shrinkage_scores_ <= 1))
-    chosen = int(np.flatnonzero(m.shrinkage_grid_ == m.shrinkage_)[0])
-    assert (m.shrinkage_scores_[:, chosen] >= m.shrinkage_scores_[:, -1]).all()
+    m = MMC(preprocessing=None).fit(X, pairs=pairs, y=y)
+    grid = m.shrinkage_grid_
+    similar = y > 0
+    want = np.zeros((2, len(grid)))
+    splits = two_protocol_splits(pairs, 3, similar)
+    for r, folds in enumerate(splits):
+        for h in folds:
+            fit = pairs[h.fit]
+            A = MMC(preprocessing=None, shrinkage=0.0).fit(X, pairs=fit, y=y[h.fit]).M_
+            Ds = X[fit[similar[h.fit], 0]] - X[fit[similar[h.fit], 1]]
+            s_a, s_i = np.sum((Ds @ A) * Ds), np.sum(Ds * Ds)
+            D = X[pairs[h.val, 0]] - X[pairs[h.val, 1]]
+            da, di = np.sum((D @ A) * D, axis=1) / s_a, np.sum(D * D, axis=1) / s_i
+            for g, w in enumerate(grid):
+                want[r, g] += roc_auc_score(similar[h.val], -((1 - w) * da + w * di)) / len(folds)
+    np.testing.assert_allclose(m.shrinkage_scores_, want, atol=1e-9)
+    assert m.shrinkage_ == choose_toward_last(grid, m.shrinkage_scores_)
+
+
+def test_refits_leave_no_state_of_an_earlier_choice():
+    X, T = _answers(seed=6)
+    y = np.arange(len(X)) % 3
+    m = MMC(preprocessing=None).fit(X, triplets=T)
+    assert hasattr(m, "shrinkage_scores_")
+    m.set_params(shrinkage=0.2).fit(X, triplets=T)
+    assert m.shrinkage_ == 0.2 and not hasattr(m, "shrinkage_grid_")
+    m.set_params(shrinkage="auto").fit(X, y)
+    assert m.shrinkage_ == 0.0 and not hasattr(m, "shrinkage_scores_")
+    d = MMC(preprocessing=None, diagonal=True, shrinkage=0.5).fit(X, triplets=T)
+    assert np.count_nonzero(d.M_ - np.diag(np.diag(d.M_))) == 0 and d.rank_ == X.shape[1]
+    np.testing.assert_allclose(d.components_.T @ d.components_, d.M_, atol=1e-12)
+
+
+def test_loading_refuses_an_inconsistent_choice(tmp_path):
+    X, T = _answers(seed=7)
+    MMC(preprocessing=None).fit(X, triplets=T).save(tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    for name, value in (("shrinkage_scores_", arrays["shrinkage_scores_"][:, :3]),):
+        bad = dict(arrays, **{name: value})
+        np.savez(tmp_path / "bad.npz", **bad)
+        with pytest.raises(ValueError):
+            load_model(tmp_path / "bad.npz")
 
 
 def test_too_few_answers_keep_the_paper():
@@ -161,6 +203,10 @@ def test_span_route_with_the_identity_part_is_the_plain_model():
     assert span.rank_ == plain.rank_ == 40
     np.testing.assert_allclose(span.components_.T @ span.components_, plain.M_,
                                atol=1e-9 * np.abs(plain.M_).max())
+    norms = np.sum(span.components_ ** 2, axis=1)       # eigen-directions, largest first
+    assert np.all(np.diff(norms) <= 1e-9 * norms.max())
+    np.testing.assert_allclose(norms, np.sum(plain.components_ ** 2, axis=1),
+                               atol=1e-9 * norms.max())
     Xn = np.random.default_rng(9).normal(size=(5, 40))
     np.testing.assert_allclose(span.pair_distance(Xn, Xn[::-1]),
                                plain.pair_distance(Xn, Xn[::-1]), rtol=1e-7)

@@ -1118,12 +1118,16 @@ def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
 
     def fit() -> None:
         # the in-memory fit's thread rule (tripletml.engine.threads) on the
-        # collection's rows: the driver's steps (CoCoA+'s and mixing's
-        # reductions, SVDs of d x k factors, Nesterov's d x d eigh) and the
-        # in-process partitions' passes are as small as an in-memory fit's
-        # (issue 40: LORETA on 8 partitions of digits took 24.3 CPU s with
-        # OpenBLAS's threads on a busy 2-core machine, 4.2 s with one)
-        with limit_threads(fit_work(int(sum(plan.n_rows)), int(learner.scaler_.n_features_out_))):
+        # rows the fit can touch (the collection's, at most three per
+        # triplet): the driver's steps (CoCoA+'s and mixing's reductions,
+        # SVDs of d x k factors, Nesterov's d x d eigh) and the in-process
+        # partitions' passes are as small as an in-memory fit's (issue 40:
+        # LORETA on 8 partitions of digits took 24.3 CPU s with OpenBLAS's
+        # threads on a busy 2-core machine, 4.2 s with one)
+        rows = int(sum(plan.n_rows))
+        if plan.n_triplets_total > 0:
+            rows = min(rows, 3 * int(plan.n_triplets_total))
+        with limit_threads(fit_work(rows, int(learner.scaler_.n_features_out_))):
             strategy.fit(learner, plan)
 
     restarts = _with_restarts(owner, backend, fit, "the fit",

@@ -265,8 +265,16 @@ class MMC(MahalanobisMixin, TripletLearner):
         sh = getattr(self, "shrinkage_", None)
         if sh is None:                 # a file written before shrinkage_ existed
             sh = self.shrinkage_ = 0.0
-        if not (isinstance(sh, Real) and 0.0 <= float(sh) <= 1.0):
+        if isinstance(sh, (bool, np.bool_)) or not (isinstance(sh, Real)
+                                                   and 0.0 <= float(sh) <= 1.0):
             raise ValueError(f"shrinkage_={sh!r} must be a number in [0, 1]")
+        grid, scores = getattr(self, "shrinkage_grid_", None), getattr(self, "shrinkage_scores_",
+                                                                       None)
+        if (grid is None) != (scores is None) or (
+                grid is not None and (scores.shape != (2, grid.size)
+                                      or not np.any(grid == float(sh)))):
+            raise ValueError("shrinkage_grid_ and shrinkage_scores_ must come together, with "
+                             "one column of scores per grid value and shrinkage_ in the grid")
         self._check_loaded_metric(self.M_)
         if self.diagonal and np.count_nonzero(self.M_ - np.diag(np.diag(self.M_))):
             raise ValueError("M_ of a diagonal MMC has off-diagonal entries")
@@ -311,7 +319,10 @@ class MMC(MahalanobisMixin, TripletLearner):
 
     def _fit(self, X, got, rng):
         self.__dict__.pop("_identity_part", None)
-        d = X.shape[1]
+        # the default pair count follows the preprocessed width, also on the
+        # span route's reduced coordinates (the same draws as the plain route)
+        scaler = getattr(self, "scaler_", None)
+        d = int(getattr(scaler, "n_features_out_", X.shape[1]) or X.shape[1])
         pc = self._pairs(got, rng, d)
         Ds, Dd = self._pair_differences(X, pc)
         solve = mmc_diagonal if self.diagonal else mmc_full
@@ -383,7 +394,9 @@ class MMC(MahalanobisMixin, TripletLearner):
         try:
             scores = np.array([np.mean([self._fold_scores(X, answers, similar, h, grid)
                                         for h in folds], axis=0) for folds in splits])
-        except ValueError:          # a fold without a usable pair of a kind
+        except np.linalg.LinAlgError:
+            raise
+        except ValueError:          # a fold without a usable pair of a kind: the paper's
             return 0.0
         self.shrinkage_grid_, self.shrinkage_scores_ = grid, scores
         return choose_toward_last(grid, scores)
