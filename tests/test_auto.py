@@ -494,6 +494,20 @@ def test_default_candidates_valid_and_quick_on_iris():
     assert auto.score(X, y) > 0.5 and eu.n_features_in_ == 4
 
 
+def test_n_splits_auto_is_three_for_the_knn_accuracies_and_one_otherwise():
+    X, y = iris()
+    knn = _quick(scoring="knn_accuracy").fit(X, y)
+    assert knn.n_splits_ == 3 and "split2_validation_score" in knn.cv_results_
+    first = knn.cv_results_["candidate"] == 0
+    parts = [knn.cv_results_[f"split{s}_validation_score"][first][0] for s in range(3)]
+    assert knn.cv_results_["mean_validation_score"][first][0] == pytest.approx(np.mean(parts))
+    assert _quick(scoring="knn_accuracy@3").fit(X, y).n_splits_ == 3
+    retrieval = _quick().fit(X, y)
+    assert retrieval.n_splits_ == 1 and "split1_validation_score" not in retrieval.cv_results_
+    assert _quick(scoring="knn_accuracy", n_splits=2).fit(X, y).n_splits_ == 2
+    assert AutoSimilarity().get_params()["n_splits"] == "auto"
+
+
 def test_verbose_prints_rounds(capsys):
     X, y = iris()
     _quick(verbose=1).fit(X, y)
@@ -510,6 +524,7 @@ def test_verbose_prints_rounds(capsys):
     (dict(time_budget="10"), TypeError, "AutoSimilarity: parameter time_budget"),
     (dict(n_splits=0), ValueError, "n_splits"),
     (dict(n_splits=1.5), TypeError, "n_splits"),
+    (dict(n_splits="three"), TypeError, "n_splits"),
     (dict(validation_size=1.0), ValueError, "validation_size"),
     (dict(factor=1), ValueError, "factor"),
     (dict(n_jobs=0), ValueError, "n_jobs=0"),

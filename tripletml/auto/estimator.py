@@ -32,6 +32,8 @@ __all__ = ["AutoSimilarity"]
 
 #: the validation scores of a fit on comparisons (tripletml.auto.comparisons)
 _COMPARISON_SCORES = ("triplet_accuracy", "roc_auc")
+#: n_splits="auto" with a k-NN accuracy as the race's score
+KNN_AUTO_SPLITS = 3
 
 class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Pick and tune a similarity learner by triplet-aware validation.
@@ -141,8 +143,13 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         Example: on a 300 x 20,000 sparse matrix the default race skips SML
         (34 eigendecompositions of a 20,000 x 20,000 matrix in its pilot
         alone).
-    n_splits : int, default=1
+    n_splits : int or "auto", default="auto"
         Number of stratified fit/validation splits (scores are averaged).
+        "auto": 3 for the k-NN accuracies (``scoring="knn_accuracy[@k]"``:
+        each validation item scores 0 or 1, on one split of a third of the
+        rows a few items decide between two racers), else 1 (the retrieval
+        scores average many ranks per item).  The number used is
+        ``n_splits_``.
     validation_size : float, default=0.3
         Fraction of the training items held out for validation, in (0, 1).
     max_validation_items : int or None, default=1000
@@ -193,6 +200,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         ``{"learner": name, **parameters, budget parameter: value}``.
     best_score_ : float
         Mean validation mAP of the winner in its last round.
+    n_splits_ : int
+        The label race's fit/validation splits (``n_splits`` resolved).
     cv_results_ : dict of ndarray
         One entry per (candidate, round) fitted: ``candidate``, ``learner``,
         ``params``, ``preprocessing``, ``stage``, ``round`` (numbered across
@@ -230,7 +239,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     """
 
     def __init__(self, candidates=None, *, scoring: str = "map", time_budget: float = 60.0,
-                 n_splits: int = 1,
+                 n_splits: int | str = "auto",
                  validation_size: float = 0.3, max_validation_items: Optional[int] = 1000,
                  factor: int = 3, n_jobs: Optional[int] = None, random_state=None,
                  verbose: int = 0, cv=None, holdout: str = "items", preprocessor=None):
@@ -253,7 +262,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         if self.scoring not in _COMPARISON_SCORES:
             check_scoring(self.scoring, _WHO)
         check_scalar_param(self.time_budget, "time_budget", _WHO, low=0, low_inclusive=False)
-        check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
+        if not (isinstance(self.n_splits, str) and self.n_splits == "auto"):
+            check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
         check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
                            low_inclusive=False, high_inclusive=False)
         check_scalar_param(self.max_validation_items, "max_validation_items", _WHO,
@@ -372,9 +382,17 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                              "with class labels use 'map', 'precision@k' or 'knn_accuracy'.")
         return self._fit_labels(X, y, t_start)
 
+    def _resolved_splits(self) -> int:
+        """``n_splits``, with "auto" resolved for the scoring (see there)."""
+        if isinstance(self.n_splits, str):
+            kind, _ = check_scoring(self.scoring, _WHO)
+            return KNN_AUTO_SPLITS if kind == "knn_accuracy" else 1
+        return int(self.n_splits)
+
     def _fit_labels(self, X, y, t_start: float):
         """The label race (:mod:`tripletml.auto.race`), then the refit of
         the winner on all rows."""
+        self.n_splits_ = self._resolved_splits()
         X = check_X(X, _WHO, accept_sparse=True)
         if sp.issparse(X):
             X = X.tocsr()
@@ -491,7 +509,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 "n_candidates": int(len(set(res["candidate"].tolist()))),
                 "n_fits": int(len(res["candidate"])),
                 "n_rounds": int(len(self.history_["step"])),
-                "time_budget": float(self.time_budget), "n_splits": int(self.n_splits),
+                "time_budget": float(self.time_budget),
+                "n_splits": int(getattr(self, "n_splits_", 1)),
                 "validation_size": float(self.validation_size), "factor": int(self.factor)}
 
     def save(self, path) -> None:

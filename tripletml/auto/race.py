@@ -136,7 +136,7 @@ def new_context(est: Any, cands: list[_Candidate], X, y: np.ndarray,
     seed0 = est._seed()
     ss = np.random.SeedSequence(seed0)
     split_seed = int(ss.generate_state(1)[0])
-    splits = list(StratifiedShuffleSplit(n_splits=est.n_splits,
+    splits = list(StratifiedShuffleSplit(n_splits=est._resolved_splits(),
                                          test_size=est.validation_size,
                                          random_state=split_seed).split(np.zeros(len(y)), y))
     splits = [(fi, _cap_validation(vi, y, split_seed + s, est.max_validation_items))
