@@ -524,7 +524,7 @@ def test_verbose_prints_rounds(capsys):
     (dict(time_budget="10"), TypeError, "AutoSimilarity: parameter time_budget"),
     (dict(n_splits=0), ValueError, "n_splits"),
     (dict(n_splits=1.5), TypeError, "n_splits"),
-    (dict(n_splits="three"), TypeError, "n_splits"),
+    (dict(n_splits="three"), TypeError, "n_splits='three' must be an integer >= 1 or 'auto'"),
     (dict(validation_size=1.0), ValueError, "validation_size"),
     (dict(factor=1), ValueError, "factor"),
     (dict(n_jobs=0), ValueError, "n_jobs=0"),

@@ -210,3 +210,26 @@ def test_span_route_with_the_identity_part_is_the_plain_model():
     Xn = np.random.default_rng(9).normal(size=(5, 40))
     np.testing.assert_allclose(span.pair_distance(Xn, Xn[::-1]),
                                plain.pair_distance(Xn, Xn[::-1]), rtol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["binary", "counts", "duplicated feature", "x 1e-3"])
+def test_auto_on_other_column_kinds_never_falls_below_the_identity(kind):
+    """Binary and count columns, a duplicated feature and tiny values: the
+    choice is made (or the paper kept), the model is finite and PSD, and the
+    chosen blend scores at least the identity on both held-out protocols."""
+    X, T = _answers(seed=9, noise=0.3)
+    X = {"binary": lambda: (X > 0).astype(float),
+         "counts": lambda: np.floor(np.exp(X)),
+         "duplicated feature": lambda: np.hstack([X, X[:, :1]]),
+         "x 1e-3": lambda: X * 1e-3}[kind]()
+    m = MMC().fit(X, triplets=T)
+    assert np.isfinite(m.M_).all() and np.linalg.eigvalsh(m.M_).min() >= -1e-10 * np.abs(m.M_).max()
+    assert hasattr(m, "shrinkage_scores_")
+    chosen = int(np.flatnonzero(m.shrinkage_grid_ == m.shrinkage_)[0])
+    assert (m.shrinkage_scores_[:, chosen] >= m.shrinkage_scores_[:, -1]).all()
+    if kind == "x 1e-3":        # the same choice and rankings as on X
+        ref = MMC().fit(X * 1e3, triplets=T)
+        assert ref.shrinkage_ == m.shrinkage_
+        np.testing.assert_allclose(m.pair_distance(X[:10], X[10:20]),
+                                   ref.pair_distance(X[:10] * 1e3, X[10:20] * 1e3), rtol=1e-6)
+

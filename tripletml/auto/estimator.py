@@ -262,7 +262,11 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         if self.scoring not in _COMPARISON_SCORES:
             check_scoring(self.scoring, _WHO)
         check_scalar_param(self.time_budget, "time_budget", _WHO, low=0, low_inclusive=False)
-        if not (isinstance(self.n_splits, str) and self.n_splits == "auto"):
+        if isinstance(self.n_splits, str):
+            if self.n_splits != "auto":
+                raise TypeError(f"{_WHO}: parameter n_splits={self.n_splits!r} must be an "
+                                "integer >= 1 or 'auto'.")
+        else:
             check_scalar_param(self.n_splits, "n_splits", _WHO, kind="int", low=1)
         check_scalar_param(self.validation_size, "validation_size", _WHO, low=0, high=1,
                            low_inclusive=False, high_inclusive=False)
