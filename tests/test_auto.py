@@ -506,6 +506,9 @@ def test_n_splits_auto_is_three_for_the_knn_accuracies_and_one_otherwise():
     assert retrieval.n_splits_ == 1 and "split1_validation_score" not in retrieval.cv_results_
     assert _quick(scoring="knn_accuracy", n_splits=2).fit(X, y).n_splits_ == 2
     assert AutoSimilarity().get_params()["n_splits"] == "auto"
+    from tripletml.triplets import random_class_triplets     # a later fit on answers
+    knn.set_params(scoring="map").fit(X, triplets=random_class_triplets(y, 300, random_state=0))
+    assert not hasattr(knn, "n_splits_")
 
 
 def test_verbose_prints_rounds(capsys):

@@ -360,7 +360,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         """
         t_start = time.time()
         for a in ("n_features_in_", "best_estimator_", "skipped_", "supervision_",
-                  "scoring_"):
+                  "scoring_", "n_splits_"):
             if hasattr(self, a):
                 delattr(self, a)
         self._validate_params()
