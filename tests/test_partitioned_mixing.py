@@ -344,6 +344,13 @@ def test_local_and_dask_give_identical_models(digits, dask_client):
     local = {n: f().fit(coll) for n, f in make.items()}
     with use_cluster(dask_client):
         remote = {n: f().fit(coll) for n, f in make.items()}
+    # the workers held each partition's derived data for the rounds, and
+    # dropped them when the fit ended (tripletml.distributed.memo)
+    from tripletml.distributed import memo
+    held = dask_client.run(memo.stats)
+    assert sum(s["misses"] for s in held.values()) > 0
+    assert sum(s["hits"] for s in held.values()) > 0
+    assert all(s["bytes"] == 0 and s["entries"] == 0 for s in held.values())
     for n in make:
         assert remote[n].partitioned_["backend"] == "dask"
         assert local[n].partitioned_["backend"] == "local"

@@ -241,11 +241,16 @@ class OnlineTripletLearner(TripletLearner):
         """Mean hinge loss of the model as initialized on the first
         ``WATCH_HEAD`` triplets (the watch's reference), before any step."""
         t = triplets[:WATCH_HEAD]
-        if t.shape[0] == 0:
+        k = int(t.shape[0])
+        if k == 0:
             return None
-        Q = Xc[t[:, 0]]
+        # one gather of (q, q, p, n): the scores are row-wise, so these are
+        # the margins of the rows gathered one by one (a mixing round calls
+        # this once per partition and round)
+        R = Xc[np.concatenate([t[:, 0], t[:, 0], t[:, 1], t[:, 2]])]
         with np.errstate(all="ignore"):
-            mg = self._pair_score(Q, Xc[t[:, 1]]) - self._pair_score(Q, Xc[t[:, 2]])
+            s = self._pair_score(R[:2 * k], R[2 * k:])
+            mg = s[:k] - s[k:]
         return float(np.mean(triplet_hinge_array(mg)))
 
     def _resolve_data_params(self, Xc, triplets) -> None:

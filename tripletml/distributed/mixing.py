@@ -183,6 +183,7 @@ returns new arrays.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any
@@ -415,7 +416,7 @@ def _setup_task(p, sup, head: int) -> dict:
     energies of its preprocessed rows and the head norms for ``eta0="auto"``."""
     X = sup.rows(p)
     T = sup.triplets(p, X)
-    qq, vv = auto_step_norms(as_csr(X), T, head)
+    qq, vv = auto_step_norms(sup.csr_rows(p), T, head)
     return {"m": int(T.shape[0]), "d": int(X.shape[1]), "energy": column_energy(X),
             "qq": qq, "vv": vv}
 
@@ -494,7 +495,7 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
     mu = float(weights[p.index])
     if mu == 0.0:
         return {"m": 0, "mu": 0.0}
-    est = clone(proto)
+    est = copy.copy(proto)        # a fresh, unfitted estimator (proto is a clone)
     _set_model(est, kind, shared.model, copy=True)
     X = sup.rows(p)
     T = sup.triplets(p, X)
@@ -507,7 +508,7 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
             return {"m": 0, "mu": 0.0}
     T = np.ascontiguousarray(T[order])
     m = int(T.shape[0])
-    Xc = as_csr(X)
+    Xc = sup.csr_rows(p)
     est._watch = new_watch(est, block_size(m))
     if best is not None:
         est._watch.update(float(best), "the previous rounds", "steps")
@@ -608,7 +609,7 @@ def _eval_triplets(p, sup, cap: int | None, at: tuple | None = None):
         m = int(T.shape[0])
     if cap is not None and m > int(cap):
         T = T[(np.arange(int(cap)) * m) // int(cap)]
-    return as_csr(X), np.ascontiguousarray(T)
+    return sup.csr_rows(p), np.ascontiguousarray(T)
 
 
 def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tuple,

@@ -49,6 +49,7 @@ import hashlib
 from concurrent.futures import CancelledError
 import numbers
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -60,12 +61,13 @@ from sklearn.base import clone
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.validation import as_generator, check_dense_memory, check_triplets, check_X
 from tripletml.engine.threads import fit_work, limit_threads
-from tripletml.distributed import cost, sample
+from tripletml.distributed import cost, memo, sample
 from tripletml.distributed.checkpoint import FINGERPRINT_ROWS, RoundCheckpoint
 from tripletml.distributed.dask_search import active_client, cluster_timeout
 from tripletml.distributed.reduction import FAN_IN, tree_sum  # noqa: F401  (re-exported)
 from tripletml.distributed.statistics import fit_preprocessor
 from tripletml.distributed.strategy import PartitionedStrategy, partition_shares
+from tripletml.linalg.sparse_rows import as_csr
 from tripletml.triplets import AllLabels
 
 __all__ = ["Partition", "PartitionedFit", "LocalBackend", "DaskBackend", "fit_partitioned",
@@ -163,12 +165,24 @@ def _load(part, label, trip, index: int, owner: str, n_features: int | None) -> 
     return Partition(int(index), X, y, T)
 
 
-def _call(func, part, label, trip, index, owner, n_features, state, shared, with_state):
-    """The body of every map task."""
-    p = _load(part, label, trip, index, owner, n_features)
+def _call(func, part, label, trip, index, owner, n_features, state, shared, with_state,
+          token=None):
+    """The body of every map task; the validated partition is memoised
+    under the fit's ``token`` (:mod:`~tripletml.distributed.memo`: a
+    strategy with rounds loads and checks each partition once per process,
+    not once per round)."""
+    if token is None:
+        p = _load(part, label, trip, index, owner, n_features)
+    else:
+        p = Partition(index, *memo.get(token, (index, "partition"), lambda: _fields(
+            _load(part, label, trip, index, owner, n_features)), derived=False))
     if with_state:
         return func(p, state, *shared)
     return func(p, *shared)
+
+
+def _fields(p: Partition) -> tuple:
+    return p.X, p.y, p.triplets
 
 
 def _tree_groups(n: int) -> list[list[tuple[int, int]]]:
@@ -196,6 +210,8 @@ class LocalBackend:
         self.collection = collection
         self.owner = owner
         self.n_features = n_features
+        #: the running fit's memo key (:mod:`~tripletml.distributed.memo`)
+        self.token: str | None = None
 
     @property
     def n_partitions(self) -> int:
@@ -221,7 +237,7 @@ class LocalBackend:
         for i in range(self.n_partitions):
             out.append(_call(func, *self._args(i), i, self.owner, self.n_features,
                              None if states is None else states[i], shared,
-                             states is not None))
+                             states is not None, self.token))
         return out
 
     def apply(self, func: Callable, handles: Sequence, *shared) -> list:
@@ -245,6 +261,10 @@ class LocalBackend:
         """Before a restart: nothing to wait for in process (None: no
         workers to count)."""
         return None
+
+    def forget(self, token: str | None) -> None:
+        """Drop the fit's memoised partition data (:mod:`~tripletml.distributed.memo`)."""
+        memo.forget(token)
 
     def ping(self) -> int:
         """One empty task per partition, reduced and gathered."""
@@ -321,6 +341,17 @@ class DaskBackend(LocalBackend):
                                f"(a lost or unresponsive worker?{self._lost_note()}; "
                                "TRIPLETML_CLUSTER_TIMEOUT sets the limit)") from e
 
+    def forget(self, token: str | None) -> None:
+        """Drop the fit's memoised partition data on every worker (bounded;
+        a worker that does not answer keeps them until another fit's need
+        evicts them)."""
+        memo.forget(token)
+        try:
+            self._sync("dropping the fit's memoised partition data", self.client._run,
+                       memo.forget, token, on_error="return")
+        except Exception:       # noqa: BLE001 - cleanup after the fit, never its result
+            pass
+
     def _workers(self) -> set:
         """The workers the scheduler lists now (bounded; empty when it does
         not answer)."""
@@ -372,7 +403,8 @@ class DaskBackend(LocalBackend):
         for i in range(self.n_partitions):
             tasks.append(dask.delayed(_call, pure=True)(
                 func, *self._args(i), i, self.owner, self.n_features,
-                None if states is None else states[i], tuple(shared), states is not None))
+                None if states is None else states[i], tuple(shared), states is not None,
+                self.token))
         return list(self.client.compute(tasks))
 
     def apply(self, func: Callable, handles: Sequence, *shared) -> list:
@@ -485,17 +517,26 @@ class Supervision:
     n_triplets: list[int] | None
     seed: int
     codes: dict | None = None
+    #: the fit's key in the per-process memo of derived partition data
+    #: (:mod:`tripletml.distributed.memo`); None: nothing is memoised
+    token: str | None = None
 
     def rows(self, p: Partition):
         """The rows the learner's solver sees (preprocessed when it trains on
-        preprocessed rows)."""
+        preprocessed rows; memoised when derived)."""
         if self.preprocessor is None or not self.preprocessed:
             return p.X
-        X = p.X
+        return memo.get(self.token, (p.index, "rows"), lambda: self._transform(p.X))
+
+    def _transform(self, X):
         if self.preprocessor.resolve(X) is not None and sp.issparse(X):
             X = np.ascontiguousarray(X.toarray(), dtype=np.float64)
             return self.preprocessor.transform(X, copy=False)
         return self.preprocessor.transform(X, copy=True)
+
+    def csr_rows(self, p: Partition) -> sp.csr_matrix:
+        """:meth:`rows` as the solvers' float64 CSR (memoised)."""
+        return memo.get(self.token, (p.index, "csr"), lambda: as_csr(self.rows(p)))
 
     def codes_of(self, p: Partition) -> np.ndarray:
         """Global class codes 0..C-1 of the partition's labels."""
@@ -518,6 +559,9 @@ class Supervision:
         n = self.n_triplets[p.index]
         if n == 0:
             return np.zeros((0, 3), np.int64)
+        return memo.get(self.token, (p.index, "triplets"), lambda: self._sample(p, n, X))
+
+    def _sample(self, p: Partition, n: int, X) -> np.ndarray:
         sampler = clone(self.sampler) if hasattr(self.sampler, "get_params") else self.sampler
         if hasattr(sampler, "set_params") and "n_triplets" in sampler.get_params():
             sampler.set_params(n_triplets=int(n))
@@ -530,7 +574,8 @@ class Supervision:
         """The order of a partition's m triplets in round ``round_`` (seed
         ``(seed, p, round + 1)``)."""
         i = p.index if isinstance(p, Partition) else int(p)
-        return np.random.default_rng([self.seed, i, round_ + 1]).permutation(m)
+        return memo.get(self.token, (i, "order", int(round_), int(m)),
+                        lambda: np.random.default_rng([self.seed, i, round_ + 1]).permutation(m))
 
 
 @dataclass
@@ -816,12 +861,13 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
             _check_shipping(learner, pre.n_features_out_, len(infos))
         sup = Supervision(owner=owner, preprocessor=pre,
                           preprocessed=bool(getattr(learner, "_fit_preprocessed", True)),
-                          sampler=sampler, n_triplets=shares, seed=seed, codes=table)
+                          sampler=sampler, n_triplets=shares, seed=seed, codes=table,
+                          token=uuid.uuid4().hex)
         plan = PartitionedFit(backend=backend, n_rows=list(collection.n_rows),
                               supervision=sup, n_triplets_total=int(total), rng=rng,
                               info={"partitions": len(infos), "backend": backend.name},
                               checkpoint=ckpt, resumed=resumed)
-        _run_strategy(strategy, learner, plan, checkpoint_dir)
+        _run_memoised(strategy, learner, plan, checkpoint_dir)
     except BaseException:
         learner._clear_preprocessing()
         raise
@@ -1097,6 +1143,19 @@ def _with_restarts(owner: str, backend, call, what: str, *, restart=None, ckpt=N
                           RestartWarning, stacklevel=5)
             if restart is not None:
                 restart()
+
+
+def _run_memoised(strategy, learner, plan, checkpoint_dir) -> None:
+    """:func:`_run_strategy` with the fit's memo of derived partition data
+    (:mod:`~tripletml.distributed.memo`, keyed by the supervision's token)
+    on; the memo is dropped in every process when the fit ends, however."""
+    backend, token = plan.backend, plan.supervision.token
+    backend.token = token
+    try:
+        _run_strategy(strategy, learner, plan, checkpoint_dir)
+    finally:
+        backend.token = None
+        backend.forget(token)
 
 
 def _run_strategy(strategy: PartitionedStrategy, learner, plan: PartitionedFit,
