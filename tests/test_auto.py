@@ -6,6 +6,7 @@ import os
 import time
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_iris
@@ -672,7 +673,7 @@ def test_small_sets_never_probe_the_machine(monkeypatch):
     the shipped-size race is the one it was."""
     from tripletml.auto import resources as auto_mod
 
-    def boom():
+    def boom(*args):
         raise AssertionError("probed")
 
     monkeypatch.setattr(auto_mod, "_machine_speed", boom)
@@ -717,7 +718,7 @@ def test_a_racer_too_costly_at_a_larger_budget_keeps_its_last_score(monkeypatch)
     monkeypatch.setattr(auto_mod, "_PROBE_SIDE", 1)
     monkeypatch.setitem(auto_mod._DENSE_WORK, "OASIS", (0, lambda p: p["n_triplets"], 0))
     monkeypatch.setattr(auto_mod, "_machine_speed",
-                        lambda: (300 * auto_mod._EIGH_FLOPS * d**3 / 6000.0, 1e30))
+                        lambda d_: (300 * auto_mod._EIGH_FLOPS * d**3 / 6000.0, 1e30))
     cands = [{"learner": "OASIS", "grid": {"C": [1e-3, 1e-2, 1e-1, 1.0],
                                            "preprocessing": [None]},
               "budget": ("n_triplets", 900)}]
@@ -750,6 +751,29 @@ def test_no_fit_starts_with_less_than_its_shortest_time_left():
     assert np.isfinite(score) and error == ""
 
 
+def test_a_later_split_does_not_start_when_the_first_took_longer_than_the_time_left():
+    """The jobs of a round share what each candidate's fits took: a split
+    is not started when an earlier split of the same candidate took longer
+    than the time left (the dense-work bound can be far below a fit's time
+    on large arrays: dexter's OASIS took 8-17 s per split against a 4 s
+    bound)."""
+    from tripletml.auto.candidates import _expand_candidates
+    from tripletml.auto.race import _run_job
+
+    X, y = iris()
+    (cand,) = _expand_candidates([{"learner": "OASIS", "budget": ("n_triplets", 100)}])
+    fi, vi = np.arange(0, 150, 2), np.arange(1, 150, 2)
+    seen = {}
+    res = _run_job(cand, X, y, fi, vi, 100, 0, None, time.time() + 100.0, None,
+                   min_secs=0.0, seen=seen, key=7)
+    assert res is not None and seen[7] == pytest.approx(res[1])
+    seen[7] = 500.0                          # as if the first split had taken 500 s
+    assert _run_job(cand, X, y, fi, vi, 100, 1, None, time.time() + 100.0, None,
+                    min_secs=0.0, seen=seen, key=7) is None
+    assert _run_job(cand, X, y, fi, vi, 100, 1, None, time.time() + 100.0, None,
+                    min_secs=0.0, seen=seen, key=8) is not None       # another candidate
+
+
 def test_after_the_deadline_only_the_free_baselines_are_fitted():
     """A candidate without a budget but with dense work (KISSME) is held to
     the deadline like a budgeted one; a free baseline always scores."""
@@ -771,18 +795,25 @@ def test_dense_work_table_and_fallbacks():
     from tripletml.algorithms.loreta.estimator import LORETA
     from tripletml.algorithms.sml.estimator import SML
 
-    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0, 0)
-    assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900, 0)
-    assert _dense_work(tm.Euclidean(), {}) == (0, 0, 0, 0, 0)
-    assert _dense_work(LORETA(), {}) == (0, 0, 0, 0, 0)
+    assert _dense_work(SML(), {"max_iter": 33}) == (2, 34, 0, 0, 0, 0)
+    assert _dense_work(OASIS(), {"n_triplets": 900}) == (1, 0, 0, 900, 0, 4)
+    # the tail average: per pass its restart, per block of 1,000+ steps the
+    # weighted model and its addition; the final division
+    assert _dense_work(OASIS(), {"n_triplets": 30000, "max_iter": 3}) == (1, 0, 0, 30000, 0, 124)
+    assert _dense_work(OASIS(), {"n_triplets": 30000, "max_iter": 9, "tol": 1e-3})[5] == 83
+    assert _dense_work(OASIS(), {"n_triplets": 30000, "average": False})[5] == 0
+    # SDCA: its objectives after every pass and its output
+    assert _dense_work(tm.SDCA(), {"n_triplets": 100, "max_iter": 3}) == (1, 0, 0, 300, 0, 4)
+    assert _dense_work(tm.Euclidean(), {}) == (0, 0, 0, 0, 0, 0)
+    assert _dense_work(LORETA(), {}) == (0, 0, 0, 0, 0, 0)
     # NCA: a pass over all row pairs per iteration; LMNN: at least one
-    assert _dense_work(tm.NCA(), {"max_iter": 40}) == (2, 1, 0, 0, 40)
-    assert _dense_work(tm.LMNN(), {}) == (2, 1, 0, 0, 1)
+    assert _dense_work(tm.NCA(), {"max_iter": 40}) == (2, 1, 0, 0, 40, 0)
+    assert _dense_work(tm.LMNN(), {}) == (2, 1, 0, 0, 1, 0)
 
     class MyITML(ITML):                      # a subclass inherits its parent's entry
         pass
 
-    assert _dense_work(MyITML(), {}) == (2, 1, 0, 0, 0)
+    assert _dense_work(MyITML(), {}) == (2, 1, 0, 0, 0, 0)
 
 
 def test_the_pairs_of_many_rows_are_costed():
@@ -800,6 +831,44 @@ def test_the_pairs_of_many_rows_are_costed():
     assert why.startswith("time: NCA") and "20000^2 row pairs" in why and secs > 1.0
     ctx["X"] = np.zeros((30, 16))
     assert check_resources(ctx, cand, 10) == ("", 0.0)
+
+
+def test_oasis_average_and_every_split_are_costed():
+    """OASIS on wide rows writes its d x d tail average in full once per
+    block (on dexter's 20,000 features a race round overran a 20 s budget
+    by 8 s): those writes are costed at the rate a fresh array is filled,
+    and the race's validation splits one after the other.  The seconds
+    returned are one fit's (a job's own lower bound)."""
+    from tripletml.auto.candidates import _expand_candidates
+    from tripletml.auto.resources import check_resources
+
+    cand = _expand_candidates([{"learner": "OASIS", "grid": {"preprocessing": [None]},
+                                "budget": ("n_triplets", 3000)}])[0]
+    d = 2000
+    X = sp.random(50, d, density=0.001, format="csr", random_state=0)
+    # 3,000 triplets: 3 blocks -> W, the restart, 3 x 2 for the blocks and
+    # the division = 9 d^2 writes
+    ctx = {"X": X, "deadline": time.time() + 100.0, "memory": None, "n_workers": 1,
+           "speed": (1e12, 1e12, 9.0 * d * d / 10.0), "splits": [None]}
+    why, secs = check_resources(ctx, cand, 3000)
+    assert why == "" and secs == pytest.approx(10.0, rel=1e-3)
+    ctx["splits"] = [None] * 3 * 4           # 12 fits of 10 s, 4 at a time: 30 s
+    ctx["n_workers"] = 4
+    assert check_resources(ctx, cand, 3000)[0] == ""
+    ctx["n_workers"] = 1                     # 120 s > 100 s left
+    why, secs = check_resources(ctx, cand, 3000)
+    assert why.startswith("time: OASIS") and "written 9 time(s)" in why
+    assert "12 fit(s) of 10 s" in why and secs == pytest.approx(10.0, rel=1e-3)
+    # a 2-tuple speed (before the fresh-array rate) still works
+    ctx["speed"], ctx["splits"] = (1e12, 9.0 * d * d / 10.0), [None]
+    assert check_resources(ctx, cand, 3000)[1] == pytest.approx(10.0, rel=1e-3)
+
+
+def test_machine_speed_measures_fresh_arrays():
+    from tripletml.auto.resources import _machine_speed
+
+    rate, fill, fresh = _machine_speed(100.0)
+    assert rate > 0 and fill > 0 and fresh > 0
 
 
 # --------------------------------------------------------------------------

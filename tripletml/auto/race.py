@@ -49,13 +49,19 @@ def _blas_limit(n_threads: Optional[int]):
 
 def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
              previous, deadline: Optional[float], blas_threads: Optional[int],
-             min_secs: float = 0.0, scoring: str = "map"):
+             min_secs: float = 0.0, scoring: str = "map", seen: Optional[dict] = None,
+             key: Any = None):
     """Returns (score, seconds, model-state for warm start, error) or None
     when, at its start, less than ``min_secs`` (the shortest this fit can
     take) was left before the deadline; ``min_secs < 0``: a free candidate
-    without a budget (a baseline), always fitted."""
+    without a budget (a baseline), always fitted.  ``seen`` (shared by the
+    jobs of a round run one after the other in this process) holds the
+    seconds of ``key``'s fits so far: a split whose earlier split took
+    longer than the time left is not started (the lower bound of
+    :func:`~tripletml.auto.resources.check_resources` can be far below a
+    fit's time on large arrays)."""
     if (deadline is not None and (cand.budget is not None or min_secs >= 0)
-            and time.time() + max(0.0, min_secs) > deadline):
+            and time.time() + max(0.0, min_secs, (seen or {}).get(key, 0.0)) > deadline):
         return None
     with _blas_limit(blas_threads), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)   # a short round is not a bug
@@ -79,6 +85,8 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
                 model = cand.make(budget_value, seed)
                 model.fit(Z_fit, y_fit)
             secs = time.perf_counter() - t0
+            if seen is not None:
+                seen[key] = min(seen.get(key, np.inf), secs)
             score = validation_score(model, Z_val, y_val, scoring)
             error = ""
         except (FloatingPointError, ArithmeticError, ValueError, MemoryError,
@@ -389,6 +397,7 @@ class _StageRace:
         tasks, keys = [], []
         held: list[int] = []                 # not refitted: too costly at this budget
         free: dict[int, bool] = {}
+        seen: dict[int, float] = {}          # each candidate's fit seconds this round
         for c in list(self.alive):
             cand = self.cands[c]
             if cand.budget is not None:
@@ -415,7 +424,7 @@ class _StageRace:
                                                ctx["blas"],
                                                secs if secs < 0 and cand.budget is None
                                                else max(secs, ctx["shortest"]),
-                                               ctx["scoring"]))
+                                               ctx["scoring"], seen, c))
                 free[c] = secs < 0
                 keys.append((c, s, bv))
         results = Parallel(n_jobs=ctx["n_jobs"])(tasks) if tasks else []

@@ -44,13 +44,20 @@ SPARSE_SAFE_MODES = (None, "normalize")
 #: counts passes over all ``n^2`` pairs of the ``n`` fit rows (``2 n^2 d``
 #: flops each): NCA's softmax over every pair at each of its ``max_iter``
 #: iterations (Goldberger et al. 2004, eq. 5), LMNN's search for target
-#: neighbours and impostors among all rows (at least once per fit).
+#: neighbours and impostors among all rows (at least once per fit).  A sixth
+#: counts d x d arrays written in full during the fit beyond those held:
+#: OASIS's tail average (``average=True``) restarts at every pass and adds
+#: the weighted model once per block (:func:`_average_writes`); SDCA
+#: evaluates its objectives (eq. 4, 5) on the d x d model after every pass
+#: and writes its output once.
 _DENSE_WORK: dict[str, tuple] = {
     "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
     "KISSME": (6, 3, 2), "RCA": (5, 2, 3), "ITML": (2, 1, 0),
     "SML": (2, lambda p: int(p.get("max_iter") or 1) + 1, 0),
-    "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0)),
-    "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1)),
+    "OASIS": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0), 0,
+              lambda p: _average_writes(p)),
+    "SDCA": (1, 0, 0, lambda p: int(p.get("n_triplets") or 0) * int(p.get("max_iter") or 1),
+             0, lambda p: 1 + _passes(p)),
     "COMET": (1, 0, 0), "SparseCOMET": (1, 0, 0),
     # start="identity" holds a d x d factor ("auto" only on answers with at
     # most 8,192 features; its own memory check refuses it beyond the memory)
@@ -66,21 +73,42 @@ _DENSE_WORK: dict[str, tuple] = {
 _EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
 
 
-def _dense_work(template, params: dict) -> tuple[int, int, int, int, int]:
+def _average_writes(p: dict) -> int:
+    """d x d arrays an online learner's tail average writes in full, at
+    least: per pass the restarted sum and, per block of
+    :func:`~tripletml.core.online.block_size` steps, the block's weighted
+    model and its addition; then the division by the steps (over
+    :func:`_passes`)."""
+    from tripletml.core.online import block_size
+
+    m = int(p.get("n_triplets") or 0)
+    if not p.get("average", True) or m <= 0:
+        return 0
+    return _passes(p) * (1 + 2 * -(-m // block_size(m))) + 1
+
+
+def _passes(p: dict) -> int:
+    """Passes a fit makes at least: ``max_iter`` with ``tol=None``, else at
+    most two (its stopping test compares two passes)."""
+    passes = max(int(p.get("max_iter") or 1), 1)
+    return min(passes, 2) if p.get("tol") is not None else passes
+
+
+def _dense_work(template, params: dict) -> tuple[int, int, int, int, int, int]:
     """``(d x d arrays, eigendecompositions, products, rank-one updates,
-    passes over all row pairs)`` of one fit of ``template`` with ``params``
-    (see :data:`_DENSE_WORK`)."""
+    passes over all row pairs, d x d arrays written during the fit)`` of one
+    fit of ``template`` with ``params`` (see :data:`_DENSE_WORK`)."""
     p = {**template.get_params(), **params}
     for klass in type(template).__mro__:
         if klass.__name__ in _DENSE_WORK:
             work = tuple(int(v(p) if callable(v) else v)
                          for v in _DENSE_WORK[klass.__name__])
-            return (work + (0, 0))[:5]
+            return (work + (0, 0, 0))[:6]
     if isinstance(template, MahalanobisMixin):
-        return 2, 1, 0, 0, 0
+        return 2, 1, 0, 0, 0, 0
     if isinstance(template, BilinearMixin) and "rank" not in p:
-        return 1, 0, 0, 0, 0
-    return 0, 0, 0, 0, 0
+        return 1, 0, 0, 0, 0, 0
+    return 0, 0, 0, 0, 0, 0
 
 
 def _available_memory() -> Optional[float]:
@@ -98,25 +126,41 @@ def _available_memory() -> Optional[float]:
 #: side of the square matrices of the speed probe (2 x 512^3 flops: ~10 ms)
 _PROBE_SIDE = 512
 
+#: float64 entries of the fresh-array probe: at least 64 MiB (above glibc's
+#: largest mmap threshold, 32 MiB, so every try maps new pages as a large
+#: d x d array does: the kernel zeroes each page on first touch), at most
+#: 256 MiB (well above the caches: the rate is the memory's), else d^2
+_FRESH_PROBE = (1 << 23, 1 << 25)
 
-def _machine_speed() -> tuple[float, float]:
+
+def _machine_speed(d: float = 0.0) -> tuple[float, float, float]:
     """``(flops per second of a dense matrix product, d x d elements written
-    per second)`` measured on this machine now (the best of three tries of a
-    ``_PROBE_SIDE``-square product and of an identity of that side): a
-    product is the fastest dense O(d^3) kernel, so an eigendecomposition's
-    flop count divided by its rate is a lower bound on its time."""
+    per second in memory already mapped, elements written per second into
+    a freshly allocated d x d array)`` measured on this machine now (the
+    best of three tries of a ``_PROBE_SIDE``-square product and of an
+    identity of that side, the best of two of ``np.ones`` of ``d^2``
+    entries clipped to :data:`_FRESH_PROBE`): a product is the fastest
+    dense O(d^3) kernel, so an eigendecomposition's flop count divided by
+    its rate is a lower bound on its time; a large array is written no
+    faster than a fresh mapping of its size is filled."""
     m = _PROBE_SIDE
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, m)), rng.standard_normal((m, m))
-    t_mm = t_fill = np.inf
-    for _ in range(3):
+    t_mm = t_fill = t_fresh = np.inf
+    n = int(min(max(d * d, _FRESH_PROBE[0]), _FRESH_PROBE[1]))
+    for i in range(3):
         t0 = time.perf_counter()
         a @ b
         t1 = time.perf_counter()
         np.eye(m)
         t2 = time.perf_counter()
         t_mm, t_fill = min(t_mm, t1 - t0), min(t_fill, t2 - t1)
-    return 2.0 * m**3 / max(t_mm, 1e-9), float(m * m) / max(t_fill, 1e-9)
+        if i < 2:
+            big = np.ones(n)
+            t_fresh = min(t_fresh, time.perf_counter() - t2)
+            del big
+    return (2.0 * m**3 / max(t_mm, 1e-9), float(m * m) / max(t_fill, 1e-9),
+            float(n) / max(t_fresh, 1e-9))
 
 
 def _fmt_bytes(v: float) -> str:
@@ -205,8 +249,10 @@ def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
         Empty when the fit may start, else why not (``"memory: ..."`` or
         ``"time: ..."``).
     seconds : float
-        A lower bound on the fit's dense d x d work on this machine (0 when
-        not measured, -1 for a free candidate).
+        A lower bound on one fit's dense d x d work on this machine (0 when
+        not measured, -1 for a free candidate); the candidate is skipped
+        when that many seconds per validation split (``ctx["splits"]``,
+        ``n_workers`` at a time) exceed the time left.
 
     Notes
     -----
@@ -217,15 +263,18 @@ def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
     products of ``2 d^3``, ``d`` the features the learner sees) is
     skipped when its arrays, times the parallel workers, exceed the
     memory available now, or when its flops at this machine's measured
-    matrix-product rate plus its entries written (``k d^2``, and ``rho^2
-    d^2`` per rank-one update of an online learner, ``rho`` the density
-    of the rows it sees) at its measured write rate exceed the seconds
-    left of ``time_budget``.  Returns seconds
+    matrix-product rate plus its entries written (``k d^2`` and the
+    arrays written in full during the fit, such as OASIS's tail average,
+    at the rate a fresh large array is filled; ``rho^2 d^2`` per rank-one
+    update of an online learner, ``rho`` the density of the rows it sees,
+    at the rate of writes to mapped memory), times the validation fits it
+    makes one after the other, exceed the seconds left of ``time_budget``.  Returns seconds
     -1 for a candidate with no dense work (fitted even after the
     deadline: the baselines always score).  Work no larger than the speed probe's own (a
     product of two 512 x 512 matrices) is not measured and never skipped,
     so small data sets race as before."""
-    n_dd, n_eig, n_prod, n_upd, n_pp = _dense_work(cand.template, cand.describe(budget_value))
+    n_dd, n_eig, n_prod, n_upd, n_pp, n_full = _dense_work(cand.template,
+                                                           cand.describe(budget_value))
     if not n_dd and not n_eig and not n_prod and not n_upd and not n_pp:
         return "", -1.0                  # free: always fitted
     X = ctx["X"]
@@ -249,22 +298,28 @@ def check_resources(ctx: dict, cand, budget_value) -> tuple[str, float]:
     # entries written: the arrays once, each update's rho^2 d^2
     rho = 1.0 if prep is not None or not sp.issparse(X) else \
         X.nnz / max(1.0, float(X.shape[0]) * X.shape[1])
-    writes = (n_dd + n_upd * rho * rho) * d * d
-    if flops <= 2.0 * m**3 and writes <= m * m:
+    fresh_writes = (n_dd + n_full) * d * d
+    update_writes = n_upd * rho * rho * d * d
+    if flops <= 2.0 * m**3 and fresh_writes + update_writes <= m * m:
         return "", 0.0
     if ctx["speed"] is None:
-        ctx["speed"] = _machine_speed()
-    rate, fill = ctx["speed"]
-    secs = flops / rate + writes / fill
+        ctx["speed"] = _machine_speed(d)
+    rate, fill, *rest = ctx["speed"]
+    fresh = rest[0] if rest else fill
+    per_fit = flops / rate + fresh_writes / fresh + update_writes / fill
+    # the race fits every validation split, n_workers at a time
+    fits = -(-len(ctx.get("splits") or [None]) // max(int(ctx.get("n_workers") or 1), 1))
+    secs = per_fit * fits
     left = ctx["deadline"] - time.time()
     if secs > left:
         pairs = f", {n_pp} pass(es) over {int(n_rows)}^2 row pairs" if n_pp else ""
+        full = f" written {n_dd + n_full} time(s)" if n_full else ""
         return (f"time: {cand.name}'s dense work ({n_eig} eigendecomposition(s) and "
                 f"{n_prod} product(s) of {int(d)} x {int(d)} matrices{pairs}, {flops:.3g} flops, "
-                f"{n_dd} such array(s) and {n_upd} rank-one update(s) of rows of density "
-                f"{rho:.3g}) takes at least {secs:.3g} s at this machine's measured "
-                f"{rate / 1e9:.3g} GFLOP/s and {fill / 1e9:.3g} G writes/s; "
-                f"{max(left, 0.0):.3g} s of time_budget "
-                "left"), secs
-    return "", secs
+                f"{n_dd} such array(s){full} and {n_upd} rank-one update(s) of rows of density "
+                f"{rho:.3g}) takes at least {secs:.3g} s ({fits} fit(s) of {per_fit:.3g} s) at "
+                f"this machine's measured {rate / 1e9:.3g} GFLOP/s, {fill / 1e9:.3g} G "
+                f"writes/s and {fresh / 1e9:.3g} G writes/s into new arrays; "
+                f"{max(left, 0.0):.3g} s of time_budget left"), per_fit
+    return "", per_fit
 
