@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     print(f"{len(auto.cv_results_['candidate'])} rows in cv_results_, "
           f"{len(auto.skipped_)} fit(s) skipped:")
     for s in auto.skipped_:
-        print(f"  round {s['round']}: {s['params']}: {s['reason']}")
+        print(f"  round {s.get('round', '-')}: {s['params']}: {s['reason']}")
     return 0 if wall <= a.time_budget else 1
 
 

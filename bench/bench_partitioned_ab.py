@@ -33,7 +33,6 @@ def one(tree: str, learner: str, triplets: int) -> dict:
 import os, sys, time, json, warnings
 warnings.simplefilter("ignore")
 os.environ["TRIPLETML_PARTITIONED_BACKEND"] = "cluster"
-sys.path.insert(0, {tree!r})
 from bench.bench_distributed import memory_collection, make_learner, warm_learners, _cluster_spec
 from tripletml.distributed.dask_search import use_cluster
 import tripletml
