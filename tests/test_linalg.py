@@ -232,3 +232,26 @@ def test_triplet_rows_against_dense():
         np.testing.assert_array_equal(q, X[T[t, 0]])
         np.testing.assert_allclose(v, X[T[t, 1]] - X[T[t, 2]], rtol=0, atol=0)
         assert np.all(np.diff(vi) > 0)
+
+
+def test_add_scaled_rounds_as_numpy_in_one_pass():
+    """``add_scaled(Y, a, X)`` is NumPy's ``Y += a * X`` bit for bit (the
+    product rounded before the sum): a fused multiply-add, which rounds
+    once, differs on these values, so the test can tell them apart."""
+    from tripletml.linalg.sparse_rows import add_scaled
+
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((400, 250)) * 1e3
+    X = rng.standard_normal((400, 250))
+    for a in (3, 1111, 0.1234567):
+        ref = Y + a * X
+        got = add_scaled(Y.copy(), a, X)
+        np.testing.assert_array_equal(got, ref)
+        fused = (Y.astype(np.longdouble) + np.longdouble(a) * X.astype(np.longdouble))
+        assert np.any(fused.astype(np.float64) != ref) or a == 3
+    # other layouts and dtypes: NumPy's expression, the same result
+    Yf = np.asfortranarray(Y)
+    np.testing.assert_array_equal(add_scaled(Yf.copy(), 0.5, X), Y + 0.5 * X)
+    Y32 = Y.astype(np.float32)
+    np.testing.assert_array_equal(add_scaled(Y32.copy(), 2, X.astype(np.float32)),
+                                  Y32 + 2 * X.astype(np.float32))

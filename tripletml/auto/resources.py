@@ -76,15 +76,16 @@ _EIGH_FLOPS, _PRODUCT_FLOPS = 10.0 / 3.0, 2.0
 def _average_writes(p: dict) -> int:
     """d x d arrays an online learner's tail average writes in full, at
     least: per pass the restarted sum and, per block of
-    :func:`~tripletml.core.online.block_size` steps, the block's weighted
-    model and its addition; then the division by the steps (over
-    :func:`_passes`)."""
+    :func:`~tripletml.core.online.block_size` steps, the addition of the
+    weighted model (one pass over memory,
+    :func:`~tripletml.linalg.sparse_rows.add_scaled`); then the division
+    by the steps (over :func:`_passes`)."""
     from tripletml.core.online import block_size
 
     m = int(p.get("n_triplets") or 0)
     if not p.get("average", True) or m <= 0:
         return 0
-    return _passes(p) * (1 + 2 * -(-m // block_size(m))) + 1
+    return _passes(p) * (1 + -(-m // block_size(m))) + 1
 
 
 def _passes(p: dict) -> int:

@@ -130,6 +130,26 @@ def bilinear_margins(W, indptr, indices, data, triplets, out, vidx, vval):
         out[t] = sparse_bilinear(W, q_idx, q_val, v_idx, v_val)
 
 
+@njit(cache=True, nogil=True)
+def _add_scaled_flat(y, a, x):  # pragma: no cover - compiled
+    for i in range(y.shape[0]):
+        y[i] += a * x[i]
+
+
+def add_scaled(Y: np.ndarray, a: float, X: np.ndarray) -> np.ndarray:
+    """``Y += a * X`` in place, in one pass over memory (no temporary
+    ``a * X``: on a 20,000 x 20,000 model that is 3.2 GB written and read
+    again), with NumPy's rounding (the product rounded, then the sum; no
+    fused multiply-add).  Float64 C-contiguous arrays of one shape take the
+    compiled loop; anything else NumPy's expression.  Returns ``Y``."""
+    if (Y.shape == X.shape and Y.dtype == np.float64 and X.dtype == np.float64
+            and Y.flags.c_contiguous and X.flags.c_contiguous and Y.flags.writeable):
+        _add_scaled_flat(Y.reshape(-1), float(a), X.reshape(-1))
+    else:
+        Y += a * X
+    return Y
+
+
 def diff_buffers(Xc) -> tuple[np.ndarray, np.ndarray]:
     """Work buffers for :func:`csr_row_diff` on rows of ``Xc``."""
     nnz = np.diff(Xc.indptr)
