@@ -11,7 +11,8 @@ the wall time exceeds the budget.
                                       [--classes 5] [--time-budget 20] [--seed 0]
 
 ``--data dexter`` races on the shared dexter set instead (300 x 20,000
-sparse counts; 70 % of its rows, a stratified split at ``--split-seed``;
+sparse counts; any set of ``bench.bench_defaults_all`` by its name: 70 % of
+its rows, a stratified split at ``--split-seed``;
 ``TRIPLETML_DATA`` or ``../shared/data``), ``--scoring knn_accuracy`` races
 for 1-NN accuracy (three validation splits).  Each fit of a candidate is
 logged with its start and duration.
@@ -36,17 +37,19 @@ def main(argv=None) -> int:
     ap.add_argument("--classes", type=int, default=5, help="default 5")
     ap.add_argument("--time-budget", type=float, default=20.0, help="seconds (default 20)")
     ap.add_argument("--seed", type=int, default=0, help="random_state (default 0)")
-    ap.add_argument("--data", choices=("synthetic", "dexter"), default="synthetic")
+    ap.add_argument("--data", default="synthetic",
+                    help="synthetic (default) or a shared set of bench_defaults_all (dexter, ...)")
     ap.add_argument("--split-seed", type=int, default=0, help="dexter's split (default 0)")
     ap.add_argument("--scoring", default="map", help="the race's scoring (default map)")
     a = ap.parse_args(argv)
-    if a.data == "dexter":
+    if a.data != "synthetic":
         from sklearn.model_selection import train_test_split
         from bench.bench_defaults_all import load
-        X, y, _ = load("dexter")
+        X, y, _ = load(a.data)
         X, _, y, _ = train_test_split(X, y, test_size=0.3, random_state=a.split_seed,
                                       stratify=y)
-        what = f"dexter: {X.shape[0]} x {X.shape[1]} CSR (70 %, split seed {a.split_seed})"
+        what = (f"{a.data}: {X.shape[0]} x {X.shape[1]} {'CSR' if sp.issparse(X) else 'dense'} "
+                f"(70 %, split seed {a.split_seed})")
     else:
         X = sp.random(a.n, a.d, density=a.density, format="csr", random_state=a.seed)
         y = np.arange(a.n) % a.classes

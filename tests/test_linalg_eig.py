@@ -344,3 +344,39 @@ def test_psd_factor_reconstructs_the_kept_spectrum():
     assert r0 == 0 and L0.shape == (0, 3)
     L1, r1 = psd_factor(M, 0.5)                            # only eigenvalues > 2.5
     assert r1 == 2
+
+
+@pytest.mark.parametrize("n_rows, d, n_zero", [(7, 20, 3), (30, 12, 5), (12, 12, 0), (4, 9, 4)])
+def test_psd_factor_of_rows_is_psd_factor_of_the_formed_matrix(n_rows, d, n_zero):
+    """The SVD route (fewer weighted rows than columns) and the eigh route
+    give psd_factor's factor of B^T diag(w) B: same rank, same kept
+    eigenvalues in the same order, the same rows up to sign."""
+    from tripletml.linalg import psd_factor, psd_factor_of_rows
+    rng = np.random.default_rng(n_rows + d)
+    B = rng.normal(size=(n_rows, d))
+    B[1] = 2.0 * B[0]                                    # a repeated direction
+    w = rng.uniform(0.1, 3.0, n_rows)
+    w[rng.permutation(n_rows)[:n_zero]] = 0.0
+    M = (B.T * w) @ B
+    for tol in (1e-12, 0.05):
+        L0, r0 = psd_factor(M, tol)
+        L1, r1 = psd_factor_of_rows(B, w, tol)
+        assert r1 == r0 and L1.shape == L0.shape == (r0, d)
+        if r0 == 0:
+            continue
+        np.testing.assert_allclose(L1.T @ L1, L0.T @ L0, atol=1e-10 * np.abs(M).max())
+        np.testing.assert_allclose(np.sum(L1 ** 2, 1), np.sum(L0 ** 2, 1), rtol=1e-10)
+        signs = np.sign(np.sum(L0 * L1, axis=1))
+        np.testing.assert_allclose(L1 * signs[:, None], L0, atol=1e-8 * np.abs(L0).max())
+
+
+def test_psd_factor_of_rows_refuses_bad_weights():
+    from tripletml.linalg import psd_factor_of_rows
+    B = np.ones((3, 4))
+    for w in ([1.0, -1.0, 0.0], [1.0, np.nan, 0.0]):
+        with pytest.raises(ValueError, match="non-negative"):
+            psd_factor_of_rows(B, np.array(w), 1e-12)
+    with pytest.raises(ValueError, match="one weight per row"):
+        psd_factor_of_rows(B, np.ones(2), 1e-12)
+    L, r = psd_factor_of_rows(B, np.zeros(3), 1e-12)
+    assert r == 0 and L.shape == (0, 4)

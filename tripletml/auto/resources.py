@@ -49,7 +49,9 @@ SPARSE_SAFE_MODES = (None, "normalize")
 #: OASIS's tail average (``average=True``) restarts at every pass and adds
 #: the weighted model once per block (:func:`_average_writes`); SDCA
 #: evaluates its objectives (eq. 4, 5) on the d x d model after every pass
-#: and writes its output once.
+#: and writes its output once.  SCML holds its ``M_`` and factors it through
+#: its few weighted basis rows (:func:`~tripletml.linalg.psd_factor_of_rows`,
+#: no d x d ``eigh``).
 _DENSE_WORK: dict[str, tuple] = {
     "Euclidean": (0, 0, 0), "DotProduct": (0, 0, 0),
     "KISSME": (6, 3, 2), "RCA": (5, 2, 3), "ITML": (2, 1, 0),
@@ -66,6 +68,7 @@ _DENSE_WORK: dict[str, tuple] = {
     "IterativePA": (0, 0, 0), "NaivePA": (0, 0, 0),
     "NCA": (2, 1, 0, 0, lambda p: int(p.get("max_iter") or 1)),
     "LMNN": (2, 1, 0, 0, 1),
+    "SCML": (1, 0, 0),
 }
 #: flops of a symmetric eigendecomposition with eigenvectors, at least: the
 #: tridiagonal reduction (4/3 d^3) and the back-transformation of the

@@ -32,7 +32,8 @@ from __future__ import annotations
 from tripletml.linalg._flags import FAST
 from tripletml.linalg.eig_update import (GRAM_COL_RTOL, GRAM_COND_RTOL, lowrank_eig_update,
                          orthonormality_error, project_psd, project_spectrum,
-                         psd_factor, reorthonormalize_eig, solve_lemma3)
+                         psd_factor, psd_factor_of_rows, reorthonormalize_eig,
+                         solve_lemma3)
 from tripletml.linalg.pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_downdate, chol_update,
                          chol_update_downdate, inverse_row_column_update, row_column_update,
                          schur_coefficients, schur_step_bound)
@@ -51,7 +52,8 @@ __all__ = [
     "chol_update", "chol_downdate", "chol_update_downdate", "row_column_update",
     "schur_step_bound", "schur_coefficients", "inverse_row_column_update", "PD_COND_LIMIT",
     "RowColumnConditioning",
-    "lowrank_eig_update", "project_spectrum", "project_psd", "psd_factor", "orthonormality_error",
+    "lowrank_eig_update", "project_spectrum", "project_psd", "psd_factor", "psd_factor_of_rows",
+    "orthonormality_error",
     "reorthonormalize_eig", "solve_lemma3",
     "TopK", "topk",
 ]

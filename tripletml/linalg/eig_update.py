@@ -22,7 +22,8 @@ import scipy.sparse as sp
 import scipy.linalg as sla
 
 __all__ = ["GRAM_COL_RTOL", "GRAM_COND_RTOL", "lowrank_eig_update", "project_spectrum",
-           "project_psd", "solve_lemma3", "orthonormality_error", "reorthonormalize_eig"]
+           "project_psd", "psd_factor", "psd_factor_of_rows", "solve_lemma3",
+           "orthonormality_error", "reorthonormalize_eig"]
 
 #: A direction of ``A_perp`` is taken from the Gram matrix (Cholesky-QR) only
 #: when its squared norm ``g`` is at least this fraction of the largest
@@ -334,6 +335,44 @@ def psd_factor(M: np.ndarray, rank_tol: float) -> tuple[np.ndarray, int]:
     top = float(ev.max()) if ev.size else 0.0
     keep = ev > rank_tol * top if top > 0 else np.zeros(ev.shape, bool)
     L = np.ascontiguousarray((V[:, keep] * np.sqrt(ev[keep])).T[::-1])
+    return L, int(keep.sum())
+
+
+def psd_factor_of_rows(B: np.ndarray, w: np.ndarray, rank_tol: float
+                       ) -> tuple[np.ndarray, int]:
+    """:func:`psd_factor` of ``M = B^T diag(w) B`` (``w >= 0``) without
+    forming or decomposing the d x d ``M`` when fewer rows carry weight than
+    there are columns.
+
+    With ``C = diag(sqrt(w_a)) B_a`` over the ``a`` rows of positive weight,
+    ``M = C^T C``; for ``a < d`` the thin SVD ``C = U S V^T`` gives its
+    eigenvalues ``S^2`` and eigenvectors ``V``, so ``L = S V^T`` (the rows
+    whose ``s^2`` exceed ``rank_tol`` times the largest, in decreasing
+    order): O(a^2 d) instead of ``eigh``'s O(d^3).  Otherwise ``M`` is formed
+    and :func:`psd_factor` decomposes it.  The result equals
+    :func:`psd_factor`'s up to rounding and the sign of each row.
+
+    Returns ``(L, r)`` as :func:`psd_factor`.
+    """
+    B = np.asarray(B, dtype=float)
+    w = np.asarray(w, dtype=float).ravel()
+    if B.ndim != 2 or w.shape != (B.shape[0],):
+        raise ValueError(f"psd_factor_of_rows: B of shape {B.shape} needs one weight per row, "
+                         f"got {w.shape}")
+    if not (w >= 0).all():
+        raise ValueError("psd_factor_of_rows: the weights must be finite and non-negative")
+    active = np.flatnonzero(w > 0)
+    d = B.shape[1]
+    C = np.sqrt(w[active])[:, None] * B[active]
+    if active.size >= d:
+        M = C.T @ C
+        return psd_factor(0.5 * (M + M.T), rank_tol)
+    if active.size == 0:
+        return np.zeros((0, d)), 0
+    _, s, Vt = np.linalg.svd(C, full_matrices=False)
+    ev = s * s
+    keep = ev > rank_tol * ev[0] if ev[0] > 0 else np.zeros(ev.shape, bool)
+    L = np.ascontiguousarray(s[keep, None] * Vt[keep])
     return L, int(keep.sum())
 
 

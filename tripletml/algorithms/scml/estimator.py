@@ -14,7 +14,7 @@ from tripletml.engine import apply_result, run
 from tripletml.engine.whole import WholeRun
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
-from tripletml.linalg import psd_factor
+from tripletml.linalg import psd_factor_of_rows
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.algorithms.scml.kernels import TripletDeltas, lda_basis, scml_rda, triplet_diff_basis
 from tripletml.triplets import AllLabels, ClassCodes, knn_triplets
@@ -237,9 +237,10 @@ class SCML(MahalanobisMixin, TripletLearner):
                      tol=0.0 if self.tol is None else self.tol)
         res = solver.result
         w = res.w
-        M = (B.T * w) @ B
+        on = np.flatnonzero(w)                   # the sparse weights' support
+        M = (B[on].T * w[on]) @ B[on]
         M = 0.5 * (M + M.T)
-        L, _ = psd_factor(M, 1e-12)
+        L, _ = psd_factor_of_rows(B, w, 1e-12)   # M = B^T diag(w) B: no d x d eigh
         self.basis_, self.weights_ = np.ascontiguousarray(B), w
         self.M_ = M
         self.components_, self.rank_ = L, int(L.shape[0])
