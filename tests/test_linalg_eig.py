@@ -346,28 +346,32 @@ def test_psd_factor_reconstructs_the_kept_spectrum():
     assert r1 == 2
 
 
+@pytest.mark.parametrize("identity", [0.0, 0.3])
 @pytest.mark.parametrize("n_rows, d, n_zero", [(7, 20, 3), (30, 12, 5), (12, 12, 0), (4, 9, 4)])
-def test_psd_factor_of_rows_is_psd_factor_of_the_formed_matrix(n_rows, d, n_zero):
+def test_psd_factor_of_rows_is_psd_factor_of_the_formed_matrix(n_rows, d, n_zero, identity):
     """The SVD route (fewer weighted rows than columns) and the eigh route
-    give psd_factor's factor of B^T diag(w) B: same rank, same kept
-    eigenvalues in the same order, the same rows up to sign."""
+    give psd_factor's factor of B^T diag(w) B + identity I: same rank, same
+    kept eigenvalues in the same order, the same rows up to sign where the
+    eigenvalues are simple (the identity's eigenspace has no preferred basis)."""
     from tripletml.linalg import psd_factor, psd_factor_of_rows
     rng = np.random.default_rng(n_rows + d)
     B = rng.normal(size=(n_rows, d))
     B[1] = 2.0 * B[0]                                    # a repeated direction
     w = rng.uniform(0.1, 3.0, n_rows)
     w[rng.permutation(n_rows)[:n_zero]] = 0.0
-    M = (B.T * w) @ B
+    M = (B.T * w) @ B + identity * np.eye(d)
     for tol in (1e-12, 0.05):
         L0, r0 = psd_factor(M, tol)
-        L1, r1 = psd_factor_of_rows(B, w, tol)
+        L1, r1 = psd_factor_of_rows(B, w, tol, identity)
         assert r1 == r0 and L1.shape == L0.shape == (r0, d)
         if r0 == 0:
             continue
         np.testing.assert_allclose(L1.T @ L1, L0.T @ L0, atol=1e-10 * np.abs(M).max())
         np.testing.assert_allclose(np.sum(L1 ** 2, 1), np.sum(L0 ** 2, 1), rtol=1e-10)
-        signs = np.sign(np.sum(L0 * L1, axis=1))
-        np.testing.assert_allclose(L1 * signs[:, None], L0, atol=1e-8 * np.abs(L0).max())
+        simple = np.sum(L0 ** 2, 1) > identity * (1 + 1e-6)
+        signs = np.sign(np.sum(L0[simple] * L1[simple], axis=1))
+        np.testing.assert_allclose(L1[simple] * signs[:, None], L0[simple],
+                                   atol=1e-8 * np.abs(L0).max())
 
 
 def test_psd_factor_of_rows_refuses_bad_weights():
@@ -376,7 +380,13 @@ def test_psd_factor_of_rows_refuses_bad_weights():
     for w in ([1.0, -1.0, 0.0], [1.0, np.nan, 0.0]):
         with pytest.raises(ValueError, match="non-negative"):
             psd_factor_of_rows(B, np.array(w), 1e-12)
+    for c in (-1.0, np.inf):
+        with pytest.raises(ValueError, match="non-negative"):
+            psd_factor_of_rows(B, np.ones(3), 1e-12, c)
     with pytest.raises(ValueError, match="one weight per row"):
         psd_factor_of_rows(B, np.ones(2), 1e-12)
     L, r = psd_factor_of_rows(B, np.zeros(3), 1e-12)
     assert r == 0 and L.shape == (0, 4)
+    L, r = psd_factor_of_rows(B, np.zeros(3), 1e-12, 4.0)      # the identity alone
+    assert r == 4
+    np.testing.assert_allclose(L.T @ L, 4.0 * np.eye(4), atol=1e-12)

@@ -33,7 +33,18 @@ import numpy as np
 
 __all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch",
            "pooled_curve", "within_one_standard_error", "triplet_accuracy_on", "MahalanobisScorer",
-           "pair_keys", "two_protocol_splits", "choose_toward_last"]
+           "pair_keys", "two_protocol_splits", "choose_toward_last", "IDENTITY_BLEND_GRID",
+           "BLEND_FOLDS", "MIN_FOLD_ANSWERS"]
+
+#: a blend ``(1 - s) A / S_A + s I / S_I`` of a learned metric with the
+#: features' own geometry chosen on answers (MMC's and SCML's
+#: ``shrinkage="auto"``): the weights ``s`` of the identity, odds ``(1 - s) /
+#: s`` of 10, 1, 1/10 and 1/100 between the two, with the two ends
+IDENTITY_BLEND_GRID = (0.0, 1.0 / 11.0, 0.5, 10.0 / 11.0, 100.0 / 101.0, 1.0)
+#: folds of each held-out protocol of such a choice (:func:`two_protocol_splits`)
+BLEND_FOLDS = 3
+#: fewest held-out answers per fold (of each kind for pairs) for a choice
+MIN_FOLD_ANSWERS = 5
 
 
 @dataclass

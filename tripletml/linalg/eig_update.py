@@ -338,19 +338,22 @@ def psd_factor(M: np.ndarray, rank_tol: float) -> tuple[np.ndarray, int]:
     return L, int(keep.sum())
 
 
-def psd_factor_of_rows(B: np.ndarray, w: np.ndarray, rank_tol: float
+def psd_factor_of_rows(B: np.ndarray, w: np.ndarray, rank_tol: float, identity: float = 0.0
                        ) -> tuple[np.ndarray, int]:
-    """:func:`psd_factor` of ``M = B^T diag(w) B`` (``w >= 0``) without
-    forming or decomposing the d x d ``M`` when fewer rows carry weight than
-    there are columns.
+    """:func:`psd_factor` of ``M = B^T diag(w) B + identity I`` (``w >= 0``,
+    ``identity >= 0``) without forming or decomposing the d x d ``M`` when
+    fewer rows carry weight than there are columns.
 
     With ``C = diag(sqrt(w_a)) B_a`` over the ``a`` rows of positive weight,
     ``M = C^T C``; for ``a < d`` the thin SVD ``C = U S V^T`` gives its
     eigenvalues ``S^2`` and eigenvectors ``V``, so ``L = S V^T`` (the rows
     whose ``s^2`` exceed ``rank_tol`` times the largest, in decreasing
-    order): O(a^2 d) instead of ``eigh``'s O(d^3).  Otherwise ``M`` is formed
-    and :func:`psd_factor` decomposes it.  The result equals
-    :func:`psd_factor`'s up to rounding and the sign of each row.
+    order): O(a^2 d) instead of ``eigh``'s O(d^3).  With ``identity > 0``
+    the eigenvalues are ``s^2 + identity`` on ``V`` and ``identity`` on its
+    complement (:func:`tripletml.linalg.span.lift_psd_factor`, a ``d x d``
+    factor).  Otherwise ``M`` is formed and :func:`psd_factor` decomposes it.
+    The result equals :func:`psd_factor`'s up to rounding and the sign of
+    each row (and the basis chosen within an eigenvalue's space).
 
     Returns ``(L, r)`` as :func:`psd_factor`.
     """
@@ -359,14 +362,21 @@ def psd_factor_of_rows(B: np.ndarray, w: np.ndarray, rank_tol: float
     if B.ndim != 2 or w.shape != (B.shape[0],):
         raise ValueError(f"psd_factor_of_rows: B of shape {B.shape} needs one weight per row, "
                          f"got {w.shape}")
-    if not (w >= 0).all():
+    if not ((w >= 0).all() and np.isfinite(w).all() and identity >= 0
+            and np.isfinite(identity)):
         raise ValueError("psd_factor_of_rows: the weights must be finite and non-negative")
     active = np.flatnonzero(w > 0)
     d = B.shape[1]
     C = np.sqrt(w[active])[:, None] * B[active]
     if active.size >= d:
         M = C.T @ C
-        return psd_factor(0.5 * (M + M.T), rank_tol)
+        M = 0.5 * (M + M.T)
+        M[np.diag_indices_from(M)] += identity
+        return psd_factor(M, rank_tol)
+    if identity > 0:
+        from tripletml.linalg.span import lift_psd_factor
+        _, s, Vt = np.linalg.svd(C, full_matrices=False)
+        return lift_psd_factor(np.diag(s * s + identity), Vt.T, identity, rank_tol)
     if active.size == 0:
         return np.zeros((0, d)), 0
     _, s, Vt = np.linalg.svd(C, full_matrices=False)

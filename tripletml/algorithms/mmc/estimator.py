@@ -16,7 +16,8 @@ from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.engine import apply_result, run
 from tripletml.engine.whole import WholeRun
-from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
+from tripletml.engine.early_stopping import (BLEND_FOLDS, IDENTITY_BLEND_GRID, MIN_FOLD_ANSWERS,
+                                             choose_toward_last, two_protocol_splits)
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg import psd_factor
@@ -38,14 +39,10 @@ PAIRS_PER_CLASS_PAIR = 40
 PAIRS_PER_PARAMETER = 20
 #: most entries of the pair-difference arrays the default may hold (128 MiB)
 MAX_DEFAULT_PAIR_ENTRIES = 1 << 24
-#: shrinkage="auto": the blend weights ``s`` of the identity, odds ``(1 - s) /
-#: s`` of 10, 1, 1/10 and 1/100 between the paper's optimum and the identity
-#: (both on the similar pairs' budget), with the two ends
-SHRINKAGE_GRID = (0.0, 1.0 / 11.0, 0.5, 10.0 / 11.0, 100.0 / 101.0, 1.0)
-#: folds of each held-out protocol of shrinkage="auto"
-SHRINKAGE_FOLDS = 3
-#: fewest held-out answers per fold (of each kind for pairs) for a choice
-MIN_FOLD_ANSWERS = 5
+#: shrinkage="auto": the blend weights of the identity (the paper's optimum
+#: and the identity both on the similar pairs' budget), its folds and the
+#: fewest answers a fold scores (shared with SCML)
+SHRINKAGE_GRID, SHRINKAGE_FOLDS = IDENTITY_BLEND_GRID, BLEND_FOLDS
 
 
 def default_n_pairs(n: int, d: int, c: int, diagonal: bool = False) -> int:

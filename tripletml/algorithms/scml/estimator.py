@@ -14,7 +14,11 @@ from tripletml.engine import apply_result, run
 from tripletml.engine.whole import WholeRun
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
+from tripletml.engine.early_stopping import (BLEND_FOLDS, IDENTITY_BLEND_GRID, MIN_FOLD_ANSWERS,
+                                             choose_toward_last, two_protocol_splits)
 from tripletml.linalg import psd_factor_of_rows
+from tripletml.linalg.span import reduce_rows, span_basis
+from tripletml.algorithms.kissme.kernels import heldout_score
 from tripletml.core.preprocessing import document_preprocessing
 from tripletml.algorithms.scml.kernels import TripletDeltas, lda_basis, scml_rda, triplet_diff_basis
 from tripletml.triplets import AllLabels, ClassCodes, knn_triplets
@@ -25,6 +29,42 @@ __all__ = ["SCML"]
 
 def _dense(X) -> np.ndarray:
     return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+
+
+def _identity_coordinates(X) -> np.ndarray:
+    """Rows whose Euclidean distances are X's: X on the span of its rows
+    when they are fewer than the features (``n x r``), else X."""
+    n, d = X.shape
+    return reduce_rows(X, span_basis(X)) if n < d else _dense(X)
+
+
+def _metric_coordinates(X, B: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Rows whose Euclidean distances are those of ``M = B^T diag(w) B``:
+    ``X B_a^T diag(sqrt(w_a))`` over the weights' support ``a``."""
+    on = np.flatnonzero(w)
+    return np.asarray(X @ B[on].T, dtype=np.float64) * np.sqrt(w[on])
+
+
+def _sqdist(Z: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances of the rows ``Z[i]`` and ``Z[j]``."""
+    D = Z[i] - Z[j]
+    return np.einsum("ij,ij->i", D, D)
+
+
+def _answer_scales(ZM: np.ndarray, Z: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """``(S_w, S_I)``: the answers' pairs ``(q, p+)`` and ``(q, p-)``
+    squared distances summed under the learned metric (coordinates ``ZM``)
+    and under the identity (``Z``); 1 where a sum is 0."""
+    s_m = sum(float(_sqdist(ZM, t[:, 0], t[:, j]).sum()) for j in (1, 2))
+    s_i = sum(float(_sqdist(Z, t[:, 0], t[:, j]).sum()) for j in (1, 2))
+    return (s_m if s_m > 0 else 1.0), (s_i if s_i > 0 else 1.0)
+
+
+def _blend_weights(ZM: np.ndarray, Z: np.ndarray, t: np.ndarray, s: float
+                   ) -> tuple[float, float]:
+    """``((1 - s) / S_w, s / S_I)`` of the blend on the answers ``t``."""
+    s_m, s_i = _answer_scales(ZM, Z, t)
+    return (1.0 - s) / s_m, s / s_i
 
 
 @document_transform
@@ -84,6 +124,20 @@ class SCML(MahalanobisMixin, TripletLearner):
         budget and gives no warning.
     check_every : int, default=500
         Steps between full-objective evaluations.
+    shrinkage : float in [0, 1] or "auto", default="auto"
+        Weight ``s`` of the features' own geometry in ``M_ = (1 - s) M_w /
+        S_w + s I / S_I``, ``M_w`` the paper's ``sum_b w_b u_b u_b^T`` and
+        ``S_w``, ``S_I`` the squared distances of the fit answers' pairs
+        ``(q, p+)`` and ``(q, p-)`` summed under ``M_w`` and under the
+        identity (both terms on the same scale: the blend is scale-free).
+        ``M_w`` starts at 0 and learns only the directions its basis holds,
+        so on noisy answers it can rank below the features' own distance;
+        "auto": with class labels 0 (the paper's ``M``); on triplets the
+        value of ``0, 1/11, 1/2, 10/11, 100/101, 1`` chosen as MMC's
+        ``shrinkage`` (held-out triplet accuracy over 3 folds of the items
+        and 3 folds of the answers, refitting the weights on each fold's
+        answers; the value whose smaller gain over ``s = 1`` is largest), 0
+        when a fold would score fewer than 5 answers.
     {preprocessing}
     random_state : None, int or numpy Generator
         k-means, the basis batches and the stochastic steps.
@@ -103,6 +157,16 @@ class SCML(MahalanobisMixin, TripletLearner):
         The unit directions ``u_b``.
     weights_ : ndarray of shape (n_basis,)
         ``w >= 0`` (mostly zero).
+    shrinkage_ : float
+        The weight ``s`` used (``shrinkage`` or the choice of "auto").
+    metric_weight_, identity_weight_ : float
+        ``M_ = metric_weight_ basis_^T diag(weights_) basis_ +
+        identity_weight_ I`` (``(1 - s) / S_w`` and ``s / S_I``; 1 and 0
+        when ``s = 0``).
+    shrinkage_grid_ : ndarray of shape (6,)
+    shrinkage_scores_ : ndarray of shape (2, 6)
+        With "auto" on triplets: the grid and its mean held-out accuracies
+        (row 0: answers among held-out items, row 1: held-out answers).
     n_iter_ : int
     stop_reason_ : {"tol", "max_iter"}
     history_ : dict of lists
@@ -123,13 +187,15 @@ class SCML(MahalanobisMixin, TripletLearner):
         "components_": ArraySpec(("rank_", "d")),
         "basis_": ArraySpec((None, "d")),
         "weights_": ArraySpec((None,)),
+        "shrinkage_grid_": ArraySpec((None,), optional=True),
+        "shrinkage_scores_": ArraySpec((2, None), optional=True),
     }
     _square_arrays = 4
 
     def __init__(self, alpha=1e-5, *, basis="auto", n_basis=None, k_genuine=3, k_impostor=10,
                  eta0=1.0, batch_size=10, max_iter=10000, tol=1e-3, check_every=500,
-                 preprocessing="auto", random_state=None, verbose=0, n_components=None,
-                 preprocessor=None):
+                 shrinkage="auto", preprocessing="auto", random_state=None, verbose=0,
+                 n_components=None, preprocessor=None):
         self.alpha = alpha
         self.basis = basis
         self.n_basis = n_basis
@@ -140,6 +206,7 @@ class SCML(MahalanobisMixin, TripletLearner):
         self.max_iter = max_iter
         self.tol = tol
         self.check_every = check_every
+        self.shrinkage = shrinkage
         self.preprocessing = preprocessing
         self.random_state = random_state
         self.verbose = verbose
@@ -156,6 +223,7 @@ class SCML(MahalanobisMixin, TripletLearner):
         "eta0": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "check_every": [Interval(Integral, 1, None, closed="left")],
+        "shrinkage": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
         "n_components": N_COMPONENTS_PARAM,
         "preprocessor": ["no_validation"],   # resolved by the base class
     }
@@ -173,12 +241,54 @@ class SCML(MahalanobisMixin, TripletLearner):
             raise ValueError("basis_ and weights_ have different lengths")
         if np.any(self.weights_ < 0):
             raise ValueError("weights_ has negative entries")
-        M = (self.basis_.T * self.weights_) @ self.basis_
+        if getattr(self, "shrinkage_", None) is None:   # a file written before the blend
+            self.shrinkage_, self.metric_weight_, self.identity_weight_ = 0.0, 1.0, 0.0
+        sh = self.shrinkage_
+        a = getattr(self, "metric_weight_", None)
+        c = getattr(self, "identity_weight_", None)
+        for name, v in (("shrinkage_", sh), ("metric_weight_", a), ("identity_weight_", c)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real) or \
+                    not (np.isfinite(v) and v >= 0) or (name == "shrinkage_" and v > 1):
+                raise ValueError(f"{name}={v!r} must be a finite number >= 0"
+                                 + (" and <= 1" if name == "shrinkage_" else ""))
+        grid, scores = getattr(self, "shrinkage_grid_", None), getattr(self, "shrinkage_scores_",
+                                                                       None)
+        if (grid is None) != (scores is None) or (
+                grid is not None and (scores.shape != (2, grid.size)
+                                      or not np.any(grid == float(sh)))):
+            raise ValueError("shrinkage_grid_ and shrinkage_scores_ must come together, with "
+                             "one column of scores per grid value and shrinkage_ in the grid")
+        M = a * ((self.basis_.T * self.weights_) @ self.basis_)
+        M[np.diag_indices_from(M)] += c
         if np.linalg.norm(M - self.M_) > 1e-8 * np.linalg.norm(M) + 1e-300:
-            raise ValueError("M_ is not basis_^T diag(weights_) basis_")
+            raise ValueError("M_ is not metric_weight_ basis_^T diag(weights_) basis_ + "
+                             "identity_weight_ I")
         self._check_loaded_metric(self.M_)
 
     def _fit(self, X, got, rng):
+        B, w, _, t, result = self._learn(X, got, rng)
+        self.__dict__.pop("shrinkage_grid_", None)
+        self.__dict__.pop("shrinkage_scores_", None)
+        s = self.shrinkage_ = self._choose_shrinkage(X, got, rng)
+        on = np.flatnonzero(w)                   # the sparse weights' support
+        a, c = (1.0, 0.0) if s == 0 else \
+            _blend_weights(_metric_coordinates(X, B, w), _identity_coordinates(X), t, s)
+        M = a * ((B[on].T * w[on]) @ B[on])
+        M = 0.5 * (M + M.T)
+        M[np.diag_indices_from(M)] += c
+        # M = a B^T diag(w) B + c I: no d x d eigh
+        L, _ = psd_factor_of_rows(B, a * w, 1e-12 if c == 0 else 0.0, c)
+        self.basis_, self.weights_ = np.ascontiguousarray(B), w
+        self.metric_weight_, self.identity_weight_ = float(a), float(c)
+        self.M_ = M
+        self.components_, self.rank_ = L, int(L.shape[0])
+        apply_result(self, result, tol=None, what="relative change of the objective",
+                     advice="increase max_iter or tol")
+
+    def _learn(self, X, got, rng):
+        """``(B, w, XU, triplets, result)``: the basis, the paper's weights
+        on it (eq. 4), the rows' basis coordinates ``X B^T``, the triplets
+        fitted (drawn from labels, or ``got``) and the driver's result."""
         n, d = X.shape
         if isinstance(got, ClassCodes):
             codes = got.codes
@@ -235,14 +345,41 @@ class SCML(MahalanobisMixin, TripletLearner):
             check_every=int(self.check_every), rng=rng, verbose=int(self.verbose)))
         result = run(solver, name="SCML", max_iter=int(self.max_iter),
                      tol=0.0 if self.tol is None else self.tol)
-        res = solver.result
-        w = res.w
-        on = np.flatnonzero(w)                   # the sparse weights' support
-        M = (B[on].T * w[on]) @ B[on]
-        M = 0.5 * (M + M.T)
-        L, _ = psd_factor_of_rows(B, w, 1e-12)   # M = B^T diag(w) B: no d x d eigh
-        self.basis_, self.weights_ = np.ascontiguousarray(B), w
-        self.M_ = M
-        self.components_, self.rank_ = L, int(L.shape[0])
-        apply_result(self, result, tol=None, what="relative change of the objective",
-                     advice="increase max_iter or tol")
+        return B, solver.result.w, XU, triplets, result
+
+    def _choose_shrinkage(self, X, got, rng) -> float:
+        """``shrinkage_`` (and, for "auto" on triplets, ``shrinkage_grid_``
+        and ``shrinkage_scores_``): see ``shrinkage``."""
+        if not isinstance(self.shrinkage, str):
+            return float(self.shrinkage)
+        if isinstance(got, ClassCodes):
+            return 0.0
+        answers = np.asarray(got)
+        splits = two_protocol_splits(answers, BLEND_FOLDS, None, MIN_FOLD_ANSWERS)
+        if splits is None:
+            return 0.0
+        grid = np.asarray(IDENTITY_BLEND_GRID)
+        Z = _identity_coordinates(X)
+        seeds = rng.integers(0, 2**63, size=(2, BLEND_FOLDS))
+        try:
+            scores = np.array([np.mean([self._fold_scores(X, Z, answers, h, grid, seeds[k, f])
+                                        for f, h in enumerate(folds)], axis=0)
+                               for k, folds in enumerate(splits)])
+        except ValueError:          # a fold whose answers give no basis: the paper's M
+            return 0.0
+        self.shrinkage_grid_, self.shrinkage_scores_ = grid, scores
+        return choose_toward_last(grid, scores)
+
+    def _fold_scores(self, X, Z, answers, h, grid, seed) -> np.ndarray:
+        """The grid's held-out accuracies on split ``h``: the weights of
+        the fold's fit answers, blended with the identity on the fold's
+        scale, scored on its held-out answers."""
+        fit = np.ascontiguousarray(answers[h.fit])
+        B, w, _, _, _ = self._learn(X, fit, np.random.default_rng(seed))
+        ZM = _metric_coordinates(X, B, w)           # every row: the held-out items too
+        s_m, s_i = _answer_scales(ZM, Z, fit)
+        val = answers[h.val]
+        dm = [_sqdist(ZM, val[:, 0], val[:, j]) / s_m for j in (1, 2)]
+        di = [_sqdist(Z, val[:, 0], val[:, j]) / s_i for j in (1, 2)]
+        return np.array([heldout_score((1.0 - v) * dm[0] + v * di[0],
+                                       (1.0 - v) * dm[1] + v * di[1]) for v in grid])

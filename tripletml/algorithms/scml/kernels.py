@@ -309,13 +309,16 @@ def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
         lam, V = np.linalg.eigh(0.5 * (C + C.T))
         pos = lam > 1e-12 * max(float(np.abs(lam).max()), 1e-300)
         if pos.any():
-            out.append((V[:, pos] if Q is None else Q @ V[:, pos]).T)
+            out.append(V[:, pos].T)
             total += int(pos.sum())
         if total >= n_basis:
             break
     if not out:
         return np.zeros((0, d))
-    return np.ascontiguousarray(_unit_rows(np.concatenate(out))[:n_basis])
+    # unit rows on the span's coordinates (Q's columns are orthonormal: the
+    # same norms), lifted by one product instead of one per batch
+    B = _unit_rows(np.concatenate(out))[:n_basis]
+    return np.ascontiguousarray(B if Q is None else B @ Q.T)
 
 
 def scml_rda(delta, *, alpha: float, eta0: float, batch_size: int, max_iter: int,
