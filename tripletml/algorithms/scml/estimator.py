@@ -150,8 +150,8 @@ class SCML(MahalanobisMixin, TripletLearner):
     M_ : ndarray of shape (d, d)
     components_ : ndarray of shape (``rank_``, d)
         ``L`` with ``L^T L = M_``: the eigen-directions of ``M_`` scaled by
-        the roots of their eigenvalues (above 1e-12 times the largest),
-        largest first.
+        the roots of their eigenvalues (above 1e-12 times the largest; all
+        ``d`` with ``shrinkage_ > 0``), largest first.
     rank_ : int
     basis_ : ndarray of shape (n_basis, d)
         The unit directions ``u_b``.
