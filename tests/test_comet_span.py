@@ -74,8 +74,15 @@ def test_beta_auto_on_answers_starts_at_the_identitys_margin_scale():
     np.testing.assert_allclose(ans.W_, np.eye(6) / m, atol=1e-9 / m)
     fixed = COMET(preprocessing="raw", beta=1e-3, max_iter=1, tol=None).fit(X, triplets=t)
     assert fixed.beta_ == 1e-3 and fixed.start_scale_ == 1.0
-    with pytest.raises(ValueError, match="beta"):
-        SparseCOMET(beta="auto").fit(X, y)
+    # SparseCOMET: the same start and beta, and its group lasso in the start's units
+    sl = SparseCOMET(preprocessing="raw", max_iter=1, tol=None, group_alpha=0.3).fit(X, y)
+    assert (sl.beta_, sl.start_scale_, sl.group_alpha_) == (1e-3, 1.0, 0.3)
+    sa = SparseCOMET(preprocessing="raw", alpha=2.0, max_iter=1, tol=None, eta0=1e-12,
+                     group_alpha=0.3).fit(X, triplets=t)
+    assert sa.start_scale_ == pytest.approx(1.0 / m, rel=1e-10)
+    assert sa.beta_ == pytest.approx(2.0 * m ** 2, rel=1e-10)
+    assert sa.group_alpha_ == pytest.approx(0.3 * m, rel=1e-10)
+    np.testing.assert_allclose(np.diag(sa.W_inv_) * np.diag(sa.W_), 1.0, rtol=1e-9)
 
 
 def test_beta_auto_invariances():
@@ -94,3 +101,20 @@ def test_beta_auto_invariances():
     Xd = np.c_[X, X[:, :1]]
     m = COMET(max_iter=3, tol=None).fit(Xd, triplets=t)
     assert np.isfinite(m.W_).all() and m.start_scale_ > 0
+
+
+@pytest.mark.parametrize("k", [1e-2, 1e2])
+def test_sparse_comet_on_answers_is_equivariant_in_the_rows_scale(k):
+    """Raw rows times k with the step cap in W's units (eta0 k^-4: W scales
+    as k^-2, its gradient as k^2): the same groups and similarities, W_ / k^2.
+    With the paper's absolute lambda the penalty would weigh the groups
+    k^-2 times less; in the start's units it does not."""
+    X, t = _wide(n=30, d=6, m=80)
+    kw = dict(preprocessing="raw", max_iter=4, tol=None, random_state=0, group_alpha=3.0)
+    a = SparseCOMET(**kw).fit(X, triplets=t)
+    b = SparseCOMET(eta0=k ** -4, **kw).fit(X * k, triplets=t)
+    assert 0 < a.density_ < 1                     # the penalty binds on some groups
+    np.testing.assert_array_equal(b.active_features_, a.active_features_)
+    np.testing.assert_allclose(b.W_ * k ** 2, a.W_, rtol=1e-6, atol=1e-9 * np.abs(a.W_).max())
+    np.testing.assert_allclose(b.similarity(X * k), a.similarity(X), rtol=1e-6,
+                               atol=1e-9 * np.abs(a.similarity(X)).max())

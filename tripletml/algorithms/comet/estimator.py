@@ -328,7 +328,13 @@ class SparseCOMET(COMET):
     refactor_every, preprocessing, random_state, verbose, n_components, preprocessor
         As :class:`COMET`.
     group_alpha : float, default=1.0
-        Group-lasso coefficient (lambda in eq. 7 and 8; >= 0).
+        Group-lasso coefficient (lambda in eq. 7 and 8; >= 0), in the units
+        of the start ``c I``: the penalty is ``(group_alpha / c) sum_k
+        ||V_k||_F``, i.e. ``group_alpha`` weighs the correction ``V / c``
+        (``c = 1``, the paper's lambda, except on answers with
+        ``beta="auto"``, where W starts at ``I / m`` as :class:`COMET`'s and
+        an absolute lambda would bind or not with the rows' scale).
+        ``group_alpha_`` records the lambda used.
     tol : float or None, default=1e-2
         As :class:`COMET` (here the objective includes the group penalty; it
         is monotone, the proximal step being backtracked).
@@ -346,6 +352,10 @@ class SparseCOMET(COMET):
         Features whose group is non-zero.
     n_skipped_ : int
         Group updates skipped because O was not PD.
+    beta_, start_scale_ : float
+        As :class:`COMET`.
+    group_alpha_ : float
+        The lambda of eq. (7) used (``group_alpha / start_scale_``).
     """
 
     _fitted_arrays = {
@@ -353,7 +363,7 @@ class SparseCOMET(COMET):
         "active_features_": ArraySpec((None,), dtype="i", low=0, high="d"),
     }
 
-    def __init__(self, alpha=1.0, *, beta=1e-3, loss="hinge", group_alpha=1.0, max_iter=100,
+    def __init__(self, alpha=1.0, *, beta="auto", loss="hinge", group_alpha=1.0, max_iter=100,
                  tol=1e-2, n_triplets=10000, sampling="class", eta0=1.0, step_fraction=0.5,
                  refactor_every=None, preprocessing="auto", random_state=None, verbose=0,
                  n_components=None, preprocessor=None):
@@ -376,14 +386,17 @@ class SparseCOMET(COMET):
 
     _parameter_constraints = {
         **COMET._parameter_constraints,
-        "beta": [Interval(Real, 0, None, closed="left")],
         "group_alpha": [Interval(Real, 0, None, closed="left")],
     }
 
     def _make_solver(self, X, triplets):
-        return SparseCOMETSolver(X, triplets, alpha=self.alpha, beta=self.beta,
-                                 loss=self.loss, group_alpha=self.group_alpha,
-                                 step_fraction=self.step_fraction, eta0=self.eta0,
+        beta, c = self._scale(X, triplets)
+        # the group norms weigh V / c, the correction in the start's units
+        lam = self.group_alpha / c
+        self.beta_, self.start_scale_, self.group_alpha_ = float(beta), float(c), float(lam)
+        return SparseCOMETSolver(X, triplets, alpha=self.alpha, beta=beta,
+                                 loss=self.loss, group_alpha=lam,
+                                 step_fraction=self.step_fraction, eta0=self.eta0, scale=c,
                                  name=type(self).__name__)
 
     def _span_lift_spec(self, X, supervision):

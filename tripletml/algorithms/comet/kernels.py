@@ -130,7 +130,11 @@ class COMETSolver:
     eta0 : float
         Upper limit on the step eta.
     W : ndarray (d, d), optional
-        Starting point (PD; default the identity, Algorithm 1 line 2).
+        Starting point (PD; default ``scale`` times the identity,
+        Algorithm 1 line 2).
+    scale : float > 0, default=1.0
+        The start ``scale I`` when ``W`` is None (set with its inverse and
+        root directly: no factorisation).
     name : str
         The estimator's name, for error messages.
 
@@ -148,7 +152,7 @@ class COMETSolver:
 
     def __init__(self, X, triplets, *, alpha: float = 1.0, beta: float = 1e-3,
                  loss: str = "hinge", step_fraction: float = 0.5, eta0: float = 1.0,
-                 W: np.ndarray | None = None, name: str = "COMET"):
+                 W: np.ndarray | None = None, scale: float = 1.0, name: str = "COMET"):
         self.X = X
         self.t = np.asarray(triplets)
         # the columns q, p+, p- as contiguous index arrays: np.bincount copies
@@ -167,6 +171,10 @@ class COMETSolver:
             self.W = np.eye(self.d)
             self.W_inv = np.eye(self.d)
             self.R = np.eye(self.d)
+            if scale != 1.0:
+                self.W *= scale
+                self.W_inv /= scale
+                self.R *= np.sqrt(scale)
             self.linear_terms = linear_terms(X, self.W, self.t)
             self._track()
         else:
@@ -445,9 +453,9 @@ class SparseCOMETSolver(COMETSolver):
 
     def __init__(self, X, triplets, *, alpha: float = 1.0, beta: float = 1e-3,
                  loss: str = "hinge", group_alpha: float = 1.0, step_fraction: float = 0.5,
-                 eta0: float = 1.0, name: str = "SparseCOMET"):
+                 eta0: float = 1.0, scale: float = 1.0, name: str = "SparseCOMET"):
         super().__init__(X, triplets, alpha=alpha, beta=beta, loss=loss,
-                         step_fraction=step_fraction, eta0=eta0, name=name)
+                         step_fraction=step_fraction, eta0=eta0, scale=scale, name=name)
         self.group_alpha = float(group_alpha)
         self.V = np.zeros((self.d, self.d))
         self.n_skipped = 0
