@@ -16,18 +16,13 @@ from tripletml import MMC, load_model
 from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
 from tripletml.metrics import triplet_accuracy
 
+from _crowd_answers import noisy_answers
+
 
 def _answers(seed=0, n=30, d=12, m=1500, noise=0.2):
-    """Rows whose first 3 columns carry a hidden configuration, answers about
-    it with a share ``noise`` flipped."""
-    rng = np.random.default_rng(seed)
-    Z = rng.normal(size=(n, 3))
-    X = np.hstack([Z, 0.7 * rng.normal(size=(n, d - 3))])
-    T = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
-    close = ((Z[T[:, 0]] - Z[T[:, 1]]) ** 2).sum(1) < ((Z[T[:, 0]] - Z[T[:, 2]]) ** 2).sum(1)
-    keep = close ^ (rng.random(m) < noise)
-    T[~keep] = T[~keep][:, [0, 2, 1]]
-    return X, T
+    """:func:`_crowd_answers.noisy_answers`: a hidden 3-D configuration in
+    the first columns, a share ``noise`` of the answers flipped."""
+    return noisy_answers(seed, n, d, m, noise)
 
 
 def _sims(X, T):

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 
 __all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch",
            "pooled_curve", "within_one_standard_error", "triplet_accuracy_on", "MahalanobisScorer",
            "pair_keys", "two_protocol_splits", "choose_toward_last", "IDENTITY_BLEND_GRID",
-           "BLEND_FOLDS", "MIN_FOLD_ANSWERS"]
+           "BLEND_FOLDS", "MIN_FOLD_ANSWERS", "check_blend_record"]
 
 #: a blend ``(1 - s) A / S_A + s I / S_I`` of a learned metric with the
 #: features' own geometry chosen on answers (MMC's and SCML's
@@ -172,6 +173,28 @@ def choose_toward_last(grid: np.ndarray, scores: np.ndarray) -> float:
     protocol; ties to the first."""
     gain = (scores - scores[:, -1:]).min(axis=0)
     return float(grid[int(np.argmax(gain))])
+
+
+def check_blend_record(model, name: str = "shrinkage") -> float:
+    """Check a loaded model's record of a choice towards the identity:
+    ``<name>_`` a number in [0, 1] (0 when a file written before the choice
+    existed lacks it), and ``<name>_grid_`` / ``<name>_scores_`` together,
+    one column of the two protocols' scores per grid value, ``<name>_`` in
+    the grid.  Returns the value; ValueError otherwise."""
+    value = getattr(model, f"{name}_", None)
+    if value is None:
+        value = 0.0
+        setattr(model, f"{name}_", value)
+    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, Real)
+                                                  and 0.0 <= float(value) <= 1.0):
+        raise ValueError(f"{name}_={value!r} must be a number in [0, 1]")
+    grid, scores = getattr(model, f"{name}_grid_", None), getattr(model, f"{name}_scores_", None)
+    if (grid is None) != (scores is None) or (
+            grid is not None and (scores.shape != (2, grid.size)
+                                  or not np.any(grid == float(value)))):
+        raise ValueError(f"{name}_grid_ and {name}_scores_ must come together, with one "
+                         f"column of scores per grid value and {name}_ in the grid")
+    return float(value)
 
 
 def split_by_items(triplets: np.ndarray, fraction: float, rng: np.random.Generator, *,

@@ -17,7 +17,8 @@ from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.engine import apply_result, run
 from tripletml.engine.whole import WholeRun
 from tripletml.engine.early_stopping import (BLEND_FOLDS, IDENTITY_BLEND_GRID, MIN_FOLD_ANSWERS,
-                                             choose_toward_last, two_protocol_splits)
+                                             check_blend_record, choose_toward_last,
+                                             two_protocol_splits)
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.linalg import psd_factor
@@ -259,19 +260,7 @@ class MMC(MahalanobisMixin, TripletLearner):
         """``M_`` PSD with ``components_`` its factor; diagonal when
         ``diagonal``."""
         super()._check_loaded()
-        sh = getattr(self, "shrinkage_", None)
-        if sh is None:                 # a file written before shrinkage_ existed
-            sh = self.shrinkage_ = 0.0
-        if isinstance(sh, (bool, np.bool_)) or not (isinstance(sh, Real)
-                                                   and 0.0 <= float(sh) <= 1.0):
-            raise ValueError(f"shrinkage_={sh!r} must be a number in [0, 1]")
-        grid, scores = getattr(self, "shrinkage_grid_", None), getattr(self, "shrinkage_scores_",
-                                                                       None)
-        if (grid is None) != (scores is None) or (
-                grid is not None and (scores.shape != (2, grid.size)
-                                      or not np.any(grid == float(sh)))):
-            raise ValueError("shrinkage_grid_ and shrinkage_scores_ must come together, with "
-                             "one column of scores per grid value and shrinkage_ in the grid")
+        check_blend_record(self)       # shrinkage_ (0 in a file written before it)
         self._check_loaded_metric(self.M_)
         if self.diagonal and np.count_nonzero(self.M_ - np.diag(np.diag(self.M_))):
             raise ValueError("M_ of a diagonal MMC has off-diagonal entries")

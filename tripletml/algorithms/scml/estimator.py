@@ -15,7 +15,8 @@ from tripletml.engine.whole import WholeRun
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.engine.early_stopping import (BLEND_FOLDS, IDENTITY_BLEND_GRID, MIN_FOLD_ANSWERS,
-                                             choose_toward_last, two_protocol_splits)
+                                             check_blend_record, choose_toward_last,
+                                             two_protocol_splits)
 from tripletml.linalg import psd_factor_of_rows
 from tripletml.linalg.span import reduce_rows, span_basis
 from tripletml.algorithms.kissme.kernels import heldout_score
@@ -243,21 +244,13 @@ class SCML(MahalanobisMixin, TripletLearner):
             raise ValueError("weights_ has negative entries")
         if getattr(self, "shrinkage_", None) is None:   # a file written before the blend
             self.shrinkage_, self.metric_weight_, self.identity_weight_ = 0.0, 1.0, 0.0
-        sh = self.shrinkage_
+        check_blend_record(self)
         a = getattr(self, "metric_weight_", None)
         c = getattr(self, "identity_weight_", None)
-        for name, v in (("shrinkage_", sh), ("metric_weight_", a), ("identity_weight_", c)):
+        for name, v in (("metric_weight_", a), ("identity_weight_", c)):
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, Real) or \
-                    not (np.isfinite(v) and v >= 0) or (name == "shrinkage_" and v > 1):
-                raise ValueError(f"{name}={v!r} must be a finite number >= 0"
-                                 + (" and <= 1" if name == "shrinkage_" else ""))
-        grid, scores = getattr(self, "shrinkage_grid_", None), getattr(self, "shrinkage_scores_",
-                                                                       None)
-        if (grid is None) != (scores is None) or (
-                grid is not None and (scores.shape != (2, grid.size)
-                                      or not np.any(grid == float(sh)))):
-            raise ValueError("shrinkage_grid_ and shrinkage_scores_ must come together, with "
-                             "one column of scores per grid value and shrinkage_ in the grid")
+                    not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}={v!r} must be a finite number >= 0")
         M = a * ((self.basis_.T * self.weights_) @ self.basis_)
         M[np.diag_indices_from(M)] += c
         if np.linalg.norm(M - self.M_) > 1e-8 * np.linalg.norm(M) + 1e-300:
