@@ -205,9 +205,11 @@ def memory_collection(seed, n_rows, d, k, dtype, n_classes=10) -> ShardedCollect
 # learners
 # ---------------------------------------------------------------------------
 def make_learner(name: str, *, n_triplets=None, passes=1, seed=0, preprocessing="auto",
-                 rank=None):
+                 rank=None, keep_duals="auto"):
     cls = getattr(tripletml, name)
     kw = {"random_state": seed, "preprocessing": preprocessing}
+    if name == "SDCA":
+        kw["keep_duals"] = keep_duals
     if name == "KISSME":
         return cls(**kw)
     if n_triplets is not None:
@@ -692,7 +694,8 @@ def section_bigdata(args, prov) -> list[dict]:
             out.append({"learner": name, "strategy": strat, "note": msg})
             continue
         model = make_learner(name, n_triplets=m, passes=args.big_passes, seed=args.seed,
-                             preprocessing=_prep(args.preprocessing), rank=args.rank)
+                             preprocessing=_prep(args.preprocessing), rank=args.rank,
+                             keep_duals=args.keep_duals)
         if args.local:
             import dask
             with dask.config.set(scheduler="sync"):
@@ -925,6 +928,9 @@ def parse_args(argv=None):
     g.add_argument("--big-triplets", type=int, default=100_000_000)
     g.add_argument("--big-passes", type=int, default=1, help="SDCA max_iter")
     g.add_argument("--big-workers", type=int, default=2)
+    g.add_argument("--keep-duals", type=lambda v: v if v == "auto" else v == "true",
+                   default="auto", help="SDCA's keep_duals: auto (default) or true (the "
+                                        "driver gathers the dual variables)")
     g.add_argument("--force", action="store_true")
     g = ap.add_argument_group("costmodel")
     g.add_argument("--machines", type=int, default=64)

@@ -91,7 +91,7 @@ def _primal(problem, M):
 def test_one_partition_round_is_an_sdca_pass(problem):
     T_all, Xs = problem[3], problem[5]
     n = T_all.shape[0]
-    m = SDCA(start="zero", alpha=LAM, max_iter=3, output="last", preprocessing=None,
+    m = SDCA(start="zero", keep_duals=True, alpha=LAM, max_iter=3, output="last", preprocessing=None,
              random_state=5).fit(_collection(problem, 1))
     np.testing.assert_array_equal(m.scaler_.transform(problem[0]), Xs)
     s = SDCASolver(Xs.shape[1], LAM, n, "last")
@@ -169,7 +169,7 @@ def test_two_rounds_equal_a_dense_reference_from_the_paper():
         orders = [np.random.default_rng([seed, k, r + 1]).permutation(len(T[k]))
                   for k in range(K)]
         alpha, M = _dense_round(X, T, alpha, M, lam, n, float(K), orders)
-        m = SDCA(start="zero", alpha=lam, max_iter=r + 1, output="last", preprocessing=None,
+        m = SDCA(start="zero", keep_duals=True, alpha=lam, max_iter=r + 1, output="last", preprocessing=None,
                  random_state=2).fit(coll)
         np.testing.assert_allclose(m.alpha_, np.concatenate(alpha), atol=1e-8)
         np.testing.assert_allclose(m.W_, M, atol=1e-8)
@@ -224,11 +224,11 @@ def test_average_output_and_its_certificate(problem):
 def test_tol_stops_with_the_model_of_that_many_rounds(problem):
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, preprocessing=None, random_state=6, output="last")
-    m = SDCA(start="zero", max_iter=100, tol=1e-2, **kw).fit(coll)
+    m = SDCA(start="zero", keep_duals=True, max_iter=100, tol=1e-2, **kw).fit(coll)
     assert m.stop_reason_ == "tol" and 1 < m.n_iter_ < 100
     assert m.history_["rel_gap"][-1] <= 1e-2 < m.history_["rel_gap"][-2]
     assert len(m.history_["gap"]) == m.n_iter_
-    fixed = SDCA(start="zero", max_iter=m.n_iter_, **kw).fit(coll)
+    fixed = SDCA(start="zero", keep_duals=True, max_iter=m.n_iter_, **kw).fit(coll)
     np.testing.assert_array_equal(m.W_, fixed.W_)
     np.testing.assert_array_equal(m.alpha_, fixed.alpha_)
     assert fixed.history_["gap"] == m.history_["gap"]
@@ -241,9 +241,9 @@ def test_same_fitted_attributes_determinism_and_save_load(tmp_path):
     X = rng.normal(size=(150, 4)) + np.eye(4)[y]
     coll = ShardedCollection.from_arrays(X, y, n_partitions=3)
     kw = dict(n_triplets=500, max_iter=4)
-    a = SDCA(start="zero", random_state=7, **kw).fit(coll)
-    b = SDCA(start="zero", random_state=7, **kw).fit(coll)
-    c = SDCA(start="zero", random_state=8, **kw).fit(coll)
+    a = SDCA(start="zero", keep_duals=True, random_state=7, **kw).fit(coll)
+    b = SDCA(start="zero", keep_duals=True, random_state=7, **kw).fit(coll)
+    c = SDCA(start="zero", keep_duals=True, random_state=8, **kw).fit(coll)
     np.testing.assert_array_equal(a.W_, b.W_)
     np.testing.assert_array_equal(a.alpha_, b.alpha_)
     assert not np.array_equal(a.W_, c.W_)
@@ -263,6 +263,46 @@ def test_same_fitted_attributes_determinism_and_save_load(tmp_path):
     np.testing.assert_array_equal(got.similarity(X), a.similarity(X))
     got.partial_fit(X, [[0, 1, 2]])             # the dual state resumes
     assert got.t_ == a.t_ + 1
+
+
+def test_duals_stay_on_the_workers_unless_a_continuation_is_asked_for(tmp_path, monkeypatch):
+    """keep_duals="auto" (default): the same model as keep_duals=True, but
+    the driver never gathers the n dual variables (the gather would fail
+    here), the model holds none and partial_fit refuses to continue it;
+    keep_duals=False drops an in-memory fit's duals."""
+    from tripletml.algorithms.sdca import distributed as dist
+    from tripletml.persistence import load_model
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 150)
+    X = rng.normal(size=(150, 4)) + np.eye(4)[y]
+    kw = dict(start="zero", n_triplets=500, max_iter=4, random_state=7)
+    coll = ShardedCollection.from_arrays(X, y, n_partitions=3)
+    kept = SDCA(keep_duals=True, **kw).fit(coll)
+    assert kept.duals_kept_ and kept.alpha_.shape == (500,)
+
+    def no_gather(state):
+        raise AssertionError("the driver gathered the dual variables")
+
+    monkeypatch.setattr(dist, "_alpha_of", no_gather)
+    left = SDCA(**kw).fit(coll)
+    for k in ("W_", "M_last_", "avg_accum_"):
+        np.testing.assert_array_equal(getattr(left, k), getattr(kept, k), err_msg=k)
+    assert left.duals_kept_ is False and left.alpha_.shape == left.dual_ids_.shape == (0,)
+    assert left.history_["gap"] == kept.history_["gap"]
+    with pytest.raises(ValueError, match="keep_duals=True"):
+        left.partial_fit(X, [[0, 1, 2]])
+    left.save(tmp_path / "left.npz")
+    back = load_model(tmp_path / "left.npz")
+    assert back.duals_kept_ is False
+    np.testing.assert_array_equal(back.W_, left.W_)
+    with pytest.raises(ValueError, match="not kept"):
+        back.partial_fit(X, [[0, 1, 2]])
+    mem = SDCA(keep_duals=False, **kw).fit(X, y)
+    full = SDCA(**kw).fit(X, y)
+    assert full.duals_kept_ and full.alpha_.shape == (500,)
+    assert mem.duals_kept_ is False and mem.alpha_.size == 0
+    np.testing.assert_array_equal(mem.W_, full.W_)
+    full.partial_fit(X, [[0, 1, 2]])                 # kept: the dual state resumes
 
 
 def test_memory_refusal_points_to_low_rank_learners(problem, monkeypatch):
@@ -295,9 +335,9 @@ def test_dask_backend_gives_the_local_model(problem, dask_client):
     from tripletml.distributed.dask_search import use_cluster
     coll = _collection(problem, 4)
     kw = dict(alpha=LAM, max_iter=5, preprocessing=None, random_state=9)
-    local = SDCA(start="zero", **kw).fit(coll)
+    local = SDCA(start="zero", keep_duals=True, **kw).fit(coll)
     with use_cluster(dask_client):
-        dist = SDCA(start="zero", **kw).fit(coll)
+        dist = SDCA(start="zero", keep_duals=True, **kw).fit(coll)
     assert dist.partitioned_["backend"] == "dask" and local.partitioned_["backend"] == "local"
     for k in ("W_", "M_last_", "alpha_", "avg_accum_"):
         np.testing.assert_array_equal(getattr(dist, k), getattr(local, k))
@@ -335,7 +375,8 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)
 
     def make():
-        return SDCA(start="zero", n_triplets=3000, max_iter=6, tol=None, output=output, random_state=1)
+        return SDCA(start="zero", keep_duals=True, n_triplets=3000, max_iter=6, tol=None,
+                    output=output, random_state=1)
 
     ref = make().fit(coll)
     from _crash import crash_then_resume
@@ -347,5 +388,6 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(again.W_, ref.W_)
     with pytest.raises(ValueError, match="written by another run"):
-        fit_partitioned(SDCA(start="zero", n_triplets=3000, max_iter=7, tol=None, output=output,
-                             random_state=1), coll, checkpoint_dir=tmp_path)
+        fit_partitioned(SDCA(start="zero", keep_duals=True, n_triplets=3000, max_iter=7,
+                             tol=None, output=output, random_state=1),
+                        coll, checkpoint_dir=tmp_path)

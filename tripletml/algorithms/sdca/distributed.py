@@ -72,9 +72,11 @@ Output (``output``):
 ``partitioned_`` also holds ``rounds``, ``sigma`` (``sigma'``), ``gap`` and
 ``rel_gap`` (of the last iterate) and ``output_gap``.
 
-Fitted attributes are the in-memory SDCA's: ``alpha_`` gathers the ``n`` dual
-variables (``O(n)`` on the driver, once, at the end), numbered partition by
-partition in the order of each partition's triplets (``dual_ids_ = 0..n-1``);
+Fitted attributes are the in-memory SDCA's.  With ``keep_duals=True``
+``alpha_`` gathers the ``n`` dual variables (``O(n)`` on the driver, once, at
+the end), numbered partition by partition in the order of each partition's
+triplets (``dual_ids_ = 0..n-1``); by default they stay on the workers and
+are released with the fit (``alpha_`` empty, ``duals_kept_`` False);
 ``M_last_ = M^R``; ``t_ = R n`` steps, ``average_start_step_ = R0 n`` and
 ``avg_accum_ = t M^R - (t - T0) Mbar`` so that the solver's average formula
 ``(t M - B) / (t - T0)`` gives ``W_`` and a later ``partial_fit`` continues
@@ -572,18 +574,21 @@ class _CoCoARounds:
                     (hist["primal"][i], hist["dual"][i], hist["gap"][i]))
         return M, None, last
 
-    def store(self, alphas: list, Mbar, out_obj) -> None:
+    def store(self, alphas: list | None, Mbar, out_obj) -> None:
         """The in-memory SDCA's fitted attributes (its solver's state) and
-        ``plan.info["report"]``."""
+        ``plan.info["report"]``; ``alphas`` None: the duals were left on the
+        workers (``keep_duals``), the model keeps none."""
         learner, n, output, hist = self.learner, self.n, self.output, self.hist
         alpha = np.ascontiguousarray(np.concatenate(alphas)) if alphas else np.zeros(0)
+        ids = np.arange(n if alphas is not None else 0, dtype=np.int64)
         self.be.release(self.states)
         W, avg, out_obj = self._output(Mbar, out_obj)
         solver = SDCASolver.from_state(
-            M=self.M, alpha=alpha, dual_ids=np.arange(n, dtype=np.int64), next_id=n,
+            M=self.M, alpha=alpha, dual_ids=ids, next_id=n,
             lam=self.lam, n_scale=n, t=self.n_iter * n, T0=self.R0 * n, output=output,
             avg=avg if output == "average" else None,
             rand=avg if output == "random" else None, owner=self.owner)
+        solver.duals_dropped = alphas is None
         learner._solver = solver
         learner._rng = self.rng
         learner._store()
@@ -620,7 +625,9 @@ def fit(learner, plan) -> None:
             if bar is not None:
                 bar.update(1)
         Mbar, out_obj = run.final_objectives()
-        alphas = run.be.gather(run.be.apply(_alpha_of, run.states))
+        # O(n) at the driver only when asked for (keep_duals=True: a continuation)
+        alphas = run.be.gather(run.be.apply(_alpha_of, run.states)) \
+            if learner.keep_duals is True else None
     finally:
         if bar is not None:
             bar.close()

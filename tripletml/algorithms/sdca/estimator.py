@@ -141,6 +141,15 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         to ``fit``), "zero" with class labels (the paper's setting; those
         models are unchanged).  A stream (``partial_fit`` on a fresh model)
         and a partitioned fit start at 0 ("identity" is refused there).
+    keep_duals : {"auto", True, False}, default="auto"
+        Whether the fitted model keeps its dual variables (``alpha_``, one
+        per triplet), which only ``partial_fit`` needs to continue it.
+        "auto": an in-memory fit keeps them (they are there); a partitioned
+        fit leaves them on the workers, so the driver holds ``O(d^2)``, not
+        ``O(n_triplets)``.  True: a partitioned fit gathers them (``O(n)``
+        at the driver, once, at the end).  False: never kept (smaller model
+        files).  Without them ``alpha_`` and ``dual_ids_`` are empty,
+        ``duals_kept_`` is False and ``partial_fit`` refuses to continue.
     {preprocessing}
     {n_components}
     {preprocessor}
@@ -163,6 +172,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         per id of ``dual_ids_``.
     dual_ids_ : ndarray of int (n,)
         Sorted triplet ids of the dual variables.
+    duals_kept_ : bool
+        Whether ``alpha_`` holds the dual variables (see ``keep_duals``).
     avg_accum_ : ndarray (d, d)
         Only with ``output="average"``: ``T0 M^{T0} + sum_{s>T0} s dM_s``.
     random_iterate_ : ndarray (d, d)
@@ -234,10 +245,11 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     def __init__(self, alpha="auto", *, max_iter=10, n_triplets=10000, sampling="class",
                  output="average", average_start=0.5, tol=None, start="auto",
-                 preprocessing="auto", random_state=None, verbose=0, n_components=None,
-                 preprocessor=None):
+                 keep_duals="auto", preprocessing="auto", random_state=None, verbose=0,
+                 n_components=None, preprocessor=None):
         self.alpha = alpha
         self.start = start
+        self.keep_duals = keep_duals
         self.max_iter = max_iter
         self.n_triplets = n_triplets
         self.sampling = sampling
@@ -256,8 +268,25 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         "output": [StrOptions({"average", "random", "last"})],
         "average_start": [Interval(Real, 0, 1, closed="left")],
         "start": [StrOptions({"auto", "zero", "identity"})],
+        "keep_duals": ["boolean", StrOptions({"auto"})],
         "n_components": N_COMPONENTS_PARAM,
     }
+
+    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
+        super().fit(X, y, triplets=triplets, pairs=pairs, **fit_params)
+        if self.keep_duals is False and self.duals_kept_:
+            self._drop_duals()
+        return self
+
+    fit.__doc__ = OnlineTripletLearner.fit.__doc__
+
+    def _drop_duals(self) -> None:
+        """Forget the dual variables (``keep_duals``): the model's matrices
+        stay, ``partial_fit`` refuses to continue."""
+        s = self._solver
+        s.alpha, s.dual_ids = np.zeros(0), np.zeros(0, dtype=np.int64)
+        s.duals_dropped = True
+        self._store()
 
     # ----------------------------------------------------------- state
     def _init_model(self, n_features, rng, X=None):
@@ -282,6 +311,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         """Write the solver's state to the fitted attributes."""
         s = self._solver
         self.M_last_, self.alpha_, self.dual_ids_ = s.M, s.alpha, s.dual_ids
+        self.duals_kept_ = not getattr(s, "duals_dropped", False)
         self.next_id_, self.n_scale_, self.t_ = s.next_id, s.n_scale, s.t
         self.average_start_step_, self.output_, self.lambda_ = s.T0, s.output, s.lam
         self.start_scale_ = s.start_scale
@@ -292,6 +322,12 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
                 delattr(self, name)
 
     def _check_resumable(self):
+        if getattr(self, "duals_kept_", True) is False:
+            raise ValueError(
+                "SDCA: this model's dual variables were not kept (keep_duals="
+                f"{self.keep_duals!r}; a partitioned fit leaves them on the workers), so "
+                "partial_fit cannot continue it. Fit with keep_duals=True to continue a "
+                "model, or start a new one with fit.")
         if self.output != self.output_ or (self.alpha != "auto"
                                            and float(self.alpha) != self.lambda_):
             raise ValueError(
