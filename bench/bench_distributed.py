@@ -272,9 +272,12 @@ def max_sim_diff(a, b, P) -> float:
 # ---------------------------------------------------------------------------
 # 1. speed-up
 # ---------------------------------------------------------------------------
-def _cluster_spec(w: int) -> dict:
-    return {"n_workers": w, "threads_per_worker": 1, "processes": True,
+def _cluster_spec(w: int, memory_limit=None) -> dict:
+    spec = {"n_workers": w, "threads_per_worker": 1, "processes": True,
             "dashboard_address": None}
+    if memory_limit is not None:      # Dask's per-worker limit (the memo takes a quarter)
+        spec["memory_limit"] = memory_limit
+    return spec
 
 
 def _fit_stream_time(name, coll_mem, args, n_triplets):
@@ -705,7 +708,7 @@ def section_bigdata(args, prov) -> list[dict]:
             calls, rss = generated_counts()["calls"], {"driver": peak_rss_mb()}
         else:
             from tripletml.distributed.dask_search import use_cluster
-            with use_cluster(_cluster_spec(workers)) as client:
+            with use_cluster(_cluster_spec(workers, args.big_memory_limit)) as client:
                 client.run(warm_learners, [name], d)
                 client.run(reset_counts)
                 coll = delayed_collection(args.seed, n, d, K, args.dtype)
@@ -736,7 +739,8 @@ def section_bigdata(args, prov) -> list[dict]:
             "and never persisted: each pass regenerates its partitions.  passes = generator "
             "calls / partitions (counted in the workers); peak RSS = `ru_maxrss` of each "
             f"worker process (the largest shown); preprocessing = {args.preprocessing}; "
-            f"SDCA max_iter = {args.big_passes}.\n\n" + table)
+            f"SDCA max_iter = {args.big_passes}, keep_duals = {args.keep_duals!r}; worker "
+            f"memory_limit = {args.big_memory_limit or 'Dask default'}.\n\n" + table)
     write_section(args.out, "bigdata", "Beyond one machine's memory", body, out, prov)
     return out
 
@@ -928,6 +932,9 @@ def parse_args(argv=None):
     g.add_argument("--big-triplets", type=int, default=100_000_000)
     g.add_argument("--big-passes", type=int, default=1, help="SDCA max_iter")
     g.add_argument("--big-workers", type=int, default=2)
+    g.add_argument("--big-memory-limit", default=None,
+                   help="each worker's Dask memory_limit (e.g. 1GB; default Dask's share of "
+                        "the machine); the partition memo holds at most a quarter of it")
     g.add_argument("--keep-duals", type=lambda v: v if v == "auto" else v == "true",
                    default="auto", help="SDCA's keep_duals: auto (default) or true (the "
                                         "driver gathers the dual variables)")

@@ -347,3 +347,35 @@ def test_renamed_parameters_are_gone():
         tm.COMET(preprocessing=None, eta0=0.0).fit(X, triplets=t)
     with pytest.raises(ValueError, match="COMET.*tol"):
         tm.COMET(preprocessing=None, tol=-1.0).fit(X, triplets=t)
+
+
+def test_sparse_group_step_survives_a_failed_downdate(monkeypatch):
+    """A group update whose Cholesky downdate fails (R partly modified, as
+    the kernel leaves it) is not applied: W, W^-1 and the linear terms stay,
+    and R is again a root of W (refactored from it)."""
+    import tripletml.algorithms.comet.kernels as K
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 6))
+    y = rng.integers(0, 3, 40)
+    T = random_class_triplets(y, 300, random_state=np.random.default_rng(1))
+    s = K.SparseCOMETSolver(X, T, group_alpha=0.0)
+    s.start(np.random.default_rng(2))
+    real = K.chol_update_downdate
+
+    def failing(R, x, y_, wx, wy):
+        R[0, 0] *= 3.0                                   # partly modified, then "fails"
+        return False
+
+    W0, Winv0, lam0 = s.W.copy(), s.W_inv.copy(), s.linear_terms.copy()
+    monkeypatch.setattr(K, "chol_update_downdate", failing)
+    s.coordinate_step(0)
+    np.testing.assert_array_equal(s.W, W0)
+    np.testing.assert_array_equal(s.W_inv, Winv0)
+    np.testing.assert_array_equal(s.linear_terms, lam0)
+    np.testing.assert_allclose(s.R.T @ s.R, s.W, atol=1e-12 * np.abs(s.W).max())
+    assert not s.V[0].any()
+    monkeypatch.setattr(K, "chol_update_downdate", real)
+    s.coordinate_step(0)                                  # and the next step proceeds
+    assert s.V[0].any()
+    np.testing.assert_allclose(s.R.T @ s.R, s.W, atol=1e-10 * np.abs(s.W).max())
