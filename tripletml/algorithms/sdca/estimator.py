@@ -272,14 +272,6 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         "n_components": N_COMPONENTS_PARAM,
     }
 
-    def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
-        super().fit(X, y, triplets=triplets, pairs=pairs, **fit_params)
-        if self.keep_duals is False and self.duals_kept_:
-            self._drop_duals()
-        return self
-
-    fit.__doc__ = OnlineTripletLearner.fit.__doc__
-
     def _drop_duals(self) -> None:
         """Forget the dual variables (``keep_duals``): the model's matrices
         stay, ``partial_fit`` refuses to continue."""
@@ -441,6 +433,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
             self._fit_at(X, triplets, rng)
         finally:
             del self._lam
+        if self.keep_duals is False:
+            self._drop_duals()
 
     def _heldout_alpha(self, X, triplets: np.ndarray, rng) -> float | None:
         """``alpha="auto"`` on answers: the grid ``(s / m) 10^j``, ``j`` in
