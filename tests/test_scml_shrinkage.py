@@ -184,3 +184,16 @@ def test_choice_is_scale_free_on_network_features():
     Xn = np.abs(np.random.default_rng(9).normal(size=(6, 40)))
     np.testing.assert_allclose(b.pair_distance(Xn[:3] * 1e-3, Xn[3:] * 1e-3),
                                a.pair_distance(Xn[:3], Xn[3:]), rtol=1e-6)
+
+
+def test_answer_distances_are_computed_in_bounded_blocks(monkeypatch):
+    """The blend's distances in blocks (here of 7 answers) equal one pass."""
+    import tripletml.algorithms.scml.estimator as E
+    X, T = _answers(seed=10, m=300)
+    want = E._sqdist(X, T[:, 0], T[:, 1])
+    monkeypatch.setattr(E, "_BLOCK_ENTRIES", 7 * X.shape[1])
+    np.testing.assert_array_equal(E._sqdist(X, T[:, 0], T[:, 1]), want)
+    a = SCML(preprocessing=None, shrinkage=0.5, random_state=0).fit(X, triplets=T)
+    monkeypatch.setattr(E, "_BLOCK_ENTRIES", 1 << 22)
+    b = SCML(preprocessing=None, shrinkage=0.5, random_state=0).fit(X, triplets=T)
+    np.testing.assert_array_equal(a.M_, b.M_)

@@ -46,10 +46,20 @@ def _metric_coordinates(X, B: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.asarray(X @ B[on].T, dtype=np.float64) * np.sqrt(w[on])
 
 
+#: entries of one block of differences in :func:`_sqdist` (32 MiB)
+_BLOCK_ENTRIES = 1 << 22
+
+
 def _sqdist(Z: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """Squared Euclidean distances of the rows ``Z[i]`` and ``Z[j]``."""
-    D = Z[i] - Z[j]
-    return np.einsum("ij,ij->i", D, D)
+    """Squared Euclidean distances of the rows ``Z[i]`` and ``Z[j]``, in
+    blocks of at most :data:`_BLOCK_ENTRIES` differences (many answers on
+    wide rows never form an answers x features array)."""
+    out = np.empty(len(i))
+    step = max(1, _BLOCK_ENTRIES // max(Z.shape[1], 1))
+    for a in range(0, len(i), step):
+        D = Z[i[a:a + step]] - Z[j[a:a + step]]
+        out[a:a + step] = np.einsum("ij,ij->i", D, D)
+    return out
 
 
 def _answer_scales(ZM: np.ndarray, Z: np.ndarray, t: np.ndarray) -> tuple[float, float]:
