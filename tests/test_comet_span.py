@@ -101,6 +101,15 @@ def test_beta_auto_invariances():
     Xd = np.c_[X, X[:, :1]]
     m = COMET(max_iter=3, tol=None).fit(Xd, triplets=t)
     assert np.isfinite(m.W_).all() and m.start_scale_ > 0
+    # SparseCOMET shares the start: the same invariances, its lambda finite
+    S = SparseCOMET(max_iter=3, tol=None, random_state=0).fit(X, triplets=t).similarity(X)
+    for k in (1e-3, 1e3):
+        Sk = SparseCOMET(max_iter=3, tol=None, random_state=0).fit(
+            X * k, triplets=t).similarity(X * k)
+        np.testing.assert_allclose(Sk, S, rtol=1e-6, atol=1e-6 * np.abs(S).max())
+    for rows in (B, Xd):
+        m = SparseCOMET(max_iter=3, tol=None, preprocessing="raw").fit(rows, triplets=t)
+        assert np.isfinite(m.W_).all() and m.start_scale_ > 0 and np.isfinite(m.group_alpha_)
 
 
 @pytest.mark.parametrize("k", [1e-2, 1e2])

@@ -385,6 +385,12 @@ def test_psd_factor_of_rows_refuses_bad_weights():
             psd_factor_of_rows(B, np.ones(3), 1e-12, c)
     with pytest.raises(ValueError, match="one weight per row"):
         psd_factor_of_rows(B, np.ones(2), 1e-12)
+    Bn = B.copy()
+    Bn[1, 2] = np.inf
+    with pytest.raises(ValueError, match="finite"):
+        psd_factor_of_rows(Bn, np.ones(3), 1e-12)
+    L, r = psd_factor_of_rows(Bn, np.array([1.0, 0.0, 1.0]), 1e-12)   # a row without weight
+    assert r == 1 and np.isfinite(L).all()
     L, r = psd_factor_of_rows(B, np.zeros(3), 1e-12)
     assert r == 0 and L.shape == (0, 4)
     L, r = psd_factor_of_rows(B, np.zeros(3), 1e-12, 4.0)      # the identity alone

@@ -297,6 +297,10 @@ def test_duals_stay_on_the_workers_unless_a_continuation_is_asked_for(tmp_path, 
     np.testing.assert_array_equal(back.W_, left.W_)
     with pytest.raises(ValueError, match="not kept"):
         back.partial_fit(X, [[0, 1, 2]])
+    kept.duals_kept_ = False                      # a file contradicting its own duals
+    kept.save(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match="duals_kept_"):
+        load_model(tmp_path / "bad.npz")
     mem = SDCA(keep_duals=False, **kw).fit(X, y)
     full = SDCA(**kw).fit(X, y)
     assert full.duals_kept_ and full.alpha_.shape == (500,)

@@ -197,3 +197,27 @@ def test_answer_distances_are_computed_in_bounded_blocks(monkeypatch):
     monkeypatch.setattr(E, "_BLOCK_ENTRIES", 1 << 22)
     b = SCML(preprocessing=None, shrinkage=0.5, random_state=0).fit(X, triplets=T)
     np.testing.assert_array_equal(a.M_, b.M_)
+
+
+@pytest.mark.parametrize("kind", ["binary", "counts", "duplicated feature", "x 1e-3"])
+def test_auto_on_other_column_kinds_never_falls_below_the_identity(kind):
+    """Binary and count columns, a duplicated feature and tiny values: the
+    choice is made, the model is finite and PSD, and the chosen blend scores
+    at least the identity on both held-out protocols; rows x 1e-3 give the
+    same choice and rankings."""
+    X0, T = _answers(seed=9, noise=0.3)
+    X = {"binary": lambda: (X0 > 0).astype(float),
+         "counts": lambda: np.floor(np.exp(X0)),
+         "duplicated feature": lambda: np.hstack([X0, X0[:, :1]]),
+         "x 1e-3": lambda: X0 * 1e-3}[kind]()
+    m = SCML(random_state=0).fit(X, triplets=T)
+    assert np.isfinite(m.M_).all()
+    assert np.linalg.eigvalsh(m.M_).min() >= -1e-10 * np.abs(m.M_).max()
+    assert hasattr(m, "shrinkage_scores_")
+    chosen = int(np.flatnonzero(m.shrinkage_grid_ == m.shrinkage_)[0])
+    assert (m.shrinkage_scores_[:, chosen] >= m.shrinkage_scores_[:, -1]).all()
+    if kind == "x 1e-3":
+        ref = SCML(random_state=0).fit(X0, triplets=T)
+        assert m.shrinkage_ == ref.shrinkage_
+        d, d0 = m.pair_distance(X[:10], X[10:20]), ref.pair_distance(X0[:10], X0[10:20])
+        np.testing.assert_allclose(d, d0, rtol=1e-6)

@@ -368,6 +368,8 @@ def psd_factor_of_rows(B: np.ndarray, w: np.ndarray, rank_tol: float, identity: 
     active = np.flatnonzero(w > 0)
     d = B.shape[1]
     C = np.sqrt(w[active])[:, None] * B[active]
+    if not np.isfinite(C).all():
+        raise ValueError("psd_factor_of_rows: the weighted rows of B must be finite")
     if active.size >= d:
         M = C.T @ C
         M = 0.5 * (M + M.T)

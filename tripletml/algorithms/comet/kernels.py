@@ -167,6 +167,8 @@ class COMETSolver:
         self._csc = X.tocsc() if sp.issparse(X) else None
         self.n_steps = 0
         self.n_limited = 0
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"{name}: the start's scale must be finite and > 0, got {scale}.")
         if W is None:
             self.W = np.eye(self.d)
             self.W_inv = np.eye(self.d)

@@ -531,7 +531,12 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
             self.W_ = self.__dict__.pop("M_")
         if "W_" not in vars(self):
             raise ValueError("the fitted array W_ (M_ in files of 0.1) is missing")
+        kept = vars(self).get("duals_kept_", True)     # files written before keep_duals: True
+        if not isinstance(kept, (bool, np.bool_)):
+            raise ValueError(f"duals_kept_={kept!r} must be true or false")
         super()._check_loaded()
+        if not kept and self.alpha_.size:
+            raise ValueError("duals_kept_ is false but alpha_ holds dual variables")
 
     # ---------------------------------------------------------- scoring
     def _apply(self, X):
