@@ -94,7 +94,7 @@ def row_column_update(W: np.ndarray, k: int, u: np.ndarray, eta: float) -> None:
 
 
 def schur_step_bound(W: np.ndarray, Winv: np.ndarray, k: int, u: np.ndarray,
-                     return_Wu: bool = False):
+                     return_Wu: bool = False, Wu: np.ndarray | None = None):
     """Largest ``eta`` such that ``W + eta (e_k u^T + u e_k^T)`` stays PD.
 
     COMET Eq. (10)-(11): with ``c = W_kk``, ``b = W_{-k,k}``,
@@ -112,9 +112,9 @@ def schur_step_bound(W: np.ndarray, Winv: np.ndarray, k: int, u: np.ndarray,
     ``a2 = u_r^T (W^-1)_{-k,-k} u_r - (u_r . w_r)^2 / w_k``.  O(d^2), one
     matrix-vector product.  With ``return_Wu=True`` returns
     ``(bound, W^-1 u)`` so that :func:`inverse_row_column_update` can reuse
-    the product.
+    the product; a known ``Wu = W^-1 u`` is used instead of the product.
     """
-    a0, a1, a2, Wu = schur_coefficients(Winv, k, u)
+    a0, a1, a2, Wu = schur_coefficients(Winv, k, u, Wu)
     if not a0 > 0.0:  # W^-1 has lost accuracy (W at the edge of the cone): no safe step
         bound = 0.0
     elif a2 <= 1e-300 * max(1.0, abs(a1)):
@@ -125,15 +125,19 @@ def schur_step_bound(W: np.ndarray, Winv: np.ndarray, k: int, u: np.ndarray,
     return (bound, Wu) if return_Wu else bound
 
 
-def schur_coefficients(Winv: np.ndarray, k: int, u: np.ndarray):
+def schur_coefficients(Winv: np.ndarray, k: int, u: np.ndarray, Wu: np.ndarray | None = None):
     """``(a0, a1, a2, W^-1 u)`` with ``det(W + eta (e_k u^T + u e_k^T)) / det(W)
     = (a0 + 2 a1 eta - a2 eta^2) / a0`` (the Schur complement of row k; see
-    :func:`schur_step_bound`).  ``a0 <= 0`` flags an inaccurate ``W^-1``."""
+    :func:`schur_step_bound`).  ``a0 <= 0`` flags an inaccurate ``W^-1``.
+    With ``Wu`` (``W^-1 u``, known) no product with ``W^-1`` is formed: O(d)."""
     ur = u.copy()
     ur[k] = 0.0                        # u_r, embedded with a zero at k
-    Wur = Winv @ ur
+    if Wu is None:
+        Wur = Winv @ ur
+        Wu = Wur + u[k] * Winv[:, k]
+    else:
+        Wur = Wu - u[k] * Winv[:, k]
     wk = float(Winv[k, k])
-    Wu = Wur + u[k] * Winv[:, k]
     if not wk > 0.0:
         return 0.0, 0.0, 0.0, Wu
     uw = float(Wur[k])                 # u_r . w_r  (w = W^-1 e_k, symmetric W^-1)

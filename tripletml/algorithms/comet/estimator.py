@@ -65,7 +65,7 @@ class COMET(BilinearMixin, TripletLearner):
     halved until eq. (2) does not increase (a monotone descent; see Notes).
     ``W^-1`` follows by the Woodbury identity and the Cholesky root by a
     rank-one update and downdate (Appendix B); both are refactored from
-    scratch every ``refactor_every`` steps.  W is positive definite in
+    scratch every ``refactor_every`` updates.  W is positive definite in
     floating point for every accepted setting, ``alpha = 0`` included (the
     paper's Section 4.1 keeps the iterates PD without the barrier): a step
     that would push ``||W||_F tr(W^-1)`` past 1e12 is shortened.
@@ -106,8 +106,10 @@ class COMET(BilinearMixin, TripletLearner):
     eta0 : float, default=1.0
         Upper limit on the step eta (> 0).
     refactor_every : int or None, default=None
-        Steps between exact refactorisations of W^-1, the Cholesky root and
-        the cache of linear terms (None: d, once per epoch).
+        Updates of W (accepted row-column steps) between exact
+        refactorisations of W^-1, the Cholesky root and the cache of linear
+        terms (None: d, about once per epoch of dense COMET; steps that
+        leave W unchanged add no drift and are not counted).
     {preprocessing}
     {n_components}
     {preprocessor}
@@ -327,14 +329,25 @@ class SparseCOMET(COMET):
     alpha, beta, loss, max_iter, n_triplets, sampling, step_fraction,
     refactor_every, preprocessing, random_state, verbose, n_components, preprocessor
         As :class:`COMET`.
-    group_alpha : float, default=1.0
+    group_alpha : float or "auto", default="auto"
         Group-lasso coefficient (lambda in eq. 7 and 8; >= 0), in the units
         of the start ``c I``: the penalty is ``(group_alpha / c) sum_k
         ||V_k||_F``, i.e. ``group_alpha`` weighs the correction ``V / c``
         (``c = 1``, the paper's lambda, except on answers with
         ``beta="auto"``, where W starts at ``I / m`` as :class:`COMET`'s and
         an absolute lambda would bind or not with the rows' scale).
-        ``group_alpha_`` records the lambda used.
+        "auto": with class labels the paper's 1; on answers (triplets or
+        pairs) lambda is set after the diagonal pass so that at most
+        ``ceil(sqrt(d))`` groups -- those of the largest gradients -- can
+        leave zero on the first epoch (the ``ceil(sqrt(d)) + 1``-th largest
+        ``||G_k||_F``, eq. 16's threshold).  Lambda is then a multiple of the
+        gradient itself: it binds alike whatever the rows' scale and the
+        number of answers (a fixed lambda against a loss summed over tens
+        of thousands of answers keeps every group: density 1 and the
+        ``O(d^3)`` epochs of dense COMET on network features), and an epoch
+        costs ``O(d^2.5)`` as the paper's ``O(rho d^3)`` with ``rho =
+        d^-1/2``, a metric where few features interact, what the group
+        lasso is for.  ``group_alpha_`` records the lambda used.
     tol : float or None, default=1e-2
         As :class:`COMET` (here the objective includes the group penalty; it
         is monotone, the proximal step being backtracked).
@@ -363,7 +376,7 @@ class SparseCOMET(COMET):
         "active_features_": ArraySpec((None,), dtype="i", low=0, high="d"),
     }
 
-    def __init__(self, alpha=1.0, *, beta="auto", loss="hinge", group_alpha=1.0, max_iter=100,
+    def __init__(self, alpha=1.0, *, beta="auto", loss="hinge", group_alpha="auto", max_iter=100,
                  tol=1e-2, n_triplets=10000, sampling="class", eta0=1.0, step_fraction=0.5,
                  refactor_every=None, preprocessing="auto", random_state=None, verbose=0,
                  n_components=None, preprocessor=None):
@@ -386,16 +399,18 @@ class SparseCOMET(COMET):
 
     _parameter_constraints = {
         **COMET._parameter_constraints,
-        "group_alpha": [Interval(Real, 0, None, closed="left")],
+        "group_alpha": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
     }
 
     def _make_solver(self, X, triplets):
         beta, c = self._scale(X, triplets)
-        # the group norms weigh V / c, the correction in the start's units
-        lam = self.group_alpha / c
-        self.beta_, self.start_scale_, self.group_alpha_ = float(beta), float(c), float(lam)
+        self.beta_, self.start_scale_ = float(beta), float(c)
+        if self.group_alpha == "auto" and getattr(self, "_fit_from_answers", False):
+            lam, n_groups = None, int(np.ceil(np.sqrt(X.shape[1])))
+        else:   # the group norms weigh V / c, the correction in the start's units
+            lam, n_groups = (1.0 if self.group_alpha == "auto" else self.group_alpha) / c, None
         return SparseCOMETSolver(X, triplets, alpha=self.alpha, beta=beta,
-                                 loss=self.loss, group_alpha=lam,
+                                 loss=self.loss, group_alpha=lam, max_start_groups=n_groups,
                                  step_fraction=self.step_fraction, eta0=self.eta0, scale=c,
                                  name=type(self).__name__)
 
@@ -405,6 +420,7 @@ class SparseCOMET(COMET):
         return None
 
     def _store(self, solver):
+        self.group_alpha_ = float(solver.group_alpha)
         self.n_skipped_ = int(solver.n_skipped)
         self.active_features_ = solver.active_features()
         self.density_ = float(self.active_features_.size) / solver.d

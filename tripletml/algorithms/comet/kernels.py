@@ -38,7 +38,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
+from scipy.linalg import lapack
 
+from tripletml.linalg._flags import FAST
 from tripletml.linalg.pd_updates import (PD_COND_LIMIT, RowColumnConditioning, chol_update_downdate,
                                  inverse_row_column_update, row_column_update,
                                  schur_coefficients, schur_step_bound)
@@ -72,6 +75,44 @@ def comet_loss(lam: np.ndarray, loss: str) -> np.ndarray:
     return np.logaddexp(0.0, lam - 1.0)  # log(1 + exp(-q'Wp+ + q'Wp-))
 
 
+#: :func:`shifted_loss_sum`'s code of each loss
+_LOSS_CODE = {"hinge": 0, "squared_hinge": 1, "log": 2}
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _shifted_loss_sum(lam, step, a, code):
+    # one branch-free loop per loss (vectorised; the sum reassociated)
+    total = 0.0
+    if code == 0:
+        for t in range(lam.shape[0]):
+            total += max(lam[t] + a * step[t], 0.0)
+    elif code == 1:
+        for t in range(lam.shape[0]):
+            x = max(lam[t] + a * step[t], 0.0)
+            total += x * x
+    else:                               # log(1 + exp(x - 1)), as np.logaddexp
+        for t in range(lam.shape[0]):
+            z = lam[t] + a * step[t] - 1.0
+            total += max(z, 0.0) + np.log1p(np.exp(-abs(z)))
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _diagonal_products(xk, tq, tp, tn):
+    out = np.empty(tq.shape[0])
+    for t in range(tq.shape[0]):
+        out[t] = xk[tq[t]] * (xk[tn[t]] - xk[tp[t]])
+    return out
+
+
+def shifted_loss_sum(lam: np.ndarray, step: np.ndarray, a: float, loss: str) -> float:
+    """``sum_t l(lambda_t + a step_t)``: eq. (1)'s loss along a step that
+    moves the linear terms linearly (one pass, no (n_triplets,) temporary;
+    equal to ``comet_loss(lam + a * step).sum()`` up to the summation's
+    rounding)."""
+    return float(_shifted_loss_sum(lam, step, float(a), _LOSS_CODE[loss]))
+
+
 def comet_loss_derivative(lam: np.ndarray, loss: str) -> np.ndarray:
     """``l'(lambda)`` (Appendix A; the hinge's subgradient is 0 at 0)."""
     if loss == "hinge":
@@ -86,12 +127,36 @@ def linear_terms(X, W: np.ndarray, triplets: np.ndarray) -> np.ndarray:
     C), from ``X W`` in chunks of triplets (never an (n_triplets, d) array)."""
     t = np.asarray(triplets)
     XW = np.asarray(X @ W)
+    n = X.shape[0]
+    if n * n <= t.shape[0]:       # answers about few items: the n x n Gram X W X^T
+        G = np.asarray((X @ XW.T).T) if sp.issparse(X) else XW @ X.T
+        return 1.0 + (G[t[:, 0], t[:, 2]] - G[t[:, 0], t[:, 1]])
     out = np.empty(t.shape[0])
     step = max(1, (8 * 2**20) // (8 * X.shape[1]))
     for a in range(0, t.shape[0], step):
         c = t[a:a + step]
         out[a:a + step] = 1.0 + rowwise_dot(XW[c[:, 0]], X[c[:, 2]] - X[c[:, 1]])
     return out
+
+
+def _inverse_from_root(R: np.ndarray, name: str) -> np.ndarray:
+    """``W^-1`` from the upper Cholesky root ``R`` (``W = R^T R``; LAPACK's
+    potri, a third of the flops of solving against the identity)."""
+    inv, info = lapack.dpotri(R, lower=0)
+    if info != 0:
+        raise FloatingPointError(f"{name}: W lost positive definiteness in floating point; "
+                                 "raise alpha or lower eta0 / step_fraction.")
+    _mirror_upper(inv)
+    return inv
+
+
+@njit(cache=True, nogil=True)
+def _mirror_upper(M):
+    """In place: the strict lower triangle of M becomes that of its upper
+    triangle's transpose (potri fills the upper triangle only)."""
+    for i in range(M.shape[0]):
+        for j in range(i):
+            M[i, j] = M[j, i]
 
 
 def group_prox(v: np.ndarray, g: np.ndarray, theta: float, lam: float) -> np.ndarray:
@@ -103,11 +168,15 @@ def group_prox(v: np.ndarray, g: np.ndarray, theta: float, lam: float) -> np.nda
     ``H [1 - theta lam / ||H||_F]_+``.  (Eq. 16 prints the threshold as lam:
     that is the case theta = 1.)  ``g`` is the gradient row, so that
     ``G_k = e_k g^T + g e_k^T``."""
-    h = v - theta * g
-    nh = np.sqrt(2.0) * np.linalg.norm(h)
-    if nh == 0.0:
-        return h
-    return h * max(0.0, 1.0 - theta * lam / nh)
+    return (v - theta * g) * group_prox_factor(v, g, theta, lam)
+
+
+def group_prox_factor(v: np.ndarray, g: np.ndarray, theta: float, lam: float) -> float:
+    """The factor ``s = [1 - theta lam / ||H||_F]_+`` of :func:`group_prox`
+    (``V_k^new = s H``; 1 when ``H = 0``): the new group is ``s (v - theta
+    g)``, linear in ``v`` and ``g`` for a given s."""
+    nh = np.sqrt(2.0) * np.linalg.norm(v - theta * g)
+    return 1.0 if nh == 0.0 else max(0.0, 1.0 - theta * lam / nh)
 
 
 class COMETSolver:
@@ -179,12 +248,54 @@ class COMETSolver:
                 self.R *= np.sqrt(scale)
             self.linear_terms = linear_terms(X, self.W, self.t)
             self._track()
+            self._applied = 0           # updates since W^-1 and R were exact
         else:
             self.W = np.array(W, dtype=float)
             self.R = None
             self.refactor()
 
     # ------------------------------------------------------------ state
+    @property
+    def linear_terms(self) -> np.ndarray:
+        """``lambda_t`` of every triplet at W (Appendix C's cache)."""
+        return self._lam
+
+    @linear_terms.setter
+    def linear_terms(self, lam: np.ndarray) -> None:
+        # every quantity derived from the linear terms (the loss sum, its
+        # derivative, the Gram form) is recomputed on demand after a change
+        self._lam = lam
+        self._derived = {}
+
+    def _cached(self, key: str, make):
+        d = self._derived
+        if key not in d:
+            d[key] = make()
+        return d[key]
+
+    def _loss_derivative(self) -> np.ndarray:
+        """``c_t = l'(lambda_t)``, computed once per change of the linear terms."""
+        return self._cached("c", lambda: comet_loss_derivative(self._lam, self.loss))
+
+    def _gram_form(self) -> np.ndarray | None:
+        """The symmetric n x n weights ``B = A + A^T``, ``A[q_t, p-_t] += c_t``,
+        ``A[q_t, p+_t] -= c_t``: the loss part of the gradient's row k is
+        ``1/2 X^T B x_k`` (eq. 12 summed over the triplets; ``x_k`` column
+        k of X), O(n^2 + nnz(X)) a row instead of O(n_triplets).  Used when
+        there are more triplets than entries of B (answers about few items);
+        None otherwise (the per-triplet route)."""
+        n = self.X.shape[0]
+        if n * n > self.t.shape[0]:
+            return None
+
+        def make():
+            c = self._loss_derivative()
+            base = self._tq * n
+            A = (np.bincount(base + self._tn, c, n * n)
+                 - np.bincount(base + self._tp, c, n * n)).reshape(n, n)
+            return A + A.T
+        return self._cached("B", make)
+
     def _track(self) -> None:
         """Exact ``||W||_F^2`` and ``tr(W^-1)`` for the PD guard."""
         self.fro_sq = float(np.sum(self.W * self.W))
@@ -213,11 +324,10 @@ class COMETSolver:
                     f"{self.name}: W lost positive definiteness in floating point; "
                     "raise alpha or lower eta0 / step_fraction.") from None
         self.R = np.ascontiguousarray(L.T)
-        eye = np.eye(self.d)
-        Linv = np.linalg.solve(L, eye)
-        self.W_inv = Linv.T @ Linv
+        self.W_inv = _inverse_from_root(self.R, self.name)
         self.linear_terms = linear_terms(self.X, self.W, self.t)
         self._track()
+        self._applied = 0
 
     def column(self, k: int) -> np.ndarray:
         """Column k of X as a dense n-vector."""
@@ -241,7 +351,8 @@ class COMETSolver:
     # ------------------------------------------------------- objective
     def loss_sum(self) -> float:
         """``sum_t l(lambda_t)`` at W (from the cached linear terms)."""
-        return float(np.sum(comet_loss(self.linear_terms, self.loss)))
+        # (the terms shifted by 0 x themselves: one pass, no temporary)
+        return self._cached("loss", lambda: shifted_loss_sum(self._lam, self._lam, 0.0, self.loss))
 
     def penalty(self) -> float:
         """Regularizer beyond eq. (2) (the group lasso of sparse COMET)."""
@@ -260,8 +371,12 @@ class COMETSolver:
         With ``c_t = l'(lambda_t)`` it is ``1/2 X^T (w + v) - alpha W^-1 e_k
         + beta W e_k`` where the sample weights ``w, v`` gather ``c_t`` times
         the k-th coordinates of the triplets' rows: O(n_triplets + nnz(X))."""
+        B = self._gram_form()
+        if B is not None:
+            data = np.asarray(self.X.T @ (B @ self.column(k))).ravel()
+            return 0.5 * data - self.alpha * self.W_inv[k] + self.beta * self.W[k]
         tq, tp, tn = self._tq, self._tp, self._tn
-        c = comet_loss_derivative(self.linear_terms, self.loss)
+        c = self._loss_derivative()
         xq, dxp = self._column_gathers(k)
         n = self.X.shape[0]
         a = c * xq                                # c_t q_tk
@@ -333,6 +448,7 @@ class COMETSolver:
         row_column_update(self.W, k, u, eta)
         inverse_row_column_update(self.W_inv, k, u, eta, Wu=Wu)
         self.tr_inv = float(np.trace(self.W_inv))
+        self._applied += 1
         return True
 
     def coordinate_step(self, k: int) -> float:
@@ -379,7 +495,7 @@ class COMETSolver:
                 return bound
             det_ratio = (a0 + 2.0 * a1 * eta - a2 * eta * eta) / a0 if a0 > 0 else 0.0
             if det_ratio > 0.0:
-                change = (float(np.sum(comet_loss(self.linear_terms + eta * dlam, self.loss)))
+                change = (shifted_loss_sum(self.linear_terms, dlam, eta, self.loss)
                           - base - self.alpha * np.log(det_ratio)
                           + 0.5 * self.beta * (4.0 * eta * wku + 2.0 * eta * eta * uu))
                 if change <= 0.0 and self._apply(k, u, eta, Wu, dlam):
@@ -390,8 +506,11 @@ class COMETSolver:
     # ---------------------------------------------- the training protocol
     def start(self, rng: np.random.Generator, refactor_every: int | None = None) -> None:
         """Prepare the epochs of :meth:`step`: coordinate orders drawn from
-        ``rng``, the exact refactorisation every ``refactor_every``
-        coordinate steps (default d)."""
+        ``rng``, the exact refactorisation once ``refactor_every`` updates
+        of W have been applied since the last (default d; a step that leaves
+        W unchanged adds no rounding drift, and sparse COMET's diagonal pass
+        keeps W^-1 and R exact, so neither is counted: an O(d^3)
+        refactorisation per epoch would dominate a sparse fit on wide rows)."""
         self._rng = rng
         self._every = int(refactor_every or self.d)
         self._prev = self.objective()
@@ -407,7 +526,7 @@ class COMETSolver:
         min_bound = np.inf
         for k in self._rng.permutation(self.d):
             min_bound = min(min_bound, self.coordinate_step(int(k)))
-            if self.n_steps % self._every == 0:
+            if self._applied >= self._every:
                 self.refactor()
         self.epoch += 1
         if not np.isfinite(self.W).all():
@@ -454,11 +573,15 @@ class SparseCOMETSolver(COMETSolver):
     """
 
     def __init__(self, X, triplets, *, alpha: float = 1.0, beta: float = 1e-3,
-                 loss: str = "hinge", group_alpha: float = 1.0, step_fraction: float = 0.5,
+                 loss: str = "hinge", group_alpha: float | None = 1.0,
+                 max_start_groups: int | None = None, step_fraction: float = 0.5,
                  eta0: float = 1.0, scale: float = 1.0, name: str = "SparseCOMET"):
         super().__init__(X, triplets, alpha=alpha, beta=beta, loss=loss,
                          step_fraction=step_fraction, eta0=eta0, scale=scale, name=name)
-        self.group_alpha = float(group_alpha)
+        if (group_alpha is None) == (max_start_groups is None):
+            raise ValueError(f"{name}: give exactly one of group_alpha and max_start_groups.")
+        self.group_alpha = None if group_alpha is None else float(group_alpha)
+        self.max_start_groups = max_start_groups
         self.V = np.zeros((self.d, self.d))
         self.n_skipped = 0
 
@@ -471,17 +594,16 @@ class SparseCOMETSolver(COMETSolver):
         return np.flatnonzero(np.linalg.norm(self.V, axis=1) > 0)
 
     # change of the objective for W <- W + e_k d^T + d e_k^T ---------------
-    def _delta_objective(self, k, d):
-        a0, a1, a2, Wd = schur_coefficients(self.W_inv, k, d)
+    def _delta_objective(self, k, d, Wd=None):
+        a0, a1, a2, Wd = schur_coefficients(self.W_inv, k, d, Wd)
         q1 = a0 + 2.0 * a1 - a2
         if not (a0 > 0.0 and q1 > 0.0):
             return np.inf, None, Wd
         s = np.asarray(self.X @ d).ravel()
         xq, dxp = self._column_gathers(k)
         dl = xq * (s[self._tn] - s[self._tp]) + s[self._tq] * dxp
+        change = shifted_loss_sum(self.linear_terms, dl, 1.0, self.loss) - self.loss_sum()
         lam_new = self.linear_terms + dl
-        change = float(np.sum(comet_loss(lam_new, self.loss))
-                       - np.sum(comet_loss(self.linear_terms, self.loss)))
         change -= self.alpha * np.log(q1 / a0)
         # ||W + D||^2 - ||W||^2 = 2 <W, D> + ||D||^2, D = e_k d^T + d e_k^T
         inner = 2.0 * float(self.W[k] @ d)
@@ -489,7 +611,7 @@ class SparseCOMETSolver(COMETSolver):
         change += 0.5 * self.beta * (2.0 * inner + sq)
         return change, lam_new, Wd
 
-    def _apply_group(self, k, d, lam_new):
+    def _apply_group(self, k, d, lam_new, Wd=None):
         """W <- W + e_k d^T + d e_k^T with W^-1, the root and the cache.  A
         failed downdate (the result not PD in floating point; R partly
         modified) refactors R from the unchanged W and returns False, as
@@ -505,15 +627,41 @@ class SparseCOMETSolver(COMETSolver):
         self.linear_terms = lam_new
         self.fro_sq += 4.0 * float(self.W[k] @ d) + 2.0 * (float(d @ d) + float(d[k]) ** 2)
         row_column_update(self.W, k, d, 1.0)
-        inverse_row_column_update(self.W_inv, k, d, 1.0)
+        inverse_row_column_update(self.W_inv, k, d, 1.0, Wu=Wd)
         self.tr_inv = float(np.trace(self.W_inv))
+        self._applied += 1
         return True
 
     def start(self, rng: np.random.Generator, refactor_every: int | None = None) -> None:
-        """Algorithm 2, line 3: a pass over the diagonal, then the epochs."""
+        """Algorithm 2, line 3: a pass over the diagonal, then the epochs
+        (with ``max_start_groups``, lambda is set between the two by
+        :meth:`start_threshold`)."""
         for k in rng.permutation(self.d):
             self.diagonal_step(int(k))
+        if self.group_alpha is None:
+            self.group_alpha = self.start_threshold(self.max_start_groups)
         super().start(rng, refactor_every)
+
+    def group_gradient_norms(self) -> np.ndarray:
+        """``||G_k||_F = sqrt(2) ||g_k||`` of every group at the current W
+        (``g_k`` the gradient row k without its diagonal entry): group k
+        leaves zero on its next step iff this exceeds lambda (eq. 16)."""
+        out = np.empty(self.d)
+        for k in range(self.d):
+            g = self.coordinate_gradient(k)
+            g[k] = 0.0
+            out[k] = np.sqrt(2.0) * np.linalg.norm(g)
+        return out
+
+    def start_threshold(self, n_groups: int) -> float:
+        """The lambda under which exactly ``n_groups`` groups (the largest
+        gradients, ties aside) can leave zero at the current W: the
+        ``(n_groups + 1)``-th largest of :meth:`group_gradient_norms` (0
+        when there are no more groups)."""
+        norms = self.group_gradient_norms()
+        if n_groups >= self.d:
+            return 0.0
+        return float(np.partition(norms, self.d - n_groups - 1)[self.d - n_groups - 1])
 
     def diagonal_step(self, k: int) -> None:
         """Algorithm 2, line 3, for feature k: a backtracked step on ``W_kk``.
@@ -526,10 +674,9 @@ class SparseCOMETSolver(COMETSolver):
         ``log(1 + 2 d_k / W_kk)``.  The step is halved until the objective
         does not increase and ``cond(W)`` stays below the PD guard's limit.
         """
-        xq, dxp = self._column_gathers(k)
-        qd = xq * dxp
+        qd = _diagonal_products(self.column(k), self._tq, self._tp, self._tn)
         w = float(self.W[k, k])
-        g = float(comet_loss_derivative(self.linear_terms, self.loss) @ qd) \
+        g = float(self._loss_derivative() @ qd) \
             - self.alpha / w + self.beta * w
         self._check_gradient(np.array([g, w]), f"the diagonal pass, feature {k}")
         # W_kk + 2 d_k > 0 keeps W PD; stay a step_fraction inside
@@ -537,15 +684,14 @@ class SparseCOMETSolver(COMETSolver):
         base = self.loss_sum()
         cond_now = RowColumnConditioning.bound(self.fro_sq, self.tr_inv)
         for _ in range(40):
-            lam_new = self.linear_terms + 2.0 * dk * qd
             w_new = w + 2.0 * dk
-            change = (float(np.sum(comet_loss(lam_new, self.loss))) - base
+            change = (shifted_loss_sum(self.linear_terms, qd, 2.0 * dk, self.loss) - base
                       - self.alpha * np.log(w_new / w) + 0.5 * self.beta * (w_new**2 - w**2))
             fro = self.fro_sq + w_new * w_new - w * w
             tr = self.tr_inv + 1.0 / w_new - 1.0 / w
             cond = RowColumnConditioning.bound(fro, tr)
             if change <= 0.0 and (cond <= PD_COND_LIMIT or cond <= cond_now):
-                self.linear_terms = lam_new
+                self.linear_terms = self.linear_terms + 2.0 * dk * qd
                 self.W[k, k] = w_new
                 self.W_inv[k, k] = 1.0 / w_new
                 self.R[k, k] = np.sqrt(w_new)
@@ -565,25 +711,30 @@ class SparseCOMETSolver(COMETSolver):
         active = bool(v.any())
         if not active and np.sqrt(2.0) * np.linalg.norm(g) <= self.group_alpha:
             return np.inf        # ||H(theta)||_F <= theta lambda for every theta: stays zero
-        if active and not schur_step_bound(self.W, self.W_inv, k, -v) > 1.0:
+        # every step d = s (v - theta g) - v is a combination of v and g (v_k =
+        # g_k = 0), so one pass over W^-1 gives W^-1 d for all of them
+        Wv, Wg = (self.W_inv @ np.stack([v, g], axis=1)).T if active else \
+            (np.zeros_like(v), self.W_inv @ g)
+        if active and not schur_step_bound(self.W, self.W_inv, k, -v, Wu=-Wv) > 1.0:
             self.n_skipped += 1  # the origin O = W - V_k is not PD (Appendix E)
             return 0.0
-        bound = schur_step_bound(self.W, self.W_inv, k, -g)
+        bound = schur_step_bound(self.W, self.W_inv, k, -g, Wu=-Wg)
         theta = min(self.eta0, self.step_fraction * bound)
         penalty = np.sqrt(2.0) * self.group_alpha
         for _ in range(40):
-            v_new = group_prox(v, g, theta, self.group_alpha)
+            s = group_prox_factor(v, g, theta, self.group_alpha)
+            v_new = (v - theta * g) * s
             d = v_new - v
             if not d.any():
                 return bound
-            change, lam_new, Wd = self._delta_objective(k, d)
+            change, lam_new, Wd = self._delta_objective(k, d, (s - 1.0) * Wv - (s * theta) * Wg)
             change += penalty * (np.linalg.norm(v_new) - np.linalg.norm(v))
             if change <= 0.0:
                 ok = RowColumnConditioning(self.W, self.W_inv, k, d, Wd).accepts(
                     1.0, self.fro_sq, self.tr_inv)
                 if not ok:
                     self.n_limited += 1
-                elif self._apply_group(k, d, lam_new):
+                elif self._apply_group(k, d, lam_new, Wd):
                     self.V[k] = v_new
                     return bound
             theta *= 0.5

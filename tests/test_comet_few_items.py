@@ -1,0 +1,214 @@
+"""COMET's shortcuts for answers about few items (many triplets, few rows, wide
+rows) against the per-triplet formulas they replace, and sparse COMET's
+``group_alpha="auto"`` against its definition.
+
+* the Gram form of the gradient row (``1/2 X^T B x_k``) and of the linear
+  terms (``X W X^T``) against the per-triplet sums of eq. (12);
+* the one-pass loss along a step against ``comet_loss``;
+* ``W^-1`` from the root (potri) and the Schur coefficients from a known
+  ``W^-1 u`` against numpy;
+* a sparse COMET fit whose group steps reuse one product with ``W^-1``
+  against the same fit with every product formed;
+* refactorisations counted in applied updates;
+* the auto lambda: the ``ceil(sqrt(d)) + 1``-th largest group gradient after
+  the diagonal pass, the paper's 1 with class labels, scale-free.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tripletml as tm
+from tripletml.algorithms.comet import kernels as K
+from tripletml.linalg.pd_updates import schur_coefficients
+
+pytestmark = pytest.mark.usefixtures("raw_rows")
+
+
+def _answers(seed=0, n=9, d=14, m=400, sparse=False):
+    """Answers about few items (m > n^2: the Gram route) on wide rows."""
+    rng = np.random.default_rng(seed)
+    X = np.abs(rng.normal(size=(n, d))) * rng.random(d)      # network-like, unequal columns
+    if sparse:
+        X[rng.random(X.shape) < 0.4] = 0.0
+        X = sp.csr_matrix(X)
+    t = np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+    return X, t
+
+
+def _spd(d, seed=3):
+    A = np.random.default_rng(seed).normal(size=(d, d))
+    return A @ A.T / d + np.eye(d)
+
+
+def _gradient_by_triplets(X, W, t, alpha, beta, loss):
+    """The full gradient of eq. (2), eq. (12) summed triplet by triplet."""
+    Xd = X.toarray() if sp.issparse(X) else X
+    G = -alpha * np.linalg.inv(W) + beta * W
+    for q, p, s in t:
+        lam = 1 - Xd[q] @ W @ Xd[p] + Xd[q] @ W @ Xd[s]
+        c = K.comet_loss_derivative(np.array([lam]), loss)[0]
+        dp = Xd[s] - Xd[p]
+        G += 0.5 * c * (np.outer(Xd[q], dp) + np.outer(dp, Xd[q]))
+    return G
+
+
+@pytest.mark.parametrize("loss", K.LOSSES)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gram_route_gradient_rows_equal_eq_12(loss, sparse):
+    X, t = _answers(sparse=sparse)
+    W = _spd(X.shape[1])
+    s = K.COMETSolver(X, t, alpha=0.7, beta=0.2, loss=loss, W=W)
+    assert s._gram_form() is not None                 # 400 answers > 9^2 entries
+    G = _gradient_by_triplets(X, W, t, 0.7, 0.2, loss)
+    for k in (0, 5, 13):
+        np.testing.assert_allclose(s.coordinate_gradient(k), G[k], rtol=1e-10,
+                                   atol=1e-12 * np.abs(G).max())
+
+
+def test_gram_form_is_recomputed_after_the_linear_terms_change():
+    X, t = _answers(m=300)
+    s = K.COMETSolver(X, t, alpha=0.5, beta=0.1, W=_spd(X.shape[1]), eta0=10.0)
+    for k in (2, 7, 2, 11):
+        s.coordinate_step(k)
+    assert s._applied > 0
+    G = _gradient_by_triplets(X, s.W, t, 0.5, 0.1, "hinge")
+    np.testing.assert_allclose(s.coordinate_gradient(4), G[4], rtol=1e-8,
+                               atol=1e-10 * np.abs(G).max())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_linear_terms_gram_and_chunked_routes_agree(sparse):
+    X, t = _answers(sparse=sparse)
+    W = _spd(X.shape[1])
+    Xd = X.toarray() if sparse else X
+    expect = 1 + np.einsum("ij,ij->i", Xd[t[:, 0]] @ W, Xd[t[:, 2]] - Xd[t[:, 1]])
+    np.testing.assert_allclose(K.linear_terms(X, W, t), expect, rtol=1e-12, atol=1e-12)
+    few = t[:50]                                       # 50 < 81: the chunked route
+    np.testing.assert_allclose(K.linear_terms(X, W, few), expect[:50], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", K.LOSSES)
+def test_shifted_loss_sum_equals_comet_loss(loss):
+    rng = np.random.default_rng(1)
+    lam = np.r_[rng.normal(size=1000) * 3, [0.0, 800.0, -800.0]]
+    step = rng.normal(size=lam.size)
+    for a in (0.0, 0.37, -2.0):
+        expect = K.comet_loss(lam + a * step, loss).sum()
+        assert K.shifted_loss_sum(lam, step, a, loss) == pytest.approx(expect, rel=1e-12)
+
+
+def test_inverse_from_root_and_schur_coefficients_with_a_known_product():
+    W = _spd(9)
+    R = np.linalg.cholesky(W).T
+    np.testing.assert_allclose(K._inverse_from_root(R, "COMET"), np.linalg.inv(W),
+                               rtol=1e-10, atol=1e-12)
+    with pytest.raises(FloatingPointError, match="COMET"):
+        K._inverse_from_root(np.diag([1.0, 0.0, 1.0]), "COMET")
+    Winv = np.linalg.inv(W)
+    u = np.random.default_rng(2).normal(size=9)
+    plain = schur_coefficients(Winv, 4, u)
+    known = schur_coefficients(Winv, 4, u, Winv @ u)
+    np.testing.assert_allclose(known[:3], plain[:3], rtol=1e-12)
+    np.testing.assert_allclose(known[3], plain[3], rtol=1e-12)
+
+
+class _EveryProduct(K.SparseCOMETSolver):
+    """Sparse COMET with every ``W^-1 d`` formed anew (the route before one
+    product per step served all of them)."""
+
+    def _delta_objective(self, k, d, Wd=None):
+        return super()._delta_objective(k, d, None)
+
+    def _apply_group(self, k, d, lam_new, Wd=None):
+        return super()._apply_group(k, d, lam_new, None)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sparse_group_steps_equal_the_route_with_every_product(sparse):
+    X, t = _answers(seed=4, sparse=sparse)
+    runs = []
+    for cls in (K.SparseCOMETSolver, _EveryProduct):
+        s = cls(X, t, alpha=0.5, beta=0.05, group_alpha=0.3, eta0=5.0)
+        s.start(np.random.default_rng(0))
+        for _ in range(3):
+            s.step()
+        runs.append(s)
+    a, b = runs
+    assert 0 < a.active_features().size
+    np.testing.assert_array_equal(a.active_features(), b.active_features())
+    np.testing.assert_allclose(a.W, b.W, rtol=1e-9, atol=1e-12 * np.abs(b.W).max())
+    inv = np.linalg.inv(a.W)
+    assert np.abs(a.W_inv - inv).max() <= 1e-8 * np.abs(inv).max()
+
+
+def test_refactorisations_count_applied_updates(monkeypatch):
+    X, t = _answers(m=300)
+    calls = []
+    real = K.COMETSolver.refactor
+    monkeypatch.setattr(K.COMETSolver, "refactor", lambda self: (calls.append(getattr(self, "_applied", None)),
+                                                                 real(self)))
+    # a lambda no gradient reaches: the diagonal pass only, W never drifts
+    s = K.SparseCOMETSolver(X, t, alpha=0.5, beta=0.05, group_alpha=1e12)
+    s.start(np.random.default_rng(0), refactor_every=2)
+    for _ in range(3):
+        s.step()
+    assert s.active_features().size == 0 and calls == []
+    # dense COMET, one refactorisation per 2 applied updates
+    applied = []
+    apply = K.COMETSolver._apply
+    monkeypatch.setattr(K.COMETSolver, "_apply",
+                        lambda self, *a, **kw: applied.append(apply(self, *a, **kw)) or applied[-1])
+    s = K.COMETSolver(X, t, alpha=0.5, beta=0.1, W=_spd(X.shape[1]), eta0=10.0)
+    calls.clear()                                      # the constructor's factorisation
+    s.start(np.random.default_rng(0), refactor_every=2)
+    s.step()
+    assert sum(applied) >= 4 and set(calls) == {2}
+    assert len(calls) == sum(applied) // 2
+    np.testing.assert_allclose(s.W_inv, np.linalg.inv(s.W), rtol=1e-8,
+                               atol=1e-10 * np.abs(s.W_inv).max())
+
+
+def test_auto_lambda_on_answers_is_the_threshold_of_sqrt_d_groups(monkeypatch):
+    X, t = _answers(n=10, d=30, m=500)
+    seen = {}
+    real = K.SparseCOMETSolver.start_threshold
+
+    def spy(self, n_groups):
+        # the group norms at the end of the diagonal pass, by eq. (12)
+        G = _gradient_by_triplets(self.X, self.W, self.t, self.alpha, self.beta, self.loss)
+        np.fill_diagonal(G, 0.0)
+        seen["norms"], seen["n"] = np.sqrt(2) * np.linalg.norm(G, axis=1), n_groups
+        return real(self, n_groups)
+
+    monkeypatch.setattr(K.SparseCOMETSolver, "start_threshold", spy)
+    m = tm.SparseCOMET(preprocessing="raw", max_iter=2, tol=None, random_state=0)
+    m.fit(X, triplets=t)
+    assert seen["n"] == 6                                  # ceil(sqrt(30))
+    norms = np.sort(seen["norms"])[::-1]
+    assert m.group_alpha_ == pytest.approx(norms[6], rel=1e-9)
+    assert np.sum(seen["norms"] > m.group_alpha_ * (1 + 1e-9)) == 6
+    assert 0 < m.density_ < 1
+
+
+def test_auto_lambda_keeps_the_papers_value_with_labels_and_a_given_value():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 5)), np.repeat([0, 1], 20)
+    kw = dict(preprocessing="raw", max_iter=1, tol=None, random_state=0)
+    assert tm.SparseCOMET(**kw).fit(X, y).group_alpha_ == 1.0
+    Xa, t = _answers()
+    m = tm.SparseCOMET(group_alpha=0.4, beta=0.1, **kw).fit(Xa, triplets=t)
+    assert m.group_alpha_ == 0.4
+
+
+@pytest.mark.parametrize("k", [1e-3, 1e3])
+def test_auto_lambda_is_scale_free(k):
+    """Rows times k: lambda follows the gradient (k^2 / k^-2 ... the same
+    groups), the same similarities up to rounding."""
+    X, t = _answers(n=10, d=16, m=500)
+    kw = dict(preprocessing="raw", max_iter=3, tol=None, random_state=0)
+    a = tm.SparseCOMET(**kw).fit(X, triplets=t)
+    b = tm.SparseCOMET(eta0=k ** -4, **kw).fit(X * k, triplets=t)
+    assert 0 < a.density_ < 1
+    np.testing.assert_array_equal(b.active_features_, a.active_features_)
+    S = a.similarity(X)
+    np.testing.assert_allclose(b.similarity(X * k), S, rtol=1e-6, atol=1e-9 * np.abs(S).max())
