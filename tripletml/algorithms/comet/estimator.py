@@ -65,7 +65,7 @@ class COMET(BilinearMixin, TripletLearner):
     halved until eq. (2) does not increase (a monotone descent; see Notes).
     ``W^-1`` follows by the Woodbury identity and the Cholesky root by a
     rank-one update and downdate (Appendix B); both are refactored from
-    scratch every ``refactor_every`` updates.  W is positive definite in
+    scratch every ``refactor_every`` steps.  W is positive definite in
     floating point for every accepted setting, ``alpha = 0`` included (the
     paper's Section 4.1 keeps the iterates PD without the barrier): a step
     that would push ``||W||_F tr(W^-1)`` past 1e12 is shortened.
@@ -106,10 +106,10 @@ class COMET(BilinearMixin, TripletLearner):
     eta0 : float, default=1.0
         Upper limit on the step eta (> 0).
     refactor_every : int or None, default=None
-        Updates of W (accepted row-column steps) between exact
-        refactorisations of W^-1, the Cholesky root and the cache of linear
-        terms (None: d, about once per epoch of dense COMET; steps that
-        leave W unchanged add no drift and are not counted).
+        Steps between exact refactorisations of W^-1, the Cholesky root and
+        the cache of linear terms (None: d, once per epoch; skipped when no
+        step changed W).  :class:`SparseCOMET` counts applied group updates
+        instead (most of its steps leave W unchanged).
     {preprocessing}
     {n_components}
     {preprocessor}

@@ -504,13 +504,16 @@ class COMETSolver:
         return bound  # no decrease along this coordinate: W unchanged
 
     # ---------------------------------------------- the training protocol
+    def _refactor_due(self) -> bool:
+        """Every ``refactor_every`` coordinate steps (Algorithm 1 updates W
+        on nearly every step), unless no update was applied since the last
+        exact factorisation (nothing drifted)."""
+        return self.n_steps % self._every == 0 and self._applied > 0
+
     def start(self, rng: np.random.Generator, refactor_every: int | None = None) -> None:
         """Prepare the epochs of :meth:`step`: coordinate orders drawn from
-        ``rng``, the exact refactorisation once ``refactor_every`` updates
-        of W have been applied since the last (default d; a step that leaves
-        W unchanged adds no rounding drift, and sparse COMET's diagonal pass
-        keeps W^-1 and R exact, so neither is counted: an O(d^3)
-        refactorisation per epoch would dominate a sparse fit on wide rows)."""
+        ``rng``, the exact refactorisation every ``refactor_every`` (default
+        d) steps, :meth:`_refactor_due`."""
         self._rng = rng
         self._every = int(refactor_every or self.d)
         self._prev = self.objective()
@@ -526,7 +529,7 @@ class COMETSolver:
         min_bound = np.inf
         for k in self._rng.permutation(self.d):
             min_bound = min(min_bound, self.coordinate_step(int(k)))
-            if self._applied >= self._every:
+            if self._refactor_due():
                 self.refactor()
         self.epoch += 1
         if not np.isfinite(self.W).all():
@@ -641,6 +644,15 @@ class SparseCOMETSolver(COMETSolver):
         if self.group_alpha is None:
             self.group_alpha = self.start_threshold(self.max_start_groups)
         super().start(rng, refactor_every)
+
+    def _refactor_due(self) -> bool:
+        """Once ``refactor_every`` group updates have been applied since the
+        last exact factorisation: most steps of a sparse fit leave W
+        unchanged (a zero group staying zero) and add no rounding drift, and
+        the diagonal pass keeps W^-1 and R exact, so neither is counted (an
+        O(d^3) refactorisation per epoch would dominate a sparse fit on wide
+        rows)."""
+        return self._applied >= self._every
 
     def group_gradient_norms(self) -> np.ndarray:
         """``||G_k||_F = sqrt(2) ||g_k||`` of every group at the current W
