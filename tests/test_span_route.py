@@ -318,6 +318,19 @@ def test_sdca_objective_gram_margins():
     assert _margins_gram(M, Xc, T[:3]) == (None, None)          # does not pay
 
 
+def test_sdca_gram_margins_pay_where_answers_outnumber_the_rows():
+    """The margins' Gram route prices ``H = R M R^T`` and two look-ups a
+    triplet (not OASIS's k^2 a step): 70 rows in a 70-D span under 20,000
+    answers take it; many rows with few triplets, or sparse text rows, do
+    not."""
+    from tripletml.algorithms.sdca.kernels import gram_margins_pay
+
+    assert gram_margins_pay(70, 70 * 70, 20000, 70)            # span coords, many answers
+    assert gram_margins_pay(57, 57 * 4096, 84440, 4096)        # Zappos, plain route
+    assert not gram_margins_pay(2000, 2000 * 50, 1000, 50)     # many rows, few triplets
+    assert not gram_margins_pay(1500, 1500 * 30, 1000, 20000)  # sparse text rows
+
+
 def test_span_route_checks_the_lifted_model_memory():
     """The lifted d x d model is checked before the reduced fit: a clear
     MemoryError naming the learner, as on the plain route."""

@@ -16,7 +16,9 @@ random hex string per fit, carried by the supervision), the partition and
 what was derived.  It holds at most :func:`budget` bytes: a value that does
 not fit after the entries of *other* fits (least recently used first) are
 dropped is not kept, so a fit whose derived data exceed the memo keeps the
-partitions it admitted first instead of thrashing.  The fit drops its
+partitions it admitted first instead of thrashing; in a Dask worker with a
+memory limit a value is also refused when keeping it would take the
+process past the first of Dask's thresholds (:func:`_worker_room`).  The fit drops its
 entries when it ends (:func:`forget`, on every worker for a cluster).
 Tasks must not write into what they get from the memo (the next round
 would see the change); the tests run the strategies with :data:`FREEZE`
@@ -48,20 +50,50 @@ _ENTRIES: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
 _STATE = {"bytes": 0, "hits": 0, "misses": 0, "refused": 0}
 
 
+def _worker_limit() -> int | None:
+    """This Dask worker's memory limit in bytes (None outside a worker or
+    without a limit)."""
+    try:
+        from distributed import get_worker
+        return getattr(get_worker().memory_manager, "memory_limit", None) or None
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
 def budget() -> int:
     """Bytes the memo may hold in this process: :data:`MEMO_FRACTION` of a
     Dask worker's memory limit, or of the available memory (0 when
     unknown: nothing is memoised)."""
-    limit = None
-    try:
-        from distributed import get_worker
-        limit = getattr(get_worker().memory_manager, "memory_limit", None)
-    except (ImportError, ValueError, AttributeError):
-        limit = None
+    limit = _worker_limit()
     if not limit:
         from tripletml.core.validation import available_memory
         limit = available_memory()
     return int(MEMO_FRACTION * limit) if limit else 0
+
+
+def _worker_room(n: int) -> bool:
+    """Whether a Dask worker can keep a value of ``n`` bytes that its task
+    just made: the process memory (which holds the value already) is below
+    the first of Dask's own thresholds (``target``, ``spill``, ``pause``:
+    60 % of its limit by default), where Dask starts spilling or pausing
+    the worker's tasks.  The memo holds values a task may compute
+    again; it must never be what pushes a worker into spilling, pausing or
+    a restart (a worker with a 1 GB limit kept 250 MB of one partition's
+    copies of 200 and paused at every later task).  True outside a worker
+    with a limit (the budget alone applies)."""
+    limit = _worker_limit()
+    if not limit:
+        return True
+    try:
+        import dask
+        import psutil
+        fractions = [dask.config.get(f"distributed.worker.memory.{k}", False)
+                     for k in ("target", "spill", "pause")]
+        rss = psutil.Process().memory_info().rss
+    except Exception:             # no psutil or config: the budget alone
+        return True
+    fractions = [float(f) for f in fractions if f]
+    return not fractions or rss <= min(fractions) * limit
 
 
 def _nbytes(value: Any) -> int:
@@ -89,7 +121,7 @@ def _admit(key: tuple, value: Any, n: int) -> bool:
     """Keep ``value`` when it fits, dropping other fits' entries (least
     recently used first) to make room; under the lock."""
     cap = budget()
-    if n > cap:
+    if n > cap or not _worker_room(n):
         return False
     if _STATE["bytes"] + n > cap:
         for k in [k for k in _ENTRIES if k[0] != key[0]]:

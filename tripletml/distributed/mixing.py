@@ -416,7 +416,7 @@ def _setup_task(p, sup, head: int) -> dict:
     energies of its preprocessed rows and the head norms for ``eta0="auto"``."""
     X = sup.rows(p)
     T = sup.triplets(p, X)
-    qq, vv = auto_step_norms(sup.csr_rows(p), T, head)
+    qq, vv = auto_step_norms(sup.csr_rows(p, X), T, head)
     return {"m": int(T.shape[0]), "d": int(X.shape[1]), "energy": column_energy(X),
             "qq": qq, "vv": vv}
 
@@ -508,7 +508,7 @@ def _pass_task(p, sup, proto, kind: str, shared: _Shared, round_: int, weights: 
             return {"m": 0, "mu": 0.0}
     T = np.ascontiguousarray(T[order])
     m = int(T.shape[0])
-    Xc = sup.csr_rows(p)
+    Xc = sup.csr_rows(p, X)
     est._watch = new_watch(est, block_size(m))
     if best is not None:
         est._watch.update(float(best), "the previous rounds", "steps")
@@ -609,7 +609,7 @@ def _eval_triplets(p, sup, cap: int | None, at: tuple | None = None):
         m = int(T.shape[0])
     if cap is not None and m > int(cap):
         T = T[(np.arange(int(cap)) * m) // int(cap)]
-    return sup.csr_rows(p), np.ascontiguousarray(T)
+    return sup.csr_rows(p, X), np.ascontiguousarray(T)
 
 
 def _eval_task(p, sup, kind: str, shared: _Shared, cands: _Shared, weights: tuple,

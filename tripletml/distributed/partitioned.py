@@ -543,9 +543,13 @@ class Supervision:
             return self.preprocessor.transform(X, copy=False)
         return self.preprocessor.transform(X, copy=True)
 
-    def csr_rows(self, p: Partition) -> sp.csr_matrix:
-        """:meth:`rows` as the solvers' float64 CSR (memoised)."""
-        return memo.get(self.token, (p.index, "csr"), lambda: as_csr(self.rows(p)))
+    def csr_rows(self, p: Partition, X=None) -> sp.csr_matrix:
+        """:meth:`rows` as the solvers' float64 CSR (memoised).  ``X``: those
+        rows when the caller holds them already (a dense float64 X becomes
+        the CSR's data without a copy; without it a memo miss on the rows
+        would derive a second copy beside the caller's)."""
+        return memo.get(self.token, (p.index, "csr"),
+                        lambda: as_csr(self.rows(p) if X is None else X))
 
     def codes_of(self, p: Partition) -> np.ndarray:
         """Global class codes 0..C-1 of the partition's labels."""

@@ -175,7 +175,7 @@ def _data(p, sup):
     """The partition's rows as the solver sees them (CSR) and its triplets."""
     X = sup.rows(p)
     T = np.ascontiguousarray(sup.triplets(p, X), dtype=np.int64)
-    return sup.csr_rows(p), T
+    return sup.csr_rows(p, X), T
 
 
 def _check_state(p, state, m, owner):

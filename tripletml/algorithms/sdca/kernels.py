@@ -86,23 +86,35 @@ def _all_margins(M, indptr, indices, data, triplets, out, xnorm2, vidx, vval):
         xnorm2[t] = np.dot(q_val, q_val) * np.dot(v_val, v_val)
 
 
-def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
-    """The margins of :func:`_all_margins` by the Gram route of OASIS
-    (:func:`~tripletml.algorithms.oasis.kernels.gram_route_pays`): with ``k`` distinct
-    rows ``R`` under many triplets (few rows, many features), ``H = R M
-    R^T`` once and each margin ``H[q, p+] - H[q, p-]``; ``||X_i||_F^2`` is
-    only tested for zero (the degenerate triplets), so it is returned as
-    ``||q||^2`` times 1 or 0 for distinct or equal rows ``p+``, ``p-``.
-    ``(None, None)`` where the route does not pay."""
-    from tripletml.algorithms.oasis.kernels import gram_route_pays
+def gram_margins_pay(n_rows_used: int, nnz_used: int, n_triplets: int, n_features: int) -> bool:
+    """Whether :func:`_margins_gram` is cheaper than :func:`_all_margins`:
+    ``H = R M R^T`` from the ``k`` dense rows costs ``2 k d^2 + 2 k^2 d``
+    and each margin then two look-ups, against ``2 nnz_row^2`` per
+    triplet (the mean row size), with a factor 4 to spare.  (OASIS's
+    :func:`~tripletml.algorithms.oasis.kernels.gram_route_pays` prices its
+    steps, which update H at ``k^2`` each; margins alone do not.)"""
+    k, d = max(n_rows_used, 1), n_features
+    per_row = nnz_used / k
+    plain = n_triplets * 2.0 * per_row * per_row
+    gram = 2.0 * k * d * d + 2.0 * k * k * d + 2.0 * n_triplets
+    return 4.0 * gram < plain
 
+
+def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
+    """The margins of :func:`_all_margins` by a Gram route: with ``k``
+    distinct rows ``R`` under many triplets (few rows, many features),
+    ``H = R M R^T`` once and each margin ``H[q, p+] - H[q, p-]``;
+    ``||X_i||_F^2`` is only tested for zero (the degenerate triplets), so
+    it is returned as ``||q||^2`` times 1 or 0 for distinct or equal rows
+    ``p+``, ``p-``.  ``(None, None)`` where the route does not pay
+    (:func:`gram_margins_pay`)."""
     m = triplets.shape[0]
     if m == 0:
         return None, None
     rows, local = np.unique(triplets, return_inverse=True)
     local = local.reshape(triplets.shape)
     R = Xc[rows]
-    if not gram_route_pays(len(rows), R.nnz, m, Xc.shape[1]):
+    if not gram_margins_pay(len(rows), R.nnz, m, Xc.shape[1]):
         return None, None
     Rd = R.toarray()
     H = (Rd @ M) @ Rd.T
