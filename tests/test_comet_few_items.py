@@ -212,3 +212,17 @@ def test_auto_lambda_is_scale_free(k):
     np.testing.assert_array_equal(b.active_features_, a.active_features_)
     S = a.similarity(X)
     np.testing.assert_allclose(b.similarity(X * k), S, rtol=1e-6, atol=1e-9 * np.abs(S).max())
+
+
+def test_auto_lambda_fit_ignores_rows_no_answer_names():
+    """Rows that no answer names (here duplicates of the items, which also
+    move the fit off the Gram route: 18^2 > 300 answers) change nothing but
+    rounding: the same lambda, groups and similarities."""
+    X, t = _answers(n=9, d=12, m=300)
+    kw = dict(preprocessing="raw", max_iter=3, tol=None, random_state=0)
+    a = tm.SparseCOMET(**kw).fit(X, triplets=t)
+    b = tm.SparseCOMET(**kw).fit(np.vstack([X, X]), triplets=t)
+    assert b.group_alpha_ == pytest.approx(a.group_alpha_, rel=1e-9)
+    np.testing.assert_array_equal(b.active_features_, a.active_features_)
+    S = a.similarity(X)
+    np.testing.assert_allclose(b.similarity(X), S, rtol=1e-8, atol=1e-10 * np.abs(S).max())
