@@ -97,11 +97,19 @@ def test_shifted_loss_sum_equals_comet_loss(loss):
         assert K.shifted_loss_sum(lam, step, a, loss) == pytest.approx(expect, rel=1e-12)
 
 
+def test_loss_sums_keep_infinite_terms():
+    lam = np.array([np.inf, -np.inf, 0.5])
+    for loss, expect in (("hinge", np.inf), ("squared_hinge", np.inf), ("log", np.inf)):
+        assert K.shifted_loss_sum(lam, None, 0.0, loss) == expect
+    assert K.shifted_loss_sum(lam[1:], None, 0.0, "hinge") == 0.5
+
+
 def test_inverse_from_root_and_schur_coefficients_with_a_known_product():
     W = _spd(9)
     R = np.linalg.cholesky(W).T
-    np.testing.assert_allclose(K._inverse_from_root(R, "COMET"), np.linalg.inv(W),
-                               rtol=1e-10, atol=1e-12)
+    inv = K._inverse_from_root(R, "COMET")
+    assert inv.flags.c_contiguous          # row access and the rank-2 pass run along rows
+    np.testing.assert_allclose(inv, np.linalg.inv(W), rtol=1e-10, atol=1e-12)
     with pytest.raises(FloatingPointError, match="COMET"):
         K._inverse_from_root(np.diag([1.0, 0.0, 1.0]), "COMET")
     Winv = np.linalg.inv(W)

@@ -168,7 +168,17 @@ def test_a_worker_keeps_nothing_past_dasks_first_threshold(monkeypatch):
     with dask.config.set({"distributed.worker.memory.target": False}):
         c = memo.get("fit", (2, "x"), lambda: np.zeros(10))             # 65 % < spill 70 %
         assert memo.get("fit", (2, "x"), lambda: np.ones(10)) is c
+    # a worker's own fractions (its arguments) win over Dask's configuration
+    class _Manager:
+        memory_limit, memory_target_fraction = limit, 0.5
+        memory_spill_fraction = memory_pause_fraction = False
+
+    monkeypatch.setattr(memo, "_worker_memory", lambda: _Manager())
+    rss["now"] = 0.55 * limit
+    e = memo.get("fit", (4, "x"), lambda: np.zeros(10))
+    assert memo.get("fit", (4, "x"), lambda: np.ones(10)) is not e      # past its 50 %
     # outside a worker the budget alone decides
+    monkeypatch.setattr(memo, "_worker_memory", lambda: None)
     monkeypatch.setattr(memo, "_worker_limit", lambda: None)
     d = memo.get("fit", (3, "x"), lambda: np.zeros(10))
     assert memo.get("fit", (3, "x"), lambda: np.ones(10)) is d
@@ -201,3 +211,6 @@ def test_a_tasks_csr_is_a_view_of_the_rows_it_holds(digits, monkeypatch):
     assert len(made) == 1 and np.shares_memory(Xc.data, rows)
     sup.csr_rows(p)                                   # without the rows: derived again
     assert len(made) == 2
+    sup.owner = "SDCA"
+    with pytest.raises(ValueError, match="SDCA.*partition 0.*rows"):
+        sup.csr_rows(p, rows[:10])                    # not the partition's rows

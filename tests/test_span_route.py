@@ -329,6 +329,9 @@ def test_sdca_gram_margins_pay_where_answers_outnumber_the_rows():
     assert gram_margins_pay(57, 57 * 4096, 84440, 4096)        # Zappos, plain route
     assert not gram_margins_pay(2000, 2000 * 50, 1000, 50)     # many rows, few triplets
     assert not gram_margins_pay(1500, 1500 * 30, 1000, 20000)  # sparse text rows
+    # H (k x k) must not outgrow the triplets' and the rows' own arrays
+    assert not gram_margins_pay(10000, 10000 * 784, 10**6, 784)     # H: 0.8 GB
+    assert not gram_margins_pay(20000, 20000 * 100, 5 * 10**7, 100)  # H: 3.2 GB
 
 
 def test_span_route_checks_the_lifted_model_memory():

@@ -50,14 +50,34 @@ _ENTRIES: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
 _STATE = {"bytes": 0, "hits": 0, "misses": 0, "refused": 0}
 
 
+def _worker_memory():
+    """This Dask worker's memory manager (None outside a worker)."""
+    try:
+        from distributed import get_worker
+        return get_worker().memory_manager
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
 def _worker_limit() -> int | None:
     """This Dask worker's memory limit in bytes (None outside a worker or
     without a limit)."""
-    try:
-        from distributed import get_worker
-        return getattr(get_worker().memory_manager, "memory_limit", None) or None
-    except (ImportError, ValueError, AttributeError):
-        return None
+    return getattr(_worker_memory(), "memory_limit", None) or None
+
+
+def _worker_fractions() -> list[float]:
+    """The worker's own target, spill and pause fractions (its arguments,
+    else Dask's configuration; a disabled one is left out)."""
+    manager = _worker_memory()
+    out = []
+    for k in ("target", "spill", "pause"):
+        f = getattr(manager, f"memory_{k}_fraction", None)
+        if f is None:
+            import dask
+            f = dask.config.get(f"distributed.worker.memory.{k}", False)
+        if f:
+            out.append(float(f))
+    return out
 
 
 def budget() -> int:
@@ -85,14 +105,11 @@ def _worker_room(n: int) -> bool:
     if not limit:
         return True
     try:
-        import dask
         import psutil
-        fractions = [dask.config.get(f"distributed.worker.memory.{k}", False)
-                     for k in ("target", "spill", "pause")]
+        fractions = _worker_fractions()
         rss = psutil.Process().memory_info().rss
     except Exception:             # no psutil or config: the budget alone
         return True
-    fractions = [float(f) for f in fractions if f]
     return not fractions or rss <= min(fractions) * limit
 
 

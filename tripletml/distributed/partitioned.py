@@ -548,6 +548,9 @@ class Supervision:
         rows when the caller holds them already (a dense float64 X becomes
         the CSR's data without a copy; without it a memo miss on the rows
         would derive a second copy beside the caller's)."""
+        if X is not None and X.shape[0] != p.n_rows:    # memoised under p's key
+            raise ValueError(f"{self.owner} (partition {p.index}): csr_rows got {X.shape[0]} "
+                             f"rows for a partition of {p.n_rows}; pass the rows of rows(p)")
         return memo.get(self.token, (p.index, "csr"),
                         lambda: as_csr(self.rows(p) if X is None else X))
 

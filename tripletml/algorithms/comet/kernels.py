@@ -81,8 +81,21 @@ _LOSS_CODE = {"hinge": 0, "squared_hinge": 1, "log": 2}
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _shifted_loss_sum(lam, step, a, code):
-    # one branch-free loop per loss (vectorised; the sum reassociated)
+    # one branch-free loop per loss (vectorised; the sum reassociated);
+    # codes 3-5: the same losses of lam itself (no step)
     total = 0.0
+    if code >= 3:
+        for t in range(lam.shape[0]):
+            x = lam[t]
+            if code == 3:
+                total += max(x, 0.0)
+            elif code == 4:
+                y = max(x, 0.0)
+                total += y * y
+            else:
+                z = x - 1.0
+                total += max(z, 0.0) + np.log1p(np.exp(-abs(z)))
+        return total
     if code == 0:
         for t in range(lam.shape[0]):
             total += max(lam[t] + a * step[t], 0.0)
@@ -105,11 +118,14 @@ def _diagonal_products(xk, tq, tp, tn):
     return out
 
 
-def shifted_loss_sum(lam: np.ndarray, step: np.ndarray, a: float, loss: str) -> float:
+def shifted_loss_sum(lam: np.ndarray, step: np.ndarray | None, a: float, loss: str) -> float:
     """``sum_t l(lambda_t + a step_t)``: eq. (1)'s loss along a step that
     moves the linear terms linearly (one pass, no (n_triplets,) temporary;
     equal to ``comet_loss(lam + a * step).sum()`` up to the summation's
-    rounding)."""
+    rounding).  ``a = 0`` (or ``step`` None) sums the terms themselves
+    (an infinite term stays infinite, not ``0 x inf``)."""
+    if step is None or a == 0.0:
+        return float(_shifted_loss_sum(lam, lam, 0.0, _LOSS_CODE[loss] + 3))
     return float(_shifted_loss_sum(lam, step, float(a), _LOSS_CODE[loss]))
 
 
@@ -147,7 +163,7 @@ def _inverse_from_root(R: np.ndarray, name: str) -> np.ndarray:
         raise FloatingPointError(f"{name}: W lost positive definiteness in floating point; "
                                  "raise alpha or lower eta0 / step_fraction.")
     _mirror_upper(inv)
-    return inv
+    return inv.T        # potri's array is column-major; its (symmetric) transpose is row-major
 
 
 @njit(cache=True, nogil=True)
@@ -351,8 +367,7 @@ class COMETSolver:
     # ------------------------------------------------------- objective
     def loss_sum(self) -> float:
         """``sum_t l(lambda_t)`` at W (from the cached linear terms)."""
-        # (the terms shifted by 0 x themselves: one pass, no temporary)
-        return self._cached("loss", lambda: shifted_loss_sum(self._lam, self._lam, 0.0, self.loss))
+        return self._cached("loss", lambda: shifted_loss_sum(self._lam, None, 0.0, self.loss))
 
     def penalty(self) -> float:
         """Regularizer beyond eq. (2) (the group lasso of sparse COMET)."""

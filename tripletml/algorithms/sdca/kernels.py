@@ -90,14 +90,19 @@ def gram_margins_pay(n_rows_used: int, nnz_used: int, n_triplets: int, n_feature
     """Whether :func:`_margins_gram` is cheaper than :func:`_all_margins`:
     ``H = R M R^T`` from the ``k`` dense rows costs ``2 k d^2 + 2 k^2 d``
     and each margin then two look-ups, against ``2 nnz_row^2`` per
-    triplet (the mean row size), with a factor 4 to spare.  (OASIS's
+    triplet (the mean row size), with a factor 4 to spare, and only while
+    H and the dense rows take no more memory than a few arrays over the
+    triplets and the rows' entries.  (OASIS's
     :func:`~tripletml.algorithms.oasis.kernels.gram_route_pays` prices its
     steps, which update H at ``k^2`` each; margins alone do not.)"""
     k, d = max(n_rows_used, 1), n_features
     per_row = nnz_used / k
     plain = n_triplets * 2.0 * per_row * per_row
     gram = 2.0 * k * d * d + 2.0 * k * k * d + 2.0 * n_triplets
-    return 4.0 * gram < plain
+    # memory: H (k x k) and the dense rows (k x d) no larger than a few
+    # arrays over the triplets and the rows' own entries
+    small = float(k) * k + float(k) * d <= 4.0 * n_triplets + 2.0 * nnz_used
+    return small and 4.0 * gram < plain
 
 
 def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
