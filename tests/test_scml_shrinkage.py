@@ -17,7 +17,7 @@ from tripletml import SCML, load_model
 from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
 from tripletml.metrics import triplet_accuracy
 
-from _crowd_answers import noisy_answers
+from _crowd_answers import labels_keep_zero_shrinkage, noisy_answers
 
 
 def _answers(seed=0, n=30, d=12, m=900, noise=0.2):
@@ -123,11 +123,7 @@ def test_auto_on_noisy_answers_stays_near_the_identity():
 
 
 def test_labels_keep_the_papers_metric():
-    rng = np.random.default_rng(6)
-    X, y = rng.normal(size=(60, 5)), np.repeat(np.arange(3), 20)
-    m = SCML(random_state=0).fit(X, y)
-    assert m.shrinkage_ == 0.0 and not hasattr(m, "shrinkage_scores_")
-    np.testing.assert_array_equal(m.M_, SCML(random_state=0, shrinkage=0.0).fit(X, y).M_)
+    X, y = labels_keep_zero_shrinkage(SCML)
     blended = SCML(random_state=0, shrinkage=0.5).fit(X, y)   # an explicit blend: labels too
     assert blended.identity_weight_ > 0 and blended.rank_ == 5
 
