@@ -255,3 +255,26 @@ def test_add_scaled_rounds_as_numpy_in_one_pass():
     Y32 = Y.astype(np.float32)
     np.testing.assert_array_equal(add_scaled(Y32.copy(), 2, X.astype(np.float32)),
                                   Y32 + 2 * X.astype(np.float32))
+
+
+def test_gram_rank_one_update_is_the_rank_one_update_in_gram_space():
+    """``H += s G[:, q] (G[a] - G[b])`` is ``W += s r_q (r_a - r_b)^T`` seen
+    through ``H = R W R^T``; ``add_from_gram`` adds ``R^T A R`` (dense and
+    sparse rows)."""
+    import scipy.sparse as sp
+    from tripletml.linalg.sparse_rows import add_from_gram, gram_rank_one_update, gram_space
+    rng = np.random.default_rng(0)
+    R = rng.normal(size=(6, 9))
+    W = rng.normal(size=(9, 9))
+    for rows in (R, sp.csr_matrix(np.where(rng.random(R.shape) < 0.8, 0.0, R))):
+        Rd = rows.toarray() if sp.issparse(rows) else rows
+        H, G, dense = gram_space(sp.csr_matrix(rows), W)
+        np.testing.assert_allclose(H, Rd @ W @ Rd.T, atol=1e-12)
+        np.testing.assert_allclose(G, Rd @ Rd.T, atol=1e-12)
+        gram_rank_one_update(H, G, 0.7, 1, 2, 4, np.empty(6))
+        W1 = W + 0.7 * np.outer(Rd[1], Rd[2] - Rd[4])
+        np.testing.assert_allclose(H, Rd @ W1 @ Rd.T, atol=1e-12)
+        A = rng.normal(size=(6, 6))
+        W2 = W.copy()
+        add_from_gram(W2, sp.csr_matrix(rows), dense, A)
+        np.testing.assert_allclose(W2, W + Rd.T @ A @ Rd, atol=1e-12)

@@ -324,3 +324,76 @@ def test_W_is_the_matrix_and_files_with_M_load(tmp_path):
                 dst.writestr(name, src.read(name))
     with pytest.raises(ValueError, match="W_"):
         load_model(tmp_path / "none.npz")
+
+
+# --------------------------------------------------------------------------- Gram route
+def _wide_problem(seed=0, n=12, d=30, m=60, sparse=False):
+    """Few rows, many features: the Gram route's case."""
+    return _problem(seed=seed, n=n, d=d, m=m, sparse=sparse)
+
+
+@pytest.fixture
+def gram_route(monkeypatch):
+    from tripletml.algorithms.sdca.kernels import SDCASolver
+
+    def force(route):
+        monkeypatch.setattr(SDCASolver, "gram_route", route)
+    return force
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gram_route_is_dense_algorithm_1(gram_route, sparse):
+    """Steps in the Gram space of the block's rows (H = R M R^T, M's update
+    as R^T A R) are the paper's steps: the last iterate and every dual
+    variable equal the dense loop's."""
+    X, t = _wide_problem(seed=4, sparse=sparse)
+    lam, n, epochs, seed = 0.05, t.shape[0], 3, 11
+    gram_route(True)
+    model = SDCA(start="zero", preprocessing=None, alpha=lam, max_iter=epochs, output="last",
+                 tol=None, random_state=seed).fit(sp.csr_matrix(X) if sparse else X, triplets=t)
+    rng = np.random.default_rng(seed)
+    ref = DenseSDCA(X, t, lam, n)
+    for _ in range(epochs):
+        for i in rng.integers(0, n, size=n):
+            ref.step(i)
+    np.testing.assert_allclose(model.W_, ref.M, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(model.alpha_, ref.alpha, rtol=1e-10, atol=1e-13)
+    assert np.ptp(ref.alpha) > 0
+
+
+@pytest.mark.parametrize("output,kw", [("average", {"average_start": 0.3}),
+                                       ("average", {"average_start": 0.0}),
+                                       ("random", {"average_start": 0.3}),
+                                       ("last", {})])
+@pytest.mark.parametrize("start", ["zero", "identity"])
+def test_gram_route_equals_the_plain_route(gram_route, output, kw, start):
+    """Every output on both routes: the average's accumulator (its start
+    ``T0 M^{T0}`` falls inside a block) and the reservoir's kept iterate."""
+    X, t = _wide_problem(seed=5, m=80)
+    fits = {}
+    for route in (True, False):
+        gram_route(route)
+        fits[route] = SDCA(start=start, preprocessing=None, alpha=0.05, max_iter=3,
+                           output=output, tol=None, random_state=3, **kw).fit(X, triplets=t)
+    a, b = fits[True], fits[False]
+    np.testing.assert_allclose(a.W_, b.W_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(a.alpha_, b.alpha_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(a.history_["primal"], b.history_["primal"], rtol=1e-10)
+    if output != "last":
+        assert not np.allclose(a.W_, a.M_last_)
+
+
+def test_gram_route_stops_a_diverging_fit(gram_route):
+    X, t = _wide_problem(seed=8)
+    gram_route(True)
+    with pytest.raises(FloatingPointError, match="SDCA: training diverged"):
+        SDCA(start="zero", preprocessing=None).fit(X * 1e200, triplets=t)
+
+
+def test_gram_route_is_taken_only_where_it_pays():
+    from tripletml.algorithms.sdca.kernels import sdca_gram_pays
+    assert sdca_gram_pays(57, 57 * 57, 4000, 57, True)          # zappos on its span
+    assert sdca_gram_pays(57, 57 * 57, 4000, 57, False)
+    assert not sdca_gram_pays(57, 57 * 57, 50, 57, True)         # the set-up outweighs
+    assert not sdca_gram_pays(2000, 2000 * 50, 4000, 50, True)   # many rows, few features
+    assert not sdca_gram_pays(1500, 1500 * 30, 4000, 20000, True)  # sparse text rows

@@ -120,6 +120,47 @@ def sparse_rank_one_update(W, scale, a_idx, a_val, b_idx, b_val):
 
 
 @njit(cache=True, nogil=True)
+def gram_rank_one_update(H, G, scale, q, a, b, w):
+    """In place ``H += scale * G[:, q] (G[a] - G[b])``: the rank-one update
+    ``W += scale * r_q (r_a - r_b)^T`` seen in the Gram space of rows ``R``
+    (``H = R W R^T``, ``G = R R^T``), ``O(k^2)`` on contiguous rows; ``w``
+    is a work buffer of length ``k``."""
+    k = H.shape[0]
+    for j in range(k):
+        w[j] = G[a, j] - G[b, j]
+    for i in range(k):
+        c = scale * G[i, q]
+        if c != 0.0:
+            row = H[i]
+            for j in range(k):
+                row[j] += c * w[j]
+
+
+def gram_space(R, W: np.ndarray):
+    """``(H, G, Rd)`` for steps in the Gram space of the rows ``R`` (CSR,
+    ``k x d``): ``H = R W R^T`` (C-contiguous), ``G = R R^T`` and the dense
+    rows ``Rd`` (None when R is sparse, under a quarter full)."""
+    dense = R.nnz > 0.25 * R.shape[0] * R.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):   # the steps report non-finite values
+        if dense:
+            Rd = R.toarray()
+            return np.ascontiguousarray((Rd @ W) @ Rd.T), Rd @ Rd.T, Rd
+        RW = np.asarray(R @ W)
+        H = np.ascontiguousarray(np.asarray(R @ RW.T).T)
+        return H, np.asarray((R @ R.T).todense()), None
+
+
+def add_from_gram(W: np.ndarray, R, Rd, A: np.ndarray) -> None:
+    """In place ``W += R^T A R`` (``Rd`` the dense rows of :func:`gram_space`,
+    or None for sparse ``R``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if Rd is not None:
+            W += Rd.T @ (A @ Rd)
+        else:
+            W += np.asarray(R.T @ np.asarray(R.T @ A.T).T)
+
+
+@njit(cache=True, nogil=True)
 def bilinear_margins(W, indptr, indices, data, triplets, out, vidx, vval):
     """Margins ``q^T W (p+ - p-)`` of the given triplets at a dense W (no
     update), written to ``out``: the margin every bilinear step computes

@@ -20,7 +20,7 @@ from tripletml.triplets import document_sampling
 from tripletml.core.params import Interval, StrOptions
 from tripletml.core.base import BilinearMixin
 from tripletml.core.step_cap import C_AUTO, STEP_CAP_ARRAYS, HeldoutStepCapMixin
-from tripletml.linalg.sparse_rows import add_scaled, diff_buffers
+from tripletml.linalg.sparse_rows import add_from_gram, add_scaled, diff_buffers, gram_space
 from tripletml.losses import triplet_hinge_array
 from tripletml.algorithms.oasis.kernels import gram_route_pays, oasis_gram_steps, oasis_margins, oasis_steps
 from tripletml.core.online import WATCH_HEAD, OnlineTripletLearner
@@ -252,25 +252,11 @@ class OASIS(HeldoutStepCapMixin, BilinearMixin, OnlineTripletLearner):
         """The block's steps by :func:`~tripletml.algorithms.oasis.kernels.oasis_gram_steps`
         on its rows ``R`` (CSR, k x d): ``H = R W R^T``, the steps, then
         ``W += R^T A R`` (BLAS on dense rows)."""
-        W = self.W_
-        dense = R.nnz > 0.25 * R.shape[0] * R.shape[1]
-        Rd = R.toarray() if dense else None
-        if dense:
-            RW = Rd @ W
-            H = RW @ Rd.T
-            G = Rd @ Rd.T
-        else:
-            RW = np.asarray(R @ W)
-            H = np.asarray(R @ RW.T).T.copy()
-            G = np.asarray((R @ R.T).todense())
-        del RW
+        H, G, Rd = gram_space(R, self.W_)
         A = np.zeros_like(G)
-        bad = oasis_gram_steps(np.ascontiguousarray(H), G, R.indptr, R.indices, R.data, local,
+        bad = oasis_gram_steps(H, G, R.indptr, R.indices, R.data, local,
                                self._step_cap(), losses, margins, A, *diff_buffers(R))
-        if dense:
-            W += Rd.T @ (A @ Rd)
-        else:
-            W += np.asarray(R.T @ np.asarray(R.T @ A.T).T)
+        add_from_gram(self.W_, R, Rd, A)
         return bad
 
     def _initial_loss(self, Xc, triplets):

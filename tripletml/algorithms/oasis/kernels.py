@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tripletml.linalg.sparse_rows import (csr_row_diff, sparse_bilinear, sparse_rank_one_update,
-                                  triplet_rows)
+from tripletml.linalg.sparse_rows import (csr_row_diff, gram_rank_one_update, sparse_bilinear,
+                                          sparse_rank_one_update, triplet_rows)
 from tripletml.linalg.sparse_rows import bilinear_margins as oasis_margins
 from tripletml.losses import triplet_hinge
 
@@ -78,7 +78,7 @@ def oasis_gram_steps(H, G, indptr, indices, data, triplets, C, losses, margins, 
     Returns -1, or the position of the first step whose margin or norm is
     not finite (the steps before it are in ``A``).
     """
-    k = H.shape[0]
+    w = np.empty(H.shape[0])
     for t in range(triplets.shape[0]):
         q = triplets[t, 0]
         a = triplets[t, 1]
@@ -93,11 +93,7 @@ def oasis_gram_steps(H, G, indptr, indices, data, triplets, C, losses, margins, 
         if tau > 0.0:
             A[q, a] += tau
             A[q, b] -= tau
-            for i in range(k):                                # H += tau (R q)(R v)^T
-                c = tau * G[i, q]
-                if c != 0.0:
-                    for j in range(k):
-                        H[i, j] += c * (G[a, j] - G[b, j])
+            gram_rank_one_update(H, G, tau, q, a, b, w)      # H += tau (R q)(R v)^T
     return -1
 
 

@@ -28,11 +28,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tripletml.linalg.sparse_rows import (diff_buffers, sparse_bilinear, sparse_rank_one_update,
-                                  triplet_products, triplet_rows)
+from tripletml.linalg.sparse_rows import (add_from_gram, csr_row_diff, diff_buffers,
+                                          gram_rank_one_update, gram_space, sparse_bilinear,
+                                          sparse_rank_one_update, triplet_products, triplet_rows)
 from tripletml.losses import triplet_hinge, triplet_hinge_array
 
-__all__ = ["SDCASolver", "sdca_steps", "sdca_objectives", "identity_margins",
+__all__ = ["SDCASolver", "sdca_steps", "sdca_gram_steps", "sdca_gram_pays", "sdca_objectives", "identity_margins",
            "triplet_products", "relative_gap", "OUTPUTS"]
 
 OUTPUTS = ("average", "random", "last")
@@ -75,6 +76,75 @@ def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n
             if u[t] * (s - T0) < 1.0:
                 Mrand[:, :] = M
     return -1
+
+
+@njit(cache=True, nogil=True)
+def sdca_gram_steps(H, G, A, AB, alpha, slots, indptr, indices, data, triplets, lam_n, step0,
+                    T0, losses, sq_losses, margins, track_avg, vidx, vval):
+    """The steps of :func:`sdca_steps` in the Gram space of the ``k`` rows
+    ``R`` a block uses (OASIS's :func:`~tripletml.algorithms.oasis.kernels.oasis_gram_steps`):
+    every update ``(lambda n)^-1 d_alpha x_i v_i^T`` is ``R^T A R`` for a
+    ``k x k`` coefficient matrix, so the margin is ``H[q, p+] - H[q, p-]``
+    with ``H = R M R^T`` kept current by an ``O(k^2)`` contiguous update,
+    ``M``'s own update is two entries of ``A`` and the average's
+    accumulator's two entries of ``AB`` (``s d_alpha / (lambda n)``); the
+    caller adds ``R^T A R`` to M and ``R^T AB R`` to B after the block.
+    ``triplets`` are local ids into R (CSR arrays ``indptr, indices,
+    data``, used for the exact ``||p+ - p-||^2``); ``||x_q||^2`` is
+    ``G[q, q]``.  The block must not contain step ``T0`` except as its
+    last (the caller then sets ``B = T0 M``).  Returns -1, or the position
+    of the first step with a non-finite margin or norm (the steps before it
+    are in A and AB)."""
+    w = np.empty(H.shape[0])
+    for t in range(triplets.shape[0]):
+        s = step0 + t + 1
+        q = triplets[t, 0]
+        a = triplets[t, 1]
+        b = triplets[t, 2]
+        mg = H[q, a] - H[q, b]
+        nv = csr_row_diff(indptr, indices, data, a, b, vidx, vval)
+        xnorm2 = G[q, q] * np.dot(vval[:nv], vval[:nv])     # ||X_i||_F^2
+        if not (np.isfinite(mg) and np.isfinite(xnorm2)):
+            return t
+        margins[t] = mg
+        h = triplet_hinge(mg)
+        losses[t] = h
+        sq_losses[t] = h * h
+        i = slots[t]
+        al = alpha[i]
+        da = (1.0 - mg - 0.5 * al) / (0.5 + xnorm2 / lam_n)
+        if da < -al:
+            da = -al
+        alpha[i] = al + da
+        if da != 0.0 and xnorm2 > 0.0:
+            c = da / lam_n
+            A[q, a] += c
+            A[q, b] -= c
+            if track_avg and s > T0:
+                AB[q, a] += s * c
+                AB[q, b] -= s * c
+            gram_rank_one_update(H, G, c, q, a, b, w)
+    return -1
+
+
+def sdca_gram_pays(n_rows_used: int, nnz_used: int, n_steps: int, n_features: int,
+                   track_avg: bool) -> bool:
+    """Whether :func:`sdca_gram_steps` is cheaper for a block than
+    :func:`sdca_steps`: the plain step reads ``nnz(q) nnz(v)`` entries of M
+    for its margin and updates as many in M (and in the average's
+    accumulator), the Gram step ``k^2`` of H; the Gram block adds
+    ``2 nnz(R) d + 2 k^2 d`` per matrix to form H and to add ``R^T A R`` to
+    M (and B).  Each entry counts alike, though the Gram step's are
+    contiguous and the plain step's gathered through index arrays (dense
+    rows of 57-70 columns: one Gram step costs a fifth of a plain step with
+    the average, a third without): that is the margin for the set-up."""
+    k = max(n_rows_used, 1)
+    per_row = nnz_used / k
+    n_mats = 3.0 if track_avg else 2.0
+    plain = n_steps * n_mats * per_row * per_row
+    gram = n_steps * float(k) * k + n_mats * (2.0 * nnz_used * n_features
+                                              + 2.0 * float(k) * k * n_features)
+    return gram < plain
 
 
 @njit(cache=True, nogil=True)
@@ -199,6 +269,10 @@ class SDCASolver:
     Use :meth:`from_state` to resume from stored arrays (checked).
     """
 
+    #: None: the Gram route (:func:`sdca_gram_steps`) where it pays
+    #: (:func:`sdca_gram_pays`); tests set True or False to force a route.
+    gram_route = None
+
     def __init__(self, n_features: int, lam: float, n_scale: int, output: str = "average",
                  T0: int = 0, owner: str = "SDCA", start_scale: float = 0.0):
         d = int(n_features)
@@ -293,12 +367,16 @@ class SDCASolver:
         avg, rnd = self.output == "average", self.output == "random"
         if rnd and (u is None or u.shape != (m,)):
             raise ValueError(f"{self.owner}: the random output needs {m} uniform numbers.")
-        dummy = np.zeros((1, 1))
-        bad = sdca_steps(self.M, self.avg if avg else dummy, self.rand if rnd else dummy,
-                         self.alpha, slots, Xc.indptr, Xc.indices, Xc.data, triplets,
-                         self.lam * self.n_scale, self.t, self.T0,
-                         u if rnd else np.zeros(1), losses, sq, margins, avg, rnd,
-                         *diff_buffers(Xc))
+        route = self._gram_rows(Xc, triplets) if m else None
+        if route is not None:
+            bad = self._gram_steps(*route, slots, losses, sq, margins, u if rnd else None)
+        else:
+            dummy = np.zeros((1, 1))
+            bad = sdca_steps(self.M, self.avg if avg else dummy, self.rand if rnd else dummy,
+                             self.alpha, slots, Xc.indptr, Xc.indices, Xc.data, triplets,
+                             self.lam * self.n_scale, self.t, self.T0,
+                             u if rnd else np.zeros(1), losses, sq, margins, avg, rnd,
+                             *diff_buffers(Xc))
         if bad >= 0:
             self.t += bad
             raise FloatingPointError(
@@ -306,6 +384,53 @@ class SDCASolver:
                 f"{self.t + 1}); scale the features down or raise alpha.")
         self.t += m
         return losses, sq, margins
+
+    def _gram_rows(self, Xc, triplets: np.ndarray):
+        """``(R, local)`` (the block's rows, CSR, and the triplets' ids into
+        them) where the Gram route is taken (:attr:`gram_route`, else
+        :func:`sdca_gram_pays`), or None."""
+        if self.gram_route is False:
+            return None
+        rows, local = np.unique(triplets, return_inverse=True)
+        R = Xc[rows]
+        if not (self.gram_route or sdca_gram_pays(len(rows), R.nnz, triplets.shape[0],
+                                                   Xc.shape[1], self.output == "average")):
+            return None
+        return R, local.reshape(triplets.shape).astype(np.int64)
+
+    def _gram_steps(self, R, local, slots, losses, sq, margins, u=None) -> int:
+        """The block's steps by :func:`sdca_gram_steps`, cut after step T0
+        (where the average's accumulator becomes ``T0 M``) and after the
+        block's last step the reservoir keeps (random output: ``u``); returns
+        the block position of a non-finite step or -1, with ``M`` (and B)
+        holding every step before it.  ``self.t`` is left to the caller."""
+        avg = self.output == "average"
+        m, t0, T0 = local.shape[0], self.t, self.T0
+        steps = t0 + 1 + np.arange(m)
+        kept = -1
+        if u is not None:          # the reservoir's picks: u (s - T0) < 1, s > T0
+            picks = np.flatnonzero((steps > T0) & (u * (steps - T0) < 1.0))
+            kept = int(picks[-1]) + 1 if picks.size else -1
+        ends = sorted({e for e in (T0 - t0 if avg else 0, kept, m) if 0 < e <= m})
+        start = 0
+        for end in ends:
+            H, G, Rd = gram_space(R, self.M)
+            A, AB = np.zeros_like(G), np.zeros_like(G) if avg else np.zeros((1, 1))
+            sl = slice(start, end)
+            bad = sdca_gram_steps(H, G, A, AB, self.alpha, slots[sl], R.indptr, R.indices,
+                                  R.data, local[sl], self.lam * self.n_scale, t0 + start, T0,
+                                  losses[sl], sq[sl], margins[sl], avg, *diff_buffers(R))
+            add_from_gram(self.M, R, Rd, A)
+            if avg:
+                add_from_gram(self.avg, R, Rd, AB)
+            if bad >= 0:
+                return start + bad
+            if avg and T0 > 0 and t0 + end == T0:
+                self.avg[:, :] = T0 * self.M
+            if end == kept:
+                self.rand[:, :] = self.M
+            start = end
+        return -1
 
     def objective(self, Xc, triplets: np.ndarray) -> tuple[float, float, float]:
         """``(P, D, gap)`` of eq. (4), (5), (8) over ``triplets`` (ids 0..n-1)."""
