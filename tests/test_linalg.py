@@ -278,3 +278,15 @@ def test_gram_rank_one_update_is_the_rank_one_update_in_gram_space():
         W2 = W.copy()
         add_from_gram(W2, sp.csr_matrix(rows), dense, A)
         np.testing.assert_allclose(W2, W + Rd.T @ A @ Rd, atol=1e-12)
+
+
+def test_used_rows_is_np_unique_with_inverse():
+    from tripletml.linalg.sparse_rows import used_rows
+    rng = np.random.default_rng(1)
+    for n, shape in ((50, (40, 3)), (7, (100, 3)), (1000, (5, 3)), (10, (0, 3))):
+        t = rng.integers(0, n, size=shape)
+        rows, local = used_rows(t, n)
+        r2, l2 = np.unique(t, return_inverse=True)
+        np.testing.assert_array_equal(rows, r2)
+        np.testing.assert_array_equal(local, l2.reshape(t.shape))
+        assert local.dtype == np.int64 and local.shape == t.shape

@@ -136,6 +136,22 @@ def gram_rank_one_update(H, G, scale, q, a, b, w):
                 row[j] += c * w[j]
 
 
+def used_rows(triplets: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, local)`` as ``np.unique(triplets, return_inverse=True)``
+    (the sorted distinct row ids and each entry's position among them,
+    shaped like ``triplets``) by a mark over the ``n_rows`` ids instead of a
+    sort: ``O(n_rows + size)`` (the sort where ``n_rows`` is the larger)."""
+    t = np.asarray(triplets)
+    if n_rows > 8 * t.size:
+        rows, local = np.unique(t, return_inverse=True)
+        return rows, local.reshape(t.shape).astype(np.int64)
+    mark = np.zeros(int(n_rows), dtype=bool)
+    mark[t.ravel()] = True
+    rows = np.flatnonzero(mark)
+    pos = np.cumsum(mark, dtype=np.int64) - 1
+    return rows, pos[t]
+
+
 def gram_space(R, W: np.ndarray):
     """``(H, G, Rd)`` for steps in the Gram space of the rows ``R`` (CSR,
     ``k x d``): ``H = R W R^T`` (C-contiguous), ``G = R R^T`` and the dense

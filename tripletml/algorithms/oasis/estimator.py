@@ -20,7 +20,8 @@ from tripletml.triplets import document_sampling
 from tripletml.core.params import Interval, StrOptions
 from tripletml.core.base import BilinearMixin
 from tripletml.core.step_cap import C_AUTO, STEP_CAP_ARRAYS, HeldoutStepCapMixin
-from tripletml.linalg.sparse_rows import add_from_gram, add_scaled, diff_buffers, gram_space
+from tripletml.linalg.sparse_rows import (add_from_gram, add_scaled, diff_buffers, gram_space,
+                                          used_rows)
 from tripletml.losses import triplet_hinge_array
 from tripletml.algorithms.oasis.kernels import gram_route_pays, oasis_gram_steps, oasis_margins, oasis_steps
 from tripletml.core.online import WATCH_HEAD, OnlineTripletLearner
@@ -234,11 +235,10 @@ class OASIS(HeldoutStepCapMixin, BilinearMixin, OnlineTripletLearner):
         losses = np.empty(m)
         margins = np.empty(m)
         if self._gram_route is not False:
-            rows, local = np.unique(triplets, return_inverse=True)
+            rows, local = used_rows(triplets, Xc.shape[0])
             R = Xc[rows]
             if self._gram_route or gram_route_pays(len(rows), R.nnz, m, Xc.shape[1]):
-                bad = self._gram_steps(R, local.reshape(triplets.shape).astype(np.int64),
-                                       losses, margins)
+                bad = self._gram_steps(R, local, losses, margins)
                 if bad >= 0:
                     raise self._diverged(self.t_ + bad + 1)
                 return losses, margins

@@ -30,7 +30,8 @@ from numba import njit
 
 from tripletml.linalg.sparse_rows import (add_from_gram, csr_row_diff, diff_buffers,
                                           gram_rank_one_update, gram_space, sparse_bilinear,
-                                          sparse_rank_one_update, triplet_products, triplet_rows)
+                                          sparse_rank_one_update, triplet_products, triplet_rows,
+                                          used_rows)
 from tripletml.losses import triplet_hinge, triplet_hinge_array
 
 __all__ = ["SDCASolver", "sdca_steps", "sdca_gram_steps", "sdca_gram_pays", "sdca_objectives", "identity_margins",
@@ -391,12 +392,12 @@ class SDCASolver:
         :func:`sdca_gram_pays`), or None."""
         if self.gram_route is False:
             return None
-        rows, local = np.unique(triplets, return_inverse=True)
+        rows, local = used_rows(triplets, Xc.shape[0])
         R = Xc[rows]
         if not (self.gram_route or sdca_gram_pays(len(rows), R.nnz, triplets.shape[0],
                                                    Xc.shape[1], self.output == "average")):
             return None
-        return R, local.reshape(triplets.shape).astype(np.int64)
+        return R, local
 
     def _gram_steps(self, R, local, slots, losses, sq, margins, u=None) -> int:
         """The block's steps by :func:`sdca_gram_steps`, cut after step T0
