@@ -397,3 +397,18 @@ def test_gram_route_is_taken_only_where_it_pays():
     assert not sdca_gram_pays(57, 57 * 57, 50, 57, True)         # the set-up outweighs
     assert not sdca_gram_pays(2000, 2000 * 50, 4000, 50, True)   # many rows, few features
     assert not sdca_gram_pays(1500, 1500 * 30, 4000, 20000, True)  # sparse text rows
+
+
+def test_start_margins_are_kept_only_during_the_fit():
+    """The start's margins are computed once per fit and not kept after it
+    (the estimator must not hold the training rows)."""
+    import pickle
+    X, t = _wide_problem(seed=6)
+    m = SDCA(start="identity", preprocessing=None, alpha=0.05, max_iter=3, tol=None,
+             random_state=0).fit(X, triplets=t)
+    assert "_kept_margins" not in vars(m)
+    P, _, _ = sdca_objectives(m.M_last_, m.alpha_, as_csr(m.scaler_.transform(X)), t, 0.05,
+                              start_scale=m.start_scale_)
+    assert m.start_scale_ > 0
+    assert m.history_["primal"][-1] == pytest.approx(P, rel=1e-10)
+    assert len(pickle.dumps(m)) < 40 * X.nbytes

@@ -278,11 +278,11 @@ def triplet_products(Xc, triplets: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     if t.min() < 0 or t.max() >= Xc.shape[0]:
         raise ValueError(f"triplet_products: triplet indices must lie in [0, {Xc.shape[0]}); "
                          f"got {int(t.min())}..{int(t.max())}.")
-    rows, local = np.unique(t, return_inverse=True)
+    rows, local = used_rows(t, Xc.shape[0])
     if rows.size <= _GRAM_ROWS:
         R = Xc[rows]
         G = np.asarray((R @ R.T).toarray(), dtype=np.float64)
-        q, p, n = local.reshape(t.shape).T
+        q, p, n = local.T
         vv = np.maximum(G[p, p] + G[n, n] - 2.0 * G[p, n], 0.0)
         return G[q, p] - G[q, n], G[q, q].copy(), vv
     out = np.empty((3, t.shape[0]))

@@ -345,7 +345,18 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         c = self._solver.start_scale
         if not c:
             return 1.0                              # M = 0: every hinge is 1
-        return float(np.mean(np.maximum(1.0 - c * identity_margins(Xc, triplets), 0.0)))
+        return float(np.mean(np.maximum(1.0 - c * self._start_margins(Xc, triplets), 0.0)))
+
+    def _start_margins(self, Xc, triplets) -> np.ndarray:
+        """``x_i^T v_i`` of the fit's triplets (the start's margins, for the
+        initial loss and every pass's objective), computed once per fit
+        (kept only while :meth:`_fit_at` runs)."""
+        kept = getattr(self, "_kept_margins", None)
+        if kept is None or kept[0] is not Xc or kept[1] is not triplets:
+            kept = (Xc, triplets, identity_margins(Xc, triplets))
+            if hasattr(self, "_plan"):              # inside _fit_at: dropped at its end
+                self._kept_margins = kept
+        return kept[2]
 
     def _model_finite(self):
         return bool(np.isfinite(self._solver.M).all())
@@ -368,7 +379,8 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
         return losses, margins, {"avg_sq_loss": sq}
 
     def _end_epoch(self, Xc, triplets, loss, prev_loss):
-        P, D, gap = self._solver.objective(Xc, triplets)
+        start = self._start_margins(Xc, triplets) if self._solver.start_scale else None
+        P, D, gap = self._solver.objective(Xc, triplets, start)
         rel = relative_gap(P, gap)
         return rel, {"primal": P, "dual": D, "gap": gap, "rel_gap": rel}
 
@@ -472,6 +484,7 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
             super()._fit(X, triplets, rng)
         finally:
             del self._plan, self._start_c
+            self.__dict__.pop("_kept_margins", None)
 
     def partial_fit(self, X, y=None, *, triplets=None, triplet_ids=None):
         """One closed-form dual step per given triplet, in order.

@@ -210,7 +210,8 @@ def identity_margins(Xc, triplets: np.ndarray) -> np.ndarray:
 
 
 def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, lam: float,
-                    n: int | None = None, start_scale: float = 0.0) -> tuple[float, float, float]:
+                    n: int | None = None, start_scale: float = 0.0,
+                    start_margins: np.ndarray | None = None) -> tuple[float, float, float]:
     """Primal ``P(M)``, dual ``D(alpha)`` and gap for ``M = M(alpha)``.
 
     ``lam`` is lambda of eq. (4) (the estimator's ``alpha``); ``n`` (default
@@ -224,6 +225,8 @@ def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, 
     replaced by ``b_i = 1 - c x_i^T v_i``, so the conjugate term is
     ``alpha_i b_i - alpha_i^2 / 4`` and Algorithm 1's step is unchanged
     (its ``1 - x_i^T M v_i`` is ``b_i - x_i^T (M - M_0) v_i``).
+    ``start_margins``: ``x_i^T v_i`` of the triplets, when the caller has
+    them (:func:`identity_margins` otherwise).
     """
     n = triplets.shape[0] if n is None else n
     mg, xn = _margins_gram(M, Xc, triplets)
@@ -237,7 +240,9 @@ def sdca_objectives(M: np.ndarray, alpha: np.ndarray, Xc, triplets: np.ndarray, 
         sq += c * (c * M.shape[0] - 2.0 * float(np.trace(M)))
     reg = 0.5 * lam * max(sq, 0.0)
     P = float(np.sum(triplet_hinge_array(mg) ** 2)) / n + reg
-    b = 1.0 - c * identity_margins(Xc, triplets) if c else 1.0
+    if c and start_margins is None:
+        start_margins = identity_margins(Xc, triplets)
+    b = 1.0 - c * start_margins if c else 1.0
     # -l_i^*(-Theta_i) = alpha_i b_i - alpha_i^2/4; when X_i = 0 the loss is the
     # constant 1 and Theta_i = 0 whatever alpha_i, so the term is its maximum, 1.
     conj = np.where(xn > 0.0, alpha * b - 0.25 * alpha * alpha, 1.0)
@@ -433,10 +438,12 @@ class SDCASolver:
             start = end
         return -1
 
-    def objective(self, Xc, triplets: np.ndarray) -> tuple[float, float, float]:
-        """``(P, D, gap)`` of eq. (4), (5), (8) over ``triplets`` (ids 0..n-1)."""
+    def objective(self, Xc, triplets: np.ndarray,
+                  start_margins: np.ndarray | None = None) -> tuple[float, float, float]:
+        """``(P, D, gap)`` of eq. (4), (5), (8) over ``triplets`` (ids 0..n-1);
+        ``start_margins`` as in :func:`sdca_objectives`."""
         return sdca_objectives(self.M, self.alpha, Xc, triplets, self.lam, self.n_scale,
-                               self.start_scale)
+                               self.start_scale, start_margins)
 
     def output_matrix(self) -> np.ndarray:
         """The chosen output (a new array): last iterate, reservoir sample or
