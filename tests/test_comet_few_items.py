@@ -234,3 +234,73 @@ def test_auto_lambda_fit_ignores_rows_no_answer_names():
     np.testing.assert_array_equal(b.active_features_, a.active_features_)
     S = a.similarity(X)
     np.testing.assert_allclose(b.similarity(X), S, rtol=1e-8, atol=1e-10 * np.abs(S).max())
+
+
+@pytest.mark.parametrize("loss", K.LOSSES)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_group_gradient_norms_by_blocks_equal_eq_12(loss, sparse, monkeypatch):
+    """Every group's ``sqrt(2) ||g_k||`` (diagonal entry out) from the
+    blocked Gram-form product equals eq. (12) summed triplet by triplet,
+    over several blocks of rows."""
+    X, t = _answers(seed=4, sparse=sparse)
+    s = K.SparseCOMETSolver(X, t, alpha=0.7, beta=0.2, loss=loss, group_alpha=0.1)
+    for k in range(X.shape[1]):                      # the diagonal pass: W diagonal, not I
+        s.diagonal_step(k)
+    assert s._gram_form() is not None and np.ptp(np.diag(s.W)) > 0
+    monkeypatch.setattr(K, "_NORM_BLOCK_ENTRIES", 5 * X.shape[1])   # blocks of 5 rows
+    G = _gradient_by_triplets(X, s.W, t, 0.7, 0.2, loss)
+    np.fill_diagonal(G, 0.0)
+    want = np.sqrt(2.0) * np.linalg.norm(G, axis=1)
+    np.testing.assert_allclose(s.group_gradient_norms(), want, rtol=1e-10,
+                               atol=1e-12 * want.max())
+
+
+def _objective_dense(X, W, t, alpha, beta, loss):
+    """Eq. (2) from its formula: sum_t l(lambda_t) - alpha log det W + beta/2 ||W||^2."""
+    Xd = X.toarray() if sp.issparse(X) else X
+    lam = 1.0 - np.einsum("ij,ij->i", Xd[t[:, 0]] @ W, Xd[t[:, 1]] - Xd[t[:, 2]])
+    return (K.comet_loss(lam, loss).sum() - alpha * np.linalg.slogdet(W)[1]
+            + 0.5 * beta * np.sum(W * W))
+
+
+@pytest.mark.parametrize("loss", K.LOSSES)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_diagonal_pass_is_algorithm_2_line_3(loss, sparse):
+    """Each diagonal step against the dense objective: its gradient
+    ``dF/dW_kk`` by central differences (smooth losses) or eq. (3) (the
+    hinge), the step ``-eta0 g / 2`` (at most ``step_fraction`` of the way to
+    0) halved until F does not increase, and ``W_kk += 2 d_k``."""
+    X, t = _answers(seed=5, sparse=sparse, m=300)
+    alpha, beta, eta0 = 0.7, 0.2, 3.0
+    s = K.SparseCOMETSolver(X, t, alpha=alpha, beta=beta, loss=loss, group_alpha=0.1, eta0=eta0)
+    W = np.eye(X.shape[1])
+    Xd = X.toarray() if sp.issparse(X) else X
+    moved = 0
+    for k in range(X.shape[1]):
+        w = W[k, k]
+        if loss == "hinge":
+            lam = 1.0 - np.einsum("ij,ij->i", Xd[t[:, 0]] @ W, Xd[t[:, 1]] - Xd[t[:, 2]])
+            qd = Xd[t[:, 0], k] * (Xd[t[:, 2], k] - Xd[t[:, 1], k])
+            g = K.comet_loss_derivative(lam, loss) @ qd - alpha / w + beta * w
+        else:
+            h = 1e-6 * w
+            E = np.zeros_like(W)
+            E[k, k] = h
+            g = (_objective_dense(X, W + E, t, alpha, beta, loss)
+                 - _objective_dense(X, W - E, t, alpha, beta, loss)) / (2 * h)
+        dk = max(-0.5 * eta0 * g, -0.5 * 0.5 * w)
+        F0 = _objective_dense(X, W, t, alpha, beta, loss)
+        for _ in range(40):
+            W1 = W.copy()
+            W1[k, k] = w + 2 * dk
+            if _objective_dense(X, W1, t, alpha, beta, loss) <= F0 + 1e-12 * abs(F0):
+                W = W1
+                moved += dk != 0
+                break
+            dk *= 0.5
+        s.diagonal_step(k)
+        np.testing.assert_allclose(np.diag(s.W), np.diag(W), rtol=1e-6)
+    assert moved >= X.shape[1] // 2
+    np.testing.assert_allclose(s.linear_terms, 1.0 - np.einsum(
+        "ij,ij->i", Xd[t[:, 0]] @ W, Xd[t[:, 1]] - Xd[t[:, 2]]), atol=1e-10)
+    assert s.loss_sum() == pytest.approx(K.comet_loss(s.linear_terms, loss).sum(), rel=1e-12)

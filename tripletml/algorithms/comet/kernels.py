@@ -75,6 +75,9 @@ def comet_loss(lam: np.ndarray, loss: str) -> np.ndarray:
     return np.logaddexp(0.0, lam - 1.0)  # log(1 + exp(-q'Wp+ + q'Wp-))
 
 
+#: entries of a block of gradient rows in :meth:`SparseCOMETSolver.group_gradient_norms` (16 MiB)
+_NORM_BLOCK_ENTRIES = 1 << 21
+
 #: :func:`shifted_loss_sum`'s code of each loss
 _LOSS_CODE = {"hinge": 0, "squared_hinge": 1, "log": 2}
 
@@ -111,11 +114,57 @@ def _shifted_loss_sum(lam, step, a, code):
 
 
 @njit(cache=True, nogil=True)
-def _diagonal_products(xk, tq, tp, tn):
-    out = np.empty(tq.shape[0])
+def _diagonal_terms(xk, tq, tp, tn, lam, code):
+    """For feature k on a diagonal W, in one pass over the triplets:
+    ``qd_t = x_qk (x_nk - x_pk)`` (how ``W_kk`` moves ``lambda_t``) and the
+    loss part of ``g_kk``, ``sum_t l'(lambda_t) qd_t``
+    (:func:`comet_loss_derivative`'s formulas; ``code`` of
+    :data:`_LOSS_CODE`)."""
+    qd = np.empty(tq.shape[0])
+    g = 0.0
     for t in range(tq.shape[0]):
-        out[t] = xk[tq[t]] * (xk[tn[t]] - xk[tp[t]])
-    return out
+        v = xk[tq[t]] * (xk[tn[t]] - xk[tp[t]])
+        qd[t] = v
+        x = lam[t]
+        if code == 0:
+            c = 1.0 if x > 0.0 else 0.0
+        elif code == 1:
+            c = 2.0 * max(x, 0.0)
+        else:
+            c = 0.5 * (1.0 + np.tanh(0.5 * (x - 1.0)))
+        g += c * v
+    return qd, g
+
+
+@njit(cache=True, nogil=True)
+def _diagonal_search(lam, qd, dk, base, w, alpha, beta, fro_sq, tr_inv, cond_now, limit, code,
+                     halvings):
+    """The backtracking of :meth:`SparseCOMETSolver.diagonal_step`: ``dk``
+    halved until ``W_kk + 2 dk`` does not raise the objective and keeps the
+    bound ``||W||_F tr(W^-1)`` below ``limit`` (or not above ``cond_now``).
+    Returns ``(dk, ||W||_F^2, tr(W^-1))`` after the step, or ``dk = 0``
+    when no trial is accepted."""
+    for _ in range(halvings):
+        w_new = w + 2.0 * dk
+        change = (_shifted_loss_sum(lam, qd, 2.0 * dk, code) - base
+                  - alpha * np.log(w_new / w) + 0.5 * beta * (w_new * w_new - w * w))
+        fro = fro_sq + w_new * w_new - w * w
+        tr = tr_inv + 1.0 / w_new - 1.0 / w
+        cond = np.sqrt(max(fro, 0.0)) * tr
+        if change <= 0.0 and (cond <= limit or cond <= cond_now):
+            return dk, fro, tr
+        dk *= 0.5
+    return 0.0, fro_sq, tr_inv
+
+
+@njit(cache=True, nogil=True)
+def _moved_terms(lam, step, a, code):
+    """``lambda + a step`` (a new array) and its loss sum (as
+    :func:`shifted_loss_sum` with no step)."""
+    out = np.empty(lam.shape[0])
+    for t in range(lam.shape[0]):
+        out[t] = lam[t] + a * step[t]
+    return out, _shifted_loss_sum(out, out, 0.0, code + 3)
 
 
 def shifted_loss_sum(lam: np.ndarray, step: np.ndarray | None, a: float, loss: str) -> float:
@@ -672,12 +721,27 @@ class SparseCOMETSolver(COMETSolver):
     def group_gradient_norms(self) -> np.ndarray:
         """``||G_k||_F = sqrt(2) ||g_k||`` of every group at the current W
         (``g_k`` the gradient row k without its diagonal entry): group k
-        leaves zero on its next step iff this exceeds lambda (eq. 16)."""
+        leaves zero on its next step iff this exceeds lambda (eq. 16).
+        Through the Gram form where :meth:`coordinate_gradient` takes it:
+        the rows ``1/2 x_k^T B X`` of a block of k by one product."""
         out = np.empty(self.d)
-        for k in range(self.d):
-            g = self.coordinate_gradient(k)
-            g[k] = 0.0
-            out[k] = np.sqrt(2.0) * np.linalg.norm(g)
+        B = self._gram_form()
+        if B is None:
+            for k in range(self.d):
+                g = self.coordinate_gradient(k)
+                g[k] = 0.0
+                out[k] = np.sqrt(2.0) * np.linalg.norm(g)
+            return out
+        X = self.X
+        BX = np.asarray((X.T @ B).T) if sp.issparse(X) else B @ X        # B symmetric
+        step = max(1, min(self.d, _NORM_BLOCK_ENTRIES // max(self.d, 1)))
+        for k0 in range(0, self.d, step):
+            k1 = min(self.d, k0 + step)
+            cols = self._csc[:, k0:k1].T if sp.issparse(X) else X[:, k0:k1].T
+            G = 0.5 * np.asarray(cols @ BX) - self.alpha * self.W_inv[k0:k1] \
+                + self.beta * self.W[k0:k1]
+            G[np.arange(k1 - k0), np.arange(k0, k1)] = 0.0
+            out[k0:k1] = np.sqrt(2.0) * np.linalg.norm(G, axis=1)
         return out
 
     def start_threshold(self, n_groups: int) -> float:
@@ -701,30 +765,25 @@ class SparseCOMETSolver(COMETSolver):
         ``log(1 + 2 d_k / W_kk)``.  The step is halved until the objective
         does not increase and ``cond(W)`` stays below the PD guard's limit.
         """
-        qd = _diagonal_products(self.column(k), self._tq, self._tp, self._tn)
+        code = _LOSS_CODE[self.loss]
+        qd, g_loss = _diagonal_terms(self.column(k), self._tq, self._tp, self._tn, self._lam, code)
         w = float(self.W[k, k])
-        g = float(self._loss_derivative() @ qd) \
-            - self.alpha / w + self.beta * w
+        g = g_loss - self.alpha / w + self.beta * w
         self._check_gradient(np.array([g, w]), f"the diagonal pass, feature {k}")
         # W_kk + 2 d_k > 0 keeps W PD; stay a step_fraction inside
         dk = max(-0.5 * self.eta0 * g, -0.5 * self.step_fraction * w)
-        base = self.loss_sum()
         cond_now = RowColumnConditioning.bound(self.fro_sq, self.tr_inv)
-        for _ in range(40):
+        dk, fro, tr = _diagonal_search(self._lam, qd, dk, self.loss_sum(), w, self.alpha,
+                                       self.beta, self.fro_sq, self.tr_inv, cond_now,
+                                       PD_COND_LIMIT, code, 40)
+        if dk != 0.0:
             w_new = w + 2.0 * dk
-            change = (shifted_loss_sum(self.linear_terms, qd, 2.0 * dk, self.loss) - base
-                      - self.alpha * np.log(w_new / w) + 0.5 * self.beta * (w_new**2 - w**2))
-            fro = self.fro_sq + w_new * w_new - w * w
-            tr = self.tr_inv + 1.0 / w_new - 1.0 / w
-            cond = RowColumnConditioning.bound(fro, tr)
-            if change <= 0.0 and (cond <= PD_COND_LIMIT or cond <= cond_now):
-                self.linear_terms = self.linear_terms + 2.0 * dk * qd
-                self.W[k, k] = w_new
-                self.W_inv[k, k] = 1.0 / w_new
-                self.R[k, k] = np.sqrt(w_new)
-                self.fro_sq, self.tr_inv = fro, tr
-                return
-            dk *= 0.5
+            self.linear_terms, loss = _moved_terms(self._lam, qd, 2.0 * dk, code)
+            self._derived["loss"] = loss
+            self.W[k, k] = w_new
+            self.W_inv[k, k] = 1.0 / w_new
+            self.R[k, k] = np.sqrt(w_new)
+            self.fro_sq, self.tr_inv = fro, tr
 
     def coordinate_step(self, k: int) -> float:
         """One proximal group step on feature k (Algorithm 2, lines 5-14).
