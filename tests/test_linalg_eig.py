@@ -396,3 +396,37 @@ def test_psd_factor_of_rows_refuses_bad_weights():
     L, r = psd_factor_of_rows(B, np.zeros(3), 1e-12, 4.0)      # the identity alone
     assert r == 4
     np.testing.assert_allclose(L.T @ L, 4.0 * np.eye(4), atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("shift,constraint", [(0.4, "frobenius"), (0.0, None), (0.1, "spectral")])
+def test_dense_route_when_d_is_at_most_r_plus_c(sparse, shift, constraint):
+    """With ``project`` and ``d <= r + c`` the matrix is decomposed directly:
+    the same projected W, the same kept rank (the complement of span[U, A]
+    is dropped even with no shift: A here has repeated columns), orthonormal
+    vectors, against Brand's route projected afterwards and a dense eigh."""
+    rng = np.random.default_rng(7)
+    d, r = 12, 5
+    U, _ = np.linalg.qr(rng.normal(size=(d, r)))
+    s = rng.uniform(0.5, 2.0, r)
+    A = rng.normal(size=(d, 4))
+    A = np.hstack([A, A[:, :2], 2 * A[:, 1:3]])          # 8 columns of rank 4
+    signs = np.array([1.0, -1.0, 1.0, 1.0, 0.5, -0.25, 1.0, 0.3])
+    assert d <= r + A.shape[1] and r + 4 < d            # a complement of dimension 3
+    Ain = sp.csr_matrix(A) if sparse else A
+    tau = 2.0 if constraint else None
+
+    def proj(m):
+        return project_spectrum(m, shift, constraint, tau)
+    V, mu = lowrank_eig_update(U, s, Ain, signs)         # Brand's route (no project)
+    lam = proj(mu)
+    info = {}
+    V2, mu2 = lowrank_eig_update(U, s, Ain, signs, project=proj, info=info)
+    assert info["dense"]
+    assert mu2.size == np.count_nonzero(lam) and V2.shape == (d, mu2.size)
+    np.testing.assert_allclose((V2 * mu2) @ V2.T, (V * lam) @ V.T, atol=1e-12)
+    W = (U * s) @ U.T + (A * signs) @ A.T
+    np.testing.assert_allclose((V2 * mu2) @ V2.T, project_psd(W, shift, constraint, tau),
+                               atol=1e-12)
+    assert orthonormality_error(V2) < 1e-13
+    assert np.all(np.diff(mu2) <= 0)

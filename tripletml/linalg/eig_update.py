@@ -87,7 +87,11 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
         zero are dropped and never formed.
     info : dict, optional
         Receives ``"gram_only"`` (True when no direction needed the QR) and
-        ``"p"``.
+        ``"p"`` (and ``"dense"`` on the dense route below).
+
+    With ``project`` and ``d <= r + c`` (few features, e.g. the span of a
+    few rows: K would be as large as the matrix) the d x d matrix is formed
+    and decomposed directly (:func:`_dense_update`): ``O(d^2 (r + c) + d^3)``.
 
     Returns
     -------
@@ -99,6 +103,8 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     d, r = U.shape
     s, A, signs, sparse, scale = _check_update_inputs(U, s, A, signs)
     c = A.shape[1]
+    if project is not None and d <= r + c:
+        return _dense_update(U, s, A, signs, sparse, project, info)
     Rs = Rinv = Sinv = None
     if r:
         Rs, Rinv, Sinv = _span_factor(U)
@@ -126,6 +132,30 @@ def lowrank_eig_update(U: np.ndarray, s: np.ndarray, A, signs=None, *,
     if mu.size == 0:
         return np.zeros((d, 0)), mu
     return _assemble_eigenvectors(U, A, Rinv, Mt, Qk, p, coefs, basis), mu
+
+
+def _dense_update(U, s, A, signs, sparse, project, info):
+    """The update when ``d <= r + c``: Brand's small matrix K would be as
+    large as the d x d matrix itself, so that matrix is formed (``d^2 (r +
+    c)`` flops) and decomposed by one ``eigh`` instead of the projections, the
+    QR and the two small eigenproblems.  Eigenvalues within ``d eps`` of the
+    largest are the complement of ``span[U, A]`` (exact zeros of the
+    update, rounding here) and are set to 0 before ``project``, which drops
+    them as Brand's basis never holds them."""
+    d = U.shape[0]
+    Ad = A.toarray() if sparse else A
+    Wm = (U * s) @ U.T + (Ad * signs) @ Ad.T
+    if not np.isfinite(Wm).all():
+        raise FloatingPointError("lowrank_eig_update: the update overflows")
+    mu, V = np.linalg.eigh(0.5 * (Wm + Wm.T))
+    mu, V = mu[::-1], V[:, ::-1]
+    mu = np.where(np.abs(mu) <= d * np.finfo(float).eps * np.max(np.abs(mu), initial=0.0),
+                  0.0, mu)
+    mu = np.asarray(project(mu), dtype=float)
+    keep = mu > 0.0
+    if info is not None:
+        info["gram_only"], info["p"], info["dense"] = False, int(keep.sum()) - U.shape[1], True
+    return np.ascontiguousarray(V[:, keep]), mu[keep]
 
 
 def _check_update_inputs(U, s, A, signs):

@@ -69,8 +69,11 @@ def _check_finite(a: np.ndarray, t: int) -> None:
 class IncSVDSolver:
     """Algorithm 1: ``W = U diag(s) U^T`` (d x r), the minibatch gradient as
     ``A diag(signs) A^T``, Brand's update of ``W - eta g`` then the shifted
-    projection of Theorem 1 / 2 / 3 on the small spectrum.  No d x d array;
-    O(d (r + c)^2) per iteration."""
+    projection of Theorem 1 / 2 / 3 on the small spectrum.  No d x d array
+    where ``d > r + c``; O(d (r + c)^2) per iteration.  Where ``d <= r + c``
+    (the span of a few rows) Brand's small matrix would be as large as W,
+    and the update decomposes the d x d matrix directly (the same W, to
+    rounding: :func:`tripletml.linalg.eig_update.lowrank_eig_update`)."""
 
     dense = False
 
