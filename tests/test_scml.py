@@ -139,10 +139,12 @@ def test_triplet_diff_basis_on_the_span_is_the_plain_basis():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 40))
     T = np.array([rng.choice(12, 3, replace=False) for _ in range(300)])
-    a = triplet_diff_basis(X, T, 200, np.random.default_rng(1), span=False)
-    b = triplet_diff_basis(X, T, 200, np.random.default_rng(1), span=True)
-    assert a.shape == b.shape and a.shape[0] > 0
-    np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", a, b)), 1.0, atol=1e-8)
+    a = triplet_diff_basis(X, T, 200, np.random.default_rng(1), span=False, by_rows=False)
+    for span, by_rows in ((True, False), (True, None), (False, True)):
+        # on the span and / or by the batch's row counts: the same directions
+        b = triplet_diff_basis(X, T, 200, np.random.default_rng(1), span=span, by_rows=by_rows)
+        assert a.shape == b.shape and a.shape[0] > 0
+        np.testing.assert_allclose(np.abs(np.einsum("ij,ij->i", a, b)), 1.0, atol=1e-8)
 
 
 def test_default_basis_size_follows_the_rows_span():
@@ -173,3 +175,17 @@ def test_lda_basis_on_duplicate_rows_needs_no_kmeans_and_warns_nothing():
         SCML(random_state=0, preprocessing=None).fit(X, y)
     assert B.shape == (40, 5)           # 20 centers x 2 scales x e = 1 direction
     np.testing.assert_allclose(np.linalg.norm(B, axis=1), 1.0)
+
+
+def test_batch_counts_give_the_batch_matrix():
+    """``Z^T S Z`` with the batch's k x k counts is ``sum (q - p-)(q - p-)^T -
+    (q - p+)(q - p+)^T`` over the batch's triplets (repeats and a query
+    equal to one of its items included)."""
+    from tripletml.algorithms.scml.kernels import _batch_counts
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(7, 5))
+    t = rng.integers(0, 7, size=(40, 3))
+    t[:3] = [[1, 1, 2], [3, 4, 3], [5, 6, 2]]
+    N = Z[t[:, 0]] - Z[t[:, 2]]
+    P = Z[t[:, 0]] - Z[t[:, 1]]
+    np.testing.assert_allclose(Z.T @ _batch_counts(t, 7) @ Z, N.T @ N - P.T @ P, atol=1e-12)

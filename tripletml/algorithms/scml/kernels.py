@@ -29,6 +29,7 @@ import scipy.linalg
 from numba import njit
 
 from tripletml.engine.history import History
+from tripletml.linalg.sparse_rows import used_rows
 __all__ = ["rda_step", "scml_objective", "triplet_deltas", "TripletDeltas", "lda_basis", "triplet_diff_basis",
            "scml_rda", "SCMLResult"]
 
@@ -280,8 +281,18 @@ def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray
     return np.ascontiguousarray(B)
 
 
+def _batch_counts(t: np.ndarray, k: int) -> np.ndarray:
+    """The k x k matrix S with ``sum_t (z_q - z_n)(z_q - z_n)^T - (z_q -
+    z_p)(z_q - z_p)^T = Z^T S Z`` for triplets ``t`` of local row ids:
+    ``+1`` at (q, p), (p, q), (n, n) and ``-1`` at (q, n), (n, q), (p, p)."""
+    q, p, n = t[:, 0], t[:, 1], t[:, 2]
+    idx = np.concatenate([q * k + p, p * k + q, n * k + n, q * k + n, n * k + q, p * k + p])
+    w = np.repeat([1.0, 1.0, 1.0, -1.0, -1.0, -1.0], t.shape[0])
+    return np.bincount(idx, w, k * k).reshape(k, k)
+
+
 def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
-                       span: bool = True) -> np.ndarray:
+                       span: bool = True, by_rows: bool | None = None) -> np.ndarray:
     """A basis from triplets (metric-learn's ``"triplet_diffs"`` idea): for
     random batches of ``d`` triplets, the eigenvectors with positive
     eigenvalue of ``sum (q - p-)(q - p-)^T - (q - p+)(q - p+)^T`` (directions
@@ -292,20 +303,30 @@ def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
     With ``span`` and fewer distinct rows ``u`` than features, each batch's
     matrix (whose range is in the span ``Q`` of those rows) is decomposed
     on the span's coordinates, ``C = Q C_r Q^T``: ``O(b d u + u^3)`` per
-    batch instead of ``O(b d^2 + d^3)``; the same directions (up to sign)."""
+    batch instead of ``O(b d^2 + d^3)``; the same directions (up to sign).
+    With ``by_rows`` (None: when the ``u`` rows are no more than a batch's
+    ``b`` triplets) each batch's matrix is ``Z^T S Z`` from its ``u x u``
+    counts (:func:`_batch_counts`): ``O(u^2 w + b)`` for rows of width ``w``
+    instead of gathering ``2 b`` differences, ``O(b w^2)``."""
     from tripletml.linalg.span import span_basis
 
     d = X.shape[1]
     m = triplets.shape[0]
-    rows = np.unique(triplets)
+    rows, local = used_rows(triplets, X.shape[0])
     Q = span_basis(X[rows]) if span and rows.size < d else None
-    Z = X if Q is None else X @ Q
+    Z = X[rows] if Q is None else X[rows] @ Q
+    b = min(d, m)
+    # few rows under a batch: C = Z^T S Z with S the batch's k x k counts
+    by_rows = rows.size <= b if by_rows is None else bool(by_rows)
     out, total = [], 0
     for _ in range(20 * n_basis // max(d, 1) + 20):
-        t = triplets[rng.integers(0, m, size=min(d, m))]
-        P = Z[t[:, 0]] - Z[t[:, 1]]
-        N = Z[t[:, 0]] - Z[t[:, 2]]
-        C = N.T @ N - P.T @ P
+        t = local[rng.integers(0, m, size=b)]
+        if by_rows:
+            C = Z.T @ (_batch_counts(t, rows.size) @ Z)
+        else:
+            P = Z[t[:, 0]] - Z[t[:, 1]]
+            N = Z[t[:, 0]] - Z[t[:, 2]]
+            C = N.T @ N - P.T @ P
         lam, V = np.linalg.eigh(0.5 * (C + C.T))
         pos = lam > 1e-12 * max(float(np.abs(lam).max()), 1e-300)
         if pos.any():
