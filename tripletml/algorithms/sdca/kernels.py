@@ -41,6 +41,23 @@ OUTPUTS = ("average", "random", "last")
 
 
 @njit(cache=True, nogil=True)
+def _dual_step(mg, xnorm2, alpha, i, lam_n, t, losses, sq_losses, margins):
+    """Record step t's margin and (squared) hinge loss, move ``alpha_i`` by
+    Algorithm 1's closed form (clipped at ``-alpha_i``) and return the
+    move ``d_alpha``."""
+    margins[t] = mg
+    h = triplet_hinge(mg)
+    losses[t] = h
+    sq_losses[t] = h * h
+    a = alpha[i]
+    da = (1.0 - mg - 0.5 * a) / (0.5 + xnorm2 / lam_n)
+    if da < -a:
+        da = -a
+    alpha[i] = a + da
+    return da
+
+
+@njit(cache=True, nogil=True)
 def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n, step0, T0,
                u, losses, sq_losses, margins, track_avg, track_rand, vidx, vval):
     """Algorithm 1 over the given triplets in order (global steps step0+1...).
@@ -57,15 +74,7 @@ def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n
         xnorm2 = np.dot(q_val, q_val) * np.dot(v_val, v_val)  # ||X_i||_F^2
         if not (np.isfinite(mg) and np.isfinite(xnorm2)):
             return t
-        margins[t] = mg
-        h = triplet_hinge(mg)
-        losses[t] = h
-        sq_losses[t] = h * h
-        a = alpha[i]
-        da = (1.0 - mg - 0.5 * a) / (0.5 + xnorm2 / lam_n)
-        if da < -a:
-            da = -a
-        alpha[i] = a + da
+        da = _dual_step(mg, xnorm2, alpha, i, lam_n, t, losses, sq_losses, margins)
         if da != 0.0 and xnorm2 > 0.0:
             sparse_rank_one_update(M, da / lam_n, q_idx, q_val, v_idx, v_val)
             if track_avg and s > T0:
@@ -107,16 +116,7 @@ def sdca_gram_steps(H, G, A, AB, alpha, slots, indptr, indices, data, triplets, 
         xnorm2 = G[q, q] * np.dot(vval[:nv], vval[:nv])     # ||X_i||_F^2
         if not (np.isfinite(mg) and np.isfinite(xnorm2)):
             return t
-        margins[t] = mg
-        h = triplet_hinge(mg)
-        losses[t] = h
-        sq_losses[t] = h * h
-        i = slots[t]
-        al = alpha[i]
-        da = (1.0 - mg - 0.5 * al) / (0.5 + xnorm2 / lam_n)
-        if da < -al:
-            da = -al
-        alpha[i] = al + da
+        da = _dual_step(mg, xnorm2, alpha, slots[t], lam_n, t, losses, sq_losses, margins)
         if da != 0.0 and xnorm2 > 0.0:
             c = da / lam_n
             A[q, a] += c
