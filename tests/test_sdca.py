@@ -397,6 +397,10 @@ def test_gram_route_is_taken_only_where_it_pays():
     assert not sdca_gram_pays(57, 57 * 57, 50, 57, True)         # the set-up outweighs
     assert not sdca_gram_pays(2000, 2000 * 50, 4000, 50, True)   # many rows, few features
     assert not sdca_gram_pays(1500, 1500 * 30, 4000, 20000, True)  # sparse text rows
+    # dense rows, more distinct rows than features: faster, but H, G, A, B (k x k) would
+    # outgrow the solver's own d x d arrays
+    assert sdca_gram_pays(150, 150 * 150, 6000, 150, True)
+    assert not sdca_gram_pays(250, 250 * 150, 6000, 150, True)
 
 
 def test_start_margins_are_kept_only_during_the_fit():
@@ -412,3 +416,37 @@ def test_start_margins_are_kept_only_during_the_fit():
     assert m.start_scale_ > 0
     assert m.history_["primal"][-1] == pytest.approx(P, rel=1e-10)
     assert len(pickle.dumps(m)) < 40 * X.nbytes
+
+
+@pytest.mark.parametrize("output,T0", [("random", 0), ("random", 3), ("average", 0),
+                                       ("average", 6), ("average", 10), ("last", 0)])
+def test_gram_route_diverging_mid_block_keeps_every_output(output, T0):
+    """A non-finite step inside a block: M, the duals, the average's
+    accumulator and the reservoir's sample hold exactly the steps before it
+    on both routes (the reservoir picks before the divergence included)."""
+    from tripletml.algorithms.sdca.kernels import SDCASolver
+    rng = np.random.default_rng(1)
+    n, d = 8, 20
+    X = rng.normal(size=(n, d))
+    X[7] *= 1e160                                  # ||x_7||^2 overflows: step 8 diverges
+    T = np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5], [4, 5, 6], [5, 6, 0], [6, 0, 1],
+                  [0, 2, 4], [7, 1, 2], [1, 3, 5], [2, 4, 6], [3, 5, 0]])
+    m = T.shape[0]
+    u = np.full(m, 0.99)
+    u[[1, 4, 6, 10]] = 0.0                         # the reservoir's picks
+    got = {}
+    for route in (True, False):
+        s = SDCASolver(d, 0.05, m, output=output, T0=T0)
+        s.gram_route = route
+        s.slots_for(np.arange(m))
+        with pytest.raises(FloatingPointError, match="step 9"):
+            s.step(sp.csr_matrix(X), T, np.arange(m), u if output == "random" else None)
+        got[route] = s
+    a, b = got[True], got[False]
+    assert a.t == b.t == 8
+    for name in ("M", "alpha", "avg", "rand"):
+        if getattr(b, name) is not None:
+            np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0,
+                                       atol=1e-14 * max(1.0, np.abs(getattr(b, name)).max()))
+    if output == "random":
+        assert np.abs(b.rand).max() > 0

@@ -154,7 +154,8 @@ def _dense_update(U, s, A, signs, sparse, project, info):
     mu = np.asarray(project(mu), dtype=float)
     keep = mu > 0.0
     if info is not None:
-        info["gram_only"], info["p"], info["dense"] = False, int(keep.sum()) - U.shape[1], True
+        info["gram_only"], info["p"], info["dense"] = False, max(int(keep.sum()) - U.shape[1],
+                                                                0), True
     return np.ascontiguousarray(V[:, keep]), mu[keep]
 
 

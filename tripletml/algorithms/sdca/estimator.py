@@ -478,13 +478,13 @@ class SDCA(BilinearMixin, OnlineTripletLearner):
 
     def _fit_at(self, X, triplets, rng):
         n = triplets.shape[0]
-        self._plan = (n, int(np.floor(self.average_start * self.max_iter * n)))
-        self._start_c = self._start_scale(X, triplets)
         try:
+            self._plan = (n, int(np.floor(self.average_start * self.max_iter * n)))
+            self._start_c = self._start_scale(X, triplets)
             super()._fit(X, triplets, rng)
         finally:
-            del self._plan, self._start_c
-            self.__dict__.pop("_kept_margins", None)
+            for name in ("_plan", "_start_c", "_kept_margins"):
+                self.__dict__.pop(name, None)
 
     def partial_fit(self, X, y=None, *, triplets=None, triplet_ids=None):
         """One closed-form dual step per given triplet, in order.

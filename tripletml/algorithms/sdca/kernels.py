@@ -34,7 +34,8 @@ from tripletml.linalg.sparse_rows import (add_from_gram, csr_row_diff, diff_buff
                                           used_rows)
 from tripletml.losses import triplet_hinge, triplet_hinge_array
 
-__all__ = ["SDCASolver", "sdca_steps", "sdca_gram_steps", "sdca_gram_pays", "sdca_objectives", "identity_margins",
+__all__ = ["SDCASolver", "sdca_steps", "sdca_gram_steps", "sdca_gram_pays",
+           "sdca_objectives", "identity_margins",
            "triplet_products", "relative_gap", "OUTPUTS"]
 
 OUTPUTS = ("average", "random", "last")
@@ -90,7 +91,8 @@ def sdca_steps(M, B, Mrand, alpha, slots, indptr, indices, data, triplets, lam_n
 
 @njit(cache=True, nogil=True)
 def sdca_gram_steps(H, G, A, AB, alpha, slots, indptr, indices, data, triplets, lam_n, step0,
-                    T0, losses, sq_losses, margins, track_avg, vidx, vval):
+                    T0, losses, sq_losses, margins, track_avg, vidx, vval, track_rand, u,
+                    A_kept, picked):
     """The steps of :func:`sdca_steps` in the Gram space of the ``k`` rows
     ``R`` a block uses (OASIS's :func:`~tripletml.algorithms.oasis.kernels.oasis_gram_steps`):
     every update ``(lambda n)^-1 d_alpha x_i v_i^T`` is ``R^T A R`` for a
@@ -102,9 +104,12 @@ def sdca_gram_steps(H, G, A, AB, alpha, slots, indptr, indices, data, triplets, 
     ``triplets`` are local ids into R (CSR arrays ``indptr, indices,
     data``, used for the exact ``||p+ - p-||^2``); ``||x_q||^2`` is
     ``G[q, q]``.  The block must not contain step ``T0`` except as its
-    last (the caller then sets ``B = T0 M``).  Returns -1, or the position
-    of the first step with a non-finite margin or norm (the steps before it
-    are in A and AB)."""
+    last (the caller then sets ``B = T0 M``).  The reservoir (random
+    output, ``track_rand``, uniform numbers ``u``) keeps ``A`` at each step
+    it picks in ``A_kept`` (``picked[0]`` set to 1): the caller's sample is
+    then ``M_0 + R^T A_kept R``.  Returns -1, or the position of the first
+    step with a non-finite margin or norm (the steps before it are in A, AB
+    and A_kept)."""
     w = np.empty(H.shape[0])
     for t in range(triplets.shape[0]):
         s = step0 + t + 1
@@ -125,6 +130,9 @@ def sdca_gram_steps(H, G, A, AB, alpha, slots, indptr, indices, data, triplets, 
                 AB[q, a] += s * c
                 AB[q, b] -= s * c
             gram_rank_one_update(H, G, c, q, a, b, w)
+        if track_rand and s > T0 and u[t] * (s - T0) < 1.0:     # M^s kept: 1 / (s - T0)
+            A_kept[:, :] = A
+            picked[0] = 1
     return -1
 
 
@@ -135,7 +143,8 @@ def sdca_gram_pays(n_rows_used: int, nnz_used: int, n_steps: int, n_features: in
     for its margin and updates as many in M (and in the average's
     accumulator), the Gram step ``k^2`` of H; the Gram block adds
     ``2 nnz(R) d + 2 k^2 d`` per matrix to form H and to add ``R^T A R`` to
-    M (and B).  Each entry counts alike, though the Gram step's are
+    M (and B), and is refused where its ``k x k`` arrays would outgrow the
+    solver's own ``d x d`` ones.  Each entry counts alike, though the Gram step's are
     contiguous and the plain step's gathered through index arrays (dense
     rows of 57-70 columns: one Gram step costs a fifth of a plain step with
     the average, a third without): that is the margin for the set-up."""
@@ -145,7 +154,10 @@ def sdca_gram_pays(n_rows_used: int, nnz_used: int, n_steps: int, n_features: in
     plain = n_steps * n_mats * per_row * per_row
     gram = n_steps * float(k) * k + n_mats * (2.0 * nnz_used * n_features
                                               + 2.0 * float(k) * k * n_features)
-    return gram < plain
+    # memory: the k x k arrays (H, G, A, B's or the reservoir's) and the dense
+    # rows no more than the solver's own d x d arrays and a few per triplet
+    small = 4.0 * k * k + 2.0 * k * n_features <= 4.0 * n_features * n_features + 8.0 * n_steps
+    return small and gram < plain
 
 
 @njit(cache=True, nogil=True)
@@ -406,35 +418,37 @@ class SDCASolver:
 
     def _gram_steps(self, R, local, slots, losses, sq, margins, u=None) -> int:
         """The block's steps by :func:`sdca_gram_steps`, cut after step T0
-        (where the average's accumulator becomes ``T0 M``) and after the
-        block's last step the reservoir keeps (random output: ``u``); returns
-        the block position of a non-finite step or -1, with ``M`` (and B)
-        holding every step before it.  ``self.t`` is left to the caller."""
-        avg = self.output == "average"
+        (where the average's accumulator becomes ``T0 M``); the reservoir's
+        last pick (random output: ``u``) is ``M`` before the cut plus
+        ``R^T A_kept R``.  Returns the block position of a non-finite step
+        or -1, with ``M``, B and the reservoir holding every step before
+        it.  ``self.t`` is left to the caller."""
+        avg, rnd = self.output == "average", u is not None
         m, t0, T0 = local.shape[0], self.t, self.T0
-        steps = t0 + 1 + np.arange(m)
-        kept = -1
-        if u is not None:          # the reservoir's picks: u (s - T0) < 1, s > T0
-            picks = np.flatnonzero((steps > T0) & (u * (steps - T0) < 1.0))
-            kept = int(picks[-1]) + 1 if picks.size else -1
-        ends = sorted({e for e in (T0 - t0 if avg else 0, kept, m) if 0 < e <= m})
+        ends = [T0 - t0, m] if avg and 0 < T0 - t0 < m else [m]
         start = 0
         for end in ends:
             H, G, Rd = gram_space(R, self.M)
-            A, AB = np.zeros_like(G), np.zeros_like(G) if avg else np.zeros((1, 1))
+            A = np.zeros_like(G)
+            AB = np.zeros_like(G) if avg and t0 + end > T0 else np.zeros((1, 1))
+            A_kept = np.zeros_like(G) if rnd else np.zeros((1, 1))
+            picked = np.zeros(1, dtype=np.int64)
             sl = slice(start, end)
             bad = sdca_gram_steps(H, G, A, AB, self.alpha, slots[sl], R.indptr, R.indices,
                                   R.data, local[sl], self.lam * self.n_scale, t0 + start, T0,
-                                  losses[sl], sq[sl], margins[sl], avg, *diff_buffers(R))
+                                  losses[sl], sq[sl], margins[sl], AB.shape == G.shape,
+                                  *diff_buffers(R), rnd, u[sl] if rnd else np.zeros(1),
+                                  A_kept, picked)
+            if picked[0]:
+                self.rand[:, :] = self.M
+                add_from_gram(self.rand, R, Rd, A_kept)
             add_from_gram(self.M, R, Rd, A)
-            if avg:
+            if AB.shape == G.shape:
                 add_from_gram(self.avg, R, Rd, AB)
             if bad >= 0:
                 return start + bad
             if avg and T0 > 0 and t0 + end == T0:
                 self.avg[:, :] = T0 * self.M
-            if end == kept:
-                self.rand[:, :] = self.M
             start = end
         return -1
 
