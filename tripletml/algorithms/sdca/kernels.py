@@ -143,8 +143,8 @@ def sdca_gram_pays(n_rows_used: int, nnz_used: int, n_steps: int, n_features: in
     for its margin and updates as many in M (and in the average's
     accumulator), the Gram step ``k^2`` of H; the Gram block adds
     ``2 nnz(R) d + 2 k^2 d`` per matrix to form H and to add ``R^T A R`` to
-    M (and B), and is refused where its ``k x k`` arrays would outgrow the
-    solver's own ``d x d`` ones.  Each entry counts alike, though the Gram step's are
+    M (and B), and is refused where its ``k x k`` arrays and the dense rows
+    would take more than twice the solver's own ``d x d`` arrays.  Each entry counts alike, though the Gram step's are
     contiguous and the plain step's gathered through index arrays (dense
     rows of 57-70 columns: one Gram step costs a fifth of a plain step with
     the average, a third without): that is the margin for the set-up."""
@@ -155,8 +155,10 @@ def sdca_gram_pays(n_rows_used: int, nnz_used: int, n_steps: int, n_features: in
     gram = n_steps * float(k) * k + n_mats * (2.0 * nnz_used * n_features
                                               + 2.0 * float(k) * k * n_features)
     # memory: the k x k arrays (H, G, A, B's or the reservoir's) and the dense
-    # rows no more than the solver's own d x d arrays and a few per triplet
-    small = 4.0 * k * k + 2.0 * k * n_features <= 4.0 * n_features * n_features + 8.0 * n_steps
+    # rows (with a product's temporary) at most twice the solver's own four
+    # d x d arrays, with a few floats per step to spare
+    d2 = float(n_features) * n_features
+    small = 4.0 * k * k + 2.0 * k * n_features <= 8.0 * d2 + 8.0 * n_steps
     return small and gram < plain
 
 
