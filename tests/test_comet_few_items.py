@@ -304,3 +304,20 @@ def test_diagonal_pass_is_algorithm_2_line_3(loss, sparse):
     np.testing.assert_allclose(s.linear_terms, 1.0 - np.einsum(
         "ij,ij->i", Xd[t[:, 0]] @ W, Xd[t[:, 1]] - Xd[t[:, 2]]), atol=1e-10)
     assert s.loss_sum() == pytest.approx(K.comet_loss(s.linear_terms, loss).sum(), rel=1e-12)
+
+
+def test_the_threshold_group_stays_zero_whichever_way_its_norm_is_summed(monkeypatch):
+    """``group_alpha="auto"`` sets lambda to the (ceil(sqrt d) + 1)-th group's
+    norm from the blocked product; the group's own step sums its gradient
+    row otherwise (a rounding apart), and must leave it at zero."""
+    X, t = _answers(n=10, d=30, m=500)
+    s = K.SparseCOMETSolver(X, t, alpha=0.7, beta=0.2, group_alpha=1.0)
+    for k in range(X.shape[1]):
+        s.diagonal_step(k)
+    norms = s.group_gradient_norms()
+    k = int(np.argsort(norms)[::-1][6])
+    s.group_alpha = float(norms[k]) * (1.0 - 4e-16)       # the step's sum a rounding above
+    assert s.coordinate_step(k) == np.inf and not s.V[k].any()
+    s.group_alpha = float(norms[k]) * (1.0 - 1e-9)        # a real excess enters
+    s.coordinate_step(k)
+    assert s.V[k].any()

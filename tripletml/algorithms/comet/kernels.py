@@ -75,6 +75,11 @@ def comet_loss(lam: np.ndarray, loss: str) -> np.ndarray:
     return np.logaddexp(0.0, lam - 1.0)  # log(1 + exp(-q'Wp+ + q'Wp-))
 
 
+#: a zero group whose gradient norm is within this factor of lambda stays zero
+#: (eq. 16's test to rounding: ``group_alpha="auto"`` sets lambda to a group's
+#: own norm, summed by a blocked product, and the group's step sums it again)
+ZERO_GROUP_RTOL = 1.0 + 1e-12
+
 #: entries of a block of gradient rows in :meth:`SparseCOMETSolver.group_gradient_norms` (16 MiB)
 _NORM_BLOCK_ENTRIES = 1 << 21
 
@@ -795,8 +800,10 @@ class SparseCOMETSolver(COMETSolver):
         g[k] = 0.0
         v = self.V[k]
         active = bool(v.any())
-        if not active and np.sqrt(2.0) * np.linalg.norm(g) <= self.group_alpha:
-            return np.inf        # ||H(theta)||_F <= theta lambda for every theta: stays zero
+        # ||H(theta)||_F <= theta lambda for every theta: stays zero (to rounding:
+        # the auto lambda is a group's norm from a product summed otherwise)
+        if not active and np.sqrt(2.0) * np.linalg.norm(g) <= self.group_alpha * ZERO_GROUP_RTOL:
+            return np.inf
         # every step d = s (v - theta g) - v is a combination of v and g (v_k =
         # g_k = 0), so one pass over W^-1 gives W^-1 d for all of them
         Wv, Wg = (self.W_inv @ np.stack([v, g], axis=1)).T if active else \
