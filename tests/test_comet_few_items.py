@@ -321,3 +321,45 @@ def test_the_threshold_group_stays_zero_whichever_way_its_norm_is_summed(monkeyp
     s.group_alpha = float(norms[k]) * (1.0 - 1e-9)        # a real excess enters
     s.coordinate_step(k)
     assert s.V[k].any()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_screened_zero_groups_give_the_unscreened_fit(sparse, monkeypatch):
+    """The epoch's zero tests from blocks of group norms (recomputed after
+    every change of W): the same groups enter and the same W as a fit
+    that forms every gradient row, with fewer rows formed."""
+    X, t = _answers(n=10, d=40, m=600, sparse=sparse)
+    kw = dict(preprocessing="raw", max_iter=3, tol=None, random_state=0)
+    rows = []
+    grad = K.SparseCOMETSolver.coordinate_gradient
+    monkeypatch.setattr(K.SparseCOMETSolver, "coordinate_gradient",
+                        lambda self, k: rows.append(k) or grad(self, k))
+    a = tm.SparseCOMET(**kw).fit(X, triplets=t)
+    n_screened = len(rows)
+    monkeypatch.setattr(K.SparseCOMETSolver, "_screened_norm", lambda self, k: np.inf)
+    rows.clear()
+    b = tm.SparseCOMET(**kw).fit(X, triplets=t)
+    assert 0 < a.density_ < 1 and a.n_iter_ == b.n_iter_ == 3
+    np.testing.assert_array_equal(a.active_features_, b.active_features_)
+    np.testing.assert_allclose(a.W_, b.W_, rtol=1e-10, atol=1e-12 * np.abs(b.W_).max())
+    assert n_screened < len(rows) / 2
+
+
+def test_screened_norm_follows_every_change_of_w():
+    """The screen's norm of a group is eq. (12)'s at the current W, also
+    after a group entered (W, W^-1 and the linear terms changed)."""
+    X, t = _answers(n=10, d=30, m=500)
+    s = K.SparseCOMETSolver(X, t, alpha=0.7, beta=0.2, group_alpha=1e-6)
+    for k in range(X.shape[1]):
+        s.diagonal_step(k)
+    s._order = np.arange(X.shape[1])[::-1].copy()
+    s._place = np.argsort(s._order)
+
+    def exact(k):
+        G = _gradient_by_triplets(X, s.W, t, 0.7, 0.2, "hinge")
+        G[k, k] = 0.0
+        return np.sqrt(2.0) * np.linalg.norm(G[k])
+    assert s._screened_norm(20) == pytest.approx(exact(20), rel=1e-10)
+    assert s.coordinate_step(29) < np.inf and s.V[29].any()        # group 29 entered
+    assert s._screened_norm(19) == pytest.approx(exact(19), rel=1e-10)
+    assert s._screened_norm(20) == pytest.approx(exact(20), rel=1e-10)

@@ -80,6 +80,9 @@ def comet_loss(lam: np.ndarray, loss: str) -> np.ndarray:
 #: own norm, summed by a blocked product, and the group's step sums it again)
 ZERO_GROUP_RTOL = 1.0 + 1e-12
 
+#: groups whose zero test one product screens (:meth:`SparseCOMETSolver._screened_norm`)
+SCREEN_BLOCK = 64
+
 #: entries of a block of gradient rows in :meth:`SparseCOMETSolver.group_gradient_norms` (16 MiB)
 _NORM_BLOCK_ENTRIES = 1 << 21
 
@@ -596,7 +599,9 @@ class COMETSolver:
         if getattr(self, "_rng", None) is None:
             raise RuntimeError(f"{self.name}: call start(rng) before step().")
         min_bound = np.inf
-        for k in self._rng.permutation(self.d):
+        self._order = self._rng.permutation(self.d)
+        self._place = np.argsort(self._order)          # k's position in the epoch's order
+        for k in self._order:
             min_bound = min(min_bound, self.coordinate_step(int(k)))
             if self._refactor_due():
                 self.refactor()
@@ -726,28 +731,46 @@ class SparseCOMETSolver(COMETSolver):
     def group_gradient_norms(self) -> np.ndarray:
         """``||G_k||_F = sqrt(2) ||g_k||`` of every group at the current W
         (``g_k`` the gradient row k without its diagonal entry): group k
-        leaves zero on its next step iff this exceeds lambda (eq. 16).
-        Through the Gram form where :meth:`coordinate_gradient` takes it:
-        the rows ``1/2 x_k^T B X`` of a block of k by one product."""
-        out = np.empty(self.d)
-        B = self._gram_form()
-        if B is None:
+        leaves zero on its next step iff this exceeds lambda (eq. 16)."""
+        if self._gram_form() is None:
+            out = np.empty(self.d)
             for k in range(self.d):
                 g = self.coordinate_gradient(k)
                 g[k] = 0.0
                 out[k] = np.sqrt(2.0) * np.linalg.norm(g)
             return out
-        X = self.X
-        BX = np.asarray((X.T @ B).T) if sp.issparse(X) else B @ X        # B symmetric
         step = max(1, min(self.d, _NORM_BLOCK_ENTRIES // max(self.d, 1)))
-        for k0 in range(0, self.d, step):
-            k1 = min(self.d, k0 + step)
-            cols = self._csc[:, k0:k1].T if sp.issparse(X) else X[:, k0:k1].T
-            G = 0.5 * np.asarray(cols @ BX) - self.alpha * self.W_inv[k0:k1] \
-                + self.beta * self.W[k0:k1]
-            G[np.arange(k1 - k0), np.arange(k0, k1)] = 0.0
-            out[k0:k1] = np.sqrt(2.0) * np.linalg.norm(G, axis=1)
-        return out
+        return np.concatenate([self._norms_of(np.arange(k0, min(self.d, k0 + step)))
+                               for k0 in range(0, self.d, step)])
+
+    def _norms_of(self, ks: np.ndarray) -> np.ndarray:
+        """The group norms of the features ``ks`` by one product through the
+        Gram form (which must apply): the rows ``1/2 x_k^T B X - alpha
+        W^-1[k] + beta W[k]`` (:meth:`coordinate_gradient`'s)."""
+        X, B = self.X, self._gram_form()
+        BX = self._cached("BX", lambda: np.asarray((X.T @ B).T) if sp.issparse(X) else B @ X)
+        cols = self._csc[:, ks].T if sp.issparse(X) else X[:, ks].T
+        G = 0.5 * np.asarray(cols @ BX) - self.alpha * self.W_inv[ks] + self.beta * self.W[ks]
+        G[np.arange(ks.size), ks] = 0.0
+        return np.sqrt(2.0) * np.linalg.norm(G, axis=1)
+
+    def _screened_norm(self, k: int) -> float:
+        """Group k's norm for the zero test of :meth:`coordinate_step`, from
+        the norms of the next :data:`SCREEN_BLOCK` groups of the epoch's
+        order computed together (kept until the linear terms, and with them
+        W, next change); ``inf`` (no screen) without the Gram form."""
+        if self._gram_form() is None:
+            return np.inf
+        screen = self._derived.get("screen")
+        if screen is None or k not in screen:
+            order = getattr(self, "_order", None)
+            if order is None or order[self._place[k]] != k:
+                ks = np.array([k])
+            else:
+                ks = order[self._place[k]:self._place[k] + SCREEN_BLOCK]
+            screen = dict(zip(ks.tolist(), self._norms_of(ks).tolist()))
+            self._derived["screen"] = screen
+        return screen[k]
 
     def start_threshold(self, n_groups: int) -> float:
         """The lambda under which exactly ``n_groups`` groups (the largest
@@ -795,14 +818,17 @@ class SparseCOMETSolver(COMETSolver):
         Returns the Schur bound of the plain step (``inf`` when the group
         stays zero, 0 when it was skipped)."""
         self.n_steps += 1
+        v = self.V[k]
+        active = bool(v.any())
+        limit = self.group_alpha * ZERO_GROUP_RTOL
+        if not active and self._screened_norm(k) <= limit:
+            return np.inf
         g = self.coordinate_gradient(k)
         self._check_gradient(g)
         g[k] = 0.0
-        v = self.V[k]
-        active = bool(v.any())
         # ||H(theta)||_F <= theta lambda for every theta: stays zero (to rounding:
         # the auto lambda is a group's norm from a product summed otherwise)
-        if not active and np.sqrt(2.0) * np.linalg.norm(g) <= self.group_alpha * ZERO_GROUP_RTOL:
+        if not active and np.sqrt(2.0) * np.linalg.norm(g) <= limit:
             return np.inf
         # every step d = s (v - theta g) - v is a combination of v and g (v_k =
         # g_k = 0), so one pass over W^-1 gives W^-1 d for all of them
