@@ -214,3 +214,35 @@ def test_partitioned_fit_of_small_work_runs_on_one_thread(name, monkeypatch):
     cls(random_state=0).fit(ShardedCollection.from_arrays(X, y, n_partitions=2))
     assert seen and all(c == 1 for c in seen[0]), seen
     assert _counts() == before
+
+
+@needs_threads
+def test_span_route_fit_runs_its_small_problem_on_one_thread(monkeypatch):
+    """Few rows, many features: the rule's work of the plain problem
+    (``d^2 (n + d)``) is large, but the span route solves n rows of r <= n
+    coordinates: that fit runs on one thread (the lift of a small model
+    too), the counts restored after; with a user's limit, the user's."""
+    from tripletml import MMC
+    seen = []
+    inner = MMC._fit
+
+    def spy(self, X, sup, rng):
+        seen.append((X.shape[1], _counts()))
+        return inner(self, X, sup, rng)
+    monkeypatch.setattr(MMC, "_fit", spy)
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 1500))
+    t = np.array([rng.choice(40, 3, replace=False) for _ in range(300)])
+    assert _threads.fit_work(*X.shape) > _threads.SMALL_WORK > _threads.fit_work(40, 40)
+    before = _counts()
+    MMC().fit(X, triplets=t)
+    widths = [w for w, _ in seen]
+    assert widths and max(widths) <= 40                       # the span route was taken
+    assert all(c == 1 for _, counts in seen for c in counts)
+    assert _counts() == before
+    limit = 3 if all(c == 2 for c in _defaults()) else 2
+    seen.clear()
+    with threadpool_limits(limits=limit):
+        inside = _counts()
+        MMC().fit(X, triplets=t)
+    assert seen and all(counts == inside for _, counts in seen)

@@ -52,7 +52,7 @@ from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
 from tripletml.core.metric_learn_names import check_fit_keywords, wrap_init
 from tripletml.core.params import validate_constraints
 from tripletml.engine.stopping import STOP_REASONS
-from tripletml.engine.threads import (threads_for, work_fit, work_pairs, work_rows, work_similarity,
+from tripletml.engine.threads import (fit_work, limit_threads, threads_for, work_fit, work_pairs, work_rows, work_similarity,
                        work_triplets)
 from tripletml.core.preprocessed import PreprocessedModel
 from tripletml.core.preprocessing import check_preprocessing
@@ -551,20 +551,25 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
             # may fit more than once on the span (C="auto"'s probes)
             self._init_model = lambda n_features, rng_, X_=None: self._span_set_init(
                 {name: A.copy() for name, A in reduced.items()})
+        # the thread rule (tripletml.engine.threads) on the problem solved: the
+        # reduced fit's work is that of n rows of r features, the lift's d^2 r
+        n, r = X.shape[0], Q.shape[1]
         try:
-            self._fit(reduce_rows(X, Q), supervision, fit_rng)
+            with limit_threads(fit_work(n, r)):
+                self._fit(reduce_rows(X, Q), supervision, fit_rng)
         finally:
             self.__dict__.pop("_init_model", None)
-        self._span_lift_extra(Q, spec)
-        for name, kind in spec.items():
-            value = getattr(self, name)
-            if kind in ("rows", "factor"):
-                value = np.ascontiguousarray(Q @ value)
-            elif kind == "cols":
-                value = np.ascontiguousarray(value @ Q.T)
-            else:
-                value = lift_square(value, Q, float(kind))
-            setattr(self, name, value)
+        with limit_threads(float(d) * d * r):
+            self._span_lift_extra(Q, spec)
+            for name, kind in spec.items():
+                value = getattr(self, name)
+                if kind in ("rows", "factor"):
+                    value = np.ascontiguousarray(Q @ value)
+                elif kind == "cols":
+                    value = np.ascontiguousarray(value @ Q.T)
+                else:
+                    value = lift_square(value, Q, float(kind))
+                setattr(self, name, value)
 
     # ------------------------------------------------------------ scoring
     def _check_fitted_X(self, X, name="X"):
