@@ -290,3 +290,12 @@ def test_used_rows_is_np_unique_with_inverse():
         np.testing.assert_array_equal(rows, r2)
         np.testing.assert_array_equal(local, l2.reshape(t.shape))
         assert local.dtype == np.int64 and local.shape == t.shape
+
+
+def test_used_rows_refuses_bad_ids():
+    from tripletml.linalg.sparse_rows import used_rows
+    for bad in (np.array([[0, 1, 5]]), np.array([[0, -1, 2]]), np.array([[0.0, 1.0, 2.0]])):
+        with pytest.raises(ValueError, match=r"used_rows: row ids must be integers in \[0, 5\)"):
+            used_rows(bad, 5)
+    rows, local = used_rows(np.zeros((0, 3), dtype=np.int64), 0)
+    assert rows.size == 0 and local.shape == (0, 3)

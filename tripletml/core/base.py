@@ -52,8 +52,8 @@ from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
 from tripletml.core.metric_learn_names import check_fit_keywords, wrap_init
 from tripletml.core.params import validate_constraints
 from tripletml.engine.stopping import STOP_REASONS
-from tripletml.engine.threads import (fit_work, limit_threads, threads_for, work_fit, work_pairs, work_rows, work_similarity,
-                       work_triplets)
+from tripletml.engine.threads import (fit_work, limit_threads, threads_for, work_fit, work_pairs,
+                                     work_rows, work_similarity, work_triplets)
 from tripletml.core.preprocessed import PreprocessedModel
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.supervision import Supervision, read_supervision

@@ -147,7 +147,10 @@ def _dense_update(U, s, A, signs, sparse, project, info):
     Wm = (U * s) @ U.T + (Ad * signs) @ Ad.T
     if not np.isfinite(Wm).all():
         raise FloatingPointError("lowrank_eig_update: the update overflows")
-    mu, V = np.linalg.eigh(0.5 * (Wm + Wm.T))
+    try:
+        mu, V = np.linalg.eigh(0.5 * (Wm + Wm.T))
+    except np.linalg.LinAlgError:       # syevd did not converge: the QR algorithm (syev)
+        mu, V = sla.eigh(0.5 * (Wm + Wm.T), driver="ev", check_finite=False)
     mu, V = mu[::-1], V[:, ::-1]
     mu = np.where(np.abs(mu) <= d * np.finfo(float).eps * np.max(np.abs(mu), initial=0.0),
                   0.0, mu)

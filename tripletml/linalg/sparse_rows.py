@@ -140,8 +140,12 @@ def used_rows(triplets: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray
     """``(rows, local)`` as ``np.unique(triplets, return_inverse=True)``
     (the sorted distinct row ids and each entry's position among them,
     shaped like ``triplets``) by a mark over the ``n_rows`` ids instead of a
-    sort: ``O(n_rows + size)`` (the sort where ``n_rows`` is the larger)."""
+    sort: ``O(n_rows + size)`` (the sort where ``n_rows`` is the larger).
+    Raises ValueError for ids that are not integers in ``[0, n_rows)``."""
     t = np.asarray(triplets)
+    if t.size and (t.dtype.kind not in "iu" or t.min() < 0 or t.max() >= n_rows):
+        raise ValueError(f"used_rows: row ids must be integers in [0, {n_rows}); got dtype "
+                         f"{t.dtype} and values {t.min()}..{t.max()}.")
     if n_rows > 8 * t.size:
         rows, local = np.unique(t, return_inverse=True)
         return rows, local.reshape(t.shape).astype(np.int64)
