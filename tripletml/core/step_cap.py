@@ -35,6 +35,7 @@ from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import Interval, StrOptions
 from tripletml.engine.early_stopping import split_by_items, within_one_standard_error
 from tripletml.core.validation import as_generator
+from tripletml.linalg.sparse_rows import used_rows
 
 __all__ = ["HeldoutStepCapMixin", "C_AUTO", "STEP_CAP_ARRAYS"]
 
@@ -117,8 +118,7 @@ def bilinear_accuracy(X, factors, t: np.ndarray) -> float:
     (``factors = (W, None)``: ``x_a^T W x_b``) on rows ``X`` (dense or CSR),
     through the rows the answers name."""
     A, B = factors
-    rows, local = np.unique(t, return_inverse=True)
-    local = local.reshape(t.shape)
+    rows, local = used_rows(t, X.shape[0])
     R = X[rows]
     left = np.asarray(R @ A)
     right = np.asarray(R.toarray() if sp.issparse(R) else R) if B is None else np.asarray(R @ B)

@@ -32,6 +32,8 @@ from numbers import Real
 
 import numpy as np
 
+from tripletml.linalg.sparse_rows import used_rows
+
 __all__ = ["ItemHoldout", "split_by_items", "item_folds", "hash_folds", "ValidationWatch",
            "pooled_curve", "within_one_standard_error", "triplet_accuracy_on", "MahalanobisScorer",
            "pair_keys", "two_protocol_splits", "choose_toward_last", "IDENTITY_BLEND_GRID",
@@ -335,10 +337,10 @@ class MahalanobisScorer:
 
     def __init__(self, X, triplets: np.ndarray):
         t = np.asarray(triplets)
-        rows, local = np.unique(t, return_inverse=True)
+        rows, local = used_rows(t, X.shape[0])
         Xr = X[rows]
         self.Xr = np.asarray(Xr.toarray() if hasattr(Xr, "toarray") else Xr, dtype=np.float64)
-        self.t = local.reshape(t.shape)
+        self.t = local
 
     def __call__(self, M: np.ndarray) -> float:
         if self.t.shape[0] == 0:

@@ -201,8 +201,7 @@ def _margins_gram(M: np.ndarray, Xc, triplets: np.ndarray):
     m = triplets.shape[0]
     if m == 0:
         return None, None
-    rows, local = np.unique(triplets, return_inverse=True)
-    local = local.reshape(triplets.shape)
+    rows, local = used_rows(triplets, Xc.shape[0])
     R = Xc[rows]
     if not gram_margins_pay(len(rows), R.nnz, m, Xc.shape[1]):
         return None, None
