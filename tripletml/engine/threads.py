@@ -85,6 +85,9 @@ _BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 _NUMBA_ENV = "NUMBA_NUM_THREADS"
 
 _lock = threading.Lock()
+#: ``depth``: the one-thread limits :func:`_blas_one` holds in this thread
+#: (so that :func:`_blas_granted` lifts only a limit of its own thread)
+_ours = threading.local()
 
 #: the variables that set a thread count, as they were at import (see the
 #: module's docstring: read once, as the libraries read them)
@@ -160,6 +163,7 @@ def _blas_one():
         yield                       # a setting of the user (or ours, enclosing): keep it
         return
     changed = []
+    _ours.depth = getattr(_ours, "depth", 0) + 1
     try:
         for lib, c in zip(libs, current):
             if c != 1:
@@ -167,8 +171,38 @@ def _blas_one():
                 changed.append((lib, c))
         yield
     finally:
+        _ours.depth -= 1
         for lib, c in changed:
             lib.set_num_threads(c)
+
+
+@contextlib.contextmanager
+def _blas_granted():
+    """The libraries' own thread counts back inside a one-thread limit that
+    *this* thread's :func:`_blas_one` set (a large call inside a small
+    fit's loop: COMET's refactorisation among its coordinate steps); no
+    change under any other setting (the user's, AutoSimilarity's)."""
+    libs, defaults = _controller()
+    if not libs or _ENV_BLAS or getattr(_ours, "depth", 0) == 0:
+        yield
+        return
+    try:
+        current = [lib.num_threads for lib in libs]
+    except Exception:  # pragma: no cover
+        yield
+        return
+    if any(c != 1 for c in current) or current == defaults:
+        yield                       # not (only) our limit in force: keep it
+        return
+    depth, _ours.depth = _ours.depth, 0      # a small call inside limits again
+    try:
+        for lib, c in zip(libs, defaults):
+            lib.set_num_threads(c)
+        yield
+    finally:
+        _ours.depth = depth
+        for lib in libs:
+            lib.set_num_threads(1)
 
 
 def _numba_running() -> bool:
@@ -206,9 +240,19 @@ def _numba_one(start: bool):
 def limit_threads(work: Optional[float], *, numba_start: bool = False):
     """One BLAS / OpenMP and Numba thread inside, when ``work`` (an estimate
     in multiply-adds, see the module's rule) is below :data:`SMALL_WORK` and
-    the user set no limit; no change otherwise (``work`` None: unknown)."""
-    if work is None or work >= SMALL_WORK:
+    the user set no limit; no change otherwise (``work`` None: unknown).
+
+    Large work inside a one-thread limit of this module (set by this
+    thread) gets the BLAS libraries' own counts back for its scope, so a
+    loop of small steps can run under one limit while its rare large call
+    (a refactorisation) keeps its threads; a limit of the user is never
+    lifted."""
+    if work is None:
         yield
+        return
+    if work >= SMALL_WORK:
+        with _blas_granted():
+            yield
         return
     with _blas_one(), _numba_one(numba_start):
         yield

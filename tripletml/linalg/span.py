@@ -38,6 +38,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from tripletml.engine.threads import limit_threads
+
 __all__ = ["span_basis", "reduce_rows", "lift_square", "lift_psd_factor",
            "complement_basis", "span_route_applies"]
 
@@ -71,13 +73,16 @@ def span_basis(X) -> np.ndarray:
     n, d = Xd.shape
     if n == 0 or d == 0:
         return np.zeros((d, 0))
-    if n < d:      # X^T = Q0 R, R = U S V^T: X's right singular vectors are Q0 U
-        Q0, R = np.linalg.qr(Xd.T, mode="reduced")
-        U, s, _ = np.linalg.svd(R)
-        V = Q0 @ U
-    else:
-        _, s, Vt = np.linalg.svd(Xd, full_matrices=False)
-        V = Vt.T
+    # the thread rule (tripletml.engine.threads) on the decomposition's own
+    # size: the caller's fit may be priced as d x d work
+    with limit_threads(float(min(n, d)) ** 2 * max(n, d)):
+        if n < d:      # X^T = Q0 R, R = U S V^T: X's right singular vectors are Q0 U
+            Q0, R = np.linalg.qr(Xd.T, mode="reduced")
+            U, s, _ = np.linalg.svd(R)
+            V = Q0 @ U
+        else:
+            _, s, Vt = np.linalg.svd(Xd, full_matrices=False)
+            V = Vt.T
     top = float(s[0]) if s.size else 0.0
     if not (np.isfinite(top) and top > 0.0):
         return np.zeros((d, 0))
@@ -100,7 +105,8 @@ def lift_square(A_r: np.ndarray, Q: np.ndarray, c: float) -> np.ndarray:
     if A_r.shape != (r, r):
         raise ValueError(f"lift_square: A_r must be {r} x {r}, got {A_r.shape}")
     D = A_r - c * np.eye(r)
-    out = (Q @ D) @ Q.T
+    with limit_threads(float(Q.shape[0]) ** 2 * r):
+        out = (Q @ D) @ Q.T
     out[np.diag_indices_from(out)] += c
     return out
 
@@ -112,7 +118,8 @@ def complement_basis(Q: np.ndarray) -> np.ndarray:
     d, r = Q.shape
     if r == 0:
         return np.eye(d)
-    Qc, _ = np.linalg.qr(Q, mode="complete")
+    with limit_threads(float(d) * d * r):
+        Qc, _ = np.linalg.qr(Q, mode="complete")
     return np.ascontiguousarray(Qc[:, r:])
 
 

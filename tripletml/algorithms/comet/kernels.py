@@ -49,6 +49,7 @@ from tripletml.linalg.sparse_rows import rowwise_dot
 from tripletml.engine.stopping import relative_change
 from tripletml.losses import triplet_hinge_array
 from tripletml.engine.driver import StepReport
+from tripletml.engine.threads import limit_threads
 
 __all__ = ["COMETSolver", "SparseCOMETSolver", "comet_loss", "comet_loss_derivative",
            "group_prox", "linear_terms", "LOSSES"]
@@ -380,9 +381,23 @@ class COMETSolver:
         :data:`tripletml.linalg.pd_updates.PD_COND_LIMIT`)."""
         return RowColumnConditioning.bound(self.fro_sq, self.tr_inv)
 
+    def _step_work(self) -> float:
+        """The thread rule's work (:mod:`tripletml.engine.threads`) of one
+        coordinate step: the level-2 updates of W, W^-1 and R (``d^2``) and
+        a screen's block of group norms (``SCREEN_BLOCK n d``).  An epoch's
+        steps run under it; the rare larger calls inside (:meth:`refactor`,
+        the Gram form's ``B X``) declare their own."""
+        n, d = float(self.X.shape[0]), float(self.d)
+        return d * d + SCREEN_BLOCK * n * d
+
     def refactor(self) -> None:
         """Exact ``W^-1``, Cholesky root and linear terms from W (clears the
         drift of the Woodbury and root updates)."""
+        d = float(self.d)
+        with limit_threads(d * d * (d + self.X.shape[0])):
+            self._refactor()
+
+    def _refactor(self) -> None:
         self.W = 0.5 * (self.W + self.W.T)
         try:
             L = np.linalg.cholesky(self.W)
@@ -484,7 +499,8 @@ class COMETSolver:
 
     def _root_from_W(self) -> None:
         try:
-            self.R = np.ascontiguousarray(np.linalg.cholesky(self.W).T)
+            with limit_threads(float(self.d) ** 3):
+                self.R = np.ascontiguousarray(np.linalg.cholesky(self.W).T)
         except np.linalg.LinAlgError:
             raise FloatingPointError(
                 f"{self.name}: W lost positive definiteness in floating point at step "
@@ -601,10 +617,11 @@ class COMETSolver:
         min_bound = np.inf
         self._order = self._rng.permutation(self.d)
         self._place = np.argsort(self._order)          # k's position in the epoch's order
-        for k in self._order:
-            min_bound = min(min_bound, self.coordinate_step(int(k)))
-            if self._refactor_due():
-                self.refactor()
+        with limit_threads(self._step_work()):
+            for k in self._order:
+                min_bound = min(min_bound, self.coordinate_step(int(k)))
+                if self._refactor_due():
+                    self.refactor()
         self.epoch += 1
         if not np.isfinite(self.W).all():
             raise FloatingPointError(f"{self.name}: training diverged (W became NaN/inf); "
@@ -713,8 +730,9 @@ class SparseCOMETSolver(COMETSolver):
         """Algorithm 2, line 3: a pass over the diagonal, then the epochs
         (with ``max_start_groups``, lambda is set between the two by
         :meth:`start_threshold`)."""
-        for k in rng.permutation(self.d):
-            self.diagonal_step(int(k))
+        with limit_threads(self._step_work()):
+            for k in rng.permutation(self.d):
+                self.diagonal_step(int(k))
         if self.group_alpha is None:
             self.group_alpha = self.start_threshold(self.max_start_groups)
         super().start(rng, refactor_every)
@@ -748,9 +766,13 @@ class SparseCOMETSolver(COMETSolver):
         Gram form (which must apply): the rows ``1/2 x_k^T B X - alpha
         W^-1[k] + beta W[k]`` (:meth:`coordinate_gradient`'s)."""
         X, B = self.X, self._gram_form()
-        BX = self._cached("BX", lambda: np.asarray((X.T @ B).T) if sp.issparse(X) else B @ X)
+        n, d = float(X.shape[0]), float(self.d)
+        with limit_threads(n * n * d):
+            BX = self._cached("BX", lambda: np.asarray((X.T @ B).T) if sp.issparse(X)
+                              else B @ X)
         cols = self._csc[:, ks].T if sp.issparse(X) else X[:, ks].T
-        G = 0.5 * np.asarray(cols @ BX) - self.alpha * self.W_inv[ks] + self.beta * self.W[ks]
+        with limit_threads(ks.size * n * d):
+            G = 0.5 * np.asarray(cols @ BX) - self.alpha * self.W_inv[ks] + self.beta * self.W[ks]
         G[np.arange(ks.size), ks] = 0.0
         return np.sqrt(2.0) * np.linalg.norm(G, axis=1)
 

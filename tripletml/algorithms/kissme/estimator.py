@@ -35,6 +35,7 @@ from tripletml.algorithms.kissme.kernels import (
     kissme_factor, kissme_matrix, kissme_matrix_span, pair_keys, scatter_from_pairs,
     shrinkage_grid, usable_counts, usable_folds)
 from tripletml.core.validation import check_dense_memory
+from tripletml.engine.threads import fit_work, limit_threads
 from tripletml.algorithms.kissme import distributed
 from tripletml.distributed import class_stats, statistics
 from tripletml.distributed.class_stats import gather_reduce
@@ -283,6 +284,14 @@ class KISSME(MahalanobisMixin, TripletLearner):
             elif not on_raw:
                 X = Xp
             del Xp
+        # the thread rule (tripletml.engine.threads) on the problem solved:
+        # on the span, n rows of r coordinates (the lifts declare their own)
+        with limit_threads(None if Q is None else fit_work(X.shape[0], X.shape[1])):
+            self._fit_rows(X, got, exact, on_raw, Q, t0)
+
+    def _fit_rows(self, X, got, exact: bool, on_raw: bool, Q, t0: float) -> None:
+        """:meth:`_fit` on the rows it fits (raw, preprocessed, or the span's
+        coordinates with its basis ``Q``)."""
         self._check_square_memory(X.shape[1])
         if exact and np.bincount(got).max() < 2:
             raise ValueError("KISSME: every class has a single member; no (query, "

@@ -29,6 +29,7 @@ import scipy.linalg
 from numba import njit
 
 from tripletml.engine.history import History
+from tripletml.engine.threads import limit_threads
 from tripletml.linalg.sparse_rows import used_rows
 __all__ = ["rda_step", "scml_objective", "triplet_deltas", "TripletDeltas", "lda_basis", "triplet_diff_basis",
            "scml_rda", "SCMLResult"]
@@ -319,21 +320,26 @@ def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
     # few rows under a batch: C = Z^T S Z with S the batch's k x k counts
     by_rows = rows.size <= b if by_rows is None else bool(by_rows)
     out, total = [], 0
-    for _ in range(20 * n_basis // max(d, 1) + 20):
-        t = local[rng.integers(0, m, size=b)]
-        if by_rows:
-            C = Z.T @ (_batch_counts(t, rows.size) @ Z)
-        else:
-            P = Z[t[:, 0]] - Z[t[:, 1]]
-            N = Z[t[:, 0]] - Z[t[:, 2]]
-            C = N.T @ N - P.T @ P
-        lam, V = np.linalg.eigh(0.5 * (C + C.T))
-        pos = lam > 1e-12 * max(float(np.abs(lam).max()), 1e-300)
-        if pos.any():
-            out.append(V[:, pos].T)
-            total += int(pos.sum())
-        if total >= n_basis:
-            break
+    w = float(Z.shape[1])
+    # the thread rule (tripletml.engine.threads) on one batch's products and
+    # eigendecomposition, not on the fit's d x d price
+    work = (rows.size ** 2 * w if by_rows else 2.0 * b * w * w) + w ** 3
+    with limit_threads(work):
+        for _ in range(20 * n_basis // max(d, 1) + 20):
+            t = local[rng.integers(0, m, size=b)]
+            if by_rows:
+                C = Z.T @ (_batch_counts(t, rows.size) @ Z)
+            else:
+                P = Z[t[:, 0]] - Z[t[:, 1]]
+                N = Z[t[:, 0]] - Z[t[:, 2]]
+                C = N.T @ N - P.T @ P
+            lam, V = np.linalg.eigh(0.5 * (C + C.T))
+            pos = lam > 1e-12 * max(float(np.abs(lam).max()), 1e-300)
+            if pos.any():
+                out.append(V[:, pos].T)
+                total += int(pos.sum())
+            if total >= n_basis:
+                break
     if not out:
         return np.zeros((0, d))
     # unit rows on the span's coordinates (Q's columns are orthonormal: the
