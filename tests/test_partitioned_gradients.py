@@ -257,3 +257,120 @@ def test_dask_equals_local(dask_client):
     np.testing.assert_array_equal(dask_lr.s_, local_lr.s_)
     np.testing.assert_array_equal(dask_sm.M_, local_sm.M_)
     assert dask_sm.history_["objective"] == local_sm.history_["objective"]
+
+
+# ---------------------------------------------------------------- checkpoints
+_RESUMABLE = [
+    ("LowRankDML-incsvd", lambda: LowRankDML(solver="incsvd", start="zero", max_iter=30,
+                                             batch_size=25, eval_every=5, tol=None,
+                                             random_state=3)),
+    ("LowRankDML-sgd", lambda: LowRankDML(solver="sgd", start="zero", max_iter=30,
+                                          batch_size=25, eval_every=5, tol=None,
+                                          random_state=3)),
+    ("LowRankDML-sgd_one", lambda: LowRankDML(solver="sgd_one", start="zero", max_iter=30,
+                                              batch_size=25, eval_every=5, tol=None,
+                                              random_state=3)),
+    ("SML", lambda: SML(max_iter=20, tol=None, early_stopping=False)),
+    ("SMLgd", lambda: SML(solver="subgradient", max_iter=20, tol=None,
+                          early_stopping=False)),
+]
+
+
+@pytest.mark.parametrize("name,make", _RESUMABLE, ids=[n for n, _ in _RESUMABLE])
+def test_driver_crash_resumes_from_the_iteration_checkpoint(tmp_path, name, make):
+    """Issue 41 s4: the gradient-sum strategy's driver that dies after
+    iteration 7 and runs again with the same checkpoint_dir ends with the
+    uninterrupted model and history, bit for bit (the solver's state, the
+    minibatch order, the generator and the counters restored); a finished
+    checkpoint gives the same model again."""
+    from _crash import crash_then_resume
+    from tripletml.distributed.partitioned import fit_partitioned
+    X, _ = _data()
+    coll, _ = _split(X, 3)
+    ref = make().fit(coll)
+    got = crash_then_resume(make, coll, tmp_path, after_round=7)
+    for key, value in vars(ref).items():
+        if key.endswith("_") and isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(got, key), value, err_msg=key)
+    assert got.n_iter_ == ref.n_iter_ and got.stop_reason_ == ref.stop_reason_
+    for key, col in ref.history_.items():
+        if key not in ("seconds", "train_seconds"):
+            assert got.history_[key] == col, key
+    assert got.partitioned_["rounds"] == ref.partitioned_["rounds"]
+    again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)     # finished: same
+    np.testing.assert_array_equal(again.components_, ref.components_)
+    assert again.n_iter_ == ref.n_iter_
+
+
+def test_checkpoint_that_stopped_on_tol_resumes_finished(tmp_path):
+    """A checkpoint written at the iteration where ``tol`` stopped the run
+    resumes to that run's end, not to ``max_iter``."""
+    from tripletml.distributed.partitioned import fit_partitioned
+    X, _ = _data()
+    coll, _ = _split(X, 2, m_per=40)
+
+    def make():
+        return SML(max_iter=200, tol=1e-2, early_stopping=False)
+    ref = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    assert ref.stop_reason_ == "tol" and ref.n_iter_ < 200
+    again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+    assert again.n_iter_ == ref.n_iter_ and again.stop_reason_ == "tol"
+    np.testing.assert_array_equal(again.M_, ref.M_)
+
+
+def test_tampered_iteration_checkpoint_is_refused(tmp_path):
+    """The files are untrusted: a NaN in the solver's arrays, a minibatch
+    order that is no permutation, a generator state of another kind or a
+    history of another length is refused with the learner's name."""
+    import json
+
+    from _crash import reseal
+    from tripletml.distributed.partitioned import fit_partitioned
+    X, _ = _data()
+    coll, _ = _split(X, 2)
+    make = dict(_RESUMABLE)["LowRankDML-incsvd"]
+    _crash_after(make, coll, tmp_path, 4)                 # a checkpoint of a run under way
+    state = json.loads((tmp_path / "state.json").read_text())
+    path = tmp_path / state["state"]["file"]
+    good = dict(np.load(path))
+
+    def refused(arrays=None, edit=None, match=""):
+        np.savez(path, **(good if arrays is None else arrays))
+        st = json.loads(json.dumps(state))
+        if edit is not None:
+            edit(st["state"]["meta"])
+        (tmp_path / "state.json").write_text(json.dumps(st))
+        reseal(tmp_path)
+        with pytest.raises(ValueError, match=match):
+            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+
+    bad = {k: v.copy() for k, v in good.items()}
+    bad["solver__U"][0, 0] = np.nan
+    refused(bad, match="LowRankDML: the checkpoint's array 'solver__U' holds NaN")
+    bad = {k: v.copy() for k, v in good.items()}
+    bad["batches__perm"][0] = bad["batches__perm"][1]
+    refused(bad, match="LowRankDML: the checkpoint's solver state is inconsistent")
+    refused(edit=lambda m: m["rng"].update(bit_generator="MT19937"),
+            match="LowRankDML: the checkpoint's random generator state is malformed")
+    refused(edit=lambda m: m["history"]["step"].pop(),
+            match="LowRankDML: the checkpoint's history is malformed")
+    refused(edit=lambda m: m["state"].update(iterations__t="seven"),
+            match="LowRankDML: the checkpoint's value 'iterations__t' is malformed")
+    refused(edit=lambda m: m["state"].pop("solver__n_reorth"),
+            match="LowRankDML: the checkpoint's solver state does not match")
+
+
+def _crash_after(make, coll, directory, after: int) -> None:
+    """A partitioned fit whose driver dies after the checkpoint of ``after``."""
+    from _crash import Crash
+    from tripletml.distributed import partitioned
+    real = partitioned.PartitionedFit.save_round
+
+    def crashing(self, r, arrays, **kw):
+        real(self, r, arrays, **kw)
+        if r == after:
+            raise Crash
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partitioned.PartitionedFit, "save_round", crashing)
+        with pytest.raises(Crash):
+            partitioned.fit_partitioned(make(), coll, checkpoint_dir=directory)

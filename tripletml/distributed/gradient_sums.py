@@ -20,6 +20,11 @@ order of the partition sums differs.
 A task loads its partition, keeps the triplets it computed in the first
 round (a per-partition state: an (m_p, 3) index array) and preprocesses only
 the rows its triplets touch (:func:`local_rows`).
+
+With ``fit_partitioned(checkpoint_dir=)`` the driver's solver state is saved
+after every ``checkpoint_every`` iterations (:func:`checkpoints`,
+:mod:`tripletml.engine.resume`); a driver that dies continues from there with
+the iterates of an uninterrupted run.
 """
 from __future__ import annotations
 
@@ -31,8 +36,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from tripletml.distributed.strategy import PartitionedStrategy
+from tripletml.engine.resume import Checkpoints
 
-__all__ = ["fit", "strategy", "Rounds", "MODEL", "local_rows", "concat"]
+__all__ = ["fit", "strategy", "Rounds", "MODEL", "local_rows", "concat", "checkpoints"]
 
 
 # ---------------------------------------------------------------------------
@@ -105,6 +111,10 @@ class _Model:
 class Rounds:
     """Map-reduce rounds over the partitions with their triplets as state."""
 
+    #: a checkpoint keeps the counts of the rounds before it
+    #: (:mod:`tripletml.engine.resume`)
+    checkpoint_fields = ("rounds", "shipped")
+
     def __init__(self, plan, states, counts):
         self.plan = plan
         self.backend, self.sup = plan.backend, plan.supervision
@@ -168,8 +178,25 @@ def fit(learner: Any, plan, *, train: Callable) -> None:
                            "triplets": int(prob.m)}
 
 
+def checkpoints(plan) -> Checkpoints | None:
+    """The checkpoints of ``plan`` (``fit_partitioned(checkpoint_dir=)``) as
+    the driver-side solver's run sees them
+    (:func:`tripletml.engine.resume.run_resumable`): one checkpoint round
+    per iteration of the solver, every ``checkpoint_every`` iterations;
+    None without a checkpoint directory."""
+    ck = plan.checkpoint
+    if ck is None:
+        return None
+
+    def save(n_iter: int, arrays: dict, meta: dict, last: bool) -> None:
+        plan.save_round(n_iter, arrays, last=last, meta=meta)
+    return Checkpoints(resumed=plan.resumed, save=save, every=int(ck.every))
+
+
 def strategy(train: Callable) -> PartitionedStrategy:
     """The ``"gradients"`` strategy of a learner whose solver runs on the
     driver-side problem ``train(learner, plan, states, counts, d)`` builds
-    and fits (see :func:`fit`)."""
-    return PartitionedStrategy("gradients", functools.partial(fit, train=train))
+    and fits (see :func:`fit`); its iterations are checkpointed
+    (:func:`checkpoints`)."""
+    return PartitionedStrategy("gradients", functools.partial(fit, train=train),
+                               checkpoints=True)

@@ -124,7 +124,9 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
         max_time: float | None = None, history: History | None = None,
         watch: DivergenceWatch | None = None, flush_window: int | None = None,
         verbose: Any = 0, total: int | None = None, unit: str = "it",
-        monitor: Callable[[int], bool] | None = None) -> TrainingResult:
+        monitor: Callable[[int], bool] | None = None,
+        on_iteration: Callable[[int, float | None, float], None] | None = None
+        ) -> TrainingResult:
     """Run ``solver`` until ``tol``, ``max_iter`` or ``max_time`` stops it.
 
     Parameters
@@ -152,6 +154,11 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
         The bar's total and unit (default: ``max_iter`` iterations).
     monitor : callable, optional
         ``monitor(n_iter)`` after each step with iterations; True: stop ("validation").
+    on_iteration : callable, optional
+        ``on_iteration(n_iter, criterion, seconds)`` after each step with
+        iterations, once its record is in the history and before the
+        stopping rule is applied (a checkpoint:
+        :func:`tripletml.engine.resume.run_resumable`).
 
     Returns
     -------
@@ -174,17 +181,7 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
             t0 = time.perf_counter()
             rep = solver.step(int(max_iter) - n_iter)
             seconds += (time.perf_counter() - t0) if rep.seconds is None else rep.seconds
-            if rep.iterations < 0 or rep.iterations > max_iter - n_iter:
-                raise RuntimeError(f"{name}: the solver reported {rep.iterations} iterations "
-                                   f"with {max_iter - n_iter} left.")
-            if rep.iterations == 0 and rep.units <= 0:
-                raise RuntimeError(f"{name}: the solver's step made no progress.")
-            partial = partial + 1 if rep.iterations == 0 else 0
-            if partial > MAX_STEPS_PER_ITERATION:
-                raise RuntimeError(f"{name}: {partial} steps in a row completed no iteration "
-                                   f"(the cap is MAX_STEPS_PER_ITERATION = "
-                                   f"{MAX_STEPS_PER_ITERATION}); the solver does not end its "
-                                   "passes.")
+            partial = _checked_progress(rep, name, max_iter - n_iter, partial)
             n_iter += rep.iterations
             if bar is not None:
                 bar.update(rep.units)
@@ -195,12 +192,15 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
                     watch.update(*item)
             if rep.record is not None:
                 hist.record(n_iter if rep.t is None else rep.t, **rep.record)
-            stop = bool(rep.iterations and monitor is not None and monitor(n_iter))
             if rep.iterations and rep.criterion is not None:
                 criterion = float(rep.criterion)
-                if tol is not None and criterion <= tol:
-                    reason = "tol"
-                    break
+            if rep.iterations and on_iteration is not None:
+                on_iteration(n_iter, criterion, seconds)
+            stop = bool(rep.iterations and monitor is not None and monitor(n_iter))
+            if rep.iterations and rep.criterion is not None and tol is not None \
+                    and criterion <= tol:
+                reason = "tol"
+                break
             if stop:
                 reason = "validation"
                 break
@@ -220,6 +220,24 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
         finisher(result, hist)
         result.history = hist.data
     return result
+
+
+def _checked_progress(rep: StepReport, name: str, left: int, partial: int) -> int:
+    """The steps in a row that completed no iteration, after ``rep`` (a
+    RuntimeError for a report that overruns ``left`` iterations, makes no
+    progress, or ends no pass within :data:`MAX_STEPS_PER_ITERATION` steps)."""
+    if rep.iterations < 0 or rep.iterations > left:
+        raise RuntimeError(f"{name}: the solver reported {rep.iterations} iterations "
+                           f"with {left} left.")
+    if rep.iterations == 0 and rep.units <= 0:
+        raise RuntimeError(f"{name}: the solver's step made no progress.")
+    partial = partial + 1 if rep.iterations == 0 else 0
+    if partial > MAX_STEPS_PER_ITERATION:
+        raise RuntimeError(f"{name}: {partial} steps in a row completed no iteration "
+                           f"(the cap is MAX_STEPS_PER_ITERATION = "
+                           f"{MAX_STEPS_PER_ITERATION}); the solver does not end its "
+                           "passes.")
+    return partial
 
 
 def apply_result(est: Any, result: TrainingResult, *, tol: float | None, what: str,

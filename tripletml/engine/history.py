@@ -28,6 +28,15 @@ class History:
         self._t0 = time.perf_counter()
         self._offset = self.data["seconds"][-1] if self.data["seconds"] else 0.0
 
+    def continue_from(self, previous: dict) -> None:
+        """Replace the records by ``previous`` (a run resumed from a
+        checkpoint); its ``seconds`` continue."""
+        self.data = {k: list(v) for k, v in previous.items()}
+        for k in ("step", "seconds"):
+            self.data.setdefault(k, [])
+        self._t0 = time.perf_counter()
+        self._offset = self.data["seconds"][-1] if self.data["seconds"] else 0.0
+
     def __len__(self) -> int:
         return len(self.data["step"])
 

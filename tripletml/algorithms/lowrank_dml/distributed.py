@@ -162,7 +162,7 @@ def _train(learner, plan, states, counts, d: int) -> PartitionedDMLProblem:
     learner._check_solver_memory(d)
     prob = PartitionedDMLProblem(plan, states, counts, d=d, loss=learner.loss,
                                  alpha=learner.alpha, push_weight=learner.push_weight)
-    learner._fit_problem(prob, plan.rng)
+    learner._fit_problem(prob, plan.rng, checkpoints=gradient_sums.checkpoints(plan))
     return prob
 
 

@@ -42,7 +42,8 @@ from tripletml.core.validation import check_dense_memory, check_triplets
 from tripletml.core.base import MahalanobisMixin, TripletLearner
 from tripletml.algorithms.lowrank_dml.kernels import (AUTO_LEARNING_RATE, DEFAULT_BATCH, LEARNING_RATES, SOLVERS,
                                    Iterations, Minibatches, TripletDMLProblem, step_size)
-from tripletml.engine import DivergenceWatch, History, apply_result, run
+from tripletml.engine import DivergenceWatch, History, apply_result
+from tripletml.engine.resume import run_resumable
 from tripletml.core.docstrings import document_transform
 from tripletml.algorithms.lowrank_dml import distributed
 
@@ -349,11 +350,13 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
                                  identity_weight=1.0 if c else 0.0)
         self._fit_problem(prob, rng, start_scale=c)
 
-    def _fit_problem(self, prob, rng, start_scale: float = 0.0) -> None:
+    def _fit_problem(self, prob, rng, start_scale: float = 0.0, checkpoints=None) -> None:
         """Train on ``prob`` (a :class:`TripletDMLProblem`, or the
         partition-summing stand-in of
         :mod:`tripletml.distributed.gradient_sums`: the same minibatches, steps
-        and solver code) and store the result."""
+        and solver code) and store the result; ``checkpoints``
+        (:class:`tripletml.engine.resume.Checkpoints`, a partitioned fit's)
+        saves and restores the run's state."""
         solver_cls = SOLVERS[self.solver]
         state = solver_cls(prob, self.constraint, self.tau)
         size = DEFAULT_BATCH[self.solver] if self.batch_size is None else self.batch_size
@@ -367,13 +370,17 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         per_pass = max(1, -(-int(prob.m) // int(size or prob.m)))
         if isinstance(eval_every, str):             # "auto": once per pass over the triplets
             eval_every = per_pass
-        result = run(Iterations(state, batches, self._eta, eval_every=eval_every, watch=watch,
-                                patience=PATIENCE * per_pass if auto else None),
-                     name="LowRankDML", max_iter=self.max_iter, tol=tol,
-                     max_time=self.max_time,
-                     history=History(keys=("train_seconds", "rank", "eta", "objective",
-                                           "batch_loss")),
-                     watch=watch, verbose=self.verbose)
+        its = Iterations(state, batches, self._eta, eval_every=eval_every, watch=watch,
+                         patience=PATIENCE * per_pass if auto else None)
+        parts = {"solver": state, "batches": batches, "iterations": its}
+        if hasattr(prob, "checkpoint_fields"):           # the partitions' round counts
+            parts["problem"] = prob
+        result = run_resumable(its, parts, checkpoints=checkpoints, rng=rng,
+                               name="LowRankDML", max_iter=self.max_iter, tol=tol,
+                               max_time=self.max_time,
+                               history=History(keys=("train_seconds", "rank", "eta",
+                                                     "objective", "batch_loss")),
+                               watch=watch, verbose=self.verbose)
         hist = result.history
         U, s = state.finish()
         if self.solver == "sgd_one":   # the one projection: record the feasible W

@@ -76,6 +76,8 @@ class IncSVDSolver:
     rounding: :func:`tripletml.linalg.eig_update.lowrank_eig_update`)."""
 
     dense = False
+    #: what a checkpoint saves (:mod:`tripletml.engine.resume`)
+    checkpoint_fields = ("U", "s", "n_reorth", "n_gram_only")
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         self.prob, self.constraint, self.tau = prob, constraint, tau
@@ -114,6 +116,9 @@ class IncSVDSolver:
             self.n_reorth += 1
         return self.prob.batch_loss
 
+    def check_restored(self) -> bool:
+        return self.U.shape == (self.prob.d, self.s.size) and self.s.ndim == 1
+
     def objective(self) -> float:
         return self.prob.objective_factored(self.L)
 
@@ -128,12 +133,17 @@ class DenseProjectedSolver:
     SGD-Batch differ only in the triplets per step and the step sizes."""
 
     dense = True
+    checkpoint_fields = ("W", "_eig_V", "_eig_l", "rank")
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         self.prob, self.constraint, self.tau = prob, constraint, tau
         self.W = np.zeros((prob.d, prob.d))
-        self._eig = (np.zeros((prob.d, 0)), np.zeros(0))
+        self._eig_V, self._eig_l = np.zeros((prob.d, 0)), np.zeros(0)
         self.rank = 0
+
+    def check_restored(self) -> bool:
+        return self._eig_V.shape == (self.prob.d, self._eig_l.size) \
+            and self.W.shape == (self.prob.d, self.prob.d) and self.rank == self._eig_l.size
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W)
@@ -148,7 +158,7 @@ class DenseProjectedSolver:
         Vk, lk = V[:, keep], lam[keep]
         del V
         self.W = (Vk * lk) @ Vk.T
-        self._eig = (Vk, lk)
+        self._eig_V, self._eig_l = Vk, lk
         self.rank = int(lk.size)
         return self.prob.batch_loss
 
@@ -156,7 +166,7 @@ class DenseProjectedSolver:
         return self.prob.objective_dense(self.W)
 
     def finish(self):
-        return self._eig[0][:, ::-1], self._eig[1][::-1]
+        return self._eig_V[:, ::-1], self._eig_l[::-1]
 
 
 def _eig_of(W: np.ndarray):
@@ -175,6 +185,7 @@ class FrankWolfeSolver:
 
     dense = True
     rank = None
+    checkpoint_fields = ("W",)
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         if constraint is None:
@@ -227,6 +238,7 @@ class SGDOneProjectionSolver:
 
     dense = True
     rank = None
+    checkpoint_fields = ("W", "avg", "nu", "_v")
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         self.prob, self.constraint, self.tau = prob, constraint, tau
@@ -284,11 +296,18 @@ class Minibatches:
     gives every triplet in every batch.  ``next()`` loops at most twice per
     permutation it crosses, so at most ``size / m + 2`` times."""
 
+    checkpoint_fields = ("perm", "pos")
+
     def __init__(self, m: int, size, rng: np.random.Generator):
         self.m, self.rng = m, rng
         self.size = m if size is None else min(int(size), m)
         self.perm = np.arange(m)
         self.pos = m
+
+    def check_restored(self) -> bool:
+        """A permutation of the m triplets and a position in it."""
+        return (self.perm.shape == (self.m,) and 0 <= self.pos <= self.m
+                and bool((np.sort(self.perm) == np.arange(self.m)).all()))
 
     def next(self) -> np.ndarray:
         if self.size == self.m:
@@ -363,6 +382,8 @@ class Iterations:
     objective evaluated by :meth:`finish` (and fed to ``watch``, the driver's
     divergence watch, as every evaluation is).
     """
+
+    checkpoint_fields = ("t", "train", "_block", "_prev", "_evals")
 
     def __init__(self, state, batches: Minibatches, eta, *, eval_every: int | None = None,
                  watch=None, patience: int | None = None):

@@ -90,7 +90,7 @@ def _train(learner, plan, states, counts, d: int) -> PartitionedSMLProblem:
     :func:`tripletml.distributed.partitioned._run_strategy`: the rounds'
     products and the d x d ``eigh`` are as small as an in-memory fit's)."""
     prob = PartitionedSMLProblem(plan, states, counts, d=d, alpha=learner.alpha)
-    learner._fit_problem(prob)
+    learner._fit_problem(prob, checkpoints=gradient_sums.checkpoints(plan), rng=plan.rng)
     return prob
 
 

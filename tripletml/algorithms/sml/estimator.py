@@ -34,7 +34,8 @@ from tripletml.core.early_stopping import EarlyStoppingMixin
 from tripletml.engine.early_stopping import MahalanobisScorer
 from tripletml.linalg import psd_factor
 from tripletml.algorithms.sml.kernels import SMLProblem, SmoothSolver, SubgradientSolver
-from tripletml.engine import DivergenceWatch, History, apply_result, run
+from tripletml.engine import DivergenceWatch, History, apply_result
+from tripletml.engine.resume import run_resumable
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 from tripletml.algorithms.sml import distributed
 
@@ -268,25 +269,36 @@ class SML(EarlyStoppingMixin, MahalanobisMixin, TripletLearner):
         solver.rank_tol = self.rank_tol
         return solver
 
-    def _run(self, solver, *, budget: int | None = None, monitor=None):
-        return run(solver, name="SML" if self.solver == "smooth" else "SMLgd",
-                   max_iter=self.max_iter if budget is None else budget, tol=self.tol,
-                   history=History(keys=("objective", "gap", "smoothed_objective",
-                                         "smoothed_gap", "rank")),
-                   watch=DivergenceWatch(self, advice="lower eta0 (solver='subgradient') or "
-                                                      "scale the features down"),
-                   verbose=self.verbose, monitor=monitor)
+    def _run(self, solver, *, budget: int | None = None, monitor=None, checkpoints=None,
+             rng=None):
+        parts = {"solver": solver}
+        if hasattr(solver.problem, "checkpoint_fields"):   # the partitions' round counts
+            parts["problem"] = solver.problem
+        kwargs = {} if monitor is None else {"monitor": monitor}
+        return run_resumable(
+            solver, parts, checkpoints=checkpoints, rng=rng,
+            name="SML" if self.solver == "smooth" else "SMLgd",
+            max_iter=self.max_iter if budget is None else budget, tol=self.tol,
+            history=History(keys=("objective", "gap", "smoothed_objective",
+                                  "smoothed_gap", "rank")),
+            watch=DivergenceWatch(self, advice="lower eta0 (solver='subgradient') or "
+                                               "scale the features down"),
+            verbose=self.verbose, **kwargs)
 
-    def _fit_problem(self, prob, budget: int | None = None) -> None:
+    def _fit_problem(self, prob, budget: int | None = None, checkpoints=None,
+                     rng=None) -> None:
         """Train on ``prob`` (an :class:`SMLProblem`, or the
         partition-summing stand-in of
         :mod:`tripletml.distributed.gradient_sums`) and store the result;
         ``budget``: the iterations early stopping chose (``stop_reason_``
-        ``"validation"`` when they are spent, no ConvergenceWarning)."""
+        ``"validation"`` when they are spent, no ConvergenceWarning);
+        ``checkpoints`` (:class:`tripletml.engine.resume.Checkpoints`, a
+        partitioned fit's, with its generator ``rng``) saves and restores
+        the run's state."""
         solver = self._solver(prob)
         if self.solver == "smooth":
             self.lipschitz_ = solver.lipschitz
-        result = self._run(solver, budget=budget)
+        result = self._run(solver, budget=budget, checkpoints=checkpoints, rng=rng)
         if self.solver == "smooth":
             self.lipschitz_final_ = solver.L
         M = 0.5 * (solver.M + solver.M.T)

@@ -228,11 +228,11 @@ class _Iterations:
 
     rank_tol = 1e-8
     _prev = None
-    f_mu = gap_mu = None
+    _t = 0
+    f_mu = gap_mu = gap = None
 
     def step(self, budget: int = 1) -> StepReport:
-        t = getattr(self, "_t", 0) + 1
-        self._t = t
+        t = self._t = self._t + 1
         f, gap = self.iterate(t)
         if not np.isfinite(f):
             raise FloatingPointError("SML: training diverged (non-finite objective); "
@@ -259,6 +259,10 @@ class SmoothSolver(_Iterations):
     paper suggests, made adaptive both ways).  The Lemma 3 maximizer and
     the gaps do not depend on L: the stopping certificate
     (``gap_mu``, :attr:`gap_mu`) holds whatever the estimate."""
+
+    #: what a checkpoint saves (:mod:`tripletml.engine.resume`)
+    checkpoint_fields = ("L", "u", "M", "margins_M", "acc", "it", "gap", "f_mu", "gap_mu",
+                         "_t", "_prev")
 
     def __init__(self, problem: SMLProblem, mu: float, line_search: bool = True):
         self.problem, self.mu, self.line_search = problem, float(mu), bool(line_search)
@@ -334,6 +338,8 @@ class SmoothSolver(_Iterations):
 class SubgradientSolver(_Iterations):
     """SMLgd: ``M <- Pi_PSD[M - eta_t g]``, g a subgradient of (4),
     ``eta_t = eta0 / sqrt(t)``."""
+
+    checkpoint_fields = ("M", "it", "_t", "_prev")
 
     def __init__(self, problem: SMLProblem, eta0: float):
         self.problem, self.eta0 = problem, float(eta0)
