@@ -3,7 +3,8 @@
 A checkpoint directory holds ``state.json`` (the format, the run's settings,
 the fingerprint of the data, the last completed round and two SHA-256
 digests) and ``round-<12 digits>.npz``: the arrays the strategy needs to
-continue (the model and, for CoCoA+, the partitions' dual variables) plus a
+continue (the model and, for CoCoA+, the partitions' dual variables; for the
+gradient sums, the driver's solver state, :mod:`tripletml.engine.resume`) plus a
 ``tripletml_checkpoint`` marker member, written with ``np.savez`` and read
 back with ``allow_pickle=False``.  The arrays file is written first under a
 temporary name and renamed; ``state.json`` is then replaced atomically; the
