@@ -279,7 +279,8 @@ _RESUMABLE = [
 @pytest.mark.parametrize("name,make", _RESUMABLE, ids=[n for n, _ in _RESUMABLE])
 def test_driver_crash_resumes_from_the_iteration_checkpoint(tmp_path, name, make):
     """Issue 41 s4: the gradient-sum strategy's driver that dies after
-    iteration 7 and runs again with the same checkpoint_dir ends with the
+    iteration 12 (two passes of LowRankDML's 25-triplet minibatches over 150
+    triplets; twelve of SML's full sums) and runs again with the same checkpoint_dir ends with the
     uninterrupted model and history, bit for bit (the solver's state, the
     minibatch order, the generator and the counters restored); a finished
     checkpoint gives the same model again."""
@@ -288,7 +289,7 @@ def test_driver_crash_resumes_from_the_iteration_checkpoint(tmp_path, name, make
     X, _ = _data()
     coll, _ = _split(X, 3)
     ref = make().fit(coll)
-    got = crash_then_resume(make, coll, tmp_path, after_round=7)
+    got = crash_then_resume(make, coll, tmp_path, after_round=12)
     for key, value in vars(ref).items():
         if key.endswith("_") and isinstance(value, np.ndarray):
             np.testing.assert_array_equal(getattr(got, key), value, err_msg=key)
@@ -329,7 +330,7 @@ def test_tampered_iteration_checkpoint_is_refused(tmp_path):
     X, _ = _data()
     coll, _ = _split(X, 2)
     make = dict(_RESUMABLE)["LowRankDML-incsvd"]
-    _crash_after(make, coll, tmp_path, 4)                 # a checkpoint of a run under way
+    _crash_after(make, coll, tmp_path, 12)                # a checkpoint of a run under way
     state = json.loads((tmp_path / "state.json").read_text())
     path = tmp_path / state["state"]["file"]
     good = dict(np.load(path))
@@ -352,8 +353,13 @@ def test_tampered_iteration_checkpoint_is_refused(tmp_path):
     refused(bad, match="LowRankDML: the checkpoint's solver state is inconsistent")
     refused(edit=lambda m: m["rng"].update(bit_generator="MT19937"),
             match="LowRankDML: the checkpoint's random generator state is malformed")
-    refused(edit=lambda m: m["history"]["step"].pop(),
-            match="LowRankDML: the checkpoint's history is malformed")
+    bad = {k: v for k, v in good.items() if k != "historynone__objective"}
+    refused(bad, match="LowRankDML: the checkpoint's history is malformed")
+    bad = {**good, "history__step": good["history__step"][:-1],
+           "historynone__step": good["historynone__step"][:-1]}
+    refused(bad, match="LowRankDML: the checkpoint's history is malformed")
+    bad = {**good, "iterations__block": np.zeros((2, 2, 2))}
+    refused(bad, match="LowRankDML: the checkpoint's record 'iterations__block' is malformed")
     refused(edit=lambda m: m["state"].update(iterations__t="seven"),
             match="LowRankDML: the checkpoint's value 'iterations__t' is malformed")
     refused(edit=lambda m: m["state"].pop("solver__n_reorth"),

@@ -181,15 +181,19 @@ def fit(learner: Any, plan, *, train: Callable) -> None:
 def checkpoints(plan) -> Checkpoints | None:
     """The checkpoints of ``plan`` (``fit_partitioned(checkpoint_dir=)``) as
     the driver-side solver's run sees them
-    (:func:`tripletml.engine.resume.run_resumable`): one checkpoint round
-    per iteration of the solver, every ``checkpoint_every`` iterations;
-    None without a checkpoint directory."""
+    (:func:`tripletml.engine.resume.run_resumable`): a checkpoint every
+    ``checkpoint_every`` rounds, a round being the solver's iterations per
+    pass over the triplets (``unit``, set by the learner: one for SML's
+    full sums, ``m / batch_size`` for LowRankDML's minibatches), and at the
+    end; the files are named by the iteration count.  None without a
+    checkpoint directory."""
     ck = plan.checkpoint
     if ck is None:
         return None
 
     def save(n_iter: int, arrays: dict, meta: dict, last: bool) -> None:
-        plan.save_round(n_iter, arrays, last=last, meta=meta)
+        # due by the run's own rule (rounds of `unit` iterations): written now
+        plan.save_round(n_iter, arrays, last=True, meta=meta)
     return Checkpoints(resumed=plan.resumed, save=save, every=int(ck.every))
 
 

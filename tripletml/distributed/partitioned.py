@@ -805,8 +805,9 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
         Partitions with labels or triplets.
     checkpoint_dir : path, optional
         The strategies with rounds (CoCoA+, parameter mixing, and the
-        gradient sums of LowRankDML and SML, whose round is an iteration of
-        the driver's solver) write a checkpoint there every
+        gradient sums of LowRankDML and SML, whose round is the driver
+        solver's iterations in one pass over the triplets) write a
+        checkpoint there every
         ``checkpoint_every`` rounds
         (:class:`~tripletml.distributed.checkpoint.RoundCheckpoint`); running
         the same call again after a crash of the driver resumes from it and
@@ -821,7 +822,7 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     resume : bool, default=True
         Continue from the checkpoint in ``checkpoint_dir`` when there is one.
     checkpoint_every : int, default=1
-        Rounds (for the gradient sums: solver iterations) between checkpoints.
+        Rounds (passes over the data) between checkpoints.
 
     Notes
     -----

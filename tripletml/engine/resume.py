@@ -44,14 +44,19 @@ class Checkpoints:
         ``(iterations, arrays, meta)`` of the checkpoint to continue from.
     save : callable(iterations, arrays, meta, last)
         Save the state after ``iterations`` completed iterations (``last``:
-        the run's end, always written).
+        the run's end).
     every : int
-        Iterations between checkpoints.
+        Rounds between checkpoints.
+    unit : int
+        Iterations per round: a solver whose iteration is a minibatch
+        counts rounds in passes over its examples (a checkpoint per
+        minibatch step would cost more than the step).
     """
 
     resumed: tuple | None
     save: Callable[[int, dict, dict, bool], None]
     every: int = 1
+    unit: int = 1
 
 
 def _field_key(part: str, name: str) -> str:
@@ -69,6 +74,8 @@ def snapshot(parts: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, An
             key = _field_key(part, name)
             if isinstance(value, np.ndarray):
                 arrays[key] = value
+            elif isinstance(value, (list, tuple)):     # a record that grows: an array
+                arrays[key] = np.asarray(_plain(value), dtype=np.float64)
             else:
                 scalars[key] = _plain(value)
     return arrays, scalars
@@ -91,13 +98,12 @@ def _plain(value: Any) -> Any:
 
 def _same_kind(old: Any, new: Any) -> bool:
     """Whether the saved JSON value ``new`` has the kind of the fresh
-    object's ``old`` (a finite number where a number was, a list of numbers
-    or lists where a list was; None only where None may be)."""
+    object's ``old`` (a finite number where a number was, None where a
+    value may not be computed yet)."""
     if isinstance(new, bool) or isinstance(old, bool):
         return isinstance(new, bool) and isinstance(old, (bool, np.bool_))
-    if isinstance(new, list):
-        return isinstance(old, (list, tuple)) and all(
-            isinstance(v, list) and all(_number(u) for u in v) or _number(v) for v in new)
+    if not isinstance(new, (int, float)) and new is not None:
+        return False
     if new is None:
         return True                 # an optional value (not yet evaluated)
     if isinstance(old, numbers.Integral):
@@ -121,7 +127,12 @@ def restore(parts: dict[str, Any], arrays: dict[str, np.ndarray], scalars: dict[
         for name in obj.checkpoint_fields:
             key = _field_key(part, name)
             fresh = getattr(obj, name)
-            if key in arrays and (isinstance(fresh, np.ndarray) or fresh is None):
+            if key in arrays and isinstance(fresh, (list, tuple)):
+                got = _checked_array(key, arrays[key], None, who)
+                if got.ndim > 2 or got.dtype.kind != "f":
+                    raise ValueError(f"{who}: the checkpoint's record {key!r} is malformed")
+                values[(part, name)] = got.tolist()
+            elif key in arrays and (isinstance(fresh, np.ndarray) or fresh is None):
                 values[(part, name)] = np.array(_checked_array(key, arrays[key], fresh, who))
             elif key in scalars and not isinstance(fresh, np.ndarray):
                 if not _same_kind(fresh, scalars[key]):
@@ -162,17 +173,37 @@ def _checked_array(key: str, got: np.ndarray, fresh: np.ndarray | None, who: str
     return got
 
 
-def _history(data: Any, who: str) -> dict:
-    """A saved ``history_``: equal-length lists of numbers or None."""
-    ok = isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, list)
-                                        for k, v in data.items())
-    if ok:
-        lengths = {len(v) for v in data.values()}
-        ok = len(lengths) <= 1 and all(
-            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-            for col in data.values() for v in col)
-    if not ok:
+_HISTORY, _MISSING = "history__", "historynone__"
+
+
+def _history_arrays(data: dict) -> dict[str, np.ndarray]:
+    """``history_`` as arrays: each column's values (0 where None) and where
+    it is None (the arrays file, not ``state.json``: a record per iteration
+    grows with the run)."""
+    out = {}
+    for key, col in data.items():
+        none = np.array([v is None for v in col], dtype=bool)
+        out[_HISTORY + key] = np.array([0.0 if v is None else float(v) for v in col])
+        out[_MISSING + key] = none
+    return out
+
+
+def _history(arrays: dict[str, np.ndarray], who: str) -> dict:
+    """The saved ``history_`` (equal-length columns) from its arrays, which
+    are removed from ``arrays``."""
+    keys = [k[len(_HISTORY):] for k in arrays if k.startswith(_HISTORY)]
+    data, lengths = {}, set()
+    for key in keys:
+        vals, none = arrays.pop(_HISTORY + key), arrays.pop(_MISSING + key, None)
+        if none is None or vals.ndim != 1 or none.shape != vals.shape \
+                or vals.dtype.kind != "f" or none.dtype != bool:
+            raise ValueError(f"{who}: the checkpoint's history is malformed")
+        data[key] = [None if n else float(v) for v, n in zip(vals, none)]
+        lengths.add(vals.size)
+    if len(lengths) > 1 or any(k.startswith(_MISSING) for k in arrays) \
+            or "step" not in data:
         raise ValueError(f"{who}: the checkpoint's history is malformed")
+    data["step"] = [int(v) for v in data["step"]]
     return data
 
 
@@ -205,7 +236,8 @@ def run_resumable(solver, parts: dict[str, Any], *, checkpoints: Checkpoints | N
     """:func:`~tripletml.engine.driver.run` of ``solver`` that continues
     from ``checkpoints.resumed`` and saves its state (``parts``, the
     generator ``rng``, the iteration count, seconds, last criterion and
-    ``history``) every ``checkpoints.every`` iterations and at the end;
+    ``history``) every ``checkpoints.every`` rounds of ``checkpoints.unit``
+    iterations and at the end;
     without ``checkpoints`` it is ``run`` itself.  A continued run ends as
     the uninterrupted one: ``max_iter`` and ``max_time`` count the
     iterations and seconds before the checkpoint, and a checkpoint written
@@ -222,7 +254,8 @@ def run_resumable(solver, parts: dict[str, Any], *, checkpoints: Checkpoints | N
             seconds0, criterion0 = float(counters["seconds"]), counters["criterion"]
             if criterion0 is not None:
                 criterion0 = float(criterion0)
-            hist = _history(meta["history"], name)
+            arrays = dict(arrays)
+            hist = _history(arrays, name)
             gen = meta["rng"]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{name}: the checkpoint's state is malformed ({e!r}); use "
@@ -239,13 +272,13 @@ def run_resumable(solver, parts: dict[str, Any], *, checkpoints: Checkpoints | N
 
     def save(n_iter: int, last: bool) -> None:
         arrays, scalars = snapshot(parts)
-        meta = {"run": dict(state), "state": scalars, "history": history.data,
+        meta = {"run": dict(state), "state": scalars,
                 "rng": None if rng is None else _json_state(rng.bit_generator.state)}
-        checkpoints.save(n_iter, arrays, meta, last)
+        checkpoints.save(n_iter, {**arrays, **_history_arrays(history.data)}, meta, last)
 
     def on_iteration(n_iter: int, criterion: float | None, seconds: float) -> None:
         state["seconds"], state["criterion"] = seconds0 + seconds, criterion
-        if (n0 + n_iter) % checkpoints.every == 0:
+        if (n0 + n_iter) % (checkpoints.every * checkpoints.unit) == 0:
             save(n0 + n_iter, False)
 
     done_by_tol = tol is not None and criterion0 is not None and criterion0 <= tol

@@ -28,6 +28,7 @@ the result.
 """
 from __future__ import annotations
 
+import dataclasses
 from numbers import Integral, Real
 
 import numpy as np
@@ -375,6 +376,8 @@ class LowRankDML(MahalanobisMixin, TripletLearner):
         parts = {"solver": state, "batches": batches, "iterations": its}
         if hasattr(prob, "checkpoint_fields"):           # the partitions' round counts
             parts["problem"] = prob
+        if checkpoints is not None:      # a round: a pass over the triplets
+            checkpoints = dataclasses.replace(checkpoints, unit=per_pass)
         result = run_resumable(its, parts, checkpoints=checkpoints, rng=rng,
                                name="LowRankDML", max_iter=self.max_iter, tol=tol,
                                max_time=self.max_time,
