@@ -804,11 +804,9 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     collection : ShardedCollection
         Partitions with labels or triplets.
     checkpoint_dir : path, optional
-        The strategies with rounds (CoCoA+, parameter mixing, and the
-        gradient sums of LowRankDML and SML, whose round is the driver
-        solver's iterations in one pass over the triplets) write a
-        checkpoint there every
-        ``checkpoint_every`` rounds
+        The strategies with rounds (CoCoA+, parameter mixing, the gradient
+        sums: a round is a pass over the triplets) write a checkpoint there
+        every ``checkpoint_every`` rounds
         (:class:`~tripletml.distributed.checkpoint.RoundCheckpoint`); running
         the same call again after a crash of the driver resumes from it and
         ends with the model of an uninterrupted run.  A checkpoint belongs

@@ -537,7 +537,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         if rank == 0:
             warnings.warn("KISSME: no direction separates the similar pairs from the "
                           "dissimilar ones (M = 0): every distance is 0. Check the labels "
-                          "or triplets.", UserWarning, stacklevel=3)
+                          "or triplets.", UserWarning, stacklevel=4)
         self.similar_covariance_ = S
         self.dissimilar_covariance_ = D
         self.M_ = M
