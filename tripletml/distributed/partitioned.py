@@ -804,9 +804,8 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     collection : ShardedCollection
         Partitions with labels or triplets.
     checkpoint_dir : path, optional
-        The strategies with rounds (CoCoA+, parameter mixing, the gradient
-        sums: a round is a pass over the triplets) write a checkpoint there
-        every ``checkpoint_every`` rounds
+        The strategies with rounds (CoCoA+, mixing, gradient sums: a round
+        is a pass) write a checkpoint there every ``checkpoint_every`` rounds
         (:class:`~tripletml.distributed.checkpoint.RoundCheckpoint`); running
         the same call again after a crash of the driver resumes from it and
         ends with the model of an uninterrupted run.  A checkpoint belongs
@@ -820,7 +819,7 @@ def fit_partitioned(learner, collection, *, checkpoint_dir: Any = None, resume: 
     resume : bool, default=True
         Continue from the checkpoint in ``checkpoint_dir`` when there is one.
     checkpoint_every : int, default=1
-        Rounds (passes over the data) between checkpoints.
+        Rounds between checkpoints.
 
     Notes
     -----
