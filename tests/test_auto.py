@@ -231,6 +231,26 @@ def test_time_budget_stops_the_race():
     assert hasattr(auto, "best_estimator_") and auto.n_features_in_ == 30
 
 
+def test_a_fit_running_at_the_deadline_is_cut_and_not_scored():
+    """Issue 39 s3 / 38 s1 (the time budget): a racer's fit runs under the
+    race's deadline (tripletml.engine.training_deadline), so a fit of
+    200,000 steps started within the budget stops a step after it instead
+    of running to its end (about 20 s here), and, cut short, is not scored:
+    the winner comes from the fits that finished."""
+    X, y = iris()
+    cands = [{"learner": "Euclidean"},
+             {"learner": "LowRankDML", "grid": {"max_iter": [200_000], "tol": [None]}}]
+    t0 = time.perf_counter()
+    auto = AutoSimilarity(candidates=cands, time_budget=0.5, n_splits=1,
+                          random_state=0).fit(X, y)
+    assert time.perf_counter() - t0 < 8.0
+    assert auto.stop_reason_ == "max_time"
+    res = auto.cv_results_
+    learned = [i for i, name in enumerate(res["learner"]) if name == "LowRankDML"]
+    assert all(not np.isfinite(res["mean_validation_score"][i]) for i in learned)
+    assert type(auto.best_estimator_).__name__ == "Euclidean"
+
+
 # --------------------------------------------------------------------------
 # the cost-aware schedule: stages, bar, pilot, lone survivor, skipped stages
 # --------------------------------------------------------------------------

@@ -383,3 +383,51 @@ def test_whole_run_is_one_driver_step():
     # converged at the start: one iteration; tol=0.0 (the learner's None) still stops
     res = run(WholeRun(go(0, True, None)), name="Toy", max_iter=50, tol=0.0)
     assert (res.n_iter, res.stop_reason) == (1, "tol")
+
+
+def test_training_deadline_stops_every_run_within_a_step():
+    """``training_deadline`` (AutoSimilarity's time budget): a run stops
+    with "max_time" after its first step that ends past the deadline, the
+    earlier of two nested deadlines holds, and outside nothing changes."""
+    import time as _time
+
+    from tripletml.engine import deadline_passed, training_deadline
+
+    class Slow:
+        def __init__(self):
+            self.steps = 0
+
+        def step(self, budget):
+            self.steps += 1
+            _time.sleep(0.01)
+            return StepReport()
+
+    s = Slow()
+    with training_deadline(_time.time() + 0.05):
+        res = run(s, name="X", max_iter=10_000)
+    assert res.stop_reason == "max_time" and 3 <= s.steps < 100
+    with training_deadline(_time.time() - 1.0), training_deadline(_time.time() + 100.0):
+        assert deadline_passed()                        # the earlier one holds
+        assert run(Slow(), name="X", max_iter=50).n_iter == 1
+    assert not deadline_passed()
+    assert run(Slow(), name="X", max_iter=5).stop_reason == "max_iter"
+
+
+def test_a_learner_fitted_under_a_deadline_stops_with_max_time():
+    """A learner whose run would take thousands of steps stops at the
+    deadline with ``stop_reason_ = "max_time"`` (no warning: the deadline is
+    the caller's), its model finite."""
+    import time as _time
+    import warnings as _warnings
+
+    from sklearn.datasets import load_iris
+
+    from tripletml import LowRankDML
+    from tripletml.engine import training_deadline
+    X, y = load_iris(return_X_y=True)
+    est = LowRankDML(max_iter=200_000, tol=None, random_state=0)
+    with training_deadline(_time.time() + 0.3), _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        est.fit(X, y)
+    assert est.stop_reason_ == "max_time" and est.n_iter_ < 200_000
+    assert np.isfinite(est.components_).all()

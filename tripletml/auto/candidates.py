@@ -121,6 +121,9 @@ class _Candidate:
         self.template = template            # an unfitted estimator (cloned per fit)
         self.params = params                # including "preprocessing" when given
         self.budget = budget                # (param, full) or None
+        #: False for the no-learning baselines: fitted and scored whatever
+        #: the time budget (the race's fits of the others run under its deadline)
+        self.learns = bool(getattr(type(template), "_learns", True))
         has = template.get_params()
         # as the learner gets it: the grid's value, else the template's own
         self.prep = params["preprocessing"] if "preprocessing" in params \

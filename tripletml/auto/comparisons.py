@@ -62,6 +62,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from tripletml.auto.candidates import _expand_candidates
 from tripletml.auto.resources import check_resources, sparse_safe, warn_sparse_safe
+from tripletml.engine.driver import training_deadline
 from tripletml.core.base import TripletLearner, _tuple_forms
 from tripletml.core.preprocessing import Preprocessor
 from tripletml.core.validation import check_triplets, check_X
@@ -501,15 +502,21 @@ def _new_row(c: int, racer) -> dict:
             "error": "", "stopped": "", "free": False, "secs": 0.0}
 
 
-def _fit_score(racer, comp: Comparisons, split: tuple, seed: int, row: dict) -> bool:
+def _fit_score(racer, comp: Comparisons, split: tuple, seed: int, row: dict,
+               deadline: float | None = None) -> bool:
     """Fit ``racer`` on one split's fit items, append its validation score
-    (or its error) to ``row``; returns whether it scored."""
+    (or its error) to ``row``; returns whether it scored.  The fit runs
+    under ``deadline`` (:func:`tripletml.engine.training_deadline`); one
+    that ends past it is not scored (``stopped`` says so)."""
     fi, vi = split
     t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), training_deadline(deadline):
             warnings.simplefilter("ignore", ConvergenceWarning)
             model = fit_on(racer.make(fi.rows(comp), seed), comp, fi)
+        if deadline is not None and time.time() > deadline:
+            row["stopped"] = "max_time: the fit ended after time_budget; not scored"
+            return False
         row["scores"].append(score_split(model, comp, vi))
         return True
     except _FAILURES as exc:
@@ -570,8 +577,11 @@ def race(est: Any, comp: Comparisons, splits: list, t_start: float, seed0: int) 
                 stop = "max_time"
                 continue
             seed = int(np.random.SeedSequence([seed0, c, s]).generate_state(1)[0])
-            if _fit_score(racers[c], comp, split, seed, row):
+            if _fit_score(racers[c], comp, split, seed, row,
+                          deadline if racers[c].cand.learns else None):
                 done.append(c)
+            elif row["stopped"].startswith("max_time"):
+                stop = "max_time"
         if stop == "max_time":          # this round is partial: compare on the earlier ones
             break
         rounds = s + 1

@@ -105,11 +105,15 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         scores are in this criterion; ``score`` stays the mAP.
     time_budget : float, default=60.0
         Seconds for the race (> 0).  Guarantee: no round starts when the
-        rounds so far predict that it would end after the budget, and no
-        candidate fit *starts* after it (a fit already running finishes); the
-        race then stops, ``stop_reason_ = "max_time"``, and the best candidate
-        of the last completed round is refitted.  So the whole ``fit`` takes
-        at most about ``time_budget`` + one candidate fit + the final refit.
+        rounds so far predict that it would end after the budget, no
+        candidate fit *starts* after it, and a fit running at its end stops
+        after its training loop's step under way
+        (:func:`tripletml.engine.training_deadline`; a closed form or a
+        one-call solver, MMC's, LMNN's, NCA's, finishes) and is not scored;
+        the race then stops, ``stop_reason_ = "max_time"``, and the best
+        candidate of the last completed round is refitted.  So the whole
+        ``fit`` takes at most about ``time_budget`` + one training step (or
+        one such whole fit) + the final refit.
         The no-learning candidates (no budget) are always scored (milliseconds),
         so there is always a winner.  A stage that would start after the
         budget is not raced (its candidates get a row with no score and

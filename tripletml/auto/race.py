@@ -28,6 +28,7 @@ from tripletml.auto.candidates import _WHO, _Candidate
 from tripletml.auto.resources import check_resources
 from tripletml.metrics import validation_score
 from tripletml.triplets import random_class_triplets
+from tripletml.engine.driver import training_deadline
 
 __all__ = ["new_context", "race_stages", "choose_winner", "results_table"]
 
@@ -59,11 +60,16 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
     seconds of ``key``'s fits so far: a split whose earlier split took
     longer than the time left is not started (the lower bound of
     :func:`~tripletml.auto.resources.check_resources` can be far below a
-    fit's time on large arrays)."""
+    fit's time on large arrays).  A fit runs under the deadline
+    (:func:`tripletml.engine.training_deadline`: the engine's steps stop
+    past it); one that ends past it is not scored (None, as a fit not
+    started: a model cut short would be ranked on a fit it did not do)."""
     if (deadline is not None and (cand.budget is not None or min_secs >= 0)
             and time.time() + max(0.0, min_secs, (seen or {}).get(key, 0.0)) > deadline):
         return None
-    with _blas_limit(blas_threads), warnings.catch_warnings():
+    bounded = deadline is not None and cand.learns
+    with _blas_limit(blas_threads), warnings.catch_warnings(), \
+            training_deadline(deadline if bounded else None):
         warnings.simplefilter("ignore", ConvergenceWarning)   # a short round is not a bug
         t0 = time.perf_counter()
         X_fit, y_fit, X_val, y_val = X[fit_idx], y[fit_idx], X[val_idx], y[val_idx]
@@ -87,6 +93,8 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
             secs = time.perf_counter() - t0
             if seen is not None:
                 seen[key] = min(seen.get(key, np.inf), secs)
+            if bounded and time.time() > deadline:
+                return None                  # cut (or ended) past the deadline: not scored
             score = validation_score(model, Z_val, y_val, scoring)
             error = ""
         except (FloatingPointError, ArithmeticError, ValueError, MemoryError,

@@ -14,9 +14,10 @@
   (``n_iter_``, ``stop_reason_``, ``history_``) and warns when a ``tol``
   was not met.
 """
-from tripletml.engine.driver import Solver, StepReport, TrainingResult, apply_result, run
+from tripletml.engine.driver import (Solver, StepReport, TrainingResult, apply_result,
+                                     deadline_passed, run, training_deadline)
 from tripletml.engine.history import History
 from tripletml.engine.watch import DivergenceWatch
 
 __all__ = ["History", "DivergenceWatch", "Solver", "StepReport", "TrainingResult", "run",
-           "apply_result"]
+           "apply_result", "training_deadline", "deadline_passed"]

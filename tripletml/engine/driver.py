@@ -34,10 +34,14 @@ The stopping rule (one for all learners):
 * it stops with ``"max_iter"`` after ``max_iter`` iterations;
 * it stops with ``"max_time"`` once the training seconds (the reports'
   ``seconds`` where given, the wall time of ``step`` otherwise) reach
-  ``max_time``.
+  ``max_time``, or once the clock passes a deadline set around the fit by
+  :func:`training_deadline` (:class:`tripletml.AutoSimilarity`'s time
+  budget: a racer's fit ends within one step of it).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import time
 from dataclasses import dataclass, field
@@ -52,7 +56,32 @@ from tripletml.engine.history import History
 from tripletml.engine.watch import DivergenceWatch
 
 __all__ = ["StepReport", "Solver", "TrainingResult", "run", "apply_result",
-           "MAX_STEPS_PER_ITERATION"]
+           "MAX_STEPS_PER_ITERATION", "training_deadline", "deadline_passed"]
+
+#: the ``time.time()`` after which every run stops ("max_time"), or None
+_DEADLINE: contextvars.ContextVar = contextvars.ContextVar("tripletml_deadline", default=None)
+
+
+@contextlib.contextmanager
+def training_deadline(when: float | None):
+    """Inside, every :func:`run` (and a solver that polls
+    :func:`deadline_passed` between its blocks) stops with ``"max_time"``
+    after its first step that ends past ``when`` (``time.time()`` seconds;
+    None: no deadline).  An earlier deadline set around it is kept."""
+    outer = _DEADLINE.get()
+    if when is not None and outer is not None:
+        when = min(float(when), outer)
+    token = _DEADLINE.set(outer if when is None else float(when))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def deadline_passed() -> bool:
+    """Whether the clock is past the deadline of :func:`training_deadline`."""
+    when = _DEADLINE.get()
+    return when is not None and time.time() >= when
 
 #: the most steps in a row that may complete no iteration (blocks of one
 #: online pass: at least 1,000 triplets each, so 10^7 blocks are 10^10
@@ -204,7 +233,8 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
             if stop:
                 reason = "validation"
                 break
-            if max_time is not None and seconds >= max_time and n_iter < max_iter:
+            if n_iter < max_iter and ((max_time is not None and seconds >= max_time)
+                                      or deadline_passed()):
                 reason = "max_time"
                 break
     finally:

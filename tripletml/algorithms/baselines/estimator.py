@@ -59,6 +59,8 @@ class Euclidean(MahalanobisMixin, TripletLearner):
 
     _needs_triplets = False
     _partitioned_strategy = statistics.STRATEGY    # the preprocessing is the model
+    #: no learning: AutoSimilarity scores it whatever its time budget says
+    _learns = False
     _feature_unit = False       # no scale-dependent parameter: raw distances
     _fitted_arrays: dict = {}   # components_ is built on demand, never stored
     _parameter_constraints = {
@@ -120,6 +122,8 @@ class DotProduct(BilinearMixin, TripletLearner):
 
     _needs_triplets = False
     _partitioned_strategy = statistics.STRATEGY    # the preprocessing is the model
+    #: no learning: AutoSimilarity scores it whatever its time budget says
+    _learns = False
     _feature_unit = False       # no scale-dependent parameter: raw inner products
     _fitted_arrays: dict = {}   # W = I is built on demand, never stored
     _parameter_constraints = {

@@ -29,6 +29,7 @@ import scipy.linalg
 from numba import njit
 
 from tripletml.engine.history import History
+from tripletml.engine.driver import deadline_passed
 from tripletml.engine.threads import limit_threads
 from tripletml.linalg.sparse_rows import used_rows
 __all__ = ["rda_step", "scml_objective", "triplet_deltas", "TripletDeltas", "lda_basis", "triplet_diff_basis",
@@ -402,5 +403,7 @@ def scml_rda(delta, *, alpha: float, eta0: float, batch_size: int, max_iter: int
             print(f"{who}: step {it} objective {obj:.6g} best {best:.6g}")
         if tol is not None and crit <= tol:
             converged = True
+            break
+        if deadline_passed():            # AutoSimilarity's time budget (engine.training_deadline)
             break
     return SCMLResult(best_w, it, converged, crit, hist.data)
