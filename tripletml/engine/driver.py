@@ -185,8 +185,7 @@ def run(solver: Solver, *, name: str, max_iter: int, tol: float | None = None,
         ``monitor(n_iter)`` after each step with iterations; True: stop ("validation").
     on_iteration : callable, optional
         ``on_iteration(n_iter, criterion, seconds)`` after each step with
-        iterations, once its record is in the history and before the
-        stopping rule is applied (a checkpoint:
+        iterations, its record kept, before the stopping rule (a checkpoint:
         :func:`tripletml.engine.resume.run_resumable`).
 
     Returns
