@@ -387,3 +387,20 @@ def test_sparse_group_step_survives_a_failed_downdate(monkeypatch):
     s.coordinate_step(0)                                  # and the next step proceeds
     assert s.V[0].any()
     np.testing.assert_allclose(s.R.T @ s.R, s.W, atol=1e-10 * np.abs(s.W).max())
+
+
+def test_an_epoch_stops_within_a_block_of_steps_past_the_deadline():
+    """Under AutoSimilarity's deadline (engine.training_deadline) an epoch on
+    wide rows stops after at most DEADLINE_EVERY coordinate steps, not d;
+    without one it makes all d."""
+    import time
+
+    from tripletml.algorithms.comet.kernels import DEADLINE_EVERY
+    from tripletml.engine import training_deadline
+    X, t = _problem(seed=4, d=3 * DEADLINE_EVERY, n=60, m=200)
+    for late, expect in ((True, DEADLINE_EVERY), (False, X.shape[1])):
+        m = _started(X, t, alpha=1.0, beta=0.1)
+        m.start(np.random.default_rng(0))
+        with training_deadline(time.time() - 1.0 if late else None):
+            m.step()
+        assert m.n_steps == expect

@@ -48,7 +48,7 @@ from tripletml.linalg.pd_updates import (PD_COND_LIMIT, RowColumnConditioning, c
 from tripletml.linalg.sparse_rows import rowwise_dot
 from tripletml.engine.stopping import relative_change
 from tripletml.losses import triplet_hinge_array
-from tripletml.engine.driver import StepReport
+from tripletml.engine.driver import StepReport, deadline_passed
 from tripletml.engine.threads import limit_threads
 
 __all__ = ["COMETSolver", "SparseCOMETSolver", "comet_loss", "comet_loss_derivative",
@@ -83,6 +83,10 @@ ZERO_GROUP_RTOL = 1.0 + 1e-12
 
 #: groups whose zero test one product screens (:meth:`SparseCOMETSolver._screened_norm`)
 SCREEN_BLOCK = 64
+#: coordinate steps between two looks at the training deadline
+#: (:func:`tripletml.engine.training_deadline`): an epoch on wide rows takes
+#: seconds, and a racer cut at the time budget stops within this many steps
+DEADLINE_EVERY = 64
 
 #: entries of a block of gradient rows in :meth:`SparseCOMETSolver.group_gradient_norms` (16 MiB)
 _NORM_BLOCK_ENTRIES = 1 << 21
@@ -618,10 +622,12 @@ class COMETSolver:
         self._order = self._rng.permutation(self.d)
         self._place = np.argsort(self._order)          # k's position in the epoch's order
         with limit_threads(self._step_work()):
-            for k in self._order:
+            for i, k in enumerate(self._order):
                 min_bound = min(min_bound, self.coordinate_step(int(k)))
                 if self._refactor_due():
                     self.refactor()
+                if i % DEADLINE_EVERY == DEADLINE_EVERY - 1 and deadline_passed():
+                    break       # AutoSimilarity's time budget: the run stops after this epoch
         self.epoch += 1
         if not np.isfinite(self.W).all():
             raise FloatingPointError(f"{self.name}: training diverged (W became NaN/inf); "
