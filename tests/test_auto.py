@@ -249,6 +249,10 @@ def test_a_fit_running_at_the_deadline_is_cut_and_not_scored():
     learned = [i for i, name in enumerate(res["learner"]) if name == "LowRankDML"]
     assert all(not np.isfinite(res["mean_validation_score"][i]) for i in learned)
     assert type(auto.best_estimator_).__name__ == "Euclidean"
+    # without a no-learning candidate nothing finished: a clear error says why
+    with pytest.raises(RuntimeError, match="stopped and not scored.*'Euclidean'"):
+        AutoSimilarity(candidates=cands[1:], time_budget=0.5, n_splits=1,
+                       random_state=0).fit(X, y)
 
 
 # --------------------------------------------------------------------------

@@ -364,6 +364,58 @@ def test_tampered_iteration_checkpoint_is_refused(tmp_path):
             match="LowRankDML: the checkpoint's value 'iterations__t' is malformed")
     refused(edit=lambda m: m["state"].pop("solver__n_reorth"),
             match="LowRankDML: the checkpoint's solver state does not match")
+    # counters the checkpoint's iteration count fixes (a review's forgeries)
+    refused(edit=lambda m: m["state"].update(iterations__t=5),
+            match="LowRankDML: the checkpoint's solver state is inconsistent")
+    refused(edit=lambda m: m["state"].update(batches__pos=3),
+            match="LowRankDML: the checkpoint's solver state is inconsistent")
+    refused(edit=lambda m: m["run"].update(seconds=float("inf")),
+            match="LowRankDML: the checkpoint's run counters are malformed")
+    refused({**good, "iterations__prev": np.zeros(2)},
+            match="LowRankDML: the checkpoint's solver state does not match")
+    refused({k: v for k, v in good.items() if k != "iterations__block"},
+            edit=lambda m: m["state"].update(iterations__block=1.0),
+            match="LowRankDML: the checkpoint's solver state does not match")
+
+
+@pytest.mark.parametrize("solver", ["smooth", "subgradient"])
+def test_tampered_sml_checkpoint_is_refused(tmp_path, solver):
+    """SML's iterate of another shape, its dual point outside the box or
+    its counters off the checkpoint's iteration count: refused, not
+    broadcast into another model."""
+    import json
+
+    from _crash import reseal
+    from tripletml.distributed.partitioned import fit_partitioned
+    X, _ = _data()
+    coll, _ = _split(X, 2)
+
+    def make():
+        return SML(solver=solver, max_iter=20, tol=None, early_stopping=False)
+    _crash_after(make, coll, tmp_path, 6)
+    state = json.loads((tmp_path / "state.json").read_text())
+    path = tmp_path / state["state"]["file"]
+    good = dict(np.load(path))
+
+    def refused(arrays, match, edit=None):
+        np.savez(path, **arrays)
+        st = json.loads(json.dumps(state))
+        if edit is not None:
+            edit(st["state"]["meta"])
+        (tmp_path / "state.json").write_text(json.dumps(st))
+        reseal(tmp_path)
+        with pytest.raises(ValueError, match=match):
+            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+
+    refused({**good, "solver__M": good["solver__M"][:, :1]},
+            "SML.*: the checkpoint's array 'solver__M' has shape")
+    refused(good, "SML.*: the checkpoint's solver state is inconsistent",
+            edit=lambda m: m["state"].update(solver__t=3))
+    if solver == "smooth":
+        refused({**good, "solver__u": good["solver__u"] + 2.0},
+                "SML: the checkpoint's solver state is inconsistent")
+        refused({**good, "solver__margins_M": good["solver__margins_M"][:1]},
+                "SML: the checkpoint's array 'solver__margins_M' has shape")
 
 
 def _crash_after(make, coll, directory, after: int) -> None:

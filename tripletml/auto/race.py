@@ -266,7 +266,12 @@ def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[
                            f"{time_budget}" + (f"; skipped before fitting: {why}. "
                                                "Add a cheaper candidate (e.g. "
                                                "Euclidean) or reduce the dimension."
-                                               if why else "."))
+                                               if why else
+                                               " (a fit still running when the budget "
+                                               "ends is stopped and not scored); raise "
+                                               "time_budget or add a no-learning "
+                                               "candidate such as {'learner': "
+                                               "'Euclidean'}, which is always scored."))
     pool = [c for c in champions if c in last_scores] or list(last_scores)
     best_rows = {c: _best_row(rows, c) for c in pool}
     win = min(pool, key=lambda c: (-best_rows[c]["mean_validation_score"], c))
@@ -472,6 +477,8 @@ class _StageRace:
         for c, entry in per.items():
             if any(v is None for v in entry["scores"]):
                 self.stop = "max_time"       # not finished before the deadline
+                if c in last_scores and c not in fresh:
+                    fresh.append(c)          # cut or not started: its last score stands
                 continue
             sc = np.asarray(entry["scores"], dtype=float)
             cand = cands[c]

@@ -115,6 +115,9 @@ class Rounds:
     #: (:mod:`tripletml.engine.resume`)
     checkpoint_fields = ("rounds", "shipped")
 
+    def check_restored(self, n_iter: int) -> bool:
+        return self.rounds >= n_iter and self.shipped >= 0
+
     def __init__(self, plan, states, counts):
         self.plan = plan
         self.backend, self.sup = plan.backend, plan.supervision

@@ -13,8 +13,11 @@ divergence watch starts afresh (as after a mixing checkpoint).
 Each object of the state declares ``checkpoint_fields``, the names of its
 attributes that change during training: a NumPy array (saved as an array)
 or a JSON value (a number, None, or a list of numbers or of lists of
-numbers); it may define ``check_restored()``, False when the restored
-values contradict each other (a minibatch order that is no permutation).  The saved values are untrusted on resume: an array must have the
+numbers); it may define ``check_restored(n_iter)``, False when the
+restored values contradict each other or the ``n_iter`` iterations of the
+checkpoint (a minibatch order that is no permutation, a step counter that is
+not ``n_iter``), and ``checkpoint_variable``, the fields whose shape may
+differ from the fresh object's (which ``check_restored`` checks).  The saved values are untrusted on resume: an array must have the
 dtype and number of dimensions of the fresh object's and hold finite values,
 a scalar must be of the fresh object's kind, or the resume is refused with a
 ValueError naming the learner (:func:`restore`).
@@ -116,10 +119,13 @@ def _number(v: Any) -> bool:
 
 
 def restore(parts: dict[str, Any], arrays: dict[str, np.ndarray], scalars: dict[str, Any],
-            who: str) -> None:
-    """Set the ``checkpoint_fields`` of ``parts`` from a checkpoint (checked
-    against the fresh objects: see the module's docstring).  A field that is
-    None in the fresh object (not computed yet) may come back as an array."""
+            who: str, n_iter: int = 0) -> None:
+    """Set the ``checkpoint_fields`` of ``parts`` from a checkpoint of
+    ``n_iter`` iterations (checked against the fresh objects: see the
+    module's docstring).  An array has the fresh one's dtype and shape,
+    except for the fields an object lists in ``checkpoint_variable`` (a rank
+    that grows, a vector not computed yet: None in the fresh object), which
+    its ``check_restored(n_iter)`` must check."""
     if not isinstance(scalars, dict):
         raise ValueError(f"{who}: the checkpoint's solver state is malformed")
     values, seen = {}, set()
@@ -127,14 +133,20 @@ def restore(parts: dict[str, Any], arrays: dict[str, np.ndarray], scalars: dict[
         for name in obj.checkpoint_fields:
             key = _field_key(part, name)
             fresh = getattr(obj, name)
+            variable = name in getattr(obj, "checkpoint_variable", ())
+            if key in arrays and key in scalars:
+                raise ValueError(f"{who}: the checkpoint's solver state does not match this "
+                                 f"run's ({key!r} twice); use another checkpoint_dir or "
+                                 "resume=False")
             if key in arrays and isinstance(fresh, (list, tuple)):
                 got = _checked_array(key, arrays[key], None, who)
                 if got.ndim > 2 or got.dtype.kind != "f":
                     raise ValueError(f"{who}: the checkpoint's record {key!r} is malformed")
                 values[(part, name)] = got.tolist()
-            elif key in arrays and (isinstance(fresh, np.ndarray) or fresh is None):
-                values[(part, name)] = np.array(_checked_array(key, arrays[key], fresh, who))
-            elif key in scalars and not isinstance(fresh, np.ndarray):
+            elif key in arrays and (isinstance(fresh, np.ndarray) or (fresh is None and variable)):
+                values[(part, name)] = np.array(_checked_array(key, arrays[key], fresh, who,
+                                                               variable))
+            elif key in scalars and not isinstance(fresh, (np.ndarray, list, tuple)):
                 if not _same_kind(fresh, scalars[key]):
                     raise ValueError(f"{who}: the checkpoint's value {key!r} is malformed "
                                      f"({str(scalars[key])[:40]}); use another checkpoint_dir "
@@ -152,17 +164,18 @@ def restore(parts: dict[str, Any], arrays: dict[str, np.ndarray], scalars: dict[
         setattr(parts[part], name, value)
     for obj in parts.values():
         check = getattr(obj, "check_restored", None)
-        if check is not None and not check():
+        if check is not None and not check(int(n_iter)):
             raise ValueError(f"{who}: the checkpoint's solver state is inconsistent (it was "
                              "edited or made by another run); use another checkpoint_dir or "
                              "resume=False")
 
 
-def _checked_array(key: str, got: np.ndarray, fresh: np.ndarray | None, who: str) -> np.ndarray:
-    """A saved array of the fresh one's dtype and dimensions (its leading
-    length may differ: a rank), finite."""
+def _checked_array(key: str, got: np.ndarray, fresh: np.ndarray | None, who: str,
+                   variable: bool = False) -> np.ndarray:
+    """A saved array of the fresh one's dtype and shape (``variable``: its
+    dimensions only; the owner's ``check_restored`` checks the rest), finite."""
     if fresh is not None and (got.dtype != fresh.dtype or got.ndim != fresh.ndim or (
-            got.ndim > 1 and fresh.ndim > 1 and got.shape[0] != fresh.shape[0])):
+            not variable and got.shape != fresh.shape)):
         raise ValueError(f"{who}: the checkpoint's array {key!r} has shape {got.shape} "
                          f"and dtype {got.dtype}, this run's {fresh.shape} and "
                          f"{fresh.dtype}; use another checkpoint_dir or resume=False")
@@ -264,7 +277,12 @@ def run_resumable(solver, parts: dict[str, Any], *, checkpoints: Checkpoints | N
             raise ValueError(f"{name}: the checkpoint's iteration count {n0} does not match "
                              f"its history or max_iter={max_iter}; use another "
                              "checkpoint_dir or resume=False")
-        restore(parts, arrays, scalars, name)
+        if not (math.isfinite(seconds0) and seconds0 >= 0) or (
+                criterion0 is not None and not math.isfinite(criterion0)):
+            raise ValueError(f"{name}: the checkpoint's run counters are malformed (seconds "
+                             f"{seconds0}, criterion {criterion0}); use another "
+                             "checkpoint_dir or resume=False")
+        restore(parts, arrays, scalars, name, n0)
         if rng is not None:
             _generator_state(rng, gen, name)
         history.continue_from(hist)
@@ -277,7 +295,8 @@ def run_resumable(solver, parts: dict[str, Any], *, checkpoints: Checkpoints | N
         checkpoints.save(n_iter, {**arrays, **_history_arrays(history.data)}, meta, last)
 
     def on_iteration(n_iter: int, criterion: float | None, seconds: float) -> None:
-        state["seconds"], state["criterion"] = seconds0 + seconds, criterion
+        state["seconds"] = seconds0 + seconds
+        state["criterion"] = criterion0 if criterion is None else criterion
         if (n0 + n_iter) % (checkpoints.every * checkpoints.unit) == 0:
             save(n0 + n_iter, False)
 
@@ -297,5 +316,7 @@ def run_resumable(solver, parts: dict[str, Any], *, checkpoints: Checkpoints | N
                  history=history, on_iteration=on_iteration, **run_kwargs)
     result.n_iter += n0
     result.seconds += seconds0
+    if result.criterion is None:            # no evaluation since the checkpoint
+        result.criterion = criterion0
     save(result.n_iter, True)
     return result

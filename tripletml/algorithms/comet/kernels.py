@@ -618,7 +618,7 @@ class COMETSolver:
         (the criterion) and the smallest Schur bound of the epoch."""
         if getattr(self, "_rng", None) is None:
             raise RuntimeError(f"{self.name}: call start(rng) before step().")
-        min_bound = np.inf
+        min_bound, cut = np.inf, False
         self._order = self._rng.permutation(self.d)
         self._place = np.argsort(self._order)          # k's position in the epoch's order
         with limit_threads(self._step_work()):
@@ -627,7 +627,8 @@ class COMETSolver:
                 if self._refactor_due():
                     self.refactor()
                 if i % DEADLINE_EVERY == DEADLINE_EVERY - 1 and deadline_passed():
-                    break       # AutoSimilarity's time budget: the run stops after this epoch
+                    cut = True  # AutoSimilarity's time budget: the run stops after this epoch
+                    break
         self.epoch += 1
         if not np.isfinite(self.W).all():
             raise FloatingPointError(f"{self.name}: training diverged (W became NaN/inf); "
@@ -638,6 +639,8 @@ class COMETSolver:
         if not np.isfinite(obj):
             watch.append((np.nan, f"epoch {self.epoch} (objective)"))
         change, self._prev = relative_change(self._prev, obj), obj
+        if cut:                     # a part of an epoch: its change is no convergence test
+            change = None
         return StepReport(t=self.n_steps, criterion=change, watch=watch,
                           record=dict(loss=loss, min_step_bound=min_bound, objective=obj))
 

@@ -78,6 +78,7 @@ class IncSVDSolver:
     dense = False
     #: what a checkpoint saves (:mod:`tripletml.engine.resume`)
     checkpoint_fields = ("U", "s", "n_reorth", "n_gram_only")
+    checkpoint_variable = ("U", "s")          # the rank grows
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         self.prob, self.constraint, self.tau = prob, constraint, tau
@@ -116,8 +117,9 @@ class IncSVDSolver:
             self.n_reorth += 1
         return self.prob.batch_loss
 
-    def check_restored(self) -> bool:
-        return self.U.shape == (self.prob.d, self.s.size) and self.s.ndim == 1
+    def check_restored(self, n_iter: int) -> bool:
+        return (self.U.shape == (self.prob.d, self.s.size) and self.s.ndim == 1
+                and bool((self.s > 0).all()) and min(self.n_reorth, self.n_gram_only) >= 0)
 
     def objective(self) -> float:
         return self.prob.objective_factored(self.L)
@@ -134,6 +136,7 @@ class DenseProjectedSolver:
 
     dense = True
     checkpoint_fields = ("W", "_eig_V", "_eig_l", "rank")
+    checkpoint_variable = ("_eig_V", "_eig_l")
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         self.prob, self.constraint, self.tau = prob, constraint, tau
@@ -141,9 +144,9 @@ class DenseProjectedSolver:
         self._eig_V, self._eig_l = np.zeros((prob.d, 0)), np.zeros(0)
         self.rank = 0
 
-    def check_restored(self) -> bool:
+    def check_restored(self, n_iter: int) -> bool:
         return self._eig_V.shape == (self.prob.d, self._eig_l.size) \
-            and self.W.shape == (self.prob.d, self.prob.d) and self.rank == self._eig_l.size
+            and self.rank == self._eig_l.size
 
     def update(self, t: int, idx, eta: float) -> float:
         G = self.prob.dense_gradient(idx, self.W)
@@ -239,6 +242,10 @@ class SGDOneProjectionSolver:
     dense = True
     rank = None
     checkpoint_fields = ("W", "avg", "nu", "_v")
+    checkpoint_variable = ("_v",)             # None before the first step
+
+    def check_restored(self, n_iter: int) -> bool:
+        return (self._v is None or self._v.shape == (self.prob.d,)) and self.nu >= 0
 
     def __init__(self, prob: TripletDMLProblem, constraint, tau):
         self.prob, self.constraint, self.tau = prob, constraint, tau
@@ -304,9 +311,12 @@ class Minibatches:
         self.perm = np.arange(m)
         self.pos = m
 
-    def check_restored(self) -> bool:
-        """A permutation of the m triplets and a position in it."""
-        return (self.perm.shape == (self.m,) and 0 <= self.pos <= self.m
+    def check_restored(self, n_iter: int) -> bool:
+        """A permutation of the m triplets and the position ``n_iter``
+        batches leave in it."""
+        used = n_iter * self.size
+        pos = self.m if self.size == self.m or used == 0 else (used - 1) % self.m + 1
+        return (self.pos == pos
                 and bool((np.sort(self.perm) == np.arange(self.m)).all()))
 
     def next(self) -> np.ndarray:
@@ -384,6 +394,17 @@ class Iterations:
     """
 
     checkpoint_fields = ("t", "train", "_block", "_prev", "_evals")
+
+    def check_restored(self, n_iter: int) -> bool:
+        """Its step count is the checkpoint's; the watch block is shorter
+        than :data:`WATCH_BLOCK`; the evaluations are ``(t, objective)``
+        pairs."""
+        evals = np.asarray(self._evals, dtype=float).reshape(-1, 2) \
+            if len(self._evals) else np.zeros((0, 2))
+        return (self.t == n_iter and self.train >= 0 and len(self._block) < WATCH_BLOCK
+                and np.ndim(self._block) == 1 and np.ndim(self._evals) in (1, 2)
+                and (len(self._evals) == 0 or np.ndim(self._evals) == 2)
+                and bool((evals[:, 0] <= n_iter).all()))
 
     def __init__(self, state, batches: Minibatches, eta, *, eval_every: int | None = None,
                  watch=None, patience: int | None = None):

@@ -264,6 +264,12 @@ class SmoothSolver(_Iterations):
     checkpoint_fields = ("L", "u", "M", "margins_M", "acc", "it", "gap", "f_mu", "gap_mu",
                          "_t", "_prev")
 
+    def check_restored(self, n_iter: int) -> bool:
+        """The iteration counters are the checkpoint's, ``L`` a positive
+        estimate no larger than the paper's, ``u`` in the box [0, 1]."""
+        return (self.it == self._t == n_iter and 0 < self.L <= self.lipschitz
+                and bool(((self.u >= 0) & (self.u <= 1)).all()))
+
     def __init__(self, problem: SMLProblem, mu: float, line_search: bool = True):
         self.problem, self.mu, self.line_search = problem, float(mu), bool(line_search)
         #: the paper's Lipschitz constant
@@ -339,7 +345,10 @@ class SubgradientSolver(_Iterations):
     """SMLgd: ``M <- Pi_PSD[M - eta_t g]``, g a subgradient of (4),
     ``eta_t = eta0 / sqrt(t)``."""
 
-    checkpoint_fields = ("M", "it", "_t", "_prev")
+    checkpoint_fields = ("M", "_t", "_prev")
+
+    def check_restored(self, n_iter: int) -> bool:
+        return self._t == n_iter
 
     def __init__(self, problem: SMLProblem, eta0: float):
         self.problem, self.eta0 = problem, float(eta0)
