@@ -11,10 +11,9 @@ class Crash(Exception):
     """Stands in for the driver process dying."""
 
 
-def crash_then_resume(make, collection, directory, *, after_round: int):
-    """Fit ``make()`` with ``checkpoint_dir=directory``, crash right after the
-    checkpoint of round ``after_round``, then run the same call again and
-    return the resumed model."""
+def crash_after(make, collection, directory, *, after_round: int) -> None:
+    """Fit ``make()`` with ``checkpoint_dir=directory`` and crash right
+    after the checkpoint of round ``after_round`` (it stays there)."""
     real = partitioned.PartitionedFit.save_round
 
     def crashing(self, r, arrays, **kw):
@@ -26,7 +25,35 @@ def crash_then_resume(make, collection, directory, *, after_round: int):
         mp.setattr(partitioned.PartitionedFit, "save_round", crashing)
         with pytest.raises(Crash):
             fit_partitioned(make(), collection, checkpoint_dir=directory)
+
+
+def crash_then_resume(make, collection, directory, *, after_round: int):
+    """:func:`crash_after`, then run the same call again and return the
+    resumed model."""
+    crash_after(make, collection, directory, after_round=after_round)
     return fit_partitioned(make(), collection, checkpoint_dir=directory)
+
+
+def refuse_edited(make, collection, directory, state: dict, arrays: dict, match: str,
+                  edit=None) -> None:
+    """Write ``arrays`` as the checkpoint's arrays file of ``state`` (its
+    ``state.json`` as read, ``edit`` applied to its meta), reseal the digests
+    and check that resuming is refused with a ValueError matching
+    ``match``."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    d = Path(directory)
+    np.savez(d / state["state"]["file"], **arrays)
+    st = json.loads(json.dumps(state))
+    if edit is not None:
+        edit(st["state"]["meta"])
+    (d / "state.json").write_text(json.dumps(st))
+    reseal(d)
+    with pytest.raises(ValueError, match=match):
+        fit_partitioned(make(), collection, checkpoint_dir=directory)
 
 
 def reseal(directory):

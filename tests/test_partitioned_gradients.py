@@ -321,29 +321,23 @@ def test_checkpoint_that_stopped_on_tol_resumes_finished(tmp_path):
 
 def test_tampered_iteration_checkpoint_is_refused(tmp_path):
     """The files are untrusted: a NaN in the solver's arrays, a minibatch
-    order that is no permutation, a generator state of another kind or a
-    history of another length is refused with the learner's name."""
+    order that is no permutation, a generator state of another kind, a
+    history of another length, a malformed or missing field, counters that
+    contradict the checkpoint's iteration count: refused with the
+    learner's name."""
     import json
 
-    from _crash import reseal
-    from tripletml.distributed.partitioned import fit_partitioned
+    from _crash import crash_after, refuse_edited
     X, _ = _data()
     coll, _ = _split(X, 2)
     make = dict(_RESUMABLE)["LowRankDML-incsvd"]
-    _crash_after(make, coll, tmp_path, 12)                # a checkpoint of a run under way
+    crash_after(make, coll, tmp_path, after_round=12)      # a checkpoint of a run under way
     state = json.loads((tmp_path / "state.json").read_text())
-    path = tmp_path / state["state"]["file"]
-    good = dict(np.load(path))
+    good = dict(np.load(tmp_path / state["state"]["file"]))
 
     def refused(arrays=None, edit=None, match=""):
-        np.savez(path, **(good if arrays is None else arrays))
-        st = json.loads(json.dumps(state))
-        if edit is not None:
-            edit(st["state"]["meta"])
-        (tmp_path / "state.json").write_text(json.dumps(st))
-        reseal(tmp_path)
-        with pytest.raises(ValueError, match=match):
-            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+        refuse_edited(make, coll, tmp_path, state, good if arrays is None else arrays,
+                      match, edit)
 
     bad = {k: v.copy() for k, v in good.items()}
     bad["solver__U"][0, 0] = np.nan
@@ -385,27 +379,18 @@ def test_tampered_sml_checkpoint_is_refused(tmp_path, solver):
     broadcast into another model."""
     import json
 
-    from _crash import reseal
-    from tripletml.distributed.partitioned import fit_partitioned
+    from _crash import crash_after, refuse_edited
     X, _ = _data()
     coll, _ = _split(X, 2)
 
     def make():
         return SML(solver=solver, max_iter=20, tol=None, early_stopping=False)
-    _crash_after(make, coll, tmp_path, 6)
+    crash_after(make, coll, tmp_path, after_round=6)
     state = json.loads((tmp_path / "state.json").read_text())
-    path = tmp_path / state["state"]["file"]
-    good = dict(np.load(path))
+    good = dict(np.load(tmp_path / state["state"]["file"]))
 
     def refused(arrays, match, edit=None):
-        np.savez(path, **arrays)
-        st = json.loads(json.dumps(state))
-        if edit is not None:
-            edit(st["state"]["meta"])
-        (tmp_path / "state.json").write_text(json.dumps(st))
-        reseal(tmp_path)
-        with pytest.raises(ValueError, match=match):
-            fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
+        refuse_edited(make, coll, tmp_path, state, arrays, match, edit)
 
     refused({**good, "solver__M": good["solver__M"][:, :1]},
             "SML.*: the checkpoint's array 'solver__M' has shape")
@@ -416,19 +401,3 @@ def test_tampered_sml_checkpoint_is_refused(tmp_path, solver):
                 "SML: the checkpoint's solver state is inconsistent")
         refused({**good, "solver__margins_M": good["solver__margins_M"][:1]},
                 "SML: the checkpoint's array 'solver__margins_M' has shape")
-
-
-def _crash_after(make, coll, directory, after: int) -> None:
-    """A partitioned fit whose driver dies after the checkpoint of ``after``."""
-    from _crash import Crash
-    from tripletml.distributed import partitioned
-    real = partitioned.PartitionedFit.save_round
-
-    def crashing(self, r, arrays, **kw):
-        real(self, r, arrays, **kw)
-        if r == after:
-            raise Crash
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(partitioned.PartitionedFit, "save_round", crashing)
-        with pytest.raises(Crash):
-            partitioned.fit_partitioned(make(), coll, checkpoint_dir=directory)

@@ -148,17 +148,26 @@ def _numba_default() -> Optional[int]:
         return None
 
 
-@contextlib.contextmanager
-def _blas_one():
+def _counts_now():
+    """``(libs, defaults, current counts)``, or None when the module leaves
+    the libraries alone (none loaded, a *_NUM_THREADS variable of the user,
+    counts that cannot be read)."""
     libs, defaults = _controller()
     if not libs or _ENV_BLAS:
-        yield
-        return
+        return None
     try:
-        current = [lib.num_threads for lib in libs]
+        return libs, defaults, [lib.num_threads for lib in libs]
     except Exception:  # pragma: no cover
+        return None
+
+
+@contextlib.contextmanager
+def _blas_one():
+    now = _counts_now()
+    if now is None:
         yield
         return
+    libs, defaults, current = now
     if current != defaults or all(c == 1 for c in current):
         yield                       # a setting of the user (or ours, enclosing): keep it
         return
@@ -182,15 +191,11 @@ def _blas_granted():
     *this* thread's :func:`_blas_one` set (a large call inside a small
     fit's loop: COMET's refactorisation among its coordinate steps); no
     change under any other setting (the user's, AutoSimilarity's)."""
-    libs, defaults = _controller()
-    if not libs or _ENV_BLAS or getattr(_ours, "depth", 0) == 0:
+    now = None if getattr(_ours, "depth", 0) == 0 else _counts_now()
+    if now is None:
         yield
         return
-    try:
-        current = [lib.num_threads for lib in libs]
-    except Exception:  # pragma: no cover
-        yield
-        return
+    libs, defaults, current = now
     if any(c != 1 for c in current) or current == defaults:
         yield                       # not (only) our limit in force: keep it
         return
