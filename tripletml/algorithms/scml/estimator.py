@@ -21,7 +21,8 @@ from tripletml.linalg import psd_factor_of_rows
 from tripletml.linalg.span import reduce_rows, span_basis
 from tripletml.algorithms.kissme.kernels import heldout_score
 from tripletml.core.preprocessing import document_preprocessing
-from tripletml.algorithms.scml.kernels import TripletDeltas, lda_basis, scml_rda, triplet_diff_basis
+from tripletml.algorithms.scml.kernels import (TripletDeltas, lda_basis, scml_rda,
+                                               triplet_diff_basis_span)
 from tripletml.triplets import AllLabels, ClassCodes, knn_triplets
 from tripletml.core.docstrings import N_COMPONENTS_PARAM, document_transform
 
@@ -39,11 +40,26 @@ def _identity_coordinates(X) -> np.ndarray:
     return reduce_rows(X, span_basis(X)) if n < d else _dense(X)
 
 
-def _metric_coordinates(X, B: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _metric_coordinates(X, B, w: np.ndarray) -> np.ndarray:
     """Rows whose Euclidean distances are those of ``M = B^T diag(w) B``:
-    ``X B_a^T diag(sqrt(w_a))`` over the weights' support ``a``."""
+    ``X B_a^T diag(sqrt(w_a))`` over the weights' support ``a``; ``B`` may
+    be a :class:`_SpanBasis` (``X Q`` then ``B_r``'s rows)."""
     on = np.flatnonzero(w)
+    if isinstance(B, _SpanBasis):
+        return np.asarray(X @ B.Q, dtype=np.float64) @ B.B[on].T * np.sqrt(w[on])
     return np.asarray(X @ B[on].T, dtype=np.float64) * np.sqrt(w[on])
+
+
+class _SpanBasis:
+    """A basis ``B Q^T`` kept on the span's coordinates (a held-out fold's
+    fit, which never needs the lifted ``n_basis x d`` rows)."""
+
+    def __init__(self, B: np.ndarray, Q: np.ndarray):
+        self.B, self.Q = B, Q
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.B.shape[0], self.Q.shape[0])
 
 
 #: entries of one block of differences in :func:`_sqdist` (32 MiB)
@@ -288,10 +304,12 @@ class SCML(MahalanobisMixin, TripletLearner):
         apply_result(self, result, tol=None, what="relative change of the objective",
                      advice="increase max_iter or tol")
 
-    def _learn(self, X, got, rng):
+    def _learn(self, X, got, rng, lift: bool = True):
         """``(B, w, XU, triplets, result)``: the basis, the paper's weights
         on it (eq. 4), the rows' basis coordinates ``X B^T``, the triplets
-        fitted (drawn from labels, or ``got``) and the driver's result."""
+        fitted (drawn from labels, or ``got``) and the driver's result.
+        ``lift=False``: a triplet-difference basis found on the rows' span
+        stays there (a :class:`_SpanBasis`)."""
         n, d = X.shape
         if isinstance(got, ClassCodes):
             codes = got.codes
@@ -331,10 +349,14 @@ class SCML(MahalanobisMixin, TripletLearner):
             if Xd is None:
                 Xd = np.zeros((n, d))
                 Xd[rows] = _dense(X[rows])
-            B = triplet_diff_basis(Xd, triplets, int(n_basis), rng)
+            Br, Q = triplet_diff_basis_span(Xd, triplets, int(n_basis), rng)
+            B = Br if Q is None else _SpanBasis(Br, Q)
         with np.errstate(over="ignore", invalid="ignore"):
-            XU = Xd @ B.T
+            # X B^T = (X Q) B_r^T on the span: O(n d r + n r K), not O(n d K)
+            XU = Xd @ B.T if not isinstance(B, _SpanBasis) else (Xd @ B.Q) @ B.B.T
             delta = TripletDeltas(XU, triplets)
+        if lift and isinstance(B, _SpanBasis):
+            B = np.ascontiguousarray(B.B @ B.Q.T)
         if not delta.all_finite():
             raise FloatingPointError("SCML: training diverged (the triplets' distances overflow "
                                      "float64); scale the features down (e.g. "
@@ -378,7 +400,7 @@ class SCML(MahalanobisMixin, TripletLearner):
         the fold's fit answers, blended with the identity on the fold's
         scale, scored on its held-out answers."""
         fit = np.ascontiguousarray(answers[h.fit])
-        B, w, _, _, _ = self._learn(X, fit, np.random.default_rng(seed))
+        B, w, _, _, _ = self._learn(X, fit, np.random.default_rng(seed), lift=False)
         ZM = _metric_coordinates(X, B, w)           # every row: the held-out items too
         s_m, s_i = _answer_scales(ZM, Z, fit)
         val = answers[h.val]

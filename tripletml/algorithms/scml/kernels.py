@@ -295,6 +295,15 @@ def _batch_counts(t: np.ndarray, k: int) -> np.ndarray:
 
 def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
                        span: bool = True, by_rows: bool | None = None) -> np.ndarray:
+    """The basis of :func:`triplet_diff_basis_span`, lifted to the features
+    (``n_basis x d``, unit rows)."""
+    B, Q = triplet_diff_basis_span(X, triplets, n_basis, rng, span=span, by_rows=by_rows)
+    return B if Q is None else np.ascontiguousarray(B @ Q.T)
+
+
+def triplet_diff_basis_span(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
+                            span: bool = True, by_rows: bool | None = None
+                            ) -> tuple[np.ndarray, np.ndarray | None]:
     """A basis from triplets (metric-learn's ``"triplet_diffs"`` idea): for
     random batches of ``d`` triplets, the eigenvectors with positive
     eigenvalue of ``sum (q - p-)(q - p-)^T - (q - p+)(q - p+)^T`` (directions
@@ -309,7 +318,13 @@ def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
     With ``by_rows`` (None: when the ``u`` rows are no more than a batch's
     ``b`` triplets) each batch's matrix is ``Z^T S Z`` from its ``u x u``
     counts (:func:`_batch_counts`): ``O(u^2 w + b)`` for rows of width ``w``
-    instead of gathering ``2 b`` differences, ``O(b w^2)``."""
+    instead of gathering ``2 b`` differences, ``O(b w^2)``.
+
+    Returns ``(B, Q)``: the basis on the span's coordinates and the span's
+    orthonormal basis ``Q`` (``d x r``; the basis is ``B Q^T``), or ``(B,
+    None)`` with B on the features.  A caller that only needs ``X B^T``
+    computes ``(X Q) B_r^T`` (``O(n d r + n r K)`` instead of ``O(n d K)``
+    for K directions)."""
     from tripletml.linalg.span import span_basis
 
     d = X.shape[1]
@@ -342,11 +357,10 @@ def triplet_diff_basis(X: np.ndarray, triplets: np.ndarray, n_basis: int, rng,
             if total >= n_basis:
                 break
     if not out:
-        return np.zeros((0, d))
+        return np.zeros((0, d)), None
     # unit rows on the span's coordinates (Q's columns are orthonormal: the
-    # same norms), lifted by one product instead of one per batch
-    B = _unit_rows(np.concatenate(out))[:n_basis]
-    return np.ascontiguousarray(B if Q is None else B @ Q.T)
+    # same norms, and the rows lifted by Q are unit rows too)
+    return np.ascontiguousarray(_unit_rows(np.concatenate(out))[:n_basis]), Q
 
 
 def scml_rda(delta, *, alpha: float, eta0: float, batch_size: int, max_iter: int,
