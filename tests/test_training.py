@@ -411,6 +411,10 @@ def test_training_deadline_stops_every_run_within_a_step():
         assert run(Slow(), name="X", max_iter=50).n_iter == 1
     assert not deadline_passed()
     assert run(Slow(), name="X", max_iter=5).stop_reason == "max_iter"
+    for bad in (float("nan"), float("inf"), "soon", True):
+        with pytest.raises(ValueError, match="training_deadline: the deadline must be"):
+            with training_deadline(bad):
+                pass
 
 
 def test_a_learner_fitted_under_a_deadline_stops_with_max_time():

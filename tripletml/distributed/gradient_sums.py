@@ -22,7 +22,7 @@ round (a per-partition state: an (m_p, 3) index array) and preprocesses only
 the rows its triplets touch (:func:`local_rows`).
 
 With ``fit_partitioned(checkpoint_dir=)`` the driver's solver state is saved
-after every ``checkpoint_every`` iterations (:func:`checkpoints`,
+every ``checkpoint_every`` passes over the triplets (:func:`checkpoints`,
 :mod:`tripletml.engine.resume`); a driver that dies continues from there with
 the iterates of an uninterrupted run.
 """

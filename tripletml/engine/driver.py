@@ -68,6 +68,10 @@ def training_deadline(when: float | None):
     :func:`deadline_passed` between its blocks) stops with ``"max_time"``
     after its first step that ends past ``when`` (``time.time()`` seconds;
     None: no deadline).  An earlier deadline set around it is kept."""
+    if when is not None and (isinstance(when, bool) or not isinstance(when, (int, float))
+                             or not math.isfinite(when)):
+        raise ValueError(f"training_deadline: the deadline must be a finite time.time() "
+                         f"value or None, got {when!r}")
     outer = _DEADLINE.get()
     if when is not None and outer is not None:
         when = min(float(when), outer)

@@ -17,10 +17,12 @@ numbers); it may define ``check_restored(n_iter)``, False when the
 restored values contradict each other or the ``n_iter`` iterations of the
 checkpoint (a minibatch order that is no permutation, a step counter that is
 not ``n_iter``), and ``checkpoint_variable``, the fields whose shape may
-differ from the fresh object's (which ``check_restored`` checks).  The saved values are untrusted on resume: an array must have the
-dtype and number of dimensions of the fresh object's and hold finite values,
-a scalar must be of the fresh object's kind, or the resume is refused with a
-ValueError naming the learner (:func:`restore`).
+differ from the fresh object's (which ``check_restored`` checks).  The saved
+values are untrusted on resume: an array must have the dtype and shape of
+the fresh object's (the dimensions only for a variable field) and hold
+finite values, a scalar must be of the fresh object's kind, a field must
+appear once, and the counters must be finite, or the resume is refused with
+a ValueError naming the learner (:func:`restore`).
 """
 from __future__ import annotations
 

@@ -118,8 +118,10 @@ class IncSVDSolver:
         return self.prob.batch_loss
 
     def check_restored(self, n_iter: int) -> bool:
+        # W = U diag(s) U^T is PSD: s >= 0 (to the rounding of a re-orthonormalisation)
+        floor = -1e-12 * float(np.abs(self.s).max(initial=0.0))
         return (self.U.shape == (self.prob.d, self.s.size) and self.s.ndim == 1
-                and bool((self.s > 0).all()) and min(self.n_reorth, self.n_gram_only) >= 0)
+                and bool((self.s >= floor).all()) and min(self.n_reorth, self.n_gram_only) >= 0)
 
     def objective(self) -> float:
         return self.prob.objective_factored(self.L)
