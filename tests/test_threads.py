@@ -242,10 +242,17 @@ def test_span_route_fit_runs_its_small_problem_on_one_thread(monkeypatch):
     assert widths and max(widths) <= 40                       # the span route was taken
     assert all(c == 1 for _, counts in seen for c in counts)
     assert _counts() == before
-    limit = 3 if all(c == 2 for c in _defaults()) else 2
+    # the user's limit: one BLAS thread, OpenMP's own count kept -- neither the
+    # defaults nor the module's all-ones.  (A uniform limit above the defaults,
+    # 3 threads on a 2-core machine, oversubscribes the BLAS: 13 s instead of
+    # 0.3 s; test_user_threadpool_limits_wins covers that kind of limit.)
+    user = {"limits": 1, "user_api": "blas"}
+    if not any(i["user_api"] != "blas" and i["num_threads"] > 1 for i in threadpool_info()):
+        user = {"limits": 3 if all(c == 2 for c in _defaults()) else 2}
     seen.clear()
-    with threadpool_limits(limits=limit):
+    with threadpool_limits(**user):
         inside = _counts()
+        assert inside != before and not all(c == 1 for c in inside)
         MMC().fit(X, triplets=t)
     assert seen and all(counts == inside for _, counts in seen)
 
@@ -338,4 +345,61 @@ def test_few_rows_small_calls_run_on_one_thread(name, monkeypatch):
     before = _counts()
     getattr(tripletml, name)(random_state=0).fit(X, triplets=t)
     assert seen and all(c == 1 for counts in seen for c in counts)
+    assert _counts() == before
+
+
+def test_factorizations_are_priced_by_their_panels():
+    """A blocked factorization is priced by one panel's update, not its
+    total: a 1,088 x 1,088 QR (``1.3e9`` multiply-adds) runs on one thread,
+    a 4,096 x 4,096 one keeps the threads."""
+    assert _threads.factor_work(1088, 1088) == 1088 * 1088 * _threads.PANEL
+    assert _threads.factor_work(1088, 1088) < _threads.SMALL_WORK < 1088.0 ** 3
+    assert _threads.factor_work(4096, 4096) >= _threads.SMALL_WORK
+
+
+@needs_threads
+def test_large_factorization_inside_our_small_limit_keeps_the_threads(monkeypatch):
+    """Above the rule (SMALL_WORK lowered for a small matrix), the complete
+    QR of :func:`complement_basis` gets the libraries' threads back inside
+    a one-thread limit of the module; below it, it runs on one thread."""
+    from tripletml.linalg import span
+    Q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((200, 5)))
+    seen, qr = [], np.linalg.qr
+
+    def spy(a, *args, **kwargs):
+        seen.append(_now())
+        return qr(a, *args, **kwargs)
+    monkeypatch.setattr(np.linalg, "qr", spy)
+    with _threads.limit_threads(1.0):
+        span.complement_basis(Q)
+        monkeypatch.setattr(_threads, "SMALL_WORK", _threads.factor_work(200, 200))
+        span.complement_basis(Q)
+    assert seen == [[1] * len(_defaults()), _defaults()]
+
+
+@needs_threads
+def test_scml_factorizations_and_steps_on_one_thread(monkeypatch):
+    """SCML on few rows of many features (the fit's rule keeps the threads):
+    the SVD and QR of its factor, and the objective between its compiled
+    steps, run on one thread (each threaded call leaves OpenBLAS's workers
+    spinning beside the steps: 2.8-3.5 s against 1.3 s beside a busy core)."""
+    import tripletml
+    from tripletml.algorithms.scml import kernels as sk
+    X, t = _answers(30, 700, 600)
+    assert _threads.fit_work(*X.shape) > _threads.SMALL_WORK
+    seen = []
+
+    def spy(fn):
+        def run(*args, **kwargs):
+            seen.append((fn.__name__, _now()))
+            return fn(*args, **kwargs)
+        return run
+    for name in ("svd", "qr"):
+        monkeypatch.setattr(np.linalg, name, spy(getattr(np.linalg, name)))
+    monkeypatch.setattr(sk, "scml_objective", spy(sk.scml_objective))
+    before = _counts()
+    tripletml.SCML(random_state=0).fit(X, triplets=t)
+    names = {name for name, _ in seen}
+    assert {"svd", "qr", "scml_objective"} <= names, names
+    assert all(c == 1 for _, counts in seen for c in counts), seen
     assert _counts() == before

@@ -72,10 +72,14 @@ import sys
 import threading
 from typing import Callable, Optional
 
-__all__ = ["SMALL_WORK", "SMALL_SCAN", "limit_threads", "limit_numba", "threads_for", "fit_work"]
+__all__ = ["SMALL_WORK", "SMALL_SCAN", "PANEL", "limit_threads", "limit_numba", "threads_for",
+           "fit_work", "factor_work"]
 
 #: work (multiply-adds) below which a call runs on one thread
 SMALL_WORK = 1 << 28
+#: the panel width of a blocked factorization (LAPACK's block size for QR,
+#: Cholesky and the tridiagonal reduction, ``ILAENV``'s 32)
+PANEL = 32
 #: entries of a score block below which Numba's top-k pass runs on one
 #: thread (a compare per entry: 4M entries are a few ms on one core)
 SMALL_SCAN = 1 << 22
@@ -272,6 +276,24 @@ def limit_numba(entries: int):
         return
     with _numba_one(True):
         yield
+
+
+def factor_work(n_rows: int, n_cols: int) -> float:
+    """The rule's work of a blocked LAPACK factorization (QR, Cholesky,
+    ``eigh``, SVD) of an ``n_rows x n_cols`` matrix: its largest
+    synchronised call, one panel's trailing update (``n_rows n_cols PANEL``
+    multiply-adds), not its total.
+
+    A factorization is ``min(n_rows, n_cols) / PANEL`` such calls, each
+    ended by a wait for every thread and separated by single-threaded panel
+    work during which the idle BLAS workers spin (OpenBLAS: about ``2^28``
+    clock cycles after every threaded call).  Beside a busy core each wait
+    can cost a scheduler slice and each spin takes the core the caller's
+    own thread needs, so the rule applies to each synchronised call: a
+    1,088 x 1,088 QR (``1.3e9`` multiply-adds in all, ``3.8e7`` a panel)
+    runs on one thread, a 4,096 x 4,096 one (``5.4e8`` a panel) keeps the
+    library's threads."""
+    return float(n_rows) * float(n_cols) * PANEL
 
 
 def fit_work(n_rows: int, n_features: int) -> float:

@@ -21,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.linalg as sla
 
+from tripletml.engine.threads import factor_work, limit_threads
+
 __all__ = ["GRAM_COL_RTOL", "GRAM_COND_RTOL", "lowrank_eig_update", "project_spectrum",
            "project_psd", "psd_factor", "psd_factor_of_rows", "solve_lemma3",
            "orthonormality_error", "reorthonormalize_eig"]
@@ -365,7 +367,8 @@ def psd_factor(M: np.ndarray, rank_tol: float) -> tuple[np.ndarray, int]:
     Used for the ``components_`` / ``rank_`` of the Mahalanobis learners
     (SML, KISSME).  Returns ``(L, r)``.
     """
-    ev, V = np.linalg.eigh(0.5 * (M + M.T))
+    with limit_threads(factor_work(*M.shape)):    # the rule on its own panels
+        ev, V = np.linalg.eigh(0.5 * (M + M.T))
     top = float(ev.max()) if ev.size else 0.0
     keep = ev > rank_tol * top if top > 0 else np.zeros(ev.shape, bool)
     L = np.ascontiguousarray((V[:, keep] * np.sqrt(ev[keep])).T[::-1])
@@ -409,13 +412,13 @@ def psd_factor_of_rows(B: np.ndarray, w: np.ndarray, rank_tol: float, identity: 
         M = 0.5 * (M + M.T)
         M[np.diag_indices_from(M)] += identity
         return psd_factor(M, rank_tol)
+    if active.size == 0 and identity == 0:
+        return np.zeros((0, d)), 0
+    with limit_threads(factor_work(d, active.size)):    # the rule on its own panels
+        _, s, Vt = np.linalg.svd(C, full_matrices=False)
     if identity > 0:
         from tripletml.linalg.span import lift_psd_factor
-        _, s, Vt = np.linalg.svd(C, full_matrices=False)
         return lift_psd_factor(np.diag(s * s + identity), Vt.T, identity, rank_tol)
-    if active.size == 0:
-        return np.zeros((0, d)), 0
-    _, s, Vt = np.linalg.svd(C, full_matrices=False)
     ev = s * s
     keep = ev > rank_tol * ev[0] if ev[0] > 0 else np.zeros(ev.shape, bool)
     L = np.ascontiguousarray(s[keep, None] * Vt[keep])

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from tripletml.engine.threads import limit_threads
+from tripletml.engine.threads import factor_work, limit_threads
 
 __all__ = ["span_basis", "reduce_rows", "lift_square", "lift_psd_factor",
            "complement_basis", "span_route_applies"]
@@ -74,8 +74,8 @@ def span_basis(X) -> np.ndarray:
     if n == 0 or d == 0:
         return np.zeros((d, 0))
     # the thread rule (tripletml.engine.threads) on the decomposition's own
-    # size: the caller's fit may be priced as d x d work
-    with limit_threads(float(min(n, d)) ** 2 * max(n, d)):
+    # synchronised calls: the caller's fit may be priced as d x d work
+    with limit_threads(factor_work(max(n, d), min(n, d))):
         if n < d:      # X^T = Q0 R, R = U S V^T: X's right singular vectors are Q0 U
             Q0, R = np.linalg.qr(Xd.T, mode="reduced")
             U, s, _ = np.linalg.svd(R)
@@ -118,7 +118,7 @@ def complement_basis(Q: np.ndarray) -> np.ndarray:
     d, r = Q.shape
     if r == 0:
         return np.eye(d)
-    with limit_threads(float(d) * d * r):
+    with limit_threads(factor_work(d, d)):      # forming the complete d x d Q
         Qc, _ = np.linalg.qr(Q, mode="complete")
     return np.ascontiguousarray(Qc[:, r:])
 

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.engine import apply_result, run
+from tripletml.engine.threads import limit_threads
 from tripletml.engine.whole import WholeRun
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
@@ -64,6 +65,16 @@ class _SpanBasis:
 
 #: entries of one block of differences in :func:`_sqdist` (32 MiB)
 _BLOCK_ENTRIES = 1 << 22
+
+
+def _coordinates_work(n: int, B) -> float:
+    """Multiply-adds of the rows' basis coordinates ``X B^T`` (``n d K``;
+    ``n d r + n r K`` through a basis kept on the rows' span), the thread
+    rule's work (:mod:`tripletml.engine.threads`)."""
+    if isinstance(B, _SpanBasis):
+        d, r = B.Q.shape
+        return float(n) * r * (d + B.B.shape[0])
+    return float(n) * B.shape[0] * B.shape[1]
 
 
 def _sqdist(Z: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -351,7 +362,7 @@ class SCML(MahalanobisMixin, TripletLearner):
                 Xd[rows] = _dense(X[rows])
             Br, Q = triplet_diff_basis_span(Xd, triplets, int(n_basis), rng)
             B = Br if Q is None else _SpanBasis(Br, Q)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"), limit_threads(_coordinates_work(n, B)):
             # X B^T = (X Q) B_r^T on the span: O(n d r + n r K), not O(n d K)
             XU = Xd @ B.T if not isinstance(B, _SpanBasis) else (Xd @ B.Q) @ B.B.T
             delta = TripletDeltas(XU, triplets)
@@ -368,8 +379,12 @@ class SCML(MahalanobisMixin, TripletLearner):
             delta, alpha=float(self.alpha), eta0=float(self.eta0),
             batch_size=int(self.batch_size), max_iter=budget, tol=self.tol,
             check_every=int(self.check_every), rng=rng, verbose=int(self.verbose)))
-        result = run(solver, name="SCML", max_iter=int(self.max_iter),
-                     tol=0.0 if self.tol is None else self.tol)
+        # the thread rule on the steps' own work: compiled blocks of
+        # mini-batch steps, and every check_every steps the objective over
+        # every answer (m x K), not the fit's d x d price
+        with limit_threads(float(len(triplets)) * B.shape[0]):
+            result = run(solver, name="SCML", max_iter=int(self.max_iter),
+                         tol=0.0 if self.tol is None else self.tol)
         return B, solver.result.w, XU, triplets, result
 
     def _choose_shrinkage(self, X, got, rng) -> float:
@@ -401,7 +416,8 @@ class SCML(MahalanobisMixin, TripletLearner):
         scale, scored on its held-out answers."""
         fit = np.ascontiguousarray(answers[h.fit])
         B, w, _, _, _ = self._learn(X, fit, np.random.default_rng(seed), lift=False)
-        ZM = _metric_coordinates(X, B, w)           # every row: the held-out items too
+        with limit_threads(_coordinates_work(X.shape[0], B)):
+            ZM = _metric_coordinates(X, B, w)       # every row: the held-out items too
         s_m, s_i = _answer_scales(ZM, Z, fit)
         val = answers[h.val]
         dm = [_sqdist(ZM, val[:, 0], val[:, j]) / s_m for j in (1, 2)]

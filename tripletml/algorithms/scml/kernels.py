@@ -331,7 +331,8 @@ def triplet_diff_basis_span(X: np.ndarray, triplets: np.ndarray, n_basis: int, r
     m = triplets.shape[0]
     rows, local = used_rows(triplets, X.shape[0])
     Q = span_basis(X[rows]) if span and rows.size < d else None
-    Z = X[rows] if Q is None else X[rows] @ Q
+    with limit_threads(float(rows.size) * d * (0 if Q is None else Q.shape[1])):
+        Z = X[rows] if Q is None else X[rows] @ Q
     b = min(d, m)
     # few rows under a batch: C = Z^T S Z with S the batch's k x k counts
     by_rows = rows.size <= b if by_rows is None else bool(by_rows)
