@@ -32,10 +32,16 @@ a busy machine: one thread.  Above it the thread counts are left as they
 are.  Examples: digits (1,257 x 64: ``w = 5.4e6``), a 2,230 x 180 set
 (``7.8e7``) and 5,000 x 200 (``2.1e8``) run on one thread; 10,000 x 256
 (``6.7e8``), 1,000 x 1,000 (``2e9``) and any sparse text set with thousands
-of columns keep the library's threads.  Tiny work is limited too: OpenBLAS
-does not keep every small call on one thread (LowRankDML at its defaults on
-30 x 4 rows, 50 iterations: 22.7 s with two threads on the busy machine,
-1.06 s with one); setting and restoring the counts costs ~0.1 ms a call.
+of columns keep the library's threads.
+
+A blocked factorization (QR, Cholesky, ``eigh``, SVD) is a sequence of
+synchronised calls, one a panel, with single-threaded panel work between
+them while OpenBLAS's idle workers spin (about ``2^28`` clock cycles after
+each threaded call, on the core the caller's own thread needs beside a busy
+one): it is priced by one panel's update (:func:`factor_work`), not by its
+total.  Tiny work is limited too: OpenBLAS does not keep every small call
+on one thread (LowRankDML at its defaults on 30 x 4 rows, 50 iterations:
+22.7 s with two threads on the busy machine, 1.06 s with one); setting and restoring the counts costs ~0.1 ms a call.
 
 A setting of the user always wins: nothing is changed
 
