@@ -2,6 +2,7 @@
 read_triplets (answer formats converted to (head, close, far) triplets)."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import shutil
 import zipfile
@@ -49,14 +50,14 @@ def test_zappos_features_split_at_the_run_together_values(zappos):
     assert round(float((C[t[:, 0], t[:, 1]] > C[t[:, 0], t[:, 2]]).mean()), 3) == 0.718
 
 
-def test_zappos_quirk_positions_from_the_raw_text(data_home):
+def test_zappos_quirk_positions_from_the_raw_text(data_home, zappos):
     """Independently of the parser: each of the 84 run-together fields is the
     last value of one row and the first of the next."""
     raw = zipfile.ZipFile(data_home / ZAPPOS[1]).read("cnn_feats.csv").decode()
     fields = raw.strip().split(",")
     merged = [j for j, f in enumerate(fields) if f.count(".") == 2]
     assert merged == [4095 * (r + 1) for r in range(84)]
-    X = load_comparisons("zappos", data_home).features
+    X = zappos.features
     for r, j in enumerate(merged):
         f = fields[j]
         cuts = [s for s in range(1, len(f)) if _float_or_none(f[:s]) == X[r, -1]
@@ -104,8 +105,22 @@ def _features_zip(home: Path, text: str, member: str = "cnn_feats.csv",
             zf.writestr(extra, "x")
 
 
-def test_zappos_bad_feature_files(data_home, tmp_path):
+def _fewer_triplets(home: Path, monkeypatch, n: int = 1000) -> None:
+    """Keep the first ``n`` triplets of ``home``'s copy, and let the record
+    expect ``n``: the features file (read after the triplets) is checked the
+    same way without parsing all 283,770 triplets at every load."""
+    with zipfile.ZipFile(home / ZAPPOS[0]) as zf:
+        rows = zf.read("deconflicted_triplets.csv").decode().splitlines(keepends=True)
+    with zipfile.ZipFile(home / ZAPPOS[0], "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("deconflicted_triplets.csv", "".join(rows[:n]))
+    monkeypatch.setitem(cmp.COMPARISONS, "zappos",
+                        dataclasses.replace(cmp.COMPARISONS["zappos"], n_triplets=n))
+
+
+def test_zappos_bad_feature_files(data_home, tmp_path, monkeypatch):
     home = _copy_zappos(data_home, tmp_path)
+    _fewer_triplets(home, monkeypatch)
+    assert load_comparisons("zappos", home, verify=False).features.shape == (85, 4096)
     good = zipfile.ZipFile(data_home / ZAPPOS[1]).read("cnn_feats.csv").decode()
     _features_zip(home, good, extra="evil.sh")
     with pytest.raises(ValueError, match="holding only 'cnn_feats.csv'"):
@@ -127,18 +142,24 @@ def test_zappos_bad_feature_files(data_home, tmp_path):
         load_comparisons("zappos", home, verify=False)
 
 
-def test_zappos_features_well_formed_table_also_read(data_home, tmp_path):
+def test_zappos_features_well_formed_table_also_read(data_home, tmp_path, zappos, monkeypatch):
     home = _copy_zappos(data_home, tmp_path)
-    X = load_comparisons("zappos", data_home).features
+    _fewer_triplets(home, monkeypatch)
+    X = zappos.features
     _features_zip(home, "\n".join(",".join(repr(float(v)) for v in row) for row in X) + "\n")
     np.testing.assert_array_equal(load_comparisons("zappos", home, verify=False).features, X)
 
 
 def test_zip_bomb_bounded(data_home, tmp_path, monkeypatch):
+    """Each member is bounded before it is inflated: the triplets' file
+    (20 triplets, under the bound) is read, the features' (8,000 bytes) is
+    refused by name."""
     home = _copy_zappos(data_home, tmp_path)
+    _fewer_triplets(home, monkeypatch, n=20)
     _features_zip(home, "0.0," * 2000)
     monkeypatch.setattr(cmp, "COMPARISON_MAX_BYTES", 1000)
-    with pytest.raises(ValueError, match="1000 bytes"):
+    with pytest.raises(ValueError, match=r"cnn_feats\.csv declares 8000 bytes, more than "
+                                         r"the 1000 bytes"):
         load_comparisons("zappos", home, verify=False)
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _fork_each
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,16 +109,56 @@ def test_readme_has_python_examples_and_marks_those_that_need_data():
     assert not blocks[0][1].startswith("# needs:") and not blocks[1][1].startswith("# needs:")
 
 
-@pytest.mark.parametrize("line, code", [b for b in _readme_python_blocks()
-                                        if not b[1].startswith("# needs:")],
-                         ids=lambda v: f"line{v}" if isinstance(v, int) else "")
-def test_readme_python_example_runs_offline(tmp_path, line, code):
+#: One fresh interpreter runs every README example (tests/_fork_each.py): it
+#: imports the third-party libraries the examples use (NumPy, SciPy,
+#: scikit-learn, Numba: seconds of CPU each time), never tripletml, then runs
+#: each example in its own forked copy with fresh globals -- a copy in which
+#: no tripletml module was ever imported, whatever the other examples import.
+_README_PRELUDE = """
+import sys
+import numpy, scipy.sparse, scipy.linalg, scipy.stats, numba
+import sklearn.base, sklearn.utils.validation, sklearn.datasets, sklearn.model_selection
+import sklearn.preprocessing, sklearn.neighbors, sklearn.metrics
+loaded = [m for m in sys.modules if m.split(".")[0] == "tripletml"]
+assert not loaded, loaded
+"""
+
+
+def _readme_case(line: int, code: str, folder: Path) -> str:
+    """The forked copy's code: move to ``folder``, then run the example with
+    its own fresh globals, compiled as README.md with the README's line
+    numbers (a traceback names the README line)."""
+    source = "\n" * (line - 1) + code
+    return (f"import os\nos.chdir({str(folder)!r})\n"
+            f"exec(compile({source!r}, 'README.md', 'exec'), {{'__name__': '__main__'}})\n")
+
+
+@pytest.mark.parametrize("half", [0, 1])
+def test_readme_python_examples_run_offline(tmp_path, half):
     """Each README example not marked ``# needs: <data set>`` runs on a fresh
     machine: no data home (an empty TRIPLETML_DATA), files written to a
-    scratch folder, in a fresh interpreter."""
+    scratch folder of its own, in a fresh interpreter (a forked copy of one
+    that imported only third-party libraries, see _README_PRELUDE; a crash
+    or an exception fails that example and names its line).  Every other
+    example per test: two interpreters that ``pytest -n 2`` runs side by
+    side."""
+    examples = [b for b in _readme_python_blocks() if not b[1].startswith("# needs:")]
+    assert len(examples) >= 4
+    examples = examples[half::2]
+    cases = {}
+    for line, code in examples:
+        folder = tmp_path / f"line{line}"
+        folder.mkdir()
+        cases[f"line{line}"] = _readme_case(line, code, folder)
     env = {**os.environ, "TRIPLETML_DATA": str(tmp_path / "no-data"), "MPLBACKEND": "Agg",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("TRIPLETML_REQUIRE_DATA", None)
-    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+    script = _fork_each.script(_README_PRELUDE, cases, fresh_globals=True)
+    res = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, f"README example at line {line} failed:\n{res.stderr[-3000:]}"
+    tail = f"interpreter exit status {res.returncode}; stderr:\n{res.stderr[-3000:]}"
+    failed = [f"README example at line {name[4:]} failed (exit status {status}):\n"
+              + "\n".join(lines)[-3000:] + "\n" + tail
+              for name, (status, lines) in _fork_each.parse(res.stdout, cases).items()
+              if status != 0]
+    assert not failed, "\n\n".join(failed)

@@ -415,7 +415,7 @@ def threads_client():
 def test_a_broadcast_that_never_finishes_is_cancelled_after_the_timeout(threads_client,
                                                                       coll, monkeypatch):
     import asyncio
-    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "1")
+    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "0.5")
     be = partitioned.DaskBackend(coll, "Probe", threads_client)
 
     async def never(*args, **kwargs):              # a scheduler that never answers
@@ -423,7 +423,7 @@ def test_a_broadcast_that_never_finishes_is_cancelled_after_the_timeout(threads_
 
     monkeypatch.setattr(threads_client, "_scatter", never)
     for call in (lambda: be.broadcast(np.eye(3)), lambda: be.scatter_each([1, 2])):
-        with pytest.raises(TimeoutError, match=r"Probe: .* did not finish within 1 s"):
+        with pytest.raises(TimeoutError, match=r"Probe: .* did not finish within 0\.5 s"):
             _guarded(call, limit=60)
     assert TimeoutError in be.lost_data_errors()    # so a fit restarts on it
 
@@ -433,7 +433,7 @@ def test_a_gather_after_a_lost_worker_ends_in_a_timeout_naming_it(threads_client
     """A result that never comes while a worker the fit knew has left (and
     nothing runs on the live ones): a TimeoutError naming the lost worker,
     after the timeout, instead of a wait without end."""
-    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "1")
+    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "0.5")
     be = partitioned.DaskBackend(coll, "Probe", threads_client)
     alive = sorted(be._known)
     gone = "tcp://10.0.0.1:4242"
@@ -453,9 +453,9 @@ def test_a_gather_without_a_lost_worker_waits_for_a_long_task(threads_client, co
                                                             monkeypatch):
     """No worker lost: a task longer than the timeout is waited for."""
     import time
-    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "0.5")
+    monkeypatch.setenv("TRIPLETML_CLUSTER_TIMEOUT", "0.25")
     be = partitioned.DaskBackend(coll, "Probe", threads_client)
-    fut = threads_client.submit(time.sleep, 1.5, pure=False)
+    fut = threads_client.submit(time.sleep, 0.75, pure=False)      # three timeouts
     assert _guarded(lambda: be.gather([fut]), limit=60) == [None]
 
 

@@ -36,9 +36,15 @@ def _sources():
 # --------------------------------------------------------------------------
 # the checkers
 # --------------------------------------------------------------------------
-def long_functions(source: str, limit: int = MAX_LINES) -> list[tuple[str, int]]:
+def _tree(source: str | ast.AST) -> ast.AST:
+    """``source`` parsed (an already parsed module is taken as it is)."""
+    return source if isinstance(source, ast.AST) else ast.parse(source)
+
+
+def long_functions(source: str | ast.AST, limit: int = MAX_LINES) -> list[tuple[str, int]]:
     """``(qualified name, lines)`` of every function or method of ``source``
-    longer than ``limit`` lines, nested ones included."""
+    (text, or its parsed module) longer than ``limit`` lines, nested ones
+    included."""
     out: list[tuple[str, int]] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
@@ -54,7 +60,7 @@ def long_functions(source: str, limit: int = MAX_LINES) -> list[tuple[str, int]]
             else:
                 visit(child, prefix)
 
-    visit(ast.parse(source), "")
+    visit(_tree(source), "")
     return out
 
 
@@ -65,13 +71,14 @@ def private_top_modules(names) -> list[str]:
                   and n not in ("__init__.py", "__main__.py"))
 
 
-def local_package_imports(source: str) -> list[int]:
+def local_package_imports(source: str | ast.AST) -> list[int]:
     """Line numbers of the import statements inside a function (at any
-    depth) that name a module of the package: ``import tripletml...``,
+    depth) of ``source`` (text, or its parsed module) that name a module of
+    the package: ``import tripletml...``,
     ``from tripletml... import ...`` or a relative ``from . import ...``.
     Each statement counts once, however deeply nested."""
     lines: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_tree(source)):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for sub in ast.walk(node):
@@ -128,11 +135,21 @@ def test_local_import_checker_on_planted_snippets():
 # --------------------------------------------------------------------------
 # the rules on the package
 # --------------------------------------------------------------------------
-def test_no_function_over_100_lines():
-    found = []
+@pytest.fixture(scope="module")
+def package_findings() -> dict[str, tuple[list[tuple[str, int]], list[int]]]:
+    """``{module path: (long_functions, local_package_imports)}`` of every
+    module of the package, each parsed once for both rules."""
+    out = {}
     for path, source in _sources():
-        rel = path.relative_to(PKG).as_posix()
-        found += [f"{rel}: {name} ({n} lines)" for name, n in long_functions(source)]
+        tree = ast.parse(source)
+        out[path.relative_to(PKG).as_posix()] = (long_functions(tree),
+                                                 local_package_imports(tree))
+    return out
+
+
+def test_no_function_over_100_lines(package_findings):
+    found = [f"{rel}: {name} ({n} lines)" for rel, (long, _) in package_findings.items()
+             for name, n in long]
     assert found == [], "functions over %d lines: %s" % (MAX_LINES, "; ".join(found))
 
 
@@ -143,12 +160,8 @@ def test_at_most_six_private_top_level_modules():
         f"{MAX_PRIVATE_TOP}): {private}")
 
 
-def test_few_function_local_imports_of_the_package():
-    per_file = {}
-    for path, source in _sources():
-        lines = local_package_imports(source)
-        if lines:
-            per_file[path.relative_to(PKG).as_posix()] = len(lines)
+def test_few_function_local_imports_of_the_package(package_findings):
+    per_file = {rel: len(lines) for rel, (_, lines) in package_findings.items() if lines}
     total = sum(per_file.values())
     worst = sorted(per_file.items(), key=lambda kv: -kv[1])[:8]
     assert total < MAX_LOCAL_IMPORTS, (

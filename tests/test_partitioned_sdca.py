@@ -324,11 +324,15 @@ def test_digits_map_close_to_single_process():
     from tripletml.metrics import validation_score
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
-    base = validation_score(SDCA(start="zero", random_state=0).fit(Xtr, ytr), Xte, yte)
-    # measured (seed 0): single process 0.8207; K=1 0.8092, 2 0.8205, 4 0.8236,
-    # 8 0.8316 (10 passes each, the default parameters)
+    # 2,000 triplets (the default 10,000 cost 3 s a fit: single process 0.8207;
+    # K=1 0.8092, 2 0.8205, 4 0.8236, 8 0.8316); 10 passes each (the default)
+    kw = dict(start="zero", n_triplets=2000, random_state=0)
+    base = validation_score(SDCA(**kw).fit(Xtr, ytr), Xte, yte)
+    # measured (seed 0): single process 0.7607; K=1 0.7568, 2 0.7664, 4 0.7766,
+    # 8 0.7907.  With only partition 0's update added in each round (the
+    # others dropped): K=2 0.7372, 4 0.6875, 8 0.6190, so the test fails
     for K in (1, 2, 4, 8):
-        m = SDCA(start="zero", random_state=0).fit(ShardedCollection.from_arrays(Xtr, ytr, n_partitions=K))
+        m = SDCA(**kw).fit(ShardedCollection.from_arrays(Xtr, ytr, n_partitions=K))
         assert m.n_iter_ == 10
         assert validation_score(m, Xte, yte) >= base - 0.02, K
 
@@ -379,7 +383,7 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     coll = ShardedCollection.from_arrays(X[:600], y[:600], n_partitions=3)
 
     def make():
-        return SDCA(start="zero", keep_duals=True, n_triplets=3000, max_iter=6, tol=None,
+        return SDCA(start="zero", keep_duals=True, n_triplets=1000, max_iter=6, tol=None,
                     output=output, random_state=1)
 
     ref = make().fit(coll)
@@ -392,6 +396,6 @@ def test_driver_crash_resumes_from_the_round_checkpoint(tmp_path, output):
     again = fit_partitioned(make(), coll, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(again.W_, ref.W_)
     with pytest.raises(ValueError, match="written by another run"):
-        fit_partitioned(SDCA(start="zero", keep_duals=True, n_triplets=3000, max_iter=7,
+        fit_partitioned(SDCA(start="zero", keep_duals=True, n_triplets=1000, max_iter=7,
                              tol=None, output=output, random_state=1),
                         coll, checkpoint_dir=tmp_path)

@@ -1,5 +1,6 @@
 """Statistical and contract tests of the triplet samplers, and their refusal
 of hostile inputs (extreme magnitudes, impossible sizes)."""
+import functools
 import re
 
 import numpy as np
@@ -7,6 +8,8 @@ import pytest
 import scipy.sparse as sp
 
 from tripletml.triplets import check_triplets, knn_triplets, random_class_triplets
+
+import _fork_each
 
 
 def test_random_class_triplets_classes_and_counts():
@@ -140,13 +143,6 @@ def _run(code: str, timeout: float = 240):
                           cwd=Path(__file__).resolve().parents[1])
 
 
-def _assert_all_refused(proc, n: int) -> None:
-    assert proc.returncode == 0, (f"subprocess died with code {proc.returncode} "
-                                  f"(-11/139 = segfault)\n{proc.stdout}\n{proc.stderr}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED ")]
-    assert len(lines) == n, proc.stdout + proc.stderr
-
-
 # --------------------------------------------------------------------------- sizes
 # In a subprocess under a 3 GiB address-space limit: on code without the check
 # these requests would try to allocate tens of GiB (or petabytes).
@@ -163,28 +159,51 @@ def attempt(f, *a, **k):
         print("BARE MemoryError", exc)
 """
 
-
-def test_random_class_triplets_refuses_impossible_sizes():
-    proc = _run(_LIMITED + """
+#: the requests, each run in its own forked copy of one limited interpreter
+#: (tests/_fork_each.py: the limit is inherited; a crash ends only its case)
+_SIZE_CASES = {
+    "random_class_triplets": """
 y = np.arange(10) % 2
 attempt(random_class_triplets, y, 10**15, random_state=0)
 attempt(random_class_triplets, np.arange(10**4) % 2, per_query=10**12, random_state=0)
-""")
-    _assert_all_refused(proc, 2)
-    first, second = [ln for ln in proc.stdout.splitlines() if ln.startswith("REFUSED")]
+""",
+    # 2000 samples, 1000 neighbors x 1000 impostors each: 2e9 triplets (about 180 GiB)
+    "knn_triplets": """
+X = np.random.default_rng(0).normal(size=(2000, 2))
+attempt(knn_triplets, X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)
+""",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _limited_run():
+    """One interpreter for both tests below (its start and imports are most
+    of their time): ``{case: (exit status, output)}``."""
+    proc = _run(_fork_each.script(_LIMITED, _SIZE_CASES))
+    tail = f"interpreter exit status {proc.returncode}; stderr:\n{proc.stderr[-3000:]}"
+    return {name: (status, "\n".join(lines) + "\n" + tail)
+            for name, (status, lines) in _fork_each.parse(proc.stdout, _SIZE_CASES).items()}
+
+
+def _refused(case: str, n: int) -> list[str]:
+    """The ``n`` REFUSED lines of ``case``, which must have ended normally."""
+    status, out = _limited_run()[case]
+    assert status == 0, f"{case}: exit status {status} (-11 = segfault)\n{out}"
+    lines = [ln for ln in out.splitlines() if ln.startswith("REFUSED ")]
+    assert len(lines) == n, out
+    return lines
+
+
+def test_random_class_triplets_refuses_impossible_sizes():
+    first, second = _refused("random_class_triplets", 2)
     assert re.search(r"random_class_triplets: n_triplets=1000000000000000 .*GiB", first)
     assert re.search(r"random_class_triplets: per_query=.*GiB", second)
 
 
 def test_knn_triplets_refuses_impossible_sizes():
-    # 2000 samples, 1000 neighbors x 1000 impostors each: 2e9 triplets (about 180 GiB)
-    proc = _run(_LIMITED + """
-X = np.random.default_rng(0).normal(size=(2000, 2))
-attempt(knn_triplets, X, np.arange(2000) % 2, n_neighbors=1000, n_impostors=1000)
-""")
-    _assert_all_refused(proc, 1)
+    (line,) = _refused("knn_triplets", 1)
     assert re.search(r"knn_triplets: n_neighbors=1000, n_impostors=1000 on 2000 samples "
-                     r"gives 1,998,000,000 triplets.*GiB", proc.stdout), proc.stdout
+                     r"gives 1,998,000,000 triplets.*GiB", line), line
     # capped at the class sizes, so large but harmless values still work
     X, y = np.random.default_rng(0).normal(size=(40, 2)), np.arange(40) % 2
     t = knn_triplets(X, y, n_neighbors=100, n_impostors=100)

@@ -302,7 +302,7 @@ def _csr(draw):
     return X, D
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_csr(), st.booleans())
 def test_property_every_valid_csr_is_accepted(case, shuffle):
     X, D = case
@@ -319,7 +319,7 @@ def test_property_every_valid_csr_is_accepted(case, shuffle):
         np.testing.assert_array_equal(check_X(sp.csr_matrix(D).asformat(fmt), "p").toarray(), D)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_csr(), st.sampled_from(["index_high", "index_negative", "indptr_swap", "indptr_end",
                                 "indptr_first", "indices_len", "indptr_len"]),
        st.integers(0, 10**6), st.integers(1, 10**9))
