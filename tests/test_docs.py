@@ -133,18 +133,18 @@ def _readme_case(line: int, code: str, folder: Path) -> str:
             f"exec(compile({source!r}, 'README.md', 'exec'), {{'__name__': '__main__'}})\n")
 
 
-@pytest.mark.parametrize("half", [0, 1])
-def test_readme_python_examples_run_offline(tmp_path, half):
+@pytest.mark.parametrize("part", [0, 1, 2])
+def test_readme_python_examples_run_offline(tmp_path, part):
     """Each README example not marked ``# needs: <data set>`` runs on a fresh
     machine: no data home (an empty TRIPLETML_DATA), files written to a
     scratch folder of its own, in a fresh interpreter (a forked copy of one
     that imported only third-party libraries, see _README_PRELUDE; a crash
-    or an exception fails that example and names its line).  Every other
-    example per test: two interpreters that ``pytest -n 2`` runs side by
-    side."""
+    or an exception fails that example and names its line).  Every third
+    example per test: three interpreters, which ``pytest -n 2`` spreads over
+    its workers (one interpreter took 18 s beside a busy core)."""
     examples = [b for b in _readme_python_blocks() if not b[1].startswith("# needs:")]
-    assert len(examples) >= 4
-    examples = examples[half::2]
+    assert len(examples) >= 6
+    examples = examples[part::3]
     cases = {}
     for line, code in examples:
         folder = tmp_path / f"line{line}"
