@@ -403,3 +403,30 @@ def test_scml_factorizations_and_steps_on_one_thread(monkeypatch):
     assert {"svd", "qr", "scml_objective"} <= names, names
     assert all(c == 1 for _, counts in seen for c in counts), seen
     assert _counts() == before
+
+
+@needs_threads
+def test_rca_small_factorizations_and_scatters_on_one_thread(monkeypatch):
+    """RCA on few rows of many features (the fit's rule keeps the threads):
+    the SVDs of the held-out folds' rows and the pairs' scatter over the
+    few rows they name run on one thread."""
+    import tripletml
+    from tripletml.linalg import pairwise
+    X, t = _answers(30, 700, 600)
+    seen, svd = [], np.linalg.svd
+
+    def spy(a, *args, **kwargs):
+        seen.append(("svd", _now()))
+        return svd(a, *args, **kwargs)
+    monkeypatch.setattr(np.linalg, "svd", spy)
+    before = _counts()
+    tripletml.RCA().fit(X, triplets=t)
+    assert seen and all(c == 1 for _, counts in seen for c in counts), seen
+    assert _counts() == before
+    # the scatter's own product, priced by the rows it names
+    with _threads.limit_threads(_threads.SMALL_WORK):     # threads on, as the fit's rule
+        probe = []
+        monkeypatch.setattr(pairwise, "limit_threads",
+                            lambda w: (probe.append(w), _threads.limit_threads(w))[1])
+        pairwise.pair_difference_scatter(X, t[:, 0], t[:, 1])
+    assert probe and probe[0] == 30.0 * 700 * 700 < _threads.SMALL_WORK

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.linalg.pairwise import pair_difference_scatter
 from tripletml.linalg.span import complement_basis, lift_square
+from tripletml.engine.threads import limit_threads
 from tripletml.algorithms.rca.kernels import choose_shrinkage, shrinkage_scores, span_basis_of
 from tripletml.algorithms.kissme.kernels import covariance_rank, shrinkage_grid
 from tripletml.core.params import Interval, StrOptions
@@ -57,14 +58,16 @@ def _centered_scatters(X, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray
     means = sums / np.maximum(counts, 1.0)[:, None]
     C = np.zeros((d, d))
     T = np.zeros((d, d))
-    for s0 in range(0, n, step):
-        B = X[s0:s0 + step]
-        B = B.toarray() if sp.issparse(B) else np.asarray(B)
-        Z = B - mean
-        T += Z.T @ Z
-        if member[s0:s0 + step].any():
-            W = (B - means[g[s0:s0 + step]]) * member[s0:s0 + step, None]
-            C += W.T @ W
+    # the thread rule (tripletml.engine.threads) on one block's product
+    with limit_threads(float(min(step, n)) * d * d):
+        for s0 in range(0, n, step):
+            B = X[s0:s0 + step]
+            B = B.toarray() if sp.issparse(B) else np.asarray(B)
+            Z = B - mean
+            T += Z.T @ Z
+            if member[s0:s0 + step].any():
+                W = (B - means[g[s0:s0 + step]]) * member[s0:s0 + step, None]
+                C += W.T @ W
     p = int(member.sum())
     return 0.5 * (C + C.T) / max(p, 1), 0.5 * (T + T.T), p
 

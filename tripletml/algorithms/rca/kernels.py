@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from tripletml.algorithms.kissme.kernels import heldout_score
 from tripletml.engine.early_stopping import choose_toward_last, two_protocol_splits
+from tripletml.engine.threads import factor_work, limit_threads
 
 __all__ = ["span_basis_of", "shrunk_weights", "shrinkage_scores", "choose_shrinkage"]
 
@@ -46,10 +47,12 @@ def span_basis_of(X=None, T: np.ndarray | None = None) -> tuple[np.ndarray, np.n
     eigenvectors of ``T``."""
     if X is not None and (T is None or X.shape[0] < X.shape[1]):
         Z = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-        _, sv, Vt = np.linalg.svd(Z - Z.mean(axis=0), full_matrices=False)
+        with limit_threads(factor_work(max(Z.shape), min(Z.shape))):   # its own panels
+            _, sv, Vt = np.linalg.svd(Z - Z.mean(axis=0), full_matrices=False)
         ev, U = sv ** 2, Vt.T
     else:
-        ev, U = np.linalg.eigh(T)
+        with limit_threads(factor_work(*T.shape)):
+            ev, U = np.linalg.eigh(T)
     d = U.shape[0]
     top = float(ev.max()) if ev.size else 0.0
     keep = ev > max(d, 1) * np.finfo(float).eps * top if top > 0 else np.zeros(ev.shape, bool)
@@ -155,6 +158,16 @@ def shrinkage_scores(X, answers: np.ndarray, grid: np.ndarray, regularization: f
     splits = two_protocol_splits(answers, RCA_FOLDS, similar, MIN_FOLD_ANSWERS)
     if splits is None:
         return None
+    # the thread rule (tripletml.engine.threads) on the folds' own products
+    # (the rows' Gram matrix, n^2 d, is the largest), not the fit's d x d price
+    with limit_threads(float(n) * n * X.shape[1]):
+        return _split_scores(X, answers, splits, grid, regularization, covariance, similar)
+
+
+def _split_scores(X, answers, splits, grid, regularization, covariance, similar) -> np.ndarray:
+    """:func:`shrinkage_scores` on its splits: the mean score of each
+    protocol's folds."""
+    n = X.shape[0]
     gram = None
     if n <= _GRAM_ROWS:
         gram = X @ X.T
