@@ -355,6 +355,11 @@ def test_factorizations_are_priced_by_their_panels():
     assert _threads.factor_work(1088, 1088) == 1088 * 1088 * _threads.PANEL
     assert _threads.factor_work(1088, 1088) < _threads.SMALL_WORK < 1088.0 ** 3
     assert _threads.factor_work(4096, 4096) >= _threads.SMALL_WORK
+    # a panel is never wider than the matrix (one panel: the whole n^2 d),
+    # nor than the reflectors a complete Q is formed from
+    assert _threads.factor_work(10**6, 10) == 10**6 * 10 * 10 == 1e6 * 10 ** 2
+    assert _threads.factor_work(1088, 1088, 5) == 1088 * 1088 * 5
+    assert _threads.factor_work(100, 0) == 0.0
 
 
 @needs_threads
@@ -372,7 +377,7 @@ def test_large_factorization_inside_our_small_limit_keeps_the_threads(monkeypatc
     monkeypatch.setattr(np.linalg, "qr", spy)
     with _threads.limit_threads(1.0):
         span.complement_basis(Q)
-        monkeypatch.setattr(_threads, "SMALL_WORK", _threads.factor_work(200, 200))
+        monkeypatch.setattr(_threads, "SMALL_WORK", _threads.factor_work(200, 200, 5))
         span.complement_basis(Q)
     assert seen == [[1] * len(_defaults()), _defaults()]
 

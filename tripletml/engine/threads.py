@@ -41,7 +41,8 @@ each threaded call, on the core the caller's own thread needs beside a busy
 one): it is priced by one panel's update (:func:`factor_work`), not by its
 total.  Tiny work is limited too: OpenBLAS does not keep every small call
 on one thread (LowRankDML at its defaults on 30 x 4 rows, 50 iterations:
-22.7 s with two threads on the busy machine, 1.06 s with one); setting and restoring the counts costs ~0.1 ms a call.
+22.7 s with two threads on the busy machine, 1.06 s with one); setting and
+restoring the counts costs ~0.1 ms a call.
 
 A setting of the user always wins: nothing is changed
 
@@ -284,22 +285,28 @@ def limit_numba(entries: int):
         yield
 
 
-def factor_work(n_rows: int, n_cols: int) -> float:
+def factor_work(n_rows: int, n_cols: int, reflectors: Optional[int] = None) -> float:
     """The rule's work of a blocked LAPACK factorization (QR, Cholesky,
     ``eigh``, SVD) of an ``n_rows x n_cols`` matrix: its largest
-    synchronised call, one panel's trailing update (``n_rows n_cols PANEL``
-    multiply-adds), not its total.
+    synchronised call, one panel's trailing update (``n_rows n_cols p``
+    multiply-adds, ``p = min(PANEL, n_rows, n_cols)`` the panel's width;
+    ``reflectors``: forming an ``n_rows x n_cols`` orthogonal factor from
+    that many Householder reflectors, whose panels are at most that wide),
+    not its total.
 
-    A factorization is ``min(n_rows, n_cols) / PANEL`` such calls, each
-    ended by a wait for every thread and separated by single-threaded panel
-    work during which the idle BLAS workers spin (OpenBLAS: about ``2^28``
-    clock cycles after every threaded call).  Beside a busy core each wait
-    can cost a scheduler slice and each spin takes the core the caller's
-    own thread needs, so the rule applies to each synchronised call: a
-    1,088 x 1,088 QR (``1.3e9`` multiply-adds in all, ``3.8e7`` a panel)
-    runs on one thread, a 4,096 x 4,096 one (``5.4e8`` a panel) keeps the
-    library's threads."""
-    return float(n_rows) * float(n_cols) * PANEL
+    A factorization is about ``min(n_rows, n_cols) / PANEL`` such calls,
+    each ended by a wait for every thread and separated by single-threaded
+    panel work during which the idle BLAS workers spin (OpenBLAS: about
+    ``2^28`` clock cycles after every threaded call).  Beside a busy core
+    each wait can cost a scheduler slice and each spin takes the core the
+    caller's own thread needs, so the rule applies to each synchronised
+    call: a 1,088 x 1,088 QR (``1.3e9`` multiply-adds in all, ``3.8e7`` a
+    panel) runs on one thread, a 4,096 x 4,096 one (``5.4e8`` a panel)
+    keeps the library's threads."""
+    p = min(PANEL, int(n_rows), int(n_cols))
+    if reflectors is not None:
+        p = min(p, int(reflectors))
+    return float(n_rows) * float(n_cols) * max(p, 0)
 
 
 def fit_work(n_rows: int, n_features: int) -> float:

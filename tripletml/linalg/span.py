@@ -118,7 +118,7 @@ def complement_basis(Q: np.ndarray) -> np.ndarray:
     d, r = Q.shape
     if r == 0:
         return np.eye(d)
-    with limit_threads(factor_work(d, d)):      # forming the complete d x d Q
+    with limit_threads(factor_work(d, d, r)):   # the complete d x d Q from r reflectors
         Qc, _ = np.linalg.qr(Q, mode="complete")
     return np.ascontiguousarray(Qc[:, r:])
 
