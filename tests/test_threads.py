@@ -295,36 +295,44 @@ def _answers(n, d, m, seed=0):
 
 
 @needs_threads
-def test_sparse_comet_steps_on_one_thread_its_refactorisation_threaded(monkeypatch):
-    """SparseCOMET on few rows of many features: the fit's rule (``d^2 (n +
-    d)``) keeps the threads, but its coordinate steps are level-2 work, run
-    on one thread; the ``O(d^3)`` refactorisation among them gets the
-    libraries' threads back (issue 40: 6.9 s against 4.0 s beside a busy
-    core with the steps threaded)."""
+def test_sparse_comet_steps_on_one_thread_its_refactorisation_by_its_panels(monkeypatch):
+    """SparseCOMET on few rows of many features: the plain problem's rule
+    (``d^2 (n + d)``) keeps the threads, but its coordinate steps are
+    level-2 work, run on one thread (issue 40: 6.9 s against 4.0 s beside a
+    busy core with the steps threaded); the refactorisation's Cholesky
+    factorization is priced by its panels: one thread at ``d = 700``, the
+    libraries' threads back among the one-thread steps where a panel is
+    above the rule (SMALL_WORK lowered)."""
     from tripletml import SparseCOMET
     from tripletml.algorithms.comet import kernels as ck
     X, t = _answers(30, 700, 2000)
-    assert _threads.fit_work(*X.shape) > _threads.SMALL_WORK
-    steps, refactors = [], []
-    step, refactor = ck.COMETSolver.coordinate_step, ck.COMETSolver._refactor
+    assert _threads.fit_work(*X.shape) > _threads.SMALL_WORK > _threads.factor_work(700, 700)
+    steps, factors = [], []
+    step, cholesky = ck.COMETSolver.coordinate_step, np.linalg.cholesky
 
     def spy_step(self, k):
         steps.append(_now())
         return step(self, k)
 
-    def spy_refactor(self):
-        refactors.append(_now())
-        return refactor(self)
+    def spy_cholesky(a, *args, **kwargs):
+        if a.shape[0] > 30:             # W (d x d, d = 700 and a bias coordinate)
+            factors.append(_now())
+        return cholesky(a, *args, **kwargs)
     monkeypatch.setattr(ck.SparseCOMETSolver, "coordinate_step", spy_step)
-    monkeypatch.setattr(ck.COMETSolver, "_refactor", spy_refactor)
+    monkeypatch.setattr(np.linalg, "cholesky", spy_cholesky)
     monkeypatch.setattr(ck.SparseCOMETSolver, "_refactor_due", lambda self: len(steps) == 5)
     before = _counts()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)        # one epoch: enough
-        SparseCOMET(max_iter=1, random_state=0).fit(X, triplets=t)
-    assert steps and all(c == 1 for counts in steps for c in counts)
-    assert refactors and all(r == _defaults() for r in refactors)
-    assert _counts() == before
+    for small_work, want in ((_threads.SMALL_WORK, [1] * len(before)),
+                             (_threads.factor_work(701, 701), _defaults())):
+        monkeypatch.setattr(_threads, "SMALL_WORK", small_work)
+        steps.clear()
+        factors.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)        # one epoch: enough
+            SparseCOMET(max_iter=1, random_state=0).fit(X, triplets=t)
+        assert steps and all(c == 1 for counts in steps for c in counts)
+        assert factors and all(f == want for f in factors), factors
+        assert _counts() == before
 
 
 @needs_threads
@@ -435,3 +443,43 @@ def test_rca_small_factorizations_and_scatters_on_one_thread(monkeypatch):
                             lambda w: (probe.append(w), _threads.limit_threads(w))[1])
         pairwise.pair_difference_scatter(X, t[:, 0], t[:, 1])
     assert probe and probe[0] == 30.0 * 700 * 700 < _threads.SMALL_WORK
+
+
+@needs_threads
+def test_fit_priced_around_its_solve_by_the_rows_span(monkeypatch):
+    """Few rows, many features: what surrounds the solve (the preprocessing,
+    the span route's checks) is priced by the rows' span
+    (:func:`prelude_work`) and runs on one thread; the solve by its own
+    problem: a plain ``d^2 (n + d)`` solve keeps the threads; RCA's
+    ``d^2 min(n, d)`` products, LinearTSTE's span-route check, KISSME's
+    preprocessing and SCML's basis and steps (their large products priced
+    on their own) run on one (before: every call of these fits threaded,
+    the workers spinning beside the compiled steps)."""
+    import tripletml
+    from tripletml.core.preprocessing import Preprocessor
+    X, t = _answers(40, 1500, 300)
+    assert _threads.prelude_work(*X.shape) < _threads.SMALL_WORK < _threads.fit_work(*X.shape)
+    assert _threads.prelude_work(2500, 330) == _threads.fit_work(2500, 330)   # n >= d: the fit's
+    seen = []
+
+    def spy(name, fn):
+        def run(*args, **kwargs):
+            seen.append((name, _now()))
+            return fn(*args, **kwargs)
+        return run
+    monkeypatch.setattr(Preprocessor, "fit", spy("preprocessing", Preprocessor.fit))
+    monkeypatch.setattr(np.linalg, "matrix_rank", spy("rank", np.linalg.matrix_rank))
+    monkeypatch.setattr(tripletml.RCA, "_fit", spy("rca", tripletml.RCA._fit))
+    monkeypatch.setattr(tripletml.KISSME, "_preprocess", spy("kissme",
+                                                             tripletml.KISSME._preprocess))
+    monkeypatch.setattr(tripletml.SCML, "_learn", spy("scml", tripletml.SCML._learn))
+    before = _counts()
+    _Probe().fit(X, triplets=t)
+    assert _Probe.seen == before                       # the plain d x d solve: threads
+    tripletml.LinearTSTE(random_state=0, max_iter=5).fit(X, triplets=t)
+    tripletml.RCA().fit(X, triplets=t)
+    tripletml.KISSME().fit(X, triplets=t)
+    tripletml.SCML(random_state=0, max_iter=200).fit(X, triplets=t)
+    assert {"preprocessing", "rank", "rca", "kissme", "scml"} <= {name for name, _ in seen}
+    assert all(c == 1 for _, counts in seen for c in counts), seen
+    assert _counts() == before

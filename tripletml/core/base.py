@@ -52,8 +52,8 @@ from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
 from tripletml.core.metric_learn_names import check_fit_keywords, wrap_init
 from tripletml.core.params import validate_constraints
 from tripletml.engine.stopping import STOP_REASONS
-from tripletml.engine.threads import (fit_work, limit_threads, threads_for, work_fit, work_pairs,
-                                     work_rows, work_similarity, work_triplets)
+from tripletml.engine.threads import (fit_work, limit_threads, threads_for, work_fit_prelude,
+                                     work_pairs, work_rows, work_similarity, work_triplets)
 from tripletml.core.preprocessed import PreprocessedModel
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.supervision import Supervision, read_supervision
@@ -338,16 +338,18 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         # the supervision first: bad triplets or labels leave no preprocessor
         sup = sup.checked(self, X)
         got, codes = sup.target, sup.codes
-        Xp = self._fit_preprocessing(X)
-        try:
-            self._check_square_memory(self.scaler_.n_features_out_)
-        except MemoryError:
-            self._clear_preprocessing()
-            raise
-        if self._fit_preprocessed:
-            X = self.scaler_.transform(Xp, copy=Xp is X)   # a densified copy is ours
-        else:
-            X = Xp
+        n, d = X.shape
+        with limit_threads(float(n) * d * d):   # at most a covariance and its map
+            Xp = self._fit_preprocessing(X)
+            try:
+                self._check_square_memory(self.scaler_.n_features_out_)
+            except MemoryError:
+                self._clear_preprocessing()
+                raise
+            if self._fit_preprocessed:
+                X = self.scaler_.transform(Xp, copy=Xp is X)   # a densified copy is ours
+            else:
+                X = Xp
         if isinstance(got, PairConstraints):
             if not self._needs_triplets:
                 got = None
@@ -376,7 +378,9 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
                 "pairs that share rows.")
         return t
 
-    @threads_for(work_fit)        # one BLAS thread for small work (tripletml.engine.threads)
+    # one BLAS thread for small work (tripletml.engine.threads): the rule on
+    # what surrounds the solve; _fit_span prices the solve by its own problem
+    @threads_for(work_fit_prelude)
     def fit(self, X, y=None, *, triplets=None, pairs=None, **fit_params):
         """Fit the model.
 
@@ -506,6 +510,20 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         they still hold the reduced fit): lift the other fitted arrays of
         width ``d`` (``components_``) and drop solver state of width ``r``."""
 
+    def _solve_work(self, n_rows: int, n_features: int) -> float:
+        """The thread rule's work of ``_fit`` on ``n_rows`` preprocessed rows
+        of ``n_features`` (:mod:`tripletml.engine.threads`): by default
+        :func:`~tripletml.engine.threads.fit_work`, ``d^2 (n + d)``; a
+        learner whose solve makes smaller dense calls says so."""
+        return fit_work(n_rows, n_features)
+
+    def _fit_solve(self, X, supervision, rng) -> None:
+        """``_fit`` on the preprocessed rows, inside the thread rule of its
+        problem (``fit`` itself runs under the rule of what surrounds the
+        solve, :func:`tripletml.engine.threads.prelude_work`)."""
+        with limit_threads(self._solve_work(*X.shape)):
+            self._fit(X, supervision, rng)
+
     def _fit_span(self, X, supervision, rng) -> None:
         """``_fit`` on the preprocessed rows, by the span route where it is
         declared and pays (fewer rows than features, and rows that store at
@@ -525,7 +543,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         stored = X.nnz / max(X.shape[0], 1) if sp.issparse(X) else d
         if spec is None or not (route or (span_route_applies(X.shape[0], d)
                                           and stored >= X.shape[0])):
-            self._fit(X, supervision, rng)
+            self._fit_solve(X, supervision, rng)
             return
         n_square = sum(not isinstance(kind, str) for kind in spec.values())
         if n_square:     # the lifted d x d arrays (and one for the lift's product)
@@ -543,7 +561,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
             basis_rows = np.vstack([Xd] + [A.T for A in init.values()])
         Q = span_basis(basis_rows)
         if not 0 < Q.shape[1] < d or (not route and Q.shape[1] > stored):
-            self._fit(X, supervision, rng)
+            self._fit_solve(X, supervision, rng)
             return
         if rows:
             reduced = {name: Q.T @ A for name, A in init.items()}
@@ -555,7 +573,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         # reduced fit's work is that of n rows of r features, the lift's d^2 r
         n, r = X.shape[0], Q.shape[1]
         try:
-            with limit_threads(fit_work(n, r)):
+            with limit_threads(self._solve_work(n, r)):
                 self._fit(reduce_rows(X, Q), supervision, fit_rng)
         finally:
             self.__dict__.pop("_init_model", None)

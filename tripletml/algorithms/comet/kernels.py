@@ -49,7 +49,7 @@ from tripletml.linalg.sparse_rows import rowwise_dot
 from tripletml.engine.stopping import relative_change
 from tripletml.losses import triplet_hinge_array
 from tripletml.engine.driver import StepReport, deadline_passed
-from tripletml.engine.threads import limit_threads
+from tripletml.engine.threads import factor_work, limit_threads
 
 __all__ = ["COMETSolver", "SparseCOMETSolver", "comet_loss", "comet_loss_derivative",
            "group_prox", "linear_terms", "LOSSES"]
@@ -202,12 +202,17 @@ def comet_loss_derivative(lam: np.ndarray, loss: str) -> np.ndarray:
 
 def linear_terms(X, W: np.ndarray, triplets: np.ndarray) -> np.ndarray:
     """``lambda_t = 1 + q_t^T W (p_t^- - p_t^+)`` for every triplet (Appendix
-    C), from ``X W`` in chunks of triplets (never an (n_triplets, d) array)."""
+    C), from ``X W`` in chunks of triplets (never an (n_triplets, d) array);
+    its products inside the thread rule of their own work."""
     t = np.asarray(triplets)
-    XW = np.asarray(X @ W)
-    n = X.shape[0]
-    if n * n <= t.shape[0]:       # answers about few items: the n x n Gram X W X^T
-        G = np.asarray((X @ XW.T).T) if sp.issparse(X) else XW @ X.T
+    n, d = X.shape
+    stored = X.nnz if sp.issparse(X) else n * d
+    gram = n * n <= t.shape[0]      # answers about few items: the n x n Gram X W X^T
+    with limit_threads(float(stored) * d + (float(n) * n * d if gram else 0.0)):
+        XW = np.asarray(X @ W)
+        if gram:
+            G = np.asarray((X @ XW.T).T) if sp.issparse(X) else XW @ X.T
+    if gram:
         return 1.0 + (G[t[:, 0], t[:, 2]] - G[t[:, 0], t[:, 1]])
     out = np.empty(t.shape[0])
     step = max(1, (8 * 2**20) // (8 * X.shape[1]))
@@ -397,12 +402,22 @@ class COMETSolver:
     def refactor(self) -> None:
         """Exact ``W^-1``, Cholesky root and linear terms from W (clears the
         drift of the Woodbury and root updates)."""
-        d = float(self.d)
-        with limit_threads(d * d * (d + self.X.shape[0])):
-            self._refactor()
+        self._refactor()
 
     def _refactor(self) -> None:
+        """:meth:`refactor`, each call inside the thread rule of its own
+        work: the Cholesky factorization and potri by their panels, the
+        linear terms' ``X W`` (and Gram ``X W X^T``) by their products."""
         self.W = 0.5 * (self.W + self.W.T)
+        with limit_threads(factor_work(self.d, self.d)):
+            self._factor_W()
+        self.linear_terms = linear_terms(self.X, self.W, self.t)
+        self._track()
+        self._applied = 0
+
+    def _factor_W(self) -> None:
+        """``R`` and ``W^-1`` from ``W`` (a W rounded to the boundary of the
+        cone falls back on its last root)."""
         try:
             L = np.linalg.cholesky(self.W)
         except np.linalg.LinAlgError:  # rounding took W to the boundary: keep the root
@@ -417,9 +432,6 @@ class COMETSolver:
                     "raise alpha or lower eta0 / step_fraction.") from None
         self.R = np.ascontiguousarray(L.T)
         self.W_inv = _inverse_from_root(self.R, self.name)
-        self.linear_terms = linear_terms(self.X, self.W, self.t)
-        self._track()
-        self._applied = 0
 
     def column(self, k: int) -> np.ndarray:
         """Column k of X as a dense n-vector."""
@@ -503,7 +515,7 @@ class COMETSolver:
 
     def _root_from_W(self) -> None:
         try:
-            with limit_threads(float(self.d) ** 3):
+            with limit_threads(factor_work(self.d, self.d)):
                 self.R = np.ascontiguousarray(np.linalg.cholesky(self.W).T)
         except np.linalg.LinAlgError:
             raise FloatingPointError(

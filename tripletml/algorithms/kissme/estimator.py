@@ -35,7 +35,7 @@ from tripletml.algorithms.kissme.kernels import (
     kissme_factor, kissme_matrix, kissme_matrix_span, pair_keys, scatter_from_pairs,
     shrinkage_grid, usable_counts, usable_folds)
 from tripletml.core.validation import check_dense_memory
-from tripletml.engine.threads import fit_work, limit_threads
+from tripletml.engine.threads import fit_work, limit_threads, prelude_work
 from tripletml.algorithms.kissme import distributed
 from tripletml.distributed import class_stats, statistics
 from tripletml.distributed.class_stats import gather_reduce
@@ -274,7 +274,8 @@ class KISSME(MahalanobisMixin, TripletLearner):
         on_raw = self._on_raw()
         Q = None
         if not on_raw or self._span_route is not False:
-            Xp = self._preprocess(X)
+            with limit_threads(float(X.shape[0]) * X.shape[1] * X.shape[1]):   # at most X W
+                Xp = self._preprocess(X)
             if self._span_route is not False and (
                     self._span_route or span_route_applies(Xp.shape[0], Xp.shape[1])):
                 Q = span_basis(Xp)
@@ -285,9 +286,17 @@ class KISSME(MahalanobisMixin, TripletLearner):
                 X = Xp
             del Xp
         # the thread rule (tripletml.engine.threads) on the problem solved:
-        # on the span, n rows of r coordinates (the lifts declare their own)
-        with limit_threads(None if Q is None else fit_work(X.shape[0], X.shape[1])):
+        # the rows' d x d problem, or on the span n rows of r coordinates
+        # (the lifts declare their own)
+        with limit_threads(fit_work(X.shape[0], X.shape[1])):
             self._fit_rows(X, got, exact, on_raw, Q, t0)
+
+    def _solve_work(self, n_rows: int, n_features: int) -> float:
+        """The thread rule's work of ``_fit`` before its rows are chosen (the
+        preprocessing and the span's basis price their own calls): that
+        of the rows' span (:func:`~tripletml.engine.threads.prelude_work`);
+        the problem solved is priced in ``_fit``."""
+        return prelude_work(n_rows, n_features)
 
     def _fit_rows(self, X, got, exact: bool, on_raw: bool, Q, t0: float) -> None:
         """:meth:`_fit` on the rows it fits (raw, preprocessed, or the span's

@@ -412,6 +412,13 @@ class RCA(MahalanobisMixin, TripletLearner):
     #: model), checked before training (:meth:`_check_square_memory`)
     _square_arrays = 5
 
+    def _solve_work(self, n_rows: int, n_features: int) -> float:
+        """The thread rule's work of the solve: products of the ``d x d``
+        scatters with the span's ``s <= min(n, d)`` directions (``U^T C U``,
+        ``L^T L``, the lift); the scatters and the factorizations price
+        their own calls."""
+        return float(n_features) * n_features * min(n_rows, n_features)
+
     def _fit(self, X, got, rng):
         t0 = time.perf_counter()
         n, d = X.shape

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.engine import apply_result, run
-from tripletml.engine.threads import limit_threads
+from tripletml.engine.threads import limit_threads, prelude_work
 from tripletml.engine.whole import WholeRun
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
@@ -295,15 +295,26 @@ class SCML(MahalanobisMixin, TripletLearner):
                              "identity_weight_ I")
         self._check_loaded_metric(self.M_)
 
+    def _solve_work(self, n_rows: int, n_features: int) -> float:
+        """The thread rule's work of the solve around its priced calls (the
+        basis, its coordinates, the steps, ``M``): that of the rows' span
+        (:func:`~tripletml.engine.threads.prelude_work`)."""
+        return prelude_work(n_rows, n_features)
+
     def _fit(self, X, got, rng):
         B, w, _, t, result = self._learn(X, got, rng)
         self.__dict__.pop("shrinkage_grid_", None)
         self.__dict__.pop("shrinkage_scores_", None)
         s = self.shrinkage_ = self._choose_shrinkage(X, got, rng)
         on = np.flatnonzero(w)                   # the sparse weights' support
-        a, c = (1.0, 0.0) if s == 0 else \
-            _blend_weights(_metric_coordinates(X, B, w), _identity_coordinates(X), t, s)
-        M = a * ((B[on].T * w[on]) @ B[on])
+        if s != 0:
+            with limit_threads(float(X.shape[0]) * B.shape[1] * on.size):
+                ZM = _metric_coordinates(X, B, w)
+            a, c = _blend_weights(ZM, _identity_coordinates(X), t, s)
+        else:
+            a, c = 1.0, 0.0
+        with limit_threads(float(B.shape[1]) ** 2 * on.size):
+            M = a * ((B[on].T * w[on]) @ B[on])
         M = 0.5 * (M + M.T)
         M[np.diag_indices_from(M)] += c
         # M = a B^T diag(w) B + c I: no d x d eigh
@@ -367,7 +378,8 @@ class SCML(MahalanobisMixin, TripletLearner):
             XU = Xd @ B.T if not isinstance(B, _SpanBasis) else (Xd @ B.Q) @ B.B.T
             delta = TripletDeltas(XU, triplets)
         if lift and isinstance(B, _SpanBasis):
-            B = np.ascontiguousarray(B.B @ B.Q.T)
+            with limit_threads(float(B.B.shape[0]) * B.Q.shape[0] * B.Q.shape[1]):
+                B = np.ascontiguousarray(B.B @ B.Q.T)
         if not delta.all_finite():
             raise FloatingPointError("SCML: training diverged (the triplets' distances overflow "
                                      "float64); scale the features down (e.g. "
