@@ -68,10 +68,17 @@ def other_threads_cpu() -> Optional[float]:
 
 def settle_blas_workers(wait: float = 0.5) -> None:
     """Start the BLAS workers of a freshly forked child (one threaded
-    product) and wait out their spin, so that ``workers_cpu_s`` counts what
-    the fit itself starts."""
+    product, and one limit of the thread rule: the first thread count set
+    on a BLAS library whose pool is not running yet, SciPy's own OpenBLAS,
+    starts that pool, whose workers spin once, about 0.1 s of CPU) and wait
+    out their spin, so that ``workers_cpu_s`` counts what the fit itself
+    starts."""
+    from tripletml.engine.threads import limit_threads
+
     A = np.ones((512, 512))
     A @ A
+    with limit_threads(1.0):
+        pass
     time.sleep(wait)
 
 
