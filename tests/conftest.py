@@ -41,6 +41,56 @@ def _numba_cache_dir() -> str:
 
 os.environ["NUMBA_CACHE_DIR"] = _numba_cache_dir()
 
+
+def _compile_once_across_workers() -> None:
+    """One compilation of each kernel for all the ``pytest -n`` workers.
+
+    The workers start the same test files at the same time, so without this
+    both compile each kernel (cold cache: about 30 s of CPU each for the
+    learners' kernels, a busy core's worth of the suite).  Numba's
+    ``Dispatcher.compile`` looks in the on-disk cache before it compiles; a
+    file lock per kernel (in the cache folder) around it makes the second
+    worker wait for the first one's compilation and then load it from the
+    cache.  Numba's own (in-process, reentrant) compiler lock is taken
+    first, as its ``compile`` takes it, so threads of one process cannot
+    hold the two in opposite orders; kernels call kernels, never in a cycle,
+    so the file locks cannot deadlock across processes; a kernel already
+    locked by this thread (its compilation asking for another signature of
+    itself) is not locked again."""
+    import fcntl
+    import hashlib
+    import threading
+
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.dispatcher import Dispatcher
+
+    compile_ = Dispatcher.compile
+    held = threading.local()
+    folder = Path(os.environ["NUMBA_CACHE_DIR"])
+
+    def compile(self, sig):
+        fn = self.py_func
+        key = hashlib.sha1(f"{fn.__module__}.{fn.__qualname__}".encode()).hexdigest()[:16]
+        mine = getattr(held, "keys", None)
+        if mine is None:
+            mine = held.keys = set()
+        if key in mine:
+            return compile_(self, sig)
+        with global_compiler_lock, open(folder / f".compile-{key}.lock", "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            mine.add(key)
+            try:
+                return compile_(self, sig)
+            finally:
+                mine.discard(key)
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    Dispatcher.compile = compile
+
+
+if os.name == "posix":
+    _compile_once_across_workers()
+
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -361,8 +361,10 @@ def test_smoothed_gap_is_a_certificate(seed, mu):
     X, t = _data(seed=seed)
     prob = SMLProblem(X, t, 0.1)
     # The solver is deterministic, so the 300 checked iterations are the first
-    # 300 of the reference run itself: recorded as it goes (one run of 6000
-    # iterations, not 6000 + 300), checked against the run's best afterwards.
+    # 300 of the reference run itself: recorded as it goes, checked against
+    # the run's best afterwards.  The run goes on until its own gap certifies
+    # that best within 1e-4 of the smoothed optimum (67 to 1,877 iterations
+    # here; at most 6,000), not for a fixed 6,000.
     ref = SmoothSolver(prob, mu=mu)
     best = np.inf
     checked = []
@@ -372,7 +374,9 @@ def test_smoothed_gap_is_a_certificate(seed, mu):
         if i < 300:
             assert ref.f_mu == pytest.approx(f + mu * np.sum(ref.M * ref.M), rel=1e-12)
             checked.append((f, gap, ref.f_mu, ref.gap_mu))
-    assert ref.gap_mu <= 1e-3 * ref.f_mu           # the reference is (nearly) optimal
+        elif ref.gap_mu <= 1e-4 * ref.f_mu:
+            break
+    assert ref.gap_mu <= 1e-4 * ref.f_mu           # the reference is (nearly) optimal
     assert len(checked) == 300
     for f, gap, f_mu, gap_mu in checked:
         assert gap_mu >= -1e-9 * f_mu
