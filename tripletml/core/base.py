@@ -357,7 +357,8 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
                 got = self._pair_triplets(got, rng)
         elif got is None and self._needs_triplets:
             try:
-                got = self._sampler().sample(X, codes, rng, owner=self)
+                with limit_threads(float(X.shape[0]) ** 2 * X.shape[1]):   # at most k-NN's Gram
+                    got = self._sampler().sample(X, codes, rng, owner=self)
             except BaseException:
                 self._clear_preprocessing()
                 raise

@@ -34,13 +34,14 @@ are.  Examples: digits (1,257 x 64: ``w = 5.4e6``), a 2,230 x 180 set
 (``6.7e8``), 1,000 x 1,000 (``2e9``) and any sparse text set with thousands
 of columns keep the library's threads.
 
-A fit is priced in two parts: what surrounds its solve (validation,
-preprocessing, sampling, the span route's basis) by :func:`prelude_work`,
+A fit is priced in two parts: what surrounds its solve (validation, the
+span route's basis and checks) by :func:`prelude_work`,
 the rule on the span of its rows (``fit_work`` itself when ``n >= d``), and
 the solve by ``fit_work`` of the rows it receives (the span's coordinates
 on the span route) or by the learner's own ``_solve_work`` where its calls
 are smaller (RCA: ``d^2 min(n, d)``), its large products priced where they
-are made.  On 70 rows of 1,088 features the plain problem's rule
+are made; the preprocessing by ``n d^2`` (a covariance and its map), the
+sampling of triplets by ``n^2 d`` (k-NN's Gram).  On 70 rows of 1,088 features the plain problem's rule
 (``1.4e9``) kept the threads for every small call of the fit.
 
 A blocked factorization (QR, Cholesky, ``eigh``, SVD) is a sequence of
@@ -325,8 +326,8 @@ def fit_work(n_rows: int, n_features: int) -> float:
 
 
 def prelude_work(n_rows: int, n_features: int) -> float:
-    """The rule's work of a fit around its solve (validation, preprocessing,
-    sampling, the span route's basis, the tuple calibration):
+    """The rule's work of a fit around its solve (validation, the span
+    route's basis and checks, the tuple calibration):
     ``max(fit_work(n, min(n, d)), factor_work(n, d))``.
 
     Its dense calls are passes over the rows, products of the rows with

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.core.params import COMMON, Interval, StrOptions
 from tripletml.engine import apply_result, run
-from tripletml.engine.threads import limit_threads, prelude_work
+from tripletml.engine.threads import fit_work, limit_threads, prelude_work
 from tripletml.engine.whole import WholeRun
 from tripletml.core.validation import check_dense_memory
 from tripletml.core.base import MahalanobisMixin, TripletLearner
@@ -338,8 +338,9 @@ class SCML(MahalanobisMixin, TripletLearner):
             sizes = np.bincount(codes)
             if sizes.max() < 2:
                 raise ValueError("SCML: every class has a single member; no triplet exists.")
-            triplets = knn_triplets(X, codes, int(self.k_genuine), int(self.k_impostor),
-                                    random_state=rng)
+            with limit_threads(fit_work(n, d)):      # neighbours of every row: as before
+                triplets = knn_triplets(X, codes, int(self.k_genuine), int(self.k_impostor),
+                                        random_state=rng)
             kind = "triplet_diffs" if self.basis == "triplet_diffs" else "lda"
         else:
             codes = None
@@ -361,7 +362,8 @@ class SCML(MahalanobisMixin, TripletLearner):
             n_basis = self.n_basis if self.n_basis is not None else min(20 * d, 2 * n * e - 1)
             check_dense_memory(8 * (n_basis * (d + len(triplets)) + n * d), self,
                                f"a basis of {n_basis} directions and its triplet features")
-            B = lda_basis(Xd, codes, int(n_basis), rng)
+            with limit_threads(fit_work(n, d)):      # k-means and LDA of the rows: as before
+                B = lda_basis(Xd, codes, int(n_basis), rng)
         else:
             # 80 directions per dimension the answers' rows span (at most d)
             span_dim = min(d, max(rows.size - 1, 1))
