@@ -189,3 +189,34 @@ def test_batch_counts_give_the_batch_matrix():
     N = Z[t[:, 0]] - Z[t[:, 2]]
     P = Z[t[:, 0]] - Z[t[:, 1]]
     np.testing.assert_allclose(Z.T @ _batch_counts(t, 7) @ Z, N.T @ N - P.T @ P, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_lda_directions_on_the_rows_span_are_the_full_problems(n_classes):
+    """With fewer rows than features, the local LDA directions computed on
+    the span of the centered rows are those of the ``d x d`` generalized
+    eigenproblem written from the definition (the between-class scatter
+    and the within-class scatter plus the ridge of all ``d`` dimensions),
+    up to sign, for every positive eigenvalue."""
+    import scipy.linalg
+
+    from tripletml.algorithms.scml.kernels import LDA_SHRINKAGE, _lda_directions
+    rng = np.random.default_rng(n_classes)
+    n, d, k = 24, 60, n_classes - 1
+    y = np.arange(n) % n_classes
+    X = rng.normal(size=(n, d)) + 2.0 * rng.normal(size=(n_classes, d))[y]
+    m = X.mean(axis=0)
+    Sw, Sb = np.zeros((d, d)), np.zeros((d, d))
+    for c in range(n_classes):
+        Z = X[y == c] - X[y == c].mean(axis=0)
+        Sw += Z.T @ Z
+        g = X[y == c].mean(axis=0) - m
+        Sb += (y == c).sum() * np.outer(g, g)
+    Sw += LDA_SHRINKAGE * np.trace(Sw) / d * np.eye(d)
+    lam, V = scipy.linalg.eigh(Sb, Sw)
+    assert np.sort(lam)[-k] > 1e-6                         # k positive eigenvalues
+    want = V[:, np.argsort(lam)[::-1][:k]].T
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    got = _lda_directions(X, y, k)
+    assert got.shape == (k, d)
+    np.testing.assert_allclose(np.abs(np.sum(got * want, axis=1)), 1.0, atol=1e-9)

@@ -218,24 +218,50 @@ def _lda_directions(X: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     within-class scatter plus ``LDA_SHRINKAGE`` times its mean eigenvalue
     (a smooth, scale-free ridge: local neighborhoods have fewer rows than
     features, and a rank cut would make the basis jump with rounding), as
-    unit rows."""
+    unit rows.
+
+    With fewer rows than features both scatters live in the span ``Q`` of
+    the centered rows, and so does every eigenvector of a positive
+    eigenvalue: ``(S_b, S_w + a I)`` restricted to ``Q`` (``r x r``, the
+    ridge ``a`` still that of the ``d`` dimensions) has the same ones, ``V =
+    Q V_r``, in ``O(s d r)`` instead of the ``O(d^3)`` of a ``d x d``
+    generalized eigenproblem per neighbourhood (SCML with labels on 120
+    rows of 1,500 features spent minutes there).  Directions of a zero
+    eigenvalue (fewer classes in the neighbourhood than ``k + 1``) are
+    arbitrary either way; here they lie in the span."""
     d = X.shape[1]
     classes = np.unique(codes)
     if classes.size < 2:
         return np.zeros((0, d))
-    m = X.mean(axis=0)
-    Sw = np.zeros((d, d))
-    Sb = np.zeros((d, d))
+    Xc = X - X.mean(axis=0)
+    Q = None
+    if X.shape[0] < d:
+        from tripletml.linalg.span import span_basis
+        Q = span_basis(Xc)
+        if not k <= Q.shape[1] < d:
+            Q = None
+    Y = Xc if Q is None else Xc @ Q
+    lam, V = _lda_eigh(Y, codes, classes, d)
+    V = V[:, np.argsort(lam)[::-1][:k]]
+    return _unit_rows((V if Q is None else Q @ V).T)
+
+
+def _lda_eigh(Y: np.ndarray, codes: np.ndarray, classes: np.ndarray, d: int):
+    """Generalized eigenpairs of the between-class scatter and the ridged
+    within-class scatter of the centered rows ``Y`` (coordinates in ``Y``'s
+    own columns; the ridge that of ``d`` dimensions)."""
+    r = Y.shape[1]
+    Sw = np.zeros((r, r))
+    Sb = np.zeros((r, r))
     for c in classes:
-        Xc = X[codes == c]
-        mc = Xc.mean(axis=0)
-        Z = Xc - mc
+        Yc = Y[codes == c]
+        mc = Yc.mean(axis=0)
+        Z = Yc - mc
         Sw += Z.T @ Z
-        Sb += Xc.shape[0] * np.outer(mc - m, mc - m)
+        Sb += Yc.shape[0] * np.outer(mc, mc)
     tr = float(np.trace(Sw))
-    Sw += (LDA_SHRINKAGE * tr / d if tr > 0 else 1.0) * np.eye(d)
-    lam, V = scipy.linalg.eigh(0.5 * (Sb + Sb.T), 0.5 * (Sw + Sw.T))
-    return _unit_rows(V[:, np.argsort(lam)[::-1][:k]].T)
+    Sw += (LDA_SHRINKAGE * tr / d if tr > 0 else 1.0) * np.eye(r)
+    return scipy.linalg.eigh(0.5 * (Sb + Sb.T), 0.5 * (Sw + Sw.T))
 
 
 def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray:
@@ -274,11 +300,15 @@ def lda_basis(X: np.ndarray, codes: np.ndarray, n_basis: int, rng) -> np.ndarray
         Dr = np.round(D / scale, 9)
         order = np.lexsort((np.broadcast_to(np.arange(rows.size), D.shape), Dr), axis=1)
         near[c] = rows[order[:, :kk]]
-    out = []
+    out, seen = [], {}
     for k in scales:
         for j in range(n_clusters):
-            idx = np.concatenate([near[c][j, :min(k, near[c].shape[1])] for c in classes])
-            out.append(_lda_directions(X[idx], codes[idx], e))
+            idx = np.sort(np.concatenate([near[c][j, :min(k, near[c].shape[1])]
+                                          for c in classes]))
+            key = idx.tobytes()        # the same rows (every class smaller than k): the same LDA
+            if key not in seen:
+                seen[key] = _lda_directions(X[idx], codes[idx], e)
+            out.append(seen[key])
     B = np.concatenate(out)[:n_basis]
     return np.ascontiguousarray(B)
 
