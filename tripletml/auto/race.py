@@ -243,7 +243,8 @@ def race_stages(ctx: dict) -> tuple[str, list[int]]:
 def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[int, dict]:
     """The final comparison: each survivor at its best validated budget
     (validated early stopping: a racer whose score fell at a larger budget
-    is refitted with the budget that scored best).
+    is refitted with the budget that scored best); a tie goes to a
+    no-learning baseline, then to the earlier candidate.
 
     Returns
     -------
@@ -274,7 +275,12 @@ def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[
                                                "'Euclidean'}, which is always scored."))
     pool = [c for c in champions if c in last_scores] or list(last_scores)
     best_rows = {c: _best_row(rows, c) for c in pool}
-    win = min(pool, key=lambda c: (-best_rows[c]["mean_validation_score"], c))
+    # ties go to a no-learning baseline (as in the comparisons' race): equal
+    # validation evidence does not justify a learned metric.  Equal to
+    # rounding: the same counts of correct items over the splits, averaged
+    # in a different order, differ in the last bits
+    win = min(pool, key=lambda c: (round(-best_rows[c]["mean_validation_score"], 12),
+                                   bool(ctx["cands"][c].learns), c))
     win_row = best_rows[win]
     mine = [row for row in rows if row["candidate"] == win]
     win_row["stopped"] = ""
