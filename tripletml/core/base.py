@@ -52,8 +52,9 @@ from tripletml.core.arrayspec import ArraySpec, check_fitted_arrays
 from tripletml.core.metric_learn_names import check_fit_keywords, wrap_init
 from tripletml.core.params import validate_constraints
 from tripletml.engine.stopping import STOP_REASONS
-from tripletml.engine.threads import (fit_work, limit_threads, threads_for, work_fit_prelude,
-                                     work_pairs, work_rows, work_similarity, work_triplets)
+from tripletml.engine.threads import (fit_work, limit_threads, rows_work, threads_for,
+                                     work_fit_prelude, work_pairs, work_rows, work_similarity,
+                                     work_triplets)
 from tripletml.core.preprocessed import PreprocessedModel
 from tripletml.core.preprocessing import check_preprocessing
 from tripletml.core.supervision import Supervision, read_supervision
@@ -339,7 +340,7 @@ class TripletLearner(PreprocessedModel, TupleClassifierMixin, LearnerBase):
         sup = sup.checked(self, X)
         got, codes = sup.target, sup.codes
         n, d = X.shape
-        with limit_threads(float(n) * d * d):   # at most a covariance and its map
+        with limit_threads(rows_work(n, d)):    # at most a covariance and its map
             Xp = self._fit_preprocessing(X)
             try:
                 self._check_square_memory(self.scaler_.n_features_out_)

@@ -41,8 +41,9 @@ the solve by ``fit_work`` of the rows it receives (the span's coordinates
 on the span route) or by the learner's own ``_solve_work`` where its calls
 are smaller (RCA: ``d^2 min(n, d)``), its large products priced where they
 are made; the preprocessing by ``n d^2`` (a covariance and its map), the
-sampling of triplets by ``n^2 d`` (k-NN's Gram).  On 70 rows of 1,088 features the plain problem's rule
-(``1.4e9``) kept the threads for every small call of the fit.
+sampling of triplets by ``n^2 d`` (k-NN's Gram).  On 70 rows of 1,088
+features the plain problem's rule (``1.4e9``) kept the threads for every
+small call of the fit.
 
 A blocked factorization (QR, Cholesky, ``eigh``, SVD) is a sequence of
 synchronised calls, one a panel, with single-threaded panel work between
@@ -90,7 +91,7 @@ import threading
 from typing import Callable, Optional
 
 __all__ = ["SMALL_WORK", "SMALL_SCAN", "PANEL", "limit_threads", "limit_numba", "threads_for",
-           "fit_work", "factor_work", "prelude_work"]
+           "fit_work", "factor_work", "prelude_work", "rows_work"]
 
 #: work (multiply-adds) below which a call runs on one thread
 SMALL_WORK = 1 << 28
@@ -325,6 +326,13 @@ def fit_work(n_rows: int, n_features: int) -> float:
     return d * d * (float(n_rows) + d)
 
 
+def rows_work(n_rows: int, n_features: int) -> float:
+    """The rule's work of ``n_rows`` rows through a ``d x d`` map, or of
+    their ``d x d`` scatter: ``n d^2``."""
+    d = float(n_features)
+    return float(n_rows) * d * d
+
+
 def prelude_work(n_rows: int, n_features: int) -> float:
     """The rule's work of a fit around its solve (validation, the span
     route's basis and checks, the tuple calibration):
@@ -387,9 +395,7 @@ def work_fit_prelude(self, X, *args, **kwargs):
 def work_rows(self, X, *args, **kwargs):
     """``n d^2``: the rows of X (all tuple points) through a d x d map."""
     s = _shape(X)
-    if s is None:
-        return None
-    return float(s[0]) * s[1] * s[1]
+    return None if s is None else rows_work(*s)
 
 
 def work_pairs(self, X1, X2=None, *args, **kwargs):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from tripletml.engine.threads import limit_threads
+from tripletml.engine.threads import limit_threads, rows_work
 
 __all__ = ["squared_distances_block", "block_size", "PairOuterSum", "pair_difference_scatter",
            "BLOCK_ELEMENTS"]
@@ -141,7 +141,7 @@ def pair_difference_scatter(X, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     B = sp.csr_matrix((np.tile([1.0, -1.0], m), np.column_stack([local[:m], local[m:]]).ravel(),
                        np.arange(0, 2 * m + 1, 2)), shape=(m, rows.size))
     Xu = X[rows]
-    with limit_threads(float(rows.size) * d * d):     # the thread rule on its own product
+    with limit_threads(rows_work(rows.size, d)):     # the thread rule on its own product
         G = Xu.T @ ((B.T @ B) @ Xu)
     G = G.toarray() if sp.issparse(G) else np.asarray(G)
     return 0.5 * (G + G.T)

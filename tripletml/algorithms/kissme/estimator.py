@@ -35,7 +35,7 @@ from tripletml.algorithms.kissme.kernels import (
     kissme_factor, kissme_matrix, kissme_matrix_span, pair_keys, scatter_from_pairs,
     shrinkage_grid, usable_counts, usable_folds)
 from tripletml.core.validation import check_dense_memory
-from tripletml.engine.threads import fit_work, limit_threads, prelude_work
+from tripletml.engine.threads import fit_work, limit_threads, prelude_work, rows_work
 from tripletml.algorithms.kissme import distributed
 from tripletml.distributed import class_stats, statistics
 from tripletml.distributed.class_stats import gather_reduce
@@ -274,7 +274,7 @@ class KISSME(MahalanobisMixin, TripletLearner):
         on_raw = self._on_raw()
         Q = None
         if not on_raw or self._span_route is not False:
-            with limit_threads(float(X.shape[0]) * X.shape[1] * X.shape[1]):   # at most X W
+            with limit_threads(rows_work(*X.shape)):      # at most X W
                 Xp = self._preprocess(X)
             if self._span_route is not False and (
                     self._span_route or span_route_applies(Xp.shape[0], Xp.shape[1])):

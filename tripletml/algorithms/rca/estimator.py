@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from tripletml.core.arrayspec import ArraySpec
 from tripletml.linalg.pairwise import pair_difference_scatter
 from tripletml.linalg.span import complement_basis, lift_square
-from tripletml.engine.threads import limit_threads
+from tripletml.engine.threads import limit_threads, rows_work
 from tripletml.algorithms.rca.kernels import choose_shrinkage, shrinkage_scores, span_basis_of
 from tripletml.algorithms.kissme.kernels import covariance_rank, shrinkage_grid
 from tripletml.core.params import Interval, StrOptions
@@ -59,7 +59,7 @@ def _centered_scatters(X, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray
     C = np.zeros((d, d))
     T = np.zeros((d, d))
     # the thread rule (tripletml.engine.threads) on one block's product
-    with limit_threads(float(min(step, n)) * d * d):
+    with limit_threads(rows_work(min(step, n), d)):
         for s0 in range(0, n, step):
             B = X[s0:s0 + step]
             B = B.toarray() if sp.issparse(B) else np.asarray(B)
