@@ -770,8 +770,8 @@ def test_no_fit_starts_with_less_than_its_shortest_time_left():
     fi, vi = np.arange(0, 150, 2), np.arange(1, 150, 2)
     soon = time.time() + 100.0
     assert _run_job(cand, X, y, fi, vi, 100, 0, None, soon, None, min_secs=1000.0) is None
-    score, secs, _, error = _run_job(cand, X, y, fi, vi, 100, 0, None, soon, None,
-                                     min_secs=1.0)
+    score, secs, _, error, _ = _run_job(cand, X, y, fi, vi, 100, 0, None, soon, None,
+                                        min_secs=1.0)
     assert np.isfinite(score) and error == ""
 
 
@@ -809,7 +809,8 @@ def test_after_the_deadline_only_the_free_baselines_are_fitted():
     fi, vi = np.arange(0, 150, 2), np.arange(1, 150, 2)
     past = time.time() - 1.0
     assert _run_job(kiss, X, y, fi, vi, None, 0, None, past, None, min_secs=0.0) is None
-    score, _, _, error = _run_job(euc, X, y, fi, vi, None, 0, None, past, None, min_secs=-1.0)
+    score, _, _, error, _ = _run_job(euc, X, y, fi, vi, None, 0, None, past, None,
+                                     min_secs=-1.0)
     assert np.isfinite(score) and error == ""
 
 

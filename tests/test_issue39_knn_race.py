@@ -94,7 +94,124 @@ def test_final_comparison_ties_to_rounding_go_to_the_no_learning_baseline():
         rows = [{"candidate": c, "mean_validation_score": s, "budget": 1, "stopped": "",
                  "budget_param": None, "round": 0} for c, s in enumerate(scores)]
         return {"last_scores": dict(enumerate(scores)), "rows": rows, "skipped": [],
-                "cands": [SimpleNamespace(learns=True), SimpleNamespace(learns=False)]}
+                "cands": [SimpleNamespace(learns=True), SimpleNamespace(learns=False)],
+                "selection": "best"}
     assert choose_winner(ctx([0.7751322751322752, 0.775132275132275]), [0, 1], 60.0)[0] == 1
     assert choose_winner(ctx([0.7751322751322752, 0.7751322751322752]), [0, 1], 60.0)[0] == 1
     assert choose_winner(ctx([0.78, 0.775132275132275]), [0, 1], 60.0)[0] == 0
+
+
+# ---------------------------------------------------------------------------
+# the one-standard-error rule of the final comparison (selection="one_se")
+# ---------------------------------------------------------------------------
+def _rule_ctx(best_items, ref_items):
+    """Two candidates scored on the same validation items (one list per
+    split): 0 learns, 1 is Euclidean on the rows as given."""
+    from types import SimpleNamespace
+
+    def mean(items):
+        return float(np.mean([np.mean(v) for v in items]))
+    scores = [mean(best_items), mean(ref_items)]
+    rows = [{"candidate": c, "mean_validation_score": s, "budget": 1, "stopped": "",
+             "budget_param": None, "round": 0} for c, s in enumerate(scores)]
+    return {"last_scores": dict(enumerate(scores)), "rows": rows, "skipped": [],
+            "cands": [SimpleNamespace(learns=True, prep="standardize", name="KISSME"),
+                      SimpleNamespace(learns=False, prep=None, name="Euclidean")],
+            "items": {(0, 0): best_items, (1, 0): ref_items}, "selection": "one_se",
+            # the validation items of each split: the same 60 (one cluster each)
+            "splits": [(None, np.arange(len(v))) for v in best_items]}
+
+
+def _se_by_items(best, ref):
+    """The cluster-robust standard error of the pooled paired difference,
+    written from its definition: one cluster per validation item."""
+    d = np.concatenate(best) - np.concatenate(ref)
+    ids = np.concatenate([np.arange(len(v)) for v in best])
+    r = d - d.mean()
+    G = len(set(ids))
+    total = sum(r[ids == i].sum() ** 2 for i in set(ids))
+    return np.sqrt(G / (G - 1) * total) / d.size
+
+
+def test_one_se_rule_keeps_the_baseline_unless_the_lead_passes_one_paired_se():
+    from tripletml.auto.race import choose_winner
+
+    rng = np.random.default_rng(0)
+    ref = [rng.integers(0, 2, 60).astype(float) for _ in range(3)]
+    for n_flips in range(0, 40):
+        # the learned candidate gets n_flips more items right (among the
+        # baseline's misses) and 4 fewer (among its hits), split by split
+        best = [r.copy() for r in ref]
+        for b in best:
+            miss, hit = np.flatnonzero(b == 0), np.flatnonzero(b == 1)
+            b[miss[:n_flips // 3]] = 1.0
+            b[hit[:4 // 3 + 1]] = 0.0
+        ctx = _rule_ctx(best, ref)
+        se = _se_by_items(best, ref)
+        lead = ctx["last_scores"][0] - ctx["last_scores"][1]
+        win, row = choose_winner(ctx, [0, 1], 60.0)
+        assert win == (0 if lead > se + 1e-12 else 1), (n_flips, lead, se)
+        if lead > 0 and win == 1:
+            assert ctx["rows"][0]["stopped"].startswith("one_se:")
+        ctx["selection"] = "best"
+        for r in ctx["rows"]:
+            r["stopped"] = ""
+        assert choose_winner(ctx, [0, 1], 60.0)[0] == (0 if lead > 1e-12 else 1)
+
+
+def test_one_se_rule_compares_with_the_raw_baseline_even_when_it_was_halved():
+    # the pool (the stages' survivors) holds the learned racer only; the raw
+    # baseline's scores still stand for the rule
+    from tripletml.auto.race import choose_winner
+
+    ref = [np.r_[np.ones(30), np.zeros(30)]]
+    best = [np.r_[np.ones(31), np.zeros(29)]]      # one item more: far below one SE
+    assert choose_winner(_rule_ctx(best, ref), [0], 60.0)[0] == 1
+    best = [np.r_[np.ones(50), np.zeros(10)]]      # 20 more, none fewer: far above
+    assert choose_winner(_rule_ctx(best, ref), [0], 60.0)[0] == 0
+
+
+def _noise_labels(seed, n=90, d=6):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, d)), np.repeat(np.arange(3), n // 3)
+
+
+_RULE_SPEC = [{"learner": "Euclidean", "grid": {"preprocessing": [None, "standardize"]},
+               "budget": None},
+              {"learner": "KISSME", "grid": {"preprocessing": ["standardize"],
+                                             "shrinkage": [0.0, 0.1]}, "budget": None},
+              {"learner": "RCA", "grid": {"preprocessing": ["standardize"]}, "budget": None}]
+
+
+def test_labels_without_signal_keep_the_raw_euclidean_and_signal_keeps_the_learner():
+    # labels independent of the rows: whatever wins on validation won by
+    # noise; the rule hands it to the raw Euclidean distance.  The rows of
+    # _noisy_neighbours: the learners' lead is far above the noise
+    raw = {"learner": "Euclidean", "preprocessing": None}
+    n_raw = {"best": 0, "one_se": 0}
+    for seed in range(6):
+        X, y = _noise_labels(seed)
+        kw = dict(candidates=_RULE_SPEC, scoring="knn_accuracy", random_state=seed)
+        best = AutoSimilarity(selection="best", **kw).fit(X, y)
+        one_se = AutoSimilarity(**kw).fit(X, y)
+        # the rule keeps the best or hands it to the raw baseline, saying why
+        assert one_se.best_params_ in (best.best_params_, raw)
+        why = [s for s in one_se.cv_results_["stopped"] if s.startswith("one_se")]
+        assert len(why) == (best.best_params_ != one_se.best_params_)
+        n_raw["best"] += best.best_params_ == raw
+        n_raw["one_se"] += one_se.best_params_ == raw
+    # a lead of one standard error is still reached by chance (about one
+    # racer in six, more among several): the rule makes noise wins rarer,
+    # not impossible
+    assert n_raw["one_se"] >= n_raw["best"] + 2
+    X, y = _noisy_neighbours(0)
+    m = AutoSimilarity(candidates=_RULE_SPEC, scoring="knn_accuracy", random_state=0).fit(X, y)
+    assert m.best_params_["learner"] in ("KISSME", "RCA")
+
+
+def test_selection_is_checked():
+    import pytest
+
+    X, y = _noisy_neighbours(0)
+    with pytest.raises(ValueError, match="AutoSimilarity: parameter selection='first'"):
+        AutoSimilarity(selection="first").fit(X, y)

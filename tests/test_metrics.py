@@ -484,3 +484,33 @@ def test_triplet_accuracy_falls_back_to_a_0_1_decision_function():
     with pytest.warns(FutureWarning, match="decision_function"):
         acc = triplet_accuracy(Old(), X, [[3, 1, 0], [0, 1, 3]])
     assert acc == 0.5
+
+
+def test_validation_item_scores_are_each_rows_term_of_the_validation_score():
+    """Each row's own term: its AP, its precision at k, or whether the
+    leave-one-out k-NN vote is right (written from the definition here with
+    dense distances); their mean is :func:`validation_score`, bit for bit."""
+    from tripletml import Euclidean
+    from tripletml.metrics import validation_item_scores, validation_score
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((40, 5))
+    y = np.r_[rng.integers(0, 3, 39), 7]            # class 7: one row, no relevant row
+    model = Euclidean().fit(X, y)
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(D, np.inf)
+    order = np.argsort(D, axis=1, kind="stable")
+    knn1 = (y[order[:, 0]] == y).astype(float)
+    items = validation_item_scores(model, X, y, "knn_accuracy")
+    np.testing.assert_array_equal(items, knn1)
+    assert validation_score(model, X, y, "knn_accuracy") == items.mean()
+    p3 = validation_item_scores(model, X, y, "precision@3")
+    np.testing.assert_allclose(p3, (y[order[:, :3]] == y[:, None]).mean(1))
+    assert validation_score(model, X, y, "precision@3") == pytest.approx(p3.mean(), abs=1e-15)
+    ap = validation_item_scores(model, X, y, "map")
+    assert np.isnan(ap[-1]) and np.isfinite(ap[:-1]).all()
+    for i in (0, 5):                                 # AP from its definition
+        rel = y[order[i, :-1]] == y[i]
+        prec = np.cumsum(rel) / np.arange(1, rel.size + 1)
+        assert ap[i] == pytest.approx(prec[rel].mean(), abs=1e-12)
+    assert validation_score(model, X, y, "map") == ap[:-1].mean()

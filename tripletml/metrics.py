@@ -70,6 +70,7 @@ __all__ = [
     "knn_accuracy",
     "check_scoring",
     "validation_score",
+    "validation_item_scores",
     "SCORINGS",
     "triplet_accuracy",
     "evaluate_retrieval",
@@ -498,6 +499,30 @@ def precision_at_k(S: ArrayLike, y_query: ArrayLike,
 # --------------------------------------------------------------------------
 # estimator-based evaluation
 # --------------------------------------------------------------------------
+def _retrieval_per_query(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
+                         X_db: ArrayLike | None, y_db: ArrayLike | None,
+                         k: int | Sequence[int], chunk_size: int | None, verbose: bool,
+                         func: str) -> tuple:
+    """Brute-force ranking by ``estimator.similarity``: per query, its AP
+    (NaN without a relevant item) and hits in the top ``ks``.  Returns
+    ``(ap, hits, ks, q_codes, db_codes, loo)`` (see :func:`evaluate_retrieval`)."""
+    similarity = _check_estimator(estimator, "similarity", func)
+    X_query, q, X_db, d, loo = _setup_sets(func, X_query, y_query, X_db, y_db,
+                                           ("X_query", "y_query"), ("X_db", "y_db"),
+                                           queries_in_a=True)
+    n_q, n_db = X_query.shape[0], X_db.shape[0]
+    n_avail = n_db - 1 if loo else n_db
+    if isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
+        ks, scalar = [], False
+    else:
+        ks, scalar = _check_ks(k, n_avail, func)
+    cs = _check_chunk_size(chunk_size, n_q, n_db, func)
+    blocks = _estimator_blocks(similarity, X_query, X_db, cs, func)
+    ap, hits = _run_retrieval(blocks, q, d, loo, ks, True, verbose,
+                              desc=func)
+    return ap, hits, ks, q, d, loo
+
+
 def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
                        X_db: ArrayLike | None = None,
                        y_db: ArrayLike | None = None, *,
@@ -576,20 +601,8 @@ def evaluate_retrieval(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
                                     verbose=verbose, recall=bool(recall))
     if search_k is not None:
         raise ValueError(f"{func}: search_k is only used with an index")
-    similarity = _check_estimator(estimator, "similarity", func)
-    X_query, q, X_db, d, loo = _setup_sets(func, X_query, y_query, X_db, y_db,
-                                           ("X_query", "y_query"), ("X_db", "y_db"),
-                                           queries_in_a=True)
-    n_q, n_db = X_query.shape[0], X_db.shape[0]
-    n_avail = n_db - 1 if loo else n_db
-    if isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
-        ks, scalar = [], False
-    else:
-        ks, scalar = _check_ks(k, n_avail, func)
-    cs = _check_chunk_size(chunk_size, n_q, n_db, func)
-    blocks = _estimator_blocks(similarity, X_query, X_db, cs, func)
-    ap, hits = _run_retrieval(blocks, q, d, loo, ks, True, verbose,
-                              desc=func)
+    ap, hits, ks, q, d, loo = _retrieval_per_query(estimator, X_query, y_query, X_db,
+                                                   y_db, k, chunk_size, verbose, func)
     out = {"map": _mean_ap(ap, func)}
     for j, kk in enumerate(ks):
         out[f"precision_at_{kk}"] = float(hits[:, j].mean() / kk)
@@ -698,6 +711,51 @@ def _evaluate_with_index(index: Any, estimator: Any, X_query: Any, y_query: Any,
     return out
 
 
+def _knn_wrong(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
+               X_test: ArrayLike | None, y_test: ArrayLike | None,
+               k: int | Sequence[int], chunk_size: int | None, verbose: bool,
+               func: str) -> tuple[np.ndarray, bool]:
+    """Per test point and k, whether the k-NN rule of :func:`knn_error`
+    misclassifies it: ``(wrong of shape (n_test, len(ks)), k was a scalar)``."""
+    similarity = _check_estimator(estimator, "similarity", func)
+    X_train, tr, X_test, te, loo = _setup_sets(func, X_train, y_train, X_test, y_test,
+                                               ("X_train", "y_train"), ("X_test", "y_test"),
+                                               queries_in_a=False)
+    n_train, n_test = X_train.shape[0], X_test.shape[0]
+    n_avail = n_train - 1 if loo else n_train
+    ks, scalar = _check_ks(k, n_avail, func)
+    K = max(ks)
+    cs = _check_chunk_size(chunk_size, n_test, n_train, func)
+    wrong = np.zeros((n_test, len(ks)), dtype=bool)
+    bar = progress_bar(n_test, verbose=verbose, desc=func, unit="query")
+    try:
+        for start, neg in _estimator_blocks(similarity, X_test, X_train, cs,
+                                            func):
+            c = neg.shape[0]
+            if loo:
+                _exclude_self(neg, start)
+            nbr = tr[topk(neg, K, largest=False)[1]]     # (c, K), nearest first
+            rows = np.arange(c)
+            truth = te[start:start + c]
+            for j, kk in enumerate(ks):
+                codes = nbr[:, :kk]
+                # votes[i, p] = number of the kk neighbors sharing the class
+                # of neighbor p; the first p with the most votes is the
+                # nearest neighbor of a winning class.
+                votes = np.empty((c, kk), dtype=np.intp)
+                for p in range(kk):
+                    votes[:, p] = (codes == codes[:, p:p + 1]).sum(axis=1)
+                best = np.argmax(votes == votes.max(axis=1, keepdims=True),
+                                 axis=1)
+                wrong[start:start + c, j] = codes[rows, best] != truth
+            if bar is not None:
+                bar.update(c)
+    finally:
+        if bar is not None:
+            bar.close()
+    return wrong, scalar
+
+
 def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
               X_test: ArrayLike | None = None,
               y_test: ArrayLike | None = None,
@@ -736,43 +794,9 @@ def knn_error(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
         ``k`` is a sequence.
     """
     func = "knn_error"
-    similarity = _check_estimator(estimator, "similarity", func)
-    X_train, tr, X_test, te, loo = _setup_sets(func, X_train, y_train, X_test, y_test,
-                                               ("X_train", "y_train"), ("X_test", "y_test"),
-                                               queries_in_a=False)
-    n_train, n_test = X_train.shape[0], X_test.shape[0]
-    n_avail = n_train - 1 if loo else n_train
-    ks, scalar = _check_ks(k, n_avail, func)
-    K = max(ks)
-    cs = _check_chunk_size(chunk_size, n_test, n_train, func)
-    wrong = np.zeros(len(ks))
-    bar = progress_bar(n_test, verbose=verbose, desc=func, unit="query")
-    try:
-        for start, neg in _estimator_blocks(similarity, X_test, X_train, cs,
-                                            func):
-            c = neg.shape[0]
-            if loo:
-                _exclude_self(neg, start)
-            nbr = tr[topk(neg, K, largest=False)[1]]     # (c, K), nearest first
-            rows = np.arange(c)
-            truth = te[start:start + c]
-            for j, kk in enumerate(ks):
-                codes = nbr[:, :kk]
-                # votes[i, p] = number of the kk neighbors sharing the class
-                # of neighbor p; the first p with the most votes is the
-                # nearest neighbor of a winning class.
-                votes = np.empty((c, kk), dtype=np.intp)
-                for p in range(kk):
-                    votes[:, p] = (codes == codes[:, p:p + 1]).sum(axis=1)
-                best = np.argmax(votes == votes.max(axis=1, keepdims=True),
-                                 axis=1)
-                wrong[j] += np.count_nonzero(codes[rows, best] != truth)
-            if bar is not None:
-                bar.update(c)
-    finally:
-        if bar is not None:
-            bar.close()
-    err = wrong / n_test
+    wrong, scalar = _knn_wrong(estimator, X_train, y_train, X_test, y_test, k, chunk_size,
+                               verbose, func)
+    err = np.count_nonzero(wrong, axis=0) / wrong.shape[0]
     return float(err[0]) if scalar else err
 
 
@@ -818,6 +842,50 @@ def check_scoring(scoring: Any, who: str = "validation_score") -> tuple[str, int
     return name, int(k)
 
 
+def validation_item_scores(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = "map",
+                           *, chunk_size: int | None = None) -> np.ndarray:
+    """Each row's own term of :func:`validation_score` (each row a query
+    against the others): its average precision (``"map"``; NaN for a row
+    without another row of its class, which the mean leaves out), its
+    precision at k (``"precision@k"``) or 1.0 / 0.0 for whether the k-NN
+    rule classifies it correctly (``"knn_accuracy[@k]"``).
+
+    Two estimators scored on the same rows give paired terms, whose
+    differences measure how far apart they are beyond the validation
+    rows' noise (:class:`~tripletml.auto.AutoSimilarity`'s one-standard-error
+    rule).
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    kind, k, parts = _validation_parts(estimator, X, y, scoring, chunk_size)
+    if kind == "map":
+        return parts
+    if kind == "precision":
+        return parts / k
+    return (~parts).astype(float)
+
+
+def _validation_parts(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str,
+                      chunk_size: int | None) -> tuple[str, int, np.ndarray]:
+    """``(kind, k, per row)``: the APs, the hit counts at k, or the k-NN
+    rule's misses (bool), leave-one-out within ``(X, y)``."""
+    kind, k = check_scoring(scoring)
+    n = len(y)
+    if kind == "map":
+        ap = _retrieval_per_query(estimator, X, y, None, None, (), chunk_size, False,
+                                  "evaluate_retrieval")[0]
+        return kind, 0, ap
+    k = max(1, min(k, n - 1))
+    if kind == "precision":
+        hits = _retrieval_per_query(estimator, X, y, None, None, (k,), chunk_size, False,
+                                    "evaluate_retrieval")[1]
+        return kind, k, hits[:, 0]
+    return kind, k, _knn_wrong(estimator, X, y, None, None, k, chunk_size, False,
+                               "knn_error")[0][:, 0]
+
+
 def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = "map",
                      *, chunk_size: int | None = None) -> float:
     """One leave-one-out retrieval score within ``(X, y)`` (each row is a
@@ -826,16 +894,21 @@ def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = 
     ``"knn_accuracy@k"`` (the accuracy of the k-NN classifier with the
     estimator's similarity, k=1 by default, :func:`knn_error`'s majority vote
     and tie rule).  k larger than the ``len(X) - 1`` other rows is clipped.
-    Higher is better for all."""
-    kind, k = check_scoring(scoring)
-    n = len(y)
+    Higher is better for all.  The mean of :func:`validation_item_scores`
+    (over the rows with a relevant row, for ``"map"``)."""
+    return score_from_items(validation_item_scores(estimator, X, y, scoring,
+                                                   chunk_size=chunk_size), scoring)
+
+
+def score_from_items(items: np.ndarray, scoring: str) -> float:
+    """:func:`validation_score` from its rows' terms
+    (:func:`validation_item_scores`), reduced as the scores are."""
+    kind, _ = check_scoring(scoring)
     if kind == "map":
-        return float(evaluate_retrieval(estimator, X, y, k=(), chunk_size=chunk_size)["map"])
-    k = max(1, min(k, n - 1))
+        return _mean_ap(items, "evaluate_retrieval")
     if kind == "precision":
-        return float(evaluate_retrieval(estimator, X, y, k=(k,),
-                                        chunk_size=chunk_size)[f"precision_at_{k}"])
-    return float(knn_accuracy(estimator, X, y, k=k, chunk_size=chunk_size))
+        return float(items.mean())
+    return 1.0 - np.count_nonzero(items == 0) / len(items)
 
 
 def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike

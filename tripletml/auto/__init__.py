@@ -34,7 +34,13 @@ triplet-aware validation on the training data, and ordered by cost:
    ``partial_fit`` on the extra triplets instead of refitting.  The others
    (SDCA, SML, ...) are refitted from scratch with the larger budget.
    Candidates without a budget (the no-learning baselines) are fitted once.
-5. **Refit.**  The best survivor of all stages is refitted on all training
+5. **Choose.**  The best survivor of all stages (at its best validated
+   budget) wins, unless its lead over the no-learning candidate on the rows
+   as given (Euclidean, ``preprocessing=None``) is at most one standard
+   error of their paired difference over the validation items (the
+   one-standard-error rule, ``selection="one_se"``, the default): then that
+   baseline wins.
+6. **Refit.**  The winner is refitted on all training
    rows with the parameters and budget it won with, and becomes
    ``best_estimator_``.
 
@@ -50,7 +56,7 @@ The package, one module per part:
   expand ``candidates`` into racers);
 * :mod:`tripletml.auto.resources`: the dense d x d work a fit cannot avoid,
   checked against the memory and the time left before each fit;
-* :mod:`tripletml.auto.race`: the label race (steps 1-4 above);
+* :mod:`tripletml.auto.race`: the label race (steps 1-5 above);
 * :mod:`tripletml.auto.comparisons`: the race on triplets or pairs;
 * :mod:`tripletml.auto.estimator`: :class:`AutoSimilarity` itself
   (parameters, checks, the dispatch of ``fit``, the refit, the fitted

@@ -194,6 +194,21 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     preprocessor : array-like or callable or None, default=None
         metric-learn's row lookup: with it, ``fit`` takes index triplets
         ``(n, 3)`` or index pairs ``(n, 2)`` (with y) into its rows.
+    selection : {"one_se", "best"}, default="one_se"
+        With class labels: how the final comparison picks the winner.
+        ``"best"``: the highest mean validation score (a tie to a
+        no-learning candidate).  ``"one_se"``: the one-standard-error rule
+        (Breiman et al. 1984; Hastie et al., *Elements of Statistical
+        Learning*, Sec. 7.10): the best must beat the no-learning candidate
+        on the rows as given (Euclidean with ``preprocessing=None``, when it
+        races) by more than one standard error of their paired difference
+        over the validation items (every split; each item's own term of the
+        score, :func:`tripletml.metrics.validation_item_scores`), else that
+        baseline wins and the best's ``cv_results_`` row says ``"one_se:
+        ..."``.  A learned metric or a preprocessing is kept only where the
+        validation items show it helps beyond their noise (measured on the
+        shared sets: BENCHMARKS.md).  Fits on comparisons validate with
+        their own folds and ignore it.
 
     Attributes
     ----------
@@ -216,7 +231,9 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         entry: ``"halved: ..."``, ``"below_bar: ..."``, ``"max_time: ..."``,
         ``"memory: ..."`` / ``"time: ..."`` (skipped before its first fit, see
         ``time_budget``), ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
-        comparison), ``""`` for the winner's last entry and for entries the
+        comparison), ``"one_se: ..."`` (scored best, but within one
+        standard error of the raw Euclidean baseline, see ``selection``),
+        ``""`` for the winner's last entry and for entries the
         candidate went on from), ``rank_validation_score`` (1 = the winner;
         then by round reached and score).  A stage skipped for time gets one
         entry per candidate with NaN scores.  ``pandas.DataFrame(cv_results_)``
@@ -246,7 +263,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                  n_splits: int | str = "auto",
                  validation_size: float = 0.3, max_validation_items: Optional[int] = 1000,
                  factor: int = 3, n_jobs: Optional[int] = None, random_state=None,
-                 verbose: int = 0, cv=None, holdout: str = "items", preprocessor=None):
+                 verbose: int = 0, cv=None, holdout: str = "items", preprocessor=None,
+                 selection: str = "one_se"):
         self.candidates = candidates
         self.scoring = scoring
         self.time_budget = time_budget
@@ -260,6 +278,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.cv = cv
         self.holdout = holdout
         self.preprocessor = preprocessor
+        self.selection = selection
 
     # ------------------------------------------------------------ checks
     def _validate_params(self) -> None:
@@ -282,6 +301,11 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             raise ValueError(f"{_WHO}: parameter n_jobs=0 is not allowed (None, -1 or a "
                              "positive number of workers).")
         check_scalar_param(self.verbose, "verbose", _WHO, kind="int", low=0)
+        if not (isinstance(self.selection, str) and self.selection in ("one_se", "best")):
+            raise ValueError(f"{_WHO}: parameter selection={self.selection!r} must be "
+                             "'one_se' (a learned metric or a preprocessing must beat the "
+                             "raw features' baseline by one standard error) or 'best' (the "
+                             "highest validation score).")
         if not (isinstance(self.holdout, str) and self.holdout in ("items", "answers")):
             raise ValueError(f"{_WHO}: parameter holdout={self.holdout!r} must be 'items' "
                              "(validate on items no fit saw: new items at test time) or "

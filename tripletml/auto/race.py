@@ -26,7 +26,7 @@ from threadpoolctl import ThreadpoolController
 
 from tripletml.auto.candidates import _WHO, _Candidate
 from tripletml.auto.resources import check_resources
-from tripletml.metrics import validation_score
+from tripletml.metrics import score_from_items, validation_item_scores
 from tripletml.triplets import random_class_triplets
 from tripletml.engine.driver import training_deadline
 
@@ -52,7 +52,9 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
              previous, deadline: Optional[float], blas_threads: Optional[int],
              min_secs: float = 0.0, scoring: str = "map", seen: Optional[dict] = None,
              key: Any = None):
-    """Returns (score, seconds, model-state for warm start, error) or None
+    """Returns (score, seconds, model-state for warm start, error, the
+    validation items' own scores (:func:`~tripletml.metrics.validation_item_scores`,
+    None after an error)) or None
     when, at its start, less than ``min_secs`` (the shortest this fit can
     take) was left before the deadline; ``min_secs < 0``: a free candidate
     without a budget (a baseline), always fitted.  ``seen`` (shared by the
@@ -95,14 +97,15 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
                 seen[key] = min(seen.get(key, np.inf), secs)
             if bounded and time.time() > deadline:
                 return None                  # cut (or ended) past the deadline: not scored
-            score = validation_score(model, Z_val, y_val, scoring)
+            items = validation_item_scores(model, Z_val, y_val, scoring)
+            score = score_from_items(items, scoring)
             error = ""
         except (FloatingPointError, ArithmeticError, ValueError, MemoryError,
                 np.linalg.LinAlgError) as exc:   # a diverged, failed or too large racer drops out
-            secs, score, model = time.perf_counter() - t0, float("nan"), None
+            secs, score, model, items = time.perf_counter() - t0, float("nan"), None, None
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     state = (model, budget_value) if cand.warm and model is not None else None
-    return score, secs, state, error
+    return score, secs, state, error, items
 
 
 # --------------------------------------------------------------------------
@@ -161,7 +164,8 @@ def new_context(est: Any, cands: list[_Candidate], X, y: np.ndarray,
     blas = max(1, (os.cpu_count() or 1) // n_workers) if n_workers > 1 else None
     return {"cands": cands, "X": X, "y": y, "splits": splits, "seed0": seed0,
             "deadline": deadline, "blas": blas, "n_workers": n_workers,
-            "t_start": t_start, "states": {}, "rows": [],
+            "t_start": t_start, "states": {}, "rows": [], "items": {},
+            "selection": est.selection,
             "hist": {"step": [], "seconds": [], "n_candidates": [],
                      "best_validation_score": []},
             "last_scores": {}, "reached": {}, "skipped": [], "shortest": 0.0,
@@ -240,11 +244,74 @@ def race_stages(ctx: dict) -> tuple[str, list[int]]:
     return stop, champions
 
 
+def _clustered_se(d: np.ndarray, item: np.ndarray) -> float:
+    """Standard error of the mean of ``d`` when the terms of one ``item``
+    (held out by several splits) are not independent: the cluster-robust
+    (Liang and Zeger 1986) variance ``G/(G-1) sum_i (sum of item i's
+    residuals)^2 / m^2`` over the ``G`` items of the ``m`` terms.  Infinite
+    for fewer than two items (nothing measures the noise)."""
+    _, cluster = np.unique(item, return_inverse=True)
+    G, m = int(cluster.max()) + 1 if d.size else 0, d.size
+    if G < 2:
+        return math.inf
+    per_item = np.bincount(cluster, weights=d - d.mean(), minlength=G)
+    return float(math.sqrt(G / (G - 1) * np.sum(per_item ** 2)) / m)
+
+
+def _one_standard_error(ctx: dict, best: int, best_row: dict) -> tuple[int, str]:
+    """The one-standard-error rule (Breiman, Friedman, Olshen and Stone,
+    *Classification and Regression Trees*, 1984, Sec. 3.4.3; Hastie,
+    Tibshirani and Friedman, *The Elements of Statistical Learning*, Sec.
+    7.10): the simplest candidate whose validation score is within one
+    standard error of the best.  The simplest is the no-learning candidate
+    on the rows as given (``preprocessing=None``; the best of them if
+    several): a preprocessing or a learned metric must beat it by more than
+    the validation items' noise.  The standard error is that of the paired
+    difference, item by item over every split (both were scored on the same
+    validation items, :func:`~tripletml.metrics.validation_item_scores`), so
+    it measures the two candidates' disagreement, not each one's spread; an
+    item held out by several splits is one cluster of them
+    (:func:`_clustered_se`).
+
+    Returns
+    -------
+    win : int
+        ``best``, or the baseline when ``best``'s lead over it is at most
+        one standard error.
+    why : str
+        For ``best``'s last row when the baseline won (else ``""``).
+    """
+    cands, last = ctx["cands"], ctx["last_scores"]
+    refs = [c for c in last if not cands[c].learns and cands[c].prep is None]
+    if not refs or best in refs:
+        return best, ""
+    ref = min(refs, key=lambda c: (-last[c], c))
+    ref_row = _best_row(ctx["rows"], ref)
+    a = ctx["items"].get((best, best_row["round"]))
+    b = ctx["items"].get((ref, ref_row["round"]))
+    if a is None or b is None:
+        return best, ""
+    d = np.concatenate([np.asarray(u, dtype=float) - np.asarray(v, dtype=float)
+                        for u, v in zip(a, b)])
+    item = np.concatenate([vi for _, vi in ctx["splits"]])
+    keep = np.isfinite(d)                # "map": items without a relevant item
+    d, item = d[keep], item[keep]
+    lead = best_row["mean_validation_score"] - ref_row["mean_validation_score"]
+    se = _clustered_se(d, item)
+    if round(lead - se, 12) > 0:
+        return best, ""
+    return ref, (f"one_se: {lead:+.4f} over {cands[ref].name} (preprocessing=None) is "
+                 f"within one standard error ({se:.4f}) of their paired difference on "
+                 f"{d.size} validation items")
+
+
 def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[int, dict]:
     """The final comparison: each survivor at its best validated budget
     (validated early stopping: a racer whose score fell at a larger budget
     is refitted with the budget that scored best); a tie goes to a
-    no-learning baseline, then to the earlier candidate.
+    no-learning baseline, then to the earlier candidate.  With
+    ``selection="one_se"`` the best is then held to the one-standard-error
+    rule (:func:`_one_standard_error`).
 
     Returns
     -------
@@ -279,9 +346,15 @@ def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[
     # validation evidence does not justify a learned metric.  Equal to
     # rounding: the same counts of correct items over the splits, averaged
     # in a different order, differ in the last bits
-    win = min(pool, key=lambda c: (round(-best_rows[c]["mean_validation_score"], 12),
-                                   bool(ctx["cands"][c].learns), c))
-    win_row = best_rows[win]
+    best = min(pool, key=lambda c: (round(-best_rows[c]["mean_validation_score"], 12),
+                                    bool(ctx["cands"][c].learns), c))
+    win, why = _one_standard_error(ctx, best, best_rows[best]) \
+        if ctx["selection"] == "one_se" else (best, "")
+    win_row = best_rows[win] if win in best_rows else _best_row(rows, win)
+    if why:                              # the best's last row says why it lost
+        last_row = [row for row in rows if row["candidate"] == best][-1]
+        if not last_row["stopped"] or last_row["stopped"].startswith("stage_end"):
+            last_row["stopped"] = why
     mine = [row for row in rows if row["candidate"] == win]
     win_row["stopped"] = ""
     if mine[-1] is not win_row and (not mine[-1]["stopped"]
@@ -457,11 +530,12 @@ class _StageRace:
         per: dict[int, dict] = {}
         for (c, s, bv), res in zip(keys, results):
             entry = per.setdefault(c, {"scores": [None] * n_splits, "secs": [],
-                                       "budget": bv, "error": ""})
+                                       "budget": bv, "error": "", "items": [None] * n_splits})
             if res is None:
                 continue
-            score, secs, state, error = res
+            score, secs, state, error, items = res
             entry["scores"][s] = score
+            entry["items"][s] = items
             entry["secs"].append(secs)
             if not free.get(c) and np.isfinite(score):
                 ctx["shortest"] = secs if not ctx["shortest"] else min(ctx["shortest"], secs)
@@ -505,6 +579,7 @@ class _StageRace:
             n_done += cands[c].budget is not None
             if np.isfinite(sc).all():
                 last_scores[c] = float(sc.mean())
+                ctx["items"][(c, self.r)] = entry["items"]
                 if c not in fresh:
                     fresh.append(c)
             else:
