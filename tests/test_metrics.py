@@ -489,7 +489,9 @@ def test_triplet_accuracy_falls_back_to_a_0_1_decision_function():
 def test_validation_item_scores_are_each_rows_term_of_the_validation_score():
     """Each row's own term: its AP, its precision at k, or whether the
     leave-one-out k-NN vote is right (written from the definition here with
-    dense distances); their mean is :func:`validation_score`, bit for bit."""
+    dense distances); their mean is :func:`validation_score`, which is what
+    it was before the terms existed, bit for bit (the reductions of
+    :func:`evaluate_retrieval` and :func:`knn_error`)."""
     from tripletml import Euclidean
     from tripletml.metrics import validation_item_scores, validation_score
 
@@ -503,9 +505,12 @@ def test_validation_item_scores_are_each_rows_term_of_the_validation_score():
     knn1 = (y[order[:, 0]] == y).astype(float)
     items = validation_item_scores(model, X, y, "knn_accuracy")
     np.testing.assert_array_equal(items, knn1)
-    assert validation_score(model, X, y, "knn_accuracy") == items.mean()
+    assert validation_score(model, X, y, "knn_accuracy") == 1.0 - knn_error(model, X, y)
+    assert validation_score(model, X, y, "knn_accuracy") == pytest.approx(items.mean(), abs=1e-15)
     p3 = validation_item_scores(model, X, y, "precision@3")
     np.testing.assert_allclose(p3, (y[order[:, :3]] == y[:, None]).mean(1))
+    assert validation_score(model, X, y, "precision@3") \
+        == evaluate_retrieval(model, X, y, k=(3,))["precision_at_3"]
     assert validation_score(model, X, y, "precision@3") == pytest.approx(p3.mean(), abs=1e-15)
     ap = validation_item_scores(model, X, y, "map")
     assert np.isnan(ap[-1]) and np.isfinite(ap[:-1]).all()
@@ -513,4 +518,7 @@ def test_validation_item_scores_are_each_rows_term_of_the_validation_score():
         rel = y[order[i, :-1]] == y[i]
         prec = np.cumsum(rel) / np.arange(1, rel.size + 1)
         assert ap[i] == pytest.approx(prec[rel].mean(), abs=1e-12)
-    assert validation_score(model, X, y, "map") == ap[:-1].mean()
+    assert validation_score(model, X, y, "map") == ap[:-1].mean() \
+        == evaluate_retrieval(model, X, y, k=())["map"]
+    with pytest.raises(ValueError, match="validation_item_scores: parameter scoring='auc'"):
+        validation_item_scores(model, X, y, "auc")

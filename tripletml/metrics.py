@@ -71,6 +71,7 @@ __all__ = [
     "check_scoring",
     "validation_score",
     "validation_item_scores",
+    "validation_score_and_items",
     "SCORINGS",
     "triplet_accuracy",
     "evaluate_retrieval",
@@ -848,7 +849,8 @@ def validation_item_scores(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: 
     against the others): its average precision (``"map"``; NaN for a row
     without another row of its class, which the mean leaves out), its
     precision at k (``"precision@k"``) or 1.0 / 0.0 for whether the k-NN
-    rule classifies it correctly (``"knn_accuracy[@k]"``).
+    rule classifies it correctly (``"knn_accuracy[@k]"``).  Their mean (over
+    the finite terms) is :func:`validation_score` up to rounding.
 
     Two estimators scored on the same rows give paired terms, whose
     differences measure how far apart they are beyond the validation
@@ -859,31 +861,28 @@ def validation_item_scores(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: 
     -------
     ndarray of shape (n_samples,)
     """
-    kind, k, parts = _validation_parts(estimator, X, y, scoring, chunk_size)
-    if kind == "map":
-        return parts
-    if kind == "precision":
-        return parts / k
-    return (~parts).astype(float)
+    return validation_score_and_items(estimator, X, y, scoring, chunk_size=chunk_size,
+                                      who="validation_item_scores")[1]
 
 
-def _validation_parts(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str,
-                      chunk_size: int | None) -> tuple[str, int, np.ndarray]:
-    """``(kind, k, per row)``: the APs, the hit counts at k, or the k-NN
-    rule's misses (bool), leave-one-out within ``(X, y)``."""
-    kind, k = check_scoring(scoring)
+def validation_score_and_items(estimator: Any, X: ArrayLike, y: ArrayLike,
+                               scoring: str = "map", *, chunk_size: int | None = None,
+                               who: str = "validation_score") -> tuple[float, np.ndarray]:
+    """``(validation_score(...), validation_item_scores(...))`` from one
+    ranking (``who`` names the caller in a scoring error)."""
+    kind, k = check_scoring(scoring, who)
     n = len(y)
     if kind == "map":
         ap = _retrieval_per_query(estimator, X, y, None, None, (), chunk_size, False,
                                   "evaluate_retrieval")[0]
-        return kind, 0, ap
+        return _mean_ap(ap, "evaluate_retrieval"), ap
     k = max(1, min(k, n - 1))
     if kind == "precision":
         hits = _retrieval_per_query(estimator, X, y, None, None, (k,), chunk_size, False,
-                                    "evaluate_retrieval")[1]
-        return kind, k, hits[:, 0]
-    return kind, k, _knn_wrong(estimator, X, y, None, None, k, chunk_size, False,
-                               "knn_error")[0][:, 0]
+                                    "evaluate_retrieval")[1][:, 0]
+        return float(hits.mean() / k), hits / k
+    wrong = _knn_wrong(estimator, X, y, None, None, k, chunk_size, False, "knn_error")[0][:, 0]
+    return 1.0 - np.count_nonzero(wrong) / wrong.size, (~wrong).astype(float)
 
 
 def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = "map",
@@ -894,21 +893,9 @@ def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = 
     ``"knn_accuracy@k"`` (the accuracy of the k-NN classifier with the
     estimator's similarity, k=1 by default, :func:`knn_error`'s majority vote
     and tie rule).  k larger than the ``len(X) - 1`` other rows is clipped.
-    Higher is better for all.  The mean of :func:`validation_item_scores`
-    (over the rows with a relevant row, for ``"map"``)."""
-    return score_from_items(validation_item_scores(estimator, X, y, scoring,
-                                                   chunk_size=chunk_size), scoring)
-
-
-def score_from_items(items: np.ndarray, scoring: str) -> float:
-    """:func:`validation_score` from its rows' terms
-    (:func:`validation_item_scores`), reduced as the scores are."""
-    kind, _ = check_scoring(scoring)
-    if kind == "map":
-        return _mean_ap(items, "evaluate_retrieval")
-    if kind == "precision":
-        return float(items.mean())
-    return 1.0 - np.count_nonzero(items == 0) / len(items)
+    Higher is better for all.  Each row's own term:
+    :func:`validation_item_scores`."""
+    return validation_score_and_items(estimator, X, y, scoring, chunk_size=chunk_size)[0]
 
 
 def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike

@@ -200,8 +200,10 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         no-learning candidate).  ``"one_se"``: the one-standard-error rule
         (Breiman et al. 1984; Hastie et al., *Elements of Statistical
         Learning*, Sec. 7.10): the best must beat the no-learning candidate
-        on the rows as given (Euclidean with ``preprocessing=None``, when it
-        races) by more than one standard error of their paired difference
+        on the rows as given (Euclidean with ``preprocessing=None`` in the
+        default races; any candidate that learns nothing with
+        ``preprocessing=None``; without one the rule does nothing) by more
+        than one standard error of their paired difference
         over the validation items (every split; each item's own term of the
         score, :func:`tripletml.metrics.validation_item_scores`), else that
         baseline wins and the best's ``cv_results_`` row says ``"one_se:
@@ -232,7 +234,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         ``"memory: ..."`` / ``"time: ..."`` (skipped before its first fit, see
         ``time_budget``), ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
         comparison), ``"one_se: ..."`` (scored best, but within one
-        standard error of the raw Euclidean baseline, see ``selection``),
+        standard error of the no-learning baseline on the raw rows, see
+        ``selection``; after the reason the row had, if any),
         ``""`` for the winner's last entry and for entries the
         candidate went on from), ``rank_validation_score`` (1 = the winner;
         then by round reached and score).  A stage skipped for time gets one

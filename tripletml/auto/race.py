@@ -26,7 +26,7 @@ from threadpoolctl import ThreadpoolController
 
 from tripletml.auto.candidates import _WHO, _Candidate
 from tripletml.auto.resources import check_resources
-from tripletml.metrics import score_from_items, validation_item_scores
+from tripletml.metrics import validation_score_and_items
 from tripletml.triplets import random_class_triplets
 from tripletml.engine.driver import training_deadline
 
@@ -97,8 +97,7 @@ def _run_job(cand: _Candidate, X, y, fit_idx, val_idx, budget_value, seed: int,
                 seen[key] = min(seen.get(key, np.inf), secs)
             if bounded and time.time() > deadline:
                 return None                  # cut (or ended) past the deadline: not scored
-            items = validation_item_scores(model, Z_val, y_val, scoring)
-            score = score_from_items(items, scoring)
+            score, items = validation_score_and_items(model, Z_val, y_val, scoring)
             error = ""
         except (FloatingPointError, ArithmeticError, ValueError, MemoryError,
                 np.linalg.LinAlgError) as exc:   # a diverged, failed or too large racer drops out
@@ -296,7 +295,7 @@ def _one_standard_error(ctx: dict, best: int, best_row: dict) -> tuple[int, str]
     item = np.concatenate([vi for _, vi in ctx["splits"]])
     keep = np.isfinite(d)                # "map": items without a relevant item
     d, item = d[keep], item[keep]
-    lead = best_row["mean_validation_score"] - ref_row["mean_validation_score"]
+    lead = float(d.mean()) if d.size else 0.0       # the mean the standard error is of
     se = _clustered_se(d, item)
     if round(lead - se, 12) > 0:
         return best, ""
@@ -353,8 +352,9 @@ def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[
     win_row = best_rows[win] if win in best_rows else _best_row(rows, win)
     if why:                              # the best's last row says why it lost
         last_row = [row for row in rows if row["candidate"] == best][-1]
-        if not last_row["stopped"] or last_row["stopped"].startswith("stage_end"):
-            last_row["stopped"] = why
+        before = last_row["stopped"]
+        last_row["stopped"] = why if not before or before.startswith("stage_end") \
+            else f"{before}; {why}"
     mine = [row for row in rows if row["candidate"] == win]
     win_row["stopped"] = ""
     if mine[-1] is not win_row and (not mine[-1]["stopped"]
