@@ -500,6 +500,28 @@ def precision_at_k(S: ArrayLike, y_query: ArrayLike,
 # --------------------------------------------------------------------------
 # estimator-based evaluation
 # --------------------------------------------------------------------------
+def _ranking_setup(estimator: Any, X_a: ArrayLike, y_a: ArrayLike, X_b: ArrayLike | None,
+                   y_b: ArrayLike | None, k: int | Sequence[int], chunk_size: int | None,
+                   func: str, *, queries: bool) -> tuple:
+    """The checks of a brute-force ranking by ``estimator.similarity``:
+    ``(similarity, X_query, query codes, X_db, db codes, loo, ks, k was a
+    scalar, chunk rows)``.  ``queries``: ``(X_a, y_a)`` are the queries
+    (retrieval; an empty ``k`` allowed: mAP only), else the database (k-NN:
+    ``(X_b, y_b)`` are the test points)."""
+    similarity = _check_estimator(estimator, "similarity", func)
+    names = (("X_query", "y_query"), ("X_db", "y_db")) if queries else \
+        (("X_train", "y_train"), ("X_test", "y_test"))
+    X_a, a, X_b, b, loo = _setup_sets(func, X_a, y_a, X_b, y_b, *names, queries_in_a=queries)
+    (X_q, q), (X_db, db) = ((X_a, a), (X_b, b)) if queries else ((X_b, b), (X_a, a))
+    n_avail = X_db.shape[0] - 1 if loo else X_db.shape[0]
+    if queries and isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
+        ks, scalar = [], False
+    else:
+        ks, scalar = _check_ks(k, n_avail, func)
+    cs = _check_chunk_size(chunk_size, X_q.shape[0], X_db.shape[0], func)
+    return similarity, X_q, q, X_db, db, loo, ks, scalar, cs
+
+
 def _retrieval_per_query(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
                          X_db: ArrayLike | None, y_db: ArrayLike | None,
                          k: int | Sequence[int], chunk_size: int | None, verbose: bool,
@@ -507,17 +529,8 @@ def _retrieval_per_query(estimator: Any, X_query: ArrayLike, y_query: ArrayLike,
     """Brute-force ranking by ``estimator.similarity``: per query, its AP
     (NaN without a relevant item) and hits in the top ``ks``.  Returns
     ``(ap, hits, ks, q_codes, db_codes, loo)`` (see :func:`evaluate_retrieval`)."""
-    similarity = _check_estimator(estimator, "similarity", func)
-    X_query, q, X_db, d, loo = _setup_sets(func, X_query, y_query, X_db, y_db,
-                                           ("X_query", "y_query"), ("X_db", "y_db"),
-                                           queries_in_a=True)
-    n_q, n_db = X_query.shape[0], X_db.shape[0]
-    n_avail = n_db - 1 if loo else n_db
-    if isinstance(k, (list, tuple, np.ndarray)) and len(k) == 0:
-        ks, scalar = [], False
-    else:
-        ks, scalar = _check_ks(k, n_avail, func)
-    cs = _check_chunk_size(chunk_size, n_q, n_db, func)
+    similarity, X_query, q, X_db, d, loo, ks, _, cs = _ranking_setup(
+        estimator, X_query, y_query, X_db, y_db, k, chunk_size, func, queries=True)
     blocks = _estimator_blocks(similarity, X_query, X_db, cs, func)
     ap, hits = _run_retrieval(blocks, q, d, loo, ks, True, verbose,
                               desc=func)
@@ -718,15 +731,9 @@ def _knn_wrong(estimator: Any, X_train: ArrayLike, y_train: ArrayLike,
                func: str) -> tuple[np.ndarray, bool]:
     """Per test point and k, whether the k-NN rule of :func:`knn_error`
     misclassifies it: ``(wrong of shape (n_test, len(ks)), k was a scalar)``."""
-    similarity = _check_estimator(estimator, "similarity", func)
-    X_train, tr, X_test, te, loo = _setup_sets(func, X_train, y_train, X_test, y_test,
-                                               ("X_train", "y_train"), ("X_test", "y_test"),
-                                               queries_in_a=False)
-    n_train, n_test = X_train.shape[0], X_test.shape[0]
-    n_avail = n_train - 1 if loo else n_train
-    ks, scalar = _check_ks(k, n_avail, func)
-    K = max(ks)
-    cs = _check_chunk_size(chunk_size, n_test, n_train, func)
+    similarity, X_test, te, X_train, tr, loo, ks, scalar, cs = _ranking_setup(
+        estimator, X_train, y_train, X_test, y_test, k, chunk_size, func, queries=False)
+    n_test, K = X_test.shape[0], max(ks)
     wrong = np.zeros((n_test, len(ks)), dtype=bool)
     bar = progress_bar(n_test, verbose=verbose, desc=func, unit="query")
     try:
