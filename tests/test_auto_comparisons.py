@@ -206,3 +206,70 @@ def test_relative_alpha_is_scale_free_and_rho_sets_sdca_alpha():
     assert relative_alpha(1e-3, np.full((5, 4), np.nan), 0) == 1e-3   # no scale: rho itself
     with pytest.raises(ValueError, match="one relative parameter"):
         expand_racers(_auto(candidates=[{"learner": "SDCA", "rho": [1.0], "kappa": [1.0]}]))
+
+
+def _random_answers(seed, n=40, d=12, m=1500):
+    """Answers that no feature explains: each query's closer item drawn at
+    random."""
+    rng = np.random.default_rng(seed)
+    X = np.abs(rng.standard_normal((n, d)))
+    return X, np.array([rng.choice(n, 3, replace=False) for _ in range(m)])
+
+
+def test_triplets_race_hands_a_noise_lead_to_the_best_baseline():
+    # a learned racer that validates best on answers no feature explains won
+    # by the validation answers' noise; the one-standard-error rule hands it
+    # to the best no-learning racer (a lead of one standard error is still
+    # reached by chance now and then) and says so on its row
+    n_base = {"best": 0, "one_se": 0}
+    for seed in range(6):
+        X, T = _random_answers(seed)
+        fits = {sel: AutoSimilarity(candidates=FAST, random_state=seed, n_splits=2,
+                                    time_budget=60, selection=sel).fit(X, triplets=T)
+                for sel in n_base}
+        for sel, a in fits.items():
+            n_base[sel] += a.best_params_["learner"] == "Euclidean"
+        changed = fits["best"].best_params_ != fits["one_se"].best_params_
+        why = [s for s in fits["one_se"].cv_results_["stopped"] if "one_se:" in s]
+        assert len(why) == changed
+        if changed:
+            assert fits["one_se"].best_params_["learner"] == "Euclidean"
+        assert not [s for s in fits["best"].cv_results_["stopped"] if "one_se:" in s]
+    assert n_base["one_se"] > n_base["best"]
+
+
+def test_one_se_on_triplets_is_the_clustered_se_of_the_paired_answers():
+    """The rule's arithmetic against its definition: answers about one query
+    item are one cluster; the lead is the mean paired difference."""
+    from types import SimpleNamespace
+
+    from tripletml.auto.comparisons import Comparisons, _one_standard_error, _Part
+
+    rng = np.random.default_rng(1)
+    n = 30
+    T = np.array([rng.choice(n, 3, replace=False) for _ in range(400)])
+    comp = Comparisons(kind="triplets", X=np.zeros((n, 2)), index=T, labels=None,
+                       form="triplets")
+    val = _Part(np.arange(n))                        # every item held out: all answers
+    ref_right = rng.integers(0, 2, len(T)).astype(float)
+
+    def rec(best_right):
+        rows = [{"items": [ref_right], "stopped": "", "preprocessing": "normalize"},
+                {"items": [best_right], "stopped": "", "preprocessing": "normalize"}]
+        racers = [SimpleNamespace(name="Euclidean", cand=SimpleNamespace(learns=False)),
+                  SimpleNamespace(name="OASIS", cand=SimpleNamespace(learns=True))]
+        return {"rows": rows, "racers": racers, "rounds": 1}
+
+    for n_gain in range(0, 60, 3):
+        best_right = ref_right.copy()
+        best_right[np.flatnonzero(ref_right == 0)[:n_gain]] = 1.0
+        best_right[np.flatnonzero(ref_right == 1)[:10]] = 0.0
+        d = best_right - ref_right
+        r = d - d.mean()
+        G = np.unique(T[:, 0])
+        se = np.sqrt(G.size / (G.size - 1) * sum(r[T[:, 0] == g].sum() ** 2 for g in G)) / d.size
+        scores = {0: float(ref_right.mean()), 1: float(best_right.mean())}
+        rc = rec(best_right)
+        win = _one_standard_error(rc, comp, [(None, val)], scores, 1)
+        assert win == (1 if d.mean() > se + 1e-12 else 0), (n_gain, d.mean(), se)
+        assert ("one_se:" in rc["rows"][1]["stopped"]) == (win == 0)

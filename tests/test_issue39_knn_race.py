@@ -221,7 +221,8 @@ def test_one_se_rule_counts_an_item_held_out_by_several_splits_once():
     # 180 terms but 60 independent items.  A lead above the naive standard
     # error of the 180 terms and below the items' (sqrt(3) times larger)
     # goes to the baseline
-    from tripletml.auto.race import _clustered_se, choose_winner
+    from tripletml.auto.race import choose_winner
+    from tripletml.auto.selection import clustered_se
 
     ref1 = np.r_[np.ones(30), np.zeros(30)]
     found = False
@@ -232,7 +233,7 @@ def test_one_se_rule_counts_an_item_held_out_by_several_splits_once():
         d = np.tile(best1 - ref1, 3)
         naive = d.std(ddof=1) / np.sqrt(d.size)
         clustered = _se_by_items([best1] * 3, [ref1] * 3)
-        assert _clustered_se(d, np.tile(np.arange(60), 3)) == pytest.approx(clustered)
+        assert clustered_se(d, np.tile(np.arange(60), 3)) == pytest.approx(clustered)
         assert clustered > 1.6 * naive
         lead = d.mean()
         win = choose_winner(_rule_ctx([best1] * 3, [ref1] * 3), [0, 1], 60.0)[0]

@@ -33,7 +33,10 @@ saw*, which is how it will be used.  So the race here:
    on every split and are always scored: Euclidean on the raw rows, the
    **cosine** (``Euclidean(preprocessing="normalize")``) and Euclidean on
    standardized columns.  So the winner is never below the best of them
-   on the validation items.
+   on the validation items, and with triplets (``selection="one_se"``, the
+   default) a learned winner must beat the best of them by more than one
+   standard error of the paired difference over the validation answers
+   (:mod:`tripletml.auto.selection`), else that baseline wins.
 
 Learned candidates start at those baselines and move away only as far as
 the validation items reward: OASIS from ``W = I`` on normalized rows (the
@@ -62,11 +65,11 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from tripletml.auto.candidates import _expand_candidates
 from tripletml.auto.resources import check_resources, sparse_safe, warn_sparse_safe
+from tripletml.auto.selection import within_one_se
 from tripletml.engine.driver import training_deadline
 from tripletml.core.base import TripletLearner, _tuple_forms
 from tripletml.core.preprocessing import Preprocessor
 from tripletml.core.validation import check_triplets, check_X
-from tripletml.metrics import triplet_accuracy
 from tripletml.pairs import check_pairs
 
 __all__ = ["Comparisons", "parse_comparisons", "item_splits", "answer_splits", "relative_step_cap",
@@ -440,14 +443,26 @@ def expand_racers(est: Any) -> list[_Racer]:
     return out
 
 
-def score_split(model, comp: Comparisons, part: "_Part") -> float:
+def score_split(model, comp: Comparisons, part: "_Part") -> tuple[float, Optional[np.ndarray]]:
     """The validation score of a fitted model on the answers of ``part``:
-    triplet accuracy (ties count half) or the pairs' ROC AUC."""
+    triplet accuracy (a tie counts as wrong, as in :func:`tripletml.metrics.triplet_accuracy`)
+    or the pairs' ROC AUC; and, for triplets, each answer's own term (1.0
+    ranked right, else 0.0; None for pairs: an AUC has no term per answer)."""
     t, lab = part.tuples(comp)
     Xv = part.rows(comp)
     if comp.kind == "triplets":
-        return float(triplet_accuracy(model, Xv, t))
-    return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]])))
+        check_triplets(t, Xv.shape[0], "triplet_accuracy")     # its checks, its messages
+        right = (np.asarray(model.triplet_score(Xv, t)).reshape(-1) > 0).astype(float)
+        return float(right.mean()), right    # triplet_accuracy's count / m, bit for bit
+    return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]]))), None
+
+
+def _query_items(comp: Comparisons, part: "_Part") -> np.ndarray:
+    """The row id (in ``comp.X``) of each validation answer's query item:
+    the answers about one query are one cluster of the one-standard-error
+    rule (:mod:`tripletml.auto.selection`)."""
+    t, _ = part.tuples(comp)
+    return part.items[t[:, 0]] if part.answers is None else t[:, 0]
 
 
 def fit_on(model, comp: Comparisons, part: Optional["_Part"] = None):
@@ -498,7 +513,7 @@ _FAILURES = (FloatingPointError, ArithmeticError, ValueError, np.linalg.LinAlgEr
 
 def _new_row(c: int, racer) -> dict:
     return {"candidate": c, "learner": racer.name, "params": racer.params(),
-            "preprocessing": str(racer.cand.prep), "scores": [], "fit_time": [],
+            "preprocessing": str(racer.cand.prep), "scores": [], "items": [], "fit_time": [],
             "error": "", "stopped": "", "free": False, "secs": 0.0}
 
 
@@ -517,7 +532,9 @@ def _fit_score(racer, comp: Comparisons, split: tuple, seed: int, row: dict,
         if deadline is not None and time.time() > deadline:
             row["stopped"] = "max_time: the fit ended after time_budget; not scored"
             return False
-        row["scores"].append(score_split(model, comp, vi))
+        score, right = score_split(model, comp, vi)
+        row["scores"].append(score)
+        row["items"].append(right)
         return True
     except _FAILURES as exc:
         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
@@ -635,6 +652,33 @@ def results_table(rows: list[dict], n_splits: int, win: int, scores: dict[int, f
     return out
 
 
+def _one_standard_error(rec: dict, comp: Comparisons, splits: list, scores: dict[int, float],
+                        best: int) -> int:
+    """The one-standard-error rule on triplets (:mod:`tripletml.auto.selection`):
+    ``best``, a learned racer, must beat the best no-learning racer by more
+    than one standard error of their paired difference over the validation
+    answers of the compared splits, the answers about one query item a
+    cluster; else that baseline wins (``stopped`` on ``best``'s row says
+    so).  Pairs (scored by an AUC, no term per answer) keep ``best``."""
+    rows, racers = rec["rows"], rec["racers"]
+    refs = [i for i in scores if not racers[i].cand.learns]
+    if comp.kind != "triplets" or not refs or best in refs:
+        return best
+    ref = max(refs, key=lambda i: (scores[i], -i))
+    k = max(int(rec["rounds"]), 1)
+    d = np.concatenate([rows[best]["items"][s] - rows[ref]["items"][s] for s in range(k)])
+    query = np.concatenate([_query_items(comp, splits[s][1]) for s in range(k)])
+    within, lead, se = within_one_se(d, query)
+    if not within:
+        return best
+    why = (f"one_se: {lead:+.4f} over {racers[ref].name} ({rows[ref]['preprocessing']}) is "
+           f"within one standard error ({se:.4f}) of their paired difference on {d.size} "
+           "validation answers")
+    before = rows[best]["stopped"]
+    rows[best]["stopped"] = f"{before}; {why}" if before else why
+    return ref
+
+
 def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None:
     """``AutoSimilarity.fit`` on comparisons: split the items, race, refit
     the winner on all answers; sets the fitted attributes on ``est``."""
@@ -653,6 +697,8 @@ def fit_comparisons(est: Any, comp: Comparisons, groups, t_start: float) -> None
                            f"time_budget={est.time_budget}.")
     # ties go to the earlier racer: the no-learning baselines come first
     win = max(scores, key=lambda i: (scores[i], -i))
+    if getattr(est, "selection", "one_se") == "one_se":
+        win = _one_standard_error(rec, comp, splits, scores, win)
     racer = rec["racers"][win]
     seed = int(np.random.SeedSequence([seed0, win, 10**6]).generate_state(1)[0])
     t0 = time.perf_counter()

@@ -195,7 +195,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         metric-learn's row lookup: with it, ``fit`` takes index triplets
         ``(n, 3)`` or index pairs ``(n, 2)`` (with y) into its rows.
     selection : {"one_se", "best"}, default="one_se"
-        With class labels: how the final comparison picks the winner.
+        How the final comparison picks the winner (class labels or
+        triplets).
         ``"best"``: the highest mean validation score (a tie to a
         no-learning candidate).  ``"one_se"``: the one-standard-error rule
         (Breiman et al. 1984; Hastie et al., *Elements of Statistical
@@ -209,8 +210,11 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         baseline wins and the best's ``cv_results_`` row says ``"one_se:
         ..."``.  A learned metric or a preprocessing is kept only where the
         validation items show it helps beyond their noise (measured on the
-        shared sets: BENCHMARKS.md).  Fits on comparisons validate with
-        their own folds and ignore it.
+        shared sets: BENCHMARKS.md).  On triplets the baseline is the best
+        no-learning racer (raw, cosine or standardized Euclidean) and the
+        terms are the validation answers (1 / 0: ranked right or not), the
+        answers about one query item a cluster; pairs (scored by an AUC,
+        which has no term per answer) take the best score.
 
     Attributes
     ----------

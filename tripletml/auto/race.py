@@ -26,6 +26,7 @@ from threadpoolctl import ThreadpoolController
 
 from tripletml.auto.candidates import _WHO, _Candidate
 from tripletml.auto.resources import check_resources
+from tripletml.auto.selection import within_one_se
 from tripletml.metrics import validation_score_and_items
 from tripletml.triplets import random_class_triplets
 from tripletml.engine.driver import training_deadline
@@ -243,20 +244,6 @@ def race_stages(ctx: dict) -> tuple[str, list[int]]:
     return stop, champions
 
 
-def _clustered_se(d: np.ndarray, item: np.ndarray) -> float:
-    """Standard error of the mean of ``d`` when the terms of one ``item``
-    (held out by several splits) are not independent: the cluster-robust
-    (Liang and Zeger 1986) variance ``G/(G-1) sum_i (sum of item i's
-    residuals)^2 / m^2`` over the ``G`` items of the ``m`` terms.  Infinite
-    for fewer than two items (nothing measures the noise)."""
-    _, cluster = np.unique(item, return_inverse=True)
-    G, m = int(cluster.max()) + 1 if d.size else 0, d.size
-    if G < 2:
-        return math.inf
-    per_item = np.bincount(cluster, weights=d - d.mean(), minlength=G)
-    return float(math.sqrt(G / (G - 1) * np.sum(per_item ** 2)) / m)
-
-
 def _one_standard_error(ctx: dict, best: int, best_row: dict) -> tuple[int, str]:
     """The one-standard-error rule (Breiman, Friedman, Olshen and Stone,
     *Classification and Regression Trees*, 1984, Sec. 3.4.3; Hastie,
@@ -270,7 +257,7 @@ def _one_standard_error(ctx: dict, best: int, best_row: dict) -> tuple[int, str]
     validation items, :func:`~tripletml.metrics.validation_item_scores`), so
     it measures the two candidates' disagreement, not each one's spread; an
     item held out by several splits is one cluster of them
-    (:func:`_clustered_se`).
+    (:func:`~tripletml.auto.selection.clustered_se`).
 
     Returns
     -------
@@ -293,15 +280,12 @@ def _one_standard_error(ctx: dict, best: int, best_row: dict) -> tuple[int, str]
     d = np.concatenate([np.asarray(u, dtype=float) - np.asarray(v, dtype=float)
                         for u, v in zip(a, b)])
     item = np.concatenate([vi for _, vi in ctx["splits"]])
-    keep = np.isfinite(d)                # "map": items without a relevant item
-    d, item = d[keep], item[keep]
-    lead = float(d.mean()) if d.size else 0.0       # the mean the standard error is of
-    se = _clustered_se(d, item)
-    if round(lead - se, 12) > 0:
+    within, lead, se = within_one_se(d, item)   # "map": NaN for items without a relevant one
+    if not within:
         return best, ""
     return ref, (f"one_se: {lead:+.4f} over {cands[ref].name} (preprocessing=None) is "
                  f"within one standard error ({se:.4f}) of their paired difference on "
-                 f"{d.size} validation items")
+                 f"{int(np.isfinite(d).sum())} validation items")
 
 
 def choose_winner(ctx: dict, champions: list[int], time_budget: float) -> tuple[int, dict]:
