@@ -239,37 +239,51 @@ def test_triplets_race_hands_a_noise_lead_to_the_best_baseline():
 
 
 def test_one_se_on_triplets_is_the_clustered_se_of_the_paired_answers():
-    """The rule's arithmetic against its definition: answers about one query
-    item are one cluster; the lead is the mean paired difference."""
+    """The rule's arithmetic against its definition, on two splits that hold
+    out different items: the answers about one query item (its row in X,
+    whichever split) are one cluster; a gain concentrated on a few queries
+    is less evidence than the same gain spread over many."""
     from types import SimpleNamespace
 
     from tripletml.auto.comparisons import Comparisons, _one_standard_error, _Part
 
     rng = np.random.default_rng(1)
     n = 30
-    T = np.array([rng.choice(n, 3, replace=False) for _ in range(400)])
+    T = np.array([rng.choice(n, 3, replace=False) for _ in range(3000)])
     comp = Comparisons(kind="triplets", X=np.zeros((n, 2)), index=T, labels=None,
                        form="triplets")
-    val = _Part(np.arange(n))                        # every item held out: all answers
-    ref_right = rng.integers(0, 2, len(T)).astype(float)
-
-    def rec(best_right):
-        rows = [{"items": [ref_right], "stopped": "", "preprocessing": "normalize"},
-                {"items": [best_right], "stopped": "", "preprocessing": "normalize"}]
-        racers = [SimpleNamespace(name="Euclidean", cand=SimpleNamespace(learns=False)),
-                  SimpleNamespace(name="OASIS", cand=SimpleNamespace(learns=True))]
-        return {"rows": rows, "racers": racers, "rounds": 1}
-
-    for n_gain in range(0, 60, 3):
-        best_right = ref_right.copy()
-        best_right[np.flatnonzero(ref_right == 0)[:n_gain]] = 1.0
-        best_right[np.flatnonzero(ref_right == 1)[:10]] = 0.0
-        d = best_right - ref_right
-        r = d - d.mean()
-        G = np.unique(T[:, 0])
-        se = np.sqrt(G.size / (G.size - 1) * sum(r[T[:, 0] == g].sum() ** 2 for g in G)) / d.size
-        scores = {0: float(ref_right.mean()), 1: float(best_right.mean())}
-        rc = rec(best_right)
-        win = _one_standard_error(rc, comp, [(None, val)], scores, 1)
-        assert win == (1 if d.mean() > se + 1e-12 else 0), (n_gain, d.mean(), se)
-        assert ("one_se:" in rc["rows"][1]["stopped"]) == (win == 0)
+    parts = [_Part(np.arange(6, n)), _Part(np.arange(0, n - 6))]
+    splits = [(None, p) for p in parts]
+    answers = [comp.among(p.items)[0] for p in parts]
+    queries = [p.items[t[:, 0]] for p, t in zip(parts, answers)]     # rows of X
+    ref = [rng.integers(0, 2, len(t)).astype(bool) for t in answers]
+    racers = [SimpleNamespace(name="Euclidean", cand=SimpleNamespace(learns=False)),
+              SimpleNamespace(name="OASIS", cand=SimpleNamespace(learns=True))]
+    verdicts = set()
+    for spread in (False, True):
+        for n_gain in range(0, 400, 20):
+            best = [r.copy() for r in ref]
+            for b, q in zip(best, queries):
+                # the gain: wrong answers made right, about the queries 6..11
+                # only (concentrated) or about every query (spread)
+                pool = np.flatnonzero(~b & ((q >= 6) & (q < 12) | spread))
+                b[pool[:n_gain // 2]] = True
+                b[np.flatnonzero(b)[:40]] = False        # and 40 right ones made wrong
+            d = np.concatenate([b.astype(float) - r for b, r in zip(best, ref)])
+            g = np.concatenate(queries)
+            res = d - d.mean()
+            G = np.unique(g)
+            se = np.sqrt(G.size / (G.size - 1) * sum(res[g == k].sum() ** 2 for k in G)) / d.size
+            naive = d.std(ddof=1) / np.sqrt(d.size)
+            rows = [{"items": ref, "stopped": "", "preprocessing": "normalize"},
+                    {"items": best, "stopped": "", "preprocessing": "normalize"}]
+            scores = {0: float(np.mean([r.mean() for r in ref])),
+                      1: float(np.mean([b.mean() for b in best]))}
+            rec = {"rows": rows, "racers": racers, "rounds": 2}
+            win = _one_standard_error(rec, comp, splits, scores, 1)
+            assert win == (1 if d.mean() > se + 1e-12 else 0), (spread, n_gain, d.mean(), se)
+            assert ("one_se:" in rows[1]["stopped"]) == (win == 0)
+            verdicts.add((win, d.mean() > naive))
+    # a lead above the answers' naive standard error but not above the
+    # clustered one went to the baseline: the clusters changed a verdict
+    assert (0, True) in verdicts and (1, True) in verdicts

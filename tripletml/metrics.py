@@ -905,8 +905,8 @@ def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = 
     return validation_score_and_items(estimator, X, y, scoring, chunk_size=chunk_size)[0]
 
 
-def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
-                     ) -> float:
+def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike, *,
+                     per_triplet: bool = False) -> float | np.ndarray:
     """Fraction of triplets ranked correctly by an estimator.
 
     Parameters
@@ -918,10 +918,15 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
     X : array-like or sparse matrix of shape (n_samples, n_features)
     triplets : int array-like of shape (m, 3)
         Rows ``(query, positive, negative)`` indexing ``X``.
+    per_triplet : bool, default False, keyword-only
+        Return whether each triplet is ranked correctly instead of the
+        fraction (paired comparisons of two estimators on the same
+        triplets, as :class:`~tripletml.auto.AutoSimilarity`'s
+        one-standard-error rule makes).
 
     Returns
     -------
-    float
+    float, or ndarray of bool of shape (m,) with ``per_triplet``
         Fraction of triplets with ``triplet_score > 0`` (ties count as
         wrong).
     """
@@ -940,7 +945,8 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike
     if scores.shape not in ((T.shape[0],), (T.shape[0], 1)):
         raise ValueError(f"{func}: estimator.triplet_score returned shape "
                          f"{scores.shape}, expected ({T.shape[0]},)")
-    return float(np.mean(scores.reshape(-1) > 0))
+    right = scores.reshape(-1) > 0
+    return right if per_triplet else float(np.mean(right))
 
 
 def label_ranking_map(Y_true: Any, scores: ArrayLike) -> float:

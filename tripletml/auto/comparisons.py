@@ -70,6 +70,7 @@ from tripletml.engine.driver import training_deadline
 from tripletml.core.base import TripletLearner, _tuple_forms
 from tripletml.core.preprocessing import Preprocessor
 from tripletml.core.validation import check_triplets, check_X
+from tripletml.metrics import triplet_accuracy
 from tripletml.pairs import check_pairs
 
 __all__ = ["Comparisons", "parse_comparisons", "item_splits", "answer_splits", "relative_step_cap",
@@ -445,15 +446,14 @@ def expand_racers(est: Any) -> list[_Racer]:
 
 def score_split(model, comp: Comparisons, part: "_Part") -> tuple[float, Optional[np.ndarray]]:
     """The validation score of a fitted model on the answers of ``part``:
-    triplet accuracy (a tie counts as wrong, as in :func:`tripletml.metrics.triplet_accuracy`)
-    or the pairs' ROC AUC; and, for triplets, each answer's own term (1.0
-    ranked right, else 0.0; None for pairs: an AUC has no term per answer)."""
+    triplet accuracy (:func:`tripletml.metrics.triplet_accuracy`; a tie
+    counts as wrong) or the pairs' ROC AUC; and, for triplets, whether each
+    answer is ranked right (None for pairs: an AUC has no term per answer)."""
     t, lab = part.tuples(comp)
     Xv = part.rows(comp)
     if comp.kind == "triplets":
-        check_triplets(t, Xv.shape[0], "triplet_accuracy")     # its checks, its messages
-        right = (np.asarray(model.triplet_score(Xv, t)).reshape(-1) > 0).astype(float)
-        return float(right.mean()), right    # triplet_accuracy's count / m, bit for bit
+        right = triplet_accuracy(model, Xv, t, per_triplet=True)
+        return float(np.mean(right)), right      # triplet_accuracy's own mean
     return float(roc_auc_score(lab, model.pair_score(Xv[t[:, 0]], Xv[t[:, 1]]))), None
 
 
@@ -666,7 +666,8 @@ def _one_standard_error(rec: dict, comp: Comparisons, splits: list, scores: dict
         return best
     ref = max(refs, key=lambda i: (scores[i], -i))
     k = max(int(rec["rounds"]), 1)
-    d = np.concatenate([rows[best]["items"][s] - rows[ref]["items"][s] for s in range(k)])
+    d = np.concatenate([rows[best]["items"][s].astype(float) - rows[ref]["items"][s]
+                        for s in range(k)])
     query = np.concatenate([_query_items(comp, splits[s][1]) for s in range(k)])
     within, lead, se = within_one_se(d, query)
     if not within:

@@ -238,7 +238,7 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         ``"memory: ..."`` / ``"time: ..."`` (skipped before its first fit, see
         ``time_budget``), ``"error"``, ``"stage_end: ..."`` (survived its stage, lost the final
         comparison), ``"one_se: ..."`` (scored best, but within one
-        standard error of the no-learning baseline on the raw rows, see
+        standard error of a no-learning baseline, which won, see
         ``selection``; after the reason the row had, if any),
         ``""`` for the winner's last entry and for entries the
         candidate went on from), ``rank_validation_score`` (1 = the winner;
@@ -387,7 +387,8 @@ class AutoSimilarity(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         that many folds; or a scikit-learn splitter, applied to the items
         with ``groups``), held-out triplet accuracy or pair ROC AUC
         (``scoring_``), the no-learning Euclidean and cosine always among
-        the candidates.
+        the candidates; with triplets a learned winner must lead the best
+        of them by more than one standard error (``selection``).
 
         Returns
         -------
