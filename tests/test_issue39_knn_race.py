@@ -251,3 +251,29 @@ def test_one_se_reason_is_kept_beside_the_rows_own_reason():
     assert choose_winner(ctx, [0, 1], 60.0)[0] == 1
     assert ctx["rows"][0]["stopped"].startswith("max_time: ")
     assert "; one_se: " in ctx["rows"][0]["stopped"]
+
+
+def test_one_se_choice_is_invariant_to_the_rows_scale_and_runs_on_any_column_kind():
+    # the rule compares scores (accuracies, APs), which a global rescaling of
+    # X leaves as they are: the same winner and the same one_se verdicts at
+    # X * 1e-3 and X * 1e3; binary, count and duplicated columns race too
+    X, y = _noisy_neighbours(0)
+    spec = _RULE_SPEC
+    ref = AutoSimilarity(candidates=spec, scoring="knn_accuracy", random_state=0).fit(X, y)
+    for scale in (1e-3, 1e3):
+        m = AutoSimilarity(candidates=spec, scoring="knn_accuracy", random_state=0).fit(
+            X * scale, y)
+        assert m.best_params_ == ref.best_params_
+        np.testing.assert_array_equal(m.cv_results_["stopped"], ref.cv_results_["stopped"])
+        np.testing.assert_allclose(m.cv_results_["mean_validation_score"],
+                                   ref.cv_results_["mean_validation_score"], atol=1e-12)
+    rng = np.random.default_rng(1)
+    kinds = {"binary": (X > 0).astype(float),
+             "counts": rng.poisson(np.abs(X)).astype(float),
+             "duplicated": np.c_[X, X[:, :1]]}
+    for name, Z in kinds.items():
+        for scoring in ("knn_accuracy", "map"):
+            m = AutoSimilarity(candidates=spec, scoring=scoring, random_state=0).fit(Z, y)
+            assert np.isfinite(m.best_score_), (name, scoring)
+            win = m.cv_results_["rank_validation_score"] == 1
+            assert "one_se" not in str(m.cv_results_["stopped"][win][0])

@@ -522,3 +522,47 @@ def test_validation_item_scores_are_each_rows_term_of_the_validation_score():
         == evaluate_retrieval(model, X, y, k=())["map"]
     with pytest.raises(ValueError, match="validation_item_scores: parameter scoring='auc'"):
         validation_item_scores(model, X, y, "auc")
+
+
+@pytest.mark.parametrize("func", ["validation_item_scores", "validation_score_and_items",
+                                  "validation_score"])
+@pytest.mark.parametrize("scoring", ["map", "precision@2", "knn_accuracy"])
+def test_validation_terms_refuse_bad_input_naming_the_function(func, scoring):
+    import tripletml.metrics as M
+    from tripletml import Euclidean
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((20, 3)), np.arange(20) % 2
+    model = Euclidean().fit(X, y)
+    f = getattr(M, func)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        f(model, np.where(np.eye(20, 3) > 0, np.nan, X), y, scoring)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        f(model, X + np.inf, y, scoring)
+    with pytest.raises(ValueError, match=f"^{func}: .*2-D"):
+        f(model, X[:, 0], y, scoring)
+    with pytest.raises(ValueError, match=f"^{func}: .*no rows"):
+        f(model, X[:0], y[:0], scoring)
+    with pytest.raises(ValueError, match=f"^{func}: len\\(y"):
+        f(model, X, y[:5], scoring)
+    with pytest.raises(TypeError, match=f"^{func}: y must be a sequence"):
+        f(model, X, None, scoring)
+    with pytest.raises(ValueError, match=f"^{func}: parameter scoring='auc'"):
+        f(model, X, y, "auc")
+
+
+def test_triplet_accuracy_per_triplet_is_each_triplets_verdict():
+    from tripletml import Euclidean
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((15, 3))
+    model = Euclidean().fit(X, np.arange(15) % 3)
+    T = np.array([rng.choice(15, 3, replace=False) for _ in range(50)])
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    right = triplet_accuracy(model, X, T, per_triplet=True)
+    np.testing.assert_array_equal(right, D[T[:, 0], T[:, 1]] < D[T[:, 0], T[:, 2]])
+    assert triplet_accuracy(model, X, T) == right.mean()
+    with pytest.raises(TypeError, match="triplet_accuracy: per_triplet must be a bool"):
+        triplet_accuracy(model, X, T, per_triplet="yes")
+    with pytest.raises(ValueError, match="triplet_accuracy: triplets index 15 is out of range"):
+        triplet_accuracy(model, X, np.array([[0, 1, 15]]), per_triplet=True)

@@ -874,21 +874,23 @@ def validation_item_scores(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: 
 
 def validation_score_and_items(estimator: Any, X: ArrayLike, y: ArrayLike,
                                scoring: str = "map", *, chunk_size: int | None = None,
-                               who: str = "validation_score") -> tuple[float, np.ndarray]:
+                               who: str = "validation_score_and_items"
+                               ) -> tuple[float, np.ndarray]:
     """``(validation_score(...), validation_item_scores(...))`` from one
     ranking (``who`` names the caller in a scoring error)."""
     kind, k = check_scoring(scoring, who)
-    n = len(y)
+    if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__len__"):
+        raise TypeError(f"{who}: y must be a sequence of class labels, one per row of X, "
+                        f"got {type(y).__name__}.")
     if kind == "map":
-        ap = _retrieval_per_query(estimator, X, y, None, None, (), chunk_size, False,
-                                  "evaluate_retrieval")[0]
-        return _mean_ap(ap, "evaluate_retrieval"), ap
-    k = max(1, min(k, n - 1))
+        ap = _retrieval_per_query(estimator, X, y, None, None, (), chunk_size, False, who)[0]
+        return _mean_ap(ap, who), ap
+    k = max(1, min(k, len(y) - 1))
     if kind == "precision":
         hits = _retrieval_per_query(estimator, X, y, None, None, (k,), chunk_size, False,
-                                    "evaluate_retrieval")[1][:, 0]
+                                    who)[1][:, 0]
         return float(hits.mean() / k), hits / k
-    wrong = _knn_wrong(estimator, X, y, None, None, k, chunk_size, False, "knn_error")[0][:, 0]
+    wrong = _knn_wrong(estimator, X, y, None, None, k, chunk_size, False, who)[0][:, 0]
     return 1.0 - np.count_nonzero(wrong) / wrong.size, (~wrong).astype(float)
 
 
@@ -902,7 +904,8 @@ def validation_score(estimator: Any, X: ArrayLike, y: ArrayLike, scoring: str = 
     and tie rule).  k larger than the ``len(X) - 1`` other rows is clipped.
     Higher is better for all.  Each row's own term:
     :func:`validation_item_scores`."""
-    return validation_score_and_items(estimator, X, y, scoring, chunk_size=chunk_size)[0]
+    return validation_score_and_items(estimator, X, y, scoring, chunk_size=chunk_size,
+                                      who="validation_score")[0]
 
 
 def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike, *,
@@ -931,6 +934,8 @@ def triplet_accuracy(estimator: Any, X: ArrayLike, triplets: ArrayLike, *,
         wrong).
     """
     func = "triplet_accuracy"
+    if not isinstance(per_triplet, (bool, np.bool_)):
+        raise TypeError(f"{func}: per_triplet must be a bool, got {per_triplet!r}")
     if not hasattr(estimator, "triplet_score") and hasattr(estimator, "decision_function"):
         # an estimator written for 0.1 (decision_function(X, triplets)), for one release
         warnings.warn(f"{func}: the estimator has no triplet_score(X, triplets); its "
